@@ -1,0 +1,50 @@
+// Element types of tensors on disk and on the wire, and exact conversions
+// between them and fp32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "absl/strings/string_view.h"
+
+namespace moe {
+
+enum class DType : uint8_t {
+  kF32,
+  kBF16,
+  kF16,
+  kF64,
+  kI64,
+  kI32,
+  kI16,
+  kI8,
+  kU8,
+  kBool,
+  kF8E4M3,  // DeepSeek-V3 style block-quantised weights.
+  kF8E5M2,
+};
+
+// Bytes per element.
+size_t DTypeSize(DType dtype);
+// The safetensors spelling ("F32", "BF16", "F8_E4M3", ...).
+absl::string_view DTypeName(DType dtype);
+std::optional<DType> ParseDTypeName(absl::string_view name);
+// True for the types that convert to fp32 values (floats and fp8).
+bool IsFloatingPoint(DType dtype);
+
+float Bf16ToF32(uint16_t bits);
+// Round to nearest even; NaN stays NaN.
+uint16_t F32ToBf16(float value);
+float F16ToF32(uint16_t bits);
+uint16_t F32ToF16(float value);
+float F8E4M3ToF32(uint8_t bits);
+float F8E5M2ToF32(uint8_t bits);
+
+// Converts `count` elements of a floating-point `src` to fp32. Returns false
+// when `src_dtype` is not a floating-point type.
+bool ConvertToF32(DType src_dtype, const void* src, size_t count, float* dst);
+// Converts fp32 to F32, BF16 or F16. Returns false for other types.
+bool ConvertFromF32(DType dst_dtype, const float* src, size_t count, void* dst);
+
+}  // namespace moe

@@ -1,0 +1,44 @@
+// A Hugging Face checkpoint directory (config.json + *.safetensors, sharded
+// through model.safetensors.index.json or not) as a ModelSource. Files are
+// opened lazily and memory-mapped, so a worker touches only its experts.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "core/hf_config.h"
+#include "core/model_source.h"
+#include "core/safetensors.h"
+
+namespace moe {
+
+class HfCheckpoint : public ModelSource {
+ public:
+  static absl::StatusOr<std::unique_ptr<HfCheckpoint>> Open(
+      const std::string& dir);
+
+  const ModelInfo& info() const override { return spec_.info; }
+  HfFamily family() const { return spec_.family; }
+  absl::StatusOr<WeightTensor> Get(int64_t layer, WeightRole role,
+                                   int64_t expert) const override;
+
+ private:
+  HfCheckpoint() = default;
+  absl::StatusOr<const SafetensorsFile*> OpenFile(
+      const std::string& file) const;
+  absl::StatusOr<TensorRef> Find(const std::string& tensor) const;
+  absl::StatusOr<WeightTensor> Dequantize(const TensorRef& weight,
+                                          const TensorRef& scale) const;
+
+  std::string dir_;
+  HfModelSpec spec_;
+  // Tensor name -> file name inside dir_.
+  std::unordered_map<std::string, std::string> weight_map_;
+  mutable std::mutex mu_;
+  mutable std::unordered_map<std::string, std::unique_ptr<SafetensorsFile>>
+      files_;
+};
+
+}  // namespace moe

@@ -1,0 +1,90 @@
+#include "core/model_source.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "core/safetensors.h"
+
+namespace moe {
+
+const char* WeightRoleName(WeightRole role) {
+  switch (role) {
+    case WeightRole::kGate:
+      return "gate";
+    case WeightRole::kExpertBias:
+      return "expert_bias";
+    case WeightRole::kW1:
+      return "w1";
+    case WeightRole::kW3:
+      return "w3";
+    case WeightRole::kW2:
+      return "w2";
+    case WeightRole::kSharedW1:
+      return "shared.w1";
+    case WeightRole::kSharedW3:
+      return "shared.w3";
+    case WeightRole::kSharedW2:
+      return "shared.w2";
+    case WeightRole::kSharedGate:
+      return "shared.gate";
+  }
+  return "?";
+}
+
+int64_t WeightTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<int64_t> ExpectedShape(const MoeLayerConfig& c, WeightRole role) {
+  switch (role) {
+    case WeightRole::kGate:
+      return {c.num_experts, c.hidden};
+    case WeightRole::kExpertBias:
+      return {c.num_experts};
+    case WeightRole::kW1:
+    case WeightRole::kW3:
+      return {c.inter, c.hidden};
+    case WeightRole::kW2:
+      return {c.hidden, c.inter};
+    case WeightRole::kSharedW1:
+    case WeightRole::kSharedW3:
+      return {c.shared_inter, c.hidden};
+    case WeightRole::kSharedW2:
+      return {c.hidden, c.shared_inter};
+    case WeightRole::kSharedGate:
+      return {1, c.hidden};
+  }
+  return {};
+}
+
+bool ModelInfo::HasLayer(int64_t layer) const {
+  return std::binary_search(moe_layers.begin(), moe_layers.end(), layer);
+}
+
+absl::Status CheckWeightTensor(const WeightTensor& t, const MoeLayerConfig& c,
+                               WeightRole role) {
+  const auto want = ExpectedShape(c, role);
+  // A [E] bias may also be stored as [1, E]; a [1, H] gate as [H].
+  const bool same_numel = t.numel() == [&] {
+    int64_t n = 1;
+    for (int64_t d : want) n *= d;
+    return n;
+  }();
+  const bool vector_role =
+      role == WeightRole::kExpertBias || role == WeightRole::kSharedGate;
+  if (t.shape != want && !(vector_role && same_numel && t.shape.size() <= 2)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": shape ", ShapeString(t.shape), ", expected ",
+                     ShapeString(want), " for ", WeightRoleName(role)));
+  }
+  if (!IsFloatingPoint(t.dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": dtype ", DTypeName(t.dtype),
+                     " is not a floating-point type"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace moe

@@ -1,0 +1,68 @@
+// Where an MoE layer's weights come from: a Hugging Face checkpoint, the
+// synthetic model, or a test fixture. The engine asks for tensors by role,
+// never by file-specific name, so a worker can fetch just its experts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/dtype.h"
+#include "core/moe_config.h"
+
+namespace moe {
+
+enum class WeightRole {
+  kGate,        // [E, H]
+  kExpertBias,  // [E]
+  kW1,          // expert gate proj [I, H]
+  kW3,          // expert up proj   [I, H]
+  kW2,          // expert down proj [H, I]
+  kSharedW1,    // [S, H]
+  kSharedW3,    // [S, H]
+  kSharedW2,    // [H, S]
+  kSharedGate,  // [1, H]
+};
+const char* WeightRoleName(WeightRole role);
+
+// A weight tensor: a view into a mapped file, or owned bytes.
+struct WeightTensor {
+  std::string name;  // For error messages: file and tensor name.
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  const std::byte* data = nullptr;
+  std::vector<std::byte> owned;  // Backs `data` when not a view.
+  int64_t numel() const;
+};
+
+// The expected shape of a role's tensor for a layer config.
+std::vector<int64_t> ExpectedShape(const MoeLayerConfig& config,
+                                   WeightRole role);
+
+struct ModelInfo {
+  std::string family;      // model_type, or "synthetic"
+  std::string source;      // checkpoint directory or synthetic description
+  int64_t num_layers = 0;  // decoder layers in the model
+  std::vector<int64_t> moe_layers;  // the MoE layer ids, ascending
+  MoeLayerConfig layer;             // shared by every MoE layer
+  bool HasLayer(int64_t layer) const;
+};
+
+class ModelSource {
+ public:
+  virtual ~ModelSource() = default;
+  virtual const ModelInfo& info() const = 0;
+  // The tensor of `role` (of `expert` for routed roles) in MoE layer `layer`.
+  // NOT_FOUND for a missing tensor or a layer that is not an MoE layer.
+  // Shapes and dtypes are checked by the one consumer, LoadLayerWeights.
+  virtual absl::StatusOr<WeightTensor> Get(int64_t layer, WeightRole role,
+                                           int64_t expert) const = 0;
+};
+
+// Checks a tensor against ExpectedShape and that its dtype is a float type.
+absl::Status CheckWeightTensor(const WeightTensor& t,
+                               const MoeLayerConfig& config, WeightRole role);
+
+}  // namespace moe

@@ -1,0 +1,75 @@
+// One MoE layer's weights in the engine's packed form: the router's gate
+// (always fp32), the shared expert, and a contiguous range of routed experts,
+// each packed once at load for the CPU kernels.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/aligned_buffer.h"
+#include "core/model_source.h"
+#include "kernels/cpu/packed_gemm.h"
+
+namespace moe {
+
+enum class WeightDType { kF32, kBF16 };
+absl::string_view WeightDTypeName(WeightDType d);
+absl::StatusOr<WeightDType> ParseWeightDType(absl::string_view text);
+
+struct PackedWeight {
+  kernels::cpu::WeightFormat format = kernels::cpu::WeightFormat::kF32;
+  int64_t n = 0;  // output features
+  int64_t k = 0;  // input features (padded for the down projection)
+  AlignedBuffer data;
+  const void* ptr() const { return data.data(); }
+  size_t bytes() const { return data.size(); }
+};
+
+// SwiGLU expert: fused gate/up [2*PaddedInter(I), H] and down [H, PaddedInter].
+struct ExpertWeights {
+  PackedWeight w13;
+  PackedWeight w2;
+  int64_t inter = 0;
+  size_t bytes() const { return w13.bytes() + w2.bytes(); }
+};
+
+struct LayerWeights {
+  int64_t layer = 0;
+  MoeLayerConfig config;
+  WeightDType dtype = WeightDType::kF32;
+
+  bool has_gate = false;
+  PackedWeight gate;               // [E, H], fp32
+  std::vector<float> expert_bias;  // [E] when config.use_bias
+
+  bool has_shared = false;
+  ExpertWeights shared;
+  std::vector<float> shared_gate;  // [H] when config.shared_gate
+
+  int64_t expert_begin = 0;  // routed experts [expert_begin, expert_end)
+  int64_t expert_end = 0;
+  std::vector<ExpertWeights> experts;
+
+  int64_t num_local_experts() const { return expert_end - expert_begin; }
+  // Bytes of one routed expert's packed weights.
+  size_t expert_bytes() const {
+    return experts.empty() ? 0 : experts.front().bytes();
+  }
+};
+
+struct LoadOptions {
+  WeightDType dtype = WeightDType::kF32;
+  bool load_gate = true;    // router side: gate and expert bias
+  bool load_shared = true;  // router side: shared expert
+  int64_t expert_begin = 0;
+  int64_t expert_end = -1;  // -1: all experts
+  int num_threads = 1;
+};
+
+absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
+    const ModelSource& source, int64_t layer, const LoadOptions& options);
+
+}  // namespace moe

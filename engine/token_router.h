@@ -1,0 +1,60 @@
+// The router's math for a batch: gate GEMM (fp32), scores, top-k or expert
+// choice, capacity, normalisation and scale. Requests batched together are
+// routed as independent segments wherever the batch would otherwise matter
+// (capacity, expert choice).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "engine/layer_weights.h"
+
+namespace moe {
+
+// Every token has `slots` routing slots, in the order their contributions
+// are summed. Token choice: slots = k, in descending score order. Expert
+// choice: slots = the most experts any token got, by ascending expert id.
+struct Routing {
+  int64_t tokens = 0;
+  int64_t slots = 0;
+  std::vector<int32_t> expert;         // [tokens * slots]; -1 = empty slot
+  std::vector<float> weight;           // final weights; 0 if dropped or empty
+  std::vector<uint8_t> dispatched;     // 1 when the slot is computed
+  std::vector<int64_t> expert_counts;  // [E] dispatched slots per expert
+  int64_t dropped = 0;                 // slots dropped by the capacity limit
+
+  void Reset(int64_t n, int64_t s, int64_t num_experts);
+};
+
+class TokenRouter {
+ public:
+  // Routes n tokens of x [n, H]. `segment_ends` are the exclusive ends of the
+  // independent requests in the batch (ascending, last == n); empty means one.
+  absl::Status Route(const LayerWeights& weights, const float* x, int64_t n,
+                     absl::Span<const int64_t> segment_ends, int num_threads,
+                     Routing* out);
+
+ private:
+  void Logits(const LayerWeights& w, const float* x, int64_t n,
+              int num_threads);
+  void TokenChoice(const LayerWeights& w, int64_t n,
+                   absl::Span<const int64_t> ends, int num_threads,
+                   Routing* out);
+  void ExpertChoice(const LayerWeights& w, int64_t n,
+                    absl::Span<const int64_t> ends, int num_threads,
+                    Routing* out);
+
+  std::vector<float> logits_;
+  std::vector<float> scores_;
+  std::vector<const float*> x_rows_;
+  std::vector<float*> logit_rows_;
+  std::vector<int32_t> idx_;
+  std::vector<int64_t> load_;
+  std::vector<int32_t> ec_tokens_;
+  std::vector<float> ec_probs_;
+  std::vector<int64_t> per_token_;
+};
+
+}  // namespace moe

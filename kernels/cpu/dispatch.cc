@@ -1,0 +1,71 @@
+#include "kernels/cpu/dispatch.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace moe::kernels::cpu {
+namespace {
+
+// Rows below which threading costs more than the copy.
+constexpr int64_t kParallelRows = 64;
+
+int ThreadsFor(int64_t rows, int num_threads) {
+  return rows >= kParallelRows ? std::max(num_threads, 1) : 1;
+}
+
+}  // namespace
+
+int64_t SortSlotsByExpert(const int32_t* slot_expert, int64_t num_slots,
+                          int64_t num_experts, int64_t* offsets,
+                          int64_t* order) {
+  std::fill(offsets, offsets + num_experts + 1, int64_t{0});
+  for (int64_t s = 0; s < num_slots; ++s) {
+    if (slot_expert[s] >= 0) ++offsets[slot_expert[s] + 1];
+  }
+  for (int64_t e = 0; e < num_experts; ++e) offsets[e + 1] += offsets[e];
+  // offsets[e] doubles as the fill cursor, then is restored.
+  for (int64_t s = 0; s < num_slots; ++s) {
+    if (slot_expert[s] >= 0) order[offsets[slot_expert[s]]++] = s;
+  }
+  for (int64_t e = num_experts; e > 0; --e) offsets[e] = offsets[e - 1];
+  offsets[0] = 0;
+  return offsets[num_experts];
+}
+
+void GatherRows(const float* src, int64_t cols, const int64_t* src_row,
+                const float* scale, int64_t rows, float* dst, int num_threads) {
+#pragma omp parallel for schedule(static) \
+    num_threads(ThreadsFor(rows, num_threads))
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* s = src + src_row[j] * cols;
+    float* d = dst + j * cols;
+    if (scale == nullptr) {
+      std::memcpy(d, s, static_cast<size_t>(cols) * sizeof(float));
+    } else {
+      const float a = scale[j];
+      for (int64_t c = 0; c < cols; ++c) d[c] = s[c] * a;
+    }
+  }
+}
+
+void CombineSlots(int64_t n, int64_t slots, int64_t cols, const float* w,
+                  const int64_t* slot_row, const float* expert_out, float* y,
+                  int num_threads) {
+#pragma omp parallel for schedule(static) \
+    num_threads(ThreadsFor(n, num_threads))
+  for (int64_t t = 0; t < n; ++t) {
+    float* yt = y + t * cols;
+    std::fill(yt, yt + cols, 0.0f);
+    for (int64_t s = 0; s < slots; ++s) {
+      const int64_t row = slot_row[t * slots + s];
+      if (row < 0) continue;
+      const float a = w != nullptr ? w[t * slots + s] : 1.0f;
+      const float* o = expert_out + row * cols;
+      for (int64_t c = 0; c < cols; ++c) yt[c] += a * o[c];
+    }
+  }
+}
+
+}  // namespace moe::kernels::cpu

@@ -1,0 +1,43 @@
+// Internal: the per-ISA GEMM entry points and the shared tile epilogue.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/cpu/packed_gemm.h"
+
+namespace moe::kernels::cpu::internal {
+
+// Same contract as GemmPanels; each lives in a translation unit built with
+// its own target flags.
+using GemmPanelsFn = void (*)(const float* const* a_rows, int64_t m, int64_t k,
+                              const void* packed, WeightFormat format,
+                              int64_t panel_begin, int64_t panel_end,
+                              Epilogue epilogue, int64_t n_out,
+                              float* const* out_rows);
+
+void GemmPanelsAvx512(const float* const* a_rows, int64_t m, int64_t k,
+                      const void* packed, WeightFormat format,
+                      int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
+                      int64_t n_out, float* const* out_rows);
+void GemmPanelsAvx2(const float* const* a_rows, int64_t m, int64_t k,
+                    const void* packed, WeightFormat format,
+                    int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
+                    int64_t n_out, float* const* out_rows);
+void GemmPanelsGeneric(const float* const* a_rows, int64_t m, int64_t k,
+                       const void* packed, WeightFormat format,
+                       int64_t panel_begin, int64_t panel_end,
+                       Epilogue epilogue, int64_t n_out,
+                       float* const* out_rows);
+
+// Writes a finished [rows][32] accumulator tile of panel `panel` for output
+// rows out_rows[0..rows). Defined once, in the generic translation unit, so
+// no ISA-specific copy of it can be picked by the linker.
+void StoreTile(const float* tile, int rows, int64_t panel, Epilogue epilogue,
+               int64_t n_out, float* const* out_rows);
+
+// A per-thread scratch buffer of at least `floats` floats, grown on demand
+// and then reused (no steady-state allocation). Lives in the generic
+// translation unit so the ISA units instantiate no standard-library code.
+float* ThreadScratch(size_t floats);
+
+}  // namespace moe::kernels::cpu::internal

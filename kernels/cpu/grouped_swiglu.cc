@@ -1,0 +1,109 @@
+#include "kernels/cpu/grouped_swiglu.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+namespace moe::kernels::cpu {
+namespace {
+
+// Rows per task: a multiple of both micro-kernels' tile heights, small enough
+// that the packed A rows stay in L2 while a panel streams past.
+constexpr int64_t kRowBlock = 96;
+// Tasks per thread the plan aims for, so dynamic scheduling can balance.
+constexpr int64_t kTasksPerThread = 8;
+
+struct PhaseShape {
+  int64_t panels;
+  int64_t k;
+};
+
+PhaseShape Shape(const GroupedSwiglu& p, int phase) {
+  const int64_t ip = PaddedInter(p.inter);
+  return phase == 0 ? PhaseShape{2 * ip / kPanelWidth, p.hidden}
+                    : PhaseShape{NumPanels(p.hidden), ip};
+}
+
+}  // namespace
+
+int64_t PlanGroupedSwiglu(const GroupedSwiglu& p, int num_threads,
+                          SwigluTask* tasks, int64_t capacity) {
+  const int64_t total_rows = p.group_offsets[p.num_groups];
+  int64_t count = 0;
+  for (int phase = 0; phase < 2; ++phase) {
+    const PhaseShape s = Shape(p, phase);
+    const double work = static_cast<double>(total_rows) * s.panels * s.k;
+    const double target = work / (std::max(num_threads, 1) *
+                                  static_cast<double>(kTasksPerThread));
+    for (int64_t g = 0; g < p.num_groups; ++g) {
+      for (int64_t r0 = p.group_offsets[g]; r0 < p.group_offsets[g + 1];
+           r0 += kRowBlock) {
+        const int64_t r1 = std::min(r0 + kRowBlock, p.group_offsets[g + 1]);
+        const double per_panel = static_cast<double>(r1 - r0) * s.k;
+        const int64_t chunk = std::clamp<int64_t>(
+            static_cast<int64_t>(target / per_panel + 0.999), 1, s.panels);
+        for (int64_t p0 = 0; p0 < s.panels; p0 += chunk) {
+          if (count < capacity) {
+            tasks[count] = {phase, static_cast<int32_t>(g),       r0, r1,
+                            p0,    std::min(p0 + chunk, s.panels)};
+          }
+          ++count;
+        }
+      }
+    }
+  }
+  return count;
+}
+
+int RunGroupedSwiglu(const GroupedSwiglu& p, const SwigluTask* tasks,
+                     int64_t num_tasks, float* h, float** h_rows,
+                     int num_threads) {
+  const int64_t total_rows = p.group_offsets[p.num_groups];
+  if (total_rows == 0 || num_tasks == 0) return 0;
+  const int64_t ip = PaddedInter(p.inter);
+  for (int64_t r = 0; r < total_rows; ++r) h_rows[r] = h + r * ip;
+  const int64_t first_down =
+      std::find_if(tasks, tasks + num_tasks,
+                   [](const SwigluTask& t) { return t.phase == 1; }) -
+      tasks;
+  auto run = [&](const SwigluTask& t) {
+    const int64_t rows = t.row_end - t.row_begin;
+    if (t.phase == 0) {
+      GemmPanels(p.in_rows + t.row_begin, rows, p.hidden, p.w13[t.group],
+                 p.format, t.panel_begin, t.panel_end, Epilogue::kSwiGLU,
+                 2 * ip, h_rows + t.row_begin);
+    } else {
+      GemmPanels(h_rows + t.row_begin, rows, ip, p.w2[t.group], p.format,
+                 t.panel_begin, t.panel_end, Epilogue::kStore, p.hidden,
+                 p.out_rows + t.row_begin);
+    }
+  };
+#pragma omp parallel num_threads(std::max(num_threads, 1))
+  {
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < first_down; ++i) run(tasks[i]);
+      // The implicit barrier: every h row is complete before the down pass.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = first_down; i < num_tasks; ++i) run(tasks[i]);
+  }
+  return 0;
+}
+
+void ParallelGemm(const float* const* a_rows, int64_t m, int64_t k,
+                  const void* packed, WeightFormat format, int64_t n_out,
+                  float* const* out_rows, int num_threads) {
+  if (m <= 0) return;
+  const int64_t panels = NumPanels(n_out);
+  const int64_t row_blocks = (m + kRowBlock - 1) / kRowBlock;
+  const int64_t tasks = row_blocks * panels;
+#pragma omp parallel for schedule(dynamic, 1) \
+    num_threads(std::max(1, std::min <int>(num_threads, tasks)))
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t rb = t / panels, pn = t % panels;
+    const int64_t r0 = rb * kRowBlock, r1 = std::min(m, r0 + kRowBlock);
+    GemmPanels(a_rows + r0, r1 - r0, k, packed, format, pn, pn + 1,
+               Epilogue::kStore, n_out, out_rows + r0);
+  }
+}
+
+}  // namespace moe::kernels::cpu

@@ -1,0 +1,51 @@
+// Grouped SwiGLU over experts: for every row i of group g,
+//   out[i] = W2_g (silu(W1_g in[i]) * (W3_g in[i]))
+// with W1/W3 fused into one packed [2*PaddedInter, hidden] weight and W2 packed
+// as [hidden, PaddedInter]. Rows are given as pointers so the permutation of
+// tokens to experts (and back) needs no copies. Plan, then run: the plan cuts
+// the work into tasks; the run executes them on `num_threads` OpenMP threads.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/packed_gemm.h"
+
+namespace moe::kernels::cpu {
+
+struct GroupedSwiglu {
+  int64_t num_groups = 0;
+  const int64_t* group_offsets = nullptr;  // [num_groups + 1], into the rows
+  const float* const* in_rows = nullptr;   // [total], each `hidden` long
+  float* const* out_rows = nullptr;        // [total], each `hidden` long
+  const void* const* w13 = nullptr;        // [num_groups] packed gate/up
+  const void* const* w2 = nullptr;         // [num_groups] packed down
+  WeightFormat format = WeightFormat::kF32;
+  int64_t hidden = 0;
+  int64_t inter = 0;  // unpadded; the kernels pad to PaddedInter(inter)
+};
+
+struct SwigluTask {
+  int32_t phase;  // 0: gate/up + SiLU-mul into h; 1: down into out
+  int32_t group;
+  int64_t row_begin, row_end;  // global row indices
+  int64_t panel_begin, panel_end;
+};
+
+// Writes the tasks into `tasks` when `capacity` allows and returns how many
+// there are; call with capacity 0 to size the buffer.
+int64_t PlanGroupedSwiglu(const GroupedSwiglu& problem, int num_threads,
+                          SwigluTask* tasks, int64_t capacity);
+
+// Runs planned tasks. `h` is a workspace of total_rows * PaddedInter(inter)
+// floats and `h_rows` one of total_rows pointers. Returns 0.
+int RunGroupedSwiglu(const GroupedSwiglu& problem, const SwigluTask* tasks,
+                     int64_t num_tasks, float* h, float** h_rows,
+                     int num_threads);
+
+// C = A W^T over all panels of one packed weight (store epilogue), split
+// over rows and panels on `num_threads` threads. For the router's gate.
+void ParallelGemm(const float* const* a_rows, int64_t m, int64_t k,
+                  const void* packed, WeightFormat format, int64_t n_out,
+                  float* const* out_rows, int num_threads);
+
+}  // namespace moe::kernels::cpu

@@ -1,0 +1,134 @@
+#include "kernels/cpu/packed_gemm.h"
+
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "kernels/cpu/gemm_isa.h"
+
+namespace moe::kernels::cpu {
+namespace {
+
+template <typename T>
+void PackRows(const T* const* rows, int64_t n, int64_t k, int64_t row_len,
+              T* packed) {
+  const int64_t panels = NumPanels(n);
+  for (int64_t p = 0; p < panels; ++p) {
+    T* dst = packed + p * kPanelWidth * k;
+    for (int64_t c = 0; c < kPanelWidth; ++c) {
+      const int64_t row = p * kPanelWidth + c;
+      const T* src = row < n ? rows[row] : nullptr;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        dst[kk * kPanelWidth + c] =
+            src != nullptr && kk < row_len ? src[kk] : T{0};
+      }
+    }
+  }
+}
+
+struct IsaChoice {
+  internal::GemmPanelsFn fn;
+  const char* name;
+};
+
+bool CpuHas(std::string_view isa) {
+  __builtin_cpu_init();
+  if (isa == "avx512") {
+    return __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl");
+  }
+  if (isa == "avx2") {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }
+  return isa == "generic";
+}
+
+IsaChoice Choose(std::string_view isa) {
+  if (isa == "avx512") return {internal::GemmPanelsAvx512, "avx512"};
+  if (isa == "avx2") return {internal::GemmPanelsAvx2, "avx2"};
+  return {internal::GemmPanelsGeneric, "generic"};
+}
+
+IsaChoice& Current() {
+  static IsaChoice choice = CpuHas("avx512") ? Choose("avx512")
+                            : CpuHas("avx2") ? Choose("avx2")
+                                             : Choose("generic");
+  return choice;
+}
+
+}  // namespace
+
+void PackRowsF32(const float* const* rows, int64_t n, int64_t k,
+                 int64_t row_len, float* packed) {
+  PackRows(rows, n, k, row_len, packed);
+}
+
+void PackRowsBF16(const uint16_t* const* rows, int64_t n, int64_t k,
+                  int64_t row_len, uint16_t* packed) {
+  PackRows(rows, n, k, row_len, packed);
+}
+
+void FusedGateUpRowOrder(int64_t inter, int64_t* order) {
+  const int64_t padded = PaddedInter(inter);
+  for (int64_t b = 0; b < padded / kHalfPanel; ++b) {
+    for (int64_t c = 0; c < kHalfPanel; ++c) {
+      const int64_t j = b * kHalfPanel + c;
+      order[b * kPanelWidth + c] = j < inter ? j : INT64_MIN;
+      order[b * kPanelWidth + kHalfPanel + c] = j < inter ? -1 - j : INT64_MIN;
+    }
+  }
+}
+
+void GemmPanels(const float* const* a_rows, int64_t m, int64_t k,
+                const void* packed, WeightFormat format, int64_t panel_begin,
+                int64_t panel_end, Epilogue epilogue, int64_t n_out,
+                float* const* out_rows) {
+  if (m <= 0 || panel_begin >= panel_end) return;
+  Current().fn(a_rows, m, k, packed, format, panel_begin, panel_end, epilogue,
+               n_out, out_rows);
+}
+
+const char* GemmIsaName() { return Current().name; }
+
+bool SetGemmIsa(const char* name) {
+  if (!CpuHas(name)) return false;
+  Current() = Choose(name);
+  return true;
+}
+
+namespace internal {
+
+void StoreTile(const float* tile, int rows, int64_t panel, Epilogue epilogue,
+               int64_t n_out, float* const* out_rows) {
+  if (epilogue == Epilogue::kSwiGLU) {
+    const int64_t col0 = panel * kHalfPanel;
+    for (int r = 0; r < rows; ++r) {
+      const float* t = tile + r * kPanelWidth;
+      float* out = out_rows[r] + col0;
+      for (int64_t c = 0; c < kHalfPanel; ++c) {
+        const float g = t[c];
+        out[c] = g / (1.0f + std::exp(-g)) * t[kHalfPanel + c];
+      }
+    }
+    return;
+  }
+  const int64_t col0 = panel * kPanelWidth;
+  const int64_t width = n_out - col0 < kPanelWidth ? n_out - col0 : kPanelWidth;
+  for (int r = 0; r < rows; ++r) {
+    std::memcpy(out_rows[r] + col0, tile + r * kPanelWidth,
+                static_cast<size_t>(width) * sizeof(float));
+  }
+}
+
+float* ThreadScratch(size_t floats) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < floats) scratch.resize(floats);
+  return scratch.data();
+}
+
+}  // namespace internal
+}  // namespace moe::kernels::cpu

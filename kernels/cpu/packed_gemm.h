@@ -1,0 +1,70 @@
+// Weight-stationary GEMM over pre-packed weights: C = A W^T, A given as row
+// pointers (so permute/unpermute gathers fuse into the GEMM), W packed once at
+// load time into panels of 32 output columns with K contiguous per panel.
+// Weights are fp32 or bf16 (widened to fp32 in registers); A and C are fp32.
+// Pure compute: raw pointers and sizes, single-threaded per call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace moe::kernels::cpu {
+
+enum class WeightFormat : int32_t { kF32 = 0, kBF16 = 1 };
+
+// Output columns per packed panel.
+inline constexpr int64_t kPanelWidth = 32;
+// In a fused gate/up panel the first 16 columns are gate rows, the next 16
+// the matching up rows.
+inline constexpr int64_t kHalfPanel = 16;
+
+enum class Epilogue : int32_t {
+  // out[i][c] = C[i][c] for c in [32p, min(32p + 32, n_out)).
+  kStore = 0,
+  // Fused gate/up panels: out[i][c] = silu(C_gate[i][c]) * C_up[i][c] for
+  // c in [16p, 16p + 16).
+  kSwiGLU = 1,
+};
+
+inline int64_t NumPanels(int64_t n) {
+  return (n + kPanelWidth - 1) / kPanelWidth;
+}
+// Elements of the packed form of an [n, k] weight.
+inline int64_t PackedElements(int64_t n, int64_t k) {
+  return NumPanels(n) * kPanelWidth * k;
+}
+// The intermediate width of a fused gate/up weight, padded to whole halves.
+inline int64_t PaddedInter(int64_t inter) {
+  return (inter + kHalfPanel - 1) / kHalfPanel * kHalfPanel;
+}
+inline size_t WeightElementSize(WeightFormat f) {
+  return f == WeightFormat::kF32 ? 4 : 2;
+}
+
+// Packs an [n, k] weight given as row pointers (nullptr = a zero row) of
+// `row_len` <= k valid elements each (the rest of k is zero padding) into
+// NumPanels(n) panels: fp32 values, or bf16 bits.
+void PackRowsF32(const float* const* rows, int64_t n, int64_t k,
+                 int64_t row_len, float* packed);
+void PackRowsBF16(const uint16_t* const* rows, int64_t n, int64_t k,
+                  int64_t row_len, uint16_t* packed);
+// Row order of a fused gate/up weight of intermediate size `inter`: for each
+// half-panel block b, 16 gate rows then 16 up rows. Writes PaddedInter*2
+// entries: the row index into gate (>= 0), into up (encoded as -1 - row), or
+// INT64_MIN for padding.
+void FusedGateUpRowOrder(int64_t inter, int64_t* order);
+
+// Computes panels [panel_begin, panel_end) of A W^T for `m` rows of A (each
+// `k` long) and writes them through `epilogue` into `out_rows`.
+void GemmPanels(const float* const* a_rows, int64_t m, int64_t k,
+                const void* packed, WeightFormat format, int64_t panel_begin,
+                int64_t panel_end, Epilogue epilogue, int64_t n_out,
+                float* const* out_rows);
+
+// The instruction set the dispatcher chose: "avx512", "avx2" or "generic".
+const char* GemmIsaName();
+// Forces an instruction set ("avx512", "avx2", "generic"); false when the CPU
+// lacks it. For tests that compare the paths.
+bool SetGemmIsa(const char* name);
+
+}  // namespace moe::kernels::cpu
