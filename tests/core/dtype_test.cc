@@ -1,0 +1,59 @@
+#include "core/dtype.h"
+
+#include <cmath>
+#include <limits>
+
+#include "gtest/gtest.h"
+
+namespace moe {
+namespace {
+
+TEST(DType, NamesRoundTrip) {
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kI64,
+                  DType::kF8E4M3, DType::kBool}) {
+    EXPECT_EQ(ParseDTypeName(DTypeName(d)), d);
+  }
+  EXPECT_FALSE(ParseDTypeName("F128").has_value());
+  EXPECT_EQ(DTypeSize(DType::kBF16), 2u);
+  EXPECT_EQ(DTypeSize(DType::kI64), 8u);
+}
+
+TEST(DType, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(F32ToBf16(1.0f), 0x3f80);
+  // 1 + 2^-8 is halfway between bf16 1.0 and 1.0078125: ties to even (1.0).
+  EXPECT_EQ(F32ToBf16(1.00390625f), 0x3f80);
+  // Just above halfway rounds up.
+  EXPECT_EQ(F32ToBf16(std::nextafter(1.00390625f, 2.0f)), 0x3f81);
+  // Halfway above an odd mantissa rounds up to even.
+  EXPECT_EQ(F32ToBf16(1.01171875f), 0x3f82);
+  EXPECT_EQ(Bf16ToF32(0xc040), -3.0f);
+  EXPECT_TRUE(std::isnan(Bf16ToF32(F32ToBf16(std::nanf("")))));
+  EXPECT_EQ(Bf16ToF32(F32ToBf16(std::numeric_limits<float>::infinity())),
+            std::numeric_limits<float>::infinity());
+}
+
+TEST(DType, F16Conversions) {
+  EXPECT_EQ(F16ToF32(0x3c00), 1.0f);
+  EXPECT_EQ(F16ToF32(0xc000), -2.0f);
+  EXPECT_EQ(F32ToF16(65504.0f), 0x7bff);
+  EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+}
+
+TEST(DType, Fp8E4M3) {
+  EXPECT_EQ(F8E4M3ToF32(0x38), 1.0f);
+  EXPECT_EQ(F8E4M3ToF32(0x7e), 448.0f);  // largest finite
+  EXPECT_EQ(F8E4M3ToF32(0xb8), -1.0f);
+  EXPECT_EQ(F8E4M3ToF32(0x01), std::ldexp(1.0f, -9));
+  EXPECT_TRUE(std::isnan(F8E4M3ToF32(0x7f)));
+  EXPECT_EQ(F8E5M2ToF32(0x3c), 1.0f);
+}
+
+TEST(DType, ConvertRejectsIntegers) {
+  int64_t v = 3;
+  float out;
+  EXPECT_FALSE(ConvertToF32(DType::kI64, &v, 1, &out));
+  EXPECT_FALSE(ConvertFromF32(DType::kI32, &out, 1, &v));
+}
+
+}  // namespace
+}  // namespace moe

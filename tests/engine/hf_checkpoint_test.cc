@@ -1,0 +1,293 @@
+// Every golden case written into each Hugging Face family's layout that can
+// express it (sharded, with unrelated tensors beside it) loads through the
+// checkpoint reader and gives the golden routing and output.
+#include "core/hf_checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "engine/layer_weights.h"
+#include "engine/local_moe.h"
+#include "gtest/gtest.h"
+#include "tests/testutil/compare.h"
+#include "tests/testutil/hf_writer.h"
+#include "tests/testutil/reference_moe.h"
+
+namespace moe {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::GoldenCase;
+using testing::HfWriteOptions;
+
+struct Output {
+  std::vector<float> y;
+  Routing routing;
+};
+
+absl::StatusOr<Output> RunCheckpoint(const std::string& dir, int64_t layer,
+                                     const std::vector<float>& x, int64_t n,
+                                     WeightDType dtype) {
+  auto ckpt = HfCheckpoint::Open(dir);
+  if (!ckpt.ok()) return ckpt.status();
+  LoadOptions opts;
+  opts.dtype = dtype;
+  opts.num_threads = 2;
+  auto w = LoadLayerWeights(**ckpt, layer, opts);
+  if (!w.ok()) return w.status();
+  LocalMoe moe(2);
+  Output out;
+  out.y.resize(x.size());
+  absl::Status s =
+      moe.Forward(**w, x.data(), n, {}, out.y.data(), &out.routing);
+  if (!s.ok()) return s;
+  return out;
+}
+
+void ExpectGolden(const GoldenCase& c, const Output& out,
+                  testing::Tolerance tol) {
+  EXPECT_TRUE(testing::AllClose(out.y, c.y, tol));
+  if (c.config.routing == RoutingMode::kTokenChoice) {
+    EXPECT_TRUE(testing::SameTokenRouting(
+        c.top_idx, c.top_w, out.routing.expert, out.routing.weight, c.tokens,
+        c.config.top_k, out.routing.slots));
+  }
+}
+
+class HfGoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfGoldenTest, EveryExpressibleFamilyLoadsAndMatches) {
+  auto c = testing::LoadGoldenCase(GetParam());
+  ASSERT_TRUE(c.ok()) << c.status();
+  const auto families = testing::FamiliesFor(c->config);
+  ASSERT_FALSE(families.empty()) << "no family expresses " << c->name;
+  for (HfFamily f : families) {
+    SCOPED_TRACE(HfFamilyName(f));
+    const std::string dir = testing::MakeTempDir(c->name + "_");
+    HfWriteOptions o;
+    o.family = f;
+    o.layer = 1;
+    o.shards = 3;
+    ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+    auto out = RunCheckpoint(dir, 1, c->x, c->tokens, WeightDType::kF32);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectGolden(*c, *out, testing::kF32Tol);
+    fs::remove_all(dir);
+  }
+}
+
+TEST_P(HfGoldenTest, Bf16CheckpointWithinBf16Tolerance) {
+  auto c = testing::LoadGoldenCase(GetParam());
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string dir = testing::MakeTempDir(c->name + "_bf16_");
+  HfWriteOptions o;
+  o.family = testing::FamiliesFor(c->config).front();
+  o.storage = DType::kBF16;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+  auto out = RunCheckpoint(dir, o.layer, c->x, c->tokens, WeightDType::kBF16);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(testing::AllClose(out->y, c->y, testing::kBf16Tol));
+  fs::remove_all(dir);
+}
+
+std::string Stem(const ::testing::TestParamInfo<std::string>& info) {
+  return fs::path(info.param).stem().string();
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, HfGoldenTest,
+                         ::testing::ValuesIn(testing::GoldenFiles()), Stem);
+
+TEST(HfCheckpoint, EveryFamilyIsCoveredByTheGoldenCases) {
+  std::set<HfFamily> covered;
+  for (const auto& path : testing::GoldenFiles()) {
+    auto c = testing::LoadGoldenCase(path);
+    ASSERT_TRUE(c.ok());
+    for (HfFamily f : testing::FamiliesFor(c->config)) covered.insert(f);
+  }
+  EXPECT_EQ(covered.size(), 6u);
+}
+
+TEST(HfCheckpoint, UnshardedFileWithoutIndex) {
+  MoeLayerConfig k;
+  k.hidden = 24;
+  k.inter = 10;
+  k.num_experts = 6;
+  k.top_k = 2;
+  auto c = testing::RandomCase(k, 13, 1);
+  const std::string dir = testing::MakeTempDir("single_");
+  HfWriteOptions o;
+  o.family = HfFamily::kMixtral;
+  o.shards = 1;
+  o.write_index = false;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(c, o, dir).ok());
+  ASSERT_TRUE(fs::exists(fs::path(dir) / "model.safetensors"));
+  auto out = RunCheckpoint(dir, o.layer, c.x, c.tokens, WeightDType::kF32);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ExpectGolden(c, *out, testing::kF32Tol);
+  fs::remove_all(dir);
+}
+
+TEST(HfCheckpoint, F16StorageLoads) {
+  MoeLayerConfig k;
+  k.hidden = 32;
+  k.inter = 16;
+  k.num_experts = 4;
+  k.top_k = 2;
+  auto c = testing::RandomCase(k, 9, 2);
+  const std::string dir = testing::MakeTempDir("f16_");
+  HfWriteOptions o;
+  o.family = HfFamily::kQwen3Moe;
+  o.storage = DType::kF16;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(c, o, dir).ok());
+  auto out = RunCheckpoint(dir, o.layer, c.x, c.tokens, WeightDType::kF32);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(testing::AllClose(out->y, c.y, {5e-3, 5e-3}));
+  fs::remove_all(dir);
+}
+
+TEST(HfCheckpoint, MissingTensorIsNamed) {
+  MoeLayerConfig k;
+  k.hidden = 16;
+  k.inter = 8;
+  k.num_experts = 4;
+  k.top_k = 1;
+  auto c = testing::RandomCase(k, 2, 3);
+  const std::string dir = testing::MakeTempDir("missing_");
+  HfWriteOptions o;
+  o.family = HfFamily::kOlmoe;
+  o.shards = 1;
+  o.write_index = false;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(c, o, dir).ok());
+  // Rewrite the config to claim more experts than the file holds.
+  std::string cfg = testing::HfConfigJson(
+      [&] {
+        auto m = k;
+        m.num_experts = 5;
+        return m;
+      }(),
+      HfFamily::kOlmoe, o.layer + 2);
+  std::ofstream(fs::path(dir) / "config.json") << cfg;
+  auto ckpt = HfCheckpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto w = LoadLayerWeights(**ckpt, o.layer, {});
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("gate.weight"), std::string::npos)
+      << w.status();
+  fs::remove_all(dir);
+}
+
+TEST(HfCheckpoint, NonMoeLayerIsNotFound) {
+  MoeLayerConfig k;
+  k.hidden = 16;
+  k.inter = 8;
+  k.num_experts = 4;
+  k.top_k = 1;
+  auto c = testing::RandomCase(k, 2, 4);
+  const std::string dir = testing::MakeTempDir("dense_");
+  HfWriteOptions o;
+  o.family = HfFamily::kDeepseekV2;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(c, o, dir).ok());
+  auto ckpt = HfCheckpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ((*ckpt)->info().moe_layers, (std::vector<int64_t>{1, 2}));
+  auto w = LoadLayerWeights(**ckpt, 0, {});  // first_k_dense_replace = 1
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound);
+  fs::remove_all(dir);
+}
+
+TEST(HfCheckpoint, Fp8BlockQuantisedWeightsAreDequantised) {
+  // DeepSeek-V3 stores experts as F8_E4M3 with one fp32 scale per 128x128
+  // block (weight_scale_inv). Build such a checkpoint by hand.
+  MoeLayerConfig k;
+  k.hidden = 130;  // two column blocks, the second partial
+  k.inter = 20;
+  k.num_experts = 2;
+  k.top_k = 1;
+  k.score_func = ScoreFunc::kSigmoid;
+  k.use_bias = true;
+  k.route_norm = false;
+  auto c = testing::RandomCase(k, 4, 5);
+  // Quantise every expert weight: values exactly representable in E4M3
+  // times a per-block scale.
+  const float scales[2] = {0.01f, 0.002f};
+  auto quantise = [&](std::vector<float>& w, int64_t rows, int64_t cols,
+                      std::vector<uint8_t>* q, std::vector<float>* s) {
+    const int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
+    s->assign(br * bc, 0);
+    for (int64_t i = 0; i < br * bc; ++i) (*s)[i] = scales[i % 2];
+    q->resize(rows * cols);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        const uint8_t bits = static_cast<uint8_t>((i * 7 + j * 3) % 0x50);
+        (*q)[i * cols + j] = bits;
+        w[i * cols + j] = F8E4M3ToF32(bits) * (*s)[(i / 128) * bc + j / 128];
+      }
+    }
+  };
+  const std::string dir = testing::MakeTempDir("fp8_");
+  HfWriteOptions o;
+  o.family = HfFamily::kDeepseekV3;
+  o.shards = 1;
+  o.write_index = false;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(c, o, dir).ok());
+  // Replace the file with one whose layer-1 experts are FP8.
+  auto f =
+      SafetensorsFile::Open((fs::path(dir) / "model.safetensors").string());
+  ASSERT_TRUE(f.ok());
+  SafetensorsWriter out;
+  for (const auto& t : (*f)->header().tensors) {
+    auto ref = (*f)->Get(t.name);
+    bool replaced = false;
+    for (int64_t e = 0; e < k.num_experts; ++e) {
+      for (WeightRole r : {WeightRole::kW1, WeightRole::kW3, WeightRole::kW2}) {
+        if (t.name != HfTensorName(HfFamily::kDeepseekV3, 1, r, e)) continue;
+        std::vector<float>& src = r == WeightRole::kW1   ? c.w1
+                                  : r == WeightRole::kW3 ? c.w3
+                                                         : c.w2;
+        std::vector<float> w(src.begin() + e * k.inter * k.hidden,
+                             src.begin() + (e + 1) * k.inter * k.hidden);
+        std::vector<uint8_t> q;
+        std::vector<float> s;
+        quantise(w, t.shape[0], t.shape[1], &q, &s);
+        std::copy(w.begin(), w.end(), src.begin() + e * k.inter * k.hidden);
+        out.Add(t.name, DType::kF8E4M3, t.shape, q.data(), q.size());
+        out.AddF32(t.name + "_scale_inv",
+                   {(t.shape[0] + 127) / 128, (t.shape[1] + 127) / 128}, s);
+        replaced = true;
+      }
+    }
+    if (!replaced) out.Add(t.name, t.dtype, t.shape, ref->data, ref->nbytes());
+  }
+  f->reset();
+  ASSERT_TRUE(
+      out.WriteFile((fs::path(dir) / "model.safetensors").string()).ok());
+  testing::RunReferenceMoe(c);
+  auto res = RunCheckpoint(dir, 1, c.x, c.tokens, WeightDType::kF32);
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_TRUE(testing::AllClose(res->y, c.y, testing::kF32Tol));
+  fs::remove_all(dir);
+}
+
+TEST(HfCheckpoint, EveryMoeLayerLoadsItsOwnWeights) {
+  // Mixtral: every layer is MoE; layer 0 holds filler, layer 1 the case.
+  MoeLayerConfig k;
+  k.hidden = 16;
+  k.inter = 8;
+  k.num_experts = 4;
+  k.top_k = 2;
+  auto c = testing::RandomCase(k, 6, 6);
+  const std::string dir = testing::MakeTempDir("layers_");
+  HfWriteOptions o;
+  o.family = HfFamily::kMixtral;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(c, o, dir).ok());
+  auto l1 = RunCheckpoint(dir, 1, c.x, c.tokens, WeightDType::kF32);
+  auto l0 = RunCheckpoint(dir, 0, c.x, c.tokens, WeightDType::kF32);
+  ASSERT_TRUE(l1.ok() && l0.ok());
+  EXPECT_TRUE(testing::AllClose(l1->y, c.y, testing::kF32Tol));
+  EXPECT_FALSE(testing::AllClose(l0->y, c.y, testing::kF32Tol));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace moe

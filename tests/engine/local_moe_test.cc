@@ -1,0 +1,226 @@
+// The single-process engine against the independent reference on random
+// layers: every routing option, odd sizes, N = 0 and 1, batching invariance.
+#include "engine/local_moe.h"
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/packed_gemm.h"
+#include "tests/testutil/compare.h"
+#include "tests/testutil/reference_moe.h"
+
+namespace moe {
+namespace {
+
+using testing::AllClose;
+using testing::RandomCase;
+
+MoeLayerConfig Base() {
+  MoeLayerConfig c;
+  c.hidden = 37;
+  c.inter = 19;
+  c.num_experts = 8;
+  c.top_k = 2;
+  return c;
+}
+
+struct RunResult {
+  std::vector<float> y;
+  Routing routing;
+};
+
+RunResult Forward(const testing::GoldenCase& c,
+                  WeightDType dtype = WeightDType::kF32,
+                  std::vector<int64_t> segments = {}, int threads = 2) {
+  auto source = testing::MakeGoldenSource(c);
+  LoadOptions opts;
+  opts.dtype = dtype;
+  auto w = LoadLayerWeights(*source, 0, opts);
+  EXPECT_TRUE(w.ok()) << w.status();
+  LocalMoe moe(threads);
+  RunResult r;
+  r.y.assign(c.tokens * c.config.hidden, -7.0f);
+  absl::Status s =
+      moe.Forward(**w, c.x.data(), c.tokens, segments, r.y.data(), &r.routing);
+  EXPECT_TRUE(s.ok()) << s;
+  return r;
+}
+
+void ExpectMatchesReference(const MoeLayerConfig& config, int64_t n,
+                            uint64_t seed) {
+  auto c = RandomCase(config, n, seed);
+  RunResult r = Forward(c);
+  EXPECT_TRUE(AllClose(r.y, c.y, testing::kF32Tol));
+  if (config.routing == RoutingMode::kTokenChoice) {
+    EXPECT_TRUE(testing::SameTokenRouting(c.top_idx, c.top_w, r.routing.expert,
+                                          r.routing.weight, n, config.top_k,
+                                          r.routing.slots));
+  }
+}
+
+TEST(LocalMoe, OddSizes) {
+  for (int64_t n : {0, 1, 2, 37, 101}) {
+    SCOPED_TRACE(n);
+    ExpectMatchesReference(Base(), n, 11 + n);
+  }
+}
+
+TEST(LocalMoe, EmptyBatchWritesNothingAndRoutesNothing) {
+  auto c = RandomCase(Base(), 0, 3);
+  RunResult r = Forward(c);
+  EXPECT_TRUE(r.y.empty());
+  EXPECT_EQ(r.routing.tokens, 0);
+}
+
+TEST(LocalMoe, SigmoidBiasGroupsTop2) {
+  MoeLayerConfig c = Base();
+  c.num_experts = 16;
+  c.top_k = 4;
+  c.score_func = ScoreFunc::kSigmoid;
+  c.use_bias = true;
+  c.n_groups = 4;
+  c.topk_groups = 2;
+  c.route_scale = 2.5f;
+  c.shared_inter = 23;
+  ExpectMatchesReference(c, 29, 5);
+}
+
+TEST(LocalMoe, GroupsByMaxNoNorm) {
+  MoeLayerConfig c = Base();
+  c.num_experts = 12;
+  c.top_k = 3;
+  c.n_groups = 3;
+  c.topk_groups = 1;
+  c.group_score = GroupScore::kMax;
+  c.route_norm = false;
+  c.route_scale = 16.0f;
+  ExpectMatchesReference(c, 23, 6);
+}
+
+TEST(LocalMoe, SharedExpertWithGate) {
+  MoeLayerConfig c = Base();
+  c.shared_inter = 41;
+  c.shared_gate = true;
+  c.route_norm = false;
+  ExpectMatchesReference(c, 17, 7);
+}
+
+TEST(LocalMoe, ScoreBeforeExperts) {
+  MoeLayerConfig c = Base();
+  c.score_before_experts = true;
+  ExpectMatchesReference(c, 31, 8);
+}
+
+TEST(LocalMoe, CapacityDrops) {
+  MoeLayerConfig c = Base();
+  c.capacity_factor = 0.5;
+  auto g = RandomCase(c, 40, 9);
+  RunResult r = Forward(g);
+  EXPECT_TRUE(AllClose(r.y, g.y, testing::kF32Tol));
+  EXPECT_GT(r.routing.dropped, 0);
+  int64_t dispatched = 0;
+  for (uint8_t d : r.routing.dispatched) dispatched += d;
+  // ceil(0.5 * 40 * 2 / 8) = 5 per expert at most.
+  EXPECT_LE(dispatched, 8 * 5);
+  EXPECT_EQ(dispatched + r.routing.dropped, 40 * 2);
+}
+
+TEST(LocalMoe, ExpertChoiceOddSizes) {
+  MoeLayerConfig c = Base();
+  c.routing = RoutingMode::kExpertChoice;
+  for (int64_t n : {1, 3, 37}) {
+    SCOPED_TRACE(n);
+    ExpectMatchesReference(c, n, 20 + n);
+  }
+  c.capacity_factor = 1.5;
+  ExpectMatchesReference(c, 40, 30);
+}
+
+TEST(LocalMoe, TopKEqualsExperts) {
+  MoeLayerConfig c = Base();
+  c.num_experts = 3;
+  c.top_k = 3;
+  ExpectMatchesReference(c, 9, 31);
+}
+
+TEST(LocalMoe, HotExpertTakesEveryToken) {
+  // A gate that makes expert 5 win for every token: one big group, the rest
+  // empty, the work still split over both threads.
+  MoeLayerConfig c = Base();
+  c.top_k = 1;
+  auto g = RandomCase(c, 300, 12);
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    for (int64_t j = 0; j < c.hidden; ++j)
+      g.gate[e * c.hidden + j] = e == 5 ? 0.5f : 0.0f;
+  }
+  for (int64_t t = 0; t < g.tokens; ++t) g.x[t * c.hidden] = 3.0f + t % 3;
+  for (int64_t t = 0; t < g.tokens; ++t) {
+    for (int64_t j = 1; j < c.hidden; ++j)
+      g.x[t * c.hidden + j] = std::fabs(g.x[t * c.hidden + j]);
+  }
+  testing::RunReferenceMoe(g);
+  RunResult r = Forward(g);
+  EXPECT_EQ(r.routing.expert_counts[5], 300);
+  EXPECT_TRUE(AllClose(r.y, g.y, testing::kF32Tol));
+}
+
+TEST(LocalMoe, BatchedSegmentsEqualSeparateRuns) {
+  // Capacity and expert choice depend on the batch; a batch of requests
+  // routed as segments must give each request its stand-alone result.
+  for (RoutingMode mode :
+       {RoutingMode::kTokenChoice, RoutingMode::kExpertChoice}) {
+    MoeLayerConfig c = Base();
+    c.routing = mode;
+    c.capacity_factor = mode == RoutingMode::kTokenChoice ? 0.6 : 0.0;
+    auto whole = RandomCase(c, 5 + 11 + 1, 40);
+    RunResult batched = Forward(whole, WeightDType::kF32, {5, 16, 17});
+    int64_t begin = 0;
+    for (int64_t end : {5, 16, 17}) {
+      auto part = whole;
+      part.tokens = end - begin;
+      part.x.assign(whole.x.begin() + begin * c.hidden,
+                    whole.x.begin() + end * c.hidden);
+      RunResult alone = Forward(part);
+      std::vector<float> slice(batched.y.begin() + begin * c.hidden,
+                               batched.y.begin() + end * c.hidden);
+      EXPECT_EQ(slice, alone.y) << "segment ending at " << end;
+      begin = end;
+    }
+  }
+}
+
+TEST(LocalMoe, ResultIndependentOfThreads) {
+  auto g = RandomCase(Base(), 57, 50);
+  RunResult one = Forward(g, WeightDType::kF32, {}, 1);
+  RunResult two = Forward(g, WeightDType::kF32, {}, 2);
+  EXPECT_EQ(one.y, two.y);
+}
+
+TEST(LocalMoe, Bf16WeightsWithinBf16Tolerance) {
+  MoeLayerConfig c = Base();
+  c.shared_inter = 16;
+  auto g = RandomCase(c, 33, 60);
+  RunResult r = Forward(g, WeightDType::kBF16);
+  EXPECT_TRUE(AllClose(r.y, g.y, testing::kBf16Tol));
+}
+
+TEST(LocalMoe, EveryIsaAgrees) {
+  MoeLayerConfig c = Base();
+  c.hidden = 70;
+  c.inter = 45;
+  c.shared_inter = 33;
+  auto g = RandomCase(c, 29, 70);
+  const std::string original = kernels::cpu::GemmIsaName();
+  for (const char* isa : {"generic", "avx2", "avx512"}) {
+    if (!kernels::cpu::SetGemmIsa(isa)) continue;
+    SCOPED_TRACE(isa);
+    for (WeightDType d : {WeightDType::kF32, WeightDType::kBF16}) {
+      RunResult r = Forward(g, d);
+      EXPECT_TRUE(AllClose(
+          r.y, g.y,
+          d == WeightDType::kF32 ? testing::kF32Tol : testing::kBf16Tol));
+    }
+  }
+  kernels::cpu::SetGemmIsa(original.c_str());
+}
+
+}  // namespace
+}  // namespace moe

@@ -1,0 +1,169 @@
+// Packed GEMM on every ISA the CPU has, both weight formats and epilogues,
+// against a naive double-precision product, over awkward sizes.
+#include "kernels/cpu/packed_gemm.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/grouped_swiglu.h"
+
+namespace moe::kernels::cpu {
+namespace {
+
+std::vector<float> Random(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+class IsaTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    original_ = GemmIsaName();
+    if (!SetGemmIsa(GetParam())) GTEST_SKIP() << "CPU lacks " << GetParam();
+  }
+  void TearDown() override { SetGemmIsa(original_.c_str()); }
+  std::string original_;
+};
+
+TEST_P(IsaTest, StoreMatchesNaive) {
+  for (int64_t m : {1, 5, 6, 12, 13, 31}) {
+    for (int64_t n : {1, 31, 32, 33, 70}) {
+      for (int64_t k : {1, 7, 64}) {
+        for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16}) {
+          auto a = Random(m * k, m * 100 + k);
+          auto w = Random(n * k, n * 7 + k);
+          if (f == WeightFormat::kBF16) {
+            for (float& x : w) x = Bf16ToF32(F32ToBf16(x));  // exact in bf16
+          }
+          std::vector<const float*> rows(n), a_rows(m);
+          for (int64_t j = 0; j < n; ++j) rows[j] = w.data() + j * k;
+          std::vector<float> packed_f(PackedElements(n, k));
+          std::vector<uint16_t> packed_b(PackedElements(n, k));
+          if (f == WeightFormat::kF32) {
+            PackRowsF32(rows.data(), n, k, k, packed_f.data());
+          } else {
+            std::vector<uint16_t> wb(w.size());
+            for (size_t i = 0; i < w.size(); ++i) wb[i] = F32ToBf16(w[i]);
+            std::vector<const uint16_t*> brows(n);
+            for (int64_t j = 0; j < n; ++j) brows[j] = wb.data() + j * k;
+            PackRowsBF16(brows.data(), n, k, k, packed_b.data());
+          }
+          std::vector<float> c(m * n, -9.0f);
+          std::vector<float*> c_rows(m);
+          for (int64_t i = 0; i < m; ++i) {
+            a_rows[i] = a.data() + i * k;
+            c_rows[i] = c.data() + i * n;
+          }
+          const void* packed = f == WeightFormat::kF32
+                                   ? static_cast<const void*>(packed_f.data())
+                                   : packed_b.data();
+          GemmPanels(a_rows.data(), m, k, packed, f, 0, NumPanels(n),
+                     Epilogue::kStore, n, c_rows.data());
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              double want = 0;
+              for (int64_t kk = 0; kk < k; ++kk)
+                want += double(a[i * k + kk]) * w[j * k + kk];
+              ASSERT_NEAR(c[i * n + j], want, 1e-4 * (1 + std::fabs(want)))
+                  << "m=" << m << " n=" << n << " k=" << k << " i=" << i
+                  << " j=" << j;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(IsaTest, FusedSwigluMatchesNaive) {
+  const int64_t m = 14, hidden = 29, inter = 21;  // inter pads to 32
+  auto x = Random(m * hidden, 1);
+  auto w1 = Random(inter * hidden, 2), w3 = Random(inter * hidden, 3);
+  const int64_t ip = PaddedInter(inter);
+  std::vector<int64_t> order(2 * ip);
+  FusedGateUpRowOrder(inter, order.data());
+  std::vector<const float*> rows(2 * ip);
+  for (int64_t i = 0; i < 2 * ip; ++i) {
+    const int64_t o = order[i];
+    rows[i] = o == INT64_MIN ? nullptr
+              : o >= 0       ? w1.data() + o * hidden
+                             : w3.data() + (-1 - o) * hidden;
+  }
+  std::vector<float> packed(PackedElements(2 * ip, hidden));
+  PackRowsF32(rows.data(), 2 * ip, hidden, hidden, packed.data());
+  std::vector<float> h(m * ip, -9.0f);
+  std::vector<const float*> a(m);
+  std::vector<float*> out(m);
+  for (int64_t i = 0; i < m; ++i) {
+    a[i] = x.data() + i * hidden;
+    out[i] = h.data() + i * ip;
+  }
+  GemmPanels(a.data(), m, hidden, packed.data(), WeightFormat::kF32, 0,
+             NumPanels(2 * ip), Epilogue::kSwiGLU, 2 * ip, out.data());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < ip; ++j) {
+      double g = 0, u = 0;
+      for (int64_t kk = 0; j < inter && kk < hidden; ++kk) {
+        g += double(x[i * hidden + kk]) * w1[j * hidden + kk];
+        u += double(x[i * hidden + kk]) * w3[j * hidden + kk];
+      }
+      const double want = g / (1 + std::exp(-g)) * u;
+      ASSERT_NEAR(h[i * ip + j], want, 1e-4) << i << "," << j;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, IsaTest,
+                         ::testing::Values("generic", "avx2", "avx512"),
+                         [](const auto& info) {
+                           return std::string(info.param);
+                         });
+
+TEST(PackedGemm, DispatcherPicksTheBestIsa) {
+  const std::string isa = GemmIsaName();
+  EXPECT_TRUE(isa == "avx512" || isa == "avx2" || isa == "generic");
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
+    EXPECT_EQ(isa, "avx512");
+  }
+  EXPECT_FALSE(SetGemmIsa("sse9"));
+}
+
+TEST(GroupedSwiglu, PlanCoversEveryRowAndPanelOnce) {
+  const int64_t offsets[] = {0, 0, 300, 301, 301, 350};
+  GroupedSwiglu p;
+  p.num_groups = 5;
+  p.group_offsets = offsets;
+  p.hidden = 100;
+  p.inter = 70;
+  const int64_t n = PlanGroupedSwiglu(p, 2, nullptr, 0);
+  std::vector<SwigluTask> tasks(n);
+  ASSERT_EQ(PlanGroupedSwiglu(p, 2, tasks.data(), n), n);
+  const int64_t up_panels = 2 * PaddedInter(70) / 32,
+                down_panels = NumPanels(100);
+  std::vector<int> cover0(350 * up_panels, 0), cover1(350 * down_panels, 0);
+  bool seen_down = false;
+  for (const auto& t : tasks) {
+    if (t.phase == 1) seen_down = true;
+    ASSERT_FALSE(t.phase == 0 && seen_down) << "phases interleaved";
+    EXPECT_GE(t.row_begin, offsets[t.group]);
+    EXPECT_LE(t.row_end, offsets[t.group + 1]);
+    for (int64_t r = t.row_begin; r < t.row_end; ++r) {
+      for (int64_t q = t.panel_begin; q < t.panel_end; ++q) {
+        (t.phase == 0 ? cover0[r * up_panels + q]
+                      : cover1[r * down_panels + q])++;
+      }
+    }
+  }
+  for (int c : cover0) EXPECT_EQ(c, 1);
+  for (int c : cover1) EXPECT_EQ(c, 1);
+}
+
+}  // namespace
+}  // namespace moe::kernels::cpu

@@ -1,0 +1,69 @@
+#include "tests/testutil/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace moe::testing {
+
+::testing::AssertionResult AllClose(const std::vector<float>& got,
+                                    const std::vector<float>& want,
+                                    Tolerance tol) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure()
+           << "size " << got.size() << " != expected " << want.size();
+  }
+  size_t bad = 0, worst = 0;
+  double worst_excess = -1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    const double lim = tol.atol + tol.rtol * std::fabs(want[i]);
+    if (!(err <= lim)) {
+      ++bad;
+      if (!(err - lim <= worst_excess)) {
+        worst_excess = std::isnan(err) ? 1e300 : err - lim;
+        worst = i;
+      }
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << bad << " of " << got.size() << " elements out of tolerance; worst ["
+         << worst << "] got " << got[worst] << " want " << want[worst];
+}
+
+::testing::AssertionResult SameTokenRouting(
+    const std::vector<int64_t>& want_idx, const std::vector<float>& want_w,
+    const std::vector<int32_t>& got_idx, const std::vector<float>& got_w,
+    int64_t n, int64_t k, int64_t got_slots) {
+  if (got_slots != k) {
+    return ::testing::AssertionFailure()
+           << "got " << got_slots << " slots per token, expected " << k;
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    std::map<int64_t, double> want, got;
+    for (int64_t j = 0; j < k; ++j) {
+      want[want_idx[t * k + j]] += want_w[t * k + j];
+      got[got_idx[t * k + j]] += got_w[t * k + j];
+    }
+    if (want.size() != got.size()) {
+      return ::testing::AssertionFailure()
+             << "token " << t << ": duplicate ids";
+    }
+    for (const auto& [e, w] : want) {
+      auto it = got.find(e);
+      if (it == got.end()) {
+        return ::testing::AssertionFailure()
+               << "token " << t << ": expert " << e << " not chosen";
+      }
+      if (std::fabs(it->second - w) > 1e-5 + 1e-4 * std::fabs(w)) {
+        return ::testing::AssertionFailure()
+               << "token " << t << " expert " << e << ": weight " << it->second
+               << " want " << w;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace moe::testing

@@ -1,0 +1,44 @@
+// Writes a golden case as a Hugging Face checkpoint of a given family:
+// config.json, weights split over several safetensors shards with an index,
+// and the unrelated tensors a real checkpoint has (embeddings, attention,
+// norms, dense MLP layers, DeepSeek-V3's MTP layer), which must be ignored.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/dtype.h"
+#include "core/hf_config.h"
+#include "tests/testutil/golden_case.h"
+
+namespace moe::testing {
+
+struct HfWriteOptions {
+  HfFamily family = HfFamily::kMixtral;
+  int64_t layer = 1;  // the MoE layer that holds the case
+  int shards = 3;     // files; 1 with write_index=false gives model.safetensors
+  bool write_index = true;
+  DType storage = DType::kF32;  // experts and shared expert: F32, BF16, F16
+  // The router (gate, expert bias). A bf16 gate would change the routing
+  // itself, which the golden bf16 tolerance does not cover.
+  DType router_storage = DType::kF32;
+  uint64_t seed = 7;  // filler weights of the other layers
+};
+
+// config.json text of `family` for a model of num_layers whose MoE layers
+// (other than dense ones) have config `c`.
+std::string HfConfigJson(const MoeLayerConfig& c, HfFamily family,
+                         int64_t num_layers);
+
+// The families whose config.json expresses `c` exactly (parsed back and
+// compared).
+std::vector<HfFamily> FamiliesFor(const MoeLayerConfig& c);
+
+absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
+                               const std::string& dir);
+
+// A fresh empty directory under the test temp dir.
+std::string MakeTempDir(const std::string& prefix);
+
+}  // namespace moe::testing

@@ -1,0 +1,208 @@
+#include "tests/testutil/reference_moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+namespace moe::testing {
+namespace {
+
+using Vec = std::vector<double>;
+
+double Silu(double v) { return v / (1.0 + std::exp(-v)); }
+
+// W2 (silu(W1 v) * W3 v) for [I, H] / [H, I] weights at the given offsets.
+Vec Expert(const GoldenCase& c, const std::vector<float>& w1,
+           const std::vector<float>& w3, const std::vector<float>& w2,
+           int64_t off, int64_t inter, const Vec& v) {
+  const int64_t H = c.config.hidden;
+  Vec h(inter), out(H, 0.0);
+  for (int64_t i = 0; i < inter; ++i) {
+    double g = 0, u = 0;
+    for (int64_t j = 0; j < H; ++j) {
+      g += w1[off + i * H + j] * v[j];
+      u += w3[off + i * H + j] * v[j];
+    }
+    h[i] = Silu(g) * u;
+  }
+  for (int64_t j = 0; j < H; ++j) {
+    for (int64_t i = 0; i < inter; ++i)
+      out[j] += w2[off + j * inter + i] * h[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+void RunReferenceMoe(GoldenCase& c) {
+  const MoeLayerConfig& k = c.config;
+  const int64_t n = c.tokens, E = k.num_experts, H = k.hidden, K = k.top_k;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<Vec> logits(n, Vec(E)), scores(n, Vec(E));
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t e = 0; e < E; ++e) {
+      double d = 0;
+      for (int64_t j = 0; j < H; ++j)
+        d += double(c.gate[e * H + j]) * c.x[t * H + j];
+      logits[t][e] = d;
+    }
+    if (k.score_func == ScoreFunc::kSigmoid) {
+      for (int64_t e = 0; e < E; ++e)
+        scores[t][e] = 1 / (1 + std::exp(-logits[t][e]));
+    } else {
+      const double m = *std::max_element(logits[t].begin(), logits[t].end());
+      double sum = 0;
+      for (int64_t e = 0; e < E; ++e)
+        sum += scores[t][e] = std::exp(logits[t][e] - m);
+      for (double& s : scores[t]) s /= sum;
+    }
+  }
+  // (token, expert, weight) contributions, per token in summation order.
+  std::vector<std::vector<std::pair<int64_t, double>>> slots(n);
+  if (k.routing == RoutingMode::kExpertChoice) {
+    const int64_t C = ExpertChoiceCapacity(k, n);
+    c.top_shape = {E, C};
+    c.top_idx.assign(E * C, 0);
+    c.top_w.assign(E * C, 0);
+    for (int64_t e = 0; e < E && n > 0; ++e) {
+      const double m = [&] {
+        double v = -inf;
+        for (int64_t t = 0; t < n; ++t) v = std::max(v, logits[t][e]);
+        return v;
+      }();
+      Vec p(n);
+      double sum = 0;
+      for (int64_t t = 0; t < n; ++t) sum += p[t] = std::exp(logits[t][e] - m);
+      for (double& v : p) v /= sum;
+      std::vector<int64_t> order(n);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+      for (int64_t j = 0; j < C; ++j) {
+        c.top_idx[e * C + j] = order[j];
+        c.top_w[e * C + j] = static_cast<float>(p[order[j]]);
+        slots[order[j]].push_back({e, p[order[j]]});
+      }
+    }
+    for (auto& s : slots) {
+      double sum = 0;
+      for (auto& [e, w] : s) sum += w;
+      for (auto& [e, w] : s) w = w / (sum + 1e-9) * k.route_scale;
+    }
+  } else {
+    c.top_shape = {n, K};
+    c.top_idx.assign(n * K, 0);
+    c.top_w.assign(n * K, 0);
+    std::vector<int64_t> load(E, 0);
+    const int64_t cap = k.capacity_factor > 0 ? TokenChoiceCapacity(k, n) : -1;
+    for (int64_t t = 0; t < n; ++t) {
+      Vec ch(E);
+      for (int64_t e = 0; e < E; ++e)
+        ch[e] = scores[t][e] + (k.use_bias ? c.bias[e] : 0.0f);
+      if (k.n_groups > 0) {
+        const int64_t gs = E / k.n_groups;
+        Vec gscore(k.n_groups);
+        for (int64_t g = 0; g < k.n_groups; ++g) {
+          Vec v(ch.begin() + g * gs, ch.begin() + (g + 1) * gs);
+          std::sort(v.rbegin(), v.rend());
+          gscore[g] = k.group_score == GroupScore::kMax ? v[0] : v[0] + v[1];
+        }
+        std::vector<int64_t> gorder(k.n_groups);
+        std::iota(gorder.begin(), gorder.end(), 0);
+        std::stable_sort(
+            gorder.begin(), gorder.end(),
+            [&](int64_t a, int64_t b) { return gscore[a] > gscore[b]; });
+        std::vector<bool> keep(k.n_groups, false);
+        for (int64_t j = 0; j < k.topk_groups; ++j) keep[gorder[j]] = true;
+        for (int64_t e = 0; e < E; ++e)
+          if (!keep[e / gs]) ch[e] = -inf;
+      }
+      std::vector<int64_t> order(E);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return ch[a] > ch[b]; });
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t e = order[j];
+        double w = scores[t][e];
+        if (cap >= 0) {
+          if (load[e] < cap)
+            ++load[e];
+          else
+            w = 0;  // token-major admission
+        }
+        slots[t].push_back({e, w});
+      }
+      double sum = 0;
+      for (auto& [e, w] : slots[t]) sum += w;
+      for (size_t j = 0; j < slots[t].size(); ++j) {
+        auto& w = slots[t][j].second;
+        if (k.route_norm) w /= sum + 1e-20;
+        w *= k.route_scale;
+        c.top_idx[t * K + j] = slots[t][j].first;
+        c.top_w[t * K + j] = static_cast<float>(w);
+      }
+    }
+  }
+  c.y.assign(n * H, 0.0f);
+  for (int64_t t = 0; t < n; ++t) {
+    Vec xt(c.x.begin() + t * H, c.x.begin() + (t + 1) * H), acc(H, 0.0);
+    for (const auto& [e, w] : slots[t]) {
+      if (w == 0.0) continue;  // dropped
+      const int64_t off = e * k.inter * H;
+      if (k.score_before_experts) {
+        Vec sx(H);
+        for (int64_t j = 0; j < H; ++j) sx[j] = w * xt[j];
+        Vec o = Expert(c, c.w1, c.w3, c.w2, off, k.inter, sx);
+        for (int64_t j = 0; j < H; ++j) acc[j] += o[j];
+      } else {
+        Vec o = Expert(c, c.w1, c.w3, c.w2, off, k.inter, xt);
+        for (int64_t j = 0; j < H; ++j) acc[j] += w * o[j];
+      }
+    }
+    if (k.has_shared()) {
+      Vec o = Expert(c, c.sw1, c.sw3, c.sw2, 0, k.shared_inter, xt);
+      double gate = 1.0;
+      if (k.shared_gate) {
+        double d = 0;
+        for (int64_t j = 0; j < H; ++j) d += double(c.sgate[j]) * xt[j];
+        gate = 1 / (1 + std::exp(-d));
+      }
+      for (int64_t j = 0; j < H; ++j) acc[j] += gate * o[j];
+    }
+    for (int64_t j = 0; j < H; ++j) c.y[t * H + j] = static_cast<float>(acc[j]);
+  }
+}
+
+GoldenCase RandomCase(const MoeLayerConfig& k, int64_t n, uint64_t seed,
+                      const std::string& name) {
+  GoldenCase c;
+  c.name = name;
+  c.config = k;
+  c.tokens = n;
+  std::mt19937_64 rng(seed);
+  auto fill = [&](std::vector<float>& v, int64_t count, double scale) {
+    std::uniform_real_distribution<double> u(-scale, scale);
+    v.resize(count);
+    for (float& f : v) f = static_cast<float>(u(rng));
+  };
+  const int64_t E = k.num_experts, H = k.hidden, I = k.inter,
+                S = k.shared_inter;
+  fill(c.x, n * H, 1.7);
+  fill(c.gate, E * H, 1.7 / std::sqrt(double(H)));
+  if (k.use_bias) fill(c.bias, E, 0.05);
+  fill(c.w1, E * I * H, 1.7 / std::sqrt(double(H)));
+  fill(c.w3, E * I * H, 1.7 / std::sqrt(double(H)));
+  fill(c.w2, E * I * H, 1.7 / std::sqrt(double(I)));
+  if (S > 0) {
+    fill(c.sw1, S * H, 1.7 / std::sqrt(double(H)));
+    fill(c.sw3, S * H, 1.7 / std::sqrt(double(H)));
+    fill(c.sw2, S * H, 1.7 / std::sqrt(double(S)));
+  }
+  if (k.shared_gate) fill(c.sgate, H, 1.7 / std::sqrt(double(H)));
+  RunReferenceMoe(c);
+  return c;
+}
+
+}  // namespace moe::testing

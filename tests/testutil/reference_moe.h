@@ -1,0 +1,20 @@
+// An independent, deliberately naive MoE layer in double precision, written
+// straight from DESIGN.md section 4 and sharing no code with the engine.
+// Used to make "golden" cases for any config and token count.
+#pragma once
+
+#include <cstdint>
+
+#include "tests/testutil/golden_case.h"
+
+namespace moe::testing {
+
+// Fills c.y, c.top_idx, c.top_w and c.top_shape from c.x and the weights.
+void RunReferenceMoe(GoldenCase& c);
+
+// A case with random weights and inputs for `config` and n tokens, with the
+// reference's outputs.
+GoldenCase RandomCase(const MoeLayerConfig& config, int64_t n, uint64_t seed,
+                      const std::string& name = "random");
+
+}  // namespace moe::testing
