@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 
 namespace moe {
 namespace {
@@ -88,6 +89,33 @@ absl::StatusOr<std::unique_ptr<ModelSource>> MakeSyntheticModel(
         "synthetic model needs between 1 and 1024 layers");
   }
   return std::make_unique<SyntheticModel>(spec);
+}
+
+absl::StatusOr<SyntheticSpec> MakeSyntheticSpec(const SyntheticArgs& a) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!a.options_json.empty()) {
+    j = nlohmann::json::parse(a.options_json, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      return absl::InvalidArgumentError(
+          "model options must be a JSON object, e.g. {\"score_func\": "
+          "\"sigmoid\"}");
+    }
+  }
+  j["hidden"] = a.hidden;
+  j["inter"] = a.inter;
+  j["experts"] = a.experts;
+  j["top_k"] = a.top_k;
+  j["shared_inter"] = a.shared_inter;
+  SyntheticSpec spec;
+  auto layer = ParseMoeLayerConfigJson(j.dump());
+  if (!layer.ok()) return layer.status();
+  spec.layer = *layer;
+  spec.num_layers = a.layers;
+  spec.seed = a.seed;
+  if (spec.num_layers < 1 || spec.num_layers > 1024) {
+    return absl::InvalidArgumentError("'layers' must be in [1, 1024]");
+  }
+  return spec;
 }
 
 void FillSyntheticInput(uint64_t seed, int64_t count, float* out) {

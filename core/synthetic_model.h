@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "core/model_source.h"
 
@@ -19,6 +20,21 @@ struct SyntheticSpec {
 
 absl::StatusOr<std::unique_ptr<ModelSource>> MakeSyntheticModel(
     const SyntheticSpec& spec);
+
+// The spec the binaries' common model flags describe: sizes, plus any
+// further layer options as a JSON object in the golden `config` form
+// (e.g. {"score_func": "sigmoid", "n_groups": 4, ...}).
+struct SyntheticArgs {
+  int64_t hidden = 0;
+  int64_t inter = 0;
+  int64_t experts = 0;
+  int64_t top_k = 0;
+  int64_t shared_inter = 0;
+  int64_t layers = 1;
+  uint64_t seed = 0;
+  std::string options_json;  // may be empty
+};
+absl::StatusOr<SyntheticSpec> MakeSyntheticSpec(const SyntheticArgs& args);
 
 // Deterministic standard-normal-ish values (sum of uniforms) for inputs.
 void FillSyntheticInput(uint64_t seed, int64_t count, float* out);

@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libgloo-dev libopenblas-dev prometheus-cpp-dev nlohmann-json3-dev libssl-dev
+  libgloo-dev libopenblas-dev libopenblas-openmp-dev prometheus-cpp-dev nlohmann-json3-dev libssl-dev
   curl procps
 )
 # Extra tools for the full test command (linters, fuzzers, manifest checks).

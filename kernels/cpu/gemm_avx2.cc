@@ -3,12 +3,14 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/gemm_isa.h"
-#include "kernels/cpu/pack_a.h"
+#include "kernels/cpu/tile_helpers.h"
 
 namespace moe::kernels::cpu::internal {
 namespace {
 
 constexpr int kTileRows = 6;
+// Depth of a K block: 256 x 32 fp32 weights = 32 KiB, inside L1d.
+constexpr int64_t kKBlock = 256;
 
 inline void LoadW(const float* p, __m256* lo, __m256* hi) {
   *lo = _mm256_loadu_ps(p);
@@ -24,63 +26,67 @@ inline void LoadW(const uint16_t* p, __m256* lo, __m256* hi) {
   *hi = WidenBf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
 }
 
-// tile[r][half*16 .. +16) = sum_kk ap[kk*MR + r] * w[kk][half*16 .. +16).
+// tile[r][half*16 .. +16) (+)= sum_kk ap[kk*MR + r] * w[kk][half*16 .. +16);
+// from zero when `first`. The accumulators are named variables, not an
+// array: with only 16 ymm registers GCC keeps an array of them on the stack
+// and stores it back on every step (seen in the disassembly, half speed).
 template <int MR, typename W>
-void HalfTile(const float* ap, int64_t k, const W* w, float* tile) {
-  __m256 lo[MR], hi[MR];
-  for (int r = 0; r < MR; ++r) {
-    lo[r] = _mm256_setzero_ps();
-    hi[r] = _mm256_setzero_ps();
+void HalfTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
+              const W* prefetch) {
+  static_assert(MR >= 1 && MR <= 6);
+  __m256 l0, h0, l1, h1, l2, h2, l3, h3, l4, h4, l5, h5;
+  l0 = h0 = l1 = h1 = l2 = h2 = l3 = h3 = l4 = h4 = l5 = h5 =
+      _mm256_setzero_ps();
+  if (!first) {
+#define MOE_LOAD(r)                                     \
+  if constexpr (MR > r) {                               \
+    l##r = _mm256_loadu_ps(tile + r * kPanelWidth);     \
+    h##r = _mm256_loadu_ps(tile + r * kPanelWidth + 8); \
+  }
+    MOE_LOAD(0) MOE_LOAD(1) MOE_LOAD(2) MOE_LOAD(3) MOE_LOAD(4) MOE_LOAD(5)
+#undef MOE_LOAD
   }
   for (int64_t kk = 0; kk < k; ++kk) {
+    PrefetchStep(prefetch, kk);
     __m256 w0, w1;
     LoadW(w + kk * kPanelWidth, &w0, &w1);
     const float* a = ap + kk * MR;
-    for (int r = 0; r < MR; ++r) {
-      const __m256 b = _mm256_broadcast_ss(a + r);
-      lo[r] = _mm256_fmadd_ps(b, w0, lo[r]);
-      hi[r] = _mm256_fmadd_ps(b, w1, hi[r]);
-    }
+#define MOE_STEP(r)                              \
+  if constexpr (MR > r) {                        \
+    const __m256 b = _mm256_broadcast_ss(a + r); \
+    l##r = _mm256_fmadd_ps(b, w0, l##r);         \
+    h##r = _mm256_fmadd_ps(b, w1, h##r);         \
   }
-  for (int r = 0; r < MR; ++r) {
-    _mm256_storeu_ps(tile + r * kPanelWidth, lo[r]);
-    _mm256_storeu_ps(tile + r * kPanelWidth + 8, hi[r]);
+    MOE_STEP(0) MOE_STEP(1) MOE_STEP(2) MOE_STEP(3) MOE_STEP(4) MOE_STEP(5)
+#undef MOE_STEP
   }
+#define MOE_STORE(r)                                    \
+  if constexpr (MR > r) {                               \
+    _mm256_storeu_ps(tile + r * kPanelWidth, l##r);     \
+    _mm256_storeu_ps(tile + r * kPanelWidth + 8, h##r); \
+  }
+  MOE_STORE(0) MOE_STORE(1) MOE_STORE(2) MOE_STORE(3) MOE_STORE(4) MOE_STORE(5)
+#undef MOE_STORE
 }
 
 template <int MR, typename W>
-void Tile(const float* ap, int64_t k, const W* w, float* tile) {
-  HalfTile<MR>(ap, k, w, tile);
-  HalfTile<MR>(ap, k, w + kHalfPanel, tile + kHalfPanel);
+void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
+          const W* prefetch) {
+  HalfTile<MR>(ap, k, w, tile, first, prefetch);
+  HalfTile<MR, W>(ap, k, w + kHalfPanel, tile + kHalfPanel, first,
+                  w + kHalfPanel);
 }
 
 template <typename W>
-using TileFn = void (*)(const float*, int64_t, const W*, float*);
+using TileFn = void (*)(const float*, int64_t, const W*, float*, bool,
+                        const W*);
 
 // Plain array (no std::array): see ThreadScratch for why.
 template <typename W>
 constexpr TileFn<W> kTiles[6] = {&Tile<1, W>, &Tile<2, W>, &Tile<3, W>,
                                  &Tile<4, W>, &Tile<5, W>, &Tile<6, W>};
 
-template <typename W>
-void Run(const float* const* a_rows, int64_t m, int64_t k, const W* packed,
-         int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
-         int64_t n_out, float* const* out_rows) {
-  float* apack = ThreadScratch(static_cast<size_t>(m * k));
-  for (int64_t i = 0; i < m; i += kTileRows) {
-    const int rows = static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
-    PackATile(a_rows + i, rows, k, apack + i * k);
-  }
-  alignas(32) float tile[kTileRows * kPanelWidth];
-  for (int64_t p = panel_begin; p < panel_end; ++p) {
-    const W* w = packed + p * kPanelWidth * k;
-    for (int64_t i = 0; i < m; i += kTileRows) {
-      const int rows = static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
-      kTiles<W>[rows - 1](apack + i * k, k, w, tile);
-      StoreTile(tile, rows, p, epilogue, n_out, out_rows + i);
-    }
-  }
-}
+#include "kernels/cpu/gemm_driver.h"  // NOLINT: inside the namespace
 
 }  // namespace
 

@@ -3,12 +3,14 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/gemm_isa.h"
-#include "kernels/cpu/pack_a.h"
+#include "kernels/cpu/tile_helpers.h"
 
 namespace moe::kernels::cpu::internal {
 namespace {
 
 constexpr int kTileRows = 12;
+// Depth of a K block: 256 x 32 fp32 weights = 32 KiB, inside L1d.
+constexpr int64_t kKBlock = 256;
 
 inline void LoadW(const float* p, __m512* lo, __m512* hi) {
   *lo = _mm512_loadu_ps(p);
@@ -24,15 +26,20 @@ inline void LoadW(const uint16_t* p, __m512* lo, __m512* hi) {
   *hi = WidenBf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)));
 }
 
-// tile[r][0..32) = sum_kk ap[kk*MR + r] * w[kk][0..32).
+// tile[r][0..32) (+)= sum_kk ap[kk*MR + r] * w[kk][0..32); starts from
+// zero when `first`, else accumulates onto the tile.
 template <int MR, typename W>
-void Tile(const float* ap, int64_t k, const W* w, float* tile) {
+void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
+          const W* prefetch) {
   __m512 lo[MR], hi[MR];
   for (int r = 0; r < MR; ++r) {
-    lo[r] = _mm512_setzero_ps();
-    hi[r] = _mm512_setzero_ps();
+    lo[r] =
+        first ? _mm512_setzero_ps() : _mm512_loadu_ps(tile + r * kPanelWidth);
+    hi[r] = first ? _mm512_setzero_ps()
+                  : _mm512_loadu_ps(tile + r * kPanelWidth + 16);
   }
   for (int64_t kk = 0; kk < k; ++kk) {
+    PrefetchStep(prefetch, kk);
     __m512 w0, w1;
     LoadW(w + kk * kPanelWidth, &w0, &w1);
     const float* a = ap + kk * MR;
@@ -49,7 +56,8 @@ void Tile(const float* ap, int64_t k, const W* w, float* tile) {
 }
 
 template <typename W>
-using TileFn = void (*)(const float*, int64_t, const W*, float*);
+using TileFn = void (*)(const float*, int64_t, const W*, float*, bool,
+                        const W*);
 
 // Plain array (no std::array): see ThreadScratch for why.
 template <typename W>
@@ -58,25 +66,7 @@ constexpr TileFn<W> kTiles[12] = {&Tile<1, W>,  &Tile<2, W>,  &Tile<3, W>,
                                   &Tile<7, W>,  &Tile<8, W>,  &Tile<9, W>,
                                   &Tile<10, W>, &Tile<11, W>, &Tile<12, W>};
 
-template <typename W>
-void Run(const float* const* a_rows, int64_t m, int64_t k, const W* packed,
-         int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
-         int64_t n_out, float* const* out_rows) {
-  float* apack = ThreadScratch(static_cast<size_t>(m * k));
-  for (int64_t i = 0; i < m; i += kTileRows) {
-    const int rows = static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
-    PackATile(a_rows + i, rows, k, apack + i * k);
-  }
-  alignas(64) float tile[kTileRows * kPanelWidth];
-  for (int64_t p = panel_begin; p < panel_end; ++p) {
-    const W* w = packed + p * kPanelWidth * k;
-    for (int64_t i = 0; i < m; i += kTileRows) {
-      const int rows = static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
-      kTiles<W>[rows - 1](apack + i * k, k, w, tile);
-      StoreTile(tile, rows, p, epilogue, n_out, out_rows + i);
-    }
-  }
-}
+#include "kernels/cpu/gemm_driver.h"  // NOLINT: inside the namespace
 
 }  // namespace
 

@@ -35,9 +35,11 @@ void GemmPanelsGeneric(const float* const* a_rows, int64_t m, int64_t k,
 void StoreTile(const float* tile, int rows, int64_t panel, Epilogue epilogue,
                int64_t n_out, float* const* out_rows);
 
-// A per-thread scratch buffer of at least `floats` floats, grown on demand
-// and then reused (no steady-state allocation). Lives in the generic
-// translation unit so the ISA units instantiate no standard-library code.
-float* ThreadScratch(size_t floats);
+// Per-thread scratch buffers, grown on demand and then reused (no
+// steady-state allocation). Slot 0 holds packed A, slot 1 partial C tiles.
+// Lives in the generic translation unit so the ISA units instantiate no
+// standard-library code.
+enum ScratchSlot { kScratchA = 0, kScratchC = 1 };
+float* ThreadScratch(ScratchSlot slot, size_t floats);
 
 }  // namespace moe::kernels::cpu::internal

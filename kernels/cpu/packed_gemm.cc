@@ -124,10 +124,11 @@ void StoreTile(const float* tile, int rows, int64_t panel, Epilogue epilogue,
   }
 }
 
-float* ThreadScratch(size_t floats) {
-  thread_local std::vector<float> scratch;
-  if (scratch.size() < floats) scratch.resize(floats);
-  return scratch.data();
+float* ThreadScratch(ScratchSlot slot, size_t floats) {
+  thread_local std::vector<float> scratch[2];
+  std::vector<float>& s = scratch[slot];
+  if (s.size() < floats) s.resize(floats);
+  return s.data();
 }
 
 }  // namespace internal

@@ -1,0 +1,255 @@
+// moe-bench: runs one MoE layer of a checkpoint on an input file, or times
+// a synthetic layer against the machine's own sgemm and read references.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/references.h"
+#include "core/cli_args.h"
+#include "core/hf_checkpoint.h"
+#include "core/safetensors.h"
+#include "core/status_macros.h"
+#include "core/synthetic_model.h"
+#include "core/tensor_io.h"
+#include "engine/layer_weights.h"
+#include "engine/local_moe.h"
+#include "kernels/cpu/packed_gemm.h"
+#include "nlohmann/json.hpp"
+
+ABSL_FLAG(std::string, model, "", "Hugging Face checkpoint directory");
+ABSL_FLAG(int64_t, layer, -1, "MoE layer to run (--model)");
+ABSL_FLAG(std::string, input, "", "safetensors file holding x [N, H]");
+ABSL_FLAG(std::string, input_tensor, "x", "name of the input tensor");
+ABSL_FLAG(std::string, output, "", "safetensors file to write y [N, H] to");
+ABSL_FLAG(bool, routing, false, "also write top_idx and top_w");
+ABSL_FLAG(bool, synthetic, false, "time a synthetic layer");
+ABSL_FLAG(int64_t, hidden, 2048, "synthetic: hidden size H");
+ABSL_FLAG(int64_t, inter, 1408, "synthetic: expert intermediate size I");
+ABSL_FLAG(int64_t, experts, 64, "synthetic: routed experts E");
+ABSL_FLAG(int64_t, top_k, 6, "synthetic: experts per token k");
+ABSL_FLAG(int64_t, shared_inter, 0, "synthetic: shared expert size (0: none)");
+ABSL_FLAG(std::string, moe_options, "",
+          "synthetic: further layer options as JSON, e.g. "
+          "{\"score_func\":\"sigmoid\",\"n_groups\":8,\"topk_groups\":4}");
+ABSL_FLAG(uint64_t, seed, 1, "synthetic: weight and input seed");
+ABSL_FLAG(int64_t, tokens, 512, "synthetic: tokens N per step");
+ABSL_FLAG(int, reps, 5, "synthetic: timed repetitions");
+ABSL_FLAG(std::string, weight_dtype, "f32", "expert weights: f32 or bf16");
+ABSL_FLAG(int, threads, 0, "compute threads (0: all cores)");
+ABSL_FLAG(std::string, isa, "auto",
+          "CPU kernels: auto, avx512, avx2 or generic (for comparisons)");
+ABSL_FLAG(bool, skip_references, false,
+          "synthetic: do not measure the sgemm/read references");
+
+namespace moe {
+namespace {
+
+int Threads() {
+  const int t = absl::GetFlag(FLAGS_threads);
+  return t > 0 ? t : std::max(1u, std::thread::hardware_concurrency());
+}
+
+absl::Status RunCheckpoint() {
+  const std::string input = absl::GetFlag(FLAGS_input);
+  const std::string output = absl::GetFlag(FLAGS_output);
+  if (input.empty() || output.empty() || absl::GetFlag(FLAGS_layer) < 0) {
+    return absl::InvalidArgumentError(
+        "--model needs --layer L, --input IN.safetensors and --output "
+        "OUT.safetensors");
+  }
+  MOE_ASSIGN_OR_RETURN(WeightDType dtype,
+                       ParseWeightDType(absl::GetFlag(FLAGS_weight_dtype)));
+  MOE_ASSIGN_OR_RETURN(auto ckpt,
+                       HfCheckpoint::Open(absl::GetFlag(FLAGS_model)));
+  const int64_t layer = absl::GetFlag(FLAGS_layer);
+  MOE_ASSIGN_OR_RETURN(Matrix x,
+                       ReadMatrix(input, absl::GetFlag(FLAGS_input_tensor)));
+  const int64_t H = ckpt->info().layer.hidden;
+  if (x.cols != H) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(input, ": x has hidden size ", x.cols, ", layer ", layer,
+                     " of ", ckpt->info().source, " expects ", H));
+  }
+  LoadOptions opts;
+  opts.dtype = dtype;
+  opts.num_threads = Threads();
+  MOE_ASSIGN_OR_RETURN(auto w, LoadLayerWeights(*ckpt, layer, opts));
+  LocalMoe moe(Threads());
+  std::vector<float> y(x.rows * H);
+  Routing routing;
+  MOE_RETURN_IF_ERROR(
+      moe.Forward(*w, x.data.data(), x.rows, {}, y.data(), &routing));
+  SafetensorsWriter out;
+  out.AddF32("y", {x.rows, H}, y);
+  if (absl::GetFlag(FLAGS_routing)) {
+    std::vector<int64_t> idx(routing.expert.begin(), routing.expert.end());
+    out.AddI64("top_idx", {x.rows, routing.slots}, idx);
+    out.AddF32("top_w", {x.rows, routing.slots}, routing.weight);
+  }
+  MOE_RETURN_IF_ERROR(out.WriteFile(output));
+  std::fprintf(stderr, "moe-bench: layer %ld of %s (%s): %ld tokens -> %s\n",
+               static_cast<long>(layer), ckpt->info().source.c_str(),
+               ckpt->info().family.c_str(), static_cast<long>(x.rows),
+               output.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status RunSynthetic() {
+  SyntheticArgs args;
+  args.hidden = absl::GetFlag(FLAGS_hidden);
+  args.inter = absl::GetFlag(FLAGS_inter);
+  args.experts = absl::GetFlag(FLAGS_experts);
+  args.top_k = absl::GetFlag(FLAGS_top_k);
+  args.shared_inter = absl::GetFlag(FLAGS_shared_inter);
+  args.seed = absl::GetFlag(FLAGS_seed);
+  args.options_json = absl::GetFlag(FLAGS_moe_options);
+  MOE_ASSIGN_OR_RETURN(SyntheticSpec spec, MakeSyntheticSpec(args));
+  MOE_ASSIGN_OR_RETURN(WeightDType dtype,
+                       ParseWeightDType(absl::GetFlag(FLAGS_weight_dtype)));
+  const int64_t n = absl::GetFlag(FLAGS_tokens);
+  const int reps = absl::GetFlag(FLAGS_reps);
+  if (n < 0 || reps < 1) {
+    return absl::InvalidArgumentError("--tokens must be >= 0 and --reps >= 1");
+  }
+  const int threads = Threads();
+  MOE_ASSIGN_OR_RETURN(auto model, MakeSyntheticModel(spec));
+  LoadOptions opts;
+  opts.dtype = dtype;
+  opts.num_threads = threads;
+  MOE_ASSIGN_OR_RETURN(auto w, LoadLayerWeights(*model, 0, opts));
+  const MoeLayerConfig& c = spec.layer;
+  const int64_t H = c.hidden;
+  std::vector<float> x(n * H), y(n * H);
+
+  // Each repetition gets a fresh input, hence fresh routing and a fresh set
+  // of touched experts: no step is flattered by weights left in cache by
+  // the one before. Work and bytes are counted per step.
+  LocalMoe moe(threads);
+  Routing routing;
+  std::vector<double> seconds;
+  StageTimes mean;
+  double flops = 0, bytes = 0, touched_sum = 0;
+  for (int r = 0; r < reps + 2; ++r) {  // two warm-up steps
+    FillSyntheticInput(spec.seed + 1 + r, n * H, x.data());
+    StageTimes t;
+    MOE_RETURN_IF_ERROR(
+        moe.Forward(*w, x.data(), n, {}, y.data(), &routing, &t));
+    if (r < 2) continue;
+    seconds.push_back(t.total_us / 1e6);
+    for (auto [sum, part] : {std::pair{&mean.route_us, t.route_us},
+                             {&mean.plan_us, t.plan_us},
+                             {&mean.dispatch_us, t.dispatch_us},
+                             {&mean.experts_us, t.experts_us},
+                             {&mean.combine_us, t.combine_us},
+                             {&mean.shared_us, t.shared_us}}) {
+      *sum += part / reps;
+    }
+    int64_t slots = 0, touched = 0;
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      slots += routing.expert_counts[e];
+      touched += routing.expert_counts[e] > 0;
+    }
+    touched_sum += touched;
+    flops += 6.0 * H * c.inter * slots + 6.0 * H * c.shared_inter * n +
+             2.0 * H * c.num_experts * n;
+    bytes += static_cast<double>(touched) * w->expert_bytes() +
+             (w->has_shared ? w->shared.bytes() : 0) + w->gate.bytes();
+  }
+  const double total = std::accumulate(seconds.begin(), seconds.end(), 0.0);
+  std::sort(seconds.begin(), seconds.end());
+  const double median = seconds[seconds.size() / 2];
+  const double touched = touched_sum / reps;
+
+  double ref_sgemm = 0, ref_read = 0;
+  if (!absl::GetFlag(FLAGS_skip_references)) {
+    ref_sgemm = bench::MeasureSgemmGflops(threads);
+    ref_read = bench::MeasureReadGbps(threads);
+  }
+  const double gflops = flops / total / 1e9;
+  const double gbps = bytes / total / 1e9;
+  std::printf(
+      "layer H=%ld I=%ld E=%ld k=%ld shared=%ld N=%ld weights=%s isa=%s "
+      "threads=%d\n",
+      static_cast<long>(H), static_cast<long>(c.inter),
+      static_cast<long>(c.num_experts), static_cast<long>(c.top_k),
+      static_cast<long>(c.shared_inter), static_cast<long>(n),
+      std::string(WeightDTypeName(dtype)).c_str(), kernels::cpu::GemmIsaName(),
+      threads);
+  std::printf("step median %.3f ms over %d reps (min %.3f, max %.3f)\n",
+              median * 1e3, reps, seconds.front() * 1e3, seconds.back() * 1e3);
+  std::printf(
+      "stages (mean us): route %.0f plan %.0f dispatch %.0f experts %.0f "
+      "combine %.0f shared %.0f\n",
+      mean.route_us, mean.plan_us, mean.dispatch_us, mean.experts_us,
+      mean.combine_us, mean.shared_us);
+  std::printf(
+      "%.1f GFLOP/s (%.0f%% of sgemm %.1f), weights %.2f GB/s "
+      "(%.0f%% of read %.2f), %.1f of %ld experts touched per step\n",
+      gflops, ref_sgemm > 0 ? 100 * gflops / ref_sgemm : 0, ref_sgemm, gbps,
+      ref_read > 0 ? 100 * gbps / ref_read : 0, ref_read, touched,
+      static_cast<long>(c.num_experts));
+  nlohmann::json j = {
+      {"hidden", H},
+      {"inter", c.inter},
+      {"experts", c.num_experts},
+      {"top_k", c.top_k},
+      {"shared_inter", c.shared_inter},
+      {"tokens", n},
+      {"weight_dtype", WeightDTypeName(dtype)},
+      {"isa", kernels::cpu::GemmIsaName()},
+      {"threads", threads},
+      {"reps", reps},
+      {"step_ms", median * 1e3},
+      {"tokens_per_s", n * reps / total},
+      {"gflops", gflops},
+      {"weight_gbps", gbps},
+      {"experts_touched", touched},
+      {"ref_sgemm_gflops", ref_sgemm},
+      {"ref_read_gbps", ref_read},
+      {"gflops_vs_sgemm", ref_sgemm > 0 ? gflops / ref_sgemm : 0.0},
+      {"weight_gbps_vs_read", ref_read > 0 ? gbps / ref_read : 0.0}};
+  std::printf("%s\n", j.dump().c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace moe
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Run one MoE layer of a checkpoint, or time a synthetic layer.\n"
+      "  moe-bench --model DIR --layer L --input IN.safetensors --output "
+      "OUT.safetensors [--weight-dtype f32|bf16] [--routing]\n"
+      "  moe-bench --synthetic --hidden H --inter I --experts E --top-k K "
+      "[--shared-inter S] --tokens N [--weight-dtype f32|bf16] [--reps R]");
+  moe::NormalizedArgs args(argc, argv);
+  absl::ParseCommandLine(args.argc(), args.argv());
+  absl::Status s;
+  const std::string isa = absl::GetFlag(FLAGS_isa);
+  if (isa != "auto" && !moe::kernels::cpu::SetGemmIsa(isa.c_str())) {
+    s = absl::InvalidArgumentError("--isa " + isa +
+                                   ": not one of auto, avx512, avx2, generic "
+                                   "supported by this CPU");
+  } else if (!absl::GetFlag(FLAGS_model).empty()) {
+    s = moe::RunCheckpoint();
+  } else if (absl::GetFlag(FLAGS_synthetic)) {
+    s = moe::RunSynthetic();
+  } else {
+    s = absl::InvalidArgumentError(
+        "give --model DIR or --synthetic (see --help)");
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
+    return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}

@@ -1,0 +1,22 @@
+#include "core/cli_args.h"
+
+namespace moe {
+
+NormalizedArgs::NormalizedArgs(int argc, char** argv) {
+  bool flags_done = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") flags_done = true;
+    if (!flags_done && i > 0 && a.size() > 2 && a[0] == '-') {
+      const size_t start = a[1] == '-' ? 2 : 1;
+      const size_t end = a.find('=');
+      for (size_t j = start; j < a.size() && j < end; ++j) {
+        if (a[j] == '-') a[j] = '_';
+      }
+    }
+    args_.push_back(std::move(a));
+  }
+  for (auto& a : args_) ptrs_.push_back(a.data());
+}
+
+}  // namespace moe

@@ -1,0 +1,24 @@
+// Command-line spelling: lets every binary accept --top-k as well as
+// --top_k. Abseil flags are named with underscores; users type hyphens.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace moe {
+
+// Rewrites '-' to '_' in the name part of each "--flag[=value]" argument
+// (not in values, not after a bare "--"). The returned strings own the
+// storage that `argv_out` points into.
+class NormalizedArgs {
+ public:
+  NormalizedArgs(int argc, char** argv);
+  int argc() const { return static_cast<int>(ptrs_.size()); }
+  char** argv() { return ptrs_.data(); }
+
+ private:
+  std::vector<std::string> args_;
+  std::vector<char*> ptrs_;
+};
+
+}  // namespace moe

@@ -1,0 +1,53 @@
+// Internal: the blocking loop shared by the per-ISA micro-kernels. Each ISA
+// translation unit includes this inside its anonymous namespace, so every
+// copy has internal linkage and is compiled for that unit's instruction set
+// only (a shared inline copy could be resolved to the wrong one).
+//
+// Requires, in the including namespace:
+//   kTileRows, kKBlock, and kTiles<W>[rows - 1](ap, kc, w, tile, first,
+//   prefetch) computing a rows x 32 tile over kc steps.
+// Not a standalone header: no include guard on purpose.
+
+template <typename W>
+void Run(const float* const* a_rows, int64_t m, int64_t k, const W* packed,
+         int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
+         int64_t n_out, float* const* out_rows) {
+  float* apack = ThreadScratch(kScratchA, static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m; i += kTileRows) {
+    const int rows = static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
+    PackATile(a_rows + i, rows, k, apack + i * k);
+  }
+  // Partial C tiles of all m rows for one panel: [tile][kTileRows][32].
+  const int64_t tiles = (m + kTileRows - 1) / kTileRows;
+  float* ctile = ThreadScratch(kScratchC, tiles * kTileRows * kPanelWidth);
+  for (int64_t p = panel_begin; p < panel_end; ++p) {
+    const W* w = packed + p * kPanelWidth * k;
+    // K blocks: a kKBlock x 32 slice of the panel stays in L1 while every
+    // row tile streams past it.
+    for (int64_t kb = 0; kb < k; kb += kKBlock) {
+      const int64_t kc = k - kb < kKBlock ? k - kb : kKBlock;
+      // While the first row tile works on this block, prefetch the next one
+      // (the rest of this panel, or the start of the next panel): weights
+      // come from DRAM and the hardware prefetcher alone leaves it idle.
+      // Later tiles "prefetch" the block they read, which is in L1 already.
+      const W* block = w + kb * kPanelWidth;
+      const W* next = kb + kKBlock < k    ? w + (kb + kKBlock) * kPanelWidth
+                      : p + 1 < panel_end ? w + kPanelWidth * k
+                                          : block;
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t i = t * kTileRows;
+        const int rows =
+            static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
+        kTiles<W>[rows - 1](apack + i * k + kb * rows, kc, block,
+                            ctile + t * kTileRows * kPanelWidth, kb == 0,
+                            t == 0 ? next : block);
+      }
+    }
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t i = t * kTileRows;
+      const int rows = static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
+      StoreTile(ctile + t * kTileRows * kPanelWidth, rows, p, epilogue, n_out,
+                out_rows + i);
+    }
+  }
+}
