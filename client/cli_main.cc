@@ -1,0 +1,217 @@
+// moe-cli: talk to a running MoE service.
+//   moe-cli forward --target HOST:PORT --layer L (--input IN.safetensors |
+//       --random N) [--output OUT.safetensors] [--dtype f32|bf16|f16]
+//       [--timeout-ms T] [--routing] [--timing]
+//   moe-cli info | stats --layer L [--reset] | health [--service NAME]
+// Exits with the server's gRPC status code (e.g. 3 INVALID_ARGUMENT,
+// 14 UNAVAILABLE) and its message on failure; 64 for usage errors.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/moe_client.h"
+#include "core/cli_args.h"
+#include "core/safetensors.h"
+#include "core/synthetic_model.h"
+#include "core/tensor_io.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "service address host:port");
+ABSL_FLAG(int, layer, 0, "MoE layer");
+ABSL_FLAG(std::string, input, "", "forward: safetensors file holding x [N, H]");
+ABSL_FLAG(std::string, input_tensor, "x", "forward: name of the input tensor");
+ABSL_FLAG(int64_t, random, -1,
+          "forward: send N random tokens instead of --input");
+ABSL_FLAG(uint64_t, seed, 7, "forward: seed of --random inputs");
+ABSL_FLAG(std::string, output, "",
+          "forward: write y (and top_idx/top_w with --routing) here");
+ABSL_FLAG(std::string, dtype, "f32", "forward: wire dtype f32, bf16 or f16");
+ABSL_FLAG(int64_t, timeout_ms, 30000, "deadline of each call");
+ABSL_FLAG(bool, routing, false, "forward: return each token's routing");
+ABSL_FLAG(bool, timing, false, "forward: return the time of each stage");
+ABSL_FLAG(bool, reset, false, "stats: zero the counters after reading");
+ABSL_FLAG(std::string, service, "", "health: service name ('' = overall)");
+
+namespace moe {
+namespace {
+
+constexpr int kUsage = 64;
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "moe-cli: %s: %s\n",
+               absl::StatusCodeToString(s.code()).c_str(),
+               std::string(s.message()).c_str());
+  return s.code() == absl::StatusCode::kOk ? 1 : static_cast<int>(s.code());
+}
+
+std::chrono::milliseconds Timeout() {
+  return std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
+}
+
+int Forward(MoeClient& client) {
+  ForwardOptions opts;
+  const std::string dt = absl::GetFlag(FLAGS_dtype);
+  opts.dtype = dt == "f32"    ? moe::v1::F32
+               : dt == "bf16" ? moe::v1::BF16
+               : dt == "f16"  ? moe::v1::F16
+                              : moe::v1::DTYPE_UNSPECIFIED;
+  if (opts.dtype == moe::v1::DTYPE_UNSPECIFIED) {
+    std::fprintf(stderr, "moe-cli: --dtype must be f32, bf16 or f16\n");
+    return kUsage;
+  }
+  opts.routing = absl::GetFlag(FLAGS_routing);
+  opts.timing = absl::GetFlag(FLAGS_timing);
+  opts.timeout = Timeout();
+  Matrix x;
+  if (absl::GetFlag(FLAGS_random) >= 0) {
+    auto info = client.GetModelInfo(Timeout());
+    if (!info.ok()) return Fail(info.status());
+    x.rows = absl::GetFlag(FLAGS_random);
+    x.cols = info->hidden();
+    x.data.resize(x.rows * x.cols);
+    FillSyntheticInput(absl::GetFlag(FLAGS_seed), x.rows * x.cols,
+                       x.data.data());
+  } else if (!absl::GetFlag(FLAGS_input).empty()) {
+    auto m = ReadMatrix(absl::GetFlag(FLAGS_input),
+                        absl::GetFlag(FLAGS_input_tensor));
+    if (!m.ok()) {
+      std::fprintf(stderr, "moe-cli: %s\n",
+                   std::string(m.status().message()).c_str());
+      return kUsage;
+    }
+    x = std::move(*m);
+  } else {
+    std::fprintf(stderr, "moe-cli forward: give --input FILE or --random N\n");
+    return kUsage;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = client.Forward(absl::GetFlag(FLAGS_layer), x.data.data(), x.rows,
+                          x.cols, opts);
+  const double ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+  if (!r.ok()) return Fail(r.status());
+  double sum_sq = 0;
+  for (float v : r->y) sum_sq += static_cast<double>(v) * v;
+  std::printf("layer %d: %ld tokens x %ld -> y, rms %.6f, %.2f ms\n",
+              absl::GetFlag(FLAGS_layer), static_cast<long>(r->tokens),
+              static_cast<long>(r->hidden),
+              r->y.empty() ? 0.0 : std::sqrt(sum_sq / r->y.size()), ms);
+  if (opts.routing && r->tokens > 0) {
+    std::vector<std::string> first;
+    for (int32_t s = 0; s < r->slots; ++s) {
+      first.push_back(absl::StrCat(r->expert_ids[s], ":",
+                                   absl::StrFormat("%.4f", r->weights[s])));
+    }
+    std::printf("routing: %d slots per token; token 0 -> %s\n", r->slots,
+                absl::StrJoin(first, " ").c_str());
+  }
+  if (opts.timing) {
+    const auto& t = r->timing;
+    std::printf(
+        "timing (us): queue %.0f route %.0f plan %.0f dispatch %.0f experts "
+        "%.0f combine %.0f shared %.0f total %.0f (step of %ld tokens from %d "
+        "requests)\n",
+        t.queue_us(), t.route_us(), t.plan_us(), t.dispatch_us(),
+        t.experts_us(), t.combine_us(), t.shared_us(), t.total_us(),
+        static_cast<long>(t.batch_tokens()), t.batch_requests());
+  }
+  const std::string out = absl::GetFlag(FLAGS_output);
+  if (!out.empty()) {
+    SafetensorsWriter w;
+    w.AddF32("y", {r->tokens, r->hidden}, r->y);
+    if (opts.routing) {
+      std::vector<int64_t> idx(r->expert_ids.begin(), r->expert_ids.end());
+      w.AddI64("top_idx", {r->tokens, r->slots}, idx);
+      w.AddF32("top_w", {r->tokens, r->slots}, r->weights);
+    }
+    if (absl::Status s = w.WriteFile(out); !s.ok()) {
+      std::fprintf(stderr, "moe-cli: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    std::printf("wrote %s\n", out.c_str());
+  }
+  return 0;
+}
+
+int Info(MoeClient& client) {
+  auto info = client.GetModelInfo(Timeout());
+  if (!info.ok()) return Fail(info.status());
+  std::printf("model: %s (%s)\n", info->source().c_str(),
+              info->family().c_str());
+  std::printf(
+      "layer: H=%ld I=%ld E=%ld k=%ld shared=%ld weights=%s\n",
+      static_cast<long>(info->hidden()), static_cast<long>(info->inter()),
+      static_cast<long>(info->experts()), static_cast<long>(info->top_k()),
+      static_cast<long>(info->shared_inter()), info->weight_dtype().c_str());
+  std::printf("routing: %s\n", info->layer_config_json().c_str());
+  std::printf("moe layers: [%s]\n",
+              absl::StrJoin(info->moe_layers(), ", ").c_str());
+  std::printf("workers: %d (%d ready), ready: %s, device: %s\n",
+              info->num_workers(), info->ready_workers(),
+              info->ready() ? "yes" : "no", info->device().c_str());
+  std::printf("limits: %ld tokens per step, %ld per request\n",
+              static_cast<long>(info->max_batch_tokens()),
+              static_cast<long>(info->max_request_tokens()));
+  return 0;
+}
+
+int Stats(MoeClient& client) {
+  auto s = client.GetExpertStats(absl::GetFlag(FLAGS_layer),
+                                 absl::GetFlag(FLAGS_reset), Timeout());
+  if (!s.ok()) return Fail(s.status());
+  std::printf("layer %d: %ld steps, %ld tokens, %ld dropped slots\n",
+              s->layer(), static_cast<long>(s->steps()),
+              static_cast<long>(s->tokens()),
+              static_cast<long>(s->dropped_slots()));
+  std::printf(
+      "balance: entropy %.4f (normalised %.4f), gini %.4f, max/mean "
+      "%.3f, min/mean %.3f\n",
+      s->entropy(), s->normalized_entropy(), s->gini(), s->max_over_mean(),
+      s->min_over_mean());
+  std::printf("tokens per expert: [%s]\n",
+              absl::StrJoin(s->tokens_per_expert(), ", ").c_str());
+  return 0;
+}
+
+int Health(MoeClient& client) {
+  auto h = client.Health(absl::GetFlag(FLAGS_service), Timeout());
+  if (!h.ok()) return Fail(h.status());
+  std::printf("%s\n", *h ? "SERVING" : "NOT_SERVING");
+  return *h ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace moe
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "moe-cli forward|info|stats|health --target HOST:PORT [...]\n"
+      "  forward --layer L (--input IN.safetensors | --random N) "
+      "[--output OUT.safetensors] [--dtype f32|bf16|f16] [--timeout-ms T] "
+      "[--routing] [--timing]\n"
+      "  stats --layer L [--reset]\n  health [--service NAME]");
+  moe::NormalizedArgs norm(argc, argv);
+  std::vector<char*> rest = absl::ParseCommandLine(norm.argc(), norm.argv());
+  if (rest.size() != 2) {
+    std::fprintf(stderr, "usage: %s\n", absl::ProgramUsageMessage().data());
+    return moe::kUsage;
+  }
+  const std::string cmd = rest[1];
+  moe::ClientOptions opts;
+  opts.target = absl::GetFlag(FLAGS_target);
+  moe::MoeClient client(opts);
+  if (cmd == "forward") return moe::Forward(client);
+  if (cmd == "info") return moe::Info(client);
+  if (cmd == "stats") return moe::Stats(client);
+  if (cmd == "health") return moe::Health(client);
+  std::fprintf(stderr, "moe-cli: unknown command '%s'\n", cmd.c_str());
+  return moe::kUsage;
+}

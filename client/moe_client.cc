@@ -1,0 +1,102 @@
+#include "client/moe_client.h"
+
+#include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "proto/tensor_codec.h"
+
+namespace moe {
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      s.error_message());
+}
+
+MoeClient::MoeClient(const ClientOptions& options)
+    : auth_token_(options.auth_token) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  channel_ = grpc::CreateCustomChannel(options.target,
+                                       options.credentials
+                                           ? options.credentials
+                                           : grpc::InsecureChannelCredentials(),
+                                       args);
+  stub_ = moe::v1::MoeService::NewStub(channel_);
+}
+
+void MoeClient::Prepare(grpc::ClientContext* ctx,
+                        std::chrono::milliseconds timeout) const {
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  if (!auth_token_.empty()) {
+    ctx->AddMetadata("authorization", "Bearer " + auth_token_);
+  }
+}
+
+absl::StatusOr<ForwardResult> MoeClient::Forward(
+    int32_t layer, const float* x, int64_t tokens, int64_t hidden,
+    const ForwardOptions& options) {
+  moe::v1::ForwardRequest req;
+  req.set_layer(layer);
+  EncodeMatrix(x, tokens, hidden, options.dtype, req.mutable_hidden_states());
+  req.set_return_routing(options.routing);
+  req.set_return_timing(options.timing);
+  moe::v1::ForwardResponse resp;
+  grpc::ClientContext ctx;
+  Prepare(&ctx, options.timeout);
+  const grpc::Status s = stub_->Forward(&ctx, req, &resp);
+  if (!s.ok()) return FromGrpc(s);
+  auto y = DecodeMatrix(resp.output(), "output", -1, /*require_finite=*/false);
+  if (!y.ok()) return y.status();
+  ForwardResult r;
+  r.tokens = y->rows;
+  r.hidden = y->cols;
+  r.y = std::move(y->data);
+  if (resp.has_routing()) {
+    r.slots = resp.routing().slots();
+    r.expert_ids.assign(resp.routing().expert_ids().begin(),
+                        resp.routing().expert_ids().end());
+    r.weights.assign(resp.routing().weights().begin(),
+                     resp.routing().weights().end());
+  }
+  r.timing = resp.timing();
+  return r;
+}
+
+absl::StatusOr<moe::v1::ModelInfo> MoeClient::GetModelInfo(
+    std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout);
+  moe::v1::ModelInfo info;
+  const grpc::Status s =
+      stub_->GetModelInfo(&ctx, moe::v1::GetModelInfoRequest(), &info);
+  if (!s.ok()) return FromGrpc(s);
+  return info;
+}
+
+absl::StatusOr<moe::v1::ExpertStats> MoeClient::GetExpertStats(
+    int32_t layer, bool reset, std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout);
+  moe::v1::GetExpertStatsRequest req;
+  req.set_layer(layer);
+  req.set_reset(reset);
+  moe::v1::ExpertStats stats;
+  const grpc::Status s = stub_->GetExpertStats(&ctx, req, &stats);
+  if (!s.ok()) return FromGrpc(s);
+  return stats;
+}
+
+absl::StatusOr<bool> MoeClient::Health(const std::string& service,
+                                       std::chrono::milliseconds timeout) {
+  auto stub = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  const grpc::Status s = stub->Check(&ctx, req, &resp);
+  if (!s.ok()) return FromGrpc(s);
+  return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+}  // namespace moe

@@ -1,0 +1,71 @@
+// C++ client of moe.v1.MoeService (and the standard health service).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "moe/v1/moe.grpc.pb.h"
+
+namespace moe {
+
+struct ClientOptions {
+  std::string target;                                     // host:port
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: insecure
+  std::string auth_token;  // sent as "authorization: Bearer <token>"
+  int max_message_bytes = 1 << 30;
+};
+
+struct ForwardOptions {
+  bool routing = false;
+  bool timing = false;
+  moe::v1::DType dtype = moe::v1::F32;  // wire dtype of x and y
+  std::chrono::milliseconds timeout{30000};
+};
+
+struct ForwardResult {
+  int64_t tokens = 0;
+  int64_t hidden = 0;
+  std::vector<float> y;  // [tokens, hidden]
+  int32_t slots = 0;     // routing, when asked
+  std::vector<int32_t> expert_ids;
+  std::vector<float> weights;
+  moe::v1::StageTiming timing;  // when asked
+};
+
+class MoeClient {
+ public:
+  explicit MoeClient(const ClientOptions& options);
+
+  absl::StatusOr<ForwardResult> Forward(int32_t layer, const float* x,
+                                        int64_t tokens, int64_t hidden,
+                                        const ForwardOptions& options);
+  absl::StatusOr<moe::v1::ModelInfo> GetModelInfo(
+      std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  absl::StatusOr<moe::v1::ExpertStats> GetExpertStats(
+      int32_t layer, bool reset,
+      std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  // True when the service (or `service`, if not empty) reports SERVING.
+  absl::StatusOr<bool> Health(
+      const std::string& service = "",
+      std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+  moe::v1::MoeService::Stub* stub() { return stub_.get(); }
+  // Sets deadline and credentials metadata on a context for a call.
+  void Prepare(grpc::ClientContext* ctx,
+               std::chrono::milliseconds timeout) const;
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<moe::v1::MoeService::Stub> stub_;
+  std::string auth_token_;
+};
+
+// grpc::Status -> absl::Status, same code and message.
+absl::Status FromGrpc(const grpc::Status& s);
+
+}  // namespace moe

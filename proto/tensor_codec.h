@@ -1,0 +1,35 @@
+// Converting between wire tensors (moe.v1.Tensor) and fp32 host buffers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "moe/v1/moe.pb.h"
+
+namespace moe {
+
+// Bytes per element of a wire dtype; 0 for DTYPE_UNSPECIFIED or unknown.
+size_t WireDTypeSize(moe::v1::DType dtype);
+const char* WireDTypeName(moe::v1::DType dtype);
+
+// Decodes a 2-D tensor into fp32 rows. `field` names the tensor in error
+// messages (e.g. "hidden_states"). Checks the dtype, rank, byte length and
+// that `expected_cols` matches (when >= 0); non-finite values are reported
+// only when `require_finite`.
+struct DecodedMatrix {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  std::vector<float> data;
+};
+absl::StatusOr<DecodedMatrix> DecodeMatrix(const moe::v1::Tensor& t,
+                                           const std::string& field,
+                                           int64_t expected_cols,
+                                           bool require_finite);
+
+// Encodes rows x cols fp32 values as `dtype` (F32, BF16 or F16).
+void EncodeMatrix(const float* data, int64_t rows, int64_t cols,
+                  moe::v1::DType dtype, moe::v1::Tensor* out);
+
+}  // namespace moe

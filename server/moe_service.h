@@ -1,0 +1,68 @@
+// moe.v1.MoeService on gRPC's callback API: requests wait for their batch
+// without holding a thread.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "moe/v1/moe.grpc.pb.h"
+#include "server/batcher.h"
+#include "server/expert_stats.h"
+#include "server/request_validator.h"
+#include "server/router_model.h"
+#include "server/worker_pool.h"
+
+namespace moe {
+
+struct MoeServiceOptions {
+  const RouterModel* model = nullptr;
+  Batcher* batcher = nullptr;
+  WorkerPool* pool = nullptr;  // null: no workers (P = 0)
+  ExpertStatsBook* stats = nullptr;
+  ForwardLimits limits;
+  int64_t max_batch_tokens = 0;
+  std::string device = "cpu";
+  int stream_max_inflight = 64;  // requests per ForwardStream at once
+};
+
+class MoeServiceImpl final : public moe::v1::MoeService::CallbackService {
+ public:
+  explicit MoeServiceImpl(MoeServiceOptions options)
+      : options_(std::move(options)) {}
+
+  grpc::ServerUnaryReactor* Forward(
+      grpc::CallbackServerContext* ctx, const moe::v1::ForwardRequest* request,
+      moe::v1::ForwardResponse* response) override;
+  grpc::ServerBidiReactor<moe::v1::ForwardRequest, moe::v1::ForwardResponse>*
+  ForwardStream(grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* GetModelInfo(
+      grpc::CallbackServerContext* ctx,
+      const moe::v1::GetModelInfoRequest* request,
+      moe::v1::ModelInfo* response) override;
+  grpc::ServerUnaryReactor* GetExpertStats(
+      grpc::CallbackServerContext* ctx,
+      const moe::v1::GetExpertStatsRequest* request,
+      moe::v1::ExpertStats* response) override;
+
+  // Validates and runs one request; fills `response` and then calls `done`
+  // (possibly on another thread, possibly before returning).
+  void Process(const moe::v1::ForwardRequest& request,
+               std::chrono::steady_clock::time_point deadline,
+               moe::v1::ForwardResponse* response,
+               std::function<void(const grpc::Status&)> done);
+
+  const MoeServiceOptions& options() const { return options_; }
+
+ private:
+  MoeServiceOptions options_;
+};
+
+grpc::Status ToGrpcStatus(const absl::Status& s);
+// A server context's deadline on the steady clock (far future if none).
+std::chrono::steady_clock::time_point SteadyDeadline(
+    std::chrono::system_clock::time_point deadline);
+
+}  // namespace moe

@@ -1,0 +1,242 @@
+// moe-router: the front end. Validates and batches requests, routes every
+// token in fp32, plans the dispatch, drives the expert workers (or computes
+// the experts itself with --num-workers 0), adds the shared experts.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <algorithm>
+#include <fstream>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "core/cli_args.h"
+#include "core/logging.h"
+#include "core/shutdown_signal.h"
+#include "server/batcher.h"
+#include "server/expert_stats.h"
+#include "server/moe_service.h"
+#include "server/router_model.h"
+#include "server/step_runner.h"
+#include "server/worker_pool.h"
+
+ABSL_FLAG(std::string, model, "", "Hugging Face checkpoint directory");
+ABSL_FLAG(bool, synthetic, false, "serve the synthetic model");
+ABSL_FLAG(int64_t, hidden, 1024, "synthetic: hidden size H");
+ABSL_FLAG(int64_t, inter, 512, "synthetic: expert intermediate size I");
+ABSL_FLAG(int64_t, experts, 32, "synthetic: routed experts E");
+ABSL_FLAG(int64_t, top_k, 4, "synthetic: experts per token k");
+ABSL_FLAG(int64_t, shared_inter, 0, "synthetic: shared expert size (0: none)");
+ABSL_FLAG(int64_t, layers, 1, "synthetic: MoE layers, numbered from 0");
+ABSL_FLAG(uint64_t, seed, 1, "synthetic: weight seed");
+ABSL_FLAG(std::string, moe_options, "",
+          "synthetic: further layer options as JSON, e.g. "
+          "{\"score_func\":\"sigmoid\",\"n_groups\":8,\"topk_groups\":4}");
+ABSL_FLAG(std::string, weight_dtype, "f32", "expert weights: f32 or bf16");
+ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address (public API)");
+ABSL_FLAG(std::string, port_file, "",
+          "write the bound port here once serving (for --listen host:0)");
+ABSL_FLAG(int, num_workers, 2, "expert workers P; 0 = experts in-process");
+ABSL_FLAG(int64_t, step_timeout_ms, 10000,
+          "deadline of one step on the workers, collectives included");
+ABSL_FLAG(int64_t, max_batch_tokens, 4096, "tokens per step at most");
+ABSL_FLAG(int64_t, max_request_tokens, 0,
+          "tokens per request at most (0: --max-batch-tokens)");
+ABSL_FLAG(int64_t, batch_window_us, 500,
+          "how long the oldest queued request waits for others to join its "
+          "step; 0 = no wait (requests already queued still share a step)");
+ABSL_FLAG(int, max_inflight_steps, 2, "steps in flight at once (pipelining)");
+ABSL_FLAG(int, threads, 0, "router compute threads (0: all cores)");
+ABSL_FLAG(std::string, device, "cpu", "router compute device: cpu");
+
+namespace moe {
+namespace {
+
+int Cores() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+absl::StatusOr<ModelLocation> LocationFromFlags() {
+  ModelLocation loc;
+  if (!absl::GetFlag(FLAGS_model).empty()) {
+    loc.checkpoint_dir = absl::GetFlag(FLAGS_model);
+    return loc;
+  }
+  if (!absl::GetFlag(FLAGS_synthetic)) {
+    return absl::InvalidArgumentError("give --model DIR or --synthetic");
+  }
+  SyntheticArgs a;
+  a.hidden = absl::GetFlag(FLAGS_hidden);
+  a.inter = absl::GetFlag(FLAGS_inter);
+  a.experts = absl::GetFlag(FLAGS_experts);
+  a.top_k = absl::GetFlag(FLAGS_top_k);
+  a.shared_inter = absl::GetFlag(FLAGS_shared_inter);
+  a.layers = absl::GetFlag(FLAGS_layers);
+  a.seed = absl::GetFlag(FLAGS_seed);
+  a.options_json = absl::GetFlag(FLAGS_moe_options);
+  auto spec = MakeSyntheticSpec(a);
+  if (!spec.ok()) return spec.status();
+  loc.synthetic = *spec;
+  return loc;
+}
+
+moe::v1::ModelSpec SpecFor(const ModelLocation& loc, WeightDType dtype) {
+  moe::v1::ModelSpec spec;
+  if (loc.is_checkpoint()) {
+    spec.set_checkpoint_dir(loc.checkpoint_dir);
+  } else {
+    spec.set_synthetic_config_json(MoeLayerConfigToJson(loc.synthetic.layer));
+    spec.set_synthetic_layers(loc.synthetic.num_layers);
+    spec.set_synthetic_seed(loc.synthetic.seed);
+  }
+  spec.set_weight_dtype(std::string(WeightDTypeName(dtype)));
+  return spec;
+}
+
+int Main() {
+  auto loc = LocationFromFlags();
+  if (!loc.ok()) {
+    spdlog::error("{}", loc.status().message());
+    return 2;
+  }
+  auto dtype = ParseWeightDType(absl::GetFlag(FLAGS_weight_dtype));
+  const int workers = absl::GetFlag(FLAGS_num_workers);
+  const int64_t max_batch = absl::GetFlag(FLAGS_max_batch_tokens);
+  int64_t max_request = absl::GetFlag(FLAGS_max_request_tokens);
+  if (max_request <= 0) max_request = max_batch;
+  const int inflight = absl::GetFlag(FLAGS_max_inflight_steps);
+  if (!dtype.ok() || workers < 0 || workers > 1024 || max_batch < 1 ||
+      max_request > max_batch || inflight < 1 ||
+      absl::GetFlag(FLAGS_step_timeout_ms) < 1 ||
+      absl::GetFlag(FLAGS_batch_window_us) < 0 ||
+      absl::GetFlag(FLAGS_device) != "cpu") {
+    spdlog::error(
+        "bad flags: need --weight-dtype f32|bf16, 0 <= --num-workers <= 1024, "
+        "--max-batch-tokens >= 1, --max-request-tokens <= --max-batch-tokens, "
+        "--max-inflight-steps >= 1, --step-timeout-ms >= 1, "
+        "--batch-window-us >= 0, --device cpu");
+    return 2;
+  }
+  const int threads =
+      absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads) : Cores();
+
+  RouterModel::Options mo;
+  mo.location = *loc;
+  mo.dtype = *dtype;
+  mo.all_experts = workers == 0;
+  mo.threads = threads;
+  auto model = RouterModel::Load(mo);
+  if (!model.ok()) {
+    spdlog::error("loading the model: {}", model.status().message());
+    return 1;
+  }
+  const ModelInfo& info = (*model)->info();
+
+  std::unique_ptr<WorkerPool> pool;
+  if (workers > 0) {
+    WorkerPoolOptions po;
+    po.world_size = workers;
+    po.num_experts = info.layer.num_experts;
+    po.model = SpecFor(*loc, *dtype);
+    po.collective_timeout =
+        std::chrono::milliseconds(absl::GetFlag(FLAGS_step_timeout_ms));
+    po.max_batch_tokens = max_batch;
+    pool = std::make_unique<WorkerPool>(po);
+  }
+  ExpertStatsBook stats(info.layer.num_experts);
+  std::vector<std::unique_ptr<StepRunner>> runners;
+  for (int i = 0; i < inflight; ++i) {
+    runners.push_back(
+        std::make_unique<StepRunner>(**model, pool.get(), threads));
+  }
+  Batcher::Options bo;
+  bo.max_batch_tokens = max_batch;
+  bo.window = std::chrono::microseconds(absl::GetFlag(FLAGS_batch_window_us));
+  bo.step_timeout =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_step_timeout_ms));
+  Batcher batcher(bo, std::move(runners), &stats);
+
+  MoeServiceOptions so;
+  so.model = model->get();
+  so.batcher = &batcher;
+  so.pool = pool.get();
+  so.stats = &stats;
+  so.limits.max_request_tokens = max_request;
+  so.max_batch_tokens = max_batch;
+  so.device = absl::GetFlag(FLAGS_device);
+  MoeServiceImpl service(so);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::GetFlag(FLAGS_listen),
+                           grpc::InsecureServerCredentials(), &port);
+  // Room for the largest request or step: rows, routing and a margin.
+  const int64_t max_bytes =
+      max_batch *
+          (info.layer.hidden * 4 +
+           std::max<int64_t>(info.layer.top_k, info.layer.num_experts) * 8) +
+      (16 << 20);
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<int64_t>(max_bytes, INT32_MAX)));
+  builder.SetMaxSendMessageSize(
+      static_cast<int>(std::min<int64_t>(max_bytes, INT32_MAX)));
+  builder.RegisterService(&service);
+  if (pool) builder.RegisterService(pool.get());
+  auto server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    spdlog::error("cannot listen on {}", absl::GetFlag(FLAGS_listen));
+    return 1;
+  }
+  auto* health = server->GetHealthCheckService();
+  auto set_ready = [health](bool ready) {
+    health->SetServingStatus(ready);  // overall ("")
+    health->SetServingStatus("moe.v1.MoeService", ready);
+    spdlog::info("router {}", ready ? "ready" : "not ready");
+  };
+  health->SetServingStatus("liveness", true);
+  if (pool) {
+    set_ready(false);
+    pool->SetReadyCallback(set_ready);
+  } else {
+    set_ready(true);
+  }
+  if (!absl::GetFlag(FLAGS_port_file).empty()) {
+    const std::string path = absl::GetFlag(FLAGS_port_file);
+    std::ofstream(path + ".tmp") << port << "\n";
+    std::rename((path + ".tmp").c_str(), path.c_str());
+  }
+  spdlog::info(
+      "router listening on port {} ({} workers, max batch {} tokens, "
+      "window {} us, {} steps in flight)",
+      port, workers, max_batch, absl::GetFlag(FLAGS_batch_window_us), inflight);
+
+  HandleShutdownSignals([&](int sig) {
+    spdlog::info("signal {}: shutting down", sig);
+    if (pool) pool->Shutdown();
+    server->Shutdown(std::chrono::system_clock::now() +
+                     std::chrono::seconds(2));
+  });
+  server->Wait();
+  batcher.Shutdown();
+  spdlog::info("router stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace moe
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "MoE router: moe-router (--model DIR | --synthetic ...) "
+      "[--listen HOST:PORT] [--num-workers P] [--step-timeout-ms T] "
+      "[--max-batch-tokens N] [--batch-window-us U]");
+  moe::NormalizedArgs args(argc, argv);
+  absl::ParseCommandLine(args.argc(), args.argv());
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [router] [%l] %v");
+  return moe::Main();
+}

@@ -1,0 +1,39 @@
+#include "server/router_model.h"
+
+#include "core/logging.h"
+#include "core/status_macros.h"
+
+namespace moe {
+
+absl::StatusOr<std::unique_ptr<RouterModel>> RouterModel::Load(
+    const Options& o) {
+  MOE_ASSIGN_OR_RETURN(auto source, OpenModel(o.location));
+  auto m = std::unique_ptr<RouterModel>(new RouterModel());
+  m->info_ = source->info();
+  m->location_ = o.location;
+  m->dtype_ = o.dtype;
+  LoadOptions lo;
+  lo.dtype = o.dtype;
+  lo.num_threads = o.threads;
+  if (!o.all_experts) {
+    lo.expert_begin = 0;
+    lo.expert_end = 0;
+  }
+  for (int64_t layer : m->info_.moe_layers) {
+    MOE_ASSIGN_OR_RETURN(m->layers_[layer],
+                         LoadLayerWeights(*source, layer, lo));
+  }
+  spdlog::info("model {} ({}): {} MoE layers, H={} I={} E={} k={} shared={}",
+               m->info_.source, m->info_.family, m->layers_.size(),
+               m->info_.layer.hidden, m->info_.layer.inter,
+               m->info_.layer.num_experts, m->info_.layer.top_k,
+               m->info_.layer.shared_inter);
+  return m;
+}
+
+const LayerWeights* RouterModel::layer(int64_t layer) const {
+  auto it = layers_.find(layer);
+  return it == layers_.end() ? nullptr : it->second.get();
+}
+
+}  // namespace moe

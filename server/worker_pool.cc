@@ -1,0 +1,410 @@
+#include "server/worker_pool.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/logging.h"
+
+namespace moe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+struct WorkerPool::Conn {
+  grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
+      stream = nullptr;
+  moe::v1::Register info;
+  int rank = -1;
+  uint64_t ready_generation = 0;  // guarded by the pool's mu_
+  std::mutex write_mu;
+  bool open = true;  // guarded by write_mu
+
+  bool Write(const moe::v1::RouterMessage& m) {
+    std::lock_guard<std::mutex> lock(write_mu);
+    return open && stream->Write(m);
+  }
+  void Close() {
+    std::lock_guard<std::mutex> lock(write_mu);
+    open = false;
+  }
+  std::string Name() const {
+    return absl::StrCat("rank ", rank, " (", info.host(), " pid ", info.pid(),
+                        ")");
+  }
+};
+
+struct WorkerPool::Pending {
+  uint64_t generation = 0;
+  std::vector<moe::v1::StepResult> results;
+  std::vector<bool> have;
+  int remaining = 0;
+  absl::Status status;  // first failure
+  bool done() const { return !status.ok() || remaining == 0; }
+};
+
+WorkerPool::WorkerPool(WorkerPoolOptions options)
+    : options_(std::move(options)), ranks_(options_.world_size) {
+  retry_thread_ = std::thread([this] { RetryLoop(); });
+}
+
+WorkerPool::~WorkerPool() {
+  Shutdown();
+  if (retry_thread_.joinable()) retry_thread_.join();
+}
+
+void WorkerPool::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shutdown_) return;
+  shutdown_ = true;
+  FailPendingLocked(absl::UnavailableError("router shutting down"));
+  cv_.notify_all();
+}
+
+WorkerPool::State WorkerPool::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  State s;
+  s.world_size = options_.world_size;
+  for (const auto& c : ranks_) s.connected += c != nullptr;
+  s.ready_workers = ready_count_;
+  s.ready = ready_;
+  s.generation = generation_;
+  return s;
+}
+
+void WorkerPool::SetReadyCallback(std::function<void(bool)> callback) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ready_callback_ = std::move(callback);
+}
+
+void WorkerPool::SetReadyLocked(bool ready,
+                                std::vector<std::function<void()>>* notify) {
+  if (ready_ == ready) return;
+  ready_ = ready;
+  if (ready_callback_)
+    notify->push_back([cb = ready_callback_, ready] { cb(ready); });
+}
+
+void WorkerPool::FailPendingLocked(const absl::Status& status) {
+  for (auto& [id, p] : pending_) {
+    if (p->status.ok() && p->remaining > 0) p->status = status;
+  }
+  cv_.notify_all();
+}
+
+void WorkerPool::StartGenerationLocked(Outbox* out) {
+  for (const auto& c : ranks_) {
+    if (c == nullptr) return;  // wait for every rank
+  }
+  ++generation_;
+  ready_count_ = 0;
+  store_.clear();
+  regroup_pending_ = false;
+  FailPendingLocked(absl::UnavailableError(absl::StrCat(
+      "worker group reconfigured (generation ", generation_, ")")));
+  const int P = options_.world_size;
+  const int64_t E = options_.num_experts;
+  for (int r = 0; r < P; ++r) {
+    moe::v1::RouterMessage msg;
+    auto* a = msg.mutable_assignment();
+    a->set_generation(generation_);
+    a->set_rank(r);
+    a->set_world_size(P);
+    a->set_expert_begin(r * E / P);
+    a->set_expert_end((r + 1) * E / P);
+    *a->mutable_model() = options_.model;
+    a->set_collective_timeout_ms(options_.collective_timeout.count());
+    a->set_max_batch_tokens(options_.max_batch_tokens);
+    out->emplace_back(ranks_[r], std::move(msg));
+  }
+  spdlog::info("worker group generation {}: {} ranks assigned", generation_, P);
+}
+
+void WorkerPool::Send(Outbox& out) {
+  for (auto& [conn, msg] : out) conn->Write(msg);
+}
+
+grpc::Status WorkerPool::Join(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
+        stream) {
+  moe::v1::WorkerMessage msg;
+  if (!stream->Read(&msg) || !msg.has_register_()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first message of Join must be Register");
+  }
+  auto conn = std::make_shared<Conn>();
+  conn->stream = stream;
+  conn->info = msg.register_();
+  {
+    std::lock_guard<std::mutex> send_lock(send_mu_);
+    Outbox out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (shutdown_) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "router shutting down");
+      }
+      for (int r = 0; r < options_.world_size; ++r) {
+        if (ranks_[r] == nullptr) {
+          conn->rank = r;
+          ranks_[r] = conn;
+          break;
+        }
+      }
+      if (conn->rank < 0) {
+        return grpc::Status(
+            grpc::StatusCode::RESOURCE_EXHAUSTED,
+            absl::StrCat("all ", options_.world_size,
+                         " worker ranks are taken; retry to stand by"));
+      }
+      spdlog::info("worker {} registered from {} ({} threads, {})",
+                   conn->Name(), ctx->peer(), conn->info.threads(),
+                   conn->info.device());
+      StartGenerationLocked(&out);
+    }
+    Send(out);
+  }
+  while (stream->Read(&msg)) {
+    if (msg.has_ready()) {
+      OnReady(conn, msg.ready());
+    } else if (msg.has_result()) {
+      OnResult(conn, *msg.mutable_result());
+    }
+  }
+  Remove(conn);
+  return grpc::Status::OK;
+}
+
+void WorkerPool::Remove(const std::shared_ptr<Conn>& conn) {
+  conn->Close();
+  std::vector<std::function<void()>> notify;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (conn->rank >= 0 && ranks_[conn->rank] == conn) {
+      ranks_[conn->rank] = nullptr;
+      if (conn->ready_generation == generation_ && ready_count_ > 0) {
+        --ready_count_;
+      }
+      spdlog::warn("worker {} disconnected", conn->Name());
+      FailPendingLocked(absl::UnavailableError(
+          absl::StrCat("worker ", conn->Name(), " disconnected")));
+      SetReadyLocked(false, &notify);
+    }
+  }
+  for (auto& n : notify) n();
+}
+
+void WorkerPool::OnReady(const std::shared_ptr<Conn>& conn,
+                         const moe::v1::Ready& ready) {
+  std::vector<std::function<void()>> notify;
+  bool retry = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ready.generation() != generation_ || ranks_[conn->rank] != conn) return;
+    if (!ready.error().empty()) {
+      spdlog::warn("worker {} failed generation {}: {}", conn->Name(),
+                   ready.generation(), ready.error());
+      retry = true;
+    } else if (conn->ready_generation != generation_) {
+      conn->ready_generation = generation_;
+      if (++ready_count_ == options_.world_size) {
+        spdlog::info("worker group generation {} ready", generation_);
+        SetReadyLocked(true, &notify);
+      }
+    }
+  }
+  for (auto& n : notify) n();
+  if (retry) Regroup(/*delayed=*/true);
+}
+
+void WorkerPool::OnResult(const std::shared_ptr<Conn>& conn,
+                          moe::v1::StepResult& result) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(result.step_id());
+  if (it == pending_.end()) return;  // the step already failed or finished
+  Pending& p = *it->second;
+  const int r = conn->rank;
+  if (result.generation() != p.generation || r < 0 || p.have[r]) return;
+  if (result.error_code() != 0) {
+    if (p.status.ok()) {
+      p.status = absl::UnavailableError(
+          absl::StrCat("worker ", conn->Name(), " failed step ",
+                       result.step_id(), ": ", result.error_message()));
+    }
+  } else {
+    p.have[r] = true;
+    p.results[r].Swap(&result);
+    --p.remaining;
+  }
+  cv_.notify_all();
+}
+
+absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
+                                 Clock::time_point deadline,
+                                 const std::function<void()>& overlap,
+                                 std::vector<moe::v1::StepResult>* results) {
+  const int P = options_.world_size;
+  auto pending = std::make_shared<Pending>();
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> send_lock(send_mu_);
+    std::vector<std::shared_ptr<Conn>> conns;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!ready_) {
+        int connected = 0;
+        for (const auto& c : ranks_) connected += c != nullptr;
+        return absl::UnavailableError(
+            absl::StrCat("worker group not ready: ", connected, " of ", P,
+                         " workers connected, ", ready_count_, " ready"));
+      }
+      id = next_step_++;
+      pending->generation = generation_;
+      pending->results.resize(P);
+      pending->have.assign(P, false);
+      pending->remaining = P;
+      pending_[id] = pending;
+      conns = ranks_;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - Clock::now());
+    for (int r = 0; r < P; ++r) {
+      moe::v1::RouterMessage msg;
+      steps[r].set_generation(pending->generation);
+      steps[r].set_step_id(id);
+      steps[r].set_timeout_ms(std::max<int64_t>(left.count(), 1));
+      msg.mutable_step()->Swap(&steps[r]);
+      if (!conns[r]->Write(msg)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (pending->status.ok()) {
+          pending->status = absl::UnavailableError(absl::StrCat(
+              "lost worker ", conns[r]->Name(), " sending step ", id));
+        }
+        break;
+      }
+    }
+  }
+  if (overlap) overlap();
+  absl::Status status;
+  bool regroup = false;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // A worker's collectives time out at the deadline and report it; the
+    // grace covers the report's trip back.
+    const bool finished =
+        cv_.wait_until(lock, deadline + std::chrono::seconds(1),
+                       [&] { return pending->done(); });
+    if (!finished) {
+      std::vector<int> missing;
+      for (int r = 0; r < P; ++r) {
+        if (!pending->have[r]) missing.push_back(r);
+      }
+      pending->status = absl::UnavailableError(
+          absl::StrCat("step ", id, " timed out waiting for worker ranks [",
+                       absl::StrJoin(missing, ", "), "]"));
+    }
+    status = pending->status;
+    pending_.erase(id);
+    // A failed step may leave the others mid-collective: rebuild the group
+    // (unless a disconnect or new generation already took care of it).
+    regroup = !status.ok() && pending->generation == generation_ && ready_;
+  }
+  if (regroup) Regroup(/*delayed=*/false);
+  if (!status.ok()) return status;
+  results->swap(pending->results);
+  return absl::OkStatus();
+}
+
+void WorkerPool::Regroup(bool delayed) {
+  if (delayed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    regroup_pending_ = true;
+    regroup_at_ = Clock::now() + options_.retry_delay;
+    cv_.notify_all();
+    return;
+  }
+  std::vector<std::function<void()>> notify;
+  std::lock_guard<std::mutex> send_lock(send_mu_);
+  Outbox out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutdown_) return;
+    SetReadyLocked(false, &notify);
+    StartGenerationLocked(&out);
+  }
+  Send(out);
+  for (auto& n : notify) n();
+}
+
+void WorkerPool::RetryLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!shutdown_) {
+    if (regroup_pending_ && Clock::now() >= regroup_at_) {
+      regroup_pending_ = false;
+      lock.unlock();
+      Regroup(/*delayed=*/false);
+      lock.lock();
+      continue;
+    }
+    if (regroup_pending_) {
+      cv_.wait_until(lock, regroup_at_);
+    } else {
+      cv_.wait(lock);
+    }
+  }
+}
+
+grpc::Status WorkerPool::StoreSet(grpc::ServerContext*,
+                                  const moe::v1::StoreSetRequest* req,
+                                  moe::v1::StoreSetResponse*) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (req->generation() != generation_) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("generation ", req->generation(),
+                                     " is over (now ", generation_, ")"));
+  }
+  store_[req->key()] = req->value();
+  cv_.notify_all();
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerPool::StoreGet(grpc::ServerContext* ctx,
+                                  const moe::v1::StoreGetRequest* req,
+                                  moe::v1::StoreGetResponse* resp) {
+  const auto deadline =
+      Clock::now() +
+      std::chrono::milliseconds(std::max<int64_t>(req->timeout_ms(), 0));
+  std::unique_lock<std::mutex> lock(mu_);
+  auto all_set = [&] {
+    for (const auto& k : req->keys()) {
+      if (store_.count(k) == 0) return false;
+    }
+    return true;
+  };
+  while (true) {
+    if (shutdown_ || ctx->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "store wait cancelled");
+    }
+    if (req->generation() != generation_) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat("generation ", req->generation(),
+                                       " is over (now ", generation_, ")"));
+    }
+    if (all_set()) break;
+    // Wake at least every 100 ms to notice a cancelled call.
+    const auto wake =
+        std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
+    if (cv_.wait_until(lock, wake) == std::cv_status::timeout &&
+        Clock::now() >= deadline) {
+      if (all_set()) break;
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          absl::StrCat("rendezvous keys of generation ",
+                                       generation_, " not all set in time"));
+    }
+  }
+  for (const auto& k : req->keys()) resp->add_values(store_[k]);
+  return grpc::Status::OK;
+}
+
+}  // namespace moe

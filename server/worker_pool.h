@@ -1,0 +1,114 @@
+// The router's side of the worker group: registration and rank assignment,
+// the rendezvous store of each group generation, ordered step delivery and
+// result collection, and failure handling. Any change of membership or a
+// failed step starts a new generation, in which every worker rebuilds its
+// collective group; in-flight steps then fail with UNAVAILABLE.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "moe/v1/worker.grpc.pb.h"
+
+namespace moe {
+
+struct WorkerPoolOptions {
+  int world_size = 1;  // P
+  int64_t num_experts = 0;
+  moe::v1::ModelSpec model;
+  std::chrono::milliseconds collective_timeout{10000};
+  int64_t max_batch_tokens = 0;
+  // Delay before retrying a generation whose rendezvous failed.
+  std::chrono::milliseconds retry_delay{1000};
+};
+
+class WorkerPool final : public moe::v1::WorkerControl::Service {
+ public:
+  explicit WorkerPool(WorkerPoolOptions options);
+  ~WorkerPool() override;
+
+  grpc::Status Join(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
+          stream) override;
+  grpc::Status StoreSet(grpc::ServerContext* ctx,
+                        const moe::v1::StoreSetRequest* req,
+                        moe::v1::StoreSetResponse* resp) override;
+  grpc::Status StoreGet(grpc::ServerContext* ctx,
+                        const moe::v1::StoreGetRequest* req,
+                        moe::v1::StoreGetResponse* resp) override;
+
+  struct State {
+    int world_size = 0;
+    int connected = 0;
+    int ready_workers = 0;
+    bool ready = false;
+    uint64_t generation = 0;
+  };
+  State state() const;
+  // Called (outside locks) whenever readiness changes.
+  void SetReadyCallback(std::function<void(bool ready)> callback);
+
+  // Sends steps[r] to rank r, all in one ordered send, runs `overlap` (the
+  // router's own share of the step) while the workers compute, and waits
+  // for every rank's result until `deadline`. UNAVAILABLE when the group is
+  // not ready, a worker is lost or reports an error, or the deadline passes.
+  absl::Status RunStep(std::vector<moe::v1::Step>& steps,
+                       std::chrono::steady_clock::time_point deadline,
+                       const std::function<void()>& overlap,
+                       std::vector<moe::v1::StepResult>* results);
+
+  // Fails everything in flight and stops the retry thread.
+  void Shutdown();
+
+ private:
+  struct Conn;
+  struct Pending;
+  using Outbox =
+      std::vector<std::pair<std::shared_ptr<Conn>, moe::v1::RouterMessage>>;
+
+  // With mu_ held: a new generation if every rank is filled; the
+  // assignments to send (under send_mu_, after releasing mu_) go to `out`.
+  void StartGenerationLocked(Outbox* out);
+  void FailPendingLocked(const absl::Status& status);
+  void SetReadyLocked(bool ready, std::vector<std::function<void()>>* notify);
+  void Send(Outbox& out);
+  void OnReady(const std::shared_ptr<Conn>& conn, const moe::v1::Ready& ready);
+  void OnResult(const std::shared_ptr<Conn>& conn, moe::v1::StepResult& result);
+  void Remove(const std::shared_ptr<Conn>& conn);
+  // Starts a new generation with the same members (after a failed step or
+  // rendezvous), now or after retry_delay.
+  void Regroup(bool delayed);
+  void RetryLoop();
+
+  WorkerPoolOptions options_;
+  // Lock order: send_mu_ before mu_. send_mu_ makes every stream see
+  // assignments and steps in one global order.
+  std::mutex send_mu_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // results, store keys, shutdown
+  std::vector<std::shared_ptr<Conn>> ranks_;
+  uint64_t generation_ = 0;
+  bool ready_ = false;
+  int ready_count_ = 0;
+  bool shutdown_ = false;
+  std::chrono::steady_clock::time_point regroup_at_{};
+  bool regroup_pending_ = false;
+  std::map<uint64_t, std::shared_ptr<Pending>> pending_;
+  uint64_t next_step_ = 1;
+  std::map<std::string, std::string> store_;  // current generation only
+  std::function<void(bool)> ready_callback_;
+  std::thread retry_thread_;
+};
+
+}  // namespace moe

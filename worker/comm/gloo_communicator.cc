@@ -1,0 +1,80 @@
+#include "worker/comm/gloo_communicator.h"
+
+#include <exception>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gloo/alltoallv.h"
+#include "gloo/common/error.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
+
+namespace moe {
+namespace {
+
+class GlooCommunicator : public Communicator {
+ public:
+  explicit GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> ctx)
+      : ctx_(std::move(ctx)) {}
+
+  int rank() const override { return ctx_->rank; }
+  int size() const override { return ctx_->size; }
+  std::string name() const override { return "gloo"; }
+
+  absl::Status AllToAllV(const float* send,
+                         absl::Span<const int64_t> send_counts, float* recv,
+                         absl::Span<const int64_t> recv_counts,
+                         std::chrono::milliseconds timeout) override {
+    if (static_cast<int>(send_counts.size()) != size() ||
+        static_cast<int>(recv_counts.size()) != size()) {
+      return absl::InvalidArgumentError("all-to-all counts need one per rank");
+    }
+    // Gloo builds buffers from the pointers even for empty transfers.
+    float dummy = 0;
+    try {
+      gloo::AlltoallvOptions opts(ctx_);
+      opts.setInput(
+          const_cast<float*>(send != nullptr ? send : &dummy),
+          std::vector<int64_t>(send_counts.begin(), send_counts.end()));
+      opts.setOutput(
+          recv != nullptr ? recv : &dummy,
+          std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
+      opts.setTimeout(timeout);
+      opts.setTag(tag_++);
+      gloo::alltoallv(opts);
+    } catch (const gloo::IoException& e) {
+      return absl::UnavailableError(absl::StrCat(
+          "gloo all-to-all (rank ", rank(), " of ", size(), "): ", e.what()));
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("gloo all-to-all (rank ", rank(),
+                                              " of ", size(), "): ", e.what()));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::shared_ptr<gloo::rendezvous::Context> ctx_;
+  uint32_t tag_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
+    int rank, int size, const std::string& host, gloo::rendezvous::Store& store,
+    std::chrono::milliseconds timeout) {
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = host;
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    ctx->setTimeout(timeout);
+    ctx->connectFullMesh(store, device);
+    return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(ctx)));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("gloo rendezvous of rank ", rank,
+                                               " of ", size, " at ", host,
+                                               " failed: ", e.what()));
+  }
+}
+
+}  // namespace moe

@@ -1,0 +1,39 @@
+// Gloo's rendezvous store, served by the router (WorkerControl.StoreSet /
+// StoreGet) and scoped to one group generation.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gloo/rendezvous/store.h"
+#include "moe/v1/worker.grpc.pb.h"
+
+namespace moe {
+
+class RouterStore : public gloo::rendezvous::Store {
+ public:
+  RouterStore(std::shared_ptr<moe::v1::WorkerControl::Stub> stub,
+              uint64_t generation, std::chrono::milliseconds timeout)
+      : stub_(std::move(stub)), generation_(generation), timeout_(timeout) {}
+
+  // Gloo's Store reports failures by throwing; these throw
+  // gloo::IoException when the router cannot be reached or a key does not
+  // appear in time.
+  void set(const std::string& key, const std::vector<char>& data) override;
+  std::vector<char> get(const std::string& key) override;
+  void wait(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override;
+
+ private:
+  std::vector<std::string> Fetch(const std::vector<std::string>& keys,
+                                 std::chrono::milliseconds timeout);
+
+  std::shared_ptr<moe::v1::WorkerControl::Stub> stub_;
+  uint64_t generation_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace moe

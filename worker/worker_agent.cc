@@ -1,0 +1,187 @@
+#include "worker/worker_agent.h"
+
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "core/blocking_queue.h"
+#include "core/logging.h"
+#include "core/status_macros.h"
+#include "worker/comm/gloo_communicator.h"
+#include "worker/router_store.h"
+
+namespace moe {
+namespace {
+
+std::string HostName() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+absl::StatusOr<ModelLocation> LocationOf(const moe::v1::ModelSpec& spec) {
+  ModelLocation loc;
+  if (!spec.checkpoint_dir().empty()) {
+    loc.checkpoint_dir = spec.checkpoint_dir();
+    return loc;
+  }
+  auto layer = ParseMoeLayerConfigJson(spec.synthetic_config_json());
+  if (!layer.ok()) return layer.status();
+  loc.synthetic.layer = *layer;
+  loc.synthetic.num_layers = spec.synthetic_layers();
+  loc.synthetic.seed = spec.synthetic_seed();
+  return loc;
+}
+
+}  // namespace
+
+WorkerAgent::WorkerAgent(WorkerOptions options)
+    : options_(std::move(options)), executor_(options_.threads) {}
+
+void WorkerAgent::Shutdown() {
+  stopping_ = true;
+  std::lock_guard<std::mutex> lock(ctx_mu_);
+  if (active_ctx_ != nullptr) active_ctx_->TryCancel();
+}
+
+void WorkerAgent::Run() {
+  while (!stopping_) {
+    Session();
+    if (!stopping_) std::this_thread::sleep_for(options_.reconnect_delay);
+  }
+}
+
+void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
+  ready->set_generation(a.generation());
+  ready->set_rank(a.rank());
+  comm_.reset();  // any previous group is over
+  generation_ = a.generation();
+  const std::string key = absl::StrCat(a.model().SerializeAsString(), "|",
+                                       a.expert_begin(), "-", a.expert_end());
+  auto fail = [&](const absl::Status& s) {
+    spdlog::error("generation {}: {}", a.generation(), s.ToString());
+    ready->set_error(std::string(s.message()));
+  };
+  if (key != loaded_key_) {
+    auto loc = LocationOf(a.model());
+    if (!loc.ok()) return fail(loc.status());
+    auto model = OpenModel(*loc);
+    if (!model.ok()) return fail(model.status());
+    auto dtype = ParseWeightDType(a.model().weight_dtype());
+    if (!dtype.ok()) return fail(dtype.status());
+    spdlog::info("loading experts [{}, {}) of {} ({})", a.expert_begin(),
+                 a.expert_end(), (*model)->info().source,
+                 a.model().weight_dtype());
+    loaded_key_.clear();
+    if (absl::Status s =
+            executor_.Load(**model, a.expert_begin(), a.expert_end(), *dtype,
+                           a.max_batch_tokens());
+        !s.ok()) {
+      return fail(s);
+    }
+    loaded_key_ = key;
+  }
+  const auto timeout = std::chrono::milliseconds(a.collective_timeout_ms());
+  RouterStore store(stub_, a.generation(), timeout);
+  auto comm = CreateGlooCommunicator(a.rank(), a.world_size(),
+                                     options_.collective_host, store, timeout);
+  if (!comm.ok()) return fail(comm.status());
+  comm_ = std::move(*comm);
+  spdlog::info("generation {}: rank {} of {}, experts [{}, {}), ready",
+               a.generation(), a.rank(), a.world_size(), a.expert_begin(),
+               a.expert_end());
+}
+
+void WorkerAgent::Execute(
+    const moe::v1::RouterMessage& msg,
+    grpc::ClientReaderWriter<moe::v1::WorkerMessage, moe::v1::RouterMessage>*
+        stream) {
+  moe::v1::WorkerMessage out;
+  if (msg.has_assignment()) {
+    Assign(msg.assignment(), out.mutable_ready());
+  } else if (msg.has_step()) {
+    const auto& step = msg.step();
+    auto* result = out.mutable_result();
+    result->set_generation(step.generation());
+    result->set_step_id(step.step_id());
+    absl::Status s;
+    if (comm_ == nullptr || step.generation() != generation_) {
+      s = absl::UnavailableError(absl::StrCat(
+          "worker is not in generation ", step.generation(), " (has ",
+          generation_, comm_ ? "" : ", no collective group", ")"));
+    } else {
+      result->set_rank(comm_->rank());
+      s = executor_.Run(step, *comm_, result);
+      // A failed collective leaves the group unusable until reassigned.
+      if (!s.ok()) comm_.reset();
+    }
+    if (!s.ok()) {
+      spdlog::warn("step {}: {}", step.step_id(), s.ToString());
+      result->clear_rows();
+      result->set_error_code(static_cast<int>(s.code()));
+      result->set_error_message(std::string(s.message()));
+    }
+  } else {
+    return;
+  }
+  stream->Write(out);
+}
+
+void WorkerAgent::Session() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  args.SetMaxSendMessageSize(options_.max_message_bytes);
+  auto creds = options_.credentials ? options_.credentials
+                                    : grpc::InsecureChannelCredentials();
+  auto channel = grpc::CreateCustomChannel(options_.router, creds, args);
+  stub_ = moe::v1::WorkerControl::NewStub(channel);
+
+  grpc::ClientContext ctx;
+  {
+    std::lock_guard<std::mutex> lock(ctx_mu_);
+    if (stopping_) return;
+    active_ctx_ = &ctx;
+  }
+  auto stream = stub_->Join(&ctx);
+  moe::v1::WorkerMessage hello;
+  auto* reg = hello.mutable_register_();
+  reg->set_device(options_.device);
+  reg->set_threads(options_.threads);
+  reg->set_host(HostName());
+  reg->set_collective_host(options_.collective_host);
+  reg->set_pid(getpid());
+  if (stream->Write(hello)) {
+    // Steps run in order on one thread; reading goes on meanwhile so that
+    // the router's writes never block on a busy worker.
+    BlockingQueue<moe::v1::RouterMessage> queue;
+    std::thread executor([&] {
+      while (auto msg = queue.Pop()) Execute(*msg, stream.get());
+    });
+    moe::v1::RouterMessage msg;
+    bool announced = false;
+    while (stream->Read(&msg)) {
+      if (!announced) {
+        spdlog::info("connected to router {}", options_.router);
+        announced = true;
+      }
+      queue.Push(std::move(msg));
+      msg = moe::v1::RouterMessage();
+    }
+    queue.Close();
+    executor.join();
+  }
+  stream->WritesDone();
+  const grpc::Status s = stream->Finish();
+  {
+    std::lock_guard<std::mutex> lock(ctx_mu_);
+    active_ctx_ = nullptr;
+  }
+  comm_.reset();
+  if (!stopping_) {
+    spdlog::warn("router {} unreachable or gone ({}); retrying",
+                 options_.router, s.error_message());
+  }
+}
+
+}  // namespace moe

@@ -1,0 +1,59 @@
+// A worker process's life: dial the router, register, take assignments
+// (load experts, join the collective group), run steps in order, answer;
+// reconnect when the router goes away.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/model_location.h"
+#include "moe/v1/worker.grpc.pb.h"
+#include "worker/comm/communicator.h"
+#include "worker/step_executor.h"
+
+namespace moe {
+
+struct WorkerOptions {
+  std::string router;  // host:port
+  std::string device = "cpu";
+  int threads = 1;
+  // Address the other workers reach this one's collective transport on.
+  std::string collective_host = "127.0.0.1";
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: insecure
+  std::chrono::milliseconds reconnect_delay{500};
+  int max_message_bytes = 256 << 20;
+};
+
+class WorkerAgent {
+ public:
+  explicit WorkerAgent(WorkerOptions options);
+  // Serves until Shutdown().
+  void Run();
+  // Callable from any thread: ends the session and Run().
+  void Shutdown();
+
+ private:
+  void Session();
+  void Execute(const moe::v1::RouterMessage& msg,
+               grpc::ClientReaderWriter<moe::v1::WorkerMessage,
+                                        moe::v1::RouterMessage>* stream);
+  void Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready);
+
+  WorkerOptions options_;
+  std::atomic<bool> stopping_{false};
+  std::mutex ctx_mu_;
+  grpc::ClientContext* active_ctx_ = nullptr;
+  std::shared_ptr<moe::v1::WorkerControl::Stub> stub_;
+
+  StepExecutor executor_;
+  std::string loaded_key_;  // what the executor holds: model + range
+  std::unique_ptr<Communicator> comm_;
+  uint64_t generation_ = 0;
+};
+
+}  // namespace moe
