@@ -66,4 +66,42 @@ namespace moe::testing {
   return ::testing::AssertionSuccess();
 }
 
+::testing::AssertionResult SameExpertChoice(const GoldenCase& c,
+                                            const std::vector<int32_t>& got_idx,
+                                            const std::vector<float>& got_w,
+                                            int64_t tokens, int64_t slots) {
+  const int64_t E = c.config.num_experts, C = c.top_shape[1];
+  std::map<int64_t, double> sum;  // token -> sum of raw probabilities
+  for (int64_t i = 0; i < E * C; ++i) sum[c.top_idx[i]] += c.top_w[i];
+  for (int64_t e = 0; e < E; ++e) {
+    std::map<int64_t, double> want, got;
+    for (int64_t j = 0; j < C; ++j) {
+      const int64_t t = c.top_idx[e * C + j];
+      want[t] = c.top_w[e * C + j] / (sum[t] + 1e-9) * c.config.route_scale;
+    }
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t s = 0; s < slots; ++s) {
+        if (got_idx[t * slots + s] == e) got[t] = got_w[t * slots + s];
+      }
+    }
+    if (want.size() != got.size()) {
+      return ::testing::AssertionFailure()
+             << "expert " << e << " took " << got.size() << " tokens, want "
+             << want.size();
+    }
+    for (const auto& [t, w] : want) {
+      if (!got.count(t)) {
+        return ::testing::AssertionFailure()
+               << "expert " << e << " did not take token " << t;
+      }
+      if (std::fabs(got[t] - w) > 1e-5 + 1e-4 * std::fabs(w)) {
+        return ::testing::AssertionFailure()
+               << "token " << t << " expert " << e << " weight " << got[t]
+               << " want " << w;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 }  // namespace moe::testing

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/testutil/golden_case.h"
 
 namespace moe::testing {
 
@@ -28,5 +29,13 @@ inline constexpr Tolerance kBf16Tol{5e-2, 2e-2};
     const std::vector<int64_t>& want_idx, const std::vector<float>& want_w,
     const std::vector<int32_t>& got_idx, const std::vector<float>& got_w,
     int64_t n, int64_t k, int64_t got_slots);
+
+// Expert choice: for each expert, the tokens whose slots name it must be the
+// golden top_idx row, with the renormalised (and scaled) top_w weights.
+// got_idx/got_w are [tokens, slots] with -1 for unused slots.
+::testing::AssertionResult SameExpertChoice(const GoldenCase& c,
+                                            const std::vector<int32_t>& got_idx,
+                                            const std::vector<float>& got_w,
+                                            int64_t tokens, int64_t slots);
 
 }  // namespace moe::testing

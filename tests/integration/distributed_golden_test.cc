@@ -1,0 +1,101 @@
+// Every golden case, written as a Hugging Face checkpoint, served by a real
+// router with P = 0 (in-process), 1, 2 and 3 CPU workers on loopback:
+// routing ids exact, y within the golden tolerance.
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/testutil/compare.h"
+#include "tests/testutil/golden_case.h"
+#include "tests/testutil/hf_writer.h"
+#include "tests/testutil/local_cluster.h"
+
+namespace moe {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DistributedGoldenTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(DistributedGoldenTest, EveryCaseMatches) {
+  const int workers = GetParam();
+  for (const std::string& path : testing::GoldenFiles()) {
+    auto c = testing::LoadGoldenCase(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    SCOPED_TRACE(c->name);
+    const std::string dir = testing::MakeTempDir(c->name + "_ckpt_");
+    testing::HfWriteOptions o;
+    o.family = testing::FamiliesFor(c->config).back();
+    ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+
+    testing::LocalCluster cluster;
+    testing::LocalCluster::Options co;
+    co.model_args = {"--model=" + dir};
+    co.workers = workers;
+    ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+    ForwardOptions fo;
+    fo.routing = true;
+    auto r =
+        cluster.client().Forward(static_cast<int32_t>(o.layer), c->x.data(),
+                                 c->tokens, c->config.hidden, fo);
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+    EXPECT_TRUE(testing::AllClose(r->y, c->y, testing::kF32Tol));
+    if (c->config.routing == RoutingMode::kExpertChoice) {
+      EXPECT_TRUE(testing::SameExpertChoice(*c, r->expert_ids, r->weights,
+                                            r->tokens, r->slots));
+    } else {
+      EXPECT_TRUE(testing::SameTokenRouting(c->top_idx, c->top_w, r->expert_ids,
+                                            r->weights, c->tokens,
+                                            c->config.top_k, r->slots));
+    }
+    fs::remove_all(dir);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, DistributedGoldenTest,
+                         ::testing::Values(0, 1, 2, 3), [](const auto& info) {
+                           return absl::StrCat("P", info.param);
+                         });
+
+TEST(DistributedGolden, MoeCliForwardWritesTheGoldenOutput) {
+  // The acceptance path: a checkpoint served by a router and 3 workers,
+  // queried with moe-cli forward, files in and out.
+  auto c = testing::LoadGoldenCase(testing::GoldenDir() +
+                                   "/deepseek_v3_like.safetensors");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string dir = testing::MakeTempDir("cli_ckpt_");
+  testing::HfWriteOptions o;
+  o.family = HfFamily::kDeepseekV3;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+  SafetensorsWriter in;
+  in.AddF32("x", {c->tokens, c->config.hidden}, c->x);
+  ASSERT_TRUE(in.WriteFile(dir + "/in.safetensors").ok());
+
+  testing::LocalCluster cluster;
+  testing::LocalCluster::Options co;
+  co.model_args = {"--model=" + dir};
+  co.workers = 3;
+  ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+  auto run = testing::RunCommand(
+      {testing::CliBinary(), "forward", "--target=" + cluster.target(),
+       "--layer=1", "--input=" + dir + "/in.safetensors",
+       "--output=" + dir + "/out.safetensors", "--routing"},
+      std::chrono::seconds(30));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  auto out = SafetensorsFile::Open(dir + "/out.safetensors");
+  ASSERT_TRUE(out.ok()) << out.status();
+  auto y = (*out)->ReadF32("y", {c->tokens, c->config.hidden});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_TRUE(testing::AllClose(*y, c->y, testing::kF32Tol));
+  auto idx = (*out)->ReadI64("top_idx");
+  auto w = (*out)->ReadF32("top_w");
+  ASSERT_TRUE(idx.ok() && w.ok());
+  std::vector<int32_t> ids(idx->begin(), idx->end());
+  EXPECT_TRUE(testing::SameTokenRouting(c->top_idx, c->top_w, ids, *w,
+                                        c->tokens, c->config.top_k,
+                                        c->config.top_k));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace moe

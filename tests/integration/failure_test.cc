@@ -1,0 +1,157 @@
+// A worker killed with SIGKILL while requests flow: requests in flight end
+// UNAVAILABLE within the step timeout (never a hang, never a wrong answer),
+// the router stays up and reports not ready, and a replacement worker
+// restores service.
+#include <signal.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "core/synthetic_model.h"
+#include "engine/local_moe.h"
+#include "gtest/gtest.h"
+#include "tests/testutil/local_cluster.h"
+
+namespace moe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::LocalCluster;
+
+constexpr int64_t kHidden = 32;
+constexpr int64_t kStepTimeoutMs = 2000;
+
+struct Outcome {
+  Clock::time_point start, end;
+  absl::StatusCode code;
+  bool correct;
+};
+
+TEST(WorkerFailure, KilledWorkerFailsFastAndReplacementRestoresService) {
+  LocalCluster cluster;
+  LocalCluster::Options o;
+  o.model_args = {"--synthetic", "--hidden=32", "--inter=24", "--experts=6",
+                  "--top-k=2",   "--layers=1",  "--seed=5"};
+  o.workers = 2;
+  o.router_args = {absl::StrCat("--step-timeout-ms=", kStepTimeoutMs)};
+  ASSERT_TRUE(cluster.Start(o).ok()) << cluster.Logs();
+
+  // The expected answers, computed here from the same synthetic weights.
+  SyntheticArgs a;
+  a.hidden = 32;
+  a.inter = 24;
+  a.experts = 6;
+  a.top_k = 2;
+  a.seed = 5;
+  auto model = MakeSyntheticModel(*MakeSyntheticSpec(a));
+  auto weights = LoadLayerWeights(**model, 0, {});
+  ASSERT_TRUE(weights.ok());
+  std::vector<std::vector<float>> inputs, expected;
+  for (int i = 0; i < 8; ++i) {
+    const int64_t n = 3 + i;
+    inputs.emplace_back(n * kHidden);
+    FillSyntheticInput(40 + i, n * kHidden, inputs.back().data());
+    expected.emplace_back(n * kHidden);
+    LocalMoe moe(1);
+    Routing r;
+    ASSERT_TRUE(moe.Forward(**weights, inputs.back().data(), n, {},
+                            expected.back().data(), &r)
+                    .ok());
+  }
+
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::vector<Outcome> outcomes;
+  std::vector<std::thread> load;
+  for (int c = 0; c < 4; ++c) {
+    load.emplace_back([&, c] {
+      for (int i = c; !stop; i = (i + 1) % 8) {
+        ForwardOptions fo;
+        fo.timeout = std::chrono::seconds(30);
+        Outcome out;
+        out.start = Clock::now();
+        auto r =
+            cluster.client().Forward(0, inputs[i].data(), 3 + i, kHidden, fo);
+        out.end = Clock::now();
+        out.code = r.status().code();
+        out.correct = r.ok() && r->y == expected[i];
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          outcomes.push_back(out);
+        }
+        if (!r.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  const auto killed_at = Clock::now();
+  cluster.KillWorker(1, SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(cluster.router().Running());
+  auto health = cluster.client().Health();
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_FALSE(*health) << "router still claims to be ready";
+
+  ASSERT_TRUE(cluster.StartWorker().ok());
+  const auto restarted_at = Clock::now();
+  Clock::time_point first_success{};
+  while (Clock::now() - restarted_at < std::chrono::seconds(20)) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& out : outcomes) {
+        if (out.start > restarted_at && out.code == absl::StatusCode::kOk &&
+            (first_success == Clock::time_point{} || out.end < first_success)) {
+          first_success = out.end;
+        }
+      }
+    }
+    if (first_success != Clock::time_point{}) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stop = true;
+  for (auto& t : load) t.join();
+
+  ASSERT_NE(first_success, Clock::time_point{})
+      << "no success after the replacement started\n"
+      << cluster.Logs();
+  EXPECT_LT(first_success - restarted_at, std::chrono::seconds(15));
+  int ok_before = 0, ok_after = 0, unavailable = 0;
+  for (const auto& out : outcomes) {
+    // Never a wrong answer; never longer than the step timeout plus a second.
+    if (out.code == absl::StatusCode::kOk) {
+      EXPECT_TRUE(out.correct) << "a wrong answer";
+      (out.start < killed_at ? ok_before : ok_after)++;
+    } else {
+      EXPECT_EQ(out.code, absl::StatusCode::kUnavailable);
+      ++unavailable;
+    }
+    EXPECT_LT(out.end - out.start,
+              std::chrono::milliseconds(kStepTimeoutMs + 1000));
+  }
+  EXPECT_GT(ok_before, 0);
+  EXPECT_GT(ok_after, 0);
+  EXPECT_GT(unavailable, 0);
+  EXPECT_TRUE(cluster.router().Running());
+}
+
+TEST(WorkerFailure, RouterWaitingForWorkersSaysUnavailable) {
+  // The router wants two workers; none comes.
+  LocalCluster cluster;
+  LocalCluster::Options o;
+  o.model_args = {"--synthetic", "--hidden=16", "--inter=8", "--experts=4",
+                  "--top-k=1"};
+  o.workers = 0;
+  o.router_args = {"--num-workers=2"};
+  o.ready_timeout = std::chrono::milliseconds(500);
+  EXPECT_FALSE(cluster.Start(o).ok());
+  std::vector<float> x(16, 0.5f);
+  auto r = cluster.client().Forward(0, x.data(), 1, 16, {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("0 of 2"), std::string::npos)
+      << r.status();
+}
+
+}  // namespace
+}  // namespace moe

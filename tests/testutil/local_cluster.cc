@@ -1,0 +1,100 @@
+#include "tests/testutil/local_cluster.h"
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "tests/testutil/hf_writer.h"
+
+namespace moe::testing {
+
+std::string RouterBinary() { return MOE_ROUTER_BIN; }
+std::string WorkerBinary() { return MOE_WORKER_BIN; }
+std::string CliBinary() { return MOE_CLI_BIN; }
+
+LocalCluster::LocalCluster() : dir_(MakeTempDir("cluster_")) {}
+
+LocalCluster::~LocalCluster() {
+  workers_.clear();  // each stops its process
+  router_.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+absl::Status LocalCluster::Start(const Options& options) {
+  options_ = options;
+  const std::string port_file = dir_ + "/port";
+  std::vector<std::string> argv = {
+      RouterBinary(), "--listen=127.0.0.1:0", "--port-file=" + port_file,
+      absl::StrCat("--num-workers=", options.workers), "--threads=1"};
+  argv.insert(argv.end(), options.model_args.begin(), options.model_args.end());
+  argv.insert(argv.end(), options.router_args.begin(),
+              options.router_args.end());
+  auto router = ChildProcess::Start(argv, dir_ + "/router.log");
+  if (!router.ok()) return router.status();
+  router_ = std::move(*router);
+  const auto end = std::chrono::steady_clock::now() + options.ready_timeout;
+  int port = 0;
+  while (port == 0) {
+    std::ifstream f(port_file);
+    if (f >> port && port > 0) break;
+    port = 0;
+    if (!router_->Running()) {
+      return absl::InternalError("router exited:\n" + router_->Log());
+    }
+    if (std::chrono::steady_clock::now() > end) {
+      return absl::DeadlineExceededError("router did not start:\n" +
+                                         router_->Log());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  target_ = absl::StrCat("127.0.0.1:", port);
+  ClientOptions co;
+  co.target = target_;
+  client_ = std::make_unique<MoeClient>(co);
+  for (int i = 0; i < options.workers; ++i) {
+    if (absl::Status s = StartWorker(); !s.ok()) return s;
+  }
+  return WaitReady(options.ready_timeout);
+}
+
+absl::Status LocalCluster::StartWorker() {
+  const int index = static_cast<int>(workers_.size());
+  auto w =
+      ChildProcess::Start({WorkerBinary(), "--router=" + target_,
+                           absl::StrCat("--threads=", options_.worker_threads)},
+                          absl::StrCat(dir_, "/worker", index, ".log"));
+  if (!w.ok()) return w.status();
+  workers_.push_back(std::move(*w));
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::WaitReady(std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    auto h = client_->Health("", std::chrono::seconds(2));
+    if (h.ok() && *h) return absl::OkStatus();
+    if (!router_->Running())
+      return absl::InternalError("router died:\n" + Logs());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::DeadlineExceededError("cluster not ready in time:\n" + Logs());
+}
+
+void LocalCluster::KillWorker(int i, int sig) {
+  workers_[i]->Signal(sig);
+  workers_[i]->Wait(std::chrono::seconds(5));
+}
+
+std::string LocalCluster::Logs() const {
+  std::string out = "--- router ---\n" + router_->Log();
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    out += absl::StrCat("--- worker ", i, " ---\n", workers_[i]->Log());
+  }
+  return out;
+}
+
+}  // namespace moe::testing
