@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# All tests: install what is needed, build from scratch, run every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+build="${MOE_TEST_BUILD_DIR:-build-test}"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOE_CUDA=AUTO
+cmake --build "$build" -j"$(nproc)"
+ctest --test-dir "$build" --output-on-failure -j2
