@@ -2,11 +2,20 @@
 
 namespace moe {
 
-NormalizedArgs::NormalizedArgs(int argc, char** argv) {
+NormalizedArgs::NormalizedArgs(
+    int argc, char** argv, const std::map<std::string, std::string>& aliases) {
   bool flags_done = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--") flags_done = true;
+    if (!flags_done && i > 0 && a.size() >= 2 && a[0] == '-' && a[1] != '-') {
+      const size_t eq = a.find('=');
+      auto it =
+          aliases.find(a.substr(1, eq == std::string::npos ? eq : eq - 1));
+      if (it != aliases.end()) {
+        a = "--" + it->second + (eq == std::string::npos ? "" : a.substr(eq));
+      }
+    }
     if (!flags_done && i > 0 && a.size() > 2 && a[0] == '-') {
       const size_t start = a[1] == '-' ? 2 : 1;
       const size_t end = a.find('=');

@@ -2,6 +2,7 @@
 // --top_k. Abseil flags are named with underscores; users type hyphens.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,10 @@ namespace moe {
 // storage that `argv_out` points into.
 class NormalizedArgs {
  public:
-  NormalizedArgs(int argc, char** argv);
+  // `aliases` maps short names to flags, e.g. {"c", "concurrency"} turns
+  // "-c 8" and "-c=8" into "--concurrency ...".
+  NormalizedArgs(int argc, char** argv,
+                 const std::map<std::string, std::string>& aliases = {});
   int argc() const { return static_cast<int>(ptrs_.size()); }
   char** argv() { return ptrs_.data(); }
 

@@ -19,8 +19,11 @@ double Micros(Clock::duration d) {
 
 Batcher::Batcher(Options options,
                  std::vector<std::unique_ptr<StepRunner>> runners,
-                 ExpertStatsBook* stats)
-    : options_(options), runners_(std::move(runners)), stats_(stats) {
+                 ExpertStatsBook* stats, RouterMetrics* metrics)
+    : options_(options),
+      runners_(std::move(runners)),
+      stats_(stats),
+      metrics_(metrics) {
   staging_.resize(runners_.size());
   for (size_t i = 0; i < runners_.size(); ++i) {
     threads_.emplace_back([this, i] { Loop(i); });
@@ -148,6 +151,16 @@ void Batcher::RunBatch(size_t index,
       runner.Run(layer, x.data(), n, ends, start + options_.step_timeout, &out);
   if (s.ok() && stats_ != nullptr) {
     stats_->Record(layer, out.routing.expert_counts, n, out.routing.dropped);
+  }
+  if (metrics_ != nullptr) {
+    for (const auto& r : batch)
+      metrics_->Queued(Micros(start - r->arrival) / 1e6);
+    if (s.ok()) {
+      metrics_->Step(n, static_cast<int>(batch.size()), out.times);
+      if (stats_ != nullptr) {
+        metrics_->Layer(layer, n, out.routing.dropped, stats_->Balance(layer));
+      }
+    }
   }
   int64_t begin = 0;
   for (auto& r : batch) {

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "proto/tensor_codec.h"
 #include "server/expert_stats.h"
+#include "server/router_metrics.h"
 #include "server/step_runner.h"
 
 namespace moe {
@@ -46,8 +47,9 @@ class Batcher {
     std::chrono::milliseconds step_timeout{10000};
   };
   // One runner per step allowed in flight.
+  // `metrics` may be null.
   Batcher(Options options, std::vector<std::unique_ptr<StepRunner>> runners,
-          ExpertStatsBook* stats);
+          ExpertStatsBook* stats, RouterMetrics* metrics);
   ~Batcher();
 
   // False (and `done` is not called) once shutting down.
@@ -66,6 +68,7 @@ class Batcher {
   Options options_;
   std::vector<std::unique_ptr<StepRunner>> runners_;
   ExpertStatsBook* stats_;
+  RouterMetrics* metrics_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<BatchRequest>> queue_;

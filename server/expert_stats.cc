@@ -45,6 +45,13 @@ void ExpertStatsBook::Record(int64_t layer, absl::Span<const int64_t> counts,
   }
 }
 
+LoadBalance ExpertStatsBook::Balance(int64_t layer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = layers_.find(layer);
+  return it == layers_.end() ? LoadBalance()
+                             : ComputeLoadBalance(it->second.counts);
+}
+
 moe::v1::ExpertStats ExpertStatsBook::Snapshot(int64_t layer, bool reset) {
   std::lock_guard<std::mutex> lock(mu_);
   Layer& l = layers_[layer];

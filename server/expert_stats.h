@@ -27,6 +27,8 @@ class ExpertStatsBook {
   void Record(int64_t layer, absl::Span<const int64_t> counts, int64_t tokens,
               int64_t dropped);
   moe::v1::ExpertStats Snapshot(int64_t layer, bool reset);
+  // Load balance of the counts since start or the last reset.
+  LoadBalance Balance(int64_t layer);
 
  private:
   struct Layer {

@@ -65,7 +65,8 @@ class StreamReactor : public grpc::ServerBidiReactor<moe::v1::ForwardRequest,
     ++outstanding_;
     lock.unlock();
     service_->Process(
-        request_, SteadyDeadline(ctx_->deadline()), &entry->response,
+        "ForwardStream", request_, SteadyDeadline(ctx_->deadline()),
+        &entry->response,
         [this, entry](const grpc::Status& s) { Complete(entry, s); });
     lock.lock();
     // The request has been copied out by Process; read the next one unless
@@ -175,11 +176,23 @@ Clock::time_point SteadyDeadline(
          std::chrono::duration_cast<Clock::duration>(deadline - sys_now);
 }
 
-void MoeServiceImpl::Process(const moe::v1::ForwardRequest& request,
+void MoeServiceImpl::Process(const char* method,
+                             const moe::v1::ForwardRequest& request,
                              Clock::time_point deadline,
                              moe::v1::ForwardResponse* response,
-                             std::function<void(const grpc::Status&)> done) {
+                             std::function<void(const grpc::Status&)> finish) {
   const Clock::time_point arrival = Clock::now();
+  RouterMetrics* metrics = options_.metrics;
+  if (metrics != nullptr) metrics->RequestStarted();
+  auto done = [metrics, method, arrival,
+               finish = std::move(finish)](const grpc::Status& s) {
+    if (metrics != nullptr) {
+      metrics->RequestDone(
+          method, s.error_code(),
+          std::chrono::duration<double>(Clock::now() - arrival).count());
+    }
+    finish(s);
+  };
   auto valid =
       ValidateForward(request, options_.model->info(), options_.limits);
   if (!valid.ok()) return done(ToGrpcStatus(valid.status()));
@@ -218,7 +231,7 @@ grpc::ServerUnaryReactor* MoeServiceImpl::Forward(
     grpc::CallbackServerContext* ctx, const moe::v1::ForwardRequest* request,
     moe::v1::ForwardResponse* response) {
   auto* reactor = ctx->DefaultReactor();
-  Process(*request, SteadyDeadline(ctx->deadline()), response,
+  Process("Forward", *request, SteadyDeadline(ctx->deadline()), response,
           [reactor](const grpc::Status& s) { reactor->Finish(s); });
   return reactor;
 }

@@ -12,6 +12,7 @@
 #include "server/batcher.h"
 #include "server/expert_stats.h"
 #include "server/request_validator.h"
+#include "server/router_metrics.h"
 #include "server/router_model.h"
 #include "server/worker_pool.h"
 
@@ -22,6 +23,7 @@ struct MoeServiceOptions {
   Batcher* batcher = nullptr;
   WorkerPool* pool = nullptr;  // null: no workers (P = 0)
   ExpertStatsBook* stats = nullptr;
+  RouterMetrics* metrics = nullptr;  // may be null
   ForwardLimits limits;
   int64_t max_batch_tokens = 0;
   std::string device = "cpu";
@@ -48,8 +50,9 @@ class MoeServiceImpl final : public moe::v1::MoeService::CallbackService {
       moe::v1::ExpertStats* response) override;
 
   // Validates and runs one request; fills `response` and then calls `done`
-  // (possibly on another thread, possibly before returning).
-  void Process(const moe::v1::ForwardRequest& request,
+  // (possibly on another thread, possibly before returning). `method`
+  // labels the metrics.
+  void Process(const char* method, const moe::v1::ForwardRequest& request,
                std::chrono::steady_clock::time_point deadline,
                moe::v1::ForwardResponse* response,
                std::function<void(const grpc::Status&)> done);

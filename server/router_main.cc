@@ -6,7 +6,6 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
-#include <fstream>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -15,10 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "core/cli_args.h"
 #include "core/logging.h"
+#include "core/port_file.h"
 #include "core/shutdown_signal.h"
+#include "prometheus/exposer.h"
+#include "prometheus/registry.h"
 #include "server/batcher.h"
 #include "server/expert_stats.h"
 #include "server/moe_service.h"
+#include "server/router_metrics.h"
 #include "server/router_model.h"
 #include "server/step_runner.h"
 #include "server/worker_pool.h"
@@ -51,6 +54,10 @@ ABSL_FLAG(int64_t, batch_window_us, 500,
 ABSL_FLAG(int, max_inflight_steps, 2, "steps in flight at once (pipelining)");
 ABSL_FLAG(int, threads, 0, "router compute threads (0: all cores)");
 ABSL_FLAG(std::string, device, "cpu", "router compute device: cpu");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Prometheus /metrics address, e.g. 0.0.0.0:9090 (empty: off)");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "write the bound metrics port here (for --metrics-listen host:0)");
 
 namespace moe {
 namespace {
@@ -146,6 +153,24 @@ int Main() {
     po.max_batch_tokens = max_batch;
     pool = std::make_unique<WorkerPool>(po);
   }
+  // Metrics first: the pool reports into them from its first event.
+  auto registry = std::make_shared<prometheus::Registry>();
+  RouterMetrics metrics(*registry);
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(
+          absl::GetFlag(FLAGS_metrics_listen));
+    } catch (const std::exception& e) {
+      spdlog::error("--metrics-listen {}: {}",
+                    absl::GetFlag(FLAGS_metrics_listen), e.what());
+      return 1;
+    }
+    exposer->RegisterCollectable(registry);
+    const int metrics_port = exposer->GetListeningPorts().at(0);
+    WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), metrics_port);
+    spdlog::info("metrics on port {} (/metrics)", metrics_port);
+  }
   ExpertStatsBook stats(info.layer.num_experts);
   std::vector<std::unique_ptr<StepRunner>> runners;
   for (int i = 0; i < inflight; ++i) {
@@ -157,13 +182,14 @@ int Main() {
   bo.window = std::chrono::microseconds(absl::GetFlag(FLAGS_batch_window_us));
   bo.step_timeout =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_step_timeout_ms));
-  Batcher batcher(bo, std::move(runners), &stats);
+  Batcher batcher(bo, std::move(runners), &stats, &metrics);
 
   MoeServiceOptions so;
   so.model = model->get();
   so.batcher = &batcher;
   so.pool = pool.get();
   so.stats = &stats;
+  so.metrics = &metrics;
   so.limits.max_request_tokens = max_request;
   so.max_batch_tokens = max_batch;
   so.device = absl::GetFlag(FLAGS_device);
@@ -193,23 +219,25 @@ int Main() {
     return 1;
   }
   auto* health = server->GetHealthCheckService();
-  auto set_ready = [health](bool ready) {
+  health->SetServingStatus("liveness", true);
+  bool was_ready = pool == nullptr;
+  auto set_ready = [health, &was_ready](bool ready) {
     health->SetServingStatus(ready);  // overall ("")
     health->SetServingStatus("moe.v1.MoeService", ready);
-    spdlog::info("router {}", ready ? "ready" : "not ready");
+    if (ready != was_ready)
+      spdlog::info("router {}", ready ? "ready" : "not ready");
+    was_ready = ready;
   };
-  health->SetServingStatus("liveness", true);
+  set_ready(pool == nullptr);
   if (pool) {
-    set_ready(false);
-    pool->SetReadyCallback(set_ready);
-  } else {
-    set_ready(true);
+    pool->SetStateCallback([&](const WorkerPool::State& st) {
+      set_ready(st.ready);
+      metrics.Workers(st.world_size, st.connected, st.ready_workers,
+                      st.generation);
+    });
+    metrics.Workers(workers, 0, 0, 0);
   }
-  if (!absl::GetFlag(FLAGS_port_file).empty()) {
-    const std::string path = absl::GetFlag(FLAGS_port_file);
-    std::ofstream(path + ".tmp") << port << "\n";
-    std::rename((path + ".tmp").c_str(), path.c_str());
-  }
+  WritePortFile(absl::GetFlag(FLAGS_port_file), port);
   spdlog::info(
       "router listening on port {} ({} workers, max batch {} tokens, "
       "window {} us, {} steps in flight)",

@@ -63,6 +63,10 @@ void WorkerPool::Shutdown() {
 
 WorkerPool::State WorkerPool::state() const {
   std::lock_guard<std::mutex> lock(mu_);
+  return StateLocked();
+}
+
+WorkerPool::State WorkerPool::StateLocked() const {
   State s;
   s.world_size = options_.world_size;
   for (const auto& c : ranks_) s.connected += c != nullptr;
@@ -72,17 +76,19 @@ WorkerPool::State WorkerPool::state() const {
   return s;
 }
 
-void WorkerPool::SetReadyCallback(std::function<void(bool)> callback) {
+void WorkerPool::SetStateCallback(std::function<void(const State&)> callback) {
   std::lock_guard<std::mutex> lock(mu_);
-  ready_callback_ = std::move(callback);
+  state_callback_ = std::move(callback);
 }
 
-void WorkerPool::SetReadyLocked(bool ready,
-                                std::vector<std::function<void()>>* notify) {
-  if (ready_ == ready) return;
-  ready_ = ready;
-  if (ready_callback_)
-    notify->push_back([cb = ready_callback_, ready] { cb(ready); });
+void WorkerPool::NotifyLocked(std::vector<std::function<void()>>* notify) {
+  if (!state_callback_) return;
+  // The callback reads the state when it runs, under notify_mu_: two
+  // notifications racing out of order still leave the latest state shown.
+  notify->push_back([this, cb = state_callback_] {
+    std::lock_guard<std::mutex> lock(notify_mu_);
+    cb(state());
+  });
 }
 
 void WorkerPool::FailPendingLocked(const absl::Status& status) {
@@ -136,6 +142,7 @@ grpc::Status WorkerPool::Join(
   auto conn = std::make_shared<Conn>();
   conn->stream = stream;
   conn->info = msg.register_();
+  std::vector<std::function<void()>> notify;
   {
     std::lock_guard<std::mutex> send_lock(send_mu_);
     Outbox out;
@@ -162,9 +169,11 @@ grpc::Status WorkerPool::Join(
                    conn->Name(), ctx->peer(), conn->info.threads(),
                    conn->info.device());
       StartGenerationLocked(&out);
+      NotifyLocked(&notify);
     }
     Send(out);
   }
+  for (auto& n : notify) n();
   while (stream->Read(&msg)) {
     if (msg.has_ready()) {
       OnReady(conn, msg.ready());
@@ -189,7 +198,8 @@ void WorkerPool::Remove(const std::shared_ptr<Conn>& conn) {
       spdlog::warn("worker {} disconnected", conn->Name());
       FailPendingLocked(absl::UnavailableError(
           absl::StrCat("worker ", conn->Name(), " disconnected")));
-      SetReadyLocked(false, &notify);
+      ready_ = false;
+      NotifyLocked(&notify);
     }
   }
   for (auto& n : notify) n();
@@ -210,8 +220,9 @@ void WorkerPool::OnReady(const std::shared_ptr<Conn>& conn,
       conn->ready_generation = generation_;
       if (++ready_count_ == options_.world_size) {
         spdlog::info("worker group generation {} ready", generation_);
-        SetReadyLocked(true, &notify);
+        ready_ = true;
       }
+      NotifyLocked(&notify);
     }
   }
   for (auto& n : notify) n();
@@ -330,8 +341,9 @@ void WorkerPool::Regroup(bool delayed) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shutdown_) return;
-    SetReadyLocked(false, &notify);
+    ready_ = false;
     StartGenerationLocked(&out);
+    NotifyLocked(&notify);
   }
   Send(out);
   for (auto& n : notify) n();

@@ -56,8 +56,9 @@ class WorkerPool final : public moe::v1::WorkerControl::Service {
     uint64_t generation = 0;
   };
   State state() const;
-  // Called (outside locks) whenever readiness changes.
-  void SetReadyCallback(std::function<void(bool ready)> callback);
+  // Called (outside the pool's locks) after every change of membership or
+  // readiness, with the state at the time it runs.
+  void SetStateCallback(std::function<void(const State&)> callback);
 
   // Sends steps[r] to rank r, all in one ordered send, runs `overlap` (the
   // router's own share of the step) while the workers compute, and waits
@@ -81,7 +82,9 @@ class WorkerPool final : public moe::v1::WorkerControl::Service {
   // assignments to send (under send_mu_, after releasing mu_) go to `out`.
   void StartGenerationLocked(Outbox* out);
   void FailPendingLocked(const absl::Status& status);
-  void SetReadyLocked(bool ready, std::vector<std::function<void()>>* notify);
+  State StateLocked() const;
+  // Queues a state notification to run after the locks are released.
+  void NotifyLocked(std::vector<std::function<void()>>* notify);
   void Send(Outbox& out);
   void OnReady(const std::shared_ptr<Conn>& conn, const moe::v1::Ready& ready);
   void OnResult(const std::shared_ptr<Conn>& conn, moe::v1::StepResult& result);
@@ -107,7 +110,8 @@ class WorkerPool final : public moe::v1::WorkerControl::Service {
   std::map<uint64_t, std::shared_ptr<Pending>> pending_;
   uint64_t next_step_ = 1;
   std::map<std::string, std::string> store_;  // current generation only
-  std::function<void(bool)> ready_callback_;
+  std::function<void(const State&)> state_callback_;
+  std::mutex notify_mu_;  // keeps notifications in order
   std::thread retry_thread_;
 };
 

@@ -168,6 +168,7 @@ absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
   MOE_RETURN_IF_ERROR(runner_.RunRouted(w, group_offsets_, in_rows_.data(),
                                         out_rows_.data(), threads_));
   result->set_experts_us(clock.Lap());
+  result->set_expert_rows(received);
 
   back_.resize(sent * H);
   MOE_RETURN_IF_ERROR(comm.AllToAllV(out_.data(), recv_counts_, back_.data(),

@@ -59,6 +59,9 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
   generation_ = a.generation();
   const std::string key = absl::StrCat(a.model().SerializeAsString(), "|",
                                        a.expert_begin(), "-", a.expert_end());
+  if (options_.metrics != nullptr) {
+    options_.metrics->Group(a.rank(), a.world_size(), a.generation(), false);
+  }
   auto fail = [&](const absl::Status& s) {
     spdlog::error("generation {}: {}", a.generation(), s.ToString());
     ready->set_error(std::string(s.message()));
@@ -88,6 +91,9 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
                                      options_.collective_host, store, timeout);
   if (!comm.ok()) return fail(comm.status());
   comm_ = std::move(*comm);
+  if (options_.metrics != nullptr) {
+    options_.metrics->Group(a.rank(), a.world_size(), a.generation(), true);
+  }
   spdlog::info("generation {}: rank {} of {}, experts [{}, {}), ready",
                a.generation(), a.rank(), a.world_size(), a.expert_begin(),
                a.expert_end());
@@ -121,6 +127,11 @@ void WorkerAgent::Execute(
       result->clear_rows();
       result->set_error_code(static_cast<int>(s.code()));
       result->set_error_message(std::string(s.message()));
+    }
+    if (options_.metrics != nullptr) {
+      options_.metrics->Step(result->error_code(), result->dispatch_us() / 1e6,
+                             result->experts_us() / 1e6,
+                             result->combine_us() / 1e6, result->expert_rows());
     }
   } else {
     return;

@@ -15,6 +15,7 @@
 #include "moe/v1/worker.grpc.pb.h"
 #include "worker/comm/communicator.h"
 #include "worker/step_executor.h"
+#include "worker/worker_metrics.h"
 
 namespace moe {
 
@@ -27,6 +28,7 @@ struct WorkerOptions {
   std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: insecure
   std::chrono::milliseconds reconnect_delay{500};
   int max_message_bytes = 256 << 20;
+  WorkerMetrics* metrics = nullptr;  // may be null
 };
 
 class WorkerAgent {

@@ -38,6 +38,8 @@ class LocalCluster {
   absl::Status WaitReady(std::chrono::milliseconds timeout);
 
   const std::string& target() const { return target_; }
+  // A scratch directory that lives as long as the cluster.
+  const std::string& dir() const { return dir_; }
   MoeClient& client() { return *client_; }
   ChildProcess& router() { return *router_; }
   int num_workers() const { return static_cast<int>(workers_.size()); }

@@ -1,0 +1,61 @@
+// Drives a running service: closed loop (a fixed number of users, each
+// sending its next request when the last one answered) or open loop
+// (requests at a constant or Poisson rate, whatever the answers do).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "client/loadtest/load_spec.h"
+#include "client/moe_client.h"
+
+namespace moe::loadtest {
+
+struct RunSpec {
+  // Closed loop when rps == 0.
+  int concurrency = 1;
+  double rps = 0;
+  bool poisson = false;
+  int max_outstanding = 1024;  // open loop: in-flight cap
+  int64_t requests = 0;        // stop after this many (0: use duration)
+  std::chrono::milliseconds duration{10000};
+  std::chrono::milliseconds warmup{0};
+  std::chrono::milliseconds timeout{30000};
+  bool stream = false;  // ForwardStream, one per user (closed loop)
+  bool server_timing = false;
+  std::vector<int32_t> layers;  // cycled through
+  TokenDistribution tokens;
+  int64_t hidden = 0;
+  moe::v1::DType dtype = moe::v1::F32;
+  uint64_t seed = 1;
+};
+
+struct Sample {
+  double latency_ms = 0;
+  int code = 0;  // grpc::StatusCode
+  int64_t tokens = 0;
+  moe::v1::StageTiming timing;  // with server_timing
+};
+
+struct RunResult {
+  std::vector<Sample> samples;
+  std::vector<std::string> errors;  // distinct messages, first few
+  double seconds = 0;               // measured wall time
+  int64_t late_starts = 0;  // open loop: sends delayed by the in-flight cap
+};
+
+// Live figures for the progress line.
+struct Progress {
+  std::atomic<int64_t> done{0};
+  std::atomic<int64_t> errors{0};
+  std::atomic<int64_t> tokens{0};
+};
+
+RunResult Run(MoeClient& client, const RunSpec& spec, Progress* progress);
+
+}  // namespace moe::loadtest

@@ -1,0 +1,67 @@
+#include "client/loadtest/load_spec.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace moe::loadtest {
+
+absl::StatusOr<TokenDistribution> TokenDistribution::Parse(
+    const std::string& text) {
+  TokenDistribution d;
+  d.text_ = text;
+  auto bad = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tokens '", text,
+                     "': expected N, A:B (uniform) or a,b,c (uniform "
+                     "over the list), each >= 0"));
+  };
+  if (text.find(',') != std::string::npos) {
+    for (absl::string_view part : absl::StrSplit(text, ',')) {
+      int64_t v;
+      if (!absl::SimpleAtoi(part, &v) || v < 0) return bad();
+      d.values_.push_back(v);
+    }
+    d.lo_ = d.hi_ = d.values_.front();
+    for (int64_t v : d.values_) d.hi_ = std::max(d.hi_, v);
+    return d;
+  }
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &d.lo_) || d.lo_ < 0)
+    return bad();
+  d.hi_ = d.lo_;
+  if (parts.size() == 2 &&
+      (!absl::SimpleAtoi(parts[1], &d.hi_) || d.hi_ < d.lo_)) {
+    return bad();
+  }
+  return d;
+}
+
+int64_t TokenDistribution::Sample(std::mt19937_64& rng) const {
+  if (!values_.empty()) {
+    return values_[std::uniform_int_distribution<size_t>(
+        0, values_.size() - 1)(rng)];
+  }
+  return std::uniform_int_distribution<int64_t>(lo_, hi_)(rng);
+}
+
+int64_t TokenDistribution::max() const { return hi_; }
+
+absl::StatusOr<std::vector<int>> ParseRange(const std::string& text) {
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  int start = 0, end = 0, step = 1;
+  if (parts.size() < 2 || parts.size() > 3 ||
+      !absl::SimpleAtoi(parts[0], &start) ||
+      !absl::SimpleAtoi(parts[1], &end) ||
+      (parts.size() == 3 && !absl::SimpleAtoi(parts[2], &step)) || start < 1 ||
+      end < start || step < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--concurrency-range '", text,
+                     "': expected start:end[:step], 1 <= start <= end"));
+  }
+  std::vector<int> out;
+  for (int c = start; c <= end; c += step) out.push_back(c);
+  return out;
+}
+
+}  // namespace moe::loadtest

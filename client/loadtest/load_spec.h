@@ -1,0 +1,31 @@
+// What a load test sends: token counts per request and layers.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace moe::loadtest {
+
+// Tokens per request: "N" (fixed), "A:B" (uniform in [A, B]) or "a,b,c"
+// (uniform over the listed values).
+class TokenDistribution {
+ public:
+  static absl::StatusOr<TokenDistribution> Parse(const std::string& text);
+  int64_t Sample(std::mt19937_64& rng) const;
+  int64_t max() const;
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+  int64_t lo_ = 0, hi_ = 0;
+  std::vector<int64_t> values_;  // set for a list
+};
+
+// Parses "start:end:step" (step defaults to 1).
+absl::StatusOr<std::vector<int>> ParseRange(const std::string& text);
+
+}  // namespace moe::loadtest

@@ -1,0 +1,226 @@
+#include "client/loadtest/report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace moe::loadtest {
+namespace {
+
+double Percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const size_t rank = static_cast<size_t>(std::ceil(q * sorted.size()));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+// Log-spaced buckets from the smallest to the largest latency.
+std::vector<std::pair<double, int64_t>> Histogram(
+    const std::vector<double>& sorted, int buckets) {
+  std::vector<std::pair<double, int64_t>> h;
+  if (sorted.empty()) return h;
+  const double lo = std::max(sorted.front(), 1e-3),
+               hi = std::max(sorted.back(), lo * 1.0001);
+  const double ratio = std::pow(hi / lo, 1.0 / buckets);
+  size_t i = 0;
+  for (int b = 1; b <= buckets; ++b) {
+    const double upper = b == buckets ? sorted.back() : lo * std::pow(ratio, b);
+    int64_t count = 0;
+    while (i < sorted.size() && (sorted[i] <= upper || b == buckets)) {
+      ++count;
+      ++i;
+    }
+    h.emplace_back(upper, count);
+  }
+  return h;
+}
+
+}  // namespace
+
+Summary Summarize(const RunResult& run, const RunSpec& spec) {
+  Summary s;
+  s.mode = spec.rps > 0 ? "open" : "closed";
+  s.concurrency = spec.rps > 0 ? 0 : spec.concurrency;
+  s.target_rps = spec.rps;
+  s.stream = spec.stream;
+  s.seconds = run.seconds;
+  s.late_starts = run.late_starts;
+  s.server_timing = spec.server_timing;
+  s.error_messages = run.errors;
+  std::vector<double> ok_lat, all_lat;
+  int64_t tokens = 0;
+  double batch_tokens = 0, batch_requests = 0;
+  for (const Sample& x : run.samples) {
+    ++s.requests;
+    s.codes[absl::StatusCodeToString(static_cast<absl::StatusCode>(x.code))]++;
+    all_lat.push_back(x.latency_ms);
+    if (x.code != 0) {
+      ++s.errors;
+      continue;
+    }
+    ++s.ok;
+    tokens += x.tokens;
+    ok_lat.push_back(x.latency_ms);
+    if (spec.server_timing) {
+      const auto& t = x.timing;
+      s.stage_us["queue"] += t.queue_us();
+      s.stage_us["route"] += t.route_us();
+      s.stage_us["plan"] += t.plan_us();
+      s.stage_us["dispatch"] += t.dispatch_us();
+      s.stage_us["experts"] += t.experts_us();
+      s.stage_us["combine"] += t.combine_us();
+      s.stage_us["shared"] += t.shared_us();
+      s.stage_us["total"] += t.total_us();
+      batch_tokens += t.batch_tokens();
+      batch_requests += t.batch_requests();
+    }
+  }
+  if (s.ok > 0) {
+    for (auto& [k, v] : s.stage_us) v /= s.ok;
+    s.mean_batch_tokens = batch_tokens / s.ok;
+    s.mean_batch_requests = batch_requests / s.ok;
+  }
+  s.error_rate =
+      s.requests > 0 ? static_cast<double>(s.errors) / s.requests : 0;
+  if (s.seconds > 0) {
+    s.requests_per_s = s.requests / s.seconds;
+    s.tokens_per_s = tokens / s.seconds;
+  }
+  std::vector<double>& lat = ok_lat.empty() ? all_lat : ok_lat;
+  std::sort(lat.begin(), lat.end());
+  if (!lat.empty()) {
+    s.min_ms = lat.front();
+    s.max_ms = lat.back();
+    double sum = 0;
+    for (double v : lat) sum += v;
+    s.mean_ms = sum / lat.size();
+    s.p50_ms = Percentile(lat, 0.50);
+    s.p90_ms = Percentile(lat, 0.90);
+    s.p95_ms = Percentile(lat, 0.95);
+    s.p99_ms = Percentile(lat, 0.99);
+  }
+  s.histogram = Histogram(lat, 12);
+  return s;
+}
+
+std::string FormatText(const Summary& s) {
+  std::string out;
+  if (s.mode == "open") {
+    absl::StrAppendFormat(
+        &out, "open loop at %.1f req/s%s\n", s.target_rps,
+        s.late_starts > 0
+            ? absl::StrCat(" (", s.late_starts,
+                           " sends held back by the in-flight cap)")
+            : "");
+  } else {
+    absl::StrAppendFormat(&out, "closed loop, concurrency %d%s\n",
+                          s.concurrency, s.stream ? " (ForwardStream)" : "");
+  }
+  absl::StrAppendFormat(
+      &out, "requests   %ld in %.2f s: %ld ok, %ld failed (%.2f%%)\n",
+      static_cast<long>(s.requests), s.seconds, static_cast<long>(s.ok),
+      static_cast<long>(s.errors), 100 * s.error_rate);
+  absl::StrAppendFormat(&out, "throughput %.1f requests/s, %.1f tokens/s\n",
+                        s.requests_per_s, s.tokens_per_s);
+  absl::StrAppendFormat(&out,
+                        "latency ms min %.2f  mean %.2f  p50 %.2f  p90 %.2f  "
+                        "p95 %.2f  p99 %.2f  max %.2f\n",
+                        s.min_ms, s.mean_ms, s.p50_ms, s.p90_ms, s.p95_ms,
+                        s.p99_ms, s.max_ms);
+  if (!s.histogram.empty()) {
+    int64_t most = 1;
+    for (const auto& [b, c] : s.histogram) most = std::max(most, c);
+    out += "latency histogram (ms)\n";
+    double lower = s.min_ms;
+    for (const auto& [upper, c] : s.histogram) {
+      absl::StrAppendFormat(
+          &out, "  %9.2f - %9.2f %8ld |%s\n", lower, upper,
+          static_cast<long>(c),
+          std::string(static_cast<size_t>(40.0 * c / most), '#'));
+      lower = upper;
+    }
+  }
+  out += "status codes:";
+  for (const auto& [code, n] : s.codes)
+    absl::StrAppend(&out, " ", code, "=", n);
+  out += "\n";
+  for (const auto& m : s.error_messages)
+    absl::StrAppend(&out, "  error: ", m, "\n");
+  if (s.server_timing && s.ok > 0) {
+    out += "server stages (mean us):";
+    for (const char* k : {"queue", "route", "plan", "dispatch", "experts",
+                          "combine", "shared", "total"}) {
+      absl::StrAppendFormat(&out, " %s %.0f", k, s.stage_us.at(k));
+    }
+    absl::StrAppendFormat(
+        &out, "\nsteps carried %.1f tokens from %.1f requests on average\n",
+        s.mean_batch_tokens, s.mean_batch_requests);
+  }
+  return out;
+}
+
+nlohmann::json ToJson(const Summary& s) {
+  nlohmann::json j = {{"mode", s.mode},
+                      {"concurrency", s.concurrency},
+                      {"target_rps", s.target_rps},
+                      {"stream", s.stream},
+                      {"seconds", s.seconds},
+                      {"requests", s.requests},
+                      {"ok", s.ok},
+                      {"errors", s.errors},
+                      {"error_rate", s.error_rate},
+                      {"requests_per_s", s.requests_per_s},
+                      {"tokens_per_s", s.tokens_per_s},
+                      {"latency_ms",
+                       {{"min", s.min_ms},
+                        {"mean", s.mean_ms},
+                        {"p50", s.p50_ms},
+                        {"p90", s.p90_ms},
+                        {"p95", s.p95_ms},
+                        {"p99", s.p99_ms},
+                        {"max", s.max_ms}}},
+                      {"status_codes", s.codes},
+                      {"error_messages", s.error_messages},
+                      {"late_starts", s.late_starts}};
+  nlohmann::json h = nlohmann::json::array();
+  for (const auto& [upper, c] : s.histogram)
+    h.push_back({{"le_ms", upper}, {"count", c}});
+  j["histogram"] = h;
+  if (s.server_timing) {
+    j["server_stage_us"] = s.stage_us;
+    j["mean_batch_tokens"] = s.mean_batch_tokens;
+    j["mean_batch_requests"] = s.mean_batch_requests;
+  }
+  return j;
+}
+
+std::string CsvHeader() {
+  return "Concurrency,Request Rate,Inferences/Second,Tokens/Second,Requests,"
+         "Errors,Avg latency,p50 latency,p90 latency,p95 latency,p99 latency,"
+         "Max latency,Server Queue,Server Route,Server Dispatch,"
+         "Server Experts,Server Combine,Server Shared";
+}
+
+std::string CsvRow(const Summary& s) {
+  // Latencies in microseconds, as perf_analyzer writes them.
+  auto us = [](double ms) {
+    return static_cast<int64_t>(std::llround(ms * 1000));
+  };
+  auto stage = [&](const char* k) {
+    auto it = s.stage_us.find(k);
+    return it == s.stage_us.end()
+               ? int64_t{0}
+               : static_cast<int64_t>(std::llround(it->second));
+  };
+  return absl::StrFormat(
+      "%d,%.2f,%.2f,%.2f,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%"
+      "ld",
+      s.concurrency, s.target_rps, s.requests_per_s, s.tokens_per_s, s.requests,
+      s.errors, us(s.mean_ms), us(s.p50_ms), us(s.p90_ms), us(s.p95_ms),
+      us(s.p99_ms), us(s.max_ms), stage("queue"), stage("route"),
+      stage("dispatch"), stage("experts"), stage("combine"), stage("shared"));
+}
+
+}  // namespace moe::loadtest

@@ -1,0 +1,46 @@
+// Summaries of a load-test run and their text, JSON and CSV forms.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "client/loadtest/load_runner.h"
+#include "nlohmann/json.hpp"
+
+namespace moe::loadtest {
+
+struct Summary {
+  std::string mode;  // "closed" or "open"
+  int concurrency = 0;
+  double target_rps = 0;
+  bool stream = false;
+  double seconds = 0;
+  int64_t requests = 0;
+  int64_t ok = 0;
+  int64_t errors = 0;
+  double error_rate = 0;
+  double requests_per_s = 0;  // completed, any status
+  double tokens_per_s = 0;    // of successful requests
+  // Latency of successful requests (all requests when none succeeded), ms.
+  double min_ms = 0, mean_ms = 0, p50_ms = 0, p90_ms = 0, p95_ms = 0,
+         p99_ms = 0, max_ms = 0;
+  std::map<std::string, int64_t> codes;
+  std::vector<std::string> error_messages;
+  std::vector<std::pair<double, int64_t>> histogram;  // (upper bound ms, count)
+  int64_t late_starts = 0;
+  bool server_timing = false;
+  // Mean per-stage server time (us) over successful requests.
+  std::map<std::string, double> stage_us;
+  double mean_batch_tokens = 0;
+  double mean_batch_requests = 0;
+};
+
+Summary Summarize(const RunResult& run, const RunSpec& spec);
+std::string FormatText(const Summary& s);
+nlohmann::json ToJson(const Summary& s);
+std::string CsvHeader();
+std::string CsvRow(const Summary& s);
+
+}  // namespace moe::loadtest

@@ -1,0 +1,256 @@
+// moe-loadtest: drives a running MoE service and reports throughput and
+// latency, in the spirit of ghz and Triton's perf_analyzer.
+//   moe-loadtest --target HOST:PORT -c 32 -z 10s --tokens 8
+//   moe-loadtest --target HOST:PORT --rps 200 --arrival poisson -n 5000
+//   moe-loadtest --target HOST:PORT --concurrency-range 1:64:8 -z 5s --format
+//   csv
+// Exits 1 when requests failed beyond --max-error-rate (default: any), 2
+// when p99 is above --max-p99-ms, 64 on usage errors.
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "client/loadtest/load_runner.h"
+#include "client/loadtest/report.h"
+#include "client/moe_client.h"
+#include "core/cli_args.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "service address host:port");
+ABSL_FLAG(std::string, layer, "0",
+          "MoE layer: a number, a list (0,2,5) or 'all' (spread over every MoE "
+          "layer)");
+ABSL_FLAG(int, concurrency, 1, "closed loop: concurrent users (-c)");
+ABSL_FLAG(int64_t, requests, 0, "stop after this many measured requests (-n)");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(10),
+          "measure for this long (-z), unless --requests is given");
+ABSL_FLAG(double, rps, 0, "open loop: requests per second (0: closed loop)");
+ABSL_FLAG(std::string, arrival, "constant",
+          "open loop arrivals: constant or poisson");
+ABSL_FLAG(int, max_outstanding, 1024, "open loop: requests in flight at most");
+ABSL_FLAG(std::string, tokens, "8", "tokens per request: N, A:B or a,b,c");
+ABSL_FLAG(absl::Duration, warmup, absl::ZeroDuration(),
+          "unmeasured warm-up time");
+ABSL_FLAG(int64_t, timeout_ms, 30000, "deadline of each request");
+ABSL_FLAG(bool, stream, false, "use ForwardStream (one stream per user)");
+ABSL_FLAG(std::string, concurrency_range, "",
+          "sweep closed-loop concurrency start:end[:step], one run each");
+ABSL_FLAG(std::string, format, "text", "report: text, json or csv");
+ABSL_FLAG(std::string, dtype, "f32", "wire dtype: f32, bf16 or f16");
+ABSL_FLAG(bool, server_timing, false,
+          "ask for and report the server's stage times");
+ABSL_FLAG(double, max_p99_ms, 0,
+          "fail (exit 2) when p99 latency is above (0: off)");
+ABSL_FLAG(double, max_error_rate, 0,
+          "failed fraction tolerated (default none)");
+ABSL_FLAG(absl::Duration, progress_interval, absl::Seconds(1),
+          "progress line period");
+ABSL_FLAG(uint64_t, seed, 1, "input and arrival seed");
+
+namespace moe::loadtest {
+namespace {
+
+constexpr int kUsage = 64;
+
+int Usage(const std::string& msg) {
+  std::fprintf(stderr, "moe-loadtest: %s\n", msg.c_str());
+  return kUsage;
+}
+
+// Prints a live line on stderr until stopped: redrawn in place on a
+// terminal, one line per period into a pipe.
+class ProgressLine {
+ public:
+  // Rates count from the end of `warmup`, when measuring starts.
+  ProgressLine(Progress* p, absl::Duration period, absl::Duration warmup,
+               std::string label)
+      : p_(p), label_(std::move(label)), tty_(isatty(STDERR_FILENO)) {
+    thread_ = std::thread([this, period, warmup] {
+      const auto start = std::chrono::steady_clock::now();
+      const double warm = absl::ToDoubleSeconds(warmup);
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, absl::ToChronoMilliseconds(period),
+                           [&] { return stop_; })) {
+        const double t = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+        const char* pre = tty_ ? "\r\033[K" : "";
+        const char* post = tty_ ? "" : "\n";
+        if (t < warm) {
+          std::fprintf(stderr, "%s[%s %6.1fs] warming up%s", pre,
+                       label_.c_str(), t, post);
+        } else {
+          const double m = std::max(t - warm, 1e-9);
+          std::fprintf(stderr,
+                       "%s[%s %6.1fs] %ld done, %.1f req/s, %.1f tokens/s, "
+                       "%ld errors%s",
+                       pre, label_.c_str(), t,
+                       static_cast<long>(p_->done.load()), p_->done.load() / m,
+                       p_->tokens.load() / m,
+                       static_cast<long>(p_->errors.load()), post);
+        }
+        std::fflush(stderr);
+      }
+      if (tty_) std::fprintf(stderr, "\r\033[K");
+    });
+  }
+  ~ProgressLine() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  Progress* p_;
+  std::string label_;
+  bool tty_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+int Main() {
+  RunSpec spec;
+  auto tokens = TokenDistribution::Parse(absl::GetFlag(FLAGS_tokens));
+  if (!tokens.ok()) return Usage(std::string(tokens.status().message()));
+  spec.tokens = *tokens;
+  spec.rps = absl::GetFlag(FLAGS_rps);
+  spec.poisson = absl::GetFlag(FLAGS_arrival) == "poisson";
+  if (!spec.poisson && absl::GetFlag(FLAGS_arrival) != "constant") {
+    return Usage("--arrival must be constant or poisson");
+  }
+  spec.max_outstanding = absl::GetFlag(FLAGS_max_outstanding);
+  spec.requests = absl::GetFlag(FLAGS_requests);
+  spec.duration = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_duration));
+  spec.warmup = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_warmup));
+  spec.timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
+  spec.stream = absl::GetFlag(FLAGS_stream);
+  spec.server_timing = absl::GetFlag(FLAGS_server_timing);
+  spec.seed = absl::GetFlag(FLAGS_seed);
+  const std::string dt = absl::GetFlag(FLAGS_dtype);
+  spec.dtype = dt == "f32"    ? moe::v1::F32
+               : dt == "bf16" ? moe::v1::BF16
+               : dt == "f16"  ? moe::v1::F16
+                              : moe::v1::DTYPE_UNSPECIFIED;
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (spec.dtype == moe::v1::DTYPE_UNSPECIFIED)
+    return Usage("--dtype must be f32, bf16 or f16");
+  if (format != "text" && format != "json" && format != "csv") {
+    return Usage("--format must be text, json or csv");
+  }
+  if (spec.rps < 0 || spec.max_outstanding < 1 || spec.requests < 0 ||
+      spec.duration.count() <= 0 || absl::GetFlag(FLAGS_concurrency) < 1) {
+    return Usage(
+        "need --rps >= 0, --max-outstanding >= 1, --requests >= 0, "
+        "--duration > 0, --concurrency >= 1");
+  }
+  if (spec.stream && spec.rps > 0)
+    return Usage("--stream is a closed-loop mode");
+
+  ClientOptions co;
+  co.target = absl::GetFlag(FLAGS_target);
+  MoeClient client(co);
+  auto info = client.GetModelInfo(std::chrono::seconds(10));
+  if (!info.ok()) {
+    std::fprintf(stderr, "moe-loadtest: %s: %s\n",
+                 absl::StatusCodeToString(info.status().code()).c_str(),
+                 std::string(info.status().message()).c_str());
+    return 1;
+  }
+  spec.hidden = info->hidden();
+  const std::string layer = absl::GetFlag(FLAGS_layer);
+  if (layer == "all") {
+    spec.layers.assign(info->moe_layers().begin(), info->moe_layers().end());
+  } else {
+    for (absl::string_view part : absl::StrSplit(layer, ',')) {
+      int32_t l;
+      if (!absl::SimpleAtoi(part, &l))
+        return Usage("--layer: a number, a list or 'all'");
+      spec.layers.push_back(l);
+    }
+  }
+
+  std::vector<int> levels = {absl::GetFlag(FLAGS_concurrency)};
+  if (!absl::GetFlag(FLAGS_concurrency_range).empty()) {
+    if (spec.rps > 0)
+      return Usage("--concurrency-range is a closed-loop sweep");
+    auto r = ParseRange(absl::GetFlag(FLAGS_concurrency_range));
+    if (!r.ok()) return Usage(std::string(r.status().message()));
+    levels = *r;
+  }
+  std::vector<Summary> summaries;
+  for (int c : levels) {
+    spec.concurrency = c;
+    Progress progress;
+    RunResult run;
+    {
+      ProgressLine line(&progress, absl::GetFlag(FLAGS_progress_interval),
+                        absl::GetFlag(FLAGS_warmup),
+                        spec.rps > 0 ? absl::StrCat(spec.rps, " rps")
+                                     : absl::StrCat("c=", c));
+      run = Run(client, spec, &progress);
+    }
+    summaries.push_back(Summarize(run, spec));
+  }
+
+  if (format == "json") {
+    nlohmann::json runs = nlohmann::json::array();
+    for (const auto& s : summaries) runs.push_back(ToJson(s));
+    nlohmann::json out =
+        summaries.size() == 1 ? runs[0] : nlohmann::json{{"runs", runs}};
+    out["target"] = co.target;
+    out["tokens"] = spec.tokens.text();
+    std::printf("%s\n", out.dump(2).c_str());
+  } else if (format == "csv") {
+    std::printf("%s\n", CsvHeader().c_str());
+    for (const auto& s : summaries) std::printf("%s\n", CsvRow(s).c_str());
+  } else {
+    for (const auto& s : summaries) {
+      std::printf("target %s, tokens per request %s, layers %s\n",
+                  co.target.c_str(), spec.tokens.text().c_str(), layer.c_str());
+      std::printf("%s\n", FormatText(s).c_str());
+    }
+  }
+
+  int code = 0;
+  for (const auto& s : summaries) {
+    if (s.errors > 0 && s.error_rate > absl::GetFlag(FLAGS_max_error_rate))
+      code = 1;
+    if (code == 0 && absl::GetFlag(FLAGS_max_p99_ms) > 0 &&
+        s.p99_ms > absl::GetFlag(FLAGS_max_p99_ms)) {
+      code = 2;
+    }
+  }
+  if (code == 1)
+    std::fprintf(stderr,
+                 "moe-loadtest: requests failed beyond --max-error-rate\n");
+  if (code == 2)
+    std::fprintf(stderr, "moe-loadtest: p99 latency above --max-p99-ms\n");
+  return code;
+}
+
+}  // namespace
+}  // namespace moe::loadtest
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "moe-loadtest --target HOST:PORT [-c N] [-n N | -z 10s] [--rps R "
+      "[--arrival poisson]] [--tokens N|A:B|a,b] [--layer L|all] [--stream] "
+      "[--concurrency-range a:b:s] [--format text|json|csv]");
+  moe::NormalizedArgs args(
+      argc, argv, {{"c", "concurrency"}, {"n", "requests"}, {"z", "duration"}});
+  absl::ParseCommandLine(args.argc(), args.argv());
+  return moe::loadtest::Main();
+}

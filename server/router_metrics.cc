@@ -1,0 +1,140 @@
+#include "server/router_metrics.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace moe {
+
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+          0.05,    0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30};
+}
+
+prometheus::Histogram::BucketBoundaries CountBuckets(double max) {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = 1; v <= max; v *= 2) b.push_back(v);
+  return b;
+}
+
+RouterMetrics::RouterMetrics(prometheus::Registry& r)
+    : requests_(prometheus::BuildCounter()
+                    .Name("moe_requests_total")
+                    .Help("Finished requests by method and gRPC status code")
+                    .Register(r)),
+      latency_(prometheus::BuildHistogram()
+                   .Name("moe_request_duration_seconds")
+                   .Help("End-to-end request latency in the router")
+                   .Register(r)),
+      queue_(prometheus::BuildHistogram()
+                 .Name("moe_queue_duration_seconds")
+                 .Help("Time requests wait in the batcher")
+                 .Register(r)
+                 .Add({}, LatencyBuckets())),
+      step_tokens_(prometheus::BuildHistogram()
+                       .Name("moe_step_tokens")
+                       .Help("Tokens per step")
+                       .Register(r)
+                       .Add({}, CountBuckets(65536))),
+      step_requests_(prometheus::BuildHistogram()
+                         .Name("moe_step_requests")
+                         .Help("Requests batched into one step")
+                         .Register(r)
+                         .Add({}, CountBuckets(4096))),
+      stages_(prometheus::BuildHistogram()
+                  .Name("moe_stage_duration_seconds")
+                  .Help("Time of each stage of a step: route, plan, dispatch, "
+                        "experts, combine, shared, step")
+                  .Register(r)),
+      inflight_(prometheus::BuildGauge()
+                    .Name("moe_inflight_requests")
+                    .Help("Requests accepted and not yet answered")
+                    .Register(r)
+                    .Add({})),
+      workers_wanted_(prometheus::BuildGauge()
+                          .Name("moe_workers_expected")
+                          .Help("Expert workers the router runs with (P)")
+                          .Register(r)
+                          .Add({})),
+      workers_connected_(prometheus::BuildGauge()
+                             .Name("moe_workers_connected")
+                             .Help("Expert workers connected")
+                             .Register(r)
+                             .Add({})),
+      workers_ready_(prometheus::BuildGauge()
+                         .Name("moe_workers_ready")
+                         .Help("Expert workers ready in the current generation")
+                         .Register(r)
+                         .Add({})),
+      generation_(
+          prometheus::BuildGauge()
+              .Name("moe_worker_group_generation")
+              .Help("Generation of the worker group (bumps on every regroup)")
+              .Register(r)
+              .Add({})),
+      layer_tokens_(prometheus::BuildCounter()
+                        .Name("moe_layer_tokens_total")
+                        .Help("Tokens routed per MoE layer")
+                        .Register(r)),
+      layer_dropped_(prometheus::BuildCounter()
+                         .Name("moe_layer_dropped_slots_total")
+                         .Help("Routing slots dropped by the capacity limit")
+                         .Register(r)),
+      layer_max_over_mean_(
+          prometheus::BuildGauge()
+              .Name("moe_layer_load_max_over_mean")
+              .Help("Most loaded expert over the mean, since start "
+                    "or the last stats reset")
+              .Register(r)),
+      layer_entropy_(
+          prometheus::BuildGauge()
+              .Name("moe_layer_load_entropy")
+              .Help("Entropy of the expert load over ln(E); 1 = even")
+              .Register(r)) {}
+
+void RouterMetrics::RequestStarted() { inflight_.Increment(); }
+
+void RouterMetrics::RequestDone(const std::string& method,
+                                grpc::StatusCode code, double seconds) {
+  inflight_.Decrement();
+  requests_
+      .Add({{"method", method},
+            {"code",
+             absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}})
+      .Increment();
+  latency_.Add({{"method", method}}, LatencyBuckets()).Observe(seconds);
+}
+
+void RouterMetrics::Queued(double seconds) { queue_.Observe(seconds); }
+
+void RouterMetrics::Step(int64_t tokens, int requests, const StageTimes& t) {
+  step_tokens_.Observe(static_cast<double>(tokens));
+  step_requests_.Observe(requests);
+  for (auto [name, us] : {std::pair{"route", t.route_us},
+                          {"plan", t.plan_us},
+                          {"dispatch", t.dispatch_us},
+                          {"experts", t.experts_us},
+                          {"combine", t.combine_us},
+                          {"shared", t.shared_us},
+                          {"step", t.total_us}}) {
+    stages_.Add({{"stage", name}}, LatencyBuckets()).Observe(us / 1e6);
+  }
+}
+
+void RouterMetrics::Workers(int world_size, int connected, int ready,
+                            uint64_t generation) {
+  workers_wanted_.Set(world_size);
+  workers_connected_.Set(connected);
+  workers_ready_.Set(ready);
+  generation_.Set(static_cast<double>(generation));
+}
+
+void RouterMetrics::Layer(int64_t layer, int64_t tokens, int64_t dropped,
+                          const LoadBalance& b) {
+  const prometheus::Labels labels = {{"layer", absl::StrCat(layer)}};
+  layer_tokens_.Add(labels).Increment(static_cast<double>(tokens));
+  layer_dropped_.Add(labels).Increment(static_cast<double>(dropped));
+  layer_max_over_mean_.Add(labels).Set(b.max_over_mean);
+  layer_entropy_.Add(labels).Set(b.normalized_entropy);
+}
+
+}  // namespace moe

@@ -1,0 +1,56 @@
+// The router's Prometheus metrics. Per-expert counts stay in GetExpertStats;
+// labels here are bounded (method, status code, stage, layer).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <string>
+
+#include "engine/stage_times.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "server/expert_stats.h"
+
+namespace moe {
+
+class RouterMetrics {
+ public:
+  explicit RouterMetrics(prometheus::Registry& registry);
+
+  void RequestStarted();
+  void RequestDone(const std::string& method, grpc::StatusCode code,
+                   double seconds);
+  void Queued(double seconds);
+  void Step(int64_t tokens, int requests, const StageTimes& times);
+  void Workers(int world_size, int connected, int ready, uint64_t generation);
+  void Layer(int64_t layer, int64_t tokens, int64_t dropped,
+             const LoadBalance& balance);
+
+ private:
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& latency_;
+  prometheus::Histogram& queue_;
+  prometheus::Histogram& step_tokens_;
+  prometheus::Histogram& step_requests_;
+  prometheus::Family<prometheus::Histogram>& stages_;
+  prometheus::Gauge& inflight_;
+  prometheus::Gauge& workers_wanted_;
+  prometheus::Gauge& workers_connected_;
+  prometheus::Gauge& workers_ready_;
+  prometheus::Gauge& generation_;
+  prometheus::Family<prometheus::Counter>& layer_tokens_;
+  prometheus::Family<prometheus::Counter>& layer_dropped_;
+  prometheus::Family<prometheus::Gauge>& layer_max_over_mean_;
+  prometheus::Family<prometheus::Gauge>& layer_entropy_;
+};
+
+// Bucket boundaries shared by router and worker: seconds from 50 us to
+// 30 s, and powers of two for counts.
+prometheus::Histogram::BucketBoundaries LatencyBuckets();
+prometheus::Histogram::BucketBoundaries CountBuckets(double max);
+
+}  // namespace moe

@@ -1,0 +1,193 @@
+// moe-loadtest against a real local service, and the Prometheus endpoints
+// moving under load.
+#include <fstream>
+
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testutil/http_get.h"
+#include "tests/testutil/local_cluster.h"
+
+namespace moe {
+namespace {
+
+using testing::LocalCluster;
+
+std::string LoadtestBinary() { return MOE_LOADTEST_BIN; }
+
+class LoadtestTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = new LocalCluster();
+    LocalCluster::Options o;
+    o.model_args = {"--synthetic", "--hidden=64", "--inter=32",
+                    "--experts=8", "--top-k=2",   "--layers=2"};
+    o.workers = 2;
+    o.router_args = {
+        "--metrics-listen=127.0.0.1:0",
+        "--metrics-port-file=" + cluster_->dir() + "/metrics_port"};
+    ASSERT_TRUE(cluster_->Start(o).ok()) << cluster_->Logs();
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  testing::CommandResult Loadtest(std::vector<std::string> args) {
+    args.insert(args.begin(),
+                {LoadtestBinary(), "--target=" + cluster_->target()});
+    return testing::RunCommand(args, std::chrono::seconds(120));
+  }
+  // stdout only: the progress line goes to stderr, into the same capture;
+  // the JSON report is the text from the first '{' on.
+  static nlohmann::json Json(const std::string& output) {
+    return nlohmann::json::parse(output.substr(output.find("{\n")), nullptr,
+                                 false);
+  }
+  static LocalCluster* cluster_;
+};
+LocalCluster* LoadtestTest::cluster_ = nullptr;
+
+TEST_F(LoadtestTest, ClosedLoopCountsAddUp) {
+  auto r = Loadtest({"-c", "4", "-n", "120", "--tokens=1:9", "--layer=all",
+                     "--format=json", "--server-timing"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = Json(r.output);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_EQ(j["requests"], 120);
+  EXPECT_EQ(j["ok"].get<int>() + j["errors"].get<int>(), 120);
+  int64_t by_code = 0;
+  for (auto& [code, n] : j["status_codes"].items()) by_code += n.get<int64_t>();
+  EXPECT_EQ(by_code, 120);
+  int64_t in_histogram = 0;
+  for (auto& b : j["histogram"]) in_histogram += b["count"].get<int64_t>();
+  EXPECT_EQ(in_histogram, j["ok"].get<int64_t>());
+  const auto& lat = j["latency_ms"];
+  EXPECT_LE(lat["min"].get<double>(), lat["p50"].get<double>());
+  EXPECT_LE(lat["p50"].get<double>(), lat["p99"].get<double>());
+  EXPECT_LE(lat["p99"].get<double>(), lat["max"].get<double>());
+  EXPECT_GT(j["tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(j["server_stage_us"]["total"].get<double>(), 0);
+}
+
+TEST_F(LoadtestTest, ErrorsAreCountedByCode) {
+  auto r = Loadtest({"-c", "2", "-n", "30", "--layer=9", "--format=json"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;  // requests failed
+  auto j = Json(r.output);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_EQ(j["status_codes"]["NOT_FOUND"], 30);
+  EXPECT_EQ(j["errors"], 30);
+  ASSERT_FALSE(j["error_messages"].empty());
+  EXPECT_NE(j["error_messages"][0].get<std::string>().find("layer"),
+            std::string::npos);
+  // Tolerated failures keep the exit code at 0.
+  auto tolerated =
+      Loadtest({"-c", "2", "-n", "10", "--layer=9", "--max-error-rate=1"});
+  EXPECT_EQ(tolerated.exit_code, 0) << tolerated.output;
+}
+
+TEST_F(LoadtestTest, TextReportAndP99Gate) {
+  auto r = Loadtest({"-c", "2", "-z", "1s", "--tokens=4"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* want : {"throughput", "requests/s", "tokens/s", "p50", "p99",
+                           "latency histogram", "status codes: OK="}) {
+    EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n"
+                                                      << r.output;
+  }
+  // Progress lines go to stderr (a pipe here: whole lines).
+  EXPECT_NE(r.output.find("[c=2"), std::string::npos) << r.output;
+  auto gate = Loadtest({"-c", "2", "-n", "20", "--max-p99-ms=0.000001"});
+  EXPECT_EQ(gate.exit_code, 2) << gate.output;
+}
+
+TEST_F(LoadtestTest, OpenLoopPoissonSendsTheRequestedCount) {
+  auto r =
+      Loadtest({"--rps=200", "--arrival=poisson", "-n", "60", "--format=json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = Json(r.output);
+  EXPECT_EQ(j["mode"], "open");
+  EXPECT_EQ(j["requests"], 60);
+}
+
+TEST_F(LoadtestTest, StreamMode) {
+  auto r = Loadtest({"--stream", "-c", "3", "-n", "45", "--format=json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = Json(r.output);
+  EXPECT_EQ(j["ok"], 45);
+  EXPECT_TRUE(j["stream"].get<bool>());
+}
+
+TEST_F(LoadtestTest, SweepWritesOneCsvRowPerLevel) {
+  auto r = Loadtest({"--concurrency-range=1:3:2", "-n", "20", "--format=csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> lines;
+  for (absl::string_view l : absl::StrSplit(r.output, '\n')) {
+    if (l.rfind("Concurrency,", 0) == 0 || (!l.empty() && std::isdigit(l[0]))) {
+      lines.emplace_back(l);
+    }
+  }
+  ASSERT_EQ(lines.size(), 3u) << r.output;
+  EXPECT_EQ(lines[1].substr(0, 2), "1,");
+  EXPECT_EQ(lines[2].substr(0, 2), "3,");
+}
+
+TEST_F(LoadtestTest, MetricsMoveUnderLoad) {
+  int port = 0;
+  std::ifstream(cluster_->dir() + "/metrics_port") >> port;
+  ASSERT_GT(port, 0);
+  auto before = testing::HttpGet(port, "/metrics");
+  ASSERT_TRUE(before.ok()) << before.status();
+  const std::string ok_series =
+      R"(moe_requests_total{code="OK",method="Forward"})";
+  const double ok0 = std::max(0.0, testing::MetricValue(*before, ok_series));
+  const double steps0 =
+      std::max(0.0, testing::MetricValue(*before, "moe_step_tokens_count"));
+  EXPECT_EQ(testing::MetricValue(*before, "moe_workers_ready"), 2);
+  auto r = Loadtest({"-c", "4", "-n", "40"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto after = testing::HttpGet(port, "/metrics");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(testing::MetricValue(*after, ok_series), ok0 + 40);
+  EXPECT_GT(testing::MetricValue(*after, "moe_step_tokens_count"), steps0);
+  EXPECT_GT(testing::MetricValue(
+                *after, R"(moe_stage_duration_seconds_count{stage="experts"})"),
+            0);
+  EXPECT_NE(after->find("moe_request_duration_seconds_bucket"),
+            std::string::npos);
+  EXPECT_NE(after->find(R"(moe_layer_load_entropy{layer="0"})"),
+            std::string::npos);
+}
+
+TEST(WorkerMetrics, WorkerEndpointCountsSteps) {
+  LocalCluster cluster;
+  LocalCluster::Options o;
+  o.model_args = {"--synthetic", "--hidden=32", "--inter=16", "--experts=4",
+                  "--top-k=1"};
+  o.workers = 1;
+  ASSERT_TRUE(cluster.Start(o).ok()) << cluster.Logs();
+  // One more worker process with metrics; the router wants one, so this one
+  // stands by until the first leaves.
+  auto w = testing::ChildProcess::Start(
+      {testing::WorkerBinary(), "--router=" + cluster.target(), "--threads=1",
+       "--metrics-listen=127.0.0.1:0",
+       "--metrics-port-file=" + cluster.dir() + "/wport"},
+      cluster.dir() + "/standby.log");
+  ASSERT_TRUE(w.ok());
+  cluster.KillWorker(0, SIGTERM);
+  ASSERT_TRUE(cluster.WaitReady(std::chrono::seconds(30)).ok())
+      << cluster.Logs();
+  std::vector<float> x(5 * 32, 0.25f);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(cluster.client().Forward(0, x.data(), 5, 32, {}).ok());
+  int port = 0;
+  std::ifstream(cluster.dir() + "/wport") >> port;
+  auto text = testing::HttpGet(port, "/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(testing::MetricValue(*text, R"(moe_worker_steps_total{code="OK"})"),
+            3);
+  EXPECT_EQ(testing::MetricValue(*text, "moe_worker_ready"), 1);
+  EXPECT_EQ(testing::MetricValue(*text, "moe_worker_expert_rows_sum"),
+            15);  // 3 x 5 rows, k = 1
+}
+
+}  // namespace
+}  // namespace moe

@@ -1,0 +1,78 @@
+#include "worker/worker_metrics.h"
+
+#include "absl/status/status.h"
+
+namespace moe {
+namespace {
+
+prometheus::Histogram::BucketBoundaries Seconds() {
+  return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+          0.05,    0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30};
+}
+
+prometheus::Histogram::BucketBoundaries Rows() {
+  prometheus::Histogram::BucketBoundaries b = {0};
+  for (double v = 1; v <= 1 << 20; v *= 2) b.push_back(v);
+  return b;
+}
+
+}  // namespace
+
+WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
+    : steps_(prometheus::BuildCounter()
+                 .Name("moe_worker_steps_total")
+                 .Help("Steps run by this worker, by gRPC status code")
+                 .Register(r)),
+      stages_(prometheus::BuildHistogram()
+                  .Name("moe_worker_stage_duration_seconds")
+                  .Help("dispatch (permute + all-to-all), experts (grouped "
+                        "SwiGLU), combine (all-to-all back + weighted sum)")
+                  .Register(r)),
+      rows_(prometheus::BuildHistogram()
+                .Name("moe_worker_expert_rows")
+                .Help("Rows this worker's experts computed per step")
+                .Register(r)
+                .Add({}, Rows())),
+      rank_(prometheus::BuildGauge()
+                .Name("moe_worker_rank")
+                .Help("Rank in the group")
+                .Register(r)
+                .Add({})),
+      world_(prometheus::BuildGauge()
+                 .Name("moe_worker_world_size")
+                 .Help("Ranks in the group")
+                 .Register(r)
+                 .Add({})),
+      generation_(prometheus::BuildGauge()
+                      .Name("moe_worker_group_generation")
+                      .Help("Generation of the group this worker is in")
+                      .Register(r)
+                      .Add({})),
+      ready_(prometheus::BuildGauge()
+                 .Name("moe_worker_ready")
+                 .Help("1 when in a ready collective group")
+                 .Register(r)
+                 .Add({})) {}
+
+void WorkerMetrics::Step(int code, double dispatch_s, double experts_s,
+                         double combine_s, int64_t rows) {
+  steps_
+      .Add({{"code",
+             absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}})
+      .Increment();
+  if (code != 0) return;
+  stages_.Add({{"stage", "dispatch"}}, Seconds()).Observe(dispatch_s);
+  stages_.Add({{"stage", "experts"}}, Seconds()).Observe(experts_s);
+  stages_.Add({{"stage", "combine"}}, Seconds()).Observe(combine_s);
+  rows_.Observe(static_cast<double>(rows));
+}
+
+void WorkerMetrics::Group(int rank, int world_size, uint64_t generation,
+                          bool ready) {
+  rank_.Set(rank);
+  world_.Set(world_size);
+  generation_.Set(static_cast<double>(generation));
+  ready_.Set(ready ? 1 : 0);
+}
+
+}  // namespace moe
