@@ -54,15 +54,42 @@ uint16_t F32ToBf16(float value) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-// IEEE half conversions through the compiler's _Float16, which rounds
-// correctly (and handles subnormals, inf and NaN) on every target GCC >= 12
-// supports.
+// IEEE half conversions in plain bit arithmetic (clang < 15 has no x86
+// _Float16): exact widening, and narrowing with round-to-nearest-even,
+// subnormals, overflow to infinity and NaN kept NaN.
 float F16ToF32(uint16_t bits) {
-  return static_cast<float>(std::bit_cast<_Float16>(bits));
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000) << 16;
+  const uint32_t exp = (bits >> 10) & 0x1f;
+  const uint32_t man = bits & 0x3ff;
+  if (exp == 0) {
+    // Zero or subnormal: man * 2^-24, exact in fp32.
+    const float v = std::ldexp(static_cast<float>(man), -24);
+    return sign ? -v : v;
+  }
+  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000 | (man << 13));
+  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (man << 13));
 }
 
 uint16_t F32ToF16(float value) {
-  return std::bit_cast<uint16_t>(static_cast<_Float16>(value));
+  const uint32_t x = std::bit_cast<uint32_t>(value);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  const uint32_t a = x & 0x7fffffff;
+  if (a >= 0x7f800000) {  // inf, NaN (keep it a NaN)
+    return sign | 0x7c00 | (a > 0x7f800000 ? 0x200 | ((a >> 13) & 0x3ff) : 0);
+  }
+  // 65520 is the tie between 65504 (odd mantissa) and 65536: to infinity.
+  if (a >= 0x477ff000) return sign | 0x7c00;
+  if (a < 0x38800000) {
+    // Below the smallest normal half: a subnormal count of 2^-24. Scaling by
+    // 2^24 is exact, and nearbyint rounds to nearest even; 1024 correctly
+    // becomes the smallest normal.
+    const float scaled = std::bit_cast<float>(a) * 16777216.0f;
+    return sign | static_cast<uint16_t>(std::nearbyint(scaled));
+  }
+  uint32_t h = (a - 0x38000000) >> 13;  // rebias the exponent
+  const uint32_t rest = a & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;  // may carry: fine
+  return sign | static_cast<uint16_t>(h);
 }
 
 float F8E4M3ToF32(uint8_t bits) {

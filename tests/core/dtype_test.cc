@@ -37,6 +37,20 @@ TEST(DType, F16Conversions) {
   EXPECT_EQ(F16ToF32(0xc000), -2.0f);
   EXPECT_EQ(F32ToF16(65504.0f), 0x7bff);
   EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(F32ToF16(65519.0f), 0x7bff);               // below the tie
+  EXPECT_EQ(F32ToF16(65520.0f), 0x7c00);               // tie: to infinity
+  EXPECT_EQ(F32ToF16(-std::ldexp(1.0f, -24)), 0x8001);
+  EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -26)), 0x0000);  // below half the min
+  EXPECT_EQ(F32ToF16(std::ldexp(3.0f, -26)), 0x0001);  // 0.75 ulp: up
+  EXPECT_EQ(F32ToF16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie: even
+  EXPECT_EQ(F32ToF16(1.0f + std::ldexp(3.0f, -11)), 0x3c02);  // tie: even
+  EXPECT_TRUE(std::isnan(F16ToF32(F32ToF16(std::nanf("")))));
+  EXPECT_TRUE(std::isinf(F16ToF32(0xfc00)) && F16ToF32(0xfc00) < 0);
+  // Every half value survives the round trip through fp32.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue;  // NaNs
+    ASSERT_EQ(F32ToF16(F16ToF32(static_cast<uint16_t>(h))), h) << h;
+  }
 }
 
 TEST(DType, Fp8E4M3) {
