@@ -24,6 +24,15 @@
 #include "core/tensor_io.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "service address host:port");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA to verify the server with (turns on TLS)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate (mutual TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(
+    std::string, tls_server_name, "",
+    "name to verify in the server's certificate instead of the target host");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file holding the bearer token to send");
 ABSL_FLAG(int, layer, 0, "MoE layer");
 ABSL_FLAG(std::string, input, "", "forward: safetensors file holding x [N, H]");
 ABSL_FLAG(std::string, input_tensor, "x", "forward: name of the input tensor");
@@ -205,9 +214,17 @@ int main(int argc, char** argv) {
     return moe::kUsage;
   }
   const std::string cmd = rest[1];
-  moe::ClientOptions opts;
-  opts.target = absl::GetFlag(FLAGS_target);
-  moe::MoeClient client(opts);
+  auto opts = moe::MakeClientOptions(
+      absl::GetFlag(FLAGS_target), absl::GetFlag(FLAGS_tls_ca),
+      absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+      absl::GetFlag(FLAGS_tls_server_name),
+      absl::GetFlag(FLAGS_auth_token_file));
+  if (!opts.ok()) {
+    std::fprintf(stderr, "moe-cli: %s\n",
+                 std::string(opts.status().message()).c_str());
+    return moe::kUsage;
+  }
+  moe::MoeClient client(*opts);
   if (cmd == "forward") return moe::Forward(client);
   if (cmd == "info") return moe::Info(client);
   if (cmd == "stats") return moe::Stats(client);

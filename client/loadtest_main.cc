@@ -25,6 +25,15 @@
 #include "core/cli_args.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "service address host:port");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA to verify the server with (turns on TLS)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate (mutual TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(
+    std::string, tls_server_name, "",
+    "name to verify in the server's certificate instead of the target host");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file holding the bearer token to send");
 ABSL_FLAG(std::string, layer, "0",
           "MoE layer: a number, a list (0,2,5) or 'all' (spread over every MoE "
           "layer)");
@@ -159,8 +168,13 @@ int Main() {
   if (spec.stream && spec.rps > 0)
     return Usage("--stream is a closed-loop mode");
 
-  ClientOptions co;
-  co.target = absl::GetFlag(FLAGS_target);
+  auto opts = MakeClientOptions(
+      absl::GetFlag(FLAGS_target), absl::GetFlag(FLAGS_tls_ca),
+      absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+      absl::GetFlag(FLAGS_tls_server_name),
+      absl::GetFlag(FLAGS_auth_token_file));
+  if (!opts.ok()) return Usage(std::string(opts.status().message()));
+  const ClientOptions& co = *opts;
   MoeClient client(co);
   auto info = client.GetModelInfo(std::chrono::seconds(10));
   if (!info.ok()) {

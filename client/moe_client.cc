@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "proto/credentials.h"
 #include "proto/tensor_codec.h"
 
 namespace moe {
@@ -11,11 +12,34 @@ absl::Status FromGrpc(const grpc::Status& s) {
                       s.error_message());
 }
 
+absl::StatusOr<ClientOptions> MakeClientOptions(const std::string& target,
+                                                const std::string& tls_ca,
+                                                const std::string& tls_cert,
+                                                const std::string& tls_key,
+                                                const std::string& server_name,
+                                                const std::string& token_file) {
+  ClientOptions o;
+  o.target = target;
+  o.server_name = server_name;
+  auto creds = MakeChannelCredentials({tls_cert, tls_key, tls_ca});
+  if (!creds.ok()) return creds.status();
+  o.credentials = *creds;
+  if (!token_file.empty()) {
+    auto tokens = ReadTokenFile(token_file);
+    if (!tokens.ok()) return tokens.status();
+    o.auth_token = tokens->front();
+  }
+  return o;
+}
+
 MoeClient::MoeClient(const ClientOptions& options)
     : auth_token_(options.auth_token) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
+  if (!options.server_name.empty()) {
+    args.SetSslTargetNameOverride(options.server_name);
+  }
   channel_ = grpc::CreateCustomChannel(options.target,
                                        options.credentials
                                            ? options.credentials

@@ -16,9 +16,19 @@ namespace moe {
 struct ClientOptions {
   std::string target;                                     // host:port
   std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: insecure
-  std::string auth_token;  // sent as "authorization: Bearer <token>"
+  std::string server_name;  // TLS: name to verify instead of the target's
+  std::string auth_token;   // sent as "authorization: Bearer <token>"
   int max_message_bytes = 1 << 30;
 };
+
+// Options from the command-line spelling shared by the CLIs: TLS when a CA
+// or client certificate is given, the first token of `token_file`.
+absl::StatusOr<ClientOptions> MakeClientOptions(const std::string& target,
+                                                const std::string& tls_ca,
+                                                const std::string& tls_cert,
+                                                const std::string& tls_key,
+                                                const std::string& server_name,
+                                                const std::string& token_file);
 
 struct ForwardOptions {
   bool routing = false;

@@ -7,8 +7,12 @@
 
 namespace moe {
 
-// Call first thing in main, before any thread starts, so that all threads
-// inherit the blocked mask. `on_signal` runs once, on a dedicated thread.
-void HandleShutdownSignals(std::function<void(int signal)> on_signal);
+// Call first thing in main, before any thread starts, so that every thread
+// inherits the blocked mask.
+void BlockShutdownSignals();
+
+// Starts the thread that waits for SIGINT/SIGTERM and runs `on_signal`
+// once. The signals must have been blocked already.
+void OnShutdownSignal(std::function<void(int signal)> on_signal);
 
 }  // namespace moe

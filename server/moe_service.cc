@@ -50,6 +50,11 @@ class StreamReactor : public grpc::ServerBidiReactor<moe::v1::ForwardRequest,
  public:
   StreamReactor(MoeServiceImpl* service, grpc::CallbackServerContext* ctx)
       : service_(service), ctx_(ctx) {
+    if (grpc::Status s = service_->Authorize(*ctx); !s.ok()) {
+      finished_ = true;
+      Finish(s);
+      return;
+    }
     StartRead(&request_);
   }
 
@@ -227,10 +232,20 @@ void MoeServiceImpl::Process(const char* method,
   }
 }
 
+grpc::Status MoeServiceImpl::Authorize(
+    const grpc::ServerContextBase& ctx) const {
+  return options_.auth != nullptr ? options_.auth->Check(ctx)
+                                  : grpc::Status::OK;
+}
+
 grpc::ServerUnaryReactor* MoeServiceImpl::Forward(
     grpc::CallbackServerContext* ctx, const moe::v1::ForwardRequest* request,
     moe::v1::ForwardResponse* response) {
   auto* reactor = ctx->DefaultReactor();
+  if (grpc::Status s = Authorize(*ctx); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
+  }
   Process("Forward", *request, SteadyDeadline(ctx->deadline()), response,
           [reactor](const grpc::Status& s) { reactor->Finish(s); });
   return reactor;
@@ -244,6 +259,11 @@ MoeServiceImpl::ForwardStream(grpc::CallbackServerContext* ctx) {
 grpc::ServerUnaryReactor* MoeServiceImpl::GetModelInfo(
     grpc::CallbackServerContext* ctx, const moe::v1::GetModelInfoRequest*,
     moe::v1::ModelInfo* info) {
+  if (grpc::Status s = Authorize(*ctx); !s.ok()) {
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(s);
+    return reactor;
+  }
   const ModelInfo& m = options_.model->info();
   info->set_family(m.family);
   info->set_source(m.source);
@@ -275,6 +295,10 @@ grpc::ServerUnaryReactor* MoeServiceImpl::GetExpertStats(
     grpc::CallbackServerContext* ctx, const moe::v1::GetExpertStatsRequest* req,
     moe::v1::ExpertStats* stats) {
   auto* reactor = ctx->DefaultReactor();
+  if (grpc::Status s = Authorize(*ctx); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
+  }
   if (!options_.model->info().HasLayer(req->layer())) {
     reactor->Finish(
         grpc::Status(grpc::StatusCode::NOT_FOUND,

@@ -14,6 +14,7 @@
 #include "server/request_validator.h"
 #include "server/router_metrics.h"
 #include "server/router_model.h"
+#include "server/token_auth.h"
 #include "server/worker_pool.h"
 
 namespace moe {
@@ -24,6 +25,7 @@ struct MoeServiceOptions {
   WorkerPool* pool = nullptr;  // null: no workers (P = 0)
   ExpertStatsBook* stats = nullptr;
   RouterMetrics* metrics = nullptr;  // may be null
+  const TokenAuth* auth = nullptr;   // may be null: no token needed
   ForwardLimits limits;
   int64_t max_batch_tokens = 0;
   std::string device = "cpu";
@@ -58,6 +60,9 @@ class MoeServiceImpl final : public moe::v1::MoeService::CallbackService {
                std::function<void(const grpc::Status&)> done);
 
   const MoeServiceOptions& options() const { return options_; }
+  // OK, or UNAUTHENTICATED when a bearer token is required and missing or
+  // wrong.
+  grpc::Status Authorize(const grpc::ServerContextBase& ctx) const;
 
  private:
   MoeServiceOptions options_;

@@ -18,12 +18,14 @@
 #include "core/shutdown_signal.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
+#include "proto/credentials.h"
 #include "server/batcher.h"
 #include "server/expert_stats.h"
 #include "server/moe_service.h"
 #include "server/router_metrics.h"
 #include "server/router_model.h"
 #include "server/step_runner.h"
+#include "server/token_auth.h"
 #include "server/worker_pool.h"
 
 ABSL_FLAG(std::string, model, "", "Hugging Face checkpoint directory");
@@ -54,6 +56,27 @@ ABSL_FLAG(int64_t, batch_window_us, 500,
 ABSL_FLAG(int, max_inflight_steps, 2, "steps in flight at once (pipelining)");
 ABSL_FLAG(int, threads, 0, "router compute threads (0: all cores)");
 ABSL_FLAG(std::string, device, "cpu", "router compute device: cpu");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate: TLS on the public API");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA: workers must present a certificate it signed (mutual TLS "
+          "on --worker-listen)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "bearer tokens, one per line: required on the public API (health "
+          "is exempt)");
+ABSL_FLAG(std::string, worker_listen, "",
+          "separate address for worker registration (needed with --tls-ca); "
+          "empty: the --listen port");
+ABSL_FLAG(std::string, worker_port_file, "",
+          "write the bound worker port here");
+ABSL_FLAG(std::string, health_listen, "",
+          "plaintext address serving only grpc.health.v1, for probes");
+ABSL_FLAG(std::string, health_port_file, "",
+          "write the bound health port here");
+ABSL_FLAG(int, max_concurrent_streams, 1024,
+          "concurrent gRPC streams per client connection");
+ABSL_FLAG(int64_t, max_message_bytes, 0,
+          "gRPC message size limit (0: fits --max-batch-tokens)");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus /metrics address, e.g. 0.0.0.0:9090 (empty: off)");
 ABSL_FLAG(std::string, metrics_port_file, "",
@@ -193,37 +216,104 @@ int Main() {
   so.limits.max_request_tokens = max_request;
   so.max_batch_tokens = max_batch;
   so.device = absl::GetFlag(FLAGS_device);
-  MoeServiceImpl service(so);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(absl::GetFlag(FLAGS_listen),
-                           grpc::InsecureServerCredentials(), &port);
   // Room for the largest request or step: rows, routing and a margin.
-  const int64_t max_bytes =
-      max_batch *
-          (info.layer.hidden * 4 +
-           std::max<int64_t>(info.layer.top_k, info.layer.num_experts) * 8) +
-      (16 << 20);
-  builder.SetMaxReceiveMessageSize(
-      static_cast<int>(std::min<int64_t>(max_bytes, INT32_MAX)));
-  builder.SetMaxSendMessageSize(
-      static_cast<int>(std::min<int64_t>(max_bytes, INT32_MAX)));
-  builder.RegisterService(&service);
-  if (pool) builder.RegisterService(pool.get());
-  auto server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    spdlog::error("cannot listen on {}", absl::GetFlag(FLAGS_listen));
-    return 1;
+  int64_t max_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  if (max_bytes <= 0) {
+    max_bytes =
+        max_batch *
+            (info.layer.hidden * 4 +
+             std::max<int64_t>(info.layer.top_k, info.layer.num_experts) * 8) +
+        (16 << 20);
   }
-  auto* health = server->GetHealthCheckService();
-  health->SetServingStatus("liveness", true);
+  const int msg_limit =
+      static_cast<int>(std::min<int64_t>(max_bytes, INT32_MAX));
+
+  // The public API: TLS when --tls-cert/--tls-key are given.
+  const TlsFiles tls{absl::GetFlag(FLAGS_tls_cert),
+                     absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca)};
+  auto public_creds = MakeServerCredentials({tls.cert, tls.key, ""}, false);
+  // Workers: mutual TLS when --tls-ca is given (on --worker-listen).
+  auto worker_creds = MakeServerCredentials(tls, !tls.ca.empty());
+  const std::string worker_listen = absl::GetFlag(FLAGS_worker_listen);
+  if (!public_creds.ok() || !worker_creds.ok()) {
+    spdlog::error(
+        "TLS: {}",
+        (!public_creds.ok() ? public_creds : worker_creds).status().message());
+    return 2;
+  }
+  if (!tls.ca.empty() && worker_listen.empty() && pool) {
+    spdlog::error(
+        "--tls-ca (mutual TLS with the workers) needs --worker-listen");
+    return 2;
+  }
+  std::unique_ptr<TokenAuth> auth;
+  if (const std::string f = absl::GetFlag(FLAGS_auth_token_file); !f.empty()) {
+    auto tokens = ReadTokenFile(f);
+    if (!tokens.ok()) {
+      spdlog::error("--auth-token-file: {}", tokens.status().message());
+      return 2;
+    }
+    auth = std::make_unique<TokenAuth>(*tokens);
+  }
+  so.auth = auth.get();
+  MoeServiceImpl service(so);
+
+  auto configure = [&](grpc::ServerBuilder& b) {
+    b.SetMaxReceiveMessageSize(msg_limit);
+    b.SetMaxSendMessageSize(msg_limit);
+    b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                         absl::GetFlag(FLAGS_max_concurrent_streams));
+  };
+  std::vector<std::unique_ptr<grpc::Server>> servers;
+  int port = 0, worker_port = 0, health_port = 0;
+  {
+    grpc::ServerBuilder b;
+    configure(b);
+    b.AddListeningPort(absl::GetFlag(FLAGS_listen), *public_creds, &port);
+    b.RegisterService(&service);
+    if (pool && worker_listen.empty()) b.RegisterService(pool.get());
+    servers.push_back(b.BuildAndStart());
+    if (!servers.back() || port == 0) {
+      spdlog::error("cannot listen on {}", absl::GetFlag(FLAGS_listen));
+      return 1;
+    }
+  }
+  if (pool && !worker_listen.empty()) {
+    grpc::ServerBuilder b;
+    configure(b);
+    b.AddListeningPort(worker_listen, *worker_creds, &worker_port);
+    b.RegisterService(pool.get());
+    servers.push_back(b.BuildAndStart());
+    if (!servers.back() || worker_port == 0) {
+      spdlog::error("cannot listen on --worker-listen {}", worker_listen);
+      return 1;
+    }
+    WritePortFile(absl::GetFlag(FLAGS_worker_port_file), worker_port);
+  }
+  if (const std::string h = absl::GetFlag(FLAGS_health_listen); !h.empty()) {
+    // Plaintext, health only: for probes that speak neither TLS nor tokens.
+    grpc::ServerBuilder b;
+    b.AddListeningPort(h, grpc::InsecureServerCredentials(), &health_port);
+    servers.push_back(b.BuildAndStart());
+    if (!servers.back() || health_port == 0) {
+      spdlog::error("cannot listen on --health-listen {}", h);
+      return 1;
+    }
+    WritePortFile(absl::GetFlag(FLAGS_health_port_file), health_port);
+  }
+
+  // Every server has its own health service; all tell the same story.
+  for (auto& s : servers)
+    s->GetHealthCheckService()->SetServingStatus("liveness", true);
   bool was_ready = pool == nullptr;
-  auto set_ready = [health, &was_ready](bool ready) {
-    health->SetServingStatus(ready);  // overall ("")
-    health->SetServingStatus("moe.v1.MoeService", ready);
+  auto set_ready = [&servers, &was_ready](bool ready) {
+    for (auto& s : servers) {
+      s->GetHealthCheckService()->SetServingStatus(ready);  // overall ("")
+      s->GetHealthCheckService()->SetServingStatus("moe.v1.MoeService", ready);
+    }
     if (ready != was_ready)
       spdlog::info("router {}", ready ? "ready" : "not ready");
     was_ready = ready;
@@ -239,17 +329,25 @@ int Main() {
   }
   WritePortFile(absl::GetFlag(FLAGS_port_file), port);
   spdlog::info(
-      "router listening on port {} ({} workers, max batch {} tokens, "
-      "window {} us, {} steps in flight)",
-      port, workers, max_batch, absl::GetFlag(FLAGS_batch_window_us), inflight);
+      "router listening on port {}{} ({} workers{}, max batch {} tokens, "
+      "window "
+      "{} us, {} steps in flight{}{})",
+      port, tls.cert.empty() ? "" : " (TLS)", workers,
+      worker_port ? absl::StrCat(" on port ", worker_port,
+                                 tls.ca.empty() ? "" : " (mutual TLS)")
+                  : "",
+      max_batch, absl::GetFlag(FLAGS_batch_window_us), inflight,
+      health_port ? absl::StrCat(", health on port ", health_port) : "",
+      auth ? ", bearer tokens required" : "");
 
-  HandleShutdownSignals([&](int sig) {
+  OnShutdownSignal([&](int sig) {
     spdlog::info("signal {}: shutting down", sig);
     if (pool) pool->Shutdown();
-    server->Shutdown(std::chrono::system_clock::now() +
-                     std::chrono::seconds(2));
+    const auto deadline =
+        std::chrono::system_clock::now() + std::chrono::seconds(2);
+    for (auto& s : servers) s->Shutdown(deadline);
   });
-  server->Wait();
+  for (auto& s : servers) s->Wait();
   batcher.Shutdown();
   spdlog::info("router stopped");
   return 0;
@@ -259,6 +357,7 @@ int Main() {
 }  // namespace moe
 
 int main(int argc, char** argv) {
+  moe::BlockShutdownSignals();  // before any thread starts
   absl::SetProgramUsageMessage(
       "MoE router: moe-router (--model DIR | --synthetic ...) "
       "[--listen HOST:PORT] [--num-workers P] [--step-timeout-ms T] "

@@ -52,10 +52,15 @@ void WorkerAgent::Run() {
   }
 }
 
+void WorkerAgent::SetReady(bool ready) {
+  if (options_.on_ready) options_.on_ready(ready);
+}
+
 void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
   ready->set_generation(a.generation());
   ready->set_rank(a.rank());
   comm_.reset();  // any previous group is over
+  SetReady(false);
   generation_ = a.generation();
   const std::string key = absl::StrCat(a.model().SerializeAsString(), "|",
                                        a.expert_begin(), "-", a.expert_end());
@@ -91,6 +96,7 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
                                      options_.collective_host, store, timeout);
   if (!comm.ok()) return fail(comm.status());
   comm_ = std::move(*comm);
+  SetReady(true);
   if (options_.metrics != nullptr) {
     options_.metrics->Group(a.rank(), a.world_size(), a.generation(), true);
   }
@@ -120,7 +126,10 @@ void WorkerAgent::Execute(
       result->set_rank(comm_->rank());
       s = executor_.Run(step, *comm_, result);
       // A failed collective leaves the group unusable until reassigned.
-      if (!s.ok()) comm_.reset();
+      if (!s.ok()) {
+        comm_.reset();
+        SetReady(false);
+      }
     }
     if (!s.ok()) {
       spdlog::warn("step {}: {}", step.step_id(), s.ToString());
@@ -143,6 +152,9 @@ void WorkerAgent::Session() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options_.max_message_bytes);
   args.SetMaxSendMessageSize(options_.max_message_bytes);
+  if (!options_.server_name.empty()) {
+    args.SetSslTargetNameOverride(options_.server_name);
+  }
   auto creds = options_.credentials ? options_.credentials
                                     : grpc::InsecureChannelCredentials();
   auto channel = grpc::CreateCustomChannel(options_.router, creds, args);
@@ -189,6 +201,7 @@ void WorkerAgent::Session() {
     active_ctx_ = nullptr;
   }
   comm_.reset();
+  SetReady(false);
   if (!stopping_) {
     spdlog::warn("router {} unreachable or gone ({}); retrying",
                  options_.router, s.error_message());

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,9 +27,12 @@ struct WorkerOptions {
   // Address the other workers reach this one's collective transport on.
   std::string collective_host = "127.0.0.1";
   std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: insecure
+  std::string server_name;  // TLS: name to verify instead of the router's
   std::chrono::milliseconds reconnect_delay{500};
   int max_message_bytes = 256 << 20;
   WorkerMetrics* metrics = nullptr;  // may be null
+  // Told whether the worker is in a ready collective group (health).
+  std::function<void(bool ready)> on_ready;
 };
 
 class WorkerAgent {
@@ -45,6 +49,7 @@ class WorkerAgent {
                grpc::ClientReaderWriter<moe::v1::WorkerMessage,
                                         moe::v1::RouterMessage>* stream);
   void Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready);
+  void SetReady(bool ready);
 
   WorkerOptions options_;
   std::atomic<bool> stopping_{false};

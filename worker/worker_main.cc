@@ -1,5 +1,8 @@
 // moe-worker: owns a shard of the experts of every MoE layer, joins the
 // router's collective group and runs its part of each step.
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -12,12 +15,26 @@
 #include "core/shutdown_signal.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
+#include "proto/credentials.h"
 #include "worker/worker_agent.h"
 
 ABSL_FLAG(std::string, router, "127.0.0.1:50051",
           "router address (host:port) to register with");
 ABSL_FLAG(std::string, device, "cpu", "compute device: cpu");
 ABSL_FLAG(int, threads, 0, "compute threads (0: all cores)");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA that signed the router's certificate (TLS to the router)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate presented to the router (mutual TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(
+    std::string, tls_server_name, "",
+    "name to verify in the router's certificate instead of --router's host");
+ABSL_FLAG(std::string, health_listen, "",
+          "plaintext grpc.health.v1 address for probes (SERVING once in a "
+          "ready group; 'liveness' always)");
+ABSL_FLAG(std::string, health_port_file, "",
+          "write the bound health port here");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus /metrics address, e.g. 0.0.0.0:9091 (empty: off)");
 ABSL_FLAG(std::string, metrics_port_file, "",
@@ -27,6 +44,7 @@ ABSL_FLAG(std::string, collective_host, "127.0.0.1",
           "on (the pod IP in Kubernetes)");
 
 int main(int argc, char** argv) {
+  moe::BlockShutdownSignals();  // before any thread starts
   absl::SetProgramUsageMessage(
       "Expert worker: moe-worker --router HOST:PORT [--device cpu] "
       "[--threads T]");
@@ -64,15 +82,43 @@ int main(int argc, char** argv) {
     moe::WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), port);
     spdlog::info("metrics on port {} (/metrics)", port);
   }
+  auto creds = moe::MakeChannelCredentials({absl::GetFlag(FLAGS_tls_cert),
+                                            absl::GetFlag(FLAGS_tls_key),
+                                            absl::GetFlag(FLAGS_tls_ca)});
+  if (!creds.ok()) {
+    spdlog::error("TLS: {}", creds.status().message());
+    return 2;
+  }
+  opts.credentials = *creds;
+  opts.server_name = absl::GetFlag(FLAGS_tls_server_name);
+
+  std::unique_ptr<grpc::Server> health;
+  if (const std::string h = absl::GetFlag(FLAGS_health_listen); !h.empty()) {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort(h, grpc::InsecureServerCredentials(), &port);
+    health = b.BuildAndStart();
+    if (!health || port == 0) {
+      spdlog::error("cannot listen on --health-listen {}", h);
+      return 1;
+    }
+    auto* svc = health->GetHealthCheckService();
+    svc->SetServingStatus("liveness", true);
+    svc->SetServingStatus(false);
+    opts.on_ready = [svc](bool ready) { svc->SetServingStatus(ready); };
+    moe::WritePortFile(absl::GetFlag(FLAGS_health_port_file), port);
+    spdlog::info("health on port {}", port);
+  }
   moe::WorkerAgent agent(opts);
-  // Before any thread starts (constructing the agent starts none).
-  moe::HandleShutdownSignals([&agent](int sig) {
+  moe::OnShutdownSignal([&agent](int sig) {
     spdlog::info("signal {}: shutting down", sig);
     agent.Shutdown();
   });
   spdlog::info("worker starting: router {}, {} threads", opts.router,
                opts.threads);
   agent.Run();
+  if (health) health->Shutdown();
   spdlog::info("worker stopped");
   return 0;
 }

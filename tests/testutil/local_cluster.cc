@@ -26,35 +26,61 @@ LocalCluster::~LocalCluster() {
 
 absl::Status LocalCluster::Start(const Options& options) {
   options_ = options;
-  const std::string port_file = dir_ + "/port";
   std::vector<std::string> argv = {
-      RouterBinary(), "--listen=127.0.0.1:0", "--port-file=" + port_file,
+      RouterBinary(), "--listen=127.0.0.1:0", "--port-file=" + dir_ + "/port",
       absl::StrCat("--num-workers=", options.workers), "--threads=1"};
+  if (options.worker_port) {
+    argv.push_back("--worker-listen=127.0.0.1:0");
+    argv.push_back("--worker-port-file=" + dir_ + "/worker_port");
+  }
+  if (options.health_port) {
+    argv.push_back("--health-listen=127.0.0.1:0");
+    argv.push_back("--health-port-file=" + dir_ + "/health_port");
+  }
   argv.insert(argv.end(), options.model_args.begin(), options.model_args.end());
   argv.insert(argv.end(), options.router_args.begin(),
               options.router_args.end());
   auto router = ChildProcess::Start(argv, dir_ + "/router.log");
   if (!router.ok()) return router.status();
   router_ = std::move(*router);
+
   const auto end = std::chrono::steady_clock::now() + options.ready_timeout;
-  int port = 0;
-  while (port == 0) {
-    std::ifstream f(port_file);
-    if (f >> port && port > 0) break;
-    port = 0;
-    if (!router_->Running()) {
-      return absl::InternalError("router exited:\n" + router_->Log());
+  // The router writes its port files once its listeners are up.
+  auto read_port = [&](const std::string& name) -> absl::StatusOr<int> {
+    while (true) {
+      int port = 0;
+      std::ifstream f(dir_ + "/" + name);
+      if (f >> port && port > 0) return port;
+      if (!router_->Running()) {
+        return absl::InternalError("router exited:\n" + router_->Log());
+      }
+      if (std::chrono::steady_clock::now() > end) {
+        return absl::DeadlineExceededError("router did not start:\n" +
+                                           router_->Log());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (std::chrono::steady_clock::now() > end) {
-      return absl::DeadlineExceededError("router did not start:\n" +
-                                         router_->Log());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  auto port = read_port("port");
+  if (!port.ok()) return port.status();
+  target_ = absl::StrCat("127.0.0.1:", *port);
+  worker_target_ = target_;
+  if (options.worker_port) {
+    auto wp = read_port("worker_port");
+    if (!wp.ok()) return wp.status();
+    worker_target_ = absl::StrCat("127.0.0.1:", *wp);
   }
-  target_ = absl::StrCat("127.0.0.1:", port);
-  ClientOptions co;
+  ClientOptions co = options.client;
   co.target = target_;
   client_ = std::make_unique<MoeClient>(co);
+  if (options.health_port) {
+    auto hp = read_port("health_port");
+    if (!hp.ok()) return hp.status();
+    health_port_ = *hp;
+    ClientOptions ho;
+    ho.target = absl::StrCat("127.0.0.1:", health_port_);
+    health_client_ = std::make_unique<MoeClient>(ho);
+  }
   for (int i = 0; i < options.workers; ++i) {
     if (absl::Status s = StartWorker(); !s.ok()) return s;
   }
@@ -62,11 +88,17 @@ absl::Status LocalCluster::Start(const Options& options) {
 }
 
 absl::Status LocalCluster::StartWorker() {
+  return StartWorker(options_.worker_args);
+}
+
+absl::Status LocalCluster::StartWorker(const std::vector<std::string>& args) {
   const int index = static_cast<int>(workers_.size());
+  std::vector<std::string> argv = {
+      WorkerBinary(), "--router=" + worker_target_,
+      absl::StrCat("--threads=", options_.worker_threads)};
+  argv.insert(argv.end(), args.begin(), args.end());
   auto w =
-      ChildProcess::Start({WorkerBinary(), "--router=" + target_,
-                           absl::StrCat("--threads=", options_.worker_threads)},
-                          absl::StrCat(dir_, "/worker", index, ".log"));
+      ChildProcess::Start(argv, absl::StrCat(dir_, "/worker", index, ".log"));
   if (!w.ok()) return w.status();
   workers_.push_back(std::move(*w));
   return absl::OkStatus();
@@ -74,8 +106,9 @@ absl::Status LocalCluster::StartWorker() {
 
 absl::Status LocalCluster::WaitReady(std::chrono::milliseconds timeout) {
   const auto end = std::chrono::steady_clock::now() + timeout;
+  MoeClient& c = health_client_ ? *health_client_ : *client_;
   while (std::chrono::steady_clock::now() < end) {
-    auto h = client_->Health("", std::chrono::seconds(2));
+    auto h = c.Health("", std::chrono::seconds(2));
     if (h.ok() && *h) return absl::OkStatus();
     if (!router_->Running())
       return absl::InternalError("router died:\n" + Logs());

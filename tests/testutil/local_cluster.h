@@ -25,6 +25,13 @@ class LocalCluster {
     std::vector<std::string> model_args;
     int workers = 2;
     std::vector<std::string> router_args;  // more router flags
+    std::vector<std::string> worker_args;  // more worker flags
+    // Workers register on a port of their own (--worker-listen), and the
+    // router serves plaintext health on another (--health-listen), which
+    // WaitReady then polls.
+    bool worker_port = false;
+    bool health_port = false;
+    ClientOptions client;  // credentials and token for client()
     int worker_threads = 1;
     std::chrono::milliseconds ready_timeout{60000};
   };
@@ -45,6 +52,10 @@ class LocalCluster {
   int num_workers() const { return static_cast<int>(workers_.size()); }
   ChildProcess& worker(int i) { return *workers_[i]; }
   absl::Status StartWorker();  // one more worker process
+  // One more worker with its own flags (instead of Options::worker_args).
+  absl::Status StartWorker(const std::vector<std::string>& args);
+  const std::string& worker_target() const { return worker_target_; }
+  int health_port() const { return health_port_; }
   void KillWorker(int i, int sig);
   // Every process's log, for failure messages.
   std::string Logs() const;
@@ -53,6 +64,9 @@ class LocalCluster {
   Options options_;
   std::string dir_;
   std::string target_;
+  std::string worker_target_;
+  int health_port_ = 0;
+  std::unique_ptr<MoeClient> health_client_;
   std::unique_ptr<ChildProcess> router_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;
   std::unique_ptr<MoeClient> client_;

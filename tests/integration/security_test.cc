@@ -1,0 +1,188 @@
+// TLS on the public API, mutual TLS between router and workers, bearer
+// tokens: only a client with the CA and the token gets answers, failures
+// carry the right codes, health stays plaintext and open, and a worker
+// without a certificate the router trusts never joins.
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "proto/credentials.h"
+#include "tests/testutil/hf_writer.h"
+#include "tests/testutil/local_cluster.h"
+#include "tests/testutil/test_certs.h"
+
+namespace moe {
+namespace {
+
+using testing::LocalCluster;
+
+constexpr char kToken[] = "s3cret-token-for-tests";
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(testing::MakeTempDir("certs_"));
+    auto certs = testing::MakeTestCerts(*dir_);
+    ASSERT_TRUE(certs.ok()) << certs.status();
+    certs_ = new testing::TestCerts(*certs);
+    std::ofstream(*dir_ + "/tokens") << "\n  old-token-still-valid \n"
+                                     << kToken << "\n";
+    std::ofstream(*dir_ + "/client_token") << kToken << "\n";
+    cluster_ = new LocalCluster();
+    LocalCluster::Options o = SecureOptions();
+    o.client = Client(certs_->ca, kToken);
+    const absl::Status s = cluster_->Start(o);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    delete certs_;
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+
+  static LocalCluster::Options SecureOptions() {
+    LocalCluster::Options o;
+    o.model_args = {"--synthetic", "--hidden=32", "--inter=16", "--experts=4",
+                    "--top-k=2"};
+    o.workers = 1;
+    o.worker_port = true;
+    o.health_port = true;
+    o.router_args = {
+        "--tls-cert=" + certs_->server_cert, "--tls-key=" + certs_->server_key,
+        "--tls-ca=" + certs_->ca, "--auth-token-file=" + *dir_ + "/tokens"};
+    o.worker_args = {"--tls-ca=" + certs_->ca,
+                     "--tls-cert=" + certs_->client_cert,
+                     "--tls-key=" + certs_->client_key};
+    return o;
+  }
+  static ClientOptions Client(const std::string& ca, const std::string& token) {
+    ClientOptions c;
+    c.credentials = *MakeChannelCredentials({"", "", ca});
+    c.auth_token = token;
+    return c;
+  }
+  static absl::Status Call(ClientOptions c) {
+    c.target = cluster_->target();
+    MoeClient client(c);
+    std::vector<float> x(2 * 32, 0.5f);
+    ForwardOptions fo;
+    fo.timeout = std::chrono::seconds(10);
+    return client.Forward(0, x.data(), 2, 32, fo).status();
+  }
+
+  static std::string* dir_;
+  static testing::TestCerts* certs_;
+  static LocalCluster* cluster_;
+};
+std::string* SecurityTest::dir_ = nullptr;
+testing::TestCerts* SecurityTest::certs_ = nullptr;
+LocalCluster* SecurityTest::cluster_ = nullptr;
+
+TEST_F(SecurityTest, ClientWithCaAndTokenIsAnswered) {
+  EXPECT_TRUE(Call(Client(certs_->ca, kToken)).ok());
+  EXPECT_TRUE(
+      Call(Client(certs_->ca, "old-token-still-valid")).ok());  // rotation
+  EXPECT_TRUE(cluster_->client().GetModelInfo().ok());
+}
+
+TEST_F(SecurityTest, PlaintextClientIsRefused) {
+  ClientOptions plain;
+  plain.auth_token = kToken;
+  EXPECT_EQ(Call(plain).code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SecurityTest, UntrustedServerCertificateIsRefused) {
+  EXPECT_EQ(Call(Client(certs_->rogue_ca, kToken)).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SecurityTest, MissingOrWrongTokenIsUnauthenticated) {
+  const absl::Status missing = Call(Client(certs_->ca, ""));
+  EXPECT_EQ(missing.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(missing.message().find("authorization"), std::string::npos);
+  EXPECT_EQ(Call(Client(certs_->ca, "not-the-token")).code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(Call(Client(certs_->ca, std::string(kToken) + "x")).code(),
+            absl::StatusCode::kUnauthenticated);
+  ClientOptions c = Client(certs_->ca, "");
+  c.target = cluster_->target();
+  MoeClient client(c);
+  EXPECT_EQ(client.GetModelInfo().status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(client.GetExpertStats(0, false).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  grpc::ClientContext ctx;
+  client.Prepare(&ctx, std::chrono::seconds(10));
+  auto stream = client.stub()->ForwardStream(&ctx);
+  moe::v1::ForwardResponse resp;
+  EXPECT_FALSE(stream->Read(&resp));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(SecurityTest, HealthIsPlaintextAndExempt) {
+  ClientOptions h;
+  h.target = absl::StrCat("127.0.0.1:", cluster_->health_port());
+  MoeClient client(h);
+  auto serving = client.Health();
+  ASSERT_TRUE(serving.ok()) << serving.status();
+  EXPECT_TRUE(*serving);
+  // Over TLS on the public port, health needs no token either.
+  auto tls = Client(certs_->ca, "");
+  tls.target = cluster_->target();
+  MoeClient tls_client(tls);
+  auto tls_health = tls_client.Health();
+  ASSERT_TRUE(tls_health.ok()) << tls_health.status();
+  EXPECT_TRUE(*tls_health);
+}
+
+TEST_F(SecurityTest, CliTakesTheTlsAndTokenFlags) {
+  auto ok = testing::RunCommand(
+      {testing::CliBinary(), "forward", "--target=" + cluster_->target(),
+       "--layer=0", "--random=3", "--tls-ca=" + certs_->ca,
+       "--auth-token-file=" + *dir_ + "/client_token"},
+      std::chrono::seconds(20));
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  auto no_token = testing::RunCommand(
+      {testing::CliBinary(), "info", "--target=" + cluster_->target(),
+       "--tls-ca=" + certs_->ca},
+      std::chrono::seconds(20));
+  EXPECT_EQ(no_token.exit_code, 16) << no_token.output;  // UNAUTHENTICATED
+}
+
+TEST_F(SecurityTest, WorkerWithoutATrustedCertificateCannotRegister) {
+  LocalCluster cluster;
+  LocalCluster::Options o = SecureOptions();
+  o.workers = 0;  // started by hand below
+  o.router_args.push_back("--num-workers=1");
+  o.client = Client(certs_->ca, kToken);
+  o.ready_timeout = std::chrono::milliseconds(200);
+  EXPECT_FALSE(cluster.Start(o).ok());  // nobody registered yet
+  // A certificate from another CA, and no certificate at all.
+  ASSERT_TRUE(cluster
+                  .StartWorker({"--tls-ca=" + certs_->ca,
+                                "--tls-cert=" + certs_->rogue_cert,
+                                "--tls-key=" + certs_->rogue_key})
+                  .ok());
+  ASSERT_TRUE(cluster.StartWorker({"--tls-ca=" + certs_->ca}).ok());
+  EXPECT_FALSE(cluster.WaitReady(std::chrono::seconds(3)).ok());
+  auto info = cluster.client().GetModelInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->ready_workers(), 0);
+  // The router never saw them register.
+  EXPECT_EQ(cluster.router().Log().find("registered"), std::string::npos)
+      << cluster.router().Log();
+  // A worker with the right certificate gets in.
+  ASSERT_TRUE(cluster
+                  .StartWorker({"--tls-ca=" + certs_->ca,
+                                "--tls-cert=" + certs_->client_cert,
+                                "--tls-key=" + certs_->client_key})
+                  .ok());
+  ASSERT_TRUE(cluster.WaitReady(std::chrono::seconds(30)).ok())
+      << cluster.Logs();
+  std::vector<float> x(32, 0.5f);
+  EXPECT_TRUE(cluster.client().Forward(0, x.data(), 1, 32, {}).ok());
+}
+
+}  // namespace
+}  // namespace moe
