@@ -12,8 +12,10 @@ packages=(
   curl procps
 )
 # Extra tools for the full test command (linters, fuzzers, manifest checks).
+# node/npm and kubectl are looked for as commands by scripts/check-deploy.sh,
+# which installs Debian's only when none is there.
 if [[ "${MOE_DEPS_TOOLS:-1}" == 1 ]]; then
-  packages+=(clang libclang-rt-14-dev)
+  packages+=(clang libclang-rt-14-dev yamllint shellcheck openssl)
 fi
 
 missing=()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# All tests: install what is needed, build from scratch, run every test.
+# All tests: install what is needed, build from scratch, run every test, then
+# the offline checks of the deployment files and the fuzzers (30 s each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,3 +9,5 @@ build="${MOE_TEST_BUILD_DIR:-build-test}"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOE_CUDA=AUTO
 cmake --build "$build" -j"$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j2
+bash scripts/check-deploy.sh
+bash scripts/fuzz.sh

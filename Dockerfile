@@ -1,0 +1,53 @@
+# syntax=docker/dockerfile:1
+# moe-serve images: moe-router, moe-worker, moe-cli, moe-loadtest, moe-bench.
+#   CPU (default):  docker build -t moe-serve:cpu .
+#   CUDA:           docker build --build-arg VARIANT=cuda -t moe-serve:cuda .
+# The CUDA variant builds on NVIDIA's devel image and runs on its runtime
+# image; the CPU variant on Debian bookworm.
+
+ARG VARIANT=cpu
+ARG CUDA_TAG=12.6.3
+
+FROM debian:bookworm AS build-cpu
+FROM nvidia/cuda:${CUDA_TAG}-devel-ubuntu24.04 AS build-cuda
+
+# hadolint ignore=DL3006
+FROM build-${VARIANT} AS build
+ARG VARIANT
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+WORKDIR /src
+COPY scripts/install-deps.sh scripts/install-deps.sh
+RUN MOE_DEPS_TOOLS=0 bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
+COPY . .
+# Binaries, then every shared library they load except glibc and the CUDA
+# driver (the runtime base provides those): the runtime stage then needs
+# no package list of its own.
+RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DMOE_BUILD_TESTS=OFF -DMOE_CUDA="$([[ "${VARIANT}" == cuda ]] && echo ON || echo OFF)" \
+ && cmake --build /build --target moe-router moe-worker moe-cli moe-loadtest moe-bench \
+ && mkdir -p /out/bin /out/lib \
+ && cp /build/server/moe-router /build/worker/moe-worker /build/client/moe-cli \
+       /build/client/moe-loadtest /build/bench/moe-bench /out/bin/ \
+ && ldd /out/bin/* | awk '/=> \// {print $3}' | sort -u \
+    | grep -vE '/(libc|libm|libpthread|libdl|librt|libcuda|ld-linux[^/]*)\.so' \
+    | xargs -r cp -L -t /out/lib/
+
+FROM debian:bookworm-slim AS runtime-cpu
+FROM nvidia/cuda:${CUDA_TAG}-runtime-ubuntu24.04 AS runtime-cuda
+
+# hadolint ignore=DL3006
+FROM runtime-${VARIANT}
+COPY --from=build /out/bin/ /usr/local/bin/
+COPY --from=build /out/lib/ /usr/local/lib/moe/
+ENV LD_LIBRARY_PATH=/usr/local/lib/moe \
+    MOE_HEALTH_PORT=50052
+RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin moe
+USER 10001
+# 50051 public gRPC, 50052 plaintext health, 50053 worker registration,
+# 9090 router metrics, 9091 worker metrics.
+EXPOSE 50051 50052 50053 9090 9091
+# Router and workers both serve plaintext health on MOE_HEALTH_PORT
+# (--health-listen); "liveness" answers SERVING while the process runs.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \
+  CMD ["/bin/sh", "-c", "moe-cli health --target 127.0.0.1:${MOE_HEALTH_PORT} --service liveness --timeout-ms 3000"]
+CMD ["moe-router", "--help"]

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for
+# MOE_FUZZ_SECONDS (default 30). Fails on any crash or sanitizer report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${MOE_FUZZ_SECONDS:-30}"
+build="${MOE_FUZZ_BUILD_DIR:-build-fuzz}"
+
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DMOE_FUZZ=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" --target fuzz_safetensors fuzz_request_validator
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+# Seeds: the golden files, when they are there, and a minimal valid file.
+mkdir -p "$work/safetensors" "$work/request_validator"
+cp ../shared/golden/*.safetensors "$work/safetensors/" 2>/dev/null || true
+printf '\x10\x00\x00\x00\x00\x00\x00\x00{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}' \
+  >"$work/safetensors/minimal"
+printf '\x00\x01\x02\x01\x00\x08\x00\x00\x00\x80\x3f\x00\x00\x00\x00' >"$work/request_validator/minimal"
+
+for target in safetensors request_validator; do
+  echo "== fuzz_$target for ${seconds}s"
+  "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/" \
+    "$work/$target" 2>&1 | grep -E "^(#[0-9]+.*DONE|Done|stat::number_of_executed_units|stat::peak_rss|==[0-9]+==ERROR|SUMMARY)" || true
+  # grep filters the chatter; libFuzzer's own exit status decides.
+  test "${PIPESTATUS[0]}" -eq 0
+done
