@@ -9,49 +9,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "engine/weight_values.h"
 
 namespace moe {
 namespace {
 
 namespace kc = kernels::cpu;
-
-// A tensor's values in the packing dtype: a view when the source already has
-// it (and is aligned), else converted into owned storage.
-template <typename T>
-struct Values {
-  const T* data = nullptr;
-  std::vector<T> owned;
-};
-
-absl::StatusOr<Values<float>> AsF32(const WeightTensor& t) {
-  Values<float> v;
-  if (t.dtype == DType::kF32 &&
-      reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0) {
-    v.data = reinterpret_cast<const float*>(t.data);
-    return v;
-  }
-  v.owned.resize(t.numel());
-  if (!ConvertToF32(t.dtype, t.data, v.owned.size(), v.owned.data())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        t.name, ": cannot convert ", DTypeName(t.dtype), " to F32"));
-  }
-  v.data = v.owned.data();
-  return v;
-}
-
-absl::StatusOr<Values<uint16_t>> AsBf16(const WeightTensor& t) {
-  Values<uint16_t> v;
-  if (t.dtype == DType::kBF16 &&
-      reinterpret_cast<uintptr_t>(t.data) % alignof(uint16_t) == 0) {
-    v.data = reinterpret_cast<const uint16_t*>(t.data);
-    return v;
-  }
-  MOE_ASSIGN_OR_RETURN(Values<float> f, AsF32(t));
-  v.owned.resize(t.numel());
-  ConvertFromF32(DType::kBF16, f.data, v.owned.size(), v.owned.data());
-  v.data = v.owned.data();
-  return v;
-}
 
 // Packs a weight whose rows are picked from up to two source matrices
 // (fused gate/up) by `order`: >= 0 row of a, -1-r row r of b, INT64_MIN zero.
@@ -93,16 +56,16 @@ absl::StatusOr<PackedWeight> PackTyped(const WeightTensor* a,
   if (!p.data.allocated()) {
     return absl::ResourceExhaustedError("out of memory packing weights");
   }
-  Values<T> va, vb;
+  WeightValues<T> va, vb;
   if constexpr (std::is_same_v<T, float>) {
-    MOE_ASSIGN_OR_RETURN(va, AsF32(*a));
+    MOE_ASSIGN_OR_RETURN(va, WeightsAsF32(*a));
     if (b != nullptr) {
-      MOE_ASSIGN_OR_RETURN(vb, AsF32(*b));
+      MOE_ASSIGN_OR_RETURN(vb, WeightsAsF32(*b));
     }
   } else {
-    MOE_ASSIGN_OR_RETURN(va, AsBf16(*a));
+    MOE_ASSIGN_OR_RETURN(va, WeightsAsBf16(*a));
     if (b != nullptr) {
-      MOE_ASSIGN_OR_RETURN(vb, AsBf16(*b));
+      MOE_ASSIGN_OR_RETURN(vb, WeightsAsBf16(*b));
     }
   }
   PackOrdered<T>(va.data, vb.data, row_len, order, k,
@@ -150,7 +113,7 @@ absl::StatusOr<std::vector<float>> LoadVector(const ModelSource& src,
                                               int64_t layer, WeightRole role) {
   MOE_ASSIGN_OR_RETURN(WeightTensor t, src.Get(layer, role, -1));
   MOE_RETURN_IF_ERROR(CheckWeightTensor(t, src.info().layer, role));
-  MOE_ASSIGN_OR_RETURN(Values<float> v, AsF32(t));
+  MOE_ASSIGN_OR_RETURN(WeightValues<float> v, WeightsAsF32(t));
   return std::vector<float>(v.data, v.data + t.numel());
 }
 

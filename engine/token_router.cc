@@ -37,19 +37,19 @@ void TokenRouter::Logits(const LayerWeights& w, const float* x, int64_t n,
                    logit_rows_.data(), num_threads);
 }
 
-void TokenRouter::TokenChoice(const LayerWeights& w, int64_t n,
+void TokenRouter::TokenChoice(const MoeLayerConfig& c, const float* bias,
+                              const float* logits, int64_t n,
                               absl::Span<const int64_t> ends, int num_threads,
                               Routing* out) {
-  const MoeLayerConfig& c = w.config;
   const int64_t E = c.num_experts, k = c.top_k;
   scores_.resize(n * E);
   kc::ComputeScores(c.score_func == ScoreFunc::kSigmoid ? kc::kScoreSigmoid
                                                         : kc::kScoreSoftmax,
-                    logits_.data(), n, E, scores_.data(), num_threads);
+                    logits, n, E, scores_.data(), num_threads);
   kc::TopKParams p;
   p.num_experts = E;
   p.top_k = k;
-  p.expert_bias = c.use_bias ? w.expert_bias.data() : nullptr;
+  p.expert_bias = c.use_bias ? bias : nullptr;
   p.n_groups = c.n_groups;
   p.topk_groups = c.topk_groups;
   p.group_score =
@@ -73,10 +73,9 @@ void TokenRouter::TokenChoice(const LayerWeights& w, int64_t n,
   kc::NormalizeAndScale(n, k, c.route_norm, c.route_scale, out->weight.data());
 }
 
-void TokenRouter::ExpertChoice(const LayerWeights& w, int64_t n,
-                               absl::Span<const int64_t> ends, int num_threads,
-                               Routing* out) {
-  const MoeLayerConfig& c = w.config;
+void TokenRouter::ExpertChoice(const MoeLayerConfig& c, const float* logits,
+                               int64_t n, absl::Span<const int64_t> ends,
+                               int num_threads, Routing* out) {
   const int64_t E = c.num_experts;
   // Pass 1: every segment's choices, and how many experts took each token.
   per_token_.assign(n, 0);
@@ -92,7 +91,7 @@ void TokenRouter::ExpertChoice(const LayerWeights& w, int64_t n,
   for (int64_t end : ends) {
     const int64_t cap = ExpertChoiceCapacity(c, end - begin);
     if (cap > 0) {
-      kc::ExpertChoiceSelect(logits_.data() + begin * E, end - begin, E, cap,
+      kc::ExpertChoiceSelect(logits + begin * E, end - begin, E, cap,
                              ec_tokens_.data() + at, ec_probs_.data() + at,
                              num_threads);
       for (int64_t i = at; i < at + E * cap; ++i) {
@@ -143,6 +142,16 @@ absl::Status TokenRouter::Route(const LayerWeights& w, const float* x,
     return absl::FailedPreconditionError(
         absl::StrCat("layer ", w.layer, " was loaded without its gate"));
   }
+  Logits(w, x, n, num_threads);
+  return RouteLogits(w.config, w.expert_bias.data(), logits_.data(), n,
+                     segment_ends, num_threads, out);
+}
+
+absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
+                                      const float* expert_bias,
+                                      const float* logits, int64_t n,
+                                      absl::Span<const int64_t> segment_ends,
+                                      int num_threads, Routing* out) {
   const int64_t whole[] = {n};
   if (segment_ends.empty()) segment_ends = whole;
   int64_t prev = 0;
@@ -155,11 +164,10 @@ absl::Status TokenRouter::Route(const LayerWeights& w, const float* x,
   if (prev != n) {
     return absl::InvalidArgumentError("the last segment must end at n");
   }
-  Logits(w, x, n, num_threads);
-  if (w.config.routing == RoutingMode::kExpertChoice) {
-    ExpertChoice(w, n, segment_ends, num_threads, out);
+  if (config.routing == RoutingMode::kExpertChoice) {
+    ExpertChoice(config, logits, n, segment_ends, num_threads, out);
   } else {
-    TokenChoice(w, n, segment_ends, num_threads, out);
+    TokenChoice(config, expert_bias, logits, n, segment_ends, num_threads, out);
   }
   for (int64_t i = 0; i < n * out->slots; ++i) {
     if (out->dispatched[i]) ++out->expert_counts[out->expert[i]];

@@ -36,13 +36,21 @@ class TokenRouter {
                      absl::Span<const int64_t> segment_ends, int num_threads,
                      Routing* out);
 
+  // The same routing from gate logits [n, E] computed elsewhere (a GPU).
+  // `expert_bias` ([E]) is used when config.use_bias.
+  absl::Status RouteLogits(const MoeLayerConfig& config,
+                           const float* expert_bias, const float* logits,
+                           int64_t n, absl::Span<const int64_t> segment_ends,
+                           int num_threads, Routing* out);
+
  private:
   void Logits(const LayerWeights& w, const float* x, int64_t n,
               int num_threads);
-  void TokenChoice(const LayerWeights& w, int64_t n,
+  void TokenChoice(const MoeLayerConfig& c, const float* bias,
+                   const float* logits, int64_t n,
                    absl::Span<const int64_t> ends, int num_threads,
                    Routing* out);
-  void ExpertChoice(const LayerWeights& w, int64_t n,
+  void ExpertChoice(const MoeLayerConfig& c, const float* logits, int64_t n,
                     absl::Span<const int64_t> ends, int num_threads,
                     Routing* out);
 

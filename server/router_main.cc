@@ -55,7 +55,9 @@ ABSL_FLAG(int64_t, batch_window_us, 500,
           "step; 0 = no wait (requests already queued still share a step)");
 ABSL_FLAG(int, max_inflight_steps, 2, "steps in flight at once (pipelining)");
 ABSL_FLAG(int, threads, 0, "router compute threads (0: all cores)");
-ABSL_FLAG(std::string, device, "cpu", "router compute device: cpu");
+ABSL_FLAG(std::string, device, "cpu",
+          "router compute device for the gate and the shared experts (and "
+          "every expert with --num-workers 0): cpu, cuda or cuda:N");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate: TLS on the public API");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
 ABSL_FLAG(std::string, tls_ca, "",
@@ -142,12 +144,12 @@ int Main() {
       max_request > max_batch || inflight < 1 ||
       absl::GetFlag(FLAGS_step_timeout_ms) < 1 ||
       absl::GetFlag(FLAGS_batch_window_us) < 0 ||
-      absl::GetFlag(FLAGS_device) != "cpu") {
+      absl::GetFlag(FLAGS_device).empty()) {
     spdlog::error(
         "bad flags: need --weight-dtype f32|bf16, 0 <= --num-workers <= 1024, "
         "--max-batch-tokens >= 1, --max-request-tokens <= --max-batch-tokens, "
         "--max-inflight-steps >= 1, --step-timeout-ms >= 1, "
-        "--batch-window-us >= 0, --device cpu");
+        "--batch-window-us >= 0, --device cpu|cuda|cuda:N");
     return 2;
   }
   const int threads =
@@ -158,6 +160,7 @@ int Main() {
   mo.dtype = *dtype;
   mo.all_experts = workers == 0;
   mo.threads = threads;
+  mo.device = absl::GetFlag(FLAGS_device);
   auto model = RouterModel::Load(mo);
   if (!model.ok()) {
     spdlog::error("loading the model: {}", model.status().message());
@@ -197,8 +200,12 @@ int Main() {
   ExpertStatsBook stats(info.layer.num_experts);
   std::vector<std::unique_ptr<StepRunner>> runners;
   for (int i = 0; i < inflight; ++i) {
-    runners.push_back(
-        std::make_unique<StepRunner>(**model, pool.get(), threads));
+    auto runner = CreateStepRunner(**model, pool.get(), threads, max_batch);
+    if (!runner.ok()) {
+      spdlog::error("{}", runner.status().message());
+      return 1;
+    }
+    runners.push_back(std::move(*runner));
   }
   Batcher::Options bo;
   bo.max_batch_tokens = max_batch;
@@ -215,7 +222,7 @@ int Main() {
   so.metrics = &metrics;
   so.limits.max_request_tokens = max_request;
   so.max_batch_tokens = max_batch;
-  so.device = absl::GetFlag(FLAGS_device);
+  so.device = (*model)->device();
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -1,12 +1,14 @@
 // One batched step of a layer, on the router: routing in fp32, then the
 // experts in-process (no workers) or on the worker group, the shared expert
-// computed while the workers work, and the results put together.
+// computed while the workers work, and the results put together. One
+// implementation per router device.
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/expert_runner.h"
 #include "engine/local_moe.h"
@@ -19,25 +21,34 @@ namespace moe {
 
 class StepRunner {
  public:
-  // `pool` null: the router computes the experts (P = 0).
-  StepRunner(const RouterModel& model, WorkerPool* pool, int threads);
-
+  virtual ~StepRunner() = default;
   struct Output {
     std::vector<float> y;  // [n, H]
     Routing routing;
     StageTimes times;
   };
   // `segment_ends`: the requests batched in this step (see TokenRouter).
+  virtual absl::Status Run(int64_t layer, const float* x, int64_t n,
+                           absl::Span<const int64_t> segment_ends,
+                           std::chrono::steady_clock::time_point deadline,
+                           Output* out) = 0;
+};
+
+// A runner for the model's device; `pool` null: the router computes the
+// experts (P = 0).
+absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(
+    const RouterModel& model, WorkerPool* pool, int threads,
+    int64_t max_batch_tokens);
+
+class CpuStepRunner : public StepRunner {
+ public:
+  CpuStepRunner(const RouterModel& model, WorkerPool* pool, int threads);
   absl::Status Run(int64_t layer, const float* x, int64_t n,
                    absl::Span<const int64_t> segment_ends,
-                   std::chrono::steady_clock::time_point deadline, Output* out);
+                   std::chrono::steady_clock::time_point deadline,
+                   Output* out) override;
 
  private:
-  absl::Status RunRemote(const LayerWeights& w, const float* x, int64_t n,
-                         absl::Span<const int64_t> segment_ends,
-                         std::chrono::steady_clock::time_point deadline,
-                         Output* out);
-
   const RouterModel& model_;
   WorkerPool* pool_;
   int threads_;

@@ -8,7 +8,6 @@
 #include "core/blocking_queue.h"
 #include "core/logging.h"
 #include "core/status_macros.h"
-#include "worker/comm/gloo_communicator.h"
 #include "worker/router_store.h"
 
 namespace moe {
@@ -36,8 +35,9 @@ absl::StatusOr<ModelLocation> LocationOf(const moe::v1::ModelSpec& spec) {
 
 }  // namespace
 
-WorkerAgent::WorkerAgent(WorkerOptions options)
-    : options_(std::move(options)), executor_(options_.threads) {}
+WorkerAgent::WorkerAgent(WorkerOptions options,
+                         std::unique_ptr<StepExecutor> executor)
+    : options_(std::move(options)), executor_(std::move(executor)) {}
 
 void WorkerAgent::Shutdown() {
   stopping_ = true;
@@ -83,8 +83,8 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
                  a.model().weight_dtype());
     loaded_key_.clear();
     if (absl::Status s =
-            executor_.Load(**model, a.expert_begin(), a.expert_end(), *dtype,
-                           a.max_batch_tokens());
+            executor_->Load(**model, a.expert_begin(), a.expert_end(), *dtype,
+                            a.max_batch_tokens());
         !s.ok()) {
       return fail(s);
     }
@@ -92,8 +92,8 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
   }
   const auto timeout = std::chrono::milliseconds(a.collective_timeout_ms());
   RouterStore store(stub_, a.generation(), timeout);
-  auto comm = CreateGlooCommunicator(a.rank(), a.world_size(),
-                                     options_.collective_host, store, timeout);
+  auto comm = executor_->Connect(a.rank(), a.world_size(),
+                                 options_.collective_host, store, timeout);
   if (!comm.ok()) return fail(comm.status());
   comm_ = std::move(*comm);
   SetReady(true);
@@ -124,7 +124,7 @@ void WorkerAgent::Execute(
           generation_, comm_ ? "" : ", no collective group", ")"));
     } else {
       result->set_rank(comm_->rank());
-      s = executor_.Run(step, *comm_, result);
+      s = executor_->Run(step, *comm_, result);
       // A failed collective leaves the group unusable until reassigned.
       if (!s.ok()) {
         comm_.reset();

@@ -37,7 +37,7 @@ struct WorkerOptions {
 
 class WorkerAgent {
  public:
-  explicit WorkerAgent(WorkerOptions options);
+  WorkerAgent(WorkerOptions options, std::unique_ptr<StepExecutor> executor);
   // Serves until Shutdown().
   void Run();
   // Callable from any thread: ends the session and Run().
@@ -57,7 +57,7 @@ class WorkerAgent {
   grpc::ClientContext* active_ctx_ = nullptr;
   std::shared_ptr<moe::v1::WorkerControl::Stub> stub_;
 
-  StepExecutor executor_;
+  std::unique_ptr<StepExecutor> executor_;
   std::string loaded_key_;  // what the executor holds: model + range
   std::unique_ptr<Communicator> comm_;
   uint64_t generation_ = 0;

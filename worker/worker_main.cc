@@ -20,7 +20,7 @@
 
 ABSL_FLAG(std::string, router, "127.0.0.1:50051",
           "router address (host:port) to register with");
-ABSL_FLAG(std::string, device, "cpu", "compute device: cpu");
+ABSL_FLAG(std::string, device, "cpu", "compute device: cpu, cuda or cuda:N");
 ABSL_FLAG(int, threads, 0, "compute threads (0: all cores)");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA that signed the router's certificate (TLS to the router)");
@@ -61,8 +61,9 @@ int main(int argc, char** argv) {
           ? threads
           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   opts.collective_host = absl::GetFlag(FLAGS_collective_host);
-  if (opts.device != "cpu") {
-    spdlog::error("--device {}: this build supports cpu", opts.device);
+  auto executor = moe::CreateStepExecutor(opts.device, opts.threads);
+  if (!executor.ok()) {
+    spdlog::error("{}", executor.status().message());
     return 2;
   }
   auto registry = std::make_shared<prometheus::Registry>();
@@ -110,7 +111,7 @@ int main(int argc, char** argv) {
     moe::WritePortFile(absl::GetFlag(FLAGS_health_port_file), port);
     spdlog::info("health on port {}", port);
   }
-  moe::WorkerAgent agent(opts);
+  moe::WorkerAgent agent(opts, std::move(*executor));
   moe::OnShutdownSignal([&agent](int sig) {
     spdlog::info("signal {}: shutting down", sig);
     agent.Shutdown();

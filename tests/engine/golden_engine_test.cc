@@ -1,6 +1,10 @@
 // Every golden case through the single-process engine, with fp32 and bf16
 // weights: routing ids exact, y within the golden tolerance.
 #include "engine/layer_weights.h"
+#ifdef MOE_HAVE_CUDA
+#include "engine/cuda/cuda_local_moe.h"
+#include "engine/cuda/cuda_status.h"
+#endif
 #include "engine/local_moe.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/compare.h"
@@ -12,28 +16,78 @@ namespace {
 using testing::AllClose;
 using testing::GoldenCase;
 
-class GoldenEngineTest
-    : public ::testing::TestWithParam<std::tuple<std::string, WeightDType>> {};
+// Where a golden case runs: the CPU with fp32 or bf16 weights, or a GPU
+// (bf16 weights and activations, fp32 accumulation and routing).
+enum class Backend { kCpuF32, kCpuBf16, kCuda };
 
-TEST_P(GoldenEngineTest, MatchesReference) {
-  const auto& [path, dtype] = GetParam();
-  auto c = testing::LoadGoldenCase(path);
-  ASSERT_TRUE(c.ok()) << c.status();
-  auto source = testing::MakeGoldenSource(*c);
+std::string BackendName(Backend b) {
+  switch (b) {
+    case Backend::kCpuF32:
+      return "cpu_f32";
+    case Backend::kCpuBf16:
+      return "cpu_bf16";
+    case Backend::kCuda:
+      return "cuda";
+  }
+  return "?";
+}
+
+class GoldenEngineTest
+    : public ::testing::TestWithParam<std::tuple<std::string, Backend>> {};
+
+// Runs the case on `backend`; false (after GTEST_SKIP) when it cannot run.
+bool RunCase(const GoldenCase& c, Backend backend, std::vector<float>* y,
+             Routing* routing) {
+  auto source = testing::MakeGoldenSource(c);
+  y->assign(c.y.size(), -1.0f);
+  if (backend == Backend::kCuda) {
+#ifdef MOE_HAVE_CUDA
+    auto w = UploadLayerWeights(*source, 0, {});
+    EXPECT_TRUE(w.ok()) << w.status();
+    auto moe =
+        CudaLocalMoe::Create(0, c.config, std::max<int64_t>(c.tokens, 1));
+    EXPECT_TRUE(moe.ok()) << moe.status();
+    if (!w.ok() || !moe.ok()) return false;
+    absl::Status s =
+        (*moe)->Forward(**w, c.x.data(), c.tokens, {}, y->data(), routing);
+    EXPECT_TRUE(s.ok()) << s;
+    return s.ok();
+#else
+    return false;
+#endif
+  }
   LoadOptions opts;
-  opts.dtype = dtype;
+  opts.dtype =
+      backend == Backend::kCpuF32 ? WeightDType::kF32 : WeightDType::kBF16;
   opts.num_threads = 2;
   auto w = LoadLayerWeights(*source, 0, opts);
-  ASSERT_TRUE(w.ok()) << w.status();
-
+  EXPECT_TRUE(w.ok()) << w.status();
+  if (!w.ok()) return false;
   LocalMoe moe(2);
-  std::vector<float> y(c->y.size(), -1.0f);
+  absl::Status s =
+      moe.Forward(**w, c.x.data(), c.tokens, {}, y->data(), routing);
+  EXPECT_TRUE(s.ok()) << s;
+  return s.ok();
+}
+
+TEST_P(GoldenEngineTest, MatchesReference) {
+  const auto& [path, backend] = GetParam();
+  if (backend == Backend::kCuda) {
+#ifdef MOE_HAVE_CUDA
+    if (absl::Status s = CudaDeviceAvailable(); !s.ok())
+      GTEST_SKIP() << s.message();
+#else
+    GTEST_SKIP() << "this build has no CUDA backend";
+#endif
+  }
+  auto c = testing::LoadGoldenCase(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<float> y;
   Routing routing;
-  ASSERT_TRUE(
-      moe.Forward(**w, c->x.data(), c->tokens, {}, y.data(), &routing).ok());
+  ASSERT_TRUE(RunCase(*c, backend, &y, &routing));
   EXPECT_TRUE(AllClose(
       y, c->y,
-      dtype == WeightDType::kF32 ? testing::kF32Tol : testing::kBf16Tol));
+      backend == Backend::kCpuF32 ? testing::kF32Tol : testing::kBf16Tol));
   if (c->config.routing == RoutingMode::kExpertChoice) {
     EXPECT_TRUE(testing::SameExpertChoice(*c, routing.expert, routing.weight,
                                           routing.tokens, routing.slots));
@@ -45,19 +99,18 @@ TEST_P(GoldenEngineTest, MatchesReference) {
 }
 
 std::string CaseName(
-    const ::testing::TestParamInfo<std::tuple<std::string, WeightDType>>&
-        info) {
+    const ::testing::TestParamInfo<std::tuple<std::string, Backend>>& info) {
   std::string stem = std::get<0>(info.param);
   stem = stem.substr(stem.find_last_of('/') + 1);
   stem = stem.substr(0, stem.find('.'));
-  return stem + "_" + std::string(WeightDTypeName(std::get<1>(info.param)));
+  return stem + "_" + BackendName(std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Golden, GoldenEngineTest,
     ::testing::Combine(::testing::ValuesIn(testing::GoldenFiles()),
-                       ::testing::Values(WeightDType::kF32,
-                                         WeightDType::kBF16)),
+                       ::testing::Values(Backend::kCpuF32, Backend::kCpuBf16,
+                                         Backend::kCuda)),
     CaseName);
 
 TEST(GoldenFiles, ArePresent) {

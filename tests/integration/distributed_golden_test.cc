@@ -1,9 +1,15 @@
 // Every golden case, written as a Hugging Face checkpoint, served by a real
 // router with P = 0 (in-process), 1, 2 and 3 CPU workers on loopback:
 // routing ids exact, y within the golden tolerance.
+#include <algorithm>
 #include <filesystem>
+#include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
+#ifdef MOE_HAVE_CUDA
+#include "engine/cuda/cuda_status.h"
+#endif
 #include "gtest/gtest.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/golden_case.h"
@@ -15,10 +21,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class DistributedGoldenTest : public ::testing::TestWithParam<int> {};
+// (workers P, device): CPU router and workers, or a GPU each (bf16).
+class DistributedGoldenTest
+    : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
 
 TEST_P(DistributedGoldenTest, EveryCaseMatches) {
-  const int workers = GetParam();
+  const auto& [workers, device] = GetParam();
+  if (device == "cuda") {
+#ifdef MOE_HAVE_CUDA
+    // NCCL puts one rank on one GPU; the router takes cuda:0 as well.
+    const int need = std::max(workers, 1);
+    if (CudaDeviceCount() < need) {
+      GTEST_SKIP() << "needs " << need << " CUDA device(s), "
+                   << CudaDeviceCount() << " visible";
+    }
+#else
+    GTEST_SKIP() << "this build has no CUDA backend";
+#endif
+  }
+  const testing::Tolerance tol =
+      device == "cuda" ? testing::kBf16Tol : testing::kF32Tol;
   for (const std::string& path : testing::GoldenFiles()) {
     auto c = testing::LoadGoldenCase(path);
     ASSERT_TRUE(c.ok()) << c.status();
@@ -32,6 +54,7 @@ TEST_P(DistributedGoldenTest, EveryCaseMatches) {
     testing::LocalCluster::Options co;
     co.model_args = {"--model=" + dir};
     co.workers = workers;
+    co.device = device;
     ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
     ForwardOptions fo;
     fo.routing = true;
@@ -39,7 +62,7 @@ TEST_P(DistributedGoldenTest, EveryCaseMatches) {
         cluster.client().Forward(static_cast<int32_t>(o.layer), c->x.data(),
                                  c->tokens, c->config.hidden, fo);
     ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
-    EXPECT_TRUE(testing::AllClose(r->y, c->y, testing::kF32Tol));
+    EXPECT_TRUE(testing::AllClose(r->y, c->y, tol));
     if (c->config.routing == RoutingMode::kExpertChoice) {
       EXPECT_TRUE(testing::SameExpertChoice(*c, r->expert_ids, r->weights,
                                             r->tokens, r->slots));
@@ -52,10 +75,15 @@ TEST_P(DistributedGoldenTest, EveryCaseMatches) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Workers, DistributedGoldenTest,
-                         ::testing::Values(0, 1, 2, 3), [](const auto& info) {
-                           return absl::StrCat("P", info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Workers, DistributedGoldenTest,
+    ::testing::Combine(::testing::Values(0, 1, 2, 3),
+                       ::testing::Values(std::string("cpu"),
+                                         std::string("cuda"))),
+    [](const auto& info) {
+      return absl::StrCat("P", std::get<0>(info.param), "_",
+                          std::get<1>(info.param));
+    });
 
 TEST(DistributedGolden, MoeCliForwardWritesTheGoldenOutput) {
   // The acceptance path: a checkpoint served by a router and 3 workers,

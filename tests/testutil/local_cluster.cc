@@ -18,6 +18,10 @@ std::string CliBinary() { return MOE_CLI_BIN; }
 LocalCluster::LocalCluster() : dir_(MakeTempDir("cluster_")) {}
 
 LocalCluster::~LocalCluster() {
+  // Clients first: an open channel makes the router's graceful shutdown
+  // wait out its deadline.
+  client_.reset();
+  health_client_.reset();
   workers_.clear();  // each stops its process
   router_.reset();
   std::error_code ec;
@@ -29,6 +33,7 @@ absl::Status LocalCluster::Start(const Options& options) {
   std::vector<std::string> argv = {
       RouterBinary(), "--listen=127.0.0.1:0", "--port-file=" + dir_ + "/port",
       absl::StrCat("--num-workers=", options.workers), "--threads=1"};
+  if (options.device == "cuda") argv.push_back("--device=cuda:0");
   if (options.worker_port) {
     argv.push_back("--worker-listen=127.0.0.1:0");
     argv.push_back("--worker-port-file=" + dir_ + "/worker_port");

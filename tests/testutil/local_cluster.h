@@ -32,6 +32,8 @@ class LocalCluster {
     bool worker_port = false;
     bool health_port = false;
     ClientOptions client;  // credentials and token for client()
+    // "cuda": the router runs on cuda:0 and worker i on cuda:i.
+    std::string device = "cpu";
     int worker_threads = 1;
     std::chrono::milliseconds ready_timeout{60000};
   };

@@ -12,6 +12,11 @@
 
 namespace moe {
 
+enum class ElementType { kF32, kBF16 };
+inline size_t ElementSize(ElementType t) {
+  return t == ElementType::kF32 ? 4 : 2;
+}
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -19,18 +24,27 @@ class Communicator {
   virtual int size() const = 0;
   virtual std::string name() const = 0;
 
-  // Sends send_counts[r] floats to rank r (blocks of `send`, in rank order)
-  // and receives recv_counts[r] floats from rank r (blocks of `recv`, in
-  // rank order). Every rank must call it, in the same order, with matching
-  // sizes. Fails with DEADLINE_EXCEEDED or UNAVAILABLE when a peer does not
-  // answer within `timeout`; after a failure the communicator is broken
-  // and must be rebuilt. Pointers are in the communicator's memory space
-  // (host for Gloo, device for NCCL).
-  virtual absl::Status AllToAllV(const float* send,
-                                 absl::Span<const int64_t> send_counts,
-                                 float* recv,
-                                 absl::Span<const int64_t> recv_counts,
-                                 std::chrono::milliseconds timeout) = 0;
+  // Sends send_counts[r] elements to rank r (blocks of `send`, in rank
+  // order) and receives recv_counts[r] elements from rank r (blocks of
+  // `recv`, in rank order). Every rank must call it, in the same order, with
+  // matching sizes. Pointers are in the communicator's memory space (host
+  // for Gloo, device for NCCL). Gloo completes before returning; NCCL
+  // enqueues on `stream` (a cudaStream_t) and completes with Await. Fails
+  // with DEADLINE_EXCEEDED or UNAVAILABLE when a peer does not answer within
+  // `timeout`; after a failure the communicator is broken and must be
+  // rebuilt.
+  virtual absl::Status AllToAllV(
+      const void* send, absl::Span<const int64_t> send_counts, void* recv,
+      absl::Span<const int64_t> recv_counts, ElementType type,
+      std::chrono::milliseconds timeout, void* stream = nullptr) = 0;
+
+  // Waits until device work up to `event` (a cudaEvent_t) is done, failing
+  // (and aborting the group) when a collective errs or at `deadline`.
+  // Nothing to wait for on the host-side Gloo.
+  virtual absl::Status Await(void* event,
+                             std::chrono::steady_clock::time_point deadline) {
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace moe

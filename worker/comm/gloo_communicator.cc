@@ -21,24 +21,30 @@ class GlooCommunicator : public Communicator {
   int size() const override { return ctx_->size; }
   std::string name() const override { return "gloo"; }
 
-  absl::Status AllToAllV(const float* send,
-                         absl::Span<const int64_t> send_counts, float* recv,
+  absl::Status AllToAllV(const void* send,
+                         absl::Span<const int64_t> send_counts, void* recv,
                          absl::Span<const int64_t> recv_counts,
-                         std::chrono::milliseconds timeout) override {
+                         ElementType type, std::chrono::milliseconds timeout,
+                         void* /*stream*/) override {
     if (static_cast<int>(send_counts.size()) != size() ||
         static_cast<int>(recv_counts.size()) != size()) {
       return absl::InvalidArgumentError("all-to-all counts need one per rank");
     }
     // Gloo builds buffers from the pointers even for empty transfers.
     float dummy = 0;
+    void* in = send != nullptr ? const_cast<void*>(send) : &dummy;
+    void* out = recv != nullptr ? recv : &dummy;
+    std::vector<int64_t> sc(send_counts.begin(), send_counts.end());
+    std::vector<int64_t> rc(recv_counts.begin(), recv_counts.end());
     try {
       gloo::AlltoallvOptions opts(ctx_);
-      opts.setInput(
-          const_cast<float*>(send != nullptr ? send : &dummy),
-          std::vector<int64_t>(send_counts.begin(), send_counts.end()));
-      opts.setOutput(
-          recv != nullptr ? recv : &dummy,
-          std::vector<int64_t>(recv_counts.begin(), recv_counts.end()));
+      if (type == ElementType::kF32) {
+        opts.setInput(static_cast<float*>(in), sc);
+        opts.setOutput(static_cast<float*>(out), rc);
+      } else {
+        opts.setInput(static_cast<uint16_t*>(in), sc);
+        opts.setOutput(static_cast<uint16_t*>(out), rc);
+      }
       opts.setTimeout(timeout);
       opts.setTag(tag_++);
       gloo::alltoallv(opts);

@@ -1,0 +1,99 @@
+#include "engine/cuda/cuda_router.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "engine/cuda/cuda_status.h"
+#include "kernels/cuda/kernels.h"
+
+namespace moe {
+namespace {
+
+bool FusedPath(const MoeLayerConfig& c) {
+  return c.routing == RoutingMode::kTokenChoice && c.capacity_factor == 0.0 &&
+         c.num_experts <= kernels::cuda::kMaxRouteExperts && c.top_k <= 64;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaRouter>> CudaRouter::Create(
+    const MoeLayerConfig& c, int64_t max_tokens) {
+  auto r = std::unique_ptr<CudaRouter>(new CudaRouter());
+  r->config_ = c;
+  r->max_tokens_ = max_tokens;
+  const int64_t E = c.num_experts, k = c.top_k;
+  MOE_ASSIGN_OR_RETURN(r->logits_, DeviceBuffer::Allocate(max_tokens * E * 4));
+  if (FusedPath(c)) {
+    MOE_ASSIGN_OR_RETURN(r->idx_, DeviceBuffer::Allocate(max_tokens * k * 4));
+    MOE_ASSIGN_OR_RETURN(r->weights_,
+                         DeviceBuffer::Allocate(max_tokens * k * 4));
+    MOE_ASSIGN_OR_RETURN(r->host_idx_,
+                         PinnedBuffer::Allocate(max_tokens * k * 4));
+    MOE_ASSIGN_OR_RETURN(r->host_weights_,
+                         PinnedBuffer::Allocate(max_tokens * k * 4));
+  } else {
+    MOE_ASSIGN_OR_RETURN(r->host_logits_,
+                         PinnedBuffer::Allocate(max_tokens * E * 4));
+  }
+  return r;
+}
+
+absl::Status CudaRouter::Route(LtMatmul& lt, const CudaLayerWeights& w,
+                               const float* x, int64_t n,
+                               absl::Span<const int64_t> segment_ends,
+                               cudaStream_t stream, Routing* out) {
+  const MoeLayerConfig& c = config_;
+  const int64_t E = c.num_experts, k = c.top_k;
+  if (!w.has_gate) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("layer ", w.layer, " was loaded without its gate"));
+  }
+  if (n > max_tokens_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(n, " tokens exceed the router's ", max_tokens_));
+  }
+  auto* logits = logits_.as<float>();
+  MOE_RETURN_IF_ERROR(lt.Run(n, E, c.hidden, x, w.gate.data(), logits,
+                             CUDA_R_32F, CUDA_R_32F, stream));
+  if (!FusedPath(c)) {
+    MOE_CUDA_OK(cudaMemcpyAsync(host_logits_.data(), logits, n * E * 4,
+                                cudaMemcpyDeviceToHost, stream));
+    MOE_CUDA_OK(cudaStreamSynchronize(stream));
+    return host_.RouteLogits(c, w.expert_bias.data(), host_logits_.as<float>(),
+                             n, segment_ends, 1, out);
+  }
+  kernels::cuda::RouteArgs a;
+  a.logits = logits;
+  a.tokens = n;
+  a.num_experts = static_cast<int32_t>(E);
+  a.top_k = static_cast<int32_t>(k);
+  a.score_func = c.score_func == ScoreFunc::kSigmoid
+                     ? kernels::cuda::kScoreSigmoid
+                     : kernels::cuda::kScoreSoftmax;
+  a.expert_bias = c.use_bias ? w.expert_bias_dev.as<float>() : nullptr;
+  a.n_groups = static_cast<int32_t>(c.n_groups);
+  a.topk_groups = static_cast<int32_t>(c.topk_groups);
+  a.group_score = c.group_score == GroupScore::kMax
+                      ? kernels::cuda::kGroupMax
+                      : kernels::cuda::kGroupTop2Sum;
+  a.finalize = true;
+  a.renorm = c.route_norm;
+  a.route_scale = c.route_scale;
+  a.idx = idx_.as<int32_t>();
+  a.weights = weights_.as<float>();
+  MOE_CUDA_OK(kernels::cuda::RouteTopK(a, stream));
+  MOE_CUDA_OK(cudaMemcpyAsync(host_idx_.data(), a.idx, n * k * 4,
+                              cudaMemcpyDeviceToHost, stream));
+  MOE_CUDA_OK(cudaMemcpyAsync(host_weights_.data(), a.weights, n * k * 4,
+                              cudaMemcpyDeviceToHost, stream));
+  MOE_CUDA_OK(cudaStreamSynchronize(stream));
+  out->Reset(n, k, E);
+  std::memcpy(out->expert.data(), host_idx_.data(), n * k * 4);
+  std::memcpy(out->weight.data(), host_weights_.data(), n * k * 4);
+  std::fill(out->dispatched.begin(), out->dispatched.end(), uint8_t{1});
+  for (int32_t e : out->expert) ++out->expert_counts[e];
+  return absl::OkStatus();
+}
+
+}  // namespace moe

@@ -1,0 +1,190 @@
+#include <cfloat>
+#include <climits>
+
+#include "kernels/cuda/kernels.h"
+
+namespace moe::kernels::cuda {
+namespace {
+
+constexpr int kBlock = 128;
+constexpr int kWarps = kBlock / 32;
+
+// (value, index) ordering of the routing rules: larger value first, then
+// lower index. NaN counts as -inf.
+__device__ __forceinline__ bool Better(float v, int i, float bv, int bi) {
+  return v > bv || (v == bv && i < bi);
+}
+
+__device__ __forceinline__ float Finite(float v) {
+  return isnan(v) ? -FLT_MAX * 2 : v;
+}
+
+// Block-wide reductions; `scratch` holds kWarps partials.
+__device__ float BlockMax(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float m = scratch[0];
+  for (int w = 1; w < kWarps; ++w) m = fmaxf(m, scratch[w]);
+  __syncthreads();
+  return m;
+}
+
+__device__ float BlockSum(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float s = 0;
+  for (int w = 0; w < kWarps; ++w) s += scratch[w];
+  __syncthreads();
+  return s;
+}
+
+__device__ void BlockArgMax(float* v, int* i, float* sv, int* si) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, *v, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, *i, o);
+    if (Better(ov, oi, *v, *i)) {
+      *v = ov;
+      *i = oi;
+    }
+  }
+  if ((threadIdx.x & 31) == 0) {
+    sv[threadIdx.x >> 5] = *v;
+    si[threadIdx.x >> 5] = *i;
+  }
+  __syncthreads();
+  *v = sv[0];
+  *i = si[0];
+  for (int w = 1; w < kWarps; ++w) {
+    if (Better(sv[w], si[w], *v, *i)) {
+      *v = sv[w];
+      *i = si[w];
+    }
+  }
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(kBlock) RouteKernel(RouteArgs a) {
+  extern __shared__ float smem[];
+  const int E = a.num_experts, G = a.n_groups;
+  float* s = smem;    // scores [E]
+  float* c = s + E;   // choice scores [E]
+  float* gs = c + E;  // group scores [G]
+  unsigned char* taken = reinterpret_cast<unsigned char*>(gs + G);  // [E]
+  unsigned char* kept = taken + E;                                  // [G]
+  __shared__ float red_v[kWarps];
+  __shared__ int red_i[kWarps];
+  __shared__ float sel_w[64];
+  __shared__ int sel_i[64];
+
+  const int64_t t = blockIdx.x;
+  const float* l = a.logits + t * E;
+  for (int e = threadIdx.x; e < E; e += kBlock) s[e] = l[e];
+  __syncthreads();
+  if (a.score_func == kScoreSigmoid) {
+    for (int e = threadIdx.x; e < E; e += kBlock)
+      s[e] = 1.0f / (1.0f + expf(-s[e]));
+  } else {
+    float m = -FLT_MAX;
+    for (int e = threadIdx.x; e < E; e += kBlock) m = fmaxf(m, s[e]);
+    m = BlockMax(m, red_v);
+    float sum = 0;
+    for (int e = threadIdx.x; e < E; e += kBlock) {
+      s[e] = expf(s[e] - m);
+      sum += s[e];
+    }
+    const float inv = 1.0f / BlockSum(sum, red_v);
+    for (int e = threadIdx.x; e < E; e += kBlock) s[e] *= inv;
+  }
+  for (int e = threadIdx.x; e < E; e += kBlock) {
+    c[e] = Finite(a.expert_bias != nullptr ? s[e] + a.expert_bias[e] : s[e]);
+    taken[e] = 0;
+  }
+  __syncthreads();
+
+  if (G > 0) {
+    const int size = E / G;
+    for (int g = threadIdx.x; g < G; g += kBlock) {
+      float first = -FLT_MAX * 2, second = -FLT_MAX * 2;
+      for (int j = 0; j < size; ++j) {
+        const float v = c[g * size + j];
+        if (v > first) {
+          second = first;
+          first = v;
+        } else if (v > second) {
+          second = v;
+        }
+      }
+      gs[g] = a.group_score == kGroupMax ? first : first + second;
+      kept[g] = 0;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int j = 0; j < a.topk_groups; ++j) {
+        int best = -1;
+        for (int g = 0; g < G; ++g) {
+          if (!kept[g] && (best < 0 || gs[g] > gs[best])) best = g;
+        }
+        kept[best] = 1;
+      }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += kBlock) {
+      if (!kept[e / size]) c[e] = -FLT_MAX * 2;
+    }
+    __syncthreads();
+  }
+
+  for (int j = 0; j < a.top_k; ++j) {
+    float bv = -FLT_MAX * 4;
+    int bi = INT_MAX;
+    for (int e = threadIdx.x; e < E; e += kBlock) {
+      if (!taken[e] && Better(c[e], e, bv, bi)) {
+        bv = c[e];
+        bi = e;
+      }
+    }
+    BlockArgMax(&bv, &bi, red_v, red_i);
+    if (threadIdx.x == 0) {
+      taken[bi] = 1;
+      sel_i[j] = bi;
+      sel_w[j] = s[bi];
+    }
+    __syncthreads();
+  }
+
+  if (threadIdx.x == 0) {
+    float sum = 0;
+    for (int j = 0; j < a.top_k; ++j) sum += sel_w[j];
+    const float denom = sum + 1e-20f;
+    for (int j = 0; j < a.top_k; ++j) {
+      float w = sel_w[j];
+      if (a.finalize) {
+        if (a.renorm) w /= denom;
+        w *= a.route_scale;
+      }
+      a.idx[t * a.top_k + j] = sel_i[j];
+      a.weights[t * a.top_k + j] = w;
+      if (a.counts != nullptr) atomicAdd(a.counts + sel_i[j], 1);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t RouteTopK(const RouteArgs& a, cudaStream_t stream) {
+  if (a.tokens == 0) return cudaSuccess;
+  if (a.num_experts <= 0 || a.num_experts > kMaxRouteExperts || a.top_k <= 0 ||
+      a.top_k > 64 || a.top_k > a.num_experts || a.n_groups < 0 ||
+      (a.n_groups > 0 && a.num_experts % a.n_groups != 0)) {
+    return cudaErrorInvalidValue;
+  }
+  const size_t shared = (2 * a.num_experts + a.n_groups) * sizeof(float) +
+                        a.num_experts + a.n_groups;
+  RouteKernel<<<static_cast<unsigned>(a.tokens), kBlock, shared, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace moe::kernels::cuda

@@ -1,0 +1,164 @@
+// Row movement and elementwise kernels of the MoE layer.
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/kernels.h"
+
+namespace moe::kernels::cuda {
+namespace {
+
+constexpr int kBlock = 256;
+
+__device__ __forceinline__ float Bf16ToF32(uint16_t b) {
+  return __uint_as_float(static_cast<uint32_t>(b) << 16);
+}
+__device__ __forceinline__ uint16_t F32ToBf16(float v) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
+// One block per row; threads stride over the columns.
+__global__ void GatherF32ToBf16Kernel(const float* src, int64_t cols,
+                                      const int32_t* src_row,
+                                      const float* scale, uint16_t* dst) {
+  const int64_t j = blockIdx.x;
+  const float* s = src + static_cast<int64_t>(src_row[j]) * cols;
+  const float a = scale != nullptr ? scale[j] : 1.0f;
+  uint16_t* d = dst + j * cols;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    d[c] = F32ToBf16(s[c] * a);
+}
+
+__global__ void GatherBf16Kernel(const uint16_t* src, int64_t cols,
+                                 const int32_t* src_row, uint16_t* dst) {
+  const int64_t j = blockIdx.x;
+  const uint16_t* s = src + static_cast<int64_t>(src_row[j]) * cols;
+  uint16_t* d = dst + j * cols;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) d[c] = s[c];
+}
+
+__global__ void ScatterBf16Kernel(const uint16_t* src, int64_t cols,
+                                  const int32_t* dst_row, uint16_t* dst) {
+  const int64_t j = blockIdx.x;
+  const uint16_t* s = src + j * cols;
+  uint16_t* d = dst + static_cast<int64_t>(dst_row[j]) * cols;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) d[c] = s[c];
+}
+
+__global__ void SiluMulKernel(const float* gate_up, int64_t rows, int64_t inter,
+                              uint16_t* h) {
+  const int64_t total = rows * inter;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / inter, c = i % inter;
+    const float g = gate_up[r * 2 * inter + c];
+    const float u = gate_up[r * 2 * inter + inter + c];
+    h[i] = F32ToBf16(g / (1.0f + expf(-g)) * u);
+  }
+}
+
+__global__ void CombineKernel(int64_t slots, int64_t cols, const float* w,
+                              const int32_t* slot_row, const uint16_t* out,
+                              float* y) {
+  const int64_t t = blockIdx.x;
+  const int32_t* rows = slot_row + t * slots;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t s = 0; s < slots; ++s) {  // slot order: deterministic
+      const int32_t r = rows[s];
+      if (r < 0) continue;
+      const float a = w != nullptr ? w[t * slots + s] : 1.0f;
+      acc += a * Bf16ToF32(out[static_cast<int64_t>(r) * cols + c]);
+    }
+    y[t * cols + c] = acc;
+  }
+}
+
+__global__ void AddRowsKernel(float* y, const float* add,
+                              const float* gate_logit, int64_t cols) {
+  const int64_t t = blockIdx.x;
+  const float g =
+      gate_logit != nullptr ? 1.0f / (1.0f + expf(-gate_logit[t])) : 1.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    y[t * cols + c] += g * add[t * cols + c];
+  }
+}
+
+__global__ void ConvertKernel(const float* src, int64_t n, uint16_t* dst) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = F32ToBf16(src[i]);
+  }
+}
+
+int RowThreads(int64_t cols) {
+  return cols >= kBlock ? kBlock : (cols + 31) / 32 * 32;
+}
+
+unsigned StrideBlocks(int64_t n) {
+  const int64_t b = (n + kBlock - 1) / kBlock;
+  return static_cast<unsigned>(b < 65535 ? b : 65535);
+}
+
+}  // namespace
+
+cudaError_t GatherRowsF32ToBf16(const float* src, int64_t cols,
+                                const int32_t* src_row, const float* scale,
+                                int64_t rows, uint16_t* dst,
+                                cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  GatherF32ToBf16Kernel<<<static_cast<unsigned>(rows), RowThreads(cols), 0,
+                          stream>>>(src, cols, src_row, scale, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t GatherRowsBf16(const uint16_t* src, int64_t cols,
+                           const int32_t* src_row, int64_t rows, uint16_t* dst,
+                           cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  GatherBf16Kernel<<<static_cast<unsigned>(rows), RowThreads(cols), 0,
+                     stream>>>(src, cols, src_row, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t ScatterRowsBf16(const uint16_t* src, int64_t cols,
+                            const int32_t* dst_row, int64_t rows, uint16_t* dst,
+                            cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  ScatterBf16Kernel<<<static_cast<unsigned>(rows), RowThreads(cols), 0,
+                      stream>>>(src, cols, dst_row, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t SiluMul(const float* gate_up, int64_t rows, int64_t inter,
+                    uint16_t* h, cudaStream_t stream) {
+  if (rows == 0 || inter == 0) return cudaSuccess;
+  SiluMulKernel<<<StrideBlocks(rows * inter), kBlock, 0, stream>>>(
+      gate_up, rows, inter, h);
+  return cudaGetLastError();
+}
+
+cudaError_t CombineSlots(int64_t tokens, int64_t slots, int64_t cols,
+                         const float* w, const int32_t* slot_row,
+                         const uint16_t* expert_out, float* y,
+                         cudaStream_t stream) {
+  if (tokens == 0 || cols == 0) return cudaSuccess;
+  CombineKernel<<<static_cast<unsigned>(tokens), RowThreads(cols), 0, stream>>>(
+      slots, cols, w, slot_row, expert_out, y);
+  return cudaGetLastError();
+}
+
+cudaError_t AddRows(float* y, const float* add, const float* gate_logit,
+                    int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  AddRowsKernel<<<static_cast<unsigned>(rows), RowThreads(cols), 0, stream>>>(
+      y, add, gate_logit, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t ConvertF32ToBf16(const float* src, int64_t count, uint16_t* dst,
+                             cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  ConvertKernel<<<StrideBlocks(count), kBlock, 0, stream>>>(src, count, dst);
+  return cudaGetLastError();
+}
+
+}  // namespace moe::kernels::cuda

@@ -1,0 +1,31 @@
+// The router's side of a step run on the workers, shared by the CPU and
+// GPU routers: each rank's Step message from the routing (its rows, slots
+// and the full per-(source, expert) count matrix), and the ranks' results
+// put together.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/stage_times.h"
+#include "engine/token_router.h"
+#include "moe/v1/worker.pb.h"
+
+namespace moe {
+
+// Rows shard q of P: [q*n/P, (q+1)*n/P).
+inline int64_t ShardBegin(int64_t q, int64_t world, int64_t n) {
+  return q * n / world;
+}
+
+void BuildSteps(int64_t layer, const float* x, int64_t n, int64_t hidden,
+                int64_t num_experts, const Routing& routing, int world,
+                std::vector<moe::v1::Step>* steps);
+
+// Copies rank q's rows into y [n, H] and keeps the slowest worker's stage
+// times in `t`. INTERNAL for a malformed result.
+absl::Status GatherResults(const std::vector<moe::v1::StepResult>& results,
+                           int64_t n, int64_t hidden, float* y, StageTimes* t);
+
+}  // namespace moe

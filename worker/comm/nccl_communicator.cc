@@ -1,0 +1,182 @@
+#include "worker/comm/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_status.h"
+
+namespace moe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+absl::Status NcclError(ncclResult_t r, ncclComm_t comm, const char* what,
+                       const char* file, int line) {
+  const char* last =
+      comm != nullptr ? ncclGetLastError(comm) : ncclGetLastError(nullptr);
+  return absl::UnavailableError(absl::StrCat(
+      file, ":", line, ": ", what, ": ", ncclGetErrorString(r),
+      last != nullptr && *last ? " (" : "", last != nullptr ? last : "",
+      last != nullptr && *last ? ")" : ""));
+}
+
+#define MOE_NCCL_ERROR(r, comm, what) \
+  NcclError(r, comm, what, __FILE__, __LINE__)
+
+class NcclCommunicator : public Communicator {
+ public:
+  NcclCommunicator(ncclComm_t comm, int rank, int world, int device)
+      : comm_(comm), rank_(rank), world_(world), device_(device) {}
+  ~NcclCommunicator() override {
+    // Abort, not finalize: finalising waits for the peers, which may be gone.
+    if (comm_ != nullptr) ncclCommAbort(comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return world_; }
+  std::string name() const override { return "nccl"; }
+
+  absl::Status AllToAllV(const void* send,
+                         absl::Span<const int64_t> send_counts, void* recv,
+                         absl::Span<const int64_t> recv_counts,
+                         ElementType type, std::chrono::milliseconds timeout,
+                         void* stream) override {
+    if (comm_ == nullptr) {
+      return absl::FailedPreconditionError("NCCL communicator was aborted");
+    }
+    if (static_cast<int>(send_counts.size()) != world_ ||
+        static_cast<int>(recv_counts.size()) != world_) {
+      return absl::InvalidArgumentError("all-to-all counts need one per rank");
+    }
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    const ncclDataType_t t =
+        type == ElementType::kF32 ? ncclFloat32 : ncclBfloat16;
+    const size_t es = ElementSize(type);
+    auto s = static_cast<cudaStream_t>(stream);
+    ncclResult_t r = ncclGroupStart();
+    size_t so = 0, ro = 0;
+    for (int q = 0; q < world_ && r == ncclSuccess; ++q) {
+      if (send_counts[q] > 0) {
+        r = ncclSend(static_cast<const char*>(send) + so * es, send_counts[q],
+                     t, q, comm_, s);
+      }
+      if (r == ncclSuccess && recv_counts[q] > 0) {
+        r = ncclRecv(static_cast<char*>(recv) + ro * es, recv_counts[q], t, q,
+                     comm_, s);
+      }
+      so += send_counts[q];
+      ro += recv_counts[q];
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    if (r == ncclSuccess || r == ncclInProgress) r = end;
+    return Settle(r, Clock::now() + timeout, "all-to-all");
+  }
+
+  absl::Status Await(void* event, Clock::time_point deadline) override {
+    auto ev = static_cast<cudaEvent_t>(event);
+    while (true) {
+      const cudaError_t e = cudaEventQuery(ev);
+      if (e == cudaSuccess) return absl::OkStatus();
+      if (e != cudaErrorNotReady)
+        return CudaError(e, "cudaEventQuery", __FILE__, __LINE__);
+      ncclResult_t state = ncclSuccess;
+      if (comm_ != nullptr) ncclCommGetAsyncError(comm_, &state);
+      if (state != ncclSuccess && state != ncclInProgress) {
+        const absl::Status s =
+            MOE_NCCL_ERROR(state, comm_, "collective failed");
+        Abort();
+        return s;
+      }
+      if (Clock::now() > deadline) {
+        Abort();
+        return absl::DeadlineExceededError(
+            absl::StrCat("rank ", rank_,
+                         ": collectives did not finish by the step deadline; "
+                         "communicator aborted"));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  // Waits for a non-blocking NCCL call to finish enqueuing.
+  absl::Status Settle(ncclResult_t r, Clock::time_point deadline,
+                      const char* what) {
+    while (r == ncclInProgress) {
+      if (Clock::now() > deadline) {
+        Abort();
+        return absl::DeadlineExceededError(
+            absl::StrCat("rank ", rank_, ": NCCL ", what,
+                         " did not start in time; communicator aborted"));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(10));
+      ncclCommGetAsyncError(comm_, &r);
+    }
+    if (r != ncclSuccess) {
+      const absl::Status s = MOE_NCCL_ERROR(r, comm_, what);
+      Abort();
+      return s;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  void Abort() {
+    if (comm_ != nullptr) ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
+  ncclComm_t comm_;
+  int rank_, world_, device_;
+};
+
+constexpr char kIdKey[] = "nccl-unique-id";
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
+    int rank, int world, gloo::rendezvous::Store& store, int device,
+    std::chrono::milliseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  MOE_CUDA_OK(cudaSetDevice(device));
+  ncclUniqueId id;
+  try {
+    if (rank == 0) {
+      if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
+        return MOE_NCCL_ERROR(r, nullptr, "ncclGetUniqueId");
+      }
+      store.set(kIdKey, std::vector<char>(id.internal,
+                                          id.internal + sizeof(id.internal)));
+    } else {
+      store.wait({kIdKey}, timeout);
+      const std::vector<char> bytes = store.get(kIdKey);
+      if (bytes.size() != sizeof(id.internal)) {
+        return absl::InternalError(
+            "malformed NCCL unique id in the rendezvous store");
+      }
+      std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
+    }
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("NCCL rendezvous: ", e.what()));
+  }
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  const ncclResult_t r =
+      ncclCommInitRankConfig(&comm, world, id, rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    if (comm != nullptr) ncclCommAbort(comm);
+    return MOE_NCCL_ERROR(r, nullptr, "ncclCommInitRankConfig");
+  }
+  auto c = std::make_unique<NcclCommunicator>(comm, rank, world, device);
+  if (absl::Status s = c->Settle(r, deadline, "communicator init"); !s.ok())
+    return s;
+  return std::unique_ptr<Communicator>(std::move(c));
+}
+
+}  // namespace moe
