@@ -14,7 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/references.h"
+#ifdef MOE_HAVE_CUDA
+#include "bench/cuda_bench.h"
+#endif
 #include "core/cli_args.h"
+#include "core/device_spec.h"
 #include "core/hf_checkpoint.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
@@ -49,6 +53,16 @@ ABSL_FLAG(std::string, isa, "auto",
           "CPU kernels: auto, avx512, avx2 or generic (for comparisons)");
 ABSL_FLAG(bool, skip_references, false,
           "synthetic: do not measure the sgemm/read references");
+ABSL_FLAG(std::string, device, "cpu",
+          "synthetic: cpu, cuda or cuda:N (bf16 on the GPU, compared with a "
+          "dense cuBLASLt GEMM of the same FLOPs)");
+ABSL_FLAG(bool, experts_only, false,
+          "with --device cuda: time the grouped SwiGLU alone on --tokens "
+          "routed rows over --experts local experts");
+ABSL_FLAG(bool, collective, false,
+          "time the NCCL dispatch and combine against ncclAlltoAll on the "
+          "same buffers, one rank per GPU (--gpus), --tokens per rank");
+ABSL_FLAG(int, gpus, 0, "collective: GPUs to use (0: all visible)");
 
 namespace moe {
 namespace {
@@ -103,7 +117,7 @@ absl::Status RunCheckpoint() {
   return absl::OkStatus();
 }
 
-absl::Status RunSynthetic() {
+absl::StatusOr<SyntheticSpec> SyntheticSpecFromFlags() {
   SyntheticArgs args;
   args.hidden = absl::GetFlag(FLAGS_hidden);
   args.inter = absl::GetFlag(FLAGS_inter);
@@ -112,7 +126,51 @@ absl::Status RunSynthetic() {
   args.shared_inter = absl::GetFlag(FLAGS_shared_inter);
   args.seed = absl::GetFlag(FLAGS_seed);
   args.options_json = absl::GetFlag(FLAGS_moe_options);
-  MOE_ASSIGN_OR_RETURN(SyntheticSpec spec, MakeSyntheticSpec(args));
+  return MakeSyntheticSpec(args);
+}
+
+// The GPU modes; an error naming the missing backend in CPU-only builds.
+absl::Status RunCuda(const DeviceSpec& device) {
+#ifdef MOE_HAVE_CUDA
+  const int reps = absl::GetFlag(FLAGS_reps);
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  if (absl::GetFlag(FLAGS_collective)) {
+    bench::CollectiveBenchArgs a;
+    a.gpus = absl::GetFlag(FLAGS_gpus);
+    a.tokens = absl::GetFlag(FLAGS_tokens);
+    a.hidden = absl::GetFlag(FLAGS_hidden);
+    a.experts = absl::GetFlag(FLAGS_experts);
+    a.top_k = absl::GetFlag(FLAGS_top_k);
+    a.reps = reps;
+    a.seed = seed;
+    return bench::RunCudaCollective(a);
+  }
+  if (absl::GetFlag(FLAGS_experts_only)) {
+    if (!device.cuda) {
+      return absl::InvalidArgumentError("--experts-only needs --device cuda");
+    }
+    bench::ExpertsBenchArgs a;
+    a.device = device.ordinal;
+    a.hidden = absl::GetFlag(FLAGS_hidden);
+    a.inter = absl::GetFlag(FLAGS_inter);
+    a.experts = absl::GetFlag(FLAGS_experts);
+    a.rows = absl::GetFlag(FLAGS_tokens);
+    a.reps = reps;
+    a.seed = seed;
+    return bench::RunCudaExperts(a);
+  }
+  MOE_ASSIGN_OR_RETURN(SyntheticSpec spec, SyntheticSpecFromFlags());
+  return bench::RunCudaLayer(spec, device.ordinal, absl::GetFlag(FLAGS_tokens),
+                             reps);
+#else
+  return absl::UnimplementedError(
+      "--device cuda and --collective need a build with the CUDA backend "
+      "(-DMOE_CUDA=AUTO or ON where nvcc is installed)");
+#endif
+}
+
+absl::Status RunSynthetic() {
+  MOE_ASSIGN_OR_RETURN(SyntheticSpec spec, SyntheticSpecFromFlags());
   MOE_ASSIGN_OR_RETURN(WeightDType dtype,
                        ParseWeightDType(absl::GetFlag(FLAGS_weight_dtype)));
   const int64_t n = absl::GetFlag(FLAGS_tokens);
@@ -230,7 +288,11 @@ int main(int argc, char** argv) {
       "  moe-bench --model DIR --layer L --input IN.safetensors --output "
       "OUT.safetensors [--weight-dtype f32|bf16] [--routing]\n"
       "  moe-bench --synthetic --hidden H --inter I --experts E --top-k K "
-      "[--shared-inter S] --tokens N [--weight-dtype f32|bf16] [--reps R]");
+      "[--shared-inter S] --tokens N [--weight-dtype f32|bf16] [--reps R]\n"
+      "  moe-bench --device cuda[:N] [--experts-only] --hidden H --inter I "
+      "--experts E --top-k K --tokens N\n"
+      "  moe-bench --collective [--gpus G] --hidden H --experts E --top-k K "
+      "--tokens N");
   moe::NormalizedArgs args(argc, argv);
   absl::ParseCommandLine(args.argc(), args.argv());
   absl::Status s;
@@ -241,6 +303,12 @@ int main(int argc, char** argv) {
                                    "supported by this CPU");
   } else if (!absl::GetFlag(FLAGS_model).empty()) {
     s = moe::RunCheckpoint();
+  } else if (auto device = moe::ParseDeviceSpec(absl::GetFlag(FLAGS_device));
+             !device.ok()) {
+    s = device.status();
+  } else if (device->cuda || absl::GetFlag(FLAGS_collective) ||
+             absl::GetFlag(FLAGS_experts_only)) {
+    s = moe::RunCuda(*device);
   } else if (absl::GetFlag(FLAGS_synthetic)) {
     s = moe::RunSynthetic();
   } else {

@@ -1,7 +1,7 @@
 #include "server/router_model.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/device_spec.h"
 #include "core/logging.h"
 #include "core/status_macros.h"
 #ifdef MOE_HAVE_CUDA
@@ -27,20 +27,15 @@ absl::StatusOr<std::unique_ptr<RouterModel>> RouterModel::Load(
     lo.expert_begin = 0;
     lo.expert_end = 0;
   }
-  if (o.device == "cpu") {
+  MOE_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(o.device));
+  if (!spec.cuda) {
     for (int64_t layer : m->info_.moe_layers) {
       MOE_ASSIGN_OR_RETURN(m->layers_[layer],
                            LoadLayerWeights(*source, layer, lo));
     }
   } else {
-    int ordinal = 0;
-    if (o.device != "cuda" &&
-        (o.device.rfind("cuda:", 0) != 0 ||
-         !absl::SimpleAtoi(o.device.substr(5), &ordinal) || ordinal < 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--device ", o.device, ": expected cpu, cuda or cuda:N"));
-    }
 #ifdef MOE_HAVE_CUDA
+    const int ordinal = spec.ordinal;
     MOE_RETURN_IF_ERROR(CudaDeviceAvailable(ordinal));
     MOE_CUDA_OK(cudaSetDevice(ordinal));
     m->device_ = absl::StrCat("cuda:", ordinal);

@@ -1,7 +1,8 @@
 #include "worker/step_executor.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/device_spec.h"
+#include "core/status_macros.h"
 #include "worker/cpu_step_executor.h"
 #ifdef MOE_HAVE_CUDA
 #include "worker/cuda/cuda_step_executor.h"
@@ -11,26 +12,16 @@ namespace moe {
 
 absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(
     const std::string& device, int threads) {
-  if (device == "cpu") return std::make_unique<CpuStepExecutor>(threads);
-  if (device.rfind("cuda", 0) == 0) {
-    int ordinal = 0;
-    if (device != "cuda" &&
-        (device.size() < 6 || device[4] != ':' ||
-         !absl::SimpleAtoi(device.substr(5), &ordinal) || ordinal < 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--device ", device, ": expected cpu, cuda or cuda:N"));
-    }
+  MOE_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(device));
+  if (!spec.cuda) return std::make_unique<CpuStepExecutor>(threads);
 #ifdef MOE_HAVE_CUDA
-    return CreateCudaStepExecutor(ordinal);
+  return CreateCudaStepExecutor(spec.ordinal);
 #else
-    return absl::UnimplementedError(
-        absl::StrCat("--device ", device,
-                     ": this build has no CUDA backend (configure with "
-                     "-DMOE_CUDA=ON where the CUDA toolkit is installed)"));
+  return absl::UnimplementedError(
+      absl::StrCat("--device ", device,
+                   ": this build has no CUDA backend (configure with "
+                   "-DMOE_CUDA=ON where the CUDA toolkit is installed)"));
 #endif
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--device ", device, ": expected cpu, cuda or cuda:N"));
 }
 
 }  // namespace moe

@@ -1,0 +1,487 @@
+#include "bench/cuda_bench.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/dtype.h"
+#include "core/status_macros.h"
+#include "engine/cuda/cuda_experts.h"
+#include "engine/cuda/cuda_local_moe.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/cuda/cuda_weights.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/lt_matmul.h"
+#include "gloo/rendezvous/hash_store.h"
+#include "nlohmann/json.hpp"
+#include "worker/comm/nccl_communicator.h"
+
+namespace moe::bench {
+namespace {
+
+// A stream and two events, released on every path.
+class Timer {
+ public:
+  ~Timer() {
+    if (start_ != nullptr) cudaEventDestroy(start_);
+    if (stop_ != nullptr) cudaEventDestroy(stop_);
+  }
+  absl::Status Init() {
+    MOE_CUDA_OK(cudaEventCreate(&start_));
+    MOE_CUDA_OK(cudaEventCreate(&stop_));
+    return absl::OkStatus();
+  }
+  // Mean milliseconds of fn() over `reps` calls enqueued on `s`, after two
+  // untimed calls (plans cached, clocks up).
+  template <typename Fn>
+  absl::StatusOr<double> MeanMs(cudaStream_t s, int reps, Fn fn) {
+    for (int i = 0; i < 2; ++i) MOE_RETURN_IF_ERROR(fn());
+    MOE_CUDA_OK(cudaEventRecord(start_, s));
+    for (int i = 0; i < reps; ++i) MOE_RETURN_IF_ERROR(fn());
+    MOE_CUDA_OK(cudaEventRecord(stop_, s));
+    MOE_CUDA_OK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    MOE_CUDA_OK(cudaEventElapsedTime(&ms, start_, stop_));
+    return ms / reps;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+class Stream {
+ public:
+  ~Stream() {
+    if (s_ != nullptr) cudaStreamDestroy(s_);
+  }
+  absl::Status Init() {
+    MOE_CUDA_OK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+    return absl::OkStatus();
+  }
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// Device buffers filled from one host pattern of normal bf16 values, each
+// from its own offset: gigabytes of expert weights need neither gigabytes
+// of host values nor minutes of sampling, and timing does not depend on the
+// values (but all-zero inputs would flatter the tensor cores' power draw).
+class PatternUploader {
+ public:
+  explicit PatternUploader(uint64_t seed, float stddev) : host_(kPattern) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, stddev);
+    for (auto& v : host_) v = F32ToBf16(normal(rng));
+  }
+  absl::StatusOr<DeviceBuffer> Upload(int64_t count, int64_t offset) {
+    MOE_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(count * 2));
+    int64_t done = 0;
+    int64_t from = offset % kPattern;
+    while (done < count) {
+      const int64_t len = std::min(count - done, kPattern - from);
+      MOE_CUDA_OK(cudaMemcpy(b.as<uint16_t>() + done, host_.data() + from,
+                             len * 2, cudaMemcpyHostToDevice));
+      done += len;
+      from = 0;
+    }
+    return b;
+  }
+
+ private:
+  static constexpr int64_t kPattern = int64_t{1} << 22;
+  std::vector<uint16_t> host_;
+};
+
+// TFLOP/s of the dense D [m, n] = X [m, k] W [n, k]^T in bf16 with fp32
+// accumulation: the reference every MoE figure is divided by.
+absl::StatusOr<double> DenseGemmTflops(LtMatmul& lt, int64_t m, int64_t n,
+                                       int64_t k, int reps, cudaStream_t s) {
+  PatternUploader pattern(/*seed=*/7, /*stddev=*/0.05f);
+  MOE_ASSIGN_OR_RETURN(DeviceBuffer x, pattern.Upload(m * k, 0));
+  MOE_ASSIGN_OR_RETURN(DeviceBuffer w, pattern.Upload(n * k, 12345));
+  MOE_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Allocate(m * n * 2));
+  Timer timer;
+  MOE_RETURN_IF_ERROR(timer.Init());
+  MOE_ASSIGN_OR_RETURN(double ms, timer.MeanMs(s, reps, [&] {
+    return lt.Run(m, n, k, x.data(), w.data(), d.data(), CUDA_R_16BF,
+                  CUDA_R_16BF, s);
+  }));
+  return 2.0 * m * n * k / (ms * 1e-3) / 1e12;
+}
+
+absl::Status CheckDevice(int device) {
+  MOE_RETURN_IF_ERROR(CudaDeviceAvailable(device));
+  MOE_CUDA_OK(cudaSetDevice(device));
+  return absl::OkStatus();
+}
+
+std::string DeviceName(int device) {
+  cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return "unknown";
+  return p.name;
+}
+
+}  // namespace
+
+absl::Status RunCudaLayer(const SyntheticSpec& spec, int device, int64_t tokens,
+                          int reps) {
+  if (tokens < 1 || reps < 1) {
+    return absl::InvalidArgumentError(
+        "--device cuda needs --tokens >= 1 and --reps >= 1");
+  }
+  MOE_RETURN_IF_ERROR(CheckDevice(device));
+  const MoeLayerConfig& c = spec.layer;
+  const int64_t H = c.hidden, n = tokens;
+  MOE_ASSIGN_OR_RETURN(auto model, MakeSyntheticModel(spec));
+  LoadOptions opts;
+  opts.dtype = WeightDType::kBF16;
+  opts.num_threads = std::max(1u, std::thread::hardware_concurrency());
+  MOE_ASSIGN_OR_RETURN(auto w, UploadLayerWeights(*model, 0, opts));
+  MOE_ASSIGN_OR_RETURN(auto moe, CudaLocalMoe::Create(device, c, n));
+  std::vector<float> x(n * H), y(n * H);
+  Routing routing;
+  std::vector<double> seconds;
+  StageTimes mean;
+  double flops = 0;
+  int64_t allocations = 0;
+  for (int r = 0; r < reps + 2; ++r) {  // two warm-up steps
+    FillSyntheticInput(spec.seed + 1 + r, n * H, x.data());
+    StageTimes t;
+    const int64_t before = DeviceAllocationCount();
+    MOE_RETURN_IF_ERROR(
+        moe->Forward(*w, x.data(), n, {}, y.data(), &routing, &t));
+    if (r < 2) continue;
+    allocations += DeviceAllocationCount() - before;
+    seconds.push_back(t.total_us / 1e6);
+    mean.route_us += t.route_us / reps;
+    mean.plan_us += t.plan_us / reps;
+    mean.experts_us += t.experts_us / reps;
+    mean.combine_us += t.combine_us / reps;
+    mean.shared_us += t.shared_us / reps;
+    int64_t slots = 0;
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      slots += routing.expert_counts[e];
+    }
+    flops += 6.0 * H * c.inter * slots + 6.0 * H * c.shared_inter * n +
+             2.0 * H * c.num_experts * n;
+  }
+  const double total = std::accumulate(seconds.begin(), seconds.end(), 0.0);
+  std::sort(seconds.begin(), seconds.end());
+  const double tflops = flops / total / 1e12;
+  // The dense GEMM with the same FLOPs per step at the same M (tokens):
+  // N = FLOPs / (2 M K), rounded up to a multiple of 64.
+  const int64_t dense_n =
+      (static_cast<int64_t>(flops / reps / (2.0 * n * H)) + 63) / 64 * 64;
+  MOE_ASSIGN_OR_RETURN(double dense, DenseGemmTflops(moe->lt(), n, dense_n, H,
+                                                     reps, moe->stream()));
+  std::printf(
+      "layer H=%ld I=%ld E=%ld k=%ld shared=%ld N=%ld weights=bf16 "
+      "device=cuda:%d (%s)\n",
+      static_cast<long>(H), static_cast<long>(c.inter),
+      static_cast<long>(c.num_experts), static_cast<long>(c.top_k),
+      static_cast<long>(c.shared_inter), static_cast<long>(n), device,
+      DeviceName(device).c_str());
+  std::printf("step median %.3f ms over %d reps (min %.3f, max %.3f)\n",
+              seconds[seconds.size() / 2] * 1e3, reps, seconds.front() * 1e3,
+              seconds.back() * 1e3);
+  std::printf(
+      "stages (mean us): route %.0f plan %.0f experts %.0f combine %.0f "
+      "shared %.0f; device allocations in timed steps: %ld\n",
+      mean.route_us, mean.plan_us, mean.experts_us, mean.combine_us,
+      mean.shared_us, static_cast<long>(allocations));
+  std::printf(
+      "%.2f TFLOP/s host to host (%.0f%% of dense cuBLASLt bf16 GEMM "
+      "[%ld x %ld x %ld] %.2f TFLOP/s)\n",
+      tflops, 100 * tflops / dense, static_cast<long>(n),
+      static_cast<long>(dense_n), static_cast<long>(H), dense);
+  nlohmann::json j = {{"device", absl::StrCat("cuda:", device)},
+                      {"gpu", DeviceName(device)},
+                      {"hidden", H},
+                      {"inter", c.inter},
+                      {"experts", c.num_experts},
+                      {"top_k", c.top_k},
+                      {"shared_inter", c.shared_inter},
+                      {"tokens", n},
+                      {"reps", reps},
+                      {"step_ms", seconds[seconds.size() / 2] * 1e3},
+                      {"tflops", tflops},
+                      {"ref_dense_tflops", dense},
+                      {"tflops_vs_dense", tflops / dense},
+                      {"step_allocations", allocations}};
+  std::printf("%s\n", j.dump().c_str());
+  return absl::OkStatus();
+}
+
+absl::Status RunCudaExperts(const ExpertsBenchArgs& a) {
+  if (a.hidden < 1 || a.inter < 1 || a.experts < 1 || a.rows < 1 ||
+      a.reps < 1) {
+    return absl::InvalidArgumentError(
+        "--experts-only needs positive --hidden, --inter, --experts, --tokens "
+        "(routed rows) and --reps");
+  }
+  MOE_RETURN_IF_ERROR(CheckDevice(a.device));
+  const int64_t H = a.hidden, I = a.inter, E = a.experts, rows = a.rows;
+  PatternUploader pattern(a.seed, /*stddev=*/0.02f);
+  std::vector<CudaExpert> experts(E);
+  std::vector<const CudaExpert*> ptrs;
+  for (int64_t e = 0; e < E; ++e) {
+    experts[e].inter = I;
+    MOE_ASSIGN_OR_RETURN(experts[e].w13, pattern.Upload(2 * I * H, 3 * e));
+    MOE_ASSIGN_OR_RETURN(experts[e].w2, pattern.Upload(H * I, 3 * e + 1));
+    ptrs.push_back(&experts[e]);
+  }
+  // Rows routed to experts uniformly at random: the per-expert sizes vary
+  // as they do in a real batch.
+  std::mt19937_64 rng(a.seed);
+  std::uniform_int_distribution<int64_t> pick(0, E - 1);
+  std::vector<int64_t> offsets(E + 1, 0);
+  for (int64_t r = 0; r < rows; ++r) ++offsets[pick(rng) + 1];
+  std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
+  int64_t min_rows = rows, max_rows = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    min_rows = std::min(min_rows, offsets[e + 1] - offsets[e]);
+    max_rows = std::max(max_rows, offsets[e + 1] - offsets[e]);
+  }
+  PatternUploader inputs(a.seed + 1, /*stddev=*/1.0f);
+  MOE_ASSIGN_OR_RETURN(DeviceBuffer in, inputs.Upload(rows * H, 0));
+  MOE_ASSIGN_OR_RETURN(DeviceBuffer out, DeviceBuffer::Allocate(rows * H * 2));
+  MOE_ASSIGN_OR_RETURN(auto grouped, CudaExperts::Create(rows, H, I));
+  MOE_ASSIGN_OR_RETURN(auto lt, LtMatmul::Create());
+  Stream stream;
+  MOE_RETURN_IF_ERROR(stream.Init());
+  Timer timer;
+  MOE_RETURN_IF_ERROR(timer.Init());
+  int64_t allocations = -1;
+  MOE_ASSIGN_OR_RETURN(double ms, timer.MeanMs(stream.get(), a.reps, [&] {
+    const int64_t before = DeviceAllocationCount();
+    absl::Status s = grouped->Run(*lt, ptrs, offsets, in.as<uint16_t>(),
+                                  out.data(), /*out_f32=*/false, stream.get());
+    allocations = std::max(allocations, DeviceAllocationCount() - before);
+    return s;
+  }));
+  const double tflops = 6.0 * H * I * rows / (ms * 1e-3) / 1e12;
+  // Same FLOPs as one dense GEMM: [rows, H] x [3I, H]^T.
+  MOE_ASSIGN_OR_RETURN(
+      double dense, DenseGemmTflops(*lt, rows, 3 * I, H, a.reps, stream.get()));
+  std::printf(
+      "grouped SwiGLU H=%ld I=%ld E=%ld rows=%ld (%ld..%ld per expert) "
+      "device=cuda:%d (%s)\n",
+      static_cast<long>(H), static_cast<long>(I), static_cast<long>(E),
+      static_cast<long>(rows), static_cast<long>(min_rows),
+      static_cast<long>(max_rows), a.device, DeviceName(a.device).c_str());
+  std::printf(
+      "%.3f ms, %.2f TFLOP/s = %.0f%% of dense cuBLASLt bf16 GEMM "
+      "[%ld x %ld x %ld] %.2f TFLOP/s; %zu cached plans; device allocations "
+      "per step: %ld\n",
+      ms, tflops, 100 * tflops / dense, static_cast<long>(rows),
+      static_cast<long>(3 * I), static_cast<long>(H), dense, lt->cached_plans(),
+      static_cast<long>(allocations));
+  nlohmann::json j = {{"device", absl::StrCat("cuda:", a.device)},
+                      {"gpu", DeviceName(a.device)},
+                      {"hidden", H},
+                      {"inter", I},
+                      {"experts", E},
+                      {"rows", rows},
+                      {"step_ms", ms},
+                      {"tflops", tflops},
+                      {"ref_dense_tflops", dense},
+                      {"tflops_vs_dense", tflops / dense},
+                      {"step_allocations", allocations}};
+  std::printf("%s\n", j.dump().c_str());
+  return absl::OkStatus();
+}
+
+namespace {
+
+struct RankResult {
+  absl::Status status;
+  double dispatch_ms = 0, combine_ms = 0, plain_ms = 0;
+  double dispatch_bytes = 0, combine_bytes = 0, plain_bytes = 0;
+};
+
+// Owner of expert e among `world` ranks (rank q owns [qE/world, (q+1)E/world)).
+int OwnerOf(int64_t e, int world, int64_t experts) {
+  int q = 0;
+  while (q + 1 < world && (q + 1) * experts / world <= e) ++q;
+  return q;
+}
+
+absl::Status RunRank(int rank, int world, const CollectiveBenchArgs& a,
+                     gloo::rendezvous::Store& store, ncclComm_t plain_comm,
+                     const std::vector<std::vector<int64_t>>& rows,
+                     RankResult* result) {
+  const int64_t H = a.hidden;
+  MOE_CUDA_OK(cudaSetDevice(rank));
+  MOE_ASSIGN_OR_RETURN(auto comm,
+                       CreateNcclCommunicator(rank, world, store, rank,
+                                              std::chrono::seconds(120)));
+  std::vector<int64_t> send(world), recv(world);
+  int64_t sent = 0, received = 0;
+  for (int q = 0; q < world; ++q) {
+    send[q] = rows[rank][q] * H;
+    recv[q] = rows[q][rank] * H;
+    sent += send[q];
+    received += recv[q];
+  }
+  // The plain all-to-all moves the same number of elements, split evenly.
+  const int64_t per_peer = sent / world;
+  PatternUploader pattern(a.seed + rank, 1.0f);
+  MOE_ASSIGN_OR_RETURN(DeviceBuffer a_buf, pattern.Upload(sent, 0));
+  MOE_ASSIGN_OR_RETURN(DeviceBuffer b_buf,
+                       DeviceBuffer::Allocate(std::max(received, sent) * 2));
+  Stream stream;
+  MOE_RETURN_IF_ERROR(stream.Init());
+  cudaEvent_t ev[3] = {};
+  for (auto& e : ev) MOE_CUDA_OK(cudaEventCreate(&e));
+  absl::Status status;
+  const auto timeout = std::chrono::seconds(60);
+  for (int r = 0; r < a.reps + 2 && status.ok(); ++r) {
+    const bool timed = r >= 2;
+    status = [&]() -> absl::Status {
+      MOE_CUDA_OK(cudaEventRecord(ev[0], stream.get()));
+      // Dispatch: rows to the experts' owners; combine: results back.
+      MOE_RETURN_IF_ERROR(comm->AllToAllV(a_buf.data(), send, b_buf.data(),
+                                          recv, ElementType::kBF16, timeout,
+                                          stream.get()));
+      MOE_CUDA_OK(cudaEventRecord(ev[1], stream.get()));
+      MOE_RETURN_IF_ERROR(comm->AllToAllV(b_buf.data(), recv, a_buf.data(),
+                                          send, ElementType::kBF16, timeout,
+                                          stream.get()));
+      MOE_CUDA_OK(cudaEventRecord(ev[2], stream.get()));
+      MOE_RETURN_IF_ERROR(
+          comm->Await(ev[2], std::chrono::steady_clock::now() + timeout));
+      if (!timed) return absl::OkStatus();
+      float ms = 0;
+      MOE_CUDA_OK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+      result->dispatch_ms += ms / a.reps;
+      MOE_CUDA_OK(cudaEventElapsedTime(&ms, ev[1], ev[2]));
+      result->combine_ms += ms / a.reps;
+      return absl::OkStatus();
+    }();
+  }
+  for (int r = 0; r < a.reps + 2 && status.ok(); ++r) {
+    status = [&]() -> absl::Status {
+      MOE_CUDA_OK(cudaEventRecord(ev[0], stream.get()));
+      if (ncclResult_t n = ncclAlltoAll(a_buf.data(), b_buf.data(), per_peer,
+                                        ncclBfloat16, plain_comm, stream.get());
+          n != ncclSuccess) {
+        return absl::InternalError(
+            absl::StrCat("ncclAlltoAll: ", ncclGetErrorString(n)));
+      }
+      MOE_CUDA_OK(cudaEventRecord(ev[1], stream.get()));
+      MOE_CUDA_OK(cudaEventSynchronize(ev[1]));
+      if (r < 2) return absl::OkStatus();
+      float ms = 0;
+      MOE_CUDA_OK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+      result->plain_ms += ms / a.reps;
+      return absl::OkStatus();
+    }();
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  result->dispatch_bytes = sent * 2.0;
+  result->combine_bytes = received * 2.0;
+  result->plain_bytes = per_peer * world * 2.0;
+  return status;
+}
+
+}  // namespace
+
+absl::Status RunCudaCollective(const CollectiveBenchArgs& a) {
+  const int visible = CudaDeviceCount();
+  const int G = a.gpus > 0 ? a.gpus : visible;
+  if (G < 2 || G > visible) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the collective benchmark needs 2 or more CUDA devices "
+                     "(asked for ",
+                     G, ", ", visible, " visible)"));
+  }
+  if (a.tokens < 1 || a.hidden < 1 || a.top_k < 1 || a.top_k > a.experts ||
+      a.experts < G || a.reps < 1) {
+    return absl::InvalidArgumentError(
+        "--collective needs --tokens >= 1, 1 <= --top-k <= --experts, "
+        "--experts >= GPUs and --reps >= 1");
+  }
+  // Every rank's tokens pick top_k distinct experts uniformly at random;
+  // rows[r][q] = slots rank r dispatches to rank q.
+  std::vector<std::vector<int64_t>> rows(G, std::vector<int64_t>(G, 0));
+  std::mt19937_64 rng(a.seed);
+  std::vector<int64_t> perm(a.experts);
+  for (int r = 0; r < G; ++r) {
+    for (int64_t t = 0; t < a.tokens; ++t) {
+      std::iota(perm.begin(), perm.end(), 0);
+      for (int64_t s = 0; s < a.top_k; ++s) {
+        std::uniform_int_distribution<int64_t> pick(s, a.experts - 1);
+        std::swap(perm[s], perm[pick(rng)]);
+        ++rows[r][OwnerOf(perm[s], G, a.experts)];
+      }
+    }
+  }
+  std::vector<int> devices(G);
+  std::iota(devices.begin(), devices.end(), 0);
+  std::vector<ncclComm_t> plain(G, nullptr);
+  if (ncclResult_t n = ncclCommInitAll(plain.data(), G, devices.data());
+      n != ncclSuccess) {
+    return absl::UnavailableError(
+        absl::StrCat("ncclCommInitAll: ", ncclGetErrorString(n)));
+  }
+  gloo::rendezvous::HashStore store;
+  std::vector<RankResult> results(G);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < G; ++r) {
+    threads.emplace_back([&, r] {
+      results[r].status = RunRank(r, G, a, store, plain[r], rows, &results[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (ncclComm_t c : plain) ncclCommDestroy(c);
+  for (const RankResult& r : results) {
+    if (!r.status.ok()) return r.status;
+  }
+  // Per-rank algorithm bandwidth (bytes a rank sends / time), averaged;
+  // bus bandwidth scales it by (G-1)/G as nccl-tests does for all-to-all.
+  double dispatch = 0, combine = 0, plain_bw = 0;
+  for (const RankResult& r : results) {
+    dispatch += r.dispatch_bytes / (r.dispatch_ms * 1e6) / G;
+    combine += r.combine_bytes / (r.combine_ms * 1e6) / G;
+    plain_bw += r.plain_bytes / (r.plain_ms * 1e6) / G;
+  }
+  const double bus = (G - 1.0) / G;
+  std::printf(
+      "all-to-all over %d GPUs (%s): %ld tokens/rank x top-%ld of %ld experts "
+      "x H=%ld bf16, %.1f MB sent per rank\n",
+      G, DeviceName(0).c_str(), static_cast<long>(a.tokens),
+      static_cast<long>(a.top_k), static_cast<long>(a.experts),
+      static_cast<long>(a.hidden), results[0].dispatch_bytes / 1e6);
+  std::printf(
+      "dispatch %.1f GB/s (bus %.1f), combine %.1f GB/s (bus %.1f), NCCL "
+      "ncclAlltoAll on the same buffers %.1f GB/s (bus %.1f): dispatch at "
+      "%.0f%%, combine at %.0f%%\n",
+      dispatch, dispatch * bus, combine, combine * bus, plain_bw,
+      plain_bw * bus, 100 * dispatch / plain_bw, 100 * combine / plain_bw);
+  nlohmann::json j = {{"gpus", G},
+                      {"gpu", DeviceName(0)},
+                      {"tokens_per_rank", a.tokens},
+                      {"top_k", a.top_k},
+                      {"experts", a.experts},
+                      {"hidden", a.hidden},
+                      {"dispatch_gbps", dispatch},
+                      {"combine_gbps", combine},
+                      {"ref_alltoall_gbps", plain_bw},
+                      {"dispatch_vs_alltoall", dispatch / plain_bw},
+                      {"combine_vs_alltoall", combine / plain_bw}};
+  std::printf("%s\n", j.dump().c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace moe::bench
