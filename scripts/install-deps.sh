@@ -15,7 +15,7 @@ packages=(
 # node/npm and kubectl are looked for as commands by scripts/check-deploy.sh,
 # which installs Debian's only when none is there.
 if [[ "${MOE_DEPS_TOOLS:-1}" == 1 ]]; then
-  packages+=(clang libclang-rt-14-dev yamllint shellcheck openssl)
+  packages+=(clang libclang-rt-14-dev yamllint shellcheck openssl python3)
 fi
 
 missing=()
