@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstring>
 #include <mutex>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -132,6 +133,18 @@ absl::StatusOr<WeightDType> ParseWeightDType(absl::string_view text) {
       absl::StrCat("weight dtype '", text, "' is not f32 or bf16"));
 }
 
+absl::StatusOr<std::pair<int64_t, int64_t>> ResolveExpertRange(
+    const LoadOptions& options, int64_t num_experts) {
+  const int64_t begin = options.expert_begin;
+  const int64_t end = options.expert_end < 0 ? num_experts : options.expert_end;
+  if (begin < 0 || begin > end || end > num_experts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expert range [", begin, ", ", end, ") is not inside [0, ",
+                     num_experts, "]"));
+  }
+  return std::pair{begin, end};
+}
+
 absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     const ModelSource& source, int64_t layer, const LoadOptions& options) {
   const MoeLayerConfig& c = source.info().layer;
@@ -143,14 +156,8 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
   w->layer = layer;
   w->config = c;
   w->dtype = options.dtype;
-  w->expert_begin = options.expert_begin;
-  w->expert_end = options.expert_end < 0 ? c.num_experts : options.expert_end;
-  if (w->expert_begin < 0 || w->expert_begin > w->expert_end ||
-      w->expert_end > c.num_experts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expert range [", w->expert_begin, ", ", w->expert_end,
-                     ") is not inside [0, ", c.num_experts, "]"));
-  }
+  MOE_ASSIGN_OR_RETURN(std::tie(w->expert_begin, w->expert_end),
+                       ResolveExpertRange(options, c.num_experts));
 
   if (options.load_gate) {
     MOE_ASSIGN_OR_RETURN(WeightTensor g,

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -68,6 +69,11 @@ struct LoadOptions {
   int64_t expert_end = -1;  // -1: all experts
   int num_threads = 1;
 };
+
+// The expert range [begin, end) that `options` asks for (end -1: all),
+// INVALID_ARGUMENT when it is not inside [0, num_experts].
+absl::StatusOr<std::pair<int64_t, int64_t>> ResolveExpertRange(
+    const LoadOptions& options, int64_t num_experts);
 
 absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     const ModelSource& source, int64_t layer, const LoadOptions& options);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 
 namespace moe {
 
@@ -54,6 +55,37 @@ absl::Status GatherResults(const std::vector<moe::v1::StepResult>& results,
     t->experts_us = std::max(t->experts_us, res.experts_us());
     t->combine_us = std::max(t->combine_us, res.combine_us());
   }
+  return absl::OkStatus();
+}
+
+absl::Status RemoteStep::Run(WorkerPool& pool, int64_t layer, const float* x,
+                             int64_t n, int64_t hidden, int64_t num_experts,
+                             const Routing& routing,
+                             std::chrono::steady_clock::time_point deadline,
+                             const SharedFn& shared, StageClock& clock,
+                             float* y, StageTimes* t) {
+  BuildSteps(layer, x, n, hidden, num_experts, routing, pool.state().world_size,
+             &steps_);
+  t->plan_us = clock.Lap();
+  absl::StatusOr<const float*> shared_y = nullptr;
+  auto overlap = [&] {
+    StageClock shared_clock;
+    shared_y = shared();
+    t->shared_us = shared_clock.Lap();
+  };
+  MOE_RETURN_IF_ERROR(pool.RunStep(steps_, deadline, overlap, &results_));
+  MOE_RETURN_IF_ERROR(shared_y.status());
+  const double wall_us = clock.Lap();
+  MOE_RETURN_IF_ERROR(GatherResults(results_, n, hidden, y, t));
+  if (*shared_y != nullptr) {
+    const float* s = *shared_y;
+    for (int64_t i = 0; i < n * hidden; ++i) y[i] += s[i];
+  }
+  // Worker stages are the slowest worker's own figures; putting the rows
+  // together here counts as combine. The total is this step's wall time.
+  const double assemble_us = clock.Lap();
+  t->combine_us += assemble_us;
+  t->total_us = t->route_us + t->plan_us + wall_us + assemble_us;
   return absl::OkStatus();
 }
 

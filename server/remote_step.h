@@ -4,13 +4,16 @@
 // put together.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
 #include "moe/v1/worker.pb.h"
+#include "server/worker_pool.h"
 
 namespace moe {
 
@@ -27,5 +30,27 @@ void BuildSteps(int64_t layer, const float* x, int64_t n, int64_t hidden,
 // times in `t`. INTERNAL for a malformed result.
 absl::Status GatherResults(const std::vector<moe::v1::StepResult>& results,
                            int64_t n, int64_t hidden, float* y, StageTimes* t);
+
+// Everything of a routed step that happens on the worker group: the plan,
+// the step on every rank, the shared expert on this thread meanwhile, and
+// the results put together. Keeps its message buffers between steps.
+class RemoteStep {
+ public:
+  // Returns the gated shared-expert output [n, H] to add to y, or null.
+  using SharedFn = std::function<absl::StatusOr<const float*>()>;
+
+  // `clock` was started with the step and lapped after routing (`t`'s
+  // route_us); y is [n, H]. Fills the plan, worker, shared and combine
+  // times and the total.
+  absl::Status Run(WorkerPool& pool, int64_t layer, const float* x, int64_t n,
+                   int64_t hidden, int64_t num_experts, const Routing& routing,
+                   std::chrono::steady_clock::time_point deadline,
+                   const SharedFn& shared, StageClock& clock, float* y,
+                   StageTimes* t);
+
+ private:
+  std::vector<moe::v1::Step> steps_;
+  std::vector<moe::v1::StepResult> results_;
+};
 
 }  // namespace moe

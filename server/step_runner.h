@@ -14,6 +14,7 @@
 #include "engine/local_moe.h"
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
+#include "server/remote_step.h"
 #include "server/router_model.h"
 #include "server/worker_pool.h"
 
@@ -56,8 +57,7 @@ class CpuStepRunner : public StepRunner {
   TokenRouter router_;
   ExpertRunner shared_;
   std::vector<float> shared_out_;
-  std::vector<moe::v1::Step> steps_;
-  std::vector<moe::v1::StepResult> results_;
+  RemoteStep remote_;
 };
 
 }  // namespace moe

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -74,14 +75,8 @@ absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
   auto w = std::make_unique<CudaLayerWeights>();
   w->layer = layer;
   w->config = c;
-  w->expert_begin = options.expert_begin;
-  w->expert_end = options.expert_end < 0 ? c.num_experts : options.expert_end;
-  if (w->expert_begin < 0 || w->expert_begin > w->expert_end ||
-      w->expert_end > c.num_experts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expert range [", w->expert_begin, ", ", w->expert_end,
-                     ") is not inside [0, ", c.num_experts, "]"));
-  }
+  MOE_ASSIGN_OR_RETURN(std::tie(w->expert_begin, w->expert_end),
+                       ResolveExpertRange(options, c.num_experts));
   if (options.load_gate) {
     MOE_ASSIGN_OR_RETURN(std::vector<float> gate,
                          Vector(source, layer, WeightRole::kGate));

@@ -13,52 +13,33 @@ std::atomic<int64_t> g_allocations{0};
 
 int64_t DeviceAllocationCount() { return g_allocations.load(); }
 
-absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
-  DeviceBuffer b;
+template <MemorySpace kSpace>
+absl::StatusOr<CudaBuffer<kSpace>> CudaBuffer<kSpace>::Allocate(size_t bytes) {
+  CudaBuffer b;
   if (bytes == 0) return b;
-  MOE_CUDA_OK(cudaMalloc(&b.data_, bytes));
+  if constexpr (kSpace == MemorySpace::kDevice) {
+    MOE_CUDA_OK(cudaMalloc(&b.data_, bytes));
+  } else {
+    MOE_CUDA_OK(cudaMallocHost(&b.data_, bytes));
+  }
   b.size_ = bytes;
   g_allocations.fetch_add(1);
   return b;
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (data_ != nullptr) cudaFree(data_);
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (data_ != nullptr) cudaFree(data_);
-    data_ = o.data_;
-    size_ = o.size_;
-    o.data_ = nullptr;
-    o.size_ = 0;
+template <MemorySpace kSpace>
+void CudaBuffer<kSpace>::Release() {
+  if (data_ == nullptr) return;
+  if constexpr (kSpace == MemorySpace::kDevice) {
+    cudaFree(data_);
+  } else {
+    cudaFreeHost(data_);
   }
-  return *this;
+  data_ = nullptr;
+  size_ = 0;
 }
 
-absl::StatusOr<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
-  PinnedBuffer b;
-  if (bytes == 0) return b;
-  MOE_CUDA_OK(cudaMallocHost(&b.data_, bytes));
-  b.size_ = bytes;
-  g_allocations.fetch_add(1);
-  return b;
-}
-
-PinnedBuffer::~PinnedBuffer() {
-  if (data_ != nullptr) cudaFreeHost(data_);
-}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
-  if (this != &o) {
-    if (data_ != nullptr) cudaFreeHost(data_);
-    data_ = o.data_;
-    size_ = o.size_;
-    o.data_ = nullptr;
-    o.size_ = 0;
-  }
-  return *this;
-}
+template class CudaBuffer<MemorySpace::kDevice>;
+template class CudaBuffer<MemorySpace::kPinnedHost>;
 
 }  // namespace moe

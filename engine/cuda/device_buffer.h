@@ -1,5 +1,6 @@
-// Owning buffers in device and pinned host memory. Every allocation is
-// counted, so tests can check that the step path allocates nothing.
+// Owning buffers in device memory and in pinned host memory (for async
+// copies). Every allocation is counted, so tests and benchmarks can check
+// that the step path allocates nothing.
 #pragma once
 
 #include <cstddef>
@@ -9,17 +10,31 @@
 
 namespace moe {
 
-class DeviceBuffer {
+enum class MemorySpace { kDevice, kPinnedHost };
+
+template <MemorySpace kSpace>
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
-  static absl::StatusOr<DeviceBuffer> Allocate(size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& o) noexcept {
-    *this = static_cast<DeviceBuffer&&>(o);
+  CudaBuffer() = default;
+  // An empty buffer (null data) for 0 bytes.
+  static absl::StatusOr<CudaBuffer> Allocate(size_t bytes);
+  ~CudaBuffer() { Release(); }
+  CudaBuffer(CudaBuffer&& o) noexcept : data_(o.data_), size_(o.size_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
   }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CudaBuffer& operator=(CudaBuffer&& o) noexcept {
+    if (this != &o) {
+      Release();
+      data_ = o.data_;
+      size_ = o.size_;
+      o.data_ = nullptr;
+      o.size_ = 0;
+    }
+    return *this;
+  }
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
 
   void* data() const { return data_; }
   template <typename T>
@@ -29,33 +44,14 @@ class DeviceBuffer {
   size_t size() const { return size_; }
 
  private:
+  void Release();
+
   void* data_ = nullptr;
   size_t size_ = 0;
 };
 
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  static absl::StatusOr<PinnedBuffer> Allocate(size_t bytes);
-  ~PinnedBuffer();
-  PinnedBuffer(PinnedBuffer&& o) noexcept {
-    *this = static_cast<PinnedBuffer&&>(o);
-  }
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  void* data() const { return data_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-  size_t size() const { return size_; }
-
- private:
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
+using DeviceBuffer = CudaBuffer<MemorySpace::kDevice>;
+using PinnedBuffer = CudaBuffer<MemorySpace::kPinnedHost>;
 
 // cudaMalloc and cudaMallocHost calls made through these buffers so far.
 int64_t DeviceAllocationCount();

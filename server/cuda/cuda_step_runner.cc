@@ -74,7 +74,6 @@ class CudaStepRunner : public StepRunner {
       return absl::ResourceExhaustedError(
           absl::StrCat(n, " tokens exceed ", max_tokens_));
     }
-    StageTimes& t = out->times;
     StageClock clock;
     MOE_CUDA_OK(cudaSetDevice(model_.cuda_device()));
     if (n > 0) {
@@ -84,31 +83,15 @@ class CudaStepRunner : public StepRunner {
     }
     MOE_RETURN_IF_ERROR(router_->Route(*lt_, *w, x_.as<float>(), n,
                                        segment_ends, stream_, &out->routing));
-    t.route_us = clock.Lap();
-    BuildSteps(layer, x, n, H, c.num_experts, out->routing,
-               pool_->state().world_size, &steps_);
-    t.plan_us = clock.Lap();
-
+    out->times.route_us = clock.Lap();
     // The shared expert on the GPU while the workers compute.
-    const bool shared = w->has_shared && n > 0;
-    absl::Status shared_status;
-    auto overlap = [&] {
-      StageClock shared_clock;
-      if (shared) shared_status = Shared(*w, n);
-      t.shared_us = shared_clock.Lap();
+    auto shared = [&]() -> absl::StatusOr<const float*> {
+      if (!w->has_shared || n == 0) return nullptr;
+      MOE_RETURN_IF_ERROR(Shared(*w, n));
+      return host_shared_.as<float>();
     };
-    MOE_RETURN_IF_ERROR(pool_->RunStep(steps_, deadline, overlap, &results_));
-    MOE_RETURN_IF_ERROR(shared_status);
-    const double wall_us = clock.Lap();
-    MOE_RETURN_IF_ERROR(GatherResults(results_, n, H, out->y.data(), &t));
-    if (shared) {
-      const float* s = host_shared_.as<float>();
-      for (int64_t i = 0; i < n * H; ++i) out->y[i] += s[i];
-    }
-    const double assemble_us = clock.Lap();
-    t.combine_us += assemble_us;
-    t.total_us = t.route_us + t.plan_us + wall_us + assemble_us;
-    return absl::OkStatus();
+    return remote_.Run(*pool_, layer, x, n, H, c.num_experts, out->routing,
+                       deadline, shared, clock, out->y.data(), &out->times);
   }
 
  private:
@@ -150,8 +133,7 @@ class CudaStepRunner : public StepRunner {
   std::unique_ptr<CudaExperts> shared_;
   DeviceBuffer x_, xb_, shared_out_, raw_shared_, gate_logit_;
   PinnedBuffer host_x_, host_shared_;
-  std::vector<moe::v1::Step> steps_;
-  std::vector<moe::v1::StepResult> results_;
+  RemoteStep remote_;
 };
 
 }  // namespace
