@@ -117,7 +117,9 @@ float F8E5M2ToF32(uint8_t bits) {
 bool ConvertToF32(DType src_dtype, const void* src, size_t count, float* dst) {
   switch (src_dtype) {
     case DType::kF32:
-      std::memcpy(dst, src, count * sizeof(float));
+      // memcpy wants non-null pointers even for 0 bytes; empty tensors
+      // have none.
+      if (count > 0) std::memcpy(dst, src, count * sizeof(float));
       return true;
     case DType::kBF16: {
       const auto* s = static_cast<const uint16_t*>(src);
@@ -153,7 +155,9 @@ bool ConvertFromF32(DType dst_dtype, const float* src, size_t count,
                     void* dst) {
   switch (dst_dtype) {
     case DType::kF32:
-      std::memcpy(dst, src, count * sizeof(float));
+      // memcpy wants non-null pointers even for 0 bytes; empty tensors
+      // have none.
+      if (count > 0) std::memcpy(dst, src, count * sizeof(float));
       return true;
     case DType::kBF16: {
       auto* d = static_cast<uint16_t*>(dst);

@@ -268,7 +268,7 @@ absl::StatusOr<std::vector<int64_t>> SafetensorsFile::ReadI64(
                      DTypeName(ref->entry->dtype), ", expected I64"));
   }
   std::vector<int64_t> out(ref->entry->numel);
-  std::memcpy(out.data(), ref->data, ref->nbytes());
+  if (!out.empty()) std::memcpy(out.data(), ref->data, ref->nbytes());
   return out;
 }
 

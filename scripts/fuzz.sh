@@ -18,12 +18,28 @@ cp ../shared/golden/*.safetensors "$work/safetensors/" 2>/dev/null || true
 printf '\x10\x00\x00\x00\x00\x00\x00\x00{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}' \
   >"$work/safetensors/minimal"
 printf '\x00\x01\x02\x01\x00\x08\x00\x00\x00\x80\x3f\x00\x00\x00\x00' >"$work/request_validator/minimal"
+# Inputs that once failed stay in the corpus.
+cp tests/fuzz/regressions/request_validator/* "$work/request_validator/"
 
 for target in safetensors request_validator; do
   echo "== fuzz_$target for ${seconds}s"
+  status=0
   "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/" \
-    "$work/$target" 2>&1 | grep -E "^(#[0-9]+.*DONE|Done|stat::number_of_executed_units|stat::peak_rss|==[0-9]+==ERROR|SUMMARY)" || true
-  # grep filters the chatter; libFuzzer's own exit status decides.
-  test "${PIPESTATUS[0]}" -eq 0
+    "$work/$target" >"$work/$target.log" 2>&1 || status=$?
+  # The summary lines; libFuzzer's own exit status decides (sanitizers are
+  # built with -fno-sanitize-recover, so any report is a failing exit).
+  grep -E "^(#[0-9]+.*DONE|Done|stat::number_of_executed_units|stat::peak_rss)" \
+    "$work/$target.log" || true
+  if ((status != 0)); then
+    echo "fuzz_$target failed (exit $status):"
+    grep -E -A30 "runtime error|==[0-9]+==ERROR" "$work/$target.log" | head -60
+    # The input that failed, printed since the work directory goes away.
+    for f in "$work"/crash-* "$work"/leak-* "$work"/timeout-*; do
+      [[ -f "$f" ]] || continue
+      echo "reproducer $(basename "$f") (base64):"
+      base64 "$f" | head -20
+    done
+    exit 1
+  fi
 done

@@ -69,5 +69,14 @@ TEST(DType, ConvertRejectsIntegers) {
   EXPECT_FALSE(ConvertFromF32(DType::kI32, &out, 1, &v));
 }
 
+// Empty tensors (N = 0) carry no buffer at all: converting them must not
+// touch the null pointers (the fuzzer found memcpy(nullptr, nullptr, 0)).
+TEST(DType, ConvertsEmptyTensorsWithoutBuffers) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    EXPECT_TRUE(ConvertToF32(t, nullptr, 0, nullptr));
+    EXPECT_TRUE(ConvertFromF32(t, nullptr, 0, nullptr));
+  }
+}
+
 }  // namespace
 }  // namespace moe
