@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -190,19 +190,24 @@ absl::Status RunSynthetic() {
 
   // Each repetition gets a fresh input, hence fresh routing and a fresh set
   // of touched experts: no step is flattered by weights left in cache by
-  // the one before. Work and bytes are counted per step.
+  // the one before. Work and bytes are counted per step. One sgemm and one
+  // read pass of the references follow each timed step, so both series see
+  // the same machine; the figures are the medians of each.
+  std::optional<bench::MachineReferences> refs;
+  if (!absl::GetFlag(FLAGS_skip_references)) refs.emplace(threads);
   LocalMoe moe(threads);
   Routing routing;
-  std::vector<double> seconds;
+  std::vector<double> seconds, step_gflops, step_gbps, sgemm, read;
   StageTimes mean;
-  double flops = 0, bytes = 0, touched_sum = 0;
+  double touched_sum = 0;
   for (int r = 0; r < reps + 2; ++r) {  // two warm-up steps
     FillSyntheticInput(spec.seed + 1 + r, n * H, x.data());
     StageTimes t;
     MOE_RETURN_IF_ERROR(
         moe.Forward(*w, x.data(), n, {}, y.data(), &routing, &t));
     if (r < 2) continue;
-    seconds.push_back(t.total_us / 1e6);
+    const double s = t.total_us / 1e6;
+    seconds.push_back(s);
     for (auto [sum, part] : {std::pair{&mean.route_us, t.route_us},
                              {&mean.plan_us, t.plan_us},
                              {&mean.dispatch_us, t.dispatch_us},
@@ -217,23 +222,25 @@ absl::Status RunSynthetic() {
       touched += routing.expert_counts[e] > 0;
     }
     touched_sum += touched;
-    flops += 6.0 * H * c.inter * slots + 6.0 * H * c.shared_inter * n +
-             2.0 * H * c.num_experts * n;
-    bytes += static_cast<double>(touched) * w->expert_bytes() +
-             (w->has_shared ? w->shared.bytes() : 0) + w->gate.bytes();
+    const double flops = 6.0 * H * c.inter * slots +
+                         6.0 * H * c.shared_inter * n +
+                         2.0 * H * c.num_experts * n;
+    const double bytes = static_cast<double>(touched) * w->expert_bytes() +
+                         (w->has_shared ? w->shared.bytes() : 0) +
+                         w->gate.bytes();
+    step_gflops.push_back(flops / s / 1e9);
+    step_gbps.push_back(bytes / s / 1e9);
+    if (refs) {
+      sgemm.push_back(refs->SgemmGflops());
+      read.push_back(refs->ReadGbps());
+    }
   }
-  const double total = std::accumulate(seconds.begin(), seconds.end(), 0.0);
+  const double median = bench::Median(seconds);
   std::sort(seconds.begin(), seconds.end());
-  const double median = seconds[seconds.size() / 2];
   const double touched = touched_sum / reps;
-
-  double ref_sgemm = 0, ref_read = 0;
-  if (!absl::GetFlag(FLAGS_skip_references)) {
-    ref_sgemm = bench::MeasureSgemmGflops(threads);
-    ref_read = bench::MeasureReadGbps(threads);
-  }
-  const double gflops = flops / total / 1e9;
-  const double gbps = bytes / total / 1e9;
+  const double ref_sgemm = bench::Median(sgemm), ref_read = bench::Median(read);
+  const double gflops = bench::Median(step_gflops);
+  const double gbps = bench::Median(step_gbps);
   std::printf(
       "layer H=%ld I=%ld E=%ld k=%ld shared=%ld N=%ld weights=%s isa=%s "
       "threads=%d\n",
@@ -267,7 +274,7 @@ absl::Status RunSynthetic() {
       {"threads", threads},
       {"reps", reps},
       {"step_ms", median * 1e3},
-      {"tokens_per_s", n * reps / total},
+      {"tokens_per_s", median > 0 ? n / median : 0.0},
       {"gflops", gflops},
       {"weight_gbps", gbps},
       {"experts_touched", touched},

@@ -37,45 +37,54 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) uint64_t XorRange(
 
 }  // namespace
 
-double MeasureSgemmGflops(int threads, int64_t n, int reps) {
-  openblas_set_num_threads(threads);
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
-  double best = 0;
-  for (int r = 0; r < reps + 1; ++r) {  // first call warms the thread pool
-    const auto t0 = std::chrono::steady_clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f,
-                a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    const double s = Seconds(t0, std::chrono::steady_clock::now());
-    if (r > 0) best = std::max(best, 2.0 * n * n * n / s / 1e9);
-  }
-  return best;
-}
-
-double MeasureReadGbps(int threads, size_t bytes, int reps) {
-  const size_t words = bytes / sizeof(uint64_t);
-  AlignedBuffer buf(words * sizeof(uint64_t));
-  auto* p = reinterpret_cast<uint64_t*>(buf.data());
+MachineReferences::MachineReferences(int threads, int64_t sgemm_n,
+                                     size_t read_bytes)
+    : threads_(threads),
+      n_(sgemm_n),
+      a_(sgemm_n * sgemm_n, 0.5f),
+      b_(sgemm_n * sgemm_n, 0.25f),
+      c_(sgemm_n * sgemm_n),
+      read_(read_bytes / sizeof(uint64_t) * sizeof(uint64_t)) {
+  auto* p = reinterpret_cast<uint64_t*>(read_.data());
+  const size_t words = read_.size() / sizeof(uint64_t);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (size_t i = 0; i < words; ++i) p[i] = i;  // fault pages in
-  double best = 0;
-  volatile uint64_t sink = 0;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    uint64_t total = 0;
-#pragma omp parallel num_threads(threads) reduction(^ : total)
-    {
-      const size_t chunk = words / 8 / omp_get_num_threads() * 8;
-      const size_t begin = chunk * omp_get_thread_num();
-      const size_t end = omp_get_thread_num() == omp_get_num_threads() - 1
-                             ? words
-                             : begin + chunk;
-      total ^= XorRange(p, begin, end);
-    }
-    sink = sink ^ total;
-    best = std::max(
-        best, bytes / Seconds(t0, std::chrono::steady_clock::now()) / 1e9);
+  SgemmGflops();                                // warms OpenBLAS's thread pool
+}
+
+double MachineReferences::SgemmGflops() {
+  openblas_set_num_threads(threads_);
+  const int64_t n = n_;
+  const auto t0 = std::chrono::steady_clock::now();
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a_.data(),
+              n, b_.data(), n, 0.0f, c_.data(), n);
+  return 2.0 * n * n * n / Seconds(t0, std::chrono::steady_clock::now()) / 1e9;
+}
+
+double MachineReferences::ReadGbps() {
+  const auto* p = reinterpret_cast<const uint64_t*>(read_.data());
+  const size_t words = read_.size() / sizeof(uint64_t);
+  static volatile uint64_t sink = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t total = 0;
+#pragma omp parallel num_threads(threads_) reduction(^ : total)
+  {
+    const size_t chunk = words / 8 / omp_get_num_threads() * 8;
+    const size_t begin = chunk * omp_get_thread_num();
+    const size_t end = omp_get_thread_num() == omp_get_num_threads() - 1
+                           ? words
+                           : begin + chunk;
+    total ^= XorRange(p, begin, end);
   }
-  return best;
+  sink = sink ^ total;
+  return read_.size() / Seconds(t0, std::chrono::steady_clock::now()) / 1e9;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
 }  // namespace moe::bench

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/gemm_isa.h"
 #include "kernels/cpu/tile_helpers.h"
+#include "kernels/cpu/tile_store.h"
 
 namespace moe::kernels::cpu::internal {
 namespace {

@@ -2,6 +2,7 @@
 #include <bit>
 
 #include "kernels/cpu/gemm_isa.h"
+#include "kernels/cpu/tile_store.h"
 
 namespace moe::kernels::cpu::internal {
 namespace {

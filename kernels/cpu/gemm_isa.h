@@ -1,4 +1,4 @@
-// Internal: the per-ISA GEMM entry points and the shared tile epilogue.
+// Internal: the per-ISA GEMM entry points and their shared scratch.
 #pragma once
 
 #include <cstddef>
@@ -28,12 +28,6 @@ void GemmPanelsGeneric(const float* const* a_rows, int64_t m, int64_t k,
                        int64_t panel_begin, int64_t panel_end,
                        Epilogue epilogue, int64_t n_out,
                        float* const* out_rows);
-
-// Writes a finished [rows][32] accumulator tile of panel `panel` for output
-// rows out_rows[0..rows). Defined once, in the generic translation unit, so
-// no ISA-specific copy of it can be picked by the linker.
-void StoreTile(const float* tile, int rows, int64_t panel, Epilogue epilogue,
-               int64_t n_out, float* const* out_rows);
 
 // Per-thread scratch buffers, grown on demand and then reused (no
 // steady-state allocation). Slot 0 holds packed A, slot 1 partial C tiles.

@@ -1,8 +1,6 @@
 #include "kernels/cpu/packed_gemm.h"
 
 #include <climits>
-#include <cmath>
-#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -101,28 +99,6 @@ bool SetGemmIsa(const char* name) {
 }
 
 namespace internal {
-
-void StoreTile(const float* tile, int rows, int64_t panel, Epilogue epilogue,
-               int64_t n_out, float* const* out_rows) {
-  if (epilogue == Epilogue::kSwiGLU) {
-    const int64_t col0 = panel * kHalfPanel;
-    for (int r = 0; r < rows; ++r) {
-      const float* t = tile + r * kPanelWidth;
-      float* out = out_rows[r] + col0;
-      for (int64_t c = 0; c < kHalfPanel; ++c) {
-        const float g = t[c];
-        out[c] = g / (1.0f + std::exp(-g)) * t[kHalfPanel + c];
-      }
-    }
-    return;
-  }
-  const int64_t col0 = panel * kPanelWidth;
-  const int64_t width = n_out - col0 < kPanelWidth ? n_out - col0 : kPanelWidth;
-  for (int r = 0; r < rows; ++r) {
-    std::memcpy(out_rows[r] + col0, tile + r * kPanelWidth,
-                static_cast<size_t>(width) * sizeof(float));
-  }
-}
 
 float* ThreadScratch(ScratchSlot slot, size_t floats) {
   thread_local std::vector<float> scratch[2];
