@@ -21,8 +21,8 @@ TEST(DeviceSpec, ParsesEverySpelling) {
 }
 
 TEST(DeviceSpec, RejectsOtherSpellingsNamingTheFlag) {
-  for (const char* bad : {"", "gpu", "cuda:", "cuda:-1", "cuda:x", "cuda0",
-                          "CPU", "cuda:1:2"}) {
+  for (const char* bad :
+       {"", "gpu", "cuda:", "cuda:-1", "cuda:x", "cuda0", "CPU", "cuda:1:2"}) {
     auto d = ParseDeviceSpec(bad);
     ASSERT_FALSE(d.ok()) << bad;
     EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
