@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/dtype.h"
+#include "core/even_split.h"
 #include "core/status_macros.h"
 #include "engine/cuda/cuda_experts.h"
 #include "engine/cuda/cuda_local_moe.h"
@@ -310,13 +311,6 @@ struct RankResult {
   double dispatch_bytes = 0, combine_bytes = 0, plain_bytes = 0;
 };
 
-// Owner of expert e among `world` ranks (rank q owns [qE/world, (q+1)E/world)).
-int OwnerOf(int64_t e, int world, int64_t experts) {
-  int q = 0;
-  while (q + 1 < world && (q + 1) * experts / world <= e) ++q;
-  return q;
-}
-
 absl::Status RunRank(int rank, int world, const CollectiveBenchArgs& a,
                      gloo::rendezvous::Store& store, ncclComm_t plain_comm,
                      const std::vector<std::vector<int64_t>>& rows,
@@ -423,7 +417,7 @@ absl::Status RunCudaCollective(const CollectiveBenchArgs& a) {
       for (int64_t s = 0; s < a.top_k; ++s) {
         std::uniform_int_distribution<int64_t> pick(s, a.experts - 1);
         std::swap(perm[s], perm[pick(rng)]);
-        ++rows[r][OwnerOf(perm[s], G, a.experts)];
+        ++rows[r][SplitOwner(perm[s], G, a.experts)];
       }
     }
   }

@@ -14,7 +14,7 @@ void BuildSteps(int64_t layer, const float* x, int64_t n, int64_t H, int64_t E,
   std::vector<int64_t> counts(P * E, 0);
   steps->assign(P, moe::v1::Step());
   for (int q = 0; q < P; ++q) {
-    const int64_t b = ShardBegin(q, P, n), e = ShardBegin(q + 1, P, n);
+    const int64_t b = SplitBegin(q, P, n), e = SplitBegin(q + 1, P, n);
     moe::v1::Step& step = (*steps)[q];
     step.set_layer(static_cast<int32_t>(layer));
     step.set_slots(static_cast<int32_t>(S));
@@ -42,7 +42,7 @@ absl::Status GatherResults(const std::vector<moe::v1::StepResult>& results,
   const int P = static_cast<int>(results.size());
   for (int q = 0; q < P; ++q) {
     const moe::v1::StepResult& res = results[q];
-    const int64_t b = ShardBegin(q, P, n), e = ShardBegin(q + 1, P, n);
+    const int64_t b = SplitBegin(q, P, n), e = SplitBegin(q + 1, P, n);
     const auto& rows = res.rows();
     if (rows.dtype() != moe::v1::F32 || rows.shape_size() != 2 ||
         rows.shape(0) != e - b || rows.shape(1) != H ||

@@ -10,17 +10,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/even_split.h"
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
 #include "moe/v1/worker.pb.h"
 #include "server/worker_pool.h"
 
 namespace moe {
-
-// Rows shard q of P: [q*n/P, (q+1)*n/P).
-inline int64_t ShardBegin(int64_t q, int64_t world, int64_t n) {
-  return q * n / world;
-}
 
 void BuildSteps(int64_t layer, const float* x, int64_t n, int64_t hidden,
                 int64_t num_experts, const Routing& routing, int world,

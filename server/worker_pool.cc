@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/even_split.h"
 #include "core/logging.h"
 
 namespace moe {
@@ -116,8 +117,8 @@ void WorkerPool::StartGenerationLocked(Outbox* out) {
     a->set_generation(generation_);
     a->set_rank(r);
     a->set_world_size(P);
-    a->set_expert_begin(r * E / P);
-    a->set_expert_end((r + 1) * E / P);
+    a->set_expert_begin(SplitBegin(r, P, E));
+    a->set_expert_end(SplitBegin(r + 1, P, E));
     *a->mutable_model() = options_.model;
     a->set_collective_timeout_ms(options_.collective_timeout.count());
     a->set_max_batch_tokens(options_.max_batch_tokens);
@@ -264,11 +265,10 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!ready_) {
-        int connected = 0;
-        for (const auto& c : ranks_) connected += c != nullptr;
+        const State st = StateLocked();
         return absl::UnavailableError(
-            absl::StrCat("worker group not ready: ", connected, " of ", P,
-                         " workers connected, ", ready_count_, " ready"));
+            absl::StrCat("worker group not ready: ", st.connected, " of ", P,
+                         " workers connected, ", st.ready_workers, " ready"));
       }
       id = next_step_++;
       pending->generation = generation_;

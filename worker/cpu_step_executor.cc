@@ -19,12 +19,8 @@ absl::Status CpuStepExecutor::Load(const ModelSource& source, int64_t begin,
   layers_.clear();
   config_ = source.info().layer;
   max_batch_tokens_ = max_batch_tokens;
-  LoadOptions opts;
+  LoadOptions opts = WorkerLoadOptions(begin, end);
   opts.dtype = dtype;
-  opts.load_gate = false;
-  opts.load_shared = false;
-  opts.expert_begin = begin;
-  opts.expert_end = end;
   opts.num_threads = threads_;
   for (int64_t layer : source.info().moe_layers) {
     MOE_ASSIGN_OR_RETURN(layers_[layer], LoadLayerWeights(source, layer, opts));
@@ -76,8 +72,7 @@ absl::Status CpuStepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
     recv_counts_[q] = p.recv_rows[q] * H;
   }
   recv_.resize(p.received * H);
-  const auto timeout =
-      std::chrono::milliseconds(std::max<int64_t>(step.timeout_ms(), 1));
+  const auto timeout = StepTimeout(step);
   MOE_RETURN_IF_ERROR(comm.AllToAllV(send_.data(), send_counts_, recv_.data(),
                                      recv_counts_, ElementType::kF32, timeout));
   result->set_dispatch_us(clock.Lap());

@@ -10,6 +10,15 @@
 
 namespace moe {
 
+LoadOptions WorkerLoadOptions(int64_t begin, int64_t end) {
+  LoadOptions opts;
+  opts.load_gate = false;
+  opts.load_shared = false;
+  opts.expert_begin = begin;
+  opts.expert_end = end;
+  return opts;
+}
+
 absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(
     const std::string& device, int threads) {
   MOE_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(device));

@@ -4,6 +4,7 @@
 // weighted sum in slot order. One implementation per device kind.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -39,6 +40,15 @@ class StepExecutor {
   virtual absl::Status Run(const moe::v1::Step& step, Communicator& comm,
                            moe::v1::StepResult* result) = 0;
 };
+
+// What a worker loads: experts [begin, end) of a layer, no gate and no
+// shared expert (the router's).
+LoadOptions WorkerLoadOptions(int64_t begin, int64_t end);
+
+// The time a step may take on this worker, from the router's deadline.
+inline std::chrono::milliseconds StepTimeout(const moe::v1::Step& step) {
+  return std::chrono::milliseconds(std::max<int64_t>(step.timeout_ms(), 1));
+}
 
 // "cpu" or "cuda:N" (builds with the CUDA backend only).
 absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(

@@ -43,13 +43,14 @@ absl::Status PlanStep(const moe::v1::Step& step, int rank, int world, int64_t E,
   }
   p->tokens = n;
   p->slots = S;
-  p->expert_begin = ExpertBegin(rank, world, E);
-  p->expert_end = ExpertBegin(rank + 1, world, E);
+  p->expert_begin = SplitBegin(rank, world, E);
+  p->expert_end = SplitBegin(rank + 1, world, E);
 
   // Own slots in expert order, which is also destination-rank order since
   // ranks own contiguous expert ranges; they must match the plan's counts.
   const int64_t num_slots = n * S;
-  std::vector<int64_t> offsets(E + 1);
+  std::vector<int64_t>& offsets = p->slot_offsets;
+  offsets.resize(E + 1);
   p->order.resize(num_slots);
   p->sent = kernels::cpu::SortSlotsByExpert(step.expert_ids().data(), num_slots,
                                             E, offsets.data(), p->order.data());
@@ -68,7 +69,7 @@ absl::Status PlanStep(const moe::v1::Step& step, int rank, int world, int64_t E,
   p->send_rows.assign(world, 0);
   p->recv_rows.assign(world, 0);
   for (int q = 0; q < world; ++q) {
-    for (int64_t e = ExpertBegin(q, world, E); e < ExpertBegin(q + 1, world, E);
+    for (int64_t e = SplitBegin(q, world, E); e < SplitBegin(q + 1, world, E);
          ++e) {
       p->send_rows[q] += counts[rank * E + e];
     }
@@ -84,7 +85,8 @@ absl::Status PlanStep(const moe::v1::Step& step, int rank, int world, int64_t E,
   const int64_t local = p->expert_end - p->expert_begin;
   p->expert_offsets.assign(local + 1, 0);
   p->grouped.resize(p->received);
-  std::vector<int64_t> cursor(world);  // next received row of each source
+  std::vector<int64_t>& cursor = p->cursor;
+  cursor.resize(world);
   int64_t base = 0;
   for (int q = 0; q < world; ++q) {
     cursor[q] = base;

@@ -9,14 +9,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/even_split.h"
 #include "moe/v1/worker.pb.h"
 
 namespace moe {
-
-// First expert owned by `rank` of `world` ranks: rank * E / world.
-inline int64_t ExpertBegin(int64_t rank, int64_t world, int64_t experts) {
-  return rank * experts / world;
-}
 
 struct StepPlan {
   int64_t tokens = 0;                        // this worker's rows of x
@@ -33,6 +29,9 @@ struct StepPlan {
   std::vector<int64_t> grouped;
   // [tokens * slots] row of each slot in the buffer that comes back, or -1.
   std::vector<int64_t> slot_row;
+  // Working space of PlanStep, kept so that a steady step allocates nothing.
+  std::vector<int64_t> slot_offsets;  // [E + 1] own slots per expert
+  std::vector<int64_t> cursor;        // [world] next row from each source
 };
 
 // `max_count` bounds every count of the plan (no source sends one expert

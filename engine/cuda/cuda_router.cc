@@ -12,7 +12,8 @@ namespace {
 
 bool FusedPath(const MoeLayerConfig& c) {
   return c.routing == RoutingMode::kTokenChoice && c.capacity_factor == 0.0 &&
-         c.num_experts <= kernels::cuda::kMaxRouteExperts && c.top_k <= 64;
+         c.num_experts <= kernels::cuda::kMaxRouteExperts &&
+         c.top_k <= kernels::cuda::kMaxRouteTopK;
 }
 
 }  // namespace
@@ -77,7 +78,6 @@ absl::Status CudaRouter::Route(LtMatmul& lt, const CudaLayerWeights& w,
   a.group_score = c.group_score == GroupScore::kMax
                       ? kernels::cuda::kGroupMax
                       : kernels::cuda::kGroupTop2Sum;
-  a.finalize = true;
   a.renorm = c.route_norm;
   a.route_scale = c.route_scale;
   a.idx = idx_.as<int32_t>();

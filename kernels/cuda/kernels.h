@@ -13,8 +13,10 @@ namespace moe::kernels::cuda {
 enum ScoreFuncId : int32_t { kScoreSoftmax = 0, kScoreSigmoid = 1 };
 enum GroupScoreId : int32_t { kGroupTop2Sum = 0, kGroupMax = 1 };
 
-// The most experts the fused routing kernel handles (shared memory).
+// The most experts (shared memory) and slots per token the fused routing
+// kernel handles; larger layers route on the host.
 inline constexpr int32_t kMaxRouteExperts = 4096;
+inline constexpr int32_t kMaxRouteTopK = 64;
 
 struct RouteArgs {
   const float* logits = nullptr;  // [tokens, E], fp32
@@ -26,9 +28,8 @@ struct RouteArgs {
   int32_t n_groups = 0;                // 0: no group limit
   int32_t topk_groups = 0;
   int32_t group_score = kGroupTop2Sum;
-  // Renormalise (+1e-20, when `renorm`) and scale here. Off when the host
-  // still applies a capacity limit, which must come before normalisation.
-  bool finalize = true;
+  // Renormalise (+1e-20) when `renorm`, then scale. (A capacity limit must
+  // come before normalisation: such layers route on the host.)
   bool renorm = true;
   float route_scale = 1.0f;
   int32_t* idx = nullptr;     // [tokens, k] out, descending, ties to lower id

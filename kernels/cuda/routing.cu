@@ -76,8 +76,8 @@ __global__ void __launch_bounds__(kBlock) RouteKernel(RouteArgs a) {
   unsigned char* kept = taken + E;                                  // [G]
   __shared__ float red_v[kWarps];
   __shared__ int red_i[kWarps];
-  __shared__ float sel_w[64];
-  __shared__ int sel_i[64];
+  __shared__ float sel_w[kMaxRouteTopK];
+  __shared__ int sel_i[kMaxRouteTopK];
 
   const int64_t t = blockIdx.x;
   const float* l = a.logits + t * E;
@@ -161,10 +161,8 @@ __global__ void __launch_bounds__(kBlock) RouteKernel(RouteArgs a) {
     const float denom = sum + 1e-20f;
     for (int j = 0; j < a.top_k; ++j) {
       float w = sel_w[j];
-      if (a.finalize) {
-        if (a.renorm) w /= denom;
-        w *= a.route_scale;
-      }
+      if (a.renorm) w /= denom;
+      w *= a.route_scale;
       a.idx[t * a.top_k + j] = sel_i[j];
       a.weights[t * a.top_k + j] = w;
       if (a.counts != nullptr) atomicAdd(a.counts + sel_i[j], 1);
@@ -177,7 +175,7 @@ __global__ void __launch_bounds__(kBlock) RouteKernel(RouteArgs a) {
 cudaError_t RouteTopK(const RouteArgs& a, cudaStream_t stream) {
   if (a.tokens == 0) return cudaSuccess;
   if (a.num_experts <= 0 || a.num_experts > kMaxRouteExperts || a.top_k <= 0 ||
-      a.top_k > 64 || a.top_k > a.num_experts || a.n_groups < 0 ||
+      a.top_k > kMaxRouteTopK || a.top_k > a.num_experts || a.n_groups < 0 ||
       (a.n_groups > 0 && a.num_experts % a.n_groups != 0)) {
     return cudaErrorInvalidValue;
   }

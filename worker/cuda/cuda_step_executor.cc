@@ -51,11 +51,7 @@ class CudaStepExecutor : public StepExecutor {
     layers_.clear();
     config_ = source.info().layer;
     max_tokens_ = max_batch_tokens;
-    LoadOptions opts;
-    opts.load_gate = false;
-    opts.load_shared = false;
-    opts.expert_begin = begin;
-    opts.expert_end = end;
+    const LoadOptions opts = WorkerLoadOptions(begin, end);
     for (int64_t layer : source.info().moe_layers) {
       MOE_ASSIGN_OR_RETURN(layers_[layer],
                            UploadLayerWeights(source, layer, opts));
@@ -108,11 +104,8 @@ class CudaStepExecutor : public StepExecutor {
           "step ", step.step_id(), " exceeds the workspaces sized for ",
           max_tokens_, " tokens"));
     }
-    const auto deadline =
-        std::chrono::steady_clock::now() +
-        std::chrono::milliseconds(std::max<int64_t>(step.timeout_ms(), 1));
-    const auto timeout =
-        std::chrono::milliseconds(std::max<int64_t>(step.timeout_ms(), 1));
+    const auto timeout = StepTimeout(step);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     MOE_CUDA_OK(cudaSetDevice(device_));
 
     // Host-side plan into pinned staging, then one upload of each array.
