@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/cli_args.h"
 #include "core/dtype.h"
 #include "core/even_split.h"
 #include "core/status_macros.h"
@@ -147,7 +148,7 @@ absl::Status RunCudaLayer(const SyntheticSpec& spec, int device, int64_t tokens,
   MOE_ASSIGN_OR_RETURN(auto model, MakeSyntheticModel(spec));
   LoadOptions opts;
   opts.dtype = WeightDType::kBF16;
-  opts.num_threads = std::max(1u, std::thread::hardware_concurrency());
+  opts.num_threads = ThreadsOrAllCores(0);
   MOE_ASSIGN_OR_RETURN(auto w, UploadLayerWeights(*model, 0, opts));
   MOE_ASSIGN_OR_RETURN(auto moe, CudaLocalMoe::Create(device, c, n));
   std::vector<float> x(n * H), y(n * H);

@@ -5,7 +5,6 @@
 #include <iostream>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -67,10 +66,7 @@ ABSL_FLAG(int, gpus, 0, "collective: GPUs to use (0: all visible)");
 namespace moe {
 namespace {
 
-int Threads() {
-  const int t = absl::GetFlag(FLAGS_threads);
-  return t > 0 ? t : std::max(1u, std::thread::hardware_concurrency());
-}
+int Threads() { return ThreadsOrAllCores(absl::GetFlag(FLAGS_threads)); }
 
 absl::Status RunCheckpoint() {
   const std::string input = absl::GetFlag(FLAGS_input);

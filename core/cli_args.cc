@@ -1,5 +1,8 @@
 #include "core/cli_args.h"
 
+#include <algorithm>
+#include <thread>
+
 namespace moe {
 
 NormalizedArgs::NormalizedArgs(
@@ -26,6 +29,11 @@ NormalizedArgs::NormalizedArgs(
     args_.push_back(std::move(a));
   }
   for (auto& a : args_) ptrs_.push_back(a.data());
+}
+
+int ThreadsOrAllCores(int requested) {
+  if (requested > 0) return requested;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 }  // namespace moe

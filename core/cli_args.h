@@ -25,4 +25,8 @@ class NormalizedArgs {
   std::vector<char*> ptrs_;
 };
 
+// The --threads flag of every binary: `requested` when positive, else every
+// core this process may use.
+int ThreadsOrAllCores(int requested);
+
 }  // namespace moe

@@ -6,7 +6,6 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -87,10 +86,6 @@ ABSL_FLAG(std::string, metrics_port_file, "",
 namespace moe {
 namespace {
 
-int Cores() {
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 absl::StatusOr<ModelLocation> LocationFromFlags() {
   ModelLocation loc;
   if (!absl::GetFlag(FLAGS_model).empty()) {
@@ -152,8 +147,7 @@ int Main() {
         "--batch-window-us >= 0, --device cpu|cuda|cuda:N");
     return 2;
   }
-  const int threads =
-      absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads) : Cores();
+  const int threads = ThreadsOrAllCores(absl::GetFlag(FLAGS_threads));
 
   RouterModel::Options mo;
   mo.location = *loc;

@@ -4,7 +4,6 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -55,11 +54,7 @@ int main(int argc, char** argv) {
   moe::WorkerOptions opts;
   opts.router = absl::GetFlag(FLAGS_router);
   opts.device = absl::GetFlag(FLAGS_device);
-  const int threads = absl::GetFlag(FLAGS_threads);
-  opts.threads =
-      threads > 0
-          ? threads
-          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  opts.threads = moe::ThreadsOrAllCores(absl::GetFlag(FLAGS_threads));
   opts.collective_host = absl::GetFlag(FLAGS_collective_host);
   auto executor = moe::CreateStepExecutor(opts.device, opts.threads);
   if (!executor.ok()) {
