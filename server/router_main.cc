@@ -18,6 +18,7 @@
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 #include "proto/credentials.h"
+#include "proto/model_spec.h"
 #include "server/batcher.h"
 #include "server/expert_stats.h"
 #include "server/moe_service.h"
@@ -110,19 +111,6 @@ absl::StatusOr<ModelLocation> LocationFromFlags() {
   return loc;
 }
 
-moe::v1::ModelSpec SpecFor(const ModelLocation& loc, WeightDType dtype) {
-  moe::v1::ModelSpec spec;
-  if (loc.is_checkpoint()) {
-    spec.set_checkpoint_dir(loc.checkpoint_dir);
-  } else {
-    spec.set_synthetic_config_json(MoeLayerConfigToJson(loc.synthetic.layer));
-    spec.set_synthetic_layers(loc.synthetic.num_layers);
-    spec.set_synthetic_seed(loc.synthetic.seed);
-  }
-  spec.set_weight_dtype(std::string(WeightDTypeName(dtype)));
-  return spec;
-}
-
 int Main() {
   auto loc = LocationFromFlags();
   if (!loc.ok()) {
@@ -167,7 +155,7 @@ int Main() {
     WorkerPoolOptions po;
     po.world_size = workers;
     po.num_experts = info.layer.num_experts;
-    po.model = SpecFor(*loc, *dtype);
+    po.model = ModelSpecFor(*loc, WeightDTypeName(*dtype));
     po.collective_timeout =
         std::chrono::milliseconds(absl::GetFlag(FLAGS_step_timeout_ms));
     po.max_batch_tokens = max_batch;

@@ -8,6 +8,7 @@
 #include "core/blocking_queue.h"
 #include "core/logging.h"
 #include "core/status_macros.h"
+#include "proto/model_spec.h"
 #include "worker/router_store.h"
 
 namespace moe {
@@ -17,20 +18,6 @@ std::string HostName() {
   char buf[256] = {};
   gethostname(buf, sizeof(buf) - 1);
   return buf;
-}
-
-absl::StatusOr<ModelLocation> LocationOf(const moe::v1::ModelSpec& spec) {
-  ModelLocation loc;
-  if (!spec.checkpoint_dir().empty()) {
-    loc.checkpoint_dir = spec.checkpoint_dir();
-    return loc;
-  }
-  auto layer = ParseMoeLayerConfigJson(spec.synthetic_config_json());
-  if (!layer.ok()) return layer.status();
-  loc.synthetic.layer = *layer;
-  loc.synthetic.num_layers = spec.synthetic_layers();
-  loc.synthetic.seed = spec.synthetic_seed();
-  return loc;
 }
 
 }  // namespace
@@ -72,7 +59,7 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
     ready->set_error(std::string(s.message()));
   };
   if (key != loaded_key_) {
-    auto loc = LocationOf(a.model());
+    auto loc = ModelLocationOf(a.model());
     if (!loc.ok()) return fail(loc.status());
     auto model = OpenModel(*loc);
     if (!model.ok()) return fail(model.status());
