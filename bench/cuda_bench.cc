@@ -13,19 +13,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/nccl_communicator.h"
 #include "core/cli_args.h"
 #include "core/dtype.h"
 #include "core/even_split.h"
 #include "core/status_macros.h"
 #include "engine/cuda/cuda_experts.h"
-#include "engine/cuda/cuda_local_moe.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/cuda_weights.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/lt_matmul.h"
+#include "engine/local_moe.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "nlohmann/json.hpp"
-#include "worker/comm/nccl_communicator.h"
 
 namespace moe::bench {
 namespace {
@@ -146,11 +146,9 @@ absl::Status RunCudaLayer(const SyntheticSpec& spec, int device, int64_t tokens,
   const MoeLayerConfig& c = spec.layer;
   const int64_t H = c.hidden, n = tokens;
   MOE_ASSIGN_OR_RETURN(auto model, MakeSyntheticModel(spec));
-  LoadOptions opts;
-  opts.dtype = WeightDType::kBF16;
-  opts.num_threads = ThreadsOrAllCores(0);
-  MOE_ASSIGN_OR_RETURN(auto w, UploadLayerWeights(*model, 0, opts));
-  MOE_ASSIGN_OR_RETURN(auto moe, CudaLocalMoe::Create(device, c, n));
+  MOE_ASSIGN_OR_RETURN(
+      auto moe, LocalMoe::Create(*model, absl::StrCat("cuda:", device),
+                                 WeightDType::kBF16, ThreadsOrAllCores(0), n));
   std::vector<float> x(n * H), y(n * H);
   Routing routing;
   std::vector<double> seconds;
@@ -162,7 +160,7 @@ absl::Status RunCudaLayer(const SyntheticSpec& spec, int device, int64_t tokens,
     StageTimes t;
     const int64_t before = DeviceAllocationCount();
     MOE_RETURN_IF_ERROR(
-        moe->Forward(*w, x.data(), n, {}, y.data(), &routing, &t));
+        moe->Forward(0, x.data(), n, {}, y.data(), &routing, &t));
     if (r < 2) continue;
     allocations += DeviceAllocationCount() - before;
     seconds.push_back(t.total_us / 1e6);
@@ -185,8 +183,11 @@ absl::Status RunCudaLayer(const SyntheticSpec& spec, int device, int64_t tokens,
   // N = FLOPs / (2 M K), rounded up to a multiple of 64.
   const int64_t dense_n =
       (static_cast<int64_t>(flops / reps / (2.0 * n * H)) + 63) / 64 * 64;
-  MOE_ASSIGN_OR_RETURN(double dense, DenseGemmTflops(moe->lt(), n, dense_n, H,
-                                                     reps, moe->stream()));
+  MOE_ASSIGN_OR_RETURN(auto lt, LtMatmul::Create());
+  Stream stream;
+  MOE_RETURN_IF_ERROR(stream.Init());
+  MOE_ASSIGN_OR_RETURN(double dense,
+                       DenseGemmTflops(*lt, n, dense_n, H, reps, stream.get()));
   std::printf(
       "layer H=%ld I=%ld E=%ld k=%ld shared=%ld N=%ld weights=bf16 "
       "device=cuda:%d (%s)\n",

@@ -23,6 +23,7 @@
 #include "core/status_macros.h"
 #include "core/synthetic_model.h"
 #include "core/tensor_io.h"
+#include "engine/cpu_backend.h"
 #include "engine/layer_weights.h"
 #include "engine/local_moe.h"
 #include "kernels/cpu/packed_gemm.h"
@@ -89,15 +90,13 @@ absl::Status RunCheckpoint() {
         absl::StrCat(input, ": x has hidden size ", x.cols, ", layer ", layer,
                      " of ", ckpt->info().source, " expects ", H));
   }
-  LoadOptions opts;
-  opts.dtype = dtype;
-  opts.num_threads = Threads();
-  MOE_ASSIGN_OR_RETURN(auto w, LoadLayerWeights(*ckpt, layer, opts));
-  LocalMoe moe(Threads());
+  MOE_ASSIGN_OR_RETURN(auto moe,
+                       LocalMoe::Create(*ckpt, "cpu", dtype, Threads(),
+                                        std::max<int64_t>(x.rows, 1), layer));
   std::vector<float> y(x.rows * H);
   Routing routing;
   MOE_RETURN_IF_ERROR(
-      moe.Forward(*w, x.data.data(), x.rows, {}, y.data(), &routing));
+      moe->Forward(layer, x.data.data(), x.rows, {}, y.data(), &routing));
   SafetensorsWriter out;
   out.AddF32("y", {x.rows, H}, y);
   if (absl::GetFlag(FLAGS_routing)) {
@@ -179,7 +178,9 @@ absl::Status RunSynthetic() {
   LoadOptions opts;
   opts.dtype = dtype;
   opts.num_threads = threads;
-  MOE_ASSIGN_OR_RETURN(auto w, LoadLayerWeights(*model, 0, opts));
+  CpuBackend backend(threads);
+  MOE_RETURN_IF_ERROR(backend.Load(*model, opts, std::max<int64_t>(n, 1)));
+  const LayerWeights* w = backend.layer(0);
   const MoeLayerConfig& c = spec.layer;
   const int64_t H = c.hidden;
   std::vector<float> x(n * H), y(n * H);
@@ -191,7 +192,7 @@ absl::Status RunSynthetic() {
   // the same machine; the figures are the medians of each.
   std::optional<bench::MachineReferences> refs;
   if (!absl::GetFlag(FLAGS_skip_references)) refs.emplace(threads);
-  LocalMoe moe(threads);
+  LocalMoe moe(&backend);
   Routing routing;
   std::vector<double> seconds, step_gflops, step_gbps, sgemm, read;
   StageTimes mean;
@@ -200,7 +201,7 @@ absl::Status RunSynthetic() {
     FillSyntheticInput(spec.seed + 1 + r, n * H, x.data());
     StageTimes t;
     MOE_RETURN_IF_ERROR(
-        moe.Forward(*w, x.data(), n, {}, y.data(), &routing, &t));
+        moe.Forward(0, x.data(), n, {}, y.data(), &routing, &t));
     if (r < 2) continue;
     const double s = t.total_us / 1e6;
     seconds.push_back(s);

@@ -68,6 +68,7 @@ struct LoadOptions {
   int64_t expert_begin = 0;
   int64_t expert_end = -1;  // -1: all experts
   int num_threads = 1;
+  int64_t only_layer = -1;  // backends: load just this MoE layer (-1: all)
 };
 
 // The expert range [begin, end) that `options` asks for (end -1: all),

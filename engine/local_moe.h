@@ -1,15 +1,19 @@
-// The single-process MoE layer (P = 0): route, permute by expert, grouped
-// SwiGLU, weighted combine in slot order, plus the shared expert. The same
-// pieces a worker runs, without the all-to-all.
+// The single-process MoE layer (P = 0): the expert-parallel step of
+// engine/ep_step.h at world size 1 over a loopback communicator, between the
+// backend's routing and its shared expert. Every test of this engine also
+// tests the distributed step's code.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "engine/expert_runner.h"
-#include "engine/layer_weights.h"
+#include "comm/communicator.h"
+#include "engine/ep_step.h"
+#include "engine/expert_backend.h"
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
 
@@ -17,31 +21,35 @@ namespace moe {
 
 class LocalMoe {
  public:
-  explicit LocalMoe(int num_threads) : threads_(num_threads) {}
+  // Runs on `backend`, which must hold the gate, the shared expert and every
+  // routed expert of the layers it is asked for.
+  explicit LocalMoe(ExpertBackend* backend);
+  ~LocalMoe();
 
-  // y [n, H] = MoE(x [n, H]). `segment_ends` as for TokenRouter::Route.
-  // `routing` receives the routing decisions; `times` (optional) the stages.
-  absl::Status Forward(const LayerWeights& w, const float* x, int64_t n,
+  // Loads every MoE layer of `source` (or just `only_layer`), whole, onto a
+  // new backend on `device` ("cpu", "cuda[:N]") sized for steps of up to
+  // `max_tokens` tokens.
+  static absl::StatusOr<std::unique_ptr<LocalMoe>> Create(
+      const ModelSource& source, const std::string& device, WeightDType dtype,
+      int threads, int64_t max_tokens, int64_t only_layer = -1);
+
+  // y [n, H] = MoE(x [n, H]) of `layer`. `segment_ends` as for
+  // TokenRouter::Route. `routing` receives the routing decisions; `times`
+  // (optional) the stages.
+  absl::Status Forward(int64_t layer, const float* x, int64_t n,
                        absl::Span<const int64_t> segment_ends, float* y,
                        Routing* routing, StageTimes* times = nullptr);
 
-  int num_threads() const { return threads_; }
+  ExpertBackend& backend() { return *backend_; }
 
  private:
-  int threads_;
-  TokenRouter router_;
-  ExpertRunner runner_;
-  std::vector<int32_t> slot_expert_;
-  std::vector<int64_t> offsets_;
-  std::vector<int64_t> order_;
-  std::vector<int64_t> slot_row_;
-  std::vector<int64_t> src_row_;
-  std::vector<float> scale_;
-  std::vector<float> scaled_in_;
-  std::vector<float> expert_out_;
+  std::unique_ptr<ExpertBackend> owned_;
+  ExpertBackend* backend_;
+  std::unique_ptr<Communicator> loopback_;
+  EpStep step_;
+  std::vector<int32_t> expert_ids_;
+  std::vector<int64_t> counts_;
   std::vector<float> shared_out_;
-  std::vector<const float*> in_rows_;
-  std::vector<float*> out_rows_;
 };
 
 }  // namespace moe

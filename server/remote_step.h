@@ -1,7 +1,7 @@
-// The router's side of a step run on the workers, shared by the CPU and
-// GPU routers: each rank's Step message from the routing (its rows, slots
-// and the full per-(source, expert) count matrix), and the ranks' results
-// put together.
+// The router's side of a step run on the workers, for any router device:
+// each rank's Step (its token shard, slots and the full per-(source,
+// expert) count matrix, from engine/ep_plan.h's PlanDispatch), the shared
+// expert meanwhile, and the ranks' results put together.
 #pragma once
 
 #include <chrono>
@@ -10,22 +10,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/even_split.h"
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
 #include "moe/v1/worker.pb.h"
 #include "server/worker_pool.h"
 
 namespace moe {
-
-void BuildSteps(int64_t layer, const float* x, int64_t n, int64_t hidden,
-                int64_t num_experts, const Routing& routing, int world,
-                std::vector<moe::v1::Step>* steps);
-
-// Copies rank q's rows into y [n, H] and keeps the slowest worker's stage
-// times in `t`. INTERNAL for a malformed result.
-absl::Status GatherResults(const std::vector<moe::v1::StepResult>& results,
-                           int64_t n, int64_t hidden, float* y, StageTimes* t);
 
 // Everything of a routed step that happens on the worker group: the plan,
 // the step on every rank, the shared expert on this thread meanwhile, and
@@ -45,8 +35,17 @@ class RemoteStep {
                    StageTimes* t);
 
  private:
+  // One Step per rank from the routing.
+  void BuildSteps(int64_t layer, const float* x, int64_t n, int64_t hidden,
+                  int64_t num_experts, const Routing& routing, int world);
+  // Each rank's rows into y, and the slowest worker's stage times into t.
+  absl::Status GatherResults(int64_t n, int64_t hidden, float* y,
+                             StageTimes* t) const;
+
   std::vector<moe::v1::Step> steps_;
   std::vector<moe::v1::StepResult> results_;
+  std::vector<int32_t> expert_ids_;
+  std::vector<int64_t> counts_;
 };
 
 }  // namespace moe

@@ -143,6 +143,7 @@ int Main() {
   mo.all_experts = workers == 0;
   mo.threads = threads;
   mo.device = absl::GetFlag(FLAGS_device);
+  mo.max_tokens = max_batch;
   auto model = RouterModel::Load(mo);
   if (!model.ok()) {
     spdlog::error("loading the model: {}", model.status().message());
@@ -182,7 +183,7 @@ int Main() {
   ExpertStatsBook stats(info.layer.num_experts);
   std::vector<std::unique_ptr<StepRunner>> runners;
   for (int i = 0; i < inflight; ++i) {
-    auto runner = CreateStepRunner(**model, pool.get(), threads, max_batch);
+    auto runner = CreateStepRunner(**model, pool.get());
     if (!runner.ok()) {
       spdlog::error("{}", runner.status().message());
       return 1;

@@ -1,19 +1,19 @@
-// The router's share of the model: for every MoE layer the gate (fp32),
-// the expert bias and the shared expert, plus all routed experts when the
-// router computes them itself (no workers).
+// The router's share of the model, on its device: for every MoE layer the
+// gate (fp32), the expert bias and the shared expert, plus all routed
+// experts when the router computes them itself (no workers). Held by one
+// backend; each step in flight works on a fork of it (same weights, its own
+// workspaces).
 #pragma once
 
-#include <map>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "core/model_location.h"
+#include "engine/expert_backend.h"
 #include "engine/layer_weights.h"
 
 namespace moe {
-
-struct CudaLayerWeights;  // engine/cuda/cuda_weights.h, CUDA builds only
 
 class RouterModel {
  public:
@@ -23,6 +23,7 @@ class RouterModel {
     bool all_experts = false;  // P = 0: the router runs the experts
     int threads = 1;
     std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
+    int64_t max_tokens = 4096;   // tokens per step at most
   };
   static absl::StatusOr<std::unique_ptr<RouterModel>> Load(const Options& o);
 
@@ -30,21 +31,17 @@ class RouterModel {
   const ModelLocation& location() const { return location_; }
   WeightDType dtype() const { return dtype_; }
   // "cpu" or "cuda:N".
-  const std::string& device() const { return device_; }
-  int cuda_device() const { return cuda_device_; }
-  // Null when `layer` is not an MoE layer (or lives on the other device).
-  const LayerWeights* layer(int64_t layer) const;
-  const CudaLayerWeights* cuda_layer(int64_t layer) const;
+  std::string device() const { return backend_->name(); }
+  // A backend over the loaded weights for one step in flight.
+  absl::StatusOr<std::unique_ptr<ExpertBackend>> ForkBackend() const {
+    return backend_->Fork();
+  }
 
  private:
   ModelInfo info_;
   ModelLocation location_;
   WeightDType dtype_ = WeightDType::kF32;
-  std::string device_ = "cpu";
-  int cuda_device_ = -1;
-  std::map<int64_t, std::unique_ptr<LayerWeights>> layers_;
-  // shared_ptr: its deleter is made where the type is complete (CUDA builds).
-  std::map<int64_t, std::shared_ptr<const CudaLayerWeights>> cuda_layers_;
+  std::unique_ptr<ExpertBackend> backend_;
 };
 
 }  // namespace moe

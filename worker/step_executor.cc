@@ -1,14 +1,22 @@
 #include "worker/step_executor.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/device_spec.h"
+#include "comm/gloo_communicator.h"
 #include "core/status_macros.h"
-#include "worker/cpu_step_executor.h"
+#include "proto/step_codec.h"
 #ifdef MOE_HAVE_CUDA
-#include "worker/cuda/cuda_step_executor.h"
+#include "comm/nccl_communicator.h"
 #endif
 
 namespace moe {
+
+absl::StatusOr<Collective> ParseCollective(const std::string& text) {
+  if (text == "auto") return Collective::kAuto;
+  if (text == "gloo") return Collective::kGloo;
+  if (text == "nccl") return Collective::kNccl;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--collective must be auto, gloo or nccl, got '", text, "'"));
+}
 
 LoadOptions WorkerLoadOptions(int64_t begin, int64_t end) {
   LoadOptions opts;
@@ -19,18 +27,70 @@ LoadOptions WorkerLoadOptions(int64_t begin, int64_t end) {
   return opts;
 }
 
-absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(
-    const std::string& device, int threads) {
+absl::StatusOr<std::unique_ptr<StepExecutor>> StepExecutor::Create(
+    const std::string& device, int threads, Collective collective) {
   MOE_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(device));
-  if (!spec.cuda) return std::make_unique<CpuStepExecutor>(threads);
+  if (collective == Collective::kAuto) {
+    collective = spec.cuda ? Collective::kNccl : Collective::kGloo;
+  }
+  if (collective == Collective::kNccl && !spec.cuda) {
+    return absl::InvalidArgumentError(
+        "--collective nccl needs a CUDA device (--device cuda[:N])");
+  }
+  MOE_ASSIGN_OR_RETURN(std::unique_ptr<ExpertBackend> backend,
+                       CreateExpertBackend(device, threads));
+  return std::unique_ptr<StepExecutor>(
+      new StepExecutor(std::move(backend), spec, collective));
+}
+
+absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(
+    const std::string& device, int threads, Collective collective) {
+  return StepExecutor::Create(device, threads, collective);
+}
+
+absl::Status StepExecutor::Load(const ModelSource& source, int64_t begin,
+                                int64_t end, WeightDType dtype,
+                                int64_t max_batch_tokens) {
+  LoadOptions opts = WorkerLoadOptions(begin, end);
+  opts.dtype = dtype;
+  MOE_RETURN_IF_ERROR(backend_->Load(source, opts, max_batch_tokens));
+  max_tokens_ = max_batch_tokens;
+  y_.resize(max_batch_tokens * source.info().layer.hidden);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> StepExecutor::Connect(
+    int rank, int world, const std::string& host,
+    gloo::rendezvous::Store& store, std::chrono::milliseconds timeout) {
+  if (collective_ == Collective::kGloo) {
+    return CreateGlooCommunicator(rank, world, host, store, timeout);
+  }
 #ifdef MOE_HAVE_CUDA
-  return CreateCudaStepExecutor(spec.ordinal);
+  return CreateNcclCommunicator(rank, world, store, spec_.ordinal, timeout);
 #else
-  return absl::UnimplementedError(
-      absl::StrCat("--device ", device,
-                   ": this build has no CUDA backend (configure with "
-                   "-DMOE_CUDA=ON where the CUDA toolkit is installed)"));
+  return absl::UnimplementedError("this build has no NCCL");
 #endif
+}
+
+absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
+                               moe::v1::StepResult* result) {
+  if (!backend_->HasLayer(step.layer())) {
+    return absl::NotFoundError(
+        absl::StrCat("worker has no weights for layer ", step.layer()));
+  }
+  const int64_t H = backend_->config().hidden;
+  EpStepInput in;
+  MOE_RETURN_IF_ERROR(DecodeStep(step, H, &scratch_, &in));
+  if (in.tokens > max_tokens_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("step ", step.step_id(), ": ", in.tokens,
+                     " rows exceed this worker's ", max_tokens_));
+  }
+  EpStepTimes times;
+  MOE_RETURN_IF_ERROR(step_.Run(in, *backend_, comm, max_tokens_,
+                                /*x_resident=*/false, y_.data(), &times));
+  EncodeStepResult(y_.data(), in.tokens, H, times, result);
+  return absl::OkStatus();
 }
 
 }  // namespace moe

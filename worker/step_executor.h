@@ -1,57 +1,76 @@
-// One worker's part of an expert-parallel MoE step (DESIGN.md section 2):
-// permute own rows by destination expert, all-to-all dispatch with the
-// plan's sizes, grouped SwiGLU over the local experts, all-to-all combine,
-// weighted sum in slot order. One implementation per device kind.
+// A worker's part of each expert-parallel step: decodes the router's Step,
+// runs the engine's one step (engine/ep_step.h) on this worker's backend
+// over the group's communicator, and encodes the result. Also picks the
+// communicator: NCCL between GPUs, Gloo between hosts' memory (CPU workers,
+// or CUDA workers staging through pinned memory, e.g. several on one GPU).
 #pragma once
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "core/device_spec.h"
 #include "core/model_source.h"
+#include "engine/ep_step.h"
+#include "engine/expert_backend.h"
 #include "engine/layer_weights.h"
 #include "gloo/rendezvous/store.h"
 #include "moe/v1/worker.pb.h"
-#include "worker/comm/communicator.h"
 
 namespace moe {
 
+// Which collective library a worker group uses.
+enum class Collective { kAuto, kGloo, kNccl };
+absl::StatusOr<Collective> ParseCollective(const std::string& text);
+
 class StepExecutor {
  public:
-  virtual ~StepExecutor() = default;
-  virtual std::string device() const = 0;
+  static absl::StatusOr<std::unique_ptr<StepExecutor>> Create(
+      const std::string& device, int threads, Collective collective);
+
+  std::string device() const { return backend_->name(); }
+  // The collective this worker joins groups with (auto resolved).
+  Collective collective() const { return collective_; }
 
   // Loads experts [begin, end) of every MoE layer of `source`, replacing
   // what was loaded before; workspaces are sized for max_batch_tokens.
-  virtual absl::Status Load(const ModelSource& source, int64_t begin,
-                            int64_t end, WeightDType dtype,
-                            int64_t max_batch_tokens) = 0;
+  absl::Status Load(const ModelSource& source, int64_t begin, int64_t end,
+                    WeightDType dtype, int64_t max_batch_tokens);
 
-  // Joins a collective group through `store`: Gloo on CPU, NCCL on GPU.
-  virtual absl::StatusOr<std::unique_ptr<Communicator>> Connect(
+  // Joins a collective group through `store`.
+  absl::StatusOr<std::unique_ptr<Communicator>> Connect(
       int rank, int world, const std::string& host,
-      gloo::rendezvous::Store& store, std::chrono::milliseconds timeout) = 0;
+      gloo::rendezvous::Store& store, std::chrono::milliseconds timeout);
 
   // Runs `step` as rank comm.rank() of comm.size(); fills `result` (rows,
   // timing, rows computed).
-  virtual absl::Status Run(const moe::v1::Step& step, Communicator& comm,
-                           moe::v1::StepResult* result) = 0;
+  absl::Status Run(const moe::v1::Step& step, Communicator& comm,
+                   moe::v1::StepResult* result);
+
+ private:
+  StepExecutor(std::unique_ptr<ExpertBackend> backend, DeviceSpec spec,
+               Collective collective)
+      : backend_(std::move(backend)), spec_(spec), collective_(collective) {}
+
+  std::unique_ptr<ExpertBackend> backend_;
+  DeviceSpec spec_;
+  Collective collective_;
+  int64_t max_tokens_ = 0;
+  EpStep step_;
+  std::vector<float> scratch_, y_;
 };
 
 // What a worker loads: experts [begin, end) of a layer, no gate and no
 // shared expert (the router's).
 LoadOptions WorkerLoadOptions(int64_t begin, int64_t end);
 
-// The time a step may take on this worker, from the router's deadline.
-inline std::chrono::milliseconds StepTimeout(const moe::v1::Step& step) {
-  return std::chrono::milliseconds(std::max<int64_t>(step.timeout_ms(), 1));
-}
-
 // "cpu" or "cuda:N" (builds with the CUDA backend only).
 absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(
-    const std::string& device, int threads);
+    const std::string& device, int threads,
+    Collective collective = Collective::kAuto);
 
 }  // namespace moe

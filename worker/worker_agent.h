@@ -12,9 +12,9 @@
 #include <mutex>
 #include <string>
 
+#include "comm/communicator.h"
 #include "core/model_location.h"
 #include "moe/v1/worker.grpc.pb.h"
-#include "worker/comm/communicator.h"
 #include "worker/step_executor.h"
 #include "worker/worker_metrics.h"
 

@@ -38,6 +38,10 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus /metrics address, e.g. 0.0.0.0:9091 (empty: off)");
 ABSL_FLAG(std::string, metrics_port_file, "",
           "write the bound metrics port here (for --metrics-listen host:0)");
+ABSL_FLAG(std::string, collective, "auto",
+          "collective library: nccl (GPUs, one rank per GPU), gloo (host "
+          "memory over TCP; CUDA workers stage through pinned memory, so "
+          "several can share one GPU) or auto (nccl on cuda, gloo on cpu)");
 ABSL_FLAG(std::string, collective_host, "127.0.0.1",
           "address other workers reach this worker's collective transport "
           "on (the pod IP in Kubernetes)");
@@ -56,7 +60,13 @@ int main(int argc, char** argv) {
   opts.device = absl::GetFlag(FLAGS_device);
   opts.threads = moe::ThreadsOrAllCores(absl::GetFlag(FLAGS_threads));
   opts.collective_host = absl::GetFlag(FLAGS_collective_host);
-  auto executor = moe::CreateStepExecutor(opts.device, opts.threads);
+  auto collective = moe::ParseCollective(absl::GetFlag(FLAGS_collective));
+  if (!collective.ok()) {
+    spdlog::error("{}", collective.status().message());
+    return 2;
+  }
+  auto executor =
+      moe::CreateStepExecutor(opts.device, opts.threads, *collective);
   if (!executor.ok()) {
     spdlog::error("{}", executor.status().message());
     return 2;

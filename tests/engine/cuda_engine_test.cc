@@ -1,10 +1,10 @@
-// The single-GPU layer (CudaLocalMoe) against the independent reference:
-// odd sizes, every routing option, and no device allocation per step. The
-// golden cases run in golden_engine_test's cuda instantiation. Skips, with
-// the reason, when no CUDA device is visible.
-#include "engine/cuda/cuda_local_moe.h"
+// The single-GPU layer (LocalMoe on the CUDA backend) against the independent
+// reference: odd sizes, every routing option, and no device allocation per
+// step. The golden cases run in golden_engine_test's cuda instantiation. Skips,
+// with the reason, when no CUDA device is visible.
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/local_moe.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/reference_moe.h"
@@ -32,13 +32,11 @@ MoeLayerConfig Base() {
 void ExpectMatches(const MoeLayerConfig& config, int64_t n, uint64_t seed) {
   auto g = testing::RandomCase(config, n, seed);
   auto src = testing::MakeGoldenSource(g);
-  auto w = UploadLayerWeights(*src, 0, {});
-  ASSERT_TRUE(w.ok()) << w.status();
-  auto moe = CudaLocalMoe::Create(0, config, 256);
+  auto moe = LocalMoe::Create(*src, "cuda:0", WeightDType::kBF16, 1, 256);
   ASSERT_TRUE(moe.ok()) << moe.status();
   std::vector<float> y(n * config.hidden);
   Routing r;
-  ASSERT_TRUE((*moe)->Forward(**w, g.x.data(), n, {}, y.data(), &r).ok());
+  ASSERT_TRUE((*moe)->Forward(0, g.x.data(), n, {}, y.data(), &r).ok());
   EXPECT_TRUE(testing::AllClose(y, g.y, testing::kBf16Tol));
   if (config.routing == RoutingMode::kTokenChoice) {
     EXPECT_TRUE(testing::SameTokenRouting(g.top_idx, g.top_w, r.expert,
@@ -79,15 +77,14 @@ TEST_F(CudaEngineTest, StepsAllocateNothing) {
   const MoeLayerConfig c = Base();
   auto g = testing::RandomCase(c, 64, 5);
   auto src = testing::MakeGoldenSource(g);
-  auto w = UploadLayerWeights(*src, 0, {});
-  auto moe = CudaLocalMoe::Create(0, c, 128);
-  ASSERT_TRUE(w.ok() && moe.ok());
+  auto moe = LocalMoe::Create(*src, "cuda:0", WeightDType::kBF16, 1, 128);
+  ASSERT_TRUE(moe.ok()) << moe.status();
   std::vector<float> y(64 * c.hidden);
   Routing r;
-  ASSERT_TRUE((*moe)->Forward(**w, g.x.data(), 64, {}, y.data(), &r).ok());
+  ASSERT_TRUE((*moe)->Forward(0, g.x.data(), 64, {}, y.data(), &r).ok());
   const int64_t before = DeviceAllocationCount();
   for (int64_t n : {64, 7, 1, 64}) {
-    ASSERT_TRUE((*moe)->Forward(**w, g.x.data(), n, {}, y.data(), &r).ok());
+    ASSERT_TRUE((*moe)->Forward(0, g.x.data(), n, {}, y.data(), &r).ok());
   }
   EXPECT_EQ(DeviceAllocationCount(), before);
 }

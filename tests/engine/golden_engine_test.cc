@@ -2,7 +2,6 @@
 // weights: routing ids exact, y within the golden tolerance.
 #include "engine/layer_weights.h"
 #ifdef MOE_HAVE_CUDA
-#include "engine/cuda/cuda_local_moe.h"
 #include "engine/cuda/cuda_status.h"
 #endif
 #include "engine/local_moe.h"
@@ -42,30 +41,26 @@ bool RunCase(const GoldenCase& c, Backend backend, std::vector<float>* y,
   y->assign(c.y.size(), -1.0f);
   if (backend == Backend::kCuda) {
 #ifdef MOE_HAVE_CUDA
-    auto w = UploadLayerWeights(*source, 0, {});
-    EXPECT_TRUE(w.ok()) << w.status();
-    auto moe =
-        CudaLocalMoe::Create(0, c.config, std::max<int64_t>(c.tokens, 1));
+    auto moe = LocalMoe::Create(*source, "cuda:0", WeightDType::kBF16, 2,
+                                std::max<int64_t>(c.tokens, 1));
     EXPECT_TRUE(moe.ok()) << moe.status();
-    if (!w.ok() || !moe.ok()) return false;
+    if (!moe.ok()) return false;
     absl::Status s =
-        (*moe)->Forward(**w, c.x.data(), c.tokens, {}, y->data(), routing);
+        (*moe)->Forward(0, c.x.data(), c.tokens, {}, y->data(), routing);
     EXPECT_TRUE(s.ok()) << s;
     return s.ok();
 #else
     return false;
 #endif
   }
-  LoadOptions opts;
-  opts.dtype =
+  const WeightDType dtype =
       backend == Backend::kCpuF32 ? WeightDType::kF32 : WeightDType::kBF16;
-  opts.num_threads = 2;
-  auto w = LoadLayerWeights(*source, 0, opts);
-  EXPECT_TRUE(w.ok()) << w.status();
-  if (!w.ok()) return false;
-  LocalMoe moe(2);
+  auto moe = LocalMoe::Create(*source, "cpu", dtype, 2,
+                              std::max<int64_t>(c.tokens, 1));
+  EXPECT_TRUE(moe.ok()) << moe.status();
+  if (!moe.ok()) return false;
   absl::Status s =
-      moe.Forward(**w, c.x.data(), c.tokens, {}, y->data(), routing);
+      (*moe)->Forward(0, c.x.data(), c.tokens, {}, y->data(), routing);
   EXPECT_TRUE(s.ok()) << s;
   return s.ok();
 }

@@ -31,16 +31,13 @@ absl::StatusOr<Output> RunCheckpoint(const std::string& dir, int64_t layer,
                                      WeightDType dtype) {
   auto ckpt = HfCheckpoint::Open(dir);
   if (!ckpt.ok()) return ckpt.status();
-  LoadOptions opts;
-  opts.dtype = dtype;
-  opts.num_threads = 2;
-  auto w = LoadLayerWeights(**ckpt, layer, opts);
-  if (!w.ok()) return w.status();
-  LocalMoe moe(2);
+  auto moe =
+      LocalMoe::Create(**ckpt, "cpu", dtype, 2, std::max<int64_t>(n, 1), layer);
+  if (!moe.ok()) return moe.status();
   Output out;
   out.y.resize(x.size());
   absl::Status s =
-      moe.Forward(**w, x.data(), n, {}, out.y.data(), &out.routing);
+      (*moe)->Forward(layer, x.data(), n, {}, out.y.data(), &out.routing);
   if (!s.ok()) return s;
   return out;
 }

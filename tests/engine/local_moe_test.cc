@@ -31,15 +31,14 @@ RunResult Forward(const testing::GoldenCase& c,
                   WeightDType dtype = WeightDType::kF32,
                   std::vector<int64_t> segments = {}, int threads = 2) {
   auto source = testing::MakeGoldenSource(c);
-  LoadOptions opts;
-  opts.dtype = dtype;
-  auto w = LoadLayerWeights(*source, 0, opts);
-  EXPECT_TRUE(w.ok()) << w.status();
-  LocalMoe moe(threads);
+  auto moe = LocalMoe::Create(*source, "cpu", dtype, threads,
+                              std::max<int64_t>(c.tokens, 1));
+  EXPECT_TRUE(moe.ok()) << moe.status();
   RunResult r;
   r.y.assign(c.tokens * c.config.hidden, -7.0f);
-  absl::Status s =
-      moe.Forward(**w, c.x.data(), c.tokens, segments, r.y.data(), &r.routing);
+  if (!moe.ok()) return r;
+  absl::Status s = (*moe)->Forward(0, c.x.data(), c.tokens, segments,
+                                   r.y.data(), &r.routing);
   EXPECT_TRUE(s.ok()) << s;
   return r;
 }

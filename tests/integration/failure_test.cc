@@ -45,18 +45,18 @@ TEST(WorkerFailure, KilledWorkerFailsFastAndReplacementRestoresService) {
   a.top_k = 2;
   a.seed = 5;
   auto model = MakeSyntheticModel(*MakeSyntheticSpec(a));
-  auto weights = LoadLayerWeights(**model, 0, {});
-  ASSERT_TRUE(weights.ok());
+  auto moe = LocalMoe::Create(**model, "cpu", WeightDType::kF32, 1, 64);
+  ASSERT_TRUE(moe.ok()) << moe.status();
   std::vector<std::vector<float>> inputs, expected;
   for (int i = 0; i < 8; ++i) {
     const int64_t n = 3 + i;
     inputs.emplace_back(n * kHidden);
     FillSyntheticInput(40 + i, n * kHidden, inputs.back().data());
     expected.emplace_back(n * kHidden);
-    LocalMoe moe(1);
     Routing r;
-    ASSERT_TRUE(moe.Forward(**weights, inputs.back().data(), n, {},
-                            expected.back().data(), &r)
+    ASSERT_TRUE((*moe)
+                    ->Forward(0, inputs.back().data(), n, {},
+                              expected.back().data(), &r)
                     .ok());
   }
 

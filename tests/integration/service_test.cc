@@ -41,11 +41,13 @@ std::vector<float> Expected(int layer, const std::vector<float>& x, int64_t n,
   a.seed = 3;
   a.options_json = R"({"shared_gate":true,"route_norm":false})";
   auto model = MakeSyntheticModel(*MakeSyntheticSpec(a));
-  auto w = LoadLayerWeights(**model, layer, {});
-  LocalMoe moe(1);
+  auto moe = LocalMoe::Create(**model, "cpu", WeightDType::kF32, 1,
+                              std::max<int64_t>(n, 1));
+  EXPECT_TRUE(moe.ok()) << moe.status();
   std::vector<float> y(n * kHidden);
   Routing r;
-  EXPECT_TRUE(moe.Forward(**w, x.data(), n, {}, y.data(), &r).ok());
+  if (!moe.ok()) return y;
+  EXPECT_TRUE((*moe)->Forward(layer, x.data(), n, {}, y.data(), &r).ok());
   return y;
 }
 

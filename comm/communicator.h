@@ -1,6 +1,7 @@
-// The collective a worker group needs for expert parallelism: an
-// all-to-all with per-rank sizes. Implemented with Gloo (CPU, TCP) and NCCL
-// (GPU); sizes always come from the router's plan, never exchanged.
+// The collective the expert-parallel step needs: an all-to-all with per-rank
+// sizes. Implemented with Gloo (host memory, TCP), NCCL (device memory) and
+// a loopback one for a single process; sizes always come from the router's
+// plan, never exchanged (docs/architecture.md, "One step").
 #pragma once
 
 #include <chrono>
@@ -23,6 +24,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string name() const = 0;
+  // True when AllToAllV takes device pointers (NCCL); false for host memory.
+  // A device backend over a host communicator stages through pinned memory.
+  virtual bool device_memory() const { return false; }
 
   // Sends send_counts[r] elements to rank r (blocks of `send`, in rank
   // order) and receives recv_counts[r] elements from rank r (blocks of

@@ -1,4 +1,4 @@
-#include "worker/comm/nccl_communicator.h"
+#include "comm/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -41,6 +41,7 @@ class NcclCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return world_; }
   std::string name() const override { return "nccl"; }
+  bool device_memory() const override { return true; }
 
   absl::Status AllToAllV(const void* send,
                          absl::Span<const int64_t> send_counts, void* recv,
@@ -85,6 +86,9 @@ class NcclCommunicator : public Communicator {
       if (e == cudaSuccess) return absl::OkStatus();
       if (e != cudaErrorNotReady)
         return CudaError(e, "cudaEventQuery", __FILE__, __LINE__);
+      // The runtime also records NotReady as this thread's last error; clear
+      // it, or the next kernel launch check would report it as its own.
+      (void)cudaGetLastError();
       ncclResult_t state = ncclSuccess;
       if (comm_ != nullptr) ncclCommGetAsyncError(comm_, &state);
       if (state != ncclSuccess && state != ncclInProgress) {

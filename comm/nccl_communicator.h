@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "comm/communicator.h"
 #include "gloo/rendezvous/store.h"
-#include "worker/comm/communicator.h"
 
 namespace moe {
 

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "comm/communicator.h"
 #include "gloo/rendezvous/store.h"
-#include "worker/comm/communicator.h"
 
 namespace moe {
 

@@ -1,4 +1,4 @@
-#include "worker/comm/gloo_communicator.h"
+#include "comm/gloo_communicator.h"
 
 #include <exception>
 #include <vector>

@@ -1,0 +1,189 @@
+#include "engine/cpu_backend.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "kernels/cpu/dispatch.h"
+
+namespace moe {
+namespace {
+
+namespace kc = kernels::cpu;
+
+// Grows `v` to hold at least `n` elements; never shrinks, so a steady
+// stream of steps stops allocating after the largest one.
+template <typename T>
+T* Reserve(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+  return v.data();
+}
+
+}  // namespace
+
+absl::Status CpuBackend::Load(const ModelSource& source,
+                              const LoadOptions& options, int64_t max_tokens) {
+  auto layers = std::make_shared<Layers>();
+  LoadOptions opts = options;
+  opts.num_threads = threads_;
+  for (int64_t layer : source.info().moe_layers) {
+    if (opts.only_layer >= 0 && layer != opts.only_layer) continue;
+    MOE_ASSIGN_OR_RETURN((*layers)[layer],
+                         LoadLayerWeights(source, layer, opts));
+  }
+  layers_ = std::move(layers);
+  config_ = source.info().layer;
+  max_tokens_ = max_tokens;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ExpertBackend>> CpuBackend::Fork() const {
+  auto b = std::make_unique<CpuBackend>(threads_);
+  b->layers_ = layers_;
+  b->config_ = config_;
+  b->max_tokens_ = max_tokens_;
+  return std::unique_ptr<ExpertBackend>(std::move(b));
+}
+
+bool CpuBackend::HasLayer(int64_t layer) const {
+  return layers_->count(layer) > 0;
+}
+
+const LayerWeights* CpuBackend::layer(int64_t layer) const {
+  auto it = layers_->find(layer);
+  return it == layers_->end() ? nullptr : it->second.get();
+}
+
+absl::StatusOr<const LayerWeights*> CpuBackend::Find(int64_t layer) const {
+  const LayerWeights* w = this->layer(layer);
+  if (w == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no weights for layer ", layer, " on this process"));
+  }
+  return w;
+}
+
+absl::Status CpuBackend::CheckLayer(int64_t layer, bool need_gate,
+                                    bool need_shared,
+                                    bool need_all_experts) const {
+  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, Find(layer));
+  if (need_gate && !w->has_gate) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("layer ", layer, " was loaded without its gate"));
+  }
+  if (need_shared && w->config.has_shared() && !w->has_shared) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("layer ", layer, " was loaded without its shared expert"));
+  }
+  if (need_all_experts &&
+      (w->expert_begin != 0 || w->expert_end != w->config.num_experts)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "single-process layer ", layer, " needs all ", w->config.num_experts,
+        " experts loaded, has [", w->expert_begin, ", ", w->expert_end, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Route(int64_t layer, const float* x, int64_t n,
+                               absl::Span<const int64_t> segment_ends,
+                               Routing* routing) {
+  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, Find(layer));
+  return router_.Route(*w, x, n, segment_ends, threads_, routing);
+}
+
+absl::Status CpuBackend::Shared(int64_t layer, const float* x, int64_t n,
+                                float* out) {
+  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, Find(layer));
+  return runner_.RunShared(*w, x, n, out, threads_);
+}
+
+absl::Status CpuBackend::Prepare(const EpPlan& p) {
+  const int64_t H = config_.hidden;
+  Reserve(send_, p.sent * H);
+  Reserve(recv_, p.received * H);
+  Reserve(out_, p.received * H);
+  Reserve(back_, p.sent * H);
+  Reserve(in_rows_, p.received);
+  Reserve(out_rows_, p.received);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Gather(const EpStepInput& in, const EpPlan& p,
+                                bool /*x_resident: host rows are used as they
+                                       are*/) {
+  const int64_t H = config_.hidden;
+  const float* scale = nullptr;
+  if (config_.score_before_experts) {
+    float* s = Reserve(scale_, p.sent);
+    for (int64_t j = 0; j < p.sent; ++j) s[j] = in.weights[p.order[j]];
+    scale = s;
+  }
+  kc::GatherRows(in.rows, H, p.src_row.data(), scale, p.sent, send_.data(),
+                 threads_);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::RunExperts(int64_t layer, const EpPlan& p,
+                                    const void* in, void* out) {
+  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, Find(layer));
+  const int64_t H = config_.hidden;
+  // Grouped by expert through pointers: outputs land in the rows their
+  // inputs came in, ready to go back.
+  const float* src = static_cast<const float*>(in);
+  float* dst = static_cast<float*>(out);
+  for (int64_t i = 0; i < p.received; ++i) {
+    in_rows_[i] = src + p.grouped[i] * H;
+    out_rows_[i] = dst + p.grouped[i] * H;
+  }
+  return runner_.RunRouted(*w, p.expert_offsets, in_rows_.data(),
+                           out_rows_.data(), threads_);
+}
+
+absl::Status CpuBackend::Combine(const EpStepInput& in, const EpPlan& p,
+                                 const void* back, float* y) {
+  kc::CombineSlots(p.tokens, p.slots, config_.hidden,
+                   config_.score_before_experts ? nullptr : in.weights.data(),
+                   p.slot_row.data(), static_cast<const float*>(back), y,
+                   threads_);
+  return absl::OkStatus();
+}
+
+void* CpuBackend::buffer(EpBuffer which) {
+  switch (which) {
+    case EpBuffer::kSend:
+      return send_.data();
+    case EpBuffer::kRecv:
+      return recv_.data();
+    case EpBuffer::kOut:
+      return out_.data();
+    case EpBuffer::kBack:
+      return back_.data();
+    case EpBuffer::kStageSend:
+    case EpBuffer::kStageRecv:
+      return nullptr;  // host buffers are never staged
+  }
+  return nullptr;
+}
+
+absl::Status CpuBackend::CopyToHost(const void* src, void* dst, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::CopyFromHost(const void* src, void* dst,
+                                      size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+  return absl::OkStatus();
+}
+
+void CpuBackend::Mark(EpMark mark) {
+  marks_[static_cast<int>(mark)] = std::chrono::steady_clock::now();
+}
+
+double CpuBackend::ElapsedUs(EpMark from, EpMark to) const {
+  return std::chrono::duration<double, std::micro>(
+             marks_[static_cast<int>(to)] - marks_[static_cast<int>(from)])
+      .count();
+}
+
+}  // namespace moe

@@ -1,0 +1,82 @@
+// The CPU backend: packed fp32/bf16 experts (engine/layer_weights.h), the
+// packed-GEMM grouped SwiGLU, rows moved by pointer wherever no copy is
+// needed, OpenMP threads. Its buffers are host memory and grow to the
+// largest step seen, then stay: a steady step allocates nothing, and a
+// router whose experts run on workers never touches them.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "engine/expert_backend.h"
+#include "engine/expert_runner.h"
+
+namespace moe {
+
+class CpuBackend : public ExpertBackend {
+ public:
+  explicit CpuBackend(int threads) : threads_(threads) {}
+
+  std::string name() const override { return "cpu"; }
+  bool device_memory() const override { return false; }
+  ElementType row_type() const override { return ElementType::kF32; }
+
+  absl::Status Load(const ModelSource& source, const LoadOptions& options,
+                    int64_t max_tokens) override;
+  absl::StatusOr<std::unique_ptr<ExpertBackend>> Fork() const override;
+  const MoeLayerConfig& config() const override { return config_; }
+  int64_t max_tokens() const override { return max_tokens_; }
+  bool HasLayer(int64_t layer) const override;
+  absl::Status CheckLayer(int64_t layer, bool need_gate, bool need_shared,
+                          bool need_all_experts) const override;
+
+  absl::Status Route(int64_t layer, const float* x, int64_t n,
+                     absl::Span<const int64_t> segment_ends,
+                     Routing* routing) override;
+  absl::Status Shared(int64_t layer, const float* x, int64_t n,
+                      float* out) override;
+
+  absl::Status Prepare(const EpPlan& plan) override;
+  absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
+                      bool x_resident) override;
+  absl::Status RunExperts(int64_t layer, const EpPlan& plan, const void* in,
+                          void* out) override;
+  absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
+                       const void* back, float* y) override;
+
+  void* buffer(EpBuffer which) override;
+  absl::Status CopyToHost(const void* src, void* dst, size_t bytes) override;
+  absl::Status CopyFromHost(const void* src, void* dst, size_t bytes) override;
+  void* stream() override { return nullptr; }
+  void Mark(EpMark mark) override;
+  absl::Status Finish(Communicator& comm,
+                      std::chrono::steady_clock::time_point deadline) override {
+    return absl::OkStatus();  // every piece ran to completion on this thread
+  }
+  double ElapsedUs(EpMark from, EpMark to) const override;
+
+  // The loaded weights of `layer`, or null.
+  const LayerWeights* layer(int64_t layer) const;
+
+ private:
+  using Layers = std::map<int64_t, std::unique_ptr<LayerWeights>>;
+  absl::StatusOr<const LayerWeights*> Find(int64_t layer) const;
+
+  int threads_;
+  MoeLayerConfig config_;
+  int64_t max_tokens_ = 0;
+  std::shared_ptr<const Layers> layers_ = std::make_shared<Layers>();
+  TokenRouter router_;
+  ExpertRunner runner_;
+  // Step buffers, fp32 rows of width H.
+  std::vector<float> send_, recv_, out_, back_;
+  std::vector<float> scale_;
+  std::vector<const float*> in_rows_;
+  std::vector<float*> out_rows_;
+  std::array<std::chrono::steady_clock::time_point, kNumEpMarks> marks_;
+};
+
+}  // namespace moe

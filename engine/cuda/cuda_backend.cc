@@ -1,0 +1,461 @@
+#include "engine/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "engine/cuda/cuda_experts.h"
+#include "engine/cuda/cuda_router.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/cuda/cuda_weights.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/lt_matmul.h"
+#include "kernels/cuda/kernels.h"
+
+namespace moe {
+namespace {
+
+namespace kcu = kernels::cuda;
+
+class CudaBackend : public ExpertBackend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {}
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    for (cudaEvent_t& e : marks_) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  absl::Status Init() {
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    MOE_CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    for (cudaEvent_t& e : marks_) MOE_CUDA_OK(cudaEventCreate(&e));
+    MOE_ASSIGN_OR_RETURN(lt_, LtMatmul::Create());
+    return absl::OkStatus();
+  }
+
+  std::string name() const override { return absl::StrCat("cuda:", device_); }
+  bool device_memory() const override { return true; }
+  ElementType row_type() const override { return ElementType::kBF16; }
+  const MoeLayerConfig& config() const override { return config_; }
+  int64_t max_tokens() const override { return max_tokens_; }
+  bool HasLayer(int64_t layer) const override {
+    return layers_->count(layer) > 0;
+  }
+
+  absl::StatusOr<std::unique_ptr<ExpertBackend>> Fork() const override {
+    auto b = std::make_unique<CudaBackend>(device_);
+    MOE_RETURN_IF_ERROR(b->Init());
+    b->layers_ = layers_;
+    b->config_ = config_;
+    b->max_tokens_ = max_tokens_;
+    MOE_RETURN_IF_ERROR(b->AllocateWorkspaces(router_ != nullptr));
+    return std::unique_ptr<ExpertBackend>(std::move(b));
+  }
+  void* stream() override { return stream_; }
+
+  absl::Status Load(const ModelSource& source, const LoadOptions& options,
+                    int64_t max_tokens) override {
+    if (options.dtype != WeightDType::kBF16) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name(), " keeps expert weights in bf16; weight dtype ",
+                       WeightDTypeName(options.dtype),
+                       " is not supported on a GPU (use --weight-dtype bf16)"));
+    }
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    auto layers = std::make_shared<Layers>();
+    bool gate = false;
+    for (int64_t layer : source.info().moe_layers) {
+      if (options.only_layer >= 0 && layer != options.only_layer) continue;
+      MOE_ASSIGN_OR_RETURN((*layers)[layer],
+                           UploadLayerWeights(source, layer, options));
+      gate = gate || (*layers)[layer]->has_gate;
+    }
+    layers_ = std::move(layers);
+    config_ = source.info().layer;
+    max_tokens_ = max_tokens;
+    // Weights were copied on the legacy default stream, which the
+    // non-blocking step stream does not wait for: finish them before any
+    // step can read them.
+    MOE_CUDA_OK(cudaDeviceSynchronize());
+    return AllocateWorkspaces(gate);
+  }
+
+  absl::Status CheckLayer(int64_t layer, bool need_gate, bool need_shared,
+                          bool need_all_experts) const override {
+    MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
+    if (need_gate && !w->has_gate) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("layer ", layer, " was loaded without its gate"));
+    }
+    if (need_shared && w->config.has_shared() && !w->has_shared) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "layer ", layer, " was loaded without its shared expert"));
+    }
+    if (need_all_experts &&
+        (w->expert_begin != 0 || w->expert_end != w->config.num_experts)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("single-GPU layer ", layer, " needs every expert"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Route(int64_t layer, const float* x, int64_t n,
+                     absl::Span<const int64_t> segment_ends,
+                     Routing* routing) override {
+    MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
+    if (router_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "this backend was loaded without the router's gate");
+    }
+    MOE_RETURN_IF_ERROR(UploadX(x, n));
+    return router_->Route(*lt_, *w, x_.as<float>(), n, segment_ends, stream_,
+                          routing);
+  }
+
+  absl::Status Shared(int64_t layer, const float* x, int64_t n,
+                      float* out) override {
+    MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
+    if (!w->has_shared || shared_experts_ == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("layer ", layer, " has no shared expert loaded"));
+    }
+    if (n == 0) return absl::OkStatus();
+    if (x != resident_x_ || n != resident_n_) {
+      MOE_RETURN_IF_ERROR(UploadX(x, n));
+    }
+    const int64_t H = config_.hidden;
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    MOE_CUDA_OK(kcu::ConvertF32ToBf16(x_.as<float>(), n * H, xb_.as<uint16_t>(),
+                                      stream_));
+    const CudaExpert* e = &w->shared;
+    const int64_t whole[2] = {0, n};
+    MOE_RETURN_IF_ERROR(shared_experts_->Run(
+        *lt_, {&e, 1}, whole, xb_.as<uint16_t>(), raw_shared_.data(),
+        /*out_f32=*/true, stream_));
+    MOE_CUDA_OK(cudaMemsetAsync(shared_out_.data(), 0, n * H * 4, stream_));
+    if (config_.shared_gate) {
+      MOE_RETURN_IF_ERROR(lt_->Run(n, 1, H, x_.data(), w->shared_gate.data(),
+                                   gate_logit_.data(), CUDA_R_32F, CUDA_R_32F,
+                                   stream_));
+    }
+    // shared_out = 0 + gate * S(x): the gated shared expert, ready to add.
+    MOE_CUDA_OK(
+        kcu::AddRows(shared_out_.as<float>(), raw_shared_.as<float>(),
+                     config_.shared_gate ? gate_logit_.as<float>() : nullptr, n,
+                     H, stream_));
+    MOE_CUDA_OK(cudaMemcpyAsync(host_out_.data(), shared_out_.data(), n * H * 4,
+                                cudaMemcpyDeviceToHost, stream_));
+    MOE_CUDA_OK(cudaStreamSynchronize(stream_));
+    std::memcpy(out, host_out_.data(), n * H * 4);
+    return absl::OkStatus();
+  }
+
+  absl::Status Prepare(const EpPlan& p) override {
+    if (p.tokens > bounds_.tokens || p.sent > bounds_.rows ||
+        p.received > bounds_.rows || p.slots > bounds_.slots) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "a step of ", p.tokens, " tokens (", p.sent, " rows out, ",
+          p.received, " in) exceeds the workspaces of ", name(), " sized for ",
+          max_tokens_, " tokens"));
+    }
+    if (experts_ == nullptr) MOE_RETURN_IF_ERROR(AllocateStepBuffers());
+    return absl::OkStatus();
+  }
+
+  absl::Status Gather(const EpStepInput& in, const EpPlan& p,
+                      bool x_resident) override {
+    const int64_t H = config_.hidden, num_slots = p.tokens * p.slots;
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    if (!x_resident || in.rows != resident_x_ || in.tokens != resident_n_) {
+      MOE_RETURN_IF_ERROR(UploadX(in.rows, in.tokens));
+    }
+    // The plan's index arrays through pinned staging, one upload each. The
+    // previous step finished (Finish) before this one began, so the staging
+    // is free.
+    int32_t* src_row = host_i32_.as<int32_t>();
+    int32_t* grouped = src_row + bounds_.rows;
+    int32_t* slot_row = grouped + bounds_.rows;
+    float* scale = host_f32_.as<float>();
+    float* weights = scale + bounds_.rows;
+    for (int64_t j = 0; j < p.sent; ++j) {
+      src_row[j] = static_cast<int32_t>(p.src_row[j]);
+      scale[j] = in.weights[p.order[j]];
+    }
+    identity_ = true;
+    for (int64_t i = 0; i < p.received; ++i) {
+      grouped[i] = static_cast<int32_t>(p.grouped[i]);
+      identity_ = identity_ && p.grouped[i] == i;
+    }
+    for (int64_t i = 0; i < num_slots; ++i) {
+      slot_row[i] = static_cast<int32_t>(p.slot_row[i]);
+    }
+    if (num_slots > 0) std::memcpy(weights, in.weights.data(), num_slots * 4);
+    MOE_RETURN_IF_ERROR(Up(src_row_, src_row, p.sent * 4));
+    MOE_RETURN_IF_ERROR(Up(scale_, scale, p.sent * 4));
+    MOE_RETURN_IF_ERROR(Up(grouped_idx_, grouped, p.received * 4));
+    MOE_RETURN_IF_ERROR(Up(slot_row_, slot_row, num_slots * 4));
+    MOE_RETURN_IF_ERROR(Up(weights_, weights, num_slots * 4));
+    MOE_CUDA_OK(kcu::GatherRowsF32ToBf16(
+        x_.as<float>(), H, src_row_.as<int32_t>(),
+        config_.score_before_experts ? scale_.as<float>() : nullptr, p.sent,
+        send_.as<uint16_t>(), stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status RunExperts(int64_t layer, const EpPlan& p, const void* in,
+                          void* out) override {
+    MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
+    const int64_t H = config_.hidden;
+    expert_ptrs_.clear();
+    for (const CudaExpert& e : w->experts) expert_ptrs_.push_back(&e);
+    if (identity_) {
+      // Rows arrived grouped by expert already (one source): no regroup.
+      return experts_->Run(*lt_, expert_ptrs_, p.expert_offsets,
+                           static_cast<const uint16_t*>(in), out,
+                           /*out_f32=*/false, stream_);
+    }
+    // Regroup (source, expert) -> (expert, source), run, put back.
+    MOE_CUDA_OK(kcu::GatherRowsBf16(static_cast<const uint16_t*>(in), H,
+                                    grouped_idx_.as<int32_t>(), p.received,
+                                    grouped_.as<uint16_t>(), stream_));
+    MOE_RETURN_IF_ERROR(experts_->Run(
+        *lt_, expert_ptrs_, p.expert_offsets, grouped_.as<uint16_t>(),
+        grouped_out_.data(), /*out_f32=*/false, stream_));
+    MOE_CUDA_OK(kcu::ScatterRowsBf16(grouped_out_.as<uint16_t>(), H,
+                                     grouped_idx_.as<int32_t>(), p.received,
+                                     static_cast<uint16_t*>(out), stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Combine(const EpStepInput& in, const EpPlan& p, const void* back,
+                       float* y) override {
+    const int64_t H = config_.hidden;
+    MOE_CUDA_OK(kcu::CombineSlots(
+        p.tokens, p.slots, H,
+        config_.score_before_experts ? nullptr : weights_.as<float>(),
+        slot_row_.as<int32_t>(), static_cast<const uint16_t*>(back),
+        y_.as<float>(), stream_));
+    if (p.tokens > 0) {
+      MOE_CUDA_OK(cudaMemcpyAsync(host_out_.data(), y_.data(), p.tokens * H * 4,
+                                  cudaMemcpyDeviceToHost, stream_));
+    }
+    pending_y_ = y;
+    pending_bytes_ = p.tokens * H * 4;
+    return absl::OkStatus();
+  }
+
+  void* buffer(EpBuffer which) override {
+    switch (which) {
+      case EpBuffer::kSend:
+        return send_.data();
+      case EpBuffer::kRecv:
+        return recv_.data();
+      case EpBuffer::kOut:
+        return out_.data();
+      case EpBuffer::kBack:
+        return back_.data();
+      case EpBuffer::kStageSend:
+        return stage_send_.data();
+      case EpBuffer::kStageRecv:
+        return stage_recv_.data();
+    }
+    return nullptr;
+  }
+
+  absl::Status ReserveStaging() override {
+    if (stage_send_.size() > 0 || bounds_.rows == 0) return absl::OkStatus();
+    const size_t bytes = bounds_.rows * config_.hidden * 2;
+    MOE_ASSIGN_OR_RETURN(stage_send_, PinnedBuffer::Allocate(bytes));
+    MOE_ASSIGN_OR_RETURN(stage_recv_, PinnedBuffer::Allocate(bytes));
+    return absl::OkStatus();
+  }
+
+  absl::Status CopyToHost(const void* src, void* dst, size_t bytes) override {
+    if (bytes == 0) return absl::OkStatus();
+    MOE_CUDA_OK(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    MOE_CUDA_OK(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+
+  // Enqueued only: the stream orders it before the kernels that read it, and
+  // the next CopyToHost's synchronisation frees the staging again.
+  absl::Status CopyFromHost(const void* src, void* dst, size_t bytes) override {
+    if (bytes == 0) return absl::OkStatus();
+    MOE_CUDA_OK(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    return absl::OkStatus();
+  }
+
+  void Mark(EpMark mark) override {
+    cudaEventRecord(marks_[static_cast<int>(mark)], stream_);
+  }
+
+  absl::Status Finish(Communicator& comm,
+                      std::chrono::steady_clock::time_point deadline) override {
+    const cudaEvent_t done = marks_[static_cast<int>(EpMark::kDone)];
+    // A device collective can wait forever on a lost peer: the communicator
+    // polls with the deadline and aborts. Then nothing can block the stream.
+    MOE_RETURN_IF_ERROR(comm.Await(done, deadline));
+    MOE_CUDA_OK(cudaStreamSynchronize(stream_));
+    if (pending_bytes_ > 0) {
+      std::memcpy(pending_y_, host_out_.data(), pending_bytes_);
+    }
+    pending_bytes_ = 0;
+    return absl::OkStatus();
+  }
+
+  void Drain() override {
+    // Work queued before a failure still writes the step's buffers: let it
+    // end before the next step reuses them. The error that brought us here
+    // is the one reported.
+    cudaStreamSynchronize(stream_);
+    (void)cudaGetLastError();
+    pending_bytes_ = 0;
+  }
+
+  double ElapsedUs(EpMark from, EpMark to) const override {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, marks_[static_cast<int>(from)],
+                             marks_[static_cast<int>(to)]) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return ms * 1000.0;
+  }
+
+ private:
+  absl::StatusOr<const CudaLayerWeights*> Find(int64_t layer) const {
+    auto it = layers_->find(layer);
+    if (it == layers_->end()) {
+      return absl::NotFoundError(
+          absl::StrCat("no weights for layer ", layer, " on ", name()));
+    }
+    return it->second.get();
+  }
+
+  // What routing and the shared expert need: sized for max_tokens rows.
+  absl::Status AllocateWorkspaces(bool with_gate) {
+    const MoeLayerConfig& c = config_;
+    bounds_ = StepBounds(c, max_tokens_, max_tokens_);
+    const int64_t H = c.hidden, T = max_tokens_;
+    router_.reset();
+    shared_experts_.reset();
+    if (with_gate) {
+      MOE_ASSIGN_OR_RETURN(router_, CudaRouter::Create(c, T));
+      if (c.has_shared()) {
+        MOE_ASSIGN_OR_RETURN(shared_experts_,
+                             CudaExperts::Create(T, H, c.shared_inter));
+      }
+    }
+    for (DeviceBuffer* b : {&x_, &y_, &shared_out_, &raw_shared_}) {
+      MOE_ASSIGN_OR_RETURN(*b, DeviceBuffer::Allocate(T * H * 4));
+    }
+    MOE_ASSIGN_OR_RETURN(xb_, DeviceBuffer::Allocate(T * H * 2));
+    MOE_ASSIGN_OR_RETURN(gate_logit_, DeviceBuffer::Allocate(T * 4));
+    MOE_ASSIGN_OR_RETURN(host_x_, PinnedBuffer::Allocate(T * H * 4));
+    MOE_ASSIGN_OR_RETURN(host_out_, PinnedBuffer::Allocate(T * H * 4));
+    experts_.reset();
+    stage_send_ = PinnedBuffer();
+    stage_recv_ = PinnedBuffer();
+    resident_x_ = nullptr;
+    resident_n_ = -1;
+    return absl::OkStatus();
+  }
+
+  // The step's buffers, from the step bounds, once: on the first step, so
+  // that a router whose experts run on workers never holds them.
+  absl::Status AllocateStepBuffers() {
+    const MoeLayerConfig& c = config_;
+    const int64_t H = c.hidden, R = bounds_.rows,
+                  S = max_tokens_ * bounds_.slots;
+    MOE_ASSIGN_OR_RETURN(experts_, CudaExperts::Create(R, H, c.inter));
+    for (DeviceBuffer* b :
+         {&send_, &recv_, &grouped_, &grouped_out_, &out_, &back_}) {
+      MOE_ASSIGN_OR_RETURN(*b, DeviceBuffer::Allocate(R * H * 2));
+    }
+    MOE_ASSIGN_OR_RETURN(src_row_, DeviceBuffer::Allocate(R * 4));
+    MOE_ASSIGN_OR_RETURN(scale_, DeviceBuffer::Allocate(R * 4));
+    MOE_ASSIGN_OR_RETURN(grouped_idx_, DeviceBuffer::Allocate(R * 4));
+    MOE_ASSIGN_OR_RETURN(slot_row_, DeviceBuffer::Allocate(S * 4));
+    MOE_ASSIGN_OR_RETURN(weights_, DeviceBuffer::Allocate(S * 4));
+    MOE_ASSIGN_OR_RETURN(host_i32_, PinnedBuffer::Allocate((2 * R + S) * 4));
+    MOE_ASSIGN_OR_RETURN(host_f32_, PinnedBuffer::Allocate((R + S) * 4));
+    return absl::OkStatus();
+  }
+
+  // x [n, H] (host fp32) into the device's activation buffer, through pinned
+  // staging.
+  absl::Status UploadX(const float* x, int64_t n) {
+    if (n > max_tokens_) {
+      return absl::ResourceExhaustedError(absl::StrCat(n, " tokens exceed the ",
+                                                       max_tokens_, " ", name(),
+                                                       " was sized for"));
+    }
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    const size_t bytes = n * config_.hidden * 4;
+    if (bytes > 0) {
+      // The previous upload may still be reading the staging buffer.
+      MOE_CUDA_OK(cudaStreamSynchronize(stream_));
+      std::memcpy(host_x_.data(), x, bytes);
+      MOE_CUDA_OK(cudaMemcpyAsync(x_.data(), host_x_.data(), bytes,
+                                  cudaMemcpyHostToDevice, stream_));
+    }
+    resident_x_ = x;
+    resident_n_ = n;
+    return absl::OkStatus();
+  }
+
+  absl::Status Up(DeviceBuffer& d, const void* h, int64_t bytes) {
+    if (bytes > 0) {
+      MOE_CUDA_OK(
+          cudaMemcpyAsync(d.data(), h, bytes, cudaMemcpyHostToDevice, stream_));
+    }
+    return absl::OkStatus();
+  }
+
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  std::array<cudaEvent_t, kNumEpMarks> marks_{};
+  std::unique_ptr<LtMatmul> lt_;
+  MoeLayerConfig config_;
+  int64_t max_tokens_ = 0;
+  EpBounds bounds_;
+  using Layers = std::map<int64_t, std::unique_ptr<CudaLayerWeights>>;
+  // Shared with forks; immutable once loaded.
+  std::shared_ptr<const Layers> layers_ = std::make_shared<Layers>();
+  std::unique_ptr<CudaRouter> router_;
+  std::unique_ptr<CudaExperts> experts_;         // routed: step rows
+  std::unique_ptr<CudaExperts> shared_experts_;  // shared: max_tokens rows
+  DeviceBuffer x_, xb_, y_, shared_out_, raw_shared_, gate_logit_;
+  DeviceBuffer send_, recv_, grouped_, grouped_out_, out_, back_;
+  DeviceBuffer src_row_, scale_, grouped_idx_, slot_row_, weights_;
+  PinnedBuffer host_x_, host_out_, host_i32_, host_f32_;
+  PinnedBuffer stage_send_, stage_recv_;
+  const float* resident_x_ = nullptr;  // host rows last uploaded to x_
+  int64_t resident_n_ = -1;
+  bool identity_ = false;  // the received rows are grouped already
+  float* pending_y_ = nullptr;
+  size_t pending_bytes_ = 0;
+  std::vector<const CudaExpert*> expert_ptrs_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ExpertBackend>> CreateCudaBackend(int ordinal) {
+  MOE_RETURN_IF_ERROR(CudaDeviceAvailable(ordinal));
+  auto b = std::make_unique<CudaBackend>(ordinal);
+  MOE_RETURN_IF_ERROR(b->Init());
+  return std::unique_ptr<ExpertBackend>(std::move(b));
+}
+
+}  // namespace moe

@@ -1,0 +1,88 @@
+// The plan of one expert-parallel step (docs/architecture.md, "One step"):
+// what the router hands each rank, in plain C++ (the wire's Step, decoded in
+// proto/step_codec), and the host-side plan a rank derives from it: which of
+// its slots go where, how many rows it exchanges with each rank, and where
+// each received row sits when grouped by expert. The plan is validated
+// against the rank's own rows first, so a malformed step is an error and
+// never an overrun. Also the one place that bounds a step's workspaces.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "core/moe_config.h"
+
+namespace moe {
+
+struct Routing;  // engine/token_router.h
+
+// One rank's part of a step. Spans point into memory the caller owns for
+// the duration of the step (the decoded message, or the router's routing).
+struct EpStepInput {
+  uint64_t step_id = 0;
+  int64_t layer = 0;
+  int64_t tokens = 0;           // this rank's rows of x
+  const float* rows = nullptr;  // host fp32 [tokens, H]
+  int64_t slots = 0;            // routing slots per token
+  // [tokens * slots]: expert of each slot, -1 = not dispatched.
+  absl::Span<const int32_t> expert_ids;
+  absl::Span<const float> weights;  // [tokens * slots] final weights
+  // [world * E]: dispatched slots from each source rank to each expert.
+  absl::Span<const int64_t> counts;
+  std::chrono::milliseconds timeout{10000};  // collectives' deadline
+};
+
+struct EpPlan {
+  int64_t tokens = 0;                        // this rank's rows
+  int64_t slots = 0;                         // slots per token
+  int64_t expert_begin = 0, expert_end = 0;  // this rank's experts
+  int64_t sent = 0;                // rows sent (this rank's dispatched slots)
+  int64_t received = 0;            // rows received for this rank's experts
+  std::vector<int64_t> order;      // [sent] slot ids in expert order
+  std::vector<int64_t> src_row;    // [sent] token of each sent row
+  std::vector<int64_t> send_rows;  // [world] rows to each rank
+  std::vector<int64_t> recv_rows;  // [world] rows from each rank
+  // [local + 1] offsets of each local expert's rows when grouped.
+  std::vector<int64_t> expert_offsets;
+  // [received] receive-buffer row of the i-th grouped row.
+  std::vector<int64_t> grouped;
+  // [tokens * slots] row of each slot in the buffer that comes back, or -1.
+  std::vector<int64_t> slot_row;
+  // Working space of PlanEpStep, kept so that a steady step allocates
+  // nothing.
+  std::vector<int64_t> slot_offsets;  // [E + 1] own slots per expert
+  std::vector<int64_t> cursor;        // [world] next row from each source
+};
+
+// Plans rank `rank` of `world`'s part of `in`. `max_count` bounds every count
+// (no source sends one expert more rows than a full batch holds).
+absl::Status PlanEpStep(const EpStepInput& in, int rank, int world,
+                        int64_t num_experts, int64_t max_count, EpPlan* plan);
+
+// The router's side: splits n routed tokens over `world` ranks (token shards
+// by core/even_split.h) and writes each rank's expert ids (-1 where a slot is
+// not dispatched) into `expert_ids` [n * slots] and the (source, expert)
+// count matrix [world * E] into `counts`.
+void PlanDispatch(const Routing& routing, int64_t n, int world,
+                  int64_t num_experts, std::vector<int32_t>* expert_ids,
+                  std::vector<int64_t>* counts);
+
+// Upper bounds of one step's sizes, from the routing rules, for `tokens`
+// tokens in at most `segments` independently routed requests.
+struct EpBounds {
+  int64_t tokens = 0;  // rows of x
+  int64_t slots = 0;   // routing slots per token
+  int64_t rows = 0;    // rows through the experts (dispatched slots)
+};
+// Token choice: k slots and k rows per token (the capacity limit only drops).
+// Expert choice: expert e takes C_s = clamp(floor(m * n_s / E), 1, n_s) of
+// each segment's n_s tokens (m = capacity factor, or k), so a segment sends
+// E * C_s <= max(E, m * n_s) rows: at most min(E * tokens,
+// E * segments + m * tokens) in all; a token can be taken by every expert.
+EpBounds StepBounds(const MoeLayerConfig& config, int64_t tokens,
+                    int64_t segments);
+
+}  // namespace moe

@@ -1,0 +1,95 @@
+#include "engine/ep_step.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/status_macros.h"
+
+namespace moe {
+
+absl::Status EpStep::Exchange(ExpertBackend& backend, Communicator& comm,
+                              const void* send,
+                              absl::Span<const int64_t> send_rows, void* recv,
+                              absl::Span<const int64_t> recv_rows,
+                              std::chrono::milliseconds timeout) {
+  const int64_t H = backend.config().hidden;
+  const ElementType type = backend.row_type();
+  send_elems_.resize(send_rows.size());
+  recv_elems_.resize(recv_rows.size());
+  for (size_t q = 0; q < send_rows.size(); ++q) {
+    send_elems_[q] = send_rows[q] * H;
+    recv_elems_[q] = recv_rows[q] * H;
+  }
+  if (!backend.device_memory() || comm.device_memory()) {
+    return comm.AllToAllV(send, send_elems_, recv, recv_elems_, type, timeout,
+                          backend.stream());
+  }
+  // Host-staged: device -> pinned, the host collective, pinned -> device.
+  const size_t es = ElementSize(type);
+  const int64_t sent =
+      std::accumulate(send_elems_.begin(), send_elems_.end(), int64_t{0});
+  const int64_t received =
+      std::accumulate(recv_elems_.begin(), recv_elems_.end(), int64_t{0});
+  MOE_RETURN_IF_ERROR(backend.ReserveStaging());
+  void* stage_send = backend.buffer(EpBuffer::kStageSend);
+  void* stage_recv = backend.buffer(EpBuffer::kStageRecv);
+  MOE_RETURN_IF_ERROR(backend.CopyToHost(send, stage_send, sent * es));
+  MOE_RETURN_IF_ERROR(comm.AllToAllV(stage_send, send_elems_, stage_recv,
+                                     recv_elems_, type, timeout, nullptr));
+  return backend.CopyFromHost(stage_recv, recv, received * es);
+}
+
+absl::Status EpStep::Run(const EpStepInput& in, ExpertBackend& backend,
+                         Communicator& comm, int64_t max_count, bool x_resident,
+                         float* y, EpStepTimes* times) {
+  absl::Status s = RunPieces(in, backend, comm, max_count, x_resident, y);
+  if (!s.ok()) {
+    backend.Drain();
+    return s;
+  }
+  if (times != nullptr) {
+    times->dispatch_us = backend.ElapsedUs(EpMark::kStart, EpMark::kDispatched);
+    times->experts_us =
+        backend.ElapsedUs(EpMark::kDispatched, EpMark::kComputed);
+    times->combine_us = backend.ElapsedUs(EpMark::kComputed, EpMark::kDone);
+    times->expert_rows = plan_.received;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
+                               Communicator& comm, int64_t max_count,
+                               bool x_resident, float* y) {
+  const MoeLayerConfig& c = backend.config();
+  MOE_RETURN_IF_ERROR(PlanEpStep(in, comm.rank(), comm.size(), c.num_experts,
+                                 max_count, &plan_));
+  const EpPlan& p = plan_;
+  MOE_RETURN_IF_ERROR(backend.Prepare(p));
+  const auto deadline = std::chrono::steady_clock::now() + in.timeout;
+  // At world size 1 every row stays: the received rows are the sent ones,
+  // and the rows going back are the expert outputs.
+  const bool alone = comm.size() == 1;
+  void* send = backend.buffer(EpBuffer::kSend);
+  void* recv = alone ? send : backend.buffer(EpBuffer::kRecv);
+  void* out = backend.buffer(EpBuffer::kOut);
+  void* back = alone ? out : backend.buffer(EpBuffer::kBack);
+
+  backend.Mark(EpMark::kStart);
+  MOE_RETURN_IF_ERROR(backend.Gather(in, p, x_resident));
+  if (!alone) {
+    MOE_RETURN_IF_ERROR(Exchange(backend, comm, send, p.send_rows, recv,
+                                 p.recv_rows, in.timeout));
+  }
+  backend.Mark(EpMark::kDispatched);
+  MOE_RETURN_IF_ERROR(backend.RunExperts(in.layer, p, recv, out));
+  backend.Mark(EpMark::kComputed);
+  if (!alone) {
+    MOE_RETURN_IF_ERROR(Exchange(backend, comm, out, p.recv_rows, back,
+                                 p.send_rows, in.timeout));
+  }
+  MOE_RETURN_IF_ERROR(backend.Combine(in, p, back, y));
+  backend.Mark(EpMark::kDone);
+  return backend.Finish(comm, deadline);
+}
+
+}  // namespace moe

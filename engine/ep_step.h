@@ -1,0 +1,52 @@
+// THE expert-parallel step (docs/architecture.md, "One step"), written once
+// for every backend and communicator: plan -> gather rows -> all-to-all
+// dispatch -> grouped SwiGLU -> all-to-all combine -> weighted sum in slot
+// order. A worker runs it as rank r of P; the single-process engine runs it
+// with a loopback communicator of world size 1, where nothing moves.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "comm/communicator.h"
+#include "engine/ep_plan.h"
+#include "engine/expert_backend.h"
+
+namespace moe {
+
+// What the rank's part of a step took, in microseconds.
+struct EpStepTimes {
+  double dispatch_us = 0;   // gather + dispatch all-to-all
+  double experts_us = 0;    // grouped SwiGLU
+  double combine_us = 0;    // combine all-to-all + weighted sum
+  int64_t expert_rows = 0;  // rows this rank's experts computed
+};
+
+class EpStep {
+ public:
+  // y [in.tokens, H] (host fp32) for rank comm.rank() of comm.size().
+  // `x_resident`: the backend already holds in.rows (from its Route).
+  // `max_count` bounds every count of the plan.
+  absl::Status Run(const EpStepInput& in, ExpertBackend& backend,
+                   Communicator& comm, int64_t max_count, bool x_resident,
+                   float* y, EpStepTimes* times);
+
+  const EpPlan& plan() const { return plan_; }
+
+ private:
+  absl::Status RunPieces(const EpStepInput& in, ExpertBackend& backend,
+                         Communicator& comm, int64_t max_count, bool x_resident,
+                         float* y);
+  // The all-to-all of `rows` rows per rank, staged through pinned host
+  // memory when the backend's buffers are on a device and the communicator
+  // moves host memory.
+  absl::Status Exchange(ExpertBackend& backend, Communicator& comm,
+                        const void* send, absl::Span<const int64_t> send_rows,
+                        void* recv, absl::Span<const int64_t> recv_rows,
+                        std::chrono::milliseconds timeout);
+
+  EpPlan plan_;
+  std::vector<int64_t> send_elems_, recv_elems_;
+};
+
+}  // namespace moe

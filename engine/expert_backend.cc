@@ -1,0 +1,27 @@
+#include "engine/expert_backend.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/device_spec.h"
+#include "core/status_macros.h"
+#include "engine/cpu_backend.h"
+#ifdef MOE_HAVE_CUDA
+#include "engine/cuda/cuda_backend.h"
+#endif
+
+namespace moe {
+
+absl::StatusOr<std::unique_ptr<ExpertBackend>> CreateExpertBackend(
+    const std::string& device, int threads) {
+  MOE_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(device));
+  if (!spec.cuda) return std::make_unique<CpuBackend>(threads);
+#ifdef MOE_HAVE_CUDA
+  return CreateCudaBackend(spec.ordinal);
+#else
+  return absl::UnimplementedError(
+      absl::StrCat("--device ", device,
+                   ": this build has no CUDA backend (configure with "
+                   "-DMOE_CUDA=ON where the CUDA toolkit is installed)"));
+#endif
+}
+
+}  // namespace moe

@@ -1,0 +1,117 @@
+// The device side of the MoE layer, narrow enough that the expert-parallel
+// step (engine/ep_step.h) is written once over it: a backend holds a shard
+// of a model's weights (the router's gate and shared expert, some routed
+// experts, or all of them), owns the step's buffers in its memory (host for
+// the CPU, device for CUDA), and runs the step's device pieces in order on
+// its own queue. Implementations: engine/cpu_backend.h,
+// engine/cuda/cuda_backend.h.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "comm/communicator.h"
+#include "core/model_source.h"
+#include "engine/ep_plan.h"
+#include "engine/layer_weights.h"
+#include "engine/token_router.h"
+
+namespace moe {
+
+// The step's buffers. Rows travel between them as `row_type()` elements of
+// width H: send [sent], recv [received], out [received], back [sent];
+// stage_send / stage_recv are pinned host copies of send/recv (and out/back)
+// for a host communicator over a device backend.
+enum class EpBuffer { kSend, kRecv, kOut, kBack, kStageSend, kStageRecv };
+
+// Points of a step whose times the backend can tell apart afterwards.
+enum class EpMark { kStart, kDispatched, kComputed, kDone };
+inline constexpr int kNumEpMarks = 4;
+
+class ExpertBackend {
+ public:
+  virtual ~ExpertBackend() = default;
+
+  virtual std::string name() const = 0;  // "cpu", "cuda:0"
+  // True when the step's buffers are device memory.
+  virtual bool device_memory() const = 0;
+  // Element type of the rows the step exchanges.
+  virtual ElementType row_type() const = 0;
+
+  // Loads what `options` selects of every MoE layer of `source` (replacing
+  // what was loaded) and sizes every workspace for steps of up to
+  // `max_tokens` tokens, so that steps allocate nothing.
+  virtual absl::Status Load(const ModelSource& source,
+                            const LoadOptions& options, int64_t max_tokens) = 0;
+  // Another backend over the same loaded weights, with workspaces (and, on
+  // a GPU, a stream) of its own: one per step in flight at once.
+  virtual absl::StatusOr<std::unique_ptr<ExpertBackend>> Fork() const = 0;
+  virtual const MoeLayerConfig& config() const = 0;
+  virtual int64_t max_tokens() const = 0;
+  // True when `layer` is loaded.
+  virtual bool HasLayer(int64_t layer) const = 0;
+  // The layer's shard: its expert range and whether gate/shared are here.
+  virtual absl::Status CheckLayer(int64_t layer, bool need_gate,
+                                  bool need_shared,
+                                  bool need_all_experts) const = 0;
+
+  // Router pieces. Route keeps x [n, H] resident for the step and for
+  // Shared, which writes the (gated) shared expert of those rows to host
+  // `out` [n, H].
+  virtual absl::Status Route(int64_t layer, const float* x, int64_t n,
+                             absl::Span<const int64_t> segment_ends,
+                             Routing* routing) = 0;
+  virtual absl::Status Shared(int64_t layer, const float* x, int64_t n,
+                              float* out) = 0;
+
+  // Step pieces, run in this order by EpStep.
+  // Makes every buffer of the planned step available (RESOURCE_EXHAUSTED
+  // when the step exceeds workspaces sized at Load); buffer() pointers stay
+  // valid until the next Prepare.
+  virtual absl::Status Prepare(const EpPlan& plan) = 0;
+  // Takes the rank's rows (`x_resident`: the rows last given to Route) and
+  // the plan's index arrays, and gathers the rows to send into kSend,
+  // scaled by their weight when the layer scales expert inputs.
+  virtual absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
+                              bool x_resident) = 0;
+  // Grouped SwiGLU: rows of `in` through this rank's experts into the same
+  // rows of `out` (both `row_type()` buffers of plan.received rows).
+  virtual absl::Status RunExperts(int64_t layer, const EpPlan& plan,
+                                  const void* in, void* out) = 0;
+  // y [tokens, H] (host fp32) = the weighted sum in slot order of the rows
+  // that came back.
+  virtual absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
+                               const void* back, float* y) = 0;
+
+  virtual void* buffer(EpBuffer which) = 0;
+  // Makes kStageSend and kStageRecv available (allocated on first use: only
+  // a device backend under a host communicator needs them).
+  virtual absl::Status ReserveStaging() { return absl::OkStatus(); }
+  // Copies between this backend's memory and the pinned stage buffers.
+  virtual absl::Status CopyToHost(const void* src, void* dst, size_t bytes) = 0;
+  virtual absl::Status CopyFromHost(const void* src, void* dst,
+                                    size_t bytes) = 0;
+  // The queue device collectives enqueue on (a cudaStream_t), or null.
+  virtual void* stream() = 0;
+  virtual void Mark(EpMark mark) = 0;
+  // Waits for the step's queued work: through `comm` (which can abort a
+  // collective that misses `deadline`), then the backend's own queue.
+  virtual absl::Status Finish(
+      Communicator& comm, std::chrono::steady_clock::time_point deadline) = 0;
+  // After a failed piece: waits for the work already queued, so that the
+  // next step's buffers are not written behind its back.
+  virtual void Drain() {}
+  // Microseconds between two marks of the finished step.
+  virtual double ElapsedUs(EpMark from, EpMark to) const = 0;
+};
+
+// "cpu" (threads for OpenMP) or "cuda[:N]" (builds with the CUDA backend).
+absl::StatusOr<std::unique_ptr<ExpertBackend>> CreateExpertBackend(
+    const std::string& device, int threads);
+
+}  // namespace moe

@@ -1,0 +1,42 @@
+// The worker protocol's Step and StepResult messages <-> the engine's plain
+// step types (engine/ep_plan.h, engine/ep_step.h). The only place where the
+// step meets protobuf: the engine never sees a wire type.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "engine/ep_plan.h"
+#include "engine/ep_step.h"
+#include "moe/v1/worker.pb.h"
+
+namespace moe {
+
+// Router side: rank q's Step from its rows x [tokens, H] (fp32) and its
+// slots, with the whole (source, expert) count matrix.
+void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
+                int64_t hidden, int64_t slots,
+                absl::Span<const int32_t> expert_ids,
+                absl::Span<const float> weights,
+                absl::Span<const int64_t> counts, int64_t timeout_ms,
+                moe::v1::Step* step);
+
+// Worker side: a view of `step` as the engine's input. The spans point into
+// `step`, which must outlive `in`; rows are used in place unless misaligned,
+// then copied into `scratch`. INVALID_ARGUMENT naming the field when the
+// rows are not F32 [N, hidden].
+absl::Status DecodeStep(const moe::v1::Step& step, int64_t hidden,
+                        std::vector<float>* scratch, EpStepInput* in);
+
+// Worker side: y [tokens, H] and the step's times into `result`.
+void EncodeStepResult(const float* y, int64_t tokens, int64_t hidden,
+                      const EpStepTimes& times, moe::v1::StepResult* result);
+
+// Router side: rank `rank`'s rows of y, checked against the rows it was
+// sent; INTERNAL for a malformed result.
+absl::Status DecodeStepResult(const moe::v1::StepResult& result, int rank,
+                              int64_t tokens, int64_t hidden, float* y);
+
+}  // namespace moe
