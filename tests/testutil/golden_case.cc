@@ -9,7 +9,7 @@
 #include "core/status_macros.h"
 
 #ifndef MOE_GOLDEN_DIR
-#define MOE_GOLDEN_DIR "../shared/golden"
+#define MOE_GOLDEN_DIR "tests/golden"
 #endif
 
 namespace moe::testing {

@@ -1,4 +1,4 @@
-// Golden MoE cases (shared/golden/*.safetensors): loading, and a ModelSource
+// Golden MoE cases (tests/golden/*.safetensors): loading, and a ModelSource
 // that serves a case's weights as MoE layer 0.
 #pragma once
 
@@ -12,8 +12,8 @@
 
 namespace moe::testing {
 
-// The golden directory: $MOE_GOLDEN_DIR, else ../shared/golden beside the
-// repository.
+// The golden directory: $MOE_GOLDEN_DIR, else the repository's tests/golden
+// (an absolute path compiled in by tests/CMakeLists.txt).
 std::string GoldenDir();
 // Every *.safetensors in GoldenDir(), sorted. Empty if the directory is gone.
 std::vector<std::string> GoldenFiles();
