@@ -1,5 +1,5 @@
 // moe-bench's GPU modes, each reported next to a reference measured in the
-// same run on the same device (DESIGN.md section 9):
+// same run on the same device (docs/architecture.md section 8):
 //  - the whole layer (CudaLocalMoe) against a dense cuBLASLt bf16 GEMM of
 //    the same FLOPs at the same number of tokens;
 //  - the grouped SwiGLU alone against a dense GEMM of the same FLOPs;

@@ -1,7 +1,7 @@
-// One worker's part of an expert-parallel MoE step (DESIGN.md section 2):
-// permute own rows by destination expert, all-to-all dispatch with the
-// plan's sizes, grouped SwiGLU over the local experts, all-to-all combine,
-// weighted sum in slot order. One implementation per device kind.
+// One worker's part of an expert-parallel MoE step (docs/architecture.md
+// section 2): permute own rows by destination expert, all-to-all dispatch
+// with the plan's sizes, grouped SwiGLU over the local experts, all-to-all
+// combine, weighted sum in slot order. One implementation per device kind.
 #pragma once
 
 #include <algorithm>
