@@ -1,7 +1,7 @@
 // moe-bench's GPU modes, each reported next to a reference measured in the
-// same run on the same device (DESIGN.md section 9):
-//  - the whole layer (LocalMoe on the CUDA backend) against a dense cuBLASLt
-//  bf16 GEMM of
+// same run on the same device (docs/architecture.md section 8):
+//  - the whole layer (LocalMoe on the CUDA backend) against a dense
+//    cuBLASLt bf16 GEMM of
 //    the same FLOPs at the same number of tokens;
 //  - the grouped SwiGLU alone against a dense GEMM of the same FLOPs;
 //  - the NCCL dispatch and combine of the worker group against NCCL's own

@@ -1,8 +1,8 @@
 // The machine's own reference figures, measured in the same run as a
-// benchmark so results are reported as ratios (DESIGN.md section 9). One
-// shot at a time, so that a benchmark can interleave them with its own
-// steps: on a shared or frequency-scaling machine both then see the same
-// conditions, and medians of the two series compare like with like.
+// benchmark so results are reported as ratios (docs/architecture.md
+// section 8). One shot at a time, so that a benchmark can interleave them
+// with its own steps: on a shared or frequency-scaling machine both then see
+// the same conditions, and medians of the two series compare like with like.
 #pragma once
 
 #include <cstddef>

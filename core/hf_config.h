@@ -1,5 +1,5 @@
 // Hugging Face config.json -> MoE layer ids, routing options and tensor
-// names, for the families in shared/golden/README.md.
+// names, for the families in tests/golden/README.md.
 #pragma once
 
 #include <cstdint>

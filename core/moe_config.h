@@ -1,4 +1,5 @@
-// The shape and routing options of one MoE layer (DESIGN.md section 4).
+// The shape and routing options of one MoE layer (docs/architecture.md
+// section 3).
 #pragma once
 
 #include <cstdint>

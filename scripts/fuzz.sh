@@ -12,9 +12,9 @@ cmake --build "$build" --target fuzz_safetensors fuzz_request_validator
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-# Seeds: the golden files, when they are there, and a minimal valid file.
+# Seeds: the golden files (tests/golden) and a minimal valid file.
 mkdir -p "$work/safetensors" "$work/request_validator"
-cp ../shared/golden/*.safetensors "$work/safetensors/" 2>/dev/null || true
+cp tests/golden/*.safetensors "$work/safetensors/"
 printf '\x10\x00\x00\x00\x00\x00\x00\x00{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}' \
   >"$work/safetensors/minimal"
 printf '\x00\x01\x02\x01\x00\x08\x00\x00\x00\x80\x3f\x00\x00\x00\x00' >"$work/request_validator/minimal"

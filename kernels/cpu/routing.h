@@ -1,4 +1,5 @@
-// Token routing math (DESIGN.md section 4), fp32, over raw arrays.
+// Token routing math (docs/architecture.md section 3), fp32, over raw
+// arrays.
 #pragma once
 
 #include <cstdint>

@@ -103,7 +103,7 @@ std::string CaseName(
 
 INSTANTIATE_TEST_SUITE_P(
     Golden, GoldenEngineTest,
-    ::testing::Combine(::testing::ValuesIn(testing::GoldenFiles()),
+    ::testing::Combine(::testing::ValuesIn(testing::GoldenParams()),
                        ::testing::Values(Backend::kCpuF32, Backend::kCpuBf16,
                                          Backend::kCuda)),
     CaseName);

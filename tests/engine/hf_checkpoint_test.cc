@@ -93,11 +93,11 @@ std::string Stem(const ::testing::TestParamInfo<std::string>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, HfGoldenTest,
-                         ::testing::ValuesIn(testing::GoldenFiles()), Stem);
+                         ::testing::ValuesIn(testing::GoldenParams()), Stem);
 
 TEST(HfCheckpoint, EveryFamilyIsCoveredByTheGoldenCases) {
   std::set<HfFamily> covered;
-  for (const auto& path : testing::GoldenFiles()) {
+  for (const auto& path : testing::RequireGoldenFiles()) {
     auto c = testing::LoadGoldenCase(path);
     ASSERT_TRUE(c.ok());
     for (HfFamily f : testing::FamiliesFor(c->config)) covered.insert(f);

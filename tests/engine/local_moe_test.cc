@@ -63,10 +63,37 @@ TEST(LocalMoe, OddSizes) {
 }
 
 TEST(LocalMoe, EmptyBatchWritesNothingAndRoutesNothing) {
-  auto c = RandomCase(Base(), 0, 3);
-  RunResult r = Forward(c);
-  EXPECT_TRUE(r.y.empty());
-  EXPECT_EQ(r.routing.tokens, 0);
+  // N = 0 on a layer with routed and shared weights: the call succeeds,
+  // replaces stale routing with empty arrays and zero counts, writes nothing,
+  // and the same LocalMoe then gets a real batch right.
+  MoeLayerConfig config = Base();
+  config.shared_inter = 16;
+  auto c = RandomCase(config, 9, 3);
+  auto source = testing::MakeGoldenSource(c);
+  auto w = LoadLayerWeights(*source, 0, {});
+  ASSERT_TRUE(w.ok()) << w.status();
+  LocalMoe moe(2);
+  Routing routing;
+  routing.Reset(4, config.top_k, config.num_experts);
+  routing.expert_counts[1] = 8;
+  routing.dropped = 3;
+  float guard = -7.0f;
+  ASSERT_TRUE(moe.Forward(**w, c.x.data(), 0, {}, &guard, &routing).ok());
+  EXPECT_EQ(guard, -7.0f);
+  EXPECT_EQ(routing.tokens, 0);
+  EXPECT_TRUE(routing.expert.empty());
+  EXPECT_TRUE(routing.weight.empty());
+  EXPECT_TRUE(routing.dispatched.empty());
+  EXPECT_EQ(routing.expert_counts, std::vector<int64_t>(config.num_experts, 0));
+  EXPECT_EQ(routing.dropped, 0);
+
+  std::vector<float> y(c.tokens * config.hidden, -7.0f);
+  ASSERT_TRUE(
+      moe.Forward(**w, c.x.data(), c.tokens, {}, y.data(), &routing).ok());
+  EXPECT_TRUE(AllClose(y, c.y, testing::kF32Tol));
+  EXPECT_TRUE(testing::SameTokenRouting(c.top_idx, c.top_w, routing.expert,
+                                        routing.weight, c.tokens, config.top_k,
+                                        routing.slots));
 }
 
 TEST(LocalMoe, SigmoidBiasGroupsTop2) {

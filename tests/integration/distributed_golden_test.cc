@@ -41,7 +41,7 @@ TEST_P(DistributedGoldenTest, EveryCaseMatches) {
   }
   const testing::Tolerance tol =
       device == "cuda" ? testing::kBf16Tol : testing::kF32Tol;
-  for (const std::string& path : testing::GoldenFiles()) {
+  for (const std::string& path : testing::RequireGoldenFiles()) {
     auto c = testing::LoadGoldenCase(path);
     ASSERT_TRUE(c.ok()) << c.status();
     SCOPED_TRACE(c->name);

@@ -14,7 +14,7 @@ struct Tolerance {
   double atol;
   double rtol;
 };
-// shared/golden/README.md: fp32 compute, and bf16 weights.
+// tests/golden/README.md: fp32 compute, and bf16 weights.
 inline constexpr Tolerance kF32Tol{1e-4, 1e-3};
 inline constexpr Tolerance kBf16Tol{5e-2, 2e-2};
 

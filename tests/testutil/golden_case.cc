@@ -7,9 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "gtest/gtest.h"
 
 #ifndef MOE_GOLDEN_DIR
-#define MOE_GOLDEN_DIR "../shared/golden"
+#define MOE_GOLDEN_DIR "tests/golden"
 #endif
 
 namespace moe::testing {
@@ -106,7 +107,28 @@ std::vector<std::string> GoldenFiles() {
   return files;
 }
 
+std::string NoGoldenFilesMessage() {
+  return absl::StrCat("no golden cases (*.safetensors) in ", GoldenDir(),
+                      ": restore the repository's tests/golden, or point "
+                      "$MOE_GOLDEN_DIR at a copy");
+}
+
+std::vector<std::string> RequireGoldenFiles() {
+  std::vector<std::string> files = GoldenFiles();
+  if (files.empty()) ADD_FAILURE() << NoGoldenFilesMessage();
+  return files;
+}
+
+std::vector<std::string> GoldenParams() {
+  std::vector<std::string> files = GoldenFiles();
+  if (files.empty()) files.push_back(kGoldenDirMissing);
+  return files;
+}
+
 absl::StatusOr<GoldenCase> LoadGoldenCase(const std::string& path) {
+  if (path == kGoldenDirMissing) {
+    return absl::NotFoundError(NoGoldenFilesMessage());
+  }
   MOE_ASSIGN_OR_RETURN(auto f, SafetensorsFile::Open(path));
   GoldenCase c;
   c.name = fs::path(path).stem();

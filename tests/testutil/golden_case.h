@@ -1,4 +1,4 @@
-// Golden MoE cases (shared/golden/*.safetensors): loading, and a ModelSource
+// Golden MoE cases (tests/golden/*.safetensors): loading, and a ModelSource
 // that serves a case's weights as MoE layer 0.
 #pragma once
 
@@ -12,11 +12,29 @@
 
 namespace moe::testing {
 
-// The golden directory: $MOE_GOLDEN_DIR, else ../shared/golden beside the
-// repository.
+// The golden directory: $MOE_GOLDEN_DIR, else the repository's tests/golden
+// (an absolute path compiled in by tests/CMakeLists.txt).
 std::string GoldenDir();
 // Every *.safetensors in GoldenDir(), sorted. Empty if the directory is gone.
 std::vector<std::string> GoldenFiles();
+
+// Says that GoldenDir() holds no golden cases, naming it.
+std::string NoGoldenFilesMessage();
+
+// GoldenFiles(), after adding a test failure that names GoldenDir() when
+// there are none: for a test that loops over the cases.
+std::vector<std::string> RequireGoldenFiles();
+
+// The one parameter GoldenParams() gives when GoldenDir() has no cases.
+// LoadGoldenCase(kGoldenDirMissing) fails with NoGoldenFilesMessage().
+inline constexpr char kGoldenDirMissing[] = "GoldenDirMissing";
+
+// GoldenFiles(), or {kGoldenDirMissing} when there are none: the values for
+// INSTANTIATE_TEST_SUITE_P over the golden cases. A missing or empty golden
+// folder is then one failing case that names the folder, not a suite without
+// cases (which gtest lets pass under GTEST_ALLOW_UNINSTANTIATED_... or in
+// versions before 1.11).
+std::vector<std::string> GoldenParams();
 
 struct GoldenCase {
   std::string name;
@@ -30,6 +48,7 @@ struct GoldenCase {
   std::vector<float> gate, bias, w1, w3, w2, sw1, sw3, sw2, sgate;
 };
 
+// Loads one case; kGoldenDirMissing gives NotFound(NoGoldenFilesMessage()).
 absl::StatusOr<GoldenCase> LoadGoldenCase(const std::string& path);
 
 // A ModelSource over a golden case's weights (layer `layer`, default 0).

@@ -1,6 +1,6 @@
 // An independent, deliberately naive MoE layer in double precision, written
-// straight from DESIGN.md section 4 and sharing no code with the engine.
-// Used to make "golden" cases for any config and token count.
+// straight from docs/architecture.md section 3 and sharing no code with the
+// engine. Used to make "golden" cases for any config and token count.
 #pragma once
 
 #include <cstdint>
