@@ -103,7 +103,7 @@ is_host_lib() {
   return 1
 }
 
-declare -A libs=()
+declare -A libs=() cuda_libs=()
 for f in "$top"/bin/* "$top"/tests/*; do
   [[ -f "$f" && -x "$f" ]] || continue
   # Lines "libX.so.N => /path (0x...)"; "not found" for CUDA libraries on
@@ -111,12 +111,18 @@ for f in "$top"/bin/* "$top"/tests/*; do
   while read -r soname _ path _; do
     [[ "$soname" == *.so* ]] || continue
     soname="${soname##*/}"
+    case "$soname" in libcudart.so*|libnccl.so*) cuda_libs["$soname"]=1 ;; esac
     is_host_lib "$soname" && continue
     if [[ "$path" != /* ]]; then
       echo "package: $f needs $soname, which does not resolve here" >&2; exit 1
     fi
     libs["$soname"]="$path"
   done < <(ldd "$f")
+done
+# cuBLASLt is dlopen'ed (engine/cuda/cublaslt_api.cc): its major version is
+# the toolkit's, as libcudart's.
+for soname in "${!cuda_libs[@]}"; do
+  [[ "$soname" == libcudart.so.* ]] && cuda_libs["libcublasLt.so.${soname#libcudart.so.}"]=1
 done
 for soname in "${!libs[@]}"; do
   cp -L "${libs[$soname]}" "$top/lib/$soname"
@@ -152,6 +158,7 @@ needs() {  # newest symbol version with this prefix over the bundle
   echo "needs glibc: $(needs GLIBC_2)"
   echo "needs libstdc++: $(needs GLIBCXX_)"
   echo "needs libgcc_s: $(needs GCC_)"
+  echo "cuda libraries: $(printf '%s\n' "${!cuda_libs[@]}" | sort | tr '\n' ' ' | sed 's/ $//')"
   echo "host libraries (not bundled): glibc, libstdc++, libgcc_s, libcuda, libcudart, libcublasLt, libnccl"
   echo
   echo "bin:"; find "$top/bin" -mindepth 1 -maxdepth 1 -printf '  %f\n' | sort
