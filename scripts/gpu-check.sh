@@ -271,7 +271,7 @@ torch_cuda=""
 if [[ -n "$py" ]]; then
   torch_cuda="$("$py" -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null)"
 fi
-peer_runs=("peer-golden|--device cuda --weights $bundle/tests/golden/deepseek_v3_like.safetensors --tokens 64"
+peer_runs=("peer-golden|--device cuda --dtype f32 --weights $bundle/tests/golden/deepseek_v3_like.safetensors"
            "peer-layer-N512|--device cuda --random ${layer[*]:1} --tokens 512"
            "peer-layer-N4096|--device cuda --random ${layer[*]:1} --tokens 4096")
 for p in "${peer_runs[@]}"; do
