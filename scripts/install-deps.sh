@@ -9,7 +9,7 @@ packages=(
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev libopenblas-dev libopenblas-openmp-dev prometheus-cpp-dev nlohmann-json3-dev libssl-dev
-  curl procps
+  curl procps patchelf
 )
 # Extra tools for the full test command (linters, fuzzers, manifest checks).
 # node/npm and kubectl are looked for as commands by scripts/check-deploy.sh,

@@ -13,7 +13,7 @@ namespace {
 
 using testing::LocalCluster;
 
-std::string LoadtestBinary() { return MOE_LOADTEST_BIN; }
+using testing::LoadtestBinary;
 
 class LoadtestTest : public ::testing::Test {
  protected:

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -11,9 +12,21 @@
 
 namespace moe::testing {
 
-std::string RouterBinary() { return MOE_ROUTER_BIN; }
-std::string WorkerBinary() { return MOE_WORKER_BIN; }
-std::string CliBinary() { return MOE_CLI_BIN; }
+namespace {
+// The build's path, or the same file name in $MOE_BIN_DIR when that is set
+// (tests run from a release bundle, away from the build tree).
+std::string Binary(const char* built) {
+  const char* dir = std::getenv("MOE_BIN_DIR");
+  if (dir == nullptr || *dir == '\0') return built;
+  return (std::filesystem::path(dir) / std::filesystem::path(built).filename())
+      .string();
+}
+}  // namespace
+
+std::string RouterBinary() { return Binary(MOE_ROUTER_BIN); }
+std::string WorkerBinary() { return Binary(MOE_WORKER_BIN); }
+std::string CliBinary() { return Binary(MOE_CLI_BIN); }
+std::string LoadtestBinary() { return Binary(MOE_LOADTEST_BIN); }
 
 LocalCluster::LocalCluster() : dir_(MakeTempDir("cluster_")) {}
 

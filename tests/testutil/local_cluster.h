@@ -13,10 +13,12 @@
 
 namespace moe::testing {
 
-// Paths of the binaries under test (set by CMake).
+// Paths of the binaries under test: set by CMake, or taken from the directory
+// in env MOE_BIN_DIR when that is set (a release bundle's bin/).
 std::string RouterBinary();
 std::string WorkerBinary();
 std::string CliBinary();
+std::string LoadtestBinary();
 
 class LocalCluster {
  public:
