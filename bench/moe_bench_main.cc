@@ -90,9 +90,9 @@ absl::Status RunCheckpoint() {
         absl::StrCat(input, ": x has hidden size ", x.cols, ", layer ", layer,
                      " of ", ckpt->info().source, " expects ", H));
   }
-  MOE_ASSIGN_OR_RETURN(auto moe,
-                       LocalMoe::Create(*ckpt, "cpu", dtype, Threads(),
-                                        std::max<int64_t>(x.rows, 1), layer));
+  MOE_ASSIGN_OR_RETURN(
+      auto moe, LocalMoe::Create(*ckpt, "cpu", dtype, Threads(),
+                                 std::max<int64_t>(x.rows, 1), layer));
   std::vector<float> y(x.rows * H);
   Routing routing;
   MOE_RETURN_IF_ERROR(
@@ -164,90 +164,131 @@ absl::Status RunCuda(const DeviceSpec& device) {
 #endif
 }
 
-absl::Status RunSynthetic() {
-  MOE_ASSIGN_OR_RETURN(SyntheticSpec spec, SyntheticSpecFromFlags());
-  MOE_ASSIGN_OR_RETURN(WeightDType dtype,
+// A synthetic run as the flags describe it.
+struct SyntheticRun {
+  SyntheticSpec spec;
+  WeightDType dtype = WeightDType::kF32;
+  int64_t tokens = 0;  // N per step
+  int reps = 0;
+  int threads = 0;
+};
+
+absl::StatusOr<SyntheticRun> SyntheticRunFromFlags() {
+  SyntheticRun run;
+  MOE_ASSIGN_OR_RETURN(run.spec, SyntheticSpecFromFlags());
+  MOE_ASSIGN_OR_RETURN(run.dtype,
                        ParseWeightDType(absl::GetFlag(FLAGS_weight_dtype)));
-  const int64_t n = absl::GetFlag(FLAGS_tokens);
-  const int reps = absl::GetFlag(FLAGS_reps);
-  if (n < 0 || reps < 1) {
+  run.tokens = absl::GetFlag(FLAGS_tokens);
+  run.reps = absl::GetFlag(FLAGS_reps);
+  if (run.tokens < 0 || run.reps < 1) {
     return absl::InvalidArgumentError("--tokens must be >= 0 and --reps >= 1");
   }
-  const int threads = Threads();
-  MOE_ASSIGN_OR_RETURN(auto model, MakeSyntheticModel(spec));
-  LoadOptions opts;
-  opts.dtype = dtype;
-  opts.num_threads = threads;
-  CpuBackend backend(threads);
-  MOE_RETURN_IF_ERROR(backend.Load(*model, opts, std::max<int64_t>(n, 1)));
-  const LayerWeights* w = backend.layer(0);
-  const MoeLayerConfig& c = spec.layer;
-  const int64_t H = c.hidden;
-  std::vector<float> x(n * H), y(n * H);
+  run.threads = Threads();
+  return run;
+}
 
-  // Each repetition gets a fresh input, hence fresh routing and a fresh set
-  // of touched experts: no step is flattered by weights left in cache by
-  // the one before. Work and bytes are counted per step. One sgemm and one
-  // read pass of the references follow each timed step, so both series see
-  // the same machine; the figures are the medians of each.
-  std::optional<bench::MachineReferences> refs;
-  if (!absl::GetFlag(FLAGS_skip_references)) refs.emplace(threads);
-  LocalMoe moe(&backend);
-  Routing routing;
-  std::vector<double> seconds, step_gflops, step_gbps, sgemm, read;
+// Per timed step: time, work and bytes rates, and the references measured
+// right after it; the mean stage times and experts touched.
+struct StepSeries {
+  std::vector<double> seconds, gflops, gbps, sgemm, read;
   StageTimes mean;
   double touched_sum = 0;
-  for (int r = 0; r < reps + 2; ++r) {  // two warm-up steps
-    FillSyntheticInput(spec.seed + 1 + r, n * H, x.data());
+};
+
+// Adds one timed step of `run` to `series`.
+void RecordStep(const SyntheticRun& run, const LayerWeights& w,
+                const Routing& routing, const StageTimes& t,
+                StepSeries* series) {
+  const MoeLayerConfig& c = run.spec.layer;
+  const int64_t H = c.hidden, n = run.tokens;
+  const double s = t.total_us / 1e6;
+  series->seconds.push_back(s);
+  StageTimes& mean = series->mean;
+  for (auto [sum, part] : {std::pair{&mean.route_us, t.route_us},
+                           {&mean.plan_us, t.plan_us},
+                           {&mean.dispatch_us, t.dispatch_us},
+                           {&mean.experts_us, t.experts_us},
+                           {&mean.combine_us, t.combine_us},
+                           {&mean.shared_us, t.shared_us}}) {
+    *sum += part / run.reps;
+  }
+  int64_t slots = 0, touched = 0;
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    slots += routing.expert_counts[e];
+    touched += routing.expert_counts[e] > 0;
+  }
+  series->touched_sum += touched;
+  const double flops = 6.0 * H * c.inter * slots +
+                       6.0 * H * c.shared_inter * n +
+                       2.0 * H * c.num_experts * n;
+  const double bytes = static_cast<double>(touched) * w.expert_bytes() +
+                       (w.has_shared ? w.shared.bytes() : 0) + w.gate.bytes();
+  series->gflops.push_back(flops / s / 1e9);
+  series->gbps.push_back(bytes / s / 1e9);
+}
+
+// Each repetition gets a fresh input, hence fresh routing and a fresh set
+// of touched experts: no step is flattered by weights left in cache by the
+// one before. Work and bytes are counted per step. One sgemm and one read
+// pass of the references follow each timed step, so both series see the
+// same machine; the figures are the medians of each.
+absl::StatusOr<StepSeries> TimeSteps(const SyntheticRun& run,
+                                     CpuBackend& backend) {
+  const LayerWeights& w = *backend.layer(0);
+  const int64_t n = run.tokens, H = run.spec.layer.hidden;
+  std::vector<float> x(n * H), y(n * H);
+  std::optional<bench::MachineReferences> refs;
+  if (!absl::GetFlag(FLAGS_skip_references)) refs.emplace(run.threads);
+  LocalMoe moe(&backend);
+  Routing routing;
+  StepSeries series;
+  for (int r = 0; r < run.reps + 2; ++r) {  // two warm-up steps
+    FillSyntheticInput(run.spec.seed + 1 + r, n * H, x.data());
     StageTimes t;
     MOE_RETURN_IF_ERROR(
         moe.Forward(0, x.data(), n, {}, y.data(), &routing, &t));
     if (r < 2) continue;
-    const double s = t.total_us / 1e6;
-    seconds.push_back(s);
-    for (auto [sum, part] : {std::pair{&mean.route_us, t.route_us},
-                             {&mean.plan_us, t.plan_us},
-                             {&mean.dispatch_us, t.dispatch_us},
-                             {&mean.experts_us, t.experts_us},
-                             {&mean.combine_us, t.combine_us},
-                             {&mean.shared_us, t.shared_us}}) {
-      *sum += part / reps;
-    }
-    int64_t slots = 0, touched = 0;
-    for (int64_t e = 0; e < c.num_experts; ++e) {
-      slots += routing.expert_counts[e];
-      touched += routing.expert_counts[e] > 0;
-    }
-    touched_sum += touched;
-    const double flops = 6.0 * H * c.inter * slots +
-                         6.0 * H * c.shared_inter * n +
-                         2.0 * H * c.num_experts * n;
-    const double bytes = static_cast<double>(touched) * w->expert_bytes() +
-                         (w->has_shared ? w->shared.bytes() : 0) +
-                         w->gate.bytes();
-    step_gflops.push_back(flops / s / 1e9);
-    step_gbps.push_back(bytes / s / 1e9);
+    RecordStep(run, w, routing, t, &series);
     if (refs) {
-      sgemm.push_back(refs->SgemmGflops());
-      read.push_back(refs->ReadGbps());
+      series.sgemm.push_back(refs->SgemmGflops());
+      series.read.push_back(refs->ReadGbps());
     }
   }
-  const double median = bench::Median(seconds);
-  std::sort(seconds.begin(), seconds.end());
-  const double touched = touched_sum / reps;
-  const double ref_sgemm = bench::Median(sgemm), ref_read = bench::Median(read);
-  const double gflops = bench::Median(step_gflops);
-  const double gbps = bench::Median(step_gbps);
+  return series;
+}
+
+// The medians of a StepSeries.
+struct SyntheticFigures {
+  double median_s, min_s, max_s, touched, gflops, gbps, ref_sgemm, ref_read;
+};
+
+SyntheticFigures FiguresOf(StepSeries series, int reps) {
+  SyntheticFigures f;
+  f.median_s = bench::Median(series.seconds);
+  std::sort(series.seconds.begin(), series.seconds.end());
+  f.min_s = series.seconds.front();
+  f.max_s = series.seconds.back();
+  f.touched = series.touched_sum / reps;
+  f.gflops = bench::Median(series.gflops);
+  f.gbps = bench::Median(series.gbps);
+  f.ref_sgemm = bench::Median(series.sgemm);
+  f.ref_read = bench::Median(series.read);
+  return f;
+}
+
+void PrintText(const SyntheticRun& run, const StageTimes& mean,
+               const SyntheticFigures& f) {
+  const MoeLayerConfig& c = run.spec.layer;
   std::printf(
       "layer H=%ld I=%ld E=%ld k=%ld shared=%ld N=%ld weights=%s isa=%s "
       "threads=%d\n",
-      static_cast<long>(H), static_cast<long>(c.inter),
+      static_cast<long>(c.hidden), static_cast<long>(c.inter),
       static_cast<long>(c.num_experts), static_cast<long>(c.top_k),
-      static_cast<long>(c.shared_inter), static_cast<long>(n),
-      std::string(WeightDTypeName(dtype)).c_str(), kernels::cpu::GemmIsaName(),
-      threads);
+      static_cast<long>(c.shared_inter), static_cast<long>(run.tokens),
+      std::string(WeightDTypeName(run.dtype)).c_str(),
+      kernels::cpu::GemmIsaName(), run.threads);
   std::printf("step median %.3f ms over %d reps (min %.3f, max %.3f)\n",
-              median * 1e3, reps, seconds.front() * 1e3, seconds.back() * 1e3);
+              f.median_s * 1e3, run.reps, f.min_s * 1e3, f.max_s * 1e3);
   std::printf(
       "stages (mean us): route %.0f plan %.0f dispatch %.0f experts %.0f "
       "combine %.0f shared %.0f\n",
@@ -256,30 +297,50 @@ absl::Status RunSynthetic() {
   std::printf(
       "%.1f GFLOP/s (%.0f%% of sgemm %.1f), weights %.2f GB/s "
       "(%.0f%% of read %.2f), %.1f of %ld experts touched per step\n",
-      gflops, ref_sgemm > 0 ? 100 * gflops / ref_sgemm : 0, ref_sgemm, gbps,
-      ref_read > 0 ? 100 * gbps / ref_read : 0, ref_read, touched,
-      static_cast<long>(c.num_experts));
+      f.gflops, f.ref_sgemm > 0 ? 100 * f.gflops / f.ref_sgemm : 0, f.ref_sgemm,
+      f.gbps, f.ref_read > 0 ? 100 * f.gbps / f.ref_read : 0, f.ref_read,
+      f.touched, static_cast<long>(c.num_experts));
+}
+
+void PrintJson(const SyntheticRun& run, const SyntheticFigures& f) {
+  const MoeLayerConfig& c = run.spec.layer;
   nlohmann::json j = {
-      {"hidden", H},
+      {"hidden", c.hidden},
       {"inter", c.inter},
       {"experts", c.num_experts},
       {"top_k", c.top_k},
       {"shared_inter", c.shared_inter},
-      {"tokens", n},
-      {"weight_dtype", WeightDTypeName(dtype)},
+      {"tokens", run.tokens},
+      {"weight_dtype", WeightDTypeName(run.dtype)},
       {"isa", kernels::cpu::GemmIsaName()},
-      {"threads", threads},
-      {"reps", reps},
-      {"step_ms", median * 1e3},
-      {"tokens_per_s", median > 0 ? n / median : 0.0},
-      {"gflops", gflops},
-      {"weight_gbps", gbps},
-      {"experts_touched", touched},
-      {"ref_sgemm_gflops", ref_sgemm},
-      {"ref_read_gbps", ref_read},
-      {"gflops_vs_sgemm", ref_sgemm > 0 ? gflops / ref_sgemm : 0.0},
-      {"weight_gbps_vs_read", ref_read > 0 ? gbps / ref_read : 0.0}};
+      {"threads", run.threads},
+      {"reps", run.reps},
+      {"step_ms", f.median_s * 1e3},
+      {"tokens_per_s", f.median_s > 0 ? run.tokens / f.median_s : 0.0},
+      {"gflops", f.gflops},
+      {"weight_gbps", f.gbps},
+      {"experts_touched", f.touched},
+      {"ref_sgemm_gflops", f.ref_sgemm},
+      {"ref_read_gbps", f.ref_read},
+      {"gflops_vs_sgemm", f.ref_sgemm > 0 ? f.gflops / f.ref_sgemm : 0.0},
+      {"weight_gbps_vs_read", f.ref_read > 0 ? f.gbps / f.ref_read : 0.0}};
   std::printf("%s\n", j.dump().c_str());
+}
+
+absl::Status RunSynthetic() {
+  MOE_ASSIGN_OR_RETURN(SyntheticRun run, SyntheticRunFromFlags());
+  MOE_ASSIGN_OR_RETURN(auto model, MakeSyntheticModel(run.spec));
+  LoadOptions opts;
+  opts.dtype = run.dtype;
+  opts.num_threads = run.threads;
+  CpuBackend backend(run.threads);
+  MOE_RETURN_IF_ERROR(
+      backend.Load(*model, opts, std::max<int64_t>(run.tokens, 1)));
+  MOE_ASSIGN_OR_RETURN(StepSeries series, TimeSteps(run, backend));
+  const StageTimes mean = series.mean;
+  const SyntheticFigures figures = FiguresOf(std::move(series), run.reps);
+  PrintText(run, mean, figures);
+  PrintJson(run, figures);
   return absl::OkStatus();
 }
 

@@ -23,6 +23,7 @@
 #include "client/loadtest/report.h"
 #include "client/moe_client.h"
 #include "core/cli_args.h"
+#include "core/status_macros.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "service address host:port");
 ABSL_FLAG(std::string, tls_ca, "",
@@ -130,15 +131,16 @@ class ProgressLine {
   std::thread thread_;
 };
 
-int Main() {
+// The run as the flags describe it, before asking the server; usage
+// errors as INVALID_ARGUMENT.
+absl::StatusOr<RunSpec> SpecFromFlags() {
   RunSpec spec;
-  auto tokens = TokenDistribution::Parse(absl::GetFlag(FLAGS_tokens));
-  if (!tokens.ok()) return Usage(std::string(tokens.status().message()));
-  spec.tokens = *tokens;
+  MOE_ASSIGN_OR_RETURN(spec.tokens,
+                       TokenDistribution::Parse(absl::GetFlag(FLAGS_tokens)));
   spec.rps = absl::GetFlag(FLAGS_rps);
   spec.poisson = absl::GetFlag(FLAGS_arrival) == "poisson";
   if (!spec.poisson && absl::GetFlag(FLAGS_arrival) != "constant") {
-    return Usage("--arrival must be constant or poisson");
+    return absl::InvalidArgumentError("--arrival must be constant or poisson");
   }
   spec.max_outstanding = absl::GetFlag(FLAGS_max_outstanding);
   spec.requests = absl::GetFlag(FLAGS_requests);
@@ -155,55 +157,60 @@ int Main() {
                               : moe::v1::DTYPE_UNSPECIFIED;
   const std::string format = absl::GetFlag(FLAGS_format);
   if (spec.dtype == moe::v1::DTYPE_UNSPECIFIED)
-    return Usage("--dtype must be f32, bf16 or f16");
+    return absl::InvalidArgumentError("--dtype must be f32, bf16 or f16");
   if (format != "text" && format != "json" && format != "csv") {
-    return Usage("--format must be text, json or csv");
+    return absl::InvalidArgumentError("--format must be text, json or csv");
   }
   if (spec.rps < 0 || spec.max_outstanding < 1 || spec.requests < 0 ||
       spec.duration.count() <= 0 || absl::GetFlag(FLAGS_concurrency) < 1) {
-    return Usage(
+    return absl::InvalidArgumentError(
         "need --rps >= 0, --max-outstanding >= 1, --requests >= 0, "
         "--duration > 0, --concurrency >= 1");
   }
   if (spec.stream && spec.rps > 0)
-    return Usage("--stream is a closed-loop mode");
+    return absl::InvalidArgumentError("--stream is a closed-loop mode");
+  return spec;
+}
 
-  auto opts = MakeClientOptions(
+absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
+  return MakeClientOptions(
       absl::GetFlag(FLAGS_target), absl::GetFlag(FLAGS_tls_ca),
       absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
       absl::GetFlag(FLAGS_tls_server_name),
       absl::GetFlag(FLAGS_auth_token_file));
-  if (!opts.ok()) return Usage(std::string(opts.status().message()));
-  const ClientOptions& co = *opts;
-  MoeClient client(co);
-  auto info = client.GetModelInfo(std::chrono::seconds(10));
-  if (!info.ok()) {
-    std::fprintf(stderr, "moe-loadtest: %s: %s\n",
-                 absl::StatusCodeToString(info.status().code()).c_str(),
-                 std::string(info.status().message()).c_str());
-    return 1;
-  }
-  spec.hidden = info->hidden();
+}
+
+// The server's hidden size and the --layer list ('all': every MoE layer).
+absl::Status ApplyModelInfo(const moe::v1::ModelInfo& info, RunSpec* spec) {
+  spec->hidden = info.hidden();
   const std::string layer = absl::GetFlag(FLAGS_layer);
   if (layer == "all") {
-    spec.layers.assign(info->moe_layers().begin(), info->moe_layers().end());
-  } else {
-    for (absl::string_view part : absl::StrSplit(layer, ',')) {
-      int32_t l;
-      if (!absl::SimpleAtoi(part, &l))
-        return Usage("--layer: a number, a list or 'all'");
-      spec.layers.push_back(l);
-    }
+    spec->layers.assign(info.moe_layers().begin(), info.moe_layers().end());
+    return absl::OkStatus();
   }
+  for (absl::string_view part : absl::StrSplit(layer, ',')) {
+    int32_t l;
+    if (!absl::SimpleAtoi(part, &l))
+      return absl::InvalidArgumentError("--layer: a number, a list or 'all'");
+    spec->layers.push_back(l);
+  }
+  return absl::OkStatus();
+}
 
-  std::vector<int> levels = {absl::GetFlag(FLAGS_concurrency)};
-  if (!absl::GetFlag(FLAGS_concurrency_range).empty()) {
-    if (spec.rps > 0)
-      return Usage("--concurrency-range is a closed-loop sweep");
-    auto r = ParseRange(absl::GetFlag(FLAGS_concurrency_range));
-    if (!r.ok()) return Usage(std::string(r.status().message()));
-    levels = *r;
+// --concurrency, or each level of --concurrency-range.
+absl::StatusOr<std::vector<int>> ConcurrencyLevels(const RunSpec& spec) {
+  if (absl::GetFlag(FLAGS_concurrency_range).empty()) {
+    return std::vector<int>{absl::GetFlag(FLAGS_concurrency)};
   }
+  if (spec.rps > 0)
+    return absl::InvalidArgumentError(
+        "--concurrency-range is a closed-loop sweep");
+  return ParseRange(absl::GetFlag(FLAGS_concurrency_range));
+}
+
+// One run per level, each with its progress line.
+std::vector<Summary> RunAll(MoeClient& client, RunSpec spec,
+                            const std::vector<int>& levels) {
   std::vector<Summary> summaries;
   for (int c : levels) {
     spec.concurrency = c;
@@ -218,13 +225,18 @@ int Main() {
     }
     summaries.push_back(Summarize(run, spec));
   }
+  return summaries;
+}
 
+void PrintReport(const std::vector<Summary>& summaries, const RunSpec& spec,
+                 const std::string& target) {
+  const std::string format = absl::GetFlag(FLAGS_format);
   if (format == "json") {
     nlohmann::json runs = nlohmann::json::array();
     for (const auto& s : summaries) runs.push_back(ToJson(s));
     nlohmann::json out =
         summaries.size() == 1 ? runs[0] : nlohmann::json{{"runs", runs}};
-    out["target"] = co.target;
+    out["target"] = target;
     out["tokens"] = spec.tokens.text();
     std::printf("%s\n", out.dump(2).c_str());
   } else if (format == "csv") {
@@ -233,11 +245,16 @@ int Main() {
   } else {
     for (const auto& s : summaries) {
       std::printf("target %s, tokens per request %s, layers %s\n",
-                  co.target.c_str(), spec.tokens.text().c_str(), layer.c_str());
+                  target.c_str(), spec.tokens.text().c_str(),
+                  absl::GetFlag(FLAGS_layer).c_str());
       std::printf("%s\n", FormatText(s).c_str());
     }
   }
+}
 
+// 1 when requests failed beyond --max-error-rate, else 2 when p99 is above
+// --max-p99-ms, else 0.
+int ExitCodeOf(const std::vector<Summary>& summaries) {
   int code = 0;
   for (const auto& s : summaries) {
     if (s.errors > 0 && s.error_rate > absl::GetFlag(FLAGS_max_error_rate))
@@ -253,6 +270,28 @@ int Main() {
   if (code == 2)
     std::fprintf(stderr, "moe-loadtest: p99 latency above --max-p99-ms\n");
   return code;
+}
+
+int Main() {
+  auto spec = SpecFromFlags();
+  if (!spec.ok()) return Usage(std::string(spec.status().message()));
+  auto opts = ClientOptionsFromFlags();
+  if (!opts.ok()) return Usage(std::string(opts.status().message()));
+  MoeClient client(*opts);
+  auto info = client.GetModelInfo(std::chrono::seconds(10));
+  if (!info.ok()) {
+    std::fprintf(stderr, "moe-loadtest: %s: %s\n",
+                 absl::StatusCodeToString(info.status().code()).c_str(),
+                 std::string(info.status().message()).c_str());
+    return 1;
+  }
+  if (absl::Status s = ApplyModelInfo(*info, &*spec); !s.ok())
+    return Usage(std::string(s.message()));
+  auto levels = ConcurrencyLevels(*spec);
+  if (!levels.ok()) return Usage(std::string(levels.status().message()));
+  const std::vector<Summary> summaries = RunAll(client, *spec, *levels);
+  PrintReport(summaries, *spec, opts->target);
+  return ExitCodeOf(summaries);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "client/moe_client.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "proto/credentials.h"
 #include "proto/tensor_codec.h"
@@ -21,13 +22,12 @@ absl::StatusOr<ClientOptions> MakeClientOptions(const std::string& target,
   ClientOptions o;
   o.target = target;
   o.server_name = server_name;
-  auto creds = MakeChannelCredentials({tls_cert, tls_key, tls_ca});
-  if (!creds.ok()) return creds.status();
-  o.credentials = *creds;
+  MOE_ASSIGN_OR_RETURN(o.credentials,
+                       MakeChannelCredentials({tls_cert, tls_key, tls_ca}));
   if (!token_file.empty()) {
-    auto tokens = ReadTokenFile(token_file);
-    if (!tokens.ok()) return tokens.status();
-    o.auth_token = tokens->front();
+    MOE_ASSIGN_OR_RETURN(std::vector<std::string> tokens,
+                         ReadTokenFile(token_file));
+    o.auth_token = tokens.front();
   }
   return o;
 }
@@ -69,12 +69,12 @@ absl::StatusOr<ForwardResult> MoeClient::Forward(
   Prepare(&ctx, options.timeout);
   const grpc::Status s = stub_->Forward(&ctx, req, &resp);
   if (!s.ok()) return FromGrpc(s);
-  auto y = DecodeMatrix(resp.output(), "output", -1, /*require_finite=*/false);
-  if (!y.ok()) return y.status();
+  MOE_ASSIGN_OR_RETURN(auto y, DecodeMatrix(resp.output(), "output", -1,
+                                            /*require_finite=*/false));
   ForwardResult r;
-  r.tokens = y->rows;
-  r.hidden = y->cols;
-  r.y = std::move(y->data);
+  r.tokens = y.rows;
+  r.hidden = y.cols;
+  r.y = std::move(y.data);
   if (resp.has_routing()) {
     r.slots = resp.routing().slots();
     r.expert_ids.assign(resp.routing().expert_ids().begin(),

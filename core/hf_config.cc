@@ -1,6 +1,7 @@
 #include "core/hf_config.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -111,6 +112,137 @@ absl::Status DeepseekLayers(const ConfigReader& r, ModelInfo* info) {
   return absl::OkStatus();
 }
 
+// The family of `model_type`, or an error listing the supported ones.
+absl::StatusOr<HfFamily> FamilyOf(const std::string& model_type,
+                                  absl::string_view label) {
+  static constexpr std::pair<const char*, HfFamily> kFamilies[] = {
+      {"mixtral", HfFamily::kMixtral},
+      {"qwen2_moe", HfFamily::kQwen2Moe},
+      {"qwen3_moe", HfFamily::kQwen3Moe},
+      {"olmoe", HfFamily::kOlmoe},
+      {"deepseek_v2", HfFamily::kDeepseekV2},
+      {"deepseek_v3", HfFamily::kDeepseekV3},
+  };
+  for (const auto& [name, family] : kFamilies) {
+    if (model_type == name) return family;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      label, ": unsupported model_type '", model_type,
+      "' (supported: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, "
+      "deepseek_v3)"));
+}
+
+void AllLayersMoe(ModelInfo* info) {
+  for (int64_t l = 0; l < info->num_layers; ++l) info->moe_layers.push_back(l);
+}
+
+absl::Status ReadMixtral(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_local_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("intermediate_size"));
+  c.route_norm = true;
+  AllLayersMoe(info);
+  return absl::OkStatus();
+}
+
+absl::Status ReadQwen(const ConfigReader& r, HfFamily family, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
+  MOE_ASSIGN_OR_RETURN(c.route_norm, r.Bool("norm_topk_prob", false));
+  if (family == HfFamily::kQwen2Moe) {
+    MOE_ASSIGN_OR_RETURN(c.shared_inter,
+                         r.Int("shared_expert_intermediate_size"));
+    c.shared_gate = c.shared_inter > 0;
+  }
+  return QwenLayers(r, info);
+}
+
+absl::Status ReadOlmoe(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("intermediate_size"));
+  MOE_ASSIGN_OR_RETURN(c.route_norm, r.Bool("norm_topk_prob", false));
+  AllLayersMoe(info);
+  return absl::OkStatus();
+}
+
+// DeepSeek's scoring_func and topk_method, into the gate's settings.
+absl::Status DeepseekGate(const ConfigReader& r, bool v3, MoeLayerConfig* c) {
+  MOE_ASSIGN_OR_RETURN(std::string scoring,
+                       r.String("scoring_func", v3 ? "sigmoid" : "softmax"));
+  MOE_ASSIGN_OR_RETURN(std::string method,
+                       r.String("topk_method", v3 ? "noaux_tc" : "greedy"));
+  MOE_ASSIGN_OR_RETURN(int64_t n_group, r.Int("n_group", 1));
+  MOE_ASSIGN_OR_RETURN(int64_t topk_group, r.Int("topk_group", 1));
+  if (scoring == "softmax") {
+    c->score_func = ScoreFunc::kSoftmax;
+  } else if (scoring == "sigmoid") {
+    c->score_func = ScoreFunc::kSigmoid;
+  } else {
+    return r.Error("scoring_func", "must be 'softmax' or 'sigmoid'");
+  }
+  if (method == "greedy") {
+    c->n_groups = 0;
+  } else if (method == "group_limited_greedy") {
+    c->n_groups = n_group;
+    c->topk_groups = topk_group;
+    c->group_score = GroupScore::kMax;
+  } else if (method == "noaux_tc") {
+    c->n_groups = n_group;
+    c->topk_groups = topk_group;
+    c->group_score = GroupScore::kTop2Sum;
+    c->use_bias = true;
+  } else {
+    return r.Error("topk_method",
+                   absl::StrCat("'", method,
+                                "' is not one of greedy, "
+                                "group_limited_greedy, noaux_tc"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadDeepseek(const ConfigReader& r, HfFamily family,
+                          ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  const bool v3 = family == HfFamily::kDeepseekV3;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("n_routed_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
+  MOE_ASSIGN_OR_RETURN(int64_t n_shared, r.Int("n_shared_experts", 0));
+  if (n_shared < 0) return r.Error("n_shared_experts", "must be >= 0");
+  c.shared_inter = n_shared * c.inter;
+  MOE_ASSIGN_OR_RETURN(bool norm, r.Bool("norm_topk_prob", false));
+  MOE_ASSIGN_OR_RETURN(double scale, r.Number("routed_scaling_factor", 1.0));
+  MOE_RETURN_IF_ERROR(DeepseekGate(r, v3, &c));
+  c.route_norm = norm && c.top_k > 1;
+  if (v3) {
+    // DeepseekV3MoEGate: optional renorm, then always the scale.
+    c.route_scale = static_cast<float>(scale);
+  } else {
+    // DeepseekV2MoEGate: renorm *or* scale, never both.
+    c.route_scale = c.route_norm ? 1.0f : static_cast<float>(scale);
+  }
+  return DeepseekLayers(r, info);
+}
+
+// The family-specific keys: expert count and size, gate, MoE layers.
+absl::Status ReadFamily(const ConfigReader& r, HfFamily family,
+                        ModelInfo* info) {
+  switch (family) {
+    case HfFamily::kMixtral:
+      return ReadMixtral(r, info);
+    case HfFamily::kQwen2Moe:
+    case HfFamily::kQwen3Moe:
+      return ReadQwen(r, family, info);
+    case HfFamily::kOlmoe:
+      return ReadOlmoe(r, info);
+    case HfFamily::kDeepseekV2:
+    case HfFamily::kDeepseekV3:
+      return ReadDeepseek(r, family, info);
+  }
+  return absl::InternalError("unknown HfFamily");
+}
+
 }  // namespace
 
 const char* HfFamilyName(HfFamily f) {
@@ -141,24 +273,7 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   ConfigReader r(j, label);
   MOE_ASSIGN_OR_RETURN(std::string model_type, r.String("model_type", ""));
   HfModelSpec spec;
-  if (model_type == "mixtral") {
-    spec.family = HfFamily::kMixtral;
-  } else if (model_type == "qwen2_moe") {
-    spec.family = HfFamily::kQwen2Moe;
-  } else if (model_type == "qwen3_moe") {
-    spec.family = HfFamily::kQwen3Moe;
-  } else if (model_type == "olmoe") {
-    spec.family = HfFamily::kOlmoe;
-  } else if (model_type == "deepseek_v2") {
-    spec.family = HfFamily::kDeepseekV2;
-  } else if (model_type == "deepseek_v3") {
-    spec.family = HfFamily::kDeepseekV3;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        label, ": unsupported model_type '", model_type,
-        "' (supported: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, "
-        "deepseek_v3)"));
-  }
+  MOE_ASSIGN_OR_RETURN(spec.family, FamilyOf(model_type, label));
   ModelInfo& info = spec.info;
   MoeLayerConfig& c = info.layer;
   info.family = model_type;
@@ -167,92 +282,7 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   MOE_ASSIGN_OR_RETURN(info.num_layers, r.Int("num_hidden_layers"));
   MOE_ASSIGN_OR_RETURN(c.top_k, r.Int("num_experts_per_tok"));
   c.score_func = ScoreFunc::kSoftmax;
-
-  switch (spec.family) {
-    case HfFamily::kMixtral: {
-      MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_local_experts"));
-      MOE_ASSIGN_OR_RETURN(c.inter, r.Int("intermediate_size"));
-      c.route_norm = true;
-      for (int64_t l = 0; l < info.num_layers; ++l)
-        info.moe_layers.push_back(l);
-      break;
-    }
-    case HfFamily::kQwen2Moe:
-    case HfFamily::kQwen3Moe: {
-      MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_experts"));
-      MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
-      MOE_ASSIGN_OR_RETURN(c.route_norm, r.Bool("norm_topk_prob", false));
-      if (spec.family == HfFamily::kQwen2Moe) {
-        MOE_ASSIGN_OR_RETURN(c.shared_inter,
-                             r.Int("shared_expert_intermediate_size"));
-        c.shared_gate = c.shared_inter > 0;
-      }
-      MOE_RETURN_IF_ERROR(QwenLayers(r, &info));
-      break;
-    }
-    case HfFamily::kOlmoe: {
-      MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_experts"));
-      MOE_ASSIGN_OR_RETURN(c.inter, r.Int("intermediate_size"));
-      MOE_ASSIGN_OR_RETURN(c.route_norm, r.Bool("norm_topk_prob", false));
-      for (int64_t l = 0; l < info.num_layers; ++l)
-        info.moe_layers.push_back(l);
-      break;
-    }
-    case HfFamily::kDeepseekV2:
-    case HfFamily::kDeepseekV3: {
-      const bool v3 = spec.family == HfFamily::kDeepseekV3;
-      MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("n_routed_experts"));
-      MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
-      MOE_ASSIGN_OR_RETURN(int64_t n_shared, r.Int("n_shared_experts", 0));
-      if (n_shared < 0) return r.Error("n_shared_experts", "must be >= 0");
-      c.shared_inter = n_shared * c.inter;
-      MOE_ASSIGN_OR_RETURN(bool norm, r.Bool("norm_topk_prob", false));
-      MOE_ASSIGN_OR_RETURN(double scale,
-                           r.Number("routed_scaling_factor", 1.0));
-      MOE_ASSIGN_OR_RETURN(
-          std::string scoring,
-          r.String("scoring_func", v3 ? "sigmoid" : "softmax"));
-      MOE_ASSIGN_OR_RETURN(std::string method,
-                           r.String("topk_method", v3 ? "noaux_tc" : "greedy"));
-      MOE_ASSIGN_OR_RETURN(int64_t n_group, r.Int("n_group", 1));
-      MOE_ASSIGN_OR_RETURN(int64_t topk_group, r.Int("topk_group", 1));
-      if (scoring == "softmax") {
-        c.score_func = ScoreFunc::kSoftmax;
-      } else if (scoring == "sigmoid") {
-        c.score_func = ScoreFunc::kSigmoid;
-      } else {
-        return r.Error("scoring_func", "must be 'softmax' or 'sigmoid'");
-      }
-      if (method == "greedy") {
-        c.n_groups = 0;
-      } else if (method == "group_limited_greedy") {
-        c.n_groups = n_group;
-        c.topk_groups = topk_group;
-        c.group_score = GroupScore::kMax;
-      } else if (method == "noaux_tc") {
-        c.n_groups = n_group;
-        c.topk_groups = topk_group;
-        c.group_score = GroupScore::kTop2Sum;
-        c.use_bias = true;
-      } else {
-        return r.Error("topk_method", absl::StrCat("'", method,
-                                                   "' is not one of greedy, "
-                                                   "group_limited_greedy, "
-                                                   "noaux_tc"));
-      }
-      if (v3) {
-        // DeepseekV3MoEGate: optional renorm, then always the scale.
-        c.route_norm = norm && c.top_k > 1;
-        c.route_scale = static_cast<float>(scale);
-      } else {
-        // DeepseekV2MoEGate: renorm *or* scale, never both.
-        c.route_norm = norm && c.top_k > 1;
-        c.route_scale = c.route_norm ? 1.0f : static_cast<float>(scale);
-      }
-      MOE_RETURN_IF_ERROR(DeepseekLayers(r, &info));
-      break;
-    }
-  }
+  MOE_RETURN_IF_ERROR(ReadFamily(r, spec.family, &info));
   MOE_RETURN_IF_ERROR(ReadExtensions(r, &c));
   if (absl::Status s = c.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(label, ": ", s.message()));

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace moe {
@@ -110,7 +111,7 @@ absl::StatusOr<MoeLayerConfig> ParseMoeLayerConfigJson(absl::string_view text) {
         Read(j, "shared_gate", &c.shared_gate),
         Read(j, "score_before_experts", &c.score_before_experts),
         Read(j, "capacity_factor", &cf), Read(j, "routing", &routing)}) {
-    if (!s.ok()) return s;
+    MOE_RETURN_IF_ERROR(s);
   }
   c.route_scale = static_cast<float>(scale);
   c.capacity_factor = cf;
@@ -135,7 +136,7 @@ absl::StatusOr<MoeLayerConfig> ParseMoeLayerConfigJson(absl::string_view text) {
   } else {
     return Bad("routing", "must be 'token_choice' or 'expert_choice'");
   }
-  if (absl::Status s = c.Validate(); !s.ok()) return s;
+  MOE_RETURN_IF_ERROR(c.Validate());
   return c;
 }
 

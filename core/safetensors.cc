@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace moe {
@@ -152,9 +153,9 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensors(
       }
       continue;
     }
-    auto entry = ParseEntry(label, it.key(), it.value(), data_size);
-    if (!entry.ok()) return entry.status();
-    header.tensors.push_back(std::move(*entry));
+    MOE_ASSIGN_OR_RETURN(SafetensorsEntry entry,
+                         ParseEntry(label, it.key(), it.value(), data_size));
+    header.tensors.push_back(std::move(entry));
   }
   std::sort(header.tensors.begin(), header.tensors.end(),
             [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
@@ -201,11 +202,11 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
     }
   }
   ::close(fd);
-  auto header = ParseSafetensors(
-      absl::MakeConstSpan(static_cast<const std::byte*>(f->map_), f->size_),
-      path);
-  if (!header.ok()) return header.status();
-  f->header_ = std::move(*header);
+  MOE_ASSIGN_OR_RETURN(
+      f->header_,
+      ParseSafetensors(
+          absl::MakeConstSpan(static_cast<const std::byte*>(f->map_), f->size_),
+          path));
   for (size_t i = 0; i < f->header_.tensors.size(); ++i) {
     f->index_[f->header_.tensors[i].name] = i;
   }
@@ -253,22 +254,20 @@ absl::StatusOr<std::vector<float>> TensorToF32(
 
 absl::StatusOr<std::vector<float>> SafetensorsFile::ReadF32(
     absl::string_view name, std::vector<int64_t> expected_shape) const {
-  auto ref = Get(name);
-  if (!ref.ok()) return ref.status();
-  return TensorToF32(*ref, expected_shape);
+  MOE_ASSIGN_OR_RETURN(TensorRef ref, Get(name));
+  return TensorToF32(ref, expected_shape);
 }
 
 absl::StatusOr<std::vector<int64_t>> SafetensorsFile::ReadI64(
     absl::string_view name) const {
-  auto ref = Get(name);
-  if (!ref.ok()) return ref.status();
-  if (ref->entry->dtype != DType::kI64) {
+  MOE_ASSIGN_OR_RETURN(TensorRef ref, Get(name));
+  if (ref.entry->dtype != DType::kI64) {
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": tensor '", name, "' has dtype ",
-                     DTypeName(ref->entry->dtype), ", expected I64"));
+                     DTypeName(ref.entry->dtype), ", expected I64"));
   }
-  std::vector<int64_t> out(ref->entry->numel);
-  if (!out.empty()) std::memcpy(out.data(), ref->data, ref->nbytes());
+  std::vector<int64_t> out(ref.entry->numel);
+  if (!out.empty()) std::memcpy(out.data(), ref.data, ref.nbytes());
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace moe {
@@ -83,7 +84,7 @@ class SyntheticModel : public ModelSource {
 
 absl::StatusOr<std::unique_ptr<ModelSource>> MakeSyntheticModel(
     const SyntheticSpec& spec) {
-  if (absl::Status s = spec.layer.Validate(); !s.ok()) return s;
+  MOE_RETURN_IF_ERROR(spec.layer.Validate());
   if (spec.num_layers < 1 || spec.num_layers > 1024) {
     return absl::InvalidArgumentError(
         "synthetic model needs between 1 and 1024 layers");
@@ -107,9 +108,7 @@ absl::StatusOr<SyntheticSpec> MakeSyntheticSpec(const SyntheticArgs& a) {
   j["top_k"] = a.top_k;
   j["shared_inter"] = a.shared_inter;
   SyntheticSpec spec;
-  auto layer = ParseMoeLayerConfigJson(j.dump());
-  if (!layer.ok()) return layer.status();
-  spec.layer = *layer;
+  MOE_ASSIGN_OR_RETURN(spec.layer, ParseMoeLayerConfigJson(j.dump()));
   spec.num_layers = a.layers;
   spec.seed = a.seed;
   if (spec.num_layers < 1 || spec.num_layers > 1024) {

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/status_macros.h"
 
 namespace moe {
 namespace {
@@ -38,20 +39,17 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     return absl::InvalidArgumentError(
         "mutual TLS needs a CA to verify client certificates");
   }
-  auto cert = ReadFile(files.cert, "TLS certificate");
-  if (!cert.ok()) return cert.status();
-  auto key = ReadFile(files.key, "TLS key");
-  if (!key.ok()) return key.status();
+  MOE_ASSIGN_OR_RETURN(std::string cert,
+                       ReadFile(files.cert, "TLS certificate"));
+  MOE_ASSIGN_OR_RETURN(std::string key, ReadFile(files.key, "TLS key"));
   grpc::SslServerCredentialsOptions opts(
       require_client_cert
           ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
           : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   if (require_client_cert) {
-    auto ca = ReadFile(files.ca, "TLS CA");
-    if (!ca.ok()) return ca.status();
-    opts.pem_root_certs = *ca;
+    MOE_ASSIGN_OR_RETURN(opts.pem_root_certs, ReadFile(files.ca, "TLS CA"));
   }
-  opts.pem_key_cert_pairs.push_back({*key, *cert});
+  opts.pem_key_cert_pairs.push_back({key, cert});
   return grpc::SslServerCredentials(opts);
 }
 
@@ -60,31 +58,25 @@ MakeChannelCredentials(const TlsFiles& files) {
   if (files.empty()) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions opts;
   if (!files.ca.empty()) {
-    auto ca = ReadFile(files.ca, "TLS CA");
-    if (!ca.ok()) return ca.status();
-    opts.pem_root_certs = *ca;
+    MOE_ASSIGN_OR_RETURN(opts.pem_root_certs, ReadFile(files.ca, "TLS CA"));
   }
   if (files.cert.empty() != files.key.empty()) {
     return absl::InvalidArgumentError(
         "a client certificate needs its key, and the other way round");
   }
   if (!files.cert.empty()) {
-    auto cert = ReadFile(files.cert, "TLS certificate");
-    if (!cert.ok()) return cert.status();
-    auto key = ReadFile(files.key, "TLS key");
-    if (!key.ok()) return key.status();
-    opts.pem_cert_chain = *cert;
-    opts.pem_private_key = *key;
+    MOE_ASSIGN_OR_RETURN(opts.pem_cert_chain,
+                         ReadFile(files.cert, "TLS certificate"));
+    MOE_ASSIGN_OR_RETURN(opts.pem_private_key, ReadFile(files.key, "TLS key"));
   }
   return grpc::SslCredentials(opts);
 }
 
 absl::StatusOr<std::vector<std::string>> ReadTokenFile(
     const std::string& path) {
-  auto text = ReadFile(path, "auth token");
-  if (!text.ok()) return text.status();
+  MOE_ASSIGN_OR_RETURN(std::string text, ReadFile(path, "auth token"));
   std::vector<std::string> tokens;
-  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
     line = absl::StripAsciiWhitespace(line);
     if (!line.empty()) tokens.emplace_back(line);
   }

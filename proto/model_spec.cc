@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/moe_config.h"
+#include "core/status_macros.h"
 
 namespace moe {
 
@@ -27,9 +28,8 @@ absl::StatusOr<ModelLocation> ModelLocationOf(const moe::v1::ModelSpec& spec) {
     loc.checkpoint_dir = spec.checkpoint_dir();
     return loc;
   }
-  auto layer = ParseMoeLayerConfigJson(spec.synthetic_config_json());
-  if (!layer.ok()) return layer.status();
-  loc.synthetic.layer = *layer;
+  MOE_ASSIGN_OR_RETURN(loc.synthetic.layer,
+                       ParseMoeLayerConfigJson(spec.synthetic_config_json()));
   loc.synthetic.num_layers = spec.synthetic_layers();
   loc.synthetic.seed = spec.synthetic_seed();
   return loc;

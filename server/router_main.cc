@@ -15,6 +15,7 @@
 #include "core/logging.h"
 #include "core/port_file.h"
 #include "core/shutdown_signal.h"
+#include "core/status_macros.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 #include "proto/credentials.h"
@@ -24,6 +25,7 @@
 #include "server/moe_service.h"
 #include "server/router_metrics.h"
 #include "server/router_model.h"
+#include "server/router_options.h"
 #include "server/step_runner.h"
 #include "server/token_auth.h"
 #include "server/worker_pool.h"
@@ -87,16 +89,11 @@ ABSL_FLAG(std::string, metrics_port_file, "",
 namespace moe {
 namespace {
 
-absl::StatusOr<ModelLocation> LocationFromFlags() {
-  ModelLocation loc;
-  if (!absl::GetFlag(FLAGS_model).empty()) {
-    loc.checkpoint_dir = absl::GetFlag(FLAGS_model);
-    return loc;
-  }
-  if (!absl::GetFlag(FLAGS_synthetic)) {
-    return absl::InvalidArgumentError("give --model DIR or --synthetic");
-  }
-  SyntheticArgs a;
+RouterFlags ReadFlags() {
+  RouterFlags f;
+  f.model = absl::GetFlag(FLAGS_model);
+  f.synthetic = absl::GetFlag(FLAGS_synthetic);
+  SyntheticArgs& a = f.synthetic_args;
   a.hidden = absl::GetFlag(FLAGS_hidden);
   a.inter = absl::GetFlag(FLAGS_inter);
   a.experts = absl::GetFlag(FLAGS_experts);
@@ -105,241 +102,325 @@ absl::StatusOr<ModelLocation> LocationFromFlags() {
   a.layers = absl::GetFlag(FLAGS_layers);
   a.seed = absl::GetFlag(FLAGS_seed);
   a.options_json = absl::GetFlag(FLAGS_moe_options);
-  auto spec = MakeSyntheticSpec(a);
-  if (!spec.ok()) return spec.status();
-  loc.synthetic = *spec;
-  return loc;
+  f.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
+  f.listen = absl::GetFlag(FLAGS_listen);
+  f.port_file = absl::GetFlag(FLAGS_port_file);
+  f.num_workers = absl::GetFlag(FLAGS_num_workers);
+  f.step_timeout_ms = absl::GetFlag(FLAGS_step_timeout_ms);
+  f.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  f.max_request_tokens = absl::GetFlag(FLAGS_max_request_tokens);
+  f.batch_window_us = absl::GetFlag(FLAGS_batch_window_us);
+  f.max_inflight_steps = absl::GetFlag(FLAGS_max_inflight_steps);
+  f.threads = absl::GetFlag(FLAGS_threads);
+  f.device = absl::GetFlag(FLAGS_device);
+  f.tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+           absl::GetFlag(FLAGS_tls_ca)};
+  f.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  f.worker_listen = absl::GetFlag(FLAGS_worker_listen);
+  f.worker_port_file = absl::GetFlag(FLAGS_worker_port_file);
+  f.health_listen = absl::GetFlag(FLAGS_health_listen);
+  f.health_port_file = absl::GetFlag(FLAGS_health_port_file);
+  f.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  f.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  f.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  f.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  return f;
 }
 
-int Main() {
-  auto loc = LocationFromFlags();
-  if (!loc.ok()) {
-    spdlog::error("{}", loc.status().message());
-    return 2;
-  }
-  auto dtype = ParseWeightDType(absl::GetFlag(FLAGS_weight_dtype));
-  const int workers = absl::GetFlag(FLAGS_num_workers);
-  const int64_t max_batch = absl::GetFlag(FLAGS_max_batch_tokens);
-  int64_t max_request = absl::GetFlag(FLAGS_max_request_tokens);
-  if (max_request <= 0) max_request = max_batch;
-  const int inflight = absl::GetFlag(FLAGS_max_inflight_steps);
-  if (!dtype.ok() || workers < 0 || workers > 1024 || max_batch < 1 ||
-      max_request > max_batch || inflight < 1 ||
-      absl::GetFlag(FLAGS_step_timeout_ms) < 1 ||
-      absl::GetFlag(FLAGS_batch_window_us) < 0 ||
-      absl::GetFlag(FLAGS_device).empty()) {
-    spdlog::error(
-        "bad flags: need --weight-dtype f32|bf16, 0 <= --num-workers <= 1024, "
-        "--max-batch-tokens >= 1, --max-request-tokens <= --max-batch-tokens, "
-        "--max-inflight-steps >= 1, --step-timeout-ms >= 1, "
-        "--batch-window-us >= 0, --device cpu|cuda|cuda:N");
-    return 2;
-  }
-  const int threads = ThreadsOrAllCores(absl::GetFlag(FLAGS_threads));
+// Logs `s` and returns `exit_code`; 0 when `s` is OK.
+int ExitCode(const absl::Status& s, int exit_code) {
+  if (s.ok()) return 0;
+  spdlog::error("{}", s.message());
+  return exit_code;
+}
 
-  RouterModel::Options mo;
-  mo.location = *loc;
-  mo.dtype = *dtype;
-  mo.all_experts = workers == 0;
-  mo.threads = threads;
-  mo.device = absl::GetFlag(FLAGS_device);
-  mo.max_tokens = max_batch;
-  auto model = RouterModel::Load(mo);
-  if (!model.ok()) {
-    spdlog::error("loading the model: {}", model.status().message());
-    return 1;
-  }
-  const ModelInfo& info = (*model)->info();
+absl::Status Prefixed(absl::string_view prefix, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+}
 
-  std::unique_ptr<WorkerPool> pool;
-  if (workers > 0) {
-    WorkerPoolOptions po;
-    po.world_size = workers;
-    po.num_experts = info.layer.num_experts;
-    po.model = ModelSpecFor(*loc, WeightDTypeName(*dtype));
-    po.collective_timeout =
-        std::chrono::milliseconds(absl::GetFlag(FLAGS_step_timeout_ms));
-    po.max_batch_tokens = max_batch;
-    pool = std::make_unique<WorkerPool>(po);
-  }
-  // Metrics first: the pool reports into them from its first event.
-  auto registry = std::make_shared<prometheus::Registry>();
-  RouterMetrics metrics(*registry);
-  std::unique_ptr<prometheus::Exposer> exposer;
-  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
-    try {
-      exposer = std::make_unique<prometheus::Exposer>(
-          absl::GetFlag(FLAGS_metrics_listen));
-    } catch (const std::exception& e) {
-      spdlog::error("--metrics-listen {}: {}",
-                    absl::GetFlag(FLAGS_metrics_listen), e.what());
-      return 1;
-    }
-    exposer->RegisterCollectable(registry);
-    const int metrics_port = exposer->GetListeningPorts().at(0);
-    WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), metrics_port);
-    spdlog::info("metrics on port {} (/metrics)", metrics_port);
-  }
-  ExpertStatsBook stats(info.layer.num_experts);
-  std::vector<std::unique_ptr<StepRunner>> runners;
-  for (int i = 0; i < inflight; ++i) {
-    auto runner = CreateStepRunner(**model, pool.get());
-    if (!runner.ok()) {
-      spdlog::error("{}", runner.status().message());
-      return 1;
-    }
-    runners.push_back(std::move(*runner));
-  }
-  Batcher::Options bo;
-  bo.max_batch_tokens = max_batch;
-  bo.window = std::chrono::microseconds(absl::GetFlag(FLAGS_batch_window_us));
-  bo.step_timeout =
-      std::chrono::milliseconds(absl::GetFlag(FLAGS_step_timeout_ms));
-  Batcher batcher(bo, std::move(runners), &stats, &metrics);
-
-  MoeServiceOptions so;
-  so.model = model->get();
-  so.batcher = &batcher;
-  so.pool = pool.get();
-  so.stats = &stats;
-  so.metrics = &metrics;
-  so.limits.max_request_tokens = max_request;
-  so.max_batch_tokens = max_batch;
-  so.device = (*model)->device();
-
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  // Room for the largest request or step: rows, routing and a margin.
-  int64_t max_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+// The gRPC message size limit: --max-message-bytes, or room for the largest
+// request or step (rows, routing and a margin).
+int MessageLimit(const RouterOptions& o, const ModelInfo& info) {
+  int64_t max_bytes = o.max_message_bytes;
   if (max_bytes <= 0) {
     max_bytes =
-        max_batch *
+        o.max_batch_tokens *
             (info.layer.hidden * 4 +
              std::max<int64_t>(info.layer.top_k, info.layer.num_experts) * 8) +
         (16 << 20);
   }
-  const int msg_limit =
-      static_cast<int>(std::min<int64_t>(max_bytes, INT32_MAX));
+  return static_cast<int>(std::min<int64_t>(max_bytes, INT32_MAX));
+}
 
-  // The public API: TLS when --tls-cert/--tls-key are given.
-  const TlsFiles tls{absl::GetFlag(FLAGS_tls_cert),
-                     absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca)};
-  auto public_creds = MakeServerCredentials({tls.cert, tls.key, ""}, false);
-  // Workers: mutual TLS when --tls-ca is given (on --worker-listen).
-  auto worker_creds = MakeServerCredentials(tls, !tls.ca.empty());
-  const std::string worker_listen = absl::GetFlag(FLAGS_worker_listen);
-  if (!public_creds.ok() || !worker_creds.ok()) {
-    spdlog::error(
-        "TLS: {}",
-        (!public_creds.ok() ? public_creds : worker_creds).status().message());
-    return 2;
-  }
-  if (!tls.ca.empty() && worker_listen.empty() && pool) {
-    spdlog::error(
-        "--tls-ca (mutual TLS with the workers) needs --worker-listen");
-    return 2;
-  }
-  std::unique_ptr<TokenAuth> auth;
-  if (const std::string f = absl::GetFlag(FLAGS_auth_token_file); !f.empty()) {
-    auto tokens = ReadTokenFile(f);
-    if (!tokens.ok()) {
-      spdlog::error("--auth-token-file: {}", tokens.status().message());
-      return 2;
-    }
-    auth = std::make_unique<TokenAuth>(*tokens);
-  }
-  so.auth = auth.get();
-  MoeServiceImpl service(so);
+// The public API: TLS with --tls-cert/--tls-key. Workers: mutual TLS when
+// --tls-ca is given (on --worker-listen).
+struct ServerCredentials {
+  std::shared_ptr<grpc::ServerCredentials> public_api;
+  std::shared_ptr<grpc::ServerCredentials> workers;
+};
+absl::StatusOr<ServerCredentials> MakeCredentials(const TlsFiles& tls) {
+  ServerCredentials c;
+  MOE_ASSIGN_OR_RETURN(c.public_api,
+                       MakeServerCredentials({tls.cert, tls.key, ""}, false));
+  MOE_ASSIGN_OR_RETURN(c.workers, MakeServerCredentials(tls, !tls.ca.empty()));
+  return c;
+}
 
+absl::StatusOr<std::unique_ptr<TokenAuth>> MakeAuth(const std::string& file) {
+  if (file.empty()) return nullptr;
+  MOE_ASSIGN_OR_RETURN(std::vector<std::string> tokens, ReadTokenFile(file));
+  return std::make_unique<TokenAuth>(tokens);
+}
+
+// One router process: its parts in the order they are built (and the
+// reverse of the order they are destroyed in).
+class Router {
+ public:
+  explicit Router(RouterOptions o) : o_(std::move(o)) {}
+
+  // Builds every part and starts serving; the exit code on failure.
+  int Start();
+  // Serves until SIGINT/SIGTERM, then stops.
+  void Serve();
+
+ private:
+  absl::Status LoadModel();
+  void MakePool();
+  absl::Status StartMetrics();
+  absl::Status MakeBatcher();
+  absl::Status MakeService();
+  absl::Status StartServers(const ServerCredentials& creds);
+  absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
+      grpc::ServerBuilder& b, const std::string& what,
+      const std::string& address, const int& port);
+  void ReportReadiness();
+  void SetReady(bool ready);
+  void LogListening() const;
+
+  const RouterOptions o_;
+  std::unique_ptr<RouterModel> model_;
+  std::unique_ptr<WorkerPool> pool_;
+  // Metrics before the pool's callbacks: it reports from its first event.
+  std::shared_ptr<prometheus::Registry> registry_ =
+      std::make_shared<prometheus::Registry>();
+  RouterMetrics metrics_{*registry_};
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<ExpertStatsBook> stats_;
+  std::unique_ptr<Batcher> batcher_;
+  std::unique_ptr<TokenAuth> auth_;
+  std::unique_ptr<MoeServiceImpl> service_;
+  std::vector<std::unique_ptr<grpc::Server>> servers_;
+  int port_ = 0, worker_port_ = 0, health_port_ = 0;
+  bool was_ready_ = false;
+};
+
+int Router::Start() {
+  if (int rc = ExitCode(Prefixed("loading the model: ", LoadModel()), 1)) {
+    return rc;
+  }
+  MakePool();
+  if (int rc = ExitCode(StartMetrics(), 1)) return rc;
+  if (int rc = ExitCode(MakeBatcher(), 1)) return rc;
+  auto creds = MakeCredentials(o_.tls);
+  if (int rc = ExitCode(Prefixed("TLS: ", creds.status()), 2)) return rc;
+  if (int rc = ExitCode(MakeService(), 2)) return rc;
+  if (int rc = ExitCode(StartServers(*creds), 1)) return rc;
+  ReportReadiness();
+  if (int rc = ExitCode(WritePortFile(o_.port_file, port_), 1)) return rc;
+  LogListening();
+  return 0;
+}
+
+absl::Status Router::LoadModel() {
+  RouterModel::Options mo;
+  mo.location = o_.location;
+  mo.dtype = o_.dtype;
+  mo.all_experts = o_.num_workers == 0;
+  mo.threads = o_.threads;
+  mo.device = o_.device;
+  mo.max_tokens = o_.max_batch_tokens;
+  MOE_ASSIGN_OR_RETURN(model_, RouterModel::Load(mo));
+  return absl::OkStatus();
+}
+
+void Router::MakePool() {
+  if (o_.num_workers == 0) return;
+  WorkerPoolOptions po;
+  po.world_size = o_.num_workers;
+  po.num_experts = model_->info().layer.num_experts;
+  po.model = ModelSpecFor(o_.location, WeightDTypeName(o_.dtype));
+  po.collective_timeout = o_.step_timeout;
+  po.max_batch_tokens = o_.max_batch_tokens;
+  pool_ = std::make_unique<WorkerPool>(po);
+}
+
+absl::Status Router::StartMetrics() {
+  if (o_.metrics_listen.empty()) return absl::OkStatus();
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(o_.metrics_listen);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("--metrics-listen ", o_.metrics_listen, ": ", e.what()));
+  }
+  exposer_->RegisterCollectable(registry_);
+  const int port = exposer_->GetListeningPorts().at(0);
+  MOE_RETURN_IF_ERROR(WritePortFile(o_.metrics_port_file, port));
+  spdlog::info("metrics on port {} (/metrics)", port);
+  return absl::OkStatus();
+}
+
+absl::Status Router::MakeBatcher() {
+  stats_ = std::make_unique<ExpertStatsBook>(model_->info().layer.num_experts);
+  std::vector<std::unique_ptr<StepRunner>> runners;
+  for (int i = 0; i < o_.max_inflight_steps; ++i) {
+    MOE_ASSIGN_OR_RETURN(auto runner,
+                         CreateStepRunner(*model_, pool_.get()));
+    runners.push_back(std::move(runner));
+  }
+  Batcher::Options bo;
+  bo.max_batch_tokens = o_.max_batch_tokens;
+  bo.window = o_.batch_window;
+  bo.step_timeout = o_.step_timeout;
+  batcher_ = std::make_unique<Batcher>(bo, std::move(runners), stats_.get(),
+                                       &metrics_);
+  return absl::OkStatus();
+}
+
+absl::Status Router::MakeService() {
+  auto auth = MakeAuth(o_.auth_token_file);
+  if (!auth.ok()) return Prefixed("--auth-token-file: ", auth.status());
+  auth_ = std::move(*auth);
+  MoeServiceOptions so;
+  so.model = model_.get();
+  so.batcher = batcher_.get();
+  so.pool = pool_.get();
+  so.stats = stats_.get();
+  so.metrics = &metrics_;
+  so.limits.max_request_tokens = o_.max_request_tokens;
+  so.max_batch_tokens = o_.max_batch_tokens;
+  so.device = model_->device();
+  so.auth = auth_.get();
+  service_ = std::make_unique<MoeServiceImpl>(so);
+  return absl::OkStatus();
+}
+
+// Builds and starts `b`, which listens on `address` with `port` bound.
+absl::StatusOr<std::unique_ptr<grpc::Server>> Router::StartServer(
+    grpc::ServerBuilder& b, const std::string& what, const std::string& address,
+    const int& port) {
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  if (!server || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", what, address));
+  }
+  return server;
+}
+
+absl::Status Router::StartServers(const ServerCredentials& creds) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  const int msg_limit = MessageLimit(o_, model_->info());
   auto configure = [&](grpc::ServerBuilder& b) {
     b.SetMaxReceiveMessageSize(msg_limit);
     b.SetMaxSendMessageSize(msg_limit);
     b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                         absl::GetFlag(FLAGS_max_concurrent_streams));
+                         o_.max_concurrent_streams);
   };
-  std::vector<std::unique_ptr<grpc::Server>> servers;
-  int port = 0, worker_port = 0, health_port = 0;
-  {
+  const bool own_worker_port = pool_ && !o_.worker_listen.empty();
+  grpc::ServerBuilder pub;
+  configure(pub);
+  pub.AddListeningPort(o_.listen, creds.public_api, &port_);
+  pub.RegisterService(service_.get());
+  if (pool_ && !own_worker_port) pub.RegisterService(pool_.get());
+  MOE_ASSIGN_OR_RETURN(auto server, StartServer(pub, "", o_.listen, port_));
+  servers_.push_back(std::move(server));
+  if (own_worker_port) {
     grpc::ServerBuilder b;
     configure(b);
-    b.AddListeningPort(absl::GetFlag(FLAGS_listen), *public_creds, &port);
-    b.RegisterService(&service);
-    if (pool && worker_listen.empty()) b.RegisterService(pool.get());
-    servers.push_back(b.BuildAndStart());
-    if (!servers.back() || port == 0) {
-      spdlog::error("cannot listen on {}", absl::GetFlag(FLAGS_listen));
-      return 1;
-    }
+    b.AddListeningPort(o_.worker_listen, creds.workers, &worker_port_);
+    b.RegisterService(pool_.get());
+    MOE_ASSIGN_OR_RETURN(
+        auto server,
+        StartServer(b, "--worker-listen ", o_.worker_listen, worker_port_));
+    servers_.push_back(std::move(server));
+    MOE_RETURN_IF_ERROR(WritePortFile(o_.worker_port_file, worker_port_));
   }
-  if (pool && !worker_listen.empty()) {
-    grpc::ServerBuilder b;
-    configure(b);
-    b.AddListeningPort(worker_listen, *worker_creds, &worker_port);
-    b.RegisterService(pool.get());
-    servers.push_back(b.BuildAndStart());
-    if (!servers.back() || worker_port == 0) {
-      spdlog::error("cannot listen on --worker-listen {}", worker_listen);
-      return 1;
-    }
-    WritePortFile(absl::GetFlag(FLAGS_worker_port_file), worker_port);
-  }
-  if (const std::string h = absl::GetFlag(FLAGS_health_listen); !h.empty()) {
+  if (!o_.health_listen.empty()) {
     // Plaintext, health only: for probes that speak neither TLS nor tokens.
     grpc::ServerBuilder b;
-    b.AddListeningPort(h, grpc::InsecureServerCredentials(), &health_port);
-    servers.push_back(b.BuildAndStart());
-    if (!servers.back() || health_port == 0) {
-      spdlog::error("cannot listen on --health-listen {}", h);
-      return 1;
-    }
-    WritePortFile(absl::GetFlag(FLAGS_health_port_file), health_port);
+    b.AddListeningPort(o_.health_listen, grpc::InsecureServerCredentials(),
+                       &health_port_);
+    MOE_ASSIGN_OR_RETURN(
+        auto server,
+        StartServer(b, "--health-listen ", o_.health_listen, health_port_));
+    servers_.push_back(std::move(server));
+    MOE_RETURN_IF_ERROR(WritePortFile(o_.health_port_file, health_port_));
   }
+  return absl::OkStatus();
+}
 
-  // Every server has its own health service; all tell the same story.
-  for (auto& s : servers)
-    s->GetHealthCheckService()->SetServingStatus("liveness", true);
-  bool was_ready = pool == nullptr;
-  auto set_ready = [&servers, &was_ready](bool ready) {
-    for (auto& s : servers) {
-      s->GetHealthCheckService()->SetServingStatus(ready);  // overall ("")
-      s->GetHealthCheckService()->SetServingStatus("moe.v1.MoeService", ready);
-    }
-    if (ready != was_ready)
-      spdlog::info("router {}", ready ? "ready" : "not ready");
-    was_ready = ready;
-  };
-  set_ready(pool == nullptr);
-  if (pool) {
-    pool->SetStateCallback([&](const WorkerPool::State& st) {
-      set_ready(st.ready);
-      metrics.Workers(st.world_size, st.connected, st.ready_workers,
-                      st.generation);
-    });
-    metrics.Workers(workers, 0, 0, 0);
+void Router::SetReady(bool ready) {
+  for (auto& s : servers_) {
+    s->GetHealthCheckService()->SetServingStatus(ready);  // overall ("")
+    s->GetHealthCheckService()->SetServingStatus("moe.v1.MoeService", ready);
   }
-  WritePortFile(absl::GetFlag(FLAGS_port_file), port);
+  if (ready != was_ready_)
+    spdlog::info("router {}", ready ? "ready" : "not ready");
+  was_ready_ = ready;
+}
+
+// Every server has its own health service; all tell the same story: ready
+// at once without workers, else when the pool's group is.
+void Router::ReportReadiness() {
+  for (auto& s : servers_)
+    s->GetHealthCheckService()->SetServingStatus("liveness", true);
+  was_ready_ = pool_ == nullptr;
+  SetReady(pool_ == nullptr);
+  if (!pool_) return;
+  pool_->SetStateCallback([this](const WorkerPool::State& st) {
+    SetReady(st.ready);
+    metrics_.Workers(st.world_size, st.connected, st.ready_workers,
+                     st.generation);
+  });
+  metrics_.Workers(o_.num_workers, 0, 0, 0);
+}
+
+void Router::LogListening() const {
   spdlog::info(
       "router listening on port {}{} ({} workers{}, max batch {} tokens, "
       "window "
       "{} us, {} steps in flight{}{})",
-      port, tls.cert.empty() ? "" : " (TLS)", workers,
-      worker_port ? absl::StrCat(" on port ", worker_port,
-                                 tls.ca.empty() ? "" : " (mutual TLS)")
-                  : "",
-      max_batch, absl::GetFlag(FLAGS_batch_window_us), inflight,
-      health_port ? absl::StrCat(", health on port ", health_port) : "",
-      auth ? ", bearer tokens required" : "");
+      port_, o_.tls.cert.empty() ? "" : " (TLS)", o_.num_workers,
+      worker_port_ ? absl::StrCat(" on port ", worker_port_,
+                                  o_.tls.ca.empty() ? "" : " (mutual TLS)")
+                   : "",
+      o_.max_batch_tokens, o_.batch_window.count(), o_.max_inflight_steps,
+      health_port_ ? absl::StrCat(", health on port ", health_port_) : "",
+      auth_ ? ", bearer tokens required" : "");
+}
 
-  OnShutdownSignal([&](int sig) {
+void Router::Serve() {
+  OnShutdownSignal([this](int sig) {
     spdlog::info("signal {}: shutting down", sig);
-    if (pool) pool->Shutdown();
+    if (pool_) pool_->Shutdown();
     const auto deadline =
         std::chrono::system_clock::now() + std::chrono::seconds(2);
-    for (auto& s : servers) s->Shutdown(deadline);
+    for (auto& s : servers_) s->Shutdown(deadline);
   });
-  for (auto& s : servers) s->Wait();
-  batcher.Shutdown();
+  for (auto& s : servers_) s->Wait();
+  batcher_->Shutdown();
   spdlog::info("router stopped");
+}
+
+int Main() {
+  auto options = RouterOptions::FromFlags(ReadFlags());
+  if (!options.ok()) {
+    spdlog::error("{}", options.status().message());
+    return 2;
+  }
+  Router router(*std::move(options));
+  if (int rc = router.Start()) return rc;
+  router.Serve();
   return 0;
 }
 

@@ -10,14 +10,6 @@
 
 namespace moe {
 
-absl::StatusOr<Collective> ParseCollective(const std::string& text) {
-  if (text == "auto") return Collective::kAuto;
-  if (text == "gloo") return Collective::kGloo;
-  if (text == "nccl") return Collective::kNccl;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--collective must be auto, gloo or nccl, got '", text, "'"));
-}
-
 LoadOptions WorkerLoadOptions(int64_t begin, int64_t end) {
   LoadOptions opts;
   opts.load_gate = false;

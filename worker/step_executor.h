@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "comm/collective.h"
 #include "comm/communicator.h"
 #include "core/device_spec.h"
 #include "core/model_source.h"
@@ -22,10 +23,6 @@
 #include "moe/v1/worker.pb.h"
 
 namespace moe {
-
-// Which collective library a worker group uses.
-enum class Collective { kAuto, kGloo, kNccl };
-absl::StatusOr<Collective> ParseCollective(const std::string& text);
 
 class StepExecutor {
  public:

@@ -8,14 +8,17 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "core/cli_args.h"
 #include "core/logging.h"
 #include "core/port_file.h"
 #include "core/shutdown_signal.h"
+#include "core/status_macros.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 #include "proto/credentials.h"
 #include "worker/worker_agent.h"
+#include "worker/worker_options.h"
 
 ABSL_FLAG(std::string, router, "127.0.0.1:50051",
           "router address (host:port) to register with");
@@ -46,6 +49,121 @@ ABSL_FLAG(std::string, collective_host, "127.0.0.1",
           "address other workers reach this worker's collective transport "
           "on (the pod IP in Kubernetes)");
 
+namespace moe {
+namespace {
+
+WorkerFlags ReadFlags() {
+  WorkerFlags f;
+  f.router = absl::GetFlag(FLAGS_router);
+  f.device = absl::GetFlag(FLAGS_device);
+  f.threads = absl::GetFlag(FLAGS_threads);
+  f.tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+           absl::GetFlag(FLAGS_tls_ca)};
+  f.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  f.health_listen = absl::GetFlag(FLAGS_health_listen);
+  f.health_port_file = absl::GetFlag(FLAGS_health_port_file);
+  f.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  f.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  f.collective_host = absl::GetFlag(FLAGS_collective_host);
+  f.collective = absl::GetFlag(FLAGS_collective);
+  return f;
+}
+
+// Logs `s` and returns `exit_code`; 0 when `s` is OK.
+int ExitCode(const absl::Status& s, int exit_code) {
+  if (s.ok()) return 0;
+  spdlog::error("{}", s.message());
+  return exit_code;
+}
+
+// Serves /metrics on --metrics-listen; null when it is not given.
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(
+    const WorkerProcessOptions& o,
+    const std::shared_ptr<prometheus::Registry>& registry) {
+  if (o.metrics_listen.empty()) return nullptr;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(o.metrics_listen);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("--metrics-listen ", o.metrics_listen, ": ", e.what()));
+  }
+  exposer->RegisterCollectable(registry);
+  const int port = exposer->GetListeningPorts().at(0);
+  MOE_RETURN_IF_ERROR(WritePortFile(o.metrics_port_file, port));
+  spdlog::info("metrics on port {} (/metrics)", port);
+  return exposer;
+}
+
+// Serves grpc.health.v1 on --health-listen ('liveness' always, overall
+// SERVING once in a ready group, through `agent->on_ready`); null when it
+// is not given.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealth(
+    const WorkerProcessOptions& o, WorkerOptions* agent) {
+  if (o.health_listen.empty()) return nullptr;
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort(o.health_listen, grpc::InsecureServerCredentials(), &port);
+  std::unique_ptr<grpc::Server> health = b.BuildAndStart();
+  if (!health || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on --health-listen ", o.health_listen));
+  }
+  auto* svc = health->GetHealthCheckService();
+  svc->SetServingStatus("liveness", true);
+  svc->SetServingStatus(false);
+  agent->on_ready = [svc](bool ready) { svc->SetServingStatus(ready); };
+  MOE_RETURN_IF_ERROR(WritePortFile(o.health_port_file, port));
+  spdlog::info("health on port {}", port);
+  return health;
+}
+
+// Runs the agent until SIGINT/SIGTERM.
+void Serve(const WorkerOptions& opts, std::unique_ptr<StepExecutor> executor) {
+  WorkerAgent agent(opts, std::move(executor));
+  OnShutdownSignal([&agent](int sig) {
+    spdlog::info("signal {}: shutting down", sig);
+    agent.Shutdown();
+  });
+  spdlog::info("worker starting: router {}, {} threads", opts.router,
+               opts.threads);
+  agent.Run();
+}
+
+int Main() {
+  auto o = WorkerProcessOptions::FromFlags(ReadFlags());
+  if (int rc = ExitCode(o.status(), 2)) return rc;
+  WorkerOptions opts;
+  opts.router = o->router;
+  opts.device = o->device;
+  opts.threads = o->threads;
+  opts.collective_host = o->collective_host;
+  opts.server_name = o->tls_server_name;
+  auto executor = CreateStepExecutor(opts.device, opts.threads, o->collective);
+  if (int rc = ExitCode(executor.status(), 2)) return rc;
+  auto registry = std::make_shared<prometheus::Registry>();
+  WorkerMetrics metrics(*registry);
+  opts.metrics = &metrics;
+  auto exposer = StartMetrics(*o, registry);
+  if (int rc = ExitCode(exposer.status(), 1)) return rc;
+  auto creds = MakeChannelCredentials(o->tls);
+  if (!creds.ok()) {
+    spdlog::error("TLS: {}", creds.status().message());
+    return 2;
+  }
+  opts.credentials = *creds;
+  auto health = StartHealth(*o, &opts);
+  if (int rc = ExitCode(health.status(), 1)) return rc;
+  Serve(opts, std::move(*executor));
+  if (*health) (*health)->Shutdown();
+  spdlog::info("worker stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace moe
+
 int main(int argc, char** argv) {
   moe::BlockShutdownSignals();  // before any thread starts
   absl::SetProgramUsageMessage(
@@ -54,77 +172,5 @@ int main(int argc, char** argv) {
   moe::NormalizedArgs args(argc, argv);
   absl::ParseCommandLine(args.argc(), args.argv());
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [worker %P] [%l] %v");
-
-  moe::WorkerOptions opts;
-  opts.router = absl::GetFlag(FLAGS_router);
-  opts.device = absl::GetFlag(FLAGS_device);
-  opts.threads = moe::ThreadsOrAllCores(absl::GetFlag(FLAGS_threads));
-  opts.collective_host = absl::GetFlag(FLAGS_collective_host);
-  auto collective = moe::ParseCollective(absl::GetFlag(FLAGS_collective));
-  if (!collective.ok()) {
-    spdlog::error("{}", collective.status().message());
-    return 2;
-  }
-  auto executor =
-      moe::CreateStepExecutor(opts.device, opts.threads, *collective);
-  if (!executor.ok()) {
-    spdlog::error("{}", executor.status().message());
-    return 2;
-  }
-  auto registry = std::make_shared<prometheus::Registry>();
-  moe::WorkerMetrics metrics(*registry);
-  opts.metrics = &metrics;
-  std::unique_ptr<prometheus::Exposer> exposer;
-  if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen);
-      !listen.empty()) {
-    try {
-      exposer = std::make_unique<prometheus::Exposer>(listen);
-    } catch (const std::exception& e) {
-      spdlog::error("--metrics-listen {}: {}", listen, e.what());
-      return 1;
-    }
-    exposer->RegisterCollectable(registry);
-    const int port = exposer->GetListeningPorts().at(0);
-    moe::WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), port);
-    spdlog::info("metrics on port {} (/metrics)", port);
-  }
-  auto creds = moe::MakeChannelCredentials({absl::GetFlag(FLAGS_tls_cert),
-                                            absl::GetFlag(FLAGS_tls_key),
-                                            absl::GetFlag(FLAGS_tls_ca)});
-  if (!creds.ok()) {
-    spdlog::error("TLS: {}", creds.status().message());
-    return 2;
-  }
-  opts.credentials = *creds;
-  opts.server_name = absl::GetFlag(FLAGS_tls_server_name);
-
-  std::unique_ptr<grpc::Server> health;
-  if (const std::string h = absl::GetFlag(FLAGS_health_listen); !h.empty()) {
-    grpc::EnableDefaultHealthCheckService(true);
-    grpc::ServerBuilder b;
-    int port = 0;
-    b.AddListeningPort(h, grpc::InsecureServerCredentials(), &port);
-    health = b.BuildAndStart();
-    if (!health || port == 0) {
-      spdlog::error("cannot listen on --health-listen {}", h);
-      return 1;
-    }
-    auto* svc = health->GetHealthCheckService();
-    svc->SetServingStatus("liveness", true);
-    svc->SetServingStatus(false);
-    opts.on_ready = [svc](bool ready) { svc->SetServingStatus(ready); };
-    moe::WritePortFile(absl::GetFlag(FLAGS_health_port_file), port);
-    spdlog::info("health on port {}", port);
-  }
-  moe::WorkerAgent agent(opts, std::move(*executor));
-  moe::OnShutdownSignal([&agent](int sig) {
-    spdlog::info("signal {}: shutting down", sig);
-    agent.Shutdown();
-  });
-  spdlog::info("worker starting: router {}, {} threads", opts.router,
-               opts.threads);
-  agent.Run();
-  if (health) health->Shutdown();
-  spdlog::info("worker stopped");
-  return 0;
+  return moe::Main();
 }

@@ -70,15 +70,14 @@ TEST(LocalMoe, EmptyBatchWritesNothingAndRoutesNothing) {
   config.shared_inter = 16;
   auto c = RandomCase(config, 9, 3);
   auto source = testing::MakeGoldenSource(c);
-  auto w = LoadLayerWeights(*source, 0, {});
-  ASSERT_TRUE(w.ok()) << w.status();
-  LocalMoe moe(2);
+  auto moe = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 2, c.tokens);
+  ASSERT_TRUE(moe.ok()) << moe.status();
   Routing routing;
   routing.Reset(4, config.top_k, config.num_experts);
   routing.expert_counts[1] = 8;
   routing.dropped = 3;
   float guard = -7.0f;
-  ASSERT_TRUE(moe.Forward(**w, c.x.data(), 0, {}, &guard, &routing).ok());
+  ASSERT_TRUE((*moe)->Forward(0, c.x.data(), 0, {}, &guard, &routing).ok());
   EXPECT_EQ(guard, -7.0f);
   EXPECT_EQ(routing.tokens, 0);
   EXPECT_TRUE(routing.expert.empty());
@@ -89,7 +88,7 @@ TEST(LocalMoe, EmptyBatchWritesNothingAndRoutesNothing) {
 
   std::vector<float> y(c.tokens * config.hidden, -7.0f);
   ASSERT_TRUE(
-      moe.Forward(**w, c.x.data(), c.tokens, {}, y.data(), &routing).ok());
+      (*moe)->Forward(0, c.x.data(), c.tokens, {}, y.data(), &routing).ok());
   EXPECT_TRUE(AllClose(y, c.y, testing::kF32Tol));
   EXPECT_TRUE(testing::SameTokenRouting(c.top_idx, c.top_w, routing.expert,
                                         routing.weight, c.tokens, config.top_k,

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "tests/testutil/hf_writer.h"
 
 namespace moe::testing {
@@ -100,7 +101,7 @@ absl::Status LocalCluster::Start(const Options& options) {
     health_client_ = std::make_unique<MoeClient>(ho);
   }
   for (int i = 0; i < options.workers; ++i) {
-    if (absl::Status s = StartWorker(); !s.ok()) return s;
+    MOE_RETURN_IF_ERROR(StartWorker());
   }
   return WaitReady(options.ready_timeout);
 }

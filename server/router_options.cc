@@ -1,0 +1,119 @@
+#include "server/router_options.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/cli_args.h"
+#include "core/device_spec.h"
+#include "core/status_macros.h"
+
+namespace moe {
+namespace {
+
+absl::Status BadFlag(absl::string_view flag, absl::string_view rule,
+                     absl::string_view got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, " must be ", rule, ", got ", got));
+}
+
+absl::Status AtLeast(absl::string_view flag, int64_t value, int64_t min) {
+  if (value >= min) return absl::OkStatus();
+  return BadFlag(flag, absl::StrCat(">= ", min), absl::StrCat(value));
+}
+
+absl::StatusOr<ModelLocation> LocationOf(const RouterFlags& f) {
+  ModelLocation loc;
+  if (!f.model.empty()) {  // wins over --synthetic
+    loc.checkpoint_dir = f.model;
+    return loc;
+  }
+  if (!f.synthetic) {
+    return absl::InvalidArgumentError("give --model DIR or --synthetic");
+  }
+  MOE_ASSIGN_OR_RETURN(loc.synthetic, MakeSyntheticSpec(f.synthetic_args));
+  return loc;
+}
+
+absl::Status CheckSizes(const RouterFlags& f) {
+  if (f.num_workers < 0 || f.num_workers > 1024) {
+    return BadFlag("num-workers", "between 0 and 1024",
+                   absl::StrCat(f.num_workers));
+  }
+  MOE_RETURN_IF_ERROR(AtLeast("step-timeout-ms", f.step_timeout_ms, 1));
+  MOE_RETURN_IF_ERROR(AtLeast("max-batch-tokens", f.max_batch_tokens, 1));
+  if (f.max_request_tokens < 0 || f.max_request_tokens > f.max_batch_tokens) {
+    return BadFlag("max-request-tokens",
+                   absl::StrCat("between 0 (--max-batch-tokens) and "
+                                "--max-batch-tokens ",
+                                f.max_batch_tokens),
+                   absl::StrCat(f.max_request_tokens));
+  }
+  MOE_RETURN_IF_ERROR(AtLeast("batch-window-us", f.batch_window_us, 0));
+  MOE_RETURN_IF_ERROR(AtLeast("max-inflight-steps", f.max_inflight_steps, 1));
+  MOE_RETURN_IF_ERROR(AtLeast("threads", f.threads, 0));
+  MOE_RETURN_IF_ERROR(
+      AtLeast("max-concurrent-streams", f.max_concurrent_streams, 1));
+  return AtLeast("max-message-bytes", f.max_message_bytes, 0);
+}
+
+absl::Status CheckAddresses(const RouterFlags& f) {
+  if (f.listen.empty()) return BadFlag("listen", "HOST:PORT", "''");
+  // Both halves of the key pair, or neither.
+  if (f.tls.cert.empty() != f.tls.key.empty()) {
+    return f.tls.cert.empty()
+               ? absl::InvalidArgumentError("--tls-key needs --tls-cert")
+               : absl::InvalidArgumentError("--tls-cert needs --tls-key");
+  }
+  if (!f.tls.ca.empty() && f.tls.cert.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-ca (mutual TLS with the workers) needs --tls-cert and "
+        "--tls-key");
+  }
+  if (!f.tls.ca.empty() && f.num_workers > 0 && f.worker_listen.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-ca (mutual TLS with the workers) needs --worker-listen");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RouterOptions> RouterOptions::FromFlags(const RouterFlags& f) {
+  RouterOptions o;
+  MOE_ASSIGN_OR_RETURN(o.location, LocationOf(f));
+  auto dtype = ParseWeightDType(f.weight_dtype);
+  if (!dtype.ok()) {
+    return BadFlag("weight-dtype", "f32 or bf16",
+                   absl::StrCat("'", f.weight_dtype, "'"));
+  }
+  o.dtype = *dtype;
+  auto device = ParseDeviceSpec(f.device);
+  if (!device.ok()) {
+    return BadFlag("device", "cpu, cuda or cuda:N",
+                   absl::StrCat("'", f.device, "'"));
+  }
+  MOE_RETURN_IF_ERROR(CheckSizes(f));
+  MOE_RETURN_IF_ERROR(CheckAddresses(f));
+  o.device = f.device;
+  o.num_workers = f.num_workers;
+  o.step_timeout = std::chrono::milliseconds(f.step_timeout_ms);
+  o.max_batch_tokens = f.max_batch_tokens;
+  o.max_request_tokens =
+      f.max_request_tokens > 0 ? f.max_request_tokens : f.max_batch_tokens;
+  o.batch_window = std::chrono::microseconds(f.batch_window_us);
+  o.max_inflight_steps = f.max_inflight_steps;
+  o.threads = ThreadsOrAllCores(f.threads);
+  o.tls = f.tls;
+  o.auth_token_file = f.auth_token_file;
+  o.listen = f.listen;
+  o.port_file = f.port_file;
+  o.worker_listen = f.worker_listen;
+  o.worker_port_file = f.worker_port_file;
+  o.health_listen = f.health_listen;
+  o.health_port_file = f.health_port_file;
+  o.max_concurrent_streams = f.max_concurrent_streams;
+  o.max_message_bytes = f.max_message_bytes;
+  o.metrics_listen = f.metrics_listen;
+  o.metrics_port_file = f.metrics_port_file;
+  return o;
+}
+
+}  // namespace moe

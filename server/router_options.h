@@ -1,0 +1,84 @@
+// moe-router's options: the flags' raw values (RouterFlags, read in
+// router_main.cc, where the flags are defined) and the checked, resolved
+// options the router is built from (RouterOptions).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/model_location.h"
+#include "core/synthetic_model.h"
+#include "engine/layer_weights.h"
+#include "proto/credentials.h"
+
+namespace moe {
+
+// The flags as given. Defaults are the flags' defaults.
+struct RouterFlags {
+  std::string model;
+  bool synthetic = false;
+  SyntheticArgs synthetic_args{.hidden = 1024,
+                               .inter = 512,
+                               .experts = 32,
+                               .top_k = 4,
+                               .shared_inter = 0,
+                               .layers = 1,
+                               .seed = 1,
+                               .options_json = ""};
+  std::string weight_dtype = "f32";
+  std::string listen = "0.0.0.0:50051";
+  std::string port_file;
+  int num_workers = 2;
+  int64_t step_timeout_ms = 10000;
+  int64_t max_batch_tokens = 4096;
+  int64_t max_request_tokens = 0;
+  int64_t batch_window_us = 500;
+  int max_inflight_steps = 2;
+  int threads = 0;
+  std::string device = "cpu";
+  TlsFiles tls;
+  std::string auth_token_file;
+  std::string worker_listen;
+  std::string worker_port_file;
+  std::string health_listen;
+  std::string health_port_file;
+  int max_concurrent_streams = 1024;
+  int64_t max_message_bytes = 0;
+  std::string metrics_listen;
+  std::string metrics_port_file;
+};
+
+// Checked options, defaults resolved (max_request_tokens, threads).
+struct RouterOptions {
+  ModelLocation location;
+  WeightDType dtype = WeightDType::kF32;
+  int num_workers = 0;  // 0: every expert in-process
+  std::chrono::milliseconds step_timeout{0};
+  int64_t max_batch_tokens = 0;
+  int64_t max_request_tokens = 0;
+  std::chrono::microseconds batch_window{0};
+  int max_inflight_steps = 1;
+  int threads = 1;
+  std::string device;  // cpu, cuda or cuda:N
+  TlsFiles tls;
+  std::string auth_token_file;
+  std::string listen;
+  std::string port_file;
+  std::string worker_listen;  // empty: workers register on `listen`
+  std::string worker_port_file;
+  std::string health_listen;
+  std::string health_port_file;
+  int max_concurrent_streams = 0;
+  int64_t max_message_bytes = 0;  // 0: sized from the model and batch
+  std::string metrics_listen;
+  std::string metrics_port_file;
+
+  // INVALID_ARGUMENT naming the first bad flag, the accepted values and the
+  // value given. Reads no files: --tls-* and --auth-token-file are opened
+  // when the router starts.
+  static absl::StatusOr<RouterOptions> FromFlags(const RouterFlags& flags);
+};
+
+}  // namespace moe

@@ -1,0 +1,114 @@
+// RouterOptions::FromFlags: every bad flag value is refused with an error
+// naming the flag; good values are resolved.
+#include "server/router_options.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace moe {
+namespace {
+
+RouterFlags Good() {
+  RouterFlags f;
+  f.synthetic = true;
+  return f;
+}
+
+struct BadCase {
+  std::string name;
+  std::function<void(RouterFlags&)> edit;
+  std::string message;  // a part of the expected error
+};
+
+TEST(RouterOptionsTest, DefaultsWithSyntheticAreValid) {
+  auto o = RouterOptions::FromFlags(Good());
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->num_workers, 2);
+  EXPECT_EQ(o->max_request_tokens, 4096);  // 0: --max-batch-tokens
+  EXPECT_GE(o->threads, 1);                // 0: all cores
+  EXPECT_EQ(o->step_timeout.count(), 10000);
+  EXPECT_EQ(o->batch_window.count(), 500);
+}
+
+TEST(RouterOptionsTest, ModelWinsOverSynthetic) {
+  RouterFlags f = Good();
+  f.model = "/some/dir";
+  auto o = RouterOptions::FromFlags(f);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->location.checkpoint_dir, "/some/dir");
+}
+
+TEST(RouterOptionsTest, EdgeValuesAreValid) {
+  RouterFlags f = Good();
+  f.num_workers = 0;
+  f.batch_window_us = 0;
+  f.max_request_tokens = f.max_batch_tokens;
+  f.device = "cuda:1";
+  f.weight_dtype = "bf16";
+  f.tls = {"cert.pem", "key.pem", "ca.pem"};
+  f.worker_listen = "0.0.0.0:50052";
+  EXPECT_TRUE(RouterOptions::FromFlags(f).ok());
+}
+
+TEST(RouterOptionsTest, BadValuesNameTheFlag) {
+  const std::vector<BadCase> cases = {
+      {"no model", [](RouterFlags& f) { f.synthetic = false; },
+       "give --model DIR or --synthetic"},
+      {"synthetic", [](RouterFlags& f) { f.synthetic_args.top_k = 99; }, ""},
+      {"dtype", [](RouterFlags& f) { f.weight_dtype = "f16"; },
+       "--weight-dtype must be f32 or bf16, got 'f16'"},
+      {"device", [](RouterFlags& f) { f.device = "tpu"; },
+       "--device must be cpu, cuda or cuda:N, got 'tpu'"},
+      {"device ordinal", [](RouterFlags& f) { f.device = "cuda:-1"; },
+       "--device must be"},
+      {"workers", [](RouterFlags& f) { f.num_workers = -1; },
+       "--num-workers must be between 0 and 1024, got -1"},
+      {"too many workers", [](RouterFlags& f) { f.num_workers = 1025; },
+       "--num-workers"},
+      {"timeout", [](RouterFlags& f) { f.step_timeout_ms = 0; },
+       "--step-timeout-ms must be >= 1, got 0"},
+      {"batch", [](RouterFlags& f) { f.max_batch_tokens = 0; },
+       "--max-batch-tokens must be >= 1, got 0"},
+      {"request > batch", [](RouterFlags& f) { f.max_request_tokens = 5000; },
+       "--max-request-tokens must be"},
+      {"request < 0", [](RouterFlags& f) { f.max_request_tokens = -1; },
+       "--max-request-tokens must be"},
+      {"window", [](RouterFlags& f) { f.batch_window_us = -1; },
+       "--batch-window-us must be >= 0, got -1"},
+      {"inflight", [](RouterFlags& f) { f.max_inflight_steps = 0; },
+       "--max-inflight-steps must be >= 1, got 0"},
+      {"threads", [](RouterFlags& f) { f.threads = -2; },
+       "--threads must be >= 0, got -2"},
+      {"streams", [](RouterFlags& f) { f.max_concurrent_streams = 0; },
+       "--max-concurrent-streams must be >= 1"},
+      {"message bytes", [](RouterFlags& f) { f.max_message_bytes = -1; },
+       "--max-message-bytes must be >= 0"},
+      {"listen", [](RouterFlags& f) { f.listen = ""; }, "--listen"},
+      {"cert without key", [](RouterFlags& f) { f.tls.cert = "c.pem"; },
+       "--tls-cert needs --tls-key"},
+      {"key without cert", [](RouterFlags& f) { f.tls.key = "k.pem"; },
+       "--tls-key needs --tls-cert"},
+      {"ca without cert", [](RouterFlags& f) { f.tls.ca = "ca.pem"; },
+       "--tls-ca"},
+      {"ca without worker listen",
+       [](RouterFlags& f) {
+         f.tls = {"c.pem", "k.pem", "ca.pem"};
+       },
+       "--tls-ca (mutual TLS with the workers) needs --worker-listen"},
+  };
+  for (const BadCase& c : cases) {
+    RouterFlags f = Good();
+    c.edit(f);
+    auto o = RouterOptions::FromFlags(f);
+    ASSERT_FALSE(o.ok()) << c.name;
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_NE(o.status().message().find(c.message), std::string::npos)
+        << c.name << ": " << o.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace moe

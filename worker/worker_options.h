@@ -1,0 +1,48 @@
+// moe-worker's options: the flags' raw values (WorkerFlags, read in
+// worker_main.cc, where the flags are defined), checked and resolved.
+// (WorkerAgent's own options are WorkerOptions, in worker_agent.h.)
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "comm/collective.h"
+#include "proto/credentials.h"
+
+namespace moe {
+
+// The flags as given. Defaults are the flags' defaults.
+struct WorkerFlags {
+  std::string router = "127.0.0.1:50051";
+  std::string device = "cpu";
+  int threads = 0;
+  TlsFiles tls;
+  std::string tls_server_name;
+  std::string health_listen;
+  std::string health_port_file;
+  std::string metrics_listen;
+  std::string metrics_port_file;
+  std::string collective_host = "127.0.0.1";
+  std::string collective = "auto";
+};
+
+// Checked options, --threads resolved.
+struct WorkerProcessOptions {
+  std::string router;
+  std::string device;  // cpu, cuda or cuda:N
+  int threads = 1;
+  TlsFiles tls;
+  std::string tls_server_name;
+  std::string health_listen;
+  std::string health_port_file;
+  std::string metrics_listen;
+  std::string metrics_port_file;
+  std::string collective_host;
+  Collective collective = Collective::kAuto;
+
+  // INVALID_ARGUMENT naming the first bad flag, the accepted values and the
+  // value given. Reads no files (the --tls-* files are read at start).
+  static absl::StatusOr<WorkerProcessOptions> FromFlags(const WorkerFlags& f);
+};
+
+}  // namespace moe
