@@ -105,6 +105,11 @@ absl::Status CpuBackend::Prepare(const EpPlan& p) {
   Reserve(back_, p.sent * H);
   Reserve(in_rows_, p.received);
   Reserve(out_rows_, p.received);
+  // Host buffers are never staged: kStageSend and kStageRecv stay null.
+  SetBuffer(EpBuffer::kSend, send_.data());
+  SetBuffer(EpBuffer::kRecv, recv_.data());
+  SetBuffer(EpBuffer::kOut, out_.data());
+  SetBuffer(EpBuffer::kBack, back_.data());
   return absl::OkStatus();
 }
 
@@ -146,23 +151,6 @@ absl::Status CpuBackend::Combine(const EpStepInput& in, const EpPlan& p,
                    p.slot_row.data(), static_cast<const float*>(back), y,
                    threads_);
   return absl::OkStatus();
-}
-
-void* CpuBackend::buffer(EpBuffer which) {
-  switch (which) {
-    case EpBuffer::kSend:
-      return send_.data();
-    case EpBuffer::kRecv:
-      return recv_.data();
-    case EpBuffer::kOut:
-      return out_.data();
-    case EpBuffer::kBack:
-      return back_.data();
-    case EpBuffer::kStageSend:
-    case EpBuffer::kStageRecv:
-      return nullptr;  // host buffers are never staged
-  }
-  return nullptr;
 }
 
 absl::Status CpuBackend::CopyToHost(const void* src, void* dst, size_t bytes) {

@@ -47,7 +47,6 @@ class CpuBackend : public ExpertBackend {
   absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
                        const void* back, float* y) override;
 
-  void* buffer(EpBuffer which) override;
   absl::Status CopyToHost(const void* src, void* dst, size_t bytes) override;
   absl::Status CopyFromHost(const void* src, void* dst, size_t bytes) override;
   void* stream() override { return nullptr; }

@@ -7,6 +7,7 @@
 // engine/cuda/cuda_backend.h.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -28,6 +29,7 @@ namespace moe {
 // stage_send / stage_recv are pinned host copies of send/recv (and out/back)
 // for a host communicator over a device backend.
 enum class EpBuffer { kSend, kRecv, kOut, kBack, kStageSend, kStageRecv };
+inline constexpr int kNumEpBuffers = 6;
 
 // Points of a step whose times the backend can tell apart afterwards.
 enum class EpMark { kStart, kDispatched, kComputed, kDone };
@@ -88,7 +90,9 @@ class ExpertBackend {
   virtual absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
                                const void* back, float* y) = 0;
 
-  virtual void* buffer(EpBuffer which) = 0;
+  void* buffer(EpBuffer which) const {
+    return buffers_[static_cast<int>(which)];
+  }
   // Makes kStageSend and kStageRecv available (allocated on first use: only
   // a device backend under a host communicator needs them).
   virtual absl::Status ReserveStaging() { return absl::OkStatus(); }
@@ -108,6 +112,15 @@ class ExpertBackend {
   virtual void Drain() {}
   // Microseconds between two marks of the finished step.
   virtual double ElapsedUs(EpMark from, EpMark to) const = 0;
+
+ protected:
+  // Where each EpBuffer lives now; implementations keep it current.
+  void SetBuffer(EpBuffer which, void* data) {
+    buffers_[static_cast<int>(which)] = data;
+  }
+
+ private:
+  std::array<void*, kNumEpBuffers> buffers_{};
 };
 
 // "cpu" (threads for OpenMP) or "cuda[:N]" (builds with the CUDA backend).

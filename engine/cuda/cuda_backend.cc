@@ -253,29 +253,13 @@ class CudaBackend : public ExpertBackend {
     return absl::OkStatus();
   }
 
-  void* buffer(EpBuffer which) override {
-    switch (which) {
-      case EpBuffer::kSend:
-        return send_.data();
-      case EpBuffer::kRecv:
-        return recv_.data();
-      case EpBuffer::kOut:
-        return out_.data();
-      case EpBuffer::kBack:
-        return back_.data();
-      case EpBuffer::kStageSend:
-        return stage_send_.data();
-      case EpBuffer::kStageRecv:
-        return stage_recv_.data();
-    }
-    return nullptr;
-  }
-
   absl::Status ReserveStaging() override {
     if (stage_send_.size() > 0 || bounds_.rows == 0) return absl::OkStatus();
     const size_t bytes = bounds_.rows * config_.hidden * 2;
     MOE_ASSIGN_OR_RETURN(stage_send_, PinnedBuffer::Allocate(bytes));
     MOE_ASSIGN_OR_RETURN(stage_recv_, PinnedBuffer::Allocate(bytes));
+    SetBuffer(EpBuffer::kStageSend, stage_send_.data());
+    SetBuffer(EpBuffer::kStageRecv, stage_recv_.data());
     return absl::OkStatus();
   }
 
@@ -367,6 +351,9 @@ class CudaBackend : public ExpertBackend {
     experts_.reset();
     stage_send_ = PinnedBuffer();
     stage_recv_ = PinnedBuffer();
+    for (int i = 0; i < kNumEpBuffers; ++i) {
+      SetBuffer(static_cast<EpBuffer>(i), nullptr);
+    }
     resident_x_ = nullptr;
     resident_n_ = -1;
     return absl::OkStatus();
@@ -390,6 +377,10 @@ class CudaBackend : public ExpertBackend {
     MOE_ASSIGN_OR_RETURN(weights_, DeviceBuffer::Allocate(S * 4));
     MOE_ASSIGN_OR_RETURN(host_i32_, PinnedBuffer::Allocate((2 * R + S) * 4));
     MOE_ASSIGN_OR_RETURN(host_f32_, PinnedBuffer::Allocate((R + S) * 4));
+    SetBuffer(EpBuffer::kSend, send_.data());
+    SetBuffer(EpBuffer::kRecv, recv_.data());
+    SetBuffer(EpBuffer::kOut, out_.data());
+    SetBuffer(EpBuffer::kBack, back_.data());
     return absl::OkStatus();
   }
 

@@ -1,0 +1,298 @@
+// The expert-parallel step on its own: the plan's checks, the workspace
+// bound against every way a batch can be split into requests, and the step
+// run as two ranks over a real Gloo group in one process, directly and
+// staged through host buffers (the path CUDA workers take under
+// --collective gloo), each bit-identical to the single-process engine.
+#include "engine/ep_step.h"
+
+#include <functional>
+#include <thread>
+
+#include "comm/gloo_communicator.h"
+#include "comm/loopback_communicator.h"
+#include "core/even_split.h"
+#include "engine/cpu_backend.h"
+#include "engine/local_moe.h"
+#include "gloo/rendezvous/hash_store.h"
+#include "gtest/gtest.h"
+#include "tests/testutil/compare.h"
+#include "tests/testutil/reference_moe.h"
+
+namespace moe {
+namespace {
+
+MoeLayerConfig Base() {
+  MoeLayerConfig c;
+  c.hidden = 24;
+  c.inter = 12;
+  c.num_experts = 6;
+  c.top_k = 2;
+  return c;
+}
+
+// Every composition of `tokens` into segment lengths (ordered, >= 1 each).
+void ForEachSplit(int64_t tokens,
+                  const std::function<void(const std::vector<int64_t>&)>& f,
+                  std::vector<int64_t>* prefix) {
+  if (tokens == 0) {
+    f(*prefix);
+    return;
+  }
+  for (int64_t first = 1; first <= tokens; ++first) {
+    prefix->push_back(first);
+    ForEachSplit(tokens - first, f, prefix);
+    prefix->pop_back();
+  }
+}
+
+TEST(StepBounds, TokenChoiceIsKRowsPerToken) {
+  MoeLayerConfig c = Base();
+  const EpBounds b = StepBounds(c, 37, 5);
+  EXPECT_EQ(b.tokens, 37);
+  EXPECT_EQ(b.slots, 2);
+  EXPECT_EQ(b.rows, 74);
+  c.capacity_factor = 0.5;  // capacity only drops slots
+  EXPECT_EQ(StepBounds(c, 37, 5).rows, 74);
+}
+
+TEST(StepBounds, ExpertChoiceHoldsForEverySegmentLayout) {
+  for (double cf : {0.0, 0.3, 1.0, 2.5}) {
+    for (int64_t E : {1, 3, 8}) {
+      MoeLayerConfig c = Base();
+      c.num_experts = E;
+      c.top_k = std::min<int64_t>(2, E);
+      c.routing = RoutingMode::kExpertChoice;
+      c.capacity_factor = cf;
+      for (int64_t T = 1; T <= 9; ++T) {
+        std::vector<int64_t> prefix;
+        ForEachSplit(
+            T,
+            [&](const std::vector<int64_t>& split) {
+              int64_t rows = 0;
+              for (int64_t n : split) rows += E * ExpertChoiceCapacity(c, n);
+              const int64_t segs = static_cast<int64_t>(split.size());
+              EXPECT_LE(rows, StepBounds(c, T, segs).rows)
+                  << "cf " << cf << " E " << E << " T " << T << " segments "
+                  << segs;
+              // The bound a worker sizes for: any number of requests.
+              EXPECT_LE(rows, StepBounds(c, T, T).rows);
+            },
+            &prefix);
+      }
+    }
+  }
+}
+
+TEST(StepBounds, OldBoundWasTooSmallForManySmallRequests) {
+  // Nine one-token requests under expert choice: every expert takes every
+  // token, E rows per token, far above k rows per token plus E.
+  MoeLayerConfig c = Base();
+  c.routing = RoutingMode::kExpertChoice;
+  const int64_t T = 9, E = c.num_experts;
+  EXPECT_EQ(StepBounds(c, T, T).rows, T * E);
+  EXPECT_GT(T * E, T * c.top_k + E);
+}
+
+EpStepInput OneRankInput(const std::vector<float>& x, int64_t n,
+                         const std::vector<int32_t>& ids,
+                         const std::vector<float>& w,
+                         const std::vector<int64_t>& counts, int64_t slots) {
+  EpStepInput in;
+  in.tokens = n;
+  in.rows = x.data();
+  in.slots = slots;
+  in.expert_ids = ids;
+  in.weights = w;
+  in.counts = counts;
+  return in;
+}
+
+TEST(PlanEpStep, RefusesAPlanThatDisagreesWithTheRows) {
+  const std::vector<float> x(2 * 4, 1.0f), w(4, 0.5f);
+  std::vector<int32_t> ids = {0, 1, 1, 2};
+  std::vector<int64_t> counts = {1, 2, 1};  // world 1, E = 3
+  EpPlan p;
+  ASSERT_TRUE(
+      PlanEpStep(OneRankInput(x, 2, ids, w, counts, 2), 0, 1, 3, 8, &p).ok());
+  EXPECT_EQ(p.sent, 4);
+  EXPECT_EQ(p.received, 4);
+  EXPECT_EQ(p.expert_offsets, (std::vector<int64_t>{0, 1, 3, 4}));
+
+  counts = {2, 1, 1};  // says expert 0 gets two rows; the slots hold one
+  absl::Status s =
+      PlanEpStep(OneRankInput(x, 2, ids, w, counts, 2), 0, 1, 3, 8, &p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("expert 0"), std::string::npos) << s;
+
+  counts = {1, 2, 1};
+  ids[3] = 3;  // no such expert
+  s = PlanEpStep(OneRankInput(x, 2, ids, w, counts, 2), 0, 1, 3, 8, &p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+
+  ids[3] = 2;
+  s = PlanEpStep(OneRankInput(x, 2, ids, w, counts, 2), 0, 1, 3, 1, &p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << "max_count 1";
+
+  const std::vector<float> short_w(3, 0.5f);
+  s = PlanEpStep(OneRankInput(x, 2, ids, short_w, counts, 2), 0, 1, 3, 8, &p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LoopbackCommunicator, MovesNothingInPlaceAndCopiesOtherwise) {
+  auto comm = CreateLoopbackCommunicator();
+  EXPECT_EQ(comm->rank(), 0);
+  EXPECT_EQ(comm->size(), 1);
+  std::vector<float> a = {1, 2, 3}, b(3, 0);
+  const int64_t three[] = {3}, two[] = {2};
+  ASSERT_TRUE(comm->AllToAllV(a.data(), three, b.data(), three,
+                              ElementType::kF32, std::chrono::seconds(1))
+                  .ok());
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(comm->AllToAllV(a.data(), three, a.data(), three,
+                              ElementType::kF32, std::chrono::seconds(1))
+                  .ok());
+  EXPECT_EQ(comm->AllToAllV(a.data(), three, b.data(), two, ElementType::kF32,
+                            std::chrono::seconds(1))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// The CPU backend posing as a device: its rows "live elsewhere", so the step
+// stages them through host buffers around a host communicator, the path a
+// CUDA worker takes under --collective gloo.
+class StagedCpuBackend : public CpuBackend {
+ public:
+  using CpuBackend::CpuBackend;
+  bool device_memory() const override { return true; }
+  absl::Status ReserveStaging() override {
+    const int64_t bytes = 4096 * 64;
+    stage_send_.resize(bytes);
+    stage_recv_.resize(bytes);
+    SetBuffer(EpBuffer::kStageSend, stage_send_.data());
+    SetBuffer(EpBuffer::kStageRecv, stage_recv_.data());
+    ++staged_;
+    return absl::OkStatus();
+  }
+  int staged() const { return staged_; }
+
+ private:
+  std::vector<char> stage_send_, stage_recv_;
+  int staged_ = 0;
+};
+
+// Runs the case's step as 2 ranks over Gloo in this process; y [n, H].
+std::vector<float> RunTwoRanks(const testing::GoldenCase& g,
+                               const Routing& routing, bool staged) {
+  const MoeLayerConfig& c = g.config;
+  const int world = 2;
+  const int64_t n = g.tokens, H = c.hidden, S = routing.slots;
+  std::vector<int32_t> ids;
+  std::vector<int64_t> counts;
+  PlanDispatch(routing, n, world, c.num_experts, &ids, &counts);
+  auto source = testing::MakeGoldenSource(g);
+  gloo::rendezvous::HashStore store;
+  std::vector<float> y(n * H, -1.0f);
+  std::vector<absl::Status> status(world);
+  std::vector<int> staged_calls(world, 0);
+  auto rank = [&](int r) {
+    std::unique_ptr<CpuBackend> backend =
+        staged ? std::make_unique<StagedCpuBackend>(1)
+               : std::make_unique<CpuBackend>(1);
+    LoadOptions opts;
+    opts.load_gate = false;
+    opts.load_shared = false;
+    opts.expert_begin = SplitBegin(r, world, c.num_experts);
+    opts.expert_end = SplitBegin(r + 1, world, c.num_experts);
+    status[r] = backend->Load(*source, opts, n);
+    if (!status[r].ok()) return;
+    auto comm = CreateGlooCommunicator(r, world, "127.0.0.1", store,
+                                       std::chrono::seconds(30));
+    if (!comm.ok()) {
+      status[r] = comm.status();
+      return;
+    }
+    const int64_t b = SplitBegin(r, world, n), e = SplitBegin(r + 1, world, n);
+    EpStepInput in;
+    in.tokens = e - b;
+    in.rows = g.x.data() + b * H;
+    in.slots = S;
+    in.expert_ids = absl::MakeConstSpan(ids).subspan(b * S, (e - b) * S);
+    in.weights =
+        absl::MakeConstSpan(routing.weight).subspan(b * S, (e - b) * S);
+    in.counts = counts;
+    EpStep step;
+    status[r] =
+        step.Run(in, *backend, **comm, n, false, y.data() + b * H, nullptr);
+    if (staged) {
+      staged_calls[r] = static_cast<StagedCpuBackend&>(*backend).staged();
+    }
+  };
+  std::thread t0(rank, 0), t1(rank, 1);
+  t0.join();
+  t1.join();
+  for (int r = 0; r < world; ++r) EXPECT_TRUE(status[r].ok()) << status[r];
+  if (staged) {
+    EXPECT_GT(staged_calls[0] + staged_calls[1], 0)
+        << "the step never staged through host buffers";
+  }
+  return y;
+}
+
+void ExpectTwoRanksEqualOne(const MoeLayerConfig& c, int64_t n, bool staged) {
+  auto g = testing::RandomCase(c, n, 17 + n);
+  auto source = testing::MakeGoldenSource(g);
+  auto moe = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1,
+                              std::max<int64_t>(n, 1));
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  std::vector<float> alone(n * c.hidden);
+  Routing routing;
+  ASSERT_TRUE(
+      (*moe)->Forward(0, g.x.data(), n, {}, alone.data(), &routing).ok());
+  EXPECT_TRUE(testing::AllClose(alone, g.y, testing::kF32Tol));
+  const std::vector<float> two = RunTwoRanks(g, routing, staged);
+  EXPECT_EQ(two, alone) << "bits differ between 1 and 2 ranks";
+}
+
+TEST(EpStep, TwoRanksOverGlooGiveTheSingleProcessBits) {
+  for (int64_t n : {1, 2, 37}) ExpectTwoRanksEqualOne(Base(), n, false);
+  MoeLayerConfig s = Base();
+  s.score_before_experts = true;
+  ExpectTwoRanksEqualOne(s, 29, false);
+}
+
+TEST(EpStep, HostStagedExchangeGivesTheSameBits) {
+  for (int64_t n : {1, 37}) ExpectTwoRanksEqualOne(Base(), n, true);
+}
+
+TEST(EpStep, HotExpertOnOneRankLeavesTheOtherEmpty) {
+  MoeLayerConfig c = Base();
+  c.top_k = 1;
+  auto g = testing::RandomCase(c, 12, 5);
+  // Every token to expert 0 (rank 0): rank 1 computes nothing.
+  Routing r;
+  r.Reset(g.tokens, 1, c.num_experts);
+  for (int64_t t = 0; t < g.tokens; ++t) {
+    r.expert[t] = 0;
+    r.weight[t] = 1.0f;
+    r.dispatched[t] = 1;
+  }
+  const std::vector<float> y = RunTwoRanks(g, r, false);
+  // Against the single process with the same routing: expert 0 alone.
+  auto source = testing::MakeGoldenSource(g);
+  CpuBackend backend(1);
+  ASSERT_TRUE(backend.Load(*source, {}, g.tokens).ok());
+  std::vector<int32_t> ids;
+  std::vector<int64_t> counts;
+  PlanDispatch(r, g.tokens, 1, c.num_experts, &ids, &counts);
+  EpStepInput in = OneRankInput(g.x, g.tokens, ids, r.weight, counts, 1);
+  auto loopback = CreateLoopbackCommunicator();
+  std::vector<float> alone(g.tokens * c.hidden);
+  EpStep step;
+  ASSERT_TRUE(
+      step.Run(in, backend, *loopback, g.tokens, false, alone.data(), nullptr)
+          .ok());
+  EXPECT_EQ(y, alone);
+}
+
+}  // namespace
+}  // namespace moe
