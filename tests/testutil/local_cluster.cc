@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -47,7 +48,10 @@ absl::Status LocalCluster::Start(const Options& options) {
   std::vector<std::string> argv = {
       RouterBinary(), "--listen=127.0.0.1:0", "--port-file=" + dir_ + "/port",
       absl::StrCat("--num-workers=", options.workers), "--threads=1"};
-  if (options.device == "cuda") argv.push_back("--device=cuda:0");
+  if (options.device == "cuda") {
+    argv.push_back("--device=cuda:0");
+    argv.push_back("--weight-dtype=bf16");
+  }
   if (options.worker_port) {
     argv.push_back("--worker-listen=127.0.0.1:0");
     argv.push_back("--worker-port-file=" + dir_ + "/worker_port");
@@ -115,6 +119,12 @@ absl::Status LocalCluster::StartWorker(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {
       WorkerBinary(), "--router=" + worker_target_,
       absl::StrCat("--threads=", options_.worker_threads)};
+  if (options_.device == "cuda") {
+    const int gpus = std::max(options_.gpus, 1);
+    argv.push_back(absl::StrCat("--device=cuda:", index % gpus));
+    argv.push_back(options_.workers > gpus ? "--collective=gloo"
+                                           : "--collective=nccl");
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   auto w =
       ChildProcess::Start(argv, absl::StrCat(dir_, "/worker", index, ".log"));

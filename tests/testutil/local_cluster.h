@@ -34,8 +34,11 @@ class LocalCluster {
     bool worker_port = false;
     bool health_port = false;
     ClientOptions client;  // credentials and token for client()
-    // "cuda": the router runs on cuda:0 and worker i on cuda:i.
+    // "cuda": bf16 weights, the router on cuda:0 and worker i on
+    // cuda:(i % gpus); with fewer GPUs than workers the workers exchange
+    // through pinned host memory (--collective gloo), else over NCCL.
     std::string device = "cpu";
+    int gpus = 1;
     int worker_threads = 1;
     std::chrono::milliseconds ready_timeout{60000};
   };
