@@ -115,8 +115,13 @@ absl::Status CpuBackend::Prepare(const EpPlan& p) {
 
 absl::Status CpuBackend::Gather(const EpStepInput& in, const EpPlan& p,
                                 bool /*x_resident: host rows are used as they
-                                       are*/) {
+                                       are*/,
+                                bool rows_stay) {
   const int64_t H = config_.hidden;
+  // Rows that go nowhere and are not scaled need no copy: the experts read
+  // them from x by pointer.
+  in_place_x_ = rows_stay && !config_.score_before_experts ? in.rows : nullptr;
+  if (in_place_x_ != nullptr) return absl::OkStatus();
   const float* scale = nullptr;
   if (config_.score_before_experts) {
     float* s = Reserve(scale_, p.sent);
@@ -136,9 +141,11 @@ absl::Status CpuBackend::RunExperts(int64_t layer, const EpPlan& p,
   // inputs came in, ready to go back.
   const float* src = static_cast<const float*>(in);
   float* dst = static_cast<float*>(out);
+  const bool in_place = in_place_x_ != nullptr && in == send_.data();
   for (int64_t i = 0; i < p.received; ++i) {
-    in_rows_[i] = src + p.grouped[i] * H;
-    out_rows_[i] = dst + p.grouped[i] * H;
+    const int64_t row = p.grouped[i];
+    in_rows_[i] = in_place ? in_place_x_ + p.src_row[row] * H : src + row * H;
+    out_rows_[i] = dst + row * H;
   }
   return runner_.RunRouted(*w, p.expert_offsets, in_rows_.data(),
                            out_rows_.data(), threads_);

@@ -41,7 +41,7 @@ class CpuBackend : public ExpertBackend {
 
   absl::Status Prepare(const EpPlan& plan) override;
   absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
-                      bool x_resident) override;
+                      bool x_resident, bool rows_stay) override;
   absl::Status RunExperts(int64_t layer, const EpPlan& plan, const void* in,
                           void* out) override;
   absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
@@ -75,6 +75,9 @@ class CpuBackend : public ExpertBackend {
   std::vector<float> scale_;
   std::vector<const float*> in_rows_;
   std::vector<float*> out_rows_;
+  // Set by Gather when the rows to send are x's own rows, read in place:
+  // row j of kSend is x + src_row[j] * H.
+  const float* in_place_x_ = nullptr;
   std::array<std::chrono::steady_clock::time_point, kNumEpMarks> marks_;
 };
 

@@ -75,7 +75,7 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   void* back = alone ? out : backend.buffer(EpBuffer::kBack);
 
   backend.Mark(EpMark::kStart);
-  MOE_RETURN_IF_ERROR(backend.Gather(in, p, x_resident));
+  MOE_RETURN_IF_ERROR(backend.Gather(in, p, x_resident, alone));
   if (!alone) {
     MOE_RETURN_IF_ERROR(Exchange(backend, comm, send, p.send_rows, recv,
                                  p.recv_rows, in.timeout));

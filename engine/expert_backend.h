@@ -79,8 +79,10 @@ class ExpertBackend {
   // Takes the rank's rows (`x_resident`: the rows last given to Route) and
   // the plan's index arrays, and gathers the rows to send into kSend,
   // scaled by their weight when the layer scales expert inputs.
+  // `rows_stay`: no exchange follows (world size 1), so a backend may leave
+  // the rows where they are and have RunExperts read kSend's rows in place.
   virtual absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
-                              bool x_resident) = 0;
+                              bool x_resident, bool rows_stay) = 0;
   // Grouped SwiGLU: rows of `in` through this rank's experts into the same
   // rows of `out` (both `row_type()` buffers of plan.received rows).
   virtual absl::Status RunExperts(int64_t layer, const EpPlan& plan,

@@ -172,7 +172,8 @@ class CudaBackend : public ExpertBackend {
   }
 
   absl::Status Gather(const EpStepInput& in, const EpPlan& p,
-                      bool x_resident) override {
+                      bool x_resident, bool /*rows_stay: the gather also
+                                              converts to bf16*/) override {
     const int64_t H = config_.hidden, num_slots = p.tokens * p.slots;
     MOE_CUDA_OK(cudaSetDevice(device_));
     if (!x_resident || in.rows != resident_x_ || in.tokens != resident_n_) {
