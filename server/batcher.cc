@@ -15,7 +15,55 @@ double Micros(Clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
 }
 
+absl::Status Expired(const BatchRequest& r, Clock::time_point now) {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "request waited ", static_cast<int64_t>(Micros(now - r.arrival) / 1000),
+      " ms in the queue, past its deadline"));
+}
+
 }  // namespace
+
+BatchDecision SelectBatch(absl::Span<const QueuedRequestView> queue,
+                          Clock::time_point now, const BatchPolicy& policy,
+                          int steps_in_flight) {
+  BatchDecision d;
+  // The oldest live request picks the layer.
+  size_t first = queue.size();
+  std::optional<Clock::time_point> earliest_deadline;
+  int64_t layer_tokens = 0;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    const QueuedRequestView& r = queue[i];
+    if (r.deadline <= now) {
+      d.expired.push_back(i);
+      continue;
+    }
+    if (!earliest_deadline || r.deadline < *earliest_deadline) {
+      earliest_deadline = r.deadline;
+    }
+    if (first == queue.size()) first = i;
+    if (r.layer == queue[first].layer) layer_tokens += r.tokens;
+  }
+  if (first == queue.size()) return d;  // nothing live: wait for a request
+  const Clock::time_point close = queue[first].arrival + policy.window;
+  const bool start = steps_in_flight == 0 ||
+                     layer_tokens >= policy.max_batch_tokens || now >= close;
+  if (!start) {
+    d.wake_at = std::min(close, *earliest_deadline);
+    return d;
+  }
+  const int64_t layer = queue[first].layer;
+  int64_t tokens = 0;
+  for (size_t i = first; i < queue.size(); ++i) {
+    const QueuedRequestView& r = queue[i];
+    if (r.deadline <= now || r.layer != layer) continue;
+    if (!d.take.empty() && tokens + r.tokens > policy.max_batch_tokens) {
+      continue;
+    }
+    tokens += r.tokens;
+    d.take.push_back(i);
+  }
+  return d;
+}
 
 Batcher::Batcher(Options options,
                  std::vector<std::unique_ptr<StepRunner>> runners,
@@ -56,61 +104,57 @@ void Batcher::Shutdown() {
     left.swap(queue_);
   }
   cv_.notify_all();
-  for (auto& t : threads_) t.join();
-  threads_.clear();
+  // Queued requests are answered now, not after the steps in flight.
   BatchResult none;
   for (auto& r : left)
     r->done(absl::UnavailableError("router shutting down"), none);
+  for (auto& t : threads_) t.join();
+  threads_.clear();
 }
 
-std::vector<std::unique_ptr<BatchRequest>> Batcher::TakeBatch(
-    std::unique_lock<std::mutex>& lock) {
-  std::vector<std::unique_ptr<BatchRequest>> batch;
-  while (!shutdown_) {
-    if (queue_.empty()) {
-      cv_.wait(lock);
-      continue;
-    }
-    // The oldest request picks the layer; wait for company until its
-    // window closes or the step is full.
-    const int64_t layer = queue_.front()->layer;
-    const Clock::time_point close = queue_.front()->arrival + options_.window;
-    int64_t tokens = 0;
-    for (const auto& r : queue_) {
-      if (r->layer == layer) tokens += r->x.rows;
-    }
-    if (tokens < options_.max_batch_tokens && Clock::now() < close) {
-      cv_.wait_until(lock, close);
-      continue;
-    }
-    tokens = 0;
-    for (auto it = queue_.begin(); it != queue_.end();) {
-      if ((*it)->layer == layer &&
-          (batch.empty() ||
-           tokens + (*it)->x.rows <= options_.max_batch_tokens)) {
-        tokens += (*it)->x.rows;
-        batch.push_back(std::move(*it));
-        it = queue_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    break;
-  }
-  return batch;
+void Batcher::TakeFromQueue(
+    const BatchDecision& decision,
+    std::vector<std::unique_ptr<BatchRequest>>* batch,
+    std::vector<std::unique_ptr<BatchRequest>>* expired) {
+  for (size_t i : decision.take) batch->push_back(std::move(queue_[i]));
+  for (size_t i : decision.expired) expired->push_back(std::move(queue_[i]));
+  std::erase(queue_, nullptr);
 }
 
 void Batcher::Loop(size_t index) {
-  while (true) {
-    std::vector<std::unique_ptr<BatchRequest>> batch;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      batch = TakeBatch(lock);
+  const BatchPolicy policy{options_.max_batch_tokens, options_.window};
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!shutdown_) {
+    const Clock::time_point now = Clock::now();
+    views_.clear();
+    for (const auto& r : queue_) {
+      views_.push_back({r->layer, r->x.rows, r->arrival, r->deadline});
     }
-    if (batch.empty()) return;  // shutting down
+    const BatchDecision d = SelectBatch(views_, now, policy, steps_in_flight_);
+    if (d.take.empty() && d.expired.empty()) {
+      if (d.wake_at) {
+        cv_.wait_until(lock, *d.wake_at);
+      } else {
+        cv_.wait(lock);
+      }
+      continue;
+    }
+    std::vector<std::unique_ptr<BatchRequest>> batch, expired;
+    TakeFromQueue(d, &batch, &expired);
+    if (!batch.empty()) ++steps_in_flight_;
+    lock.unlock();
     // Another thread may be able to start the next batch now.
-    cv_.notify_all();
-    RunBatch(index, batch);
+    if (!batch.empty()) cv_.notify_all();
+    // Requests whose client gave up while queued cost no work.
+    BatchResult none;
+    for (auto& r : expired) r->done(Expired(*r, now), none);
+    if (!batch.empty()) RunBatch(index, batch);
+    lock.lock();
+    if (!batch.empty()) {
+      --steps_in_flight_;
+      // Fewer steps in flight: a waiting thread may start at once.
+      cv_.notify_all();
+    }
   }
 }
 
@@ -118,18 +162,6 @@ void Batcher::RunBatch(size_t index,
                        std::vector<std::unique_ptr<BatchRequest>>& batch) {
   StepRunner& runner = *runners_[index];
   const Clock::time_point start = Clock::now();
-  BatchResult none;
-  // Requests whose client gave up while queued cost no work.
-  std::erase_if(batch, [&](std::unique_ptr<BatchRequest>& r) {
-    if (r->deadline > start) return false;
-    r->done(absl::DeadlineExceededError(absl::StrCat(
-                "request waited ",
-                static_cast<int64_t>(Micros(start - r->arrival) / 1000),
-                " ms in the queue, past its deadline")),
-            none);
-    return true;
-  });
-  if (batch.empty()) return;
   const int64_t layer = batch.front()->layer;
   const int64_t H = batch.front()->x.cols;
   std::vector<int64_t> ends;

@@ -1,19 +1,25 @@
 // Dynamic batching: concurrent requests for the same layer are packed into
-// one step (up to max_batch_tokens, waiting at most `window` for company),
-// and up to one step per runner is in flight at once, so the router's
-// routing of the next step overlaps the workers' compute of this one.
+// one step (up to max_batch_tokens, waiting at most `window` for company
+// while other steps are in flight), and up to one step per runner is in
+// flight at once, so the router's routing of the next step overlaps the
+// workers' compute of this one. Which requests a step takes is decided by
+// SelectBatch, a pure function; the batcher's threads only wait and hand
+// over.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "proto/tensor_codec.h"
 #include "server/expert_stats.h"
 #include "server/router_metrics.h"
@@ -30,12 +36,56 @@ struct BatchResult {
   int batch_requests = 0;
 };
 
+// What batch selection looks at of one queued request.
+struct QueuedRequestView {
+  int64_t layer = 0;
+  int64_t tokens = 0;
+  std::chrono::steady_clock::time_point arrival;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+struct BatchPolicy {
+  int64_t max_batch_tokens = 4096;
+  // How long the oldest queued request may wait for others to share its
+  // step; 0 = no wait.
+  std::chrono::microseconds window{0};
+};
+
+struct BatchDecision {
+  // Queue positions (ascending, i.e. FIFO) of the requests the next step
+  // takes; empty when no step should start now.
+  std::vector<size_t> take;
+  // Queue positions (ascending) of requests whose deadline has passed: they
+  // leave the queue and are answered DEADLINE_EXCEEDED without any work.
+  std::vector<size_t> expired;
+  // When `take` is empty: when to decide again (nullopt: not before the
+  // queue or the steps in flight change).
+  std::optional<std::chrono::steady_clock::time_point> wake_at;
+};
+
+// The next step's requests (after Triton's dynamic batch scheduler):
+// - the oldest unexpired request picks the layer; the step takes the
+//   requests of that layer in FIFO order while they fit in
+//   max_batch_tokens (the oldest is always taken, and a request that does
+//   not fit is passed over for later, smaller ones);
+// - it starts at once when nothing else is in flight (`steps_in_flight` is
+//   0: waiting cannot help a lone request), when the queued tokens of the
+//   layer already fill the step, or when the oldest request's window has
+//   closed; otherwise it waits until the window closes (or the earliest
+//   queued deadline, whichever comes first);
+// - requests whose deadline is at or before `now` are reported in
+//   `expired`, whatever else is decided.
+BatchDecision SelectBatch(absl::Span<const QueuedRequestView> queue,
+                          std::chrono::steady_clock::time_point now,
+                          const BatchPolicy& policy, int steps_in_flight);
+
 struct BatchRequest {
   int64_t layer = 0;
   DecodedMatrix x;
   std::chrono::steady_clock::time_point arrival;
   std::chrono::steady_clock::time_point deadline;  // the client's
-  // Called exactly once, on a batcher thread.
+  // Called exactly once: on a batcher thread, or on the thread calling
+  // Batcher::Shutdown for a request still queued.
   std::function<void(const absl::Status&, BatchResult&)> done;
 };
 
@@ -54,14 +104,18 @@ class Batcher {
 
   // False (and `done` is not called) once shutting down.
   bool Submit(std::unique_ptr<BatchRequest> request);
-  // Fails queued requests with UNAVAILABLE and joins the step threads.
+  // Fails queued requests with UNAVAILABLE (on the calling thread, without
+  // waiting for the steps in flight), then joins the step threads once
+  // their steps have answered.
   void Shutdown();
   size_t queued() const;
 
  private:
   void Loop(size_t index);
-  std::vector<std::unique_ptr<BatchRequest>> TakeBatch(
-      std::unique_lock<std::mutex>& lock);
+  // Under mu_: moves the requests `decision` names out of the queue.
+  void TakeFromQueue(const BatchDecision& decision,
+                     std::vector<std::unique_ptr<BatchRequest>>* batch,
+                     std::vector<std::unique_ptr<BatchRequest>>* expired);
   void RunBatch(size_t index,
                 std::vector<std::unique_ptr<BatchRequest>>& batch);
 
@@ -73,7 +127,10 @@ class Batcher {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<BatchRequest>> queue_;
   bool shutdown_ = false;
+  int steps_in_flight_ = 0;
   std::vector<std::thread> threads_;
+  // Scratch for SelectBatch, under mu_.
+  std::vector<QueuedRequestView> views_;
   // Per-thread staging of the batch's rows.
   std::vector<std::vector<float>> staging_;
 };

@@ -54,7 +54,8 @@ ABSL_FLAG(int64_t, max_request_tokens, 0,
           "tokens per request at most (0: --max-batch-tokens)");
 ABSL_FLAG(int64_t, batch_window_us, 500,
           "how long the oldest queued request waits for others to join its "
-          "step; 0 = no wait (requests already queued still share a step)");
+          "step while other steps are in flight; 0 = no wait (requests "
+          "already queued still share a step)");
 ABSL_FLAG(int, max_inflight_steps, 2, "steps in flight at once (pipelining)");
 ABSL_FLAG(int, threads, 0, "router compute threads (0: all cores)");
 ABSL_FLAG(std::string, device, "cpu",

@@ -3,6 +3,10 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
+
+#include "absl/strings/match.h"
+
 namespace moe {
 namespace {
 
@@ -22,16 +26,32 @@ grpc::Status TokenAuth::Check(const grpc::ServerContextBase& ctx) const {
   if (digests_.empty()) return grpc::Status::OK;
   const auto& md = ctx.client_metadata();
   auto it = md.find("authorization");
-  constexpr char kBearer[] = "Bearer ";
-  constexpr size_t kPrefix = sizeof(kBearer) - 1;
-  if (it == md.end() || it->second.size() <= kPrefix ||
-      it->second.substr(0, kPrefix) != kBearer) {
+  if (it == md.end()) return CheckHeader(std::nullopt);
+  return CheckHeader(std::string_view(it->second.data(), it->second.size()));
+}
+
+grpc::Status TokenAuth::CheckHeader(
+    std::optional<std::string_view> authorization) const {
+  if (digests_.empty()) return grpc::Status::OK;
+  // "<scheme> <token>": the scheme in any case, then one or more spaces.
+  constexpr std::string_view kScheme = "bearer";
+  std::string_view token;
+  bool well_formed = false;
+  if (authorization.has_value() && authorization->size() > kScheme.size() &&
+      absl::EqualsIgnoreCase(
+          absl::string_view(authorization->data(), kScheme.size()),
+          absl::string_view(kScheme.data(), kScheme.size())) &&
+      (*authorization)[kScheme.size()] == ' ') {
+    token = authorization->substr(kScheme.size());
+    token.remove_prefix(std::min(token.find_first_not_of(' '), token.size()));
+    well_formed = !token.empty();
+  }
+  if (!well_formed) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "authorization: expected metadata 'authorization: "
                         "Bearer <token>'");
   }
-  const auto got =
-      Digest(it->second.data() + kPrefix, it->second.size() - kPrefix);
+  const auto got = Digest(token.data(), token.size());
   bool match = false;
   // Every digest is compared, match or not, in constant time.
   for (const auto& d : digests_) {

@@ -1,4 +1,5 @@
-// Bearer-token check for the public API ("authorization: Bearer <token>").
+// Bearer-token check for the public API ("authorization: Bearer <token>";
+// the scheme is case-insensitive, RFC 7235 section 2.1).
 // Tokens are compared as SHA-256 digests with a constant-time compare, so
 // neither the token's content nor its length leaks through timing.
 #pragma once
@@ -6,7 +7,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include <array>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace moe {
@@ -18,6 +21,8 @@ class TokenAuth {
   bool enabled() const { return !digests_.empty(); }
   // OK, or UNAUTHENTICATED naming what was wrong.
   grpc::Status Check(const grpc::ServerContextBase& ctx) const;
+  // The same check of the `authorization` header's value (nullopt: absent).
+  grpc::Status CheckHeader(std::optional<std::string_view> authorization) const;
 
  private:
   std::vector<std::array<unsigned char, 32>> digests_;

@@ -4,7 +4,9 @@
 // restores service.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -12,12 +14,14 @@
 #include "engine/local_moe.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/local_cluster.h"
+#include "tests/testutil/wait_for.h"
 
 namespace moe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using testing::LocalCluster;
+using testing::WaitFor;
 
 constexpr int64_t kHidden = 32;
 constexpr int64_t kStepTimeoutMs = 2000;
@@ -84,32 +88,66 @@ TEST(WorkerFailure, KilledWorkerFailsFastAndReplacementRestoresService) {
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  // Counts outcomes under `mu`.
+  auto count = [&](const std::function<bool(const Outcome&)>& pred) {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::count_if(outcomes.begin(), outcomes.end(), pred);
+  };
+  const auto ok = [](const Outcome& o) {
+    return o.code == absl::StatusCode::kOk;
+  };
+  ASSERT_TRUE(WaitFor([&] { return count(ok) >= 4; }, std::chrono::seconds(10)))
+      << "no requests served before the kill\n"
+      << cluster.Logs();
   const auto killed_at = Clock::now();
   cluster.KillWorker(1, SIGKILL);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The router notices: requests fail, and it stops claiming readiness,
+  // within the step timeout.
+  const auto detect = std::chrono::milliseconds(kStepTimeoutMs + 1000);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return count([&](const Outcome& o) {
+                 return o.end > killed_at &&
+                        o.code == absl::StatusCode::kUnavailable;
+               }) > 0;
+      },
+      detect))
+      << "no request failed after the kill\n"
+      << cluster.Logs();
   ASSERT_TRUE(cluster.router().Running());
-  auto health = cluster.client().Health();
-  ASSERT_TRUE(health.ok()) << health.status();
-  EXPECT_FALSE(*health) << "router still claims to be ready";
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto health = cluster.client().Health();
+        return health.ok() && !*health;
+      },
+      detect))
+      << "router still claims to be ready\n"
+      << cluster.Logs();
 
   ASSERT_TRUE(cluster.StartWorker().ok());
   const auto restarted_at = Clock::now();
   Clock::time_point first_success{};
-  while (Clock::now() - restarted_at < std::chrono::seconds(20)) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      for (const auto& out : outcomes) {
-        if (out.start > restarted_at && out.code == absl::StatusCode::kOk &&
-            (first_success == Clock::time_point{} || out.end < first_success)) {
-          first_success = out.end;
+  WaitFor(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        for (const auto& out : outcomes) {
+          if (out.start > restarted_at && out.code == absl::StatusCode::kOk &&
+              (first_success == Clock::time_point{} ||
+               out.end < first_success)) {
+            first_success = out.end;
+          }
         }
-      }
-    }
-    if (first_success != Clock::time_point{}) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        return first_success != Clock::time_point{};
+      },
+      std::chrono::seconds(20), std::chrono::milliseconds(50));
+  // Service is back for every client, not just one.
+  WaitFor(
+      [&] {
+        return count([&](const Outcome& o) {
+                 return o.start > restarted_at && ok(o);
+               }) >= 4;
+      },
+      std::chrono::seconds(10));
   stop = true;
   for (auto& t : load) t.join();
 

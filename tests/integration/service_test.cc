@@ -57,6 +57,10 @@ std::vector<float> Input(int64_t n, uint64_t seed) {
   return x;
 }
 
+// One cluster for the suite. A cluster that failed to start fails every
+// case in SetUp: a fatal failure in SetUpTestSuite would only mark the
+// cases skipped (gtest skips a suite whose SetUpTestSuite failed, and ctest
+// then reports them as skipped, not failed).
 class ServiceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -65,18 +69,25 @@ class ServiceTest : public ::testing::Test {
     o.model_args = ModelArgs();
     o.workers = 2;
     o.router_args = {"--max-batch-tokens=512", "--batch-window-us=2000"};
-    const absl::Status s = cluster_->Start(o);
-    ASSERT_TRUE(s.ok()) << s;
+    start_status_ = new absl::Status(cluster_->Start(o));
   }
   static void TearDownTestSuite() {
     delete cluster_;
     cluster_ = nullptr;
+    delete start_status_;
+    start_status_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(start_status_->ok())
+        << "the suite's cluster did not start: " << *start_status_;
   }
   MoeClient& client() { return cluster_->client(); }
 
   static LocalCluster* cluster_;
+  static absl::Status* start_status_;
 };
 LocalCluster* ServiceTest::cluster_ = nullptr;
+absl::Status* ServiceTest::start_status_ = nullptr;
 
 TEST_F(ServiceTest, MatchesTheInProcessEngineBitForBit) {
   for (int layer : {0, 1}) {
