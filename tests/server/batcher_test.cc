@@ -2,6 +2,8 @@
 // with a StepRunner over a fake backend that holds a step in flight.
 #include "server/batcher.h"
 
+#include "engine/cpu_backend.h"
+
 #include <chrono>
 #include <map>
 #include <memory>
@@ -160,67 +162,21 @@ struct Gate {
   int entered = 0;
 };
 
-class GatedBackend : public ExpertBackend {
+class GatedBackend : public CpuBackend {
  public:
-  explicit GatedBackend(Gate* gate) : gate_(gate) {}
-  std::string name() const override { return "gated"; }
-  bool device_memory() const override { return false; }
-  ElementType row_type() const override { return ElementType::kF32; }
-  absl::Status Load(const ModelSource&, const LoadOptions&, int64_t) override {
-    return Unused();
-  }
+  explicit GatedBackend(Gate* gate) : CpuBackend(1), gate_(gate) {}
   absl::StatusOr<std::unique_ptr<ExpertBackend>> Fork() const override {
     return std::make_unique<GatedBackend>(gate_);
   }
-  const MoeLayerConfig& config() const override { return config_; }
-  int64_t max_tokens() const override { return 1 << 20; }
   bool HasLayer(int64_t) const override {
     std::unique_lock<std::mutex> lock(gate_->mu);
     ++gate_->entered;
     gate_->cv.wait(lock, [&] { return gate_->open; });
     return false;
   }
-  absl::Status CheckLayer(int64_t, bool, bool, bool) const override {
-    return Unused();
-  }
-  absl::Status Route(int64_t, const float*, int64_t, absl::Span<const int64_t>,
-                     Routing*) override {
-    return Unused();
-  }
-  absl::Status Shared(int64_t, const float*, int64_t, float*) override {
-    return Unused();
-  }
-  absl::Status Prepare(const EpPlan&) override { return Unused(); }
-  absl::Status Gather(const EpStepInput&, const EpPlan&, bool) override {
-    return Unused();
-  }
-  absl::Status RunExperts(int64_t, const EpPlan&, const void*, void*) override {
-    return Unused();
-  }
-  absl::Status Combine(const EpStepInput&, const EpPlan&, const void*,
-                       float*) override {
-    return Unused();
-  }
-  void* buffer(EpBuffer) override { return nullptr; }
-  absl::Status CopyToHost(const void*, void*, size_t) override {
-    return Unused();
-  }
-  absl::Status CopyFromHost(const void*, void*, size_t) override {
-    return Unused();
-  }
-  void* stream() override { return nullptr; }
-  void Mark(EpMark) override {}
-  absl::Status Finish(Communicator&, Clock::time_point) override {
-    return Unused();
-  }
-  double ElapsedUs(EpMark, EpMark) const override { return 0; }
 
  private:
-  static absl::Status Unused() {
-    return absl::InternalError("not used by the batcher test");
-  }
   Gate* gate_;
-  MoeLayerConfig config_;
 };
 
 // Answers by request name.
