@@ -42,7 +42,9 @@ absl::Status EpStep::Exchange(ExpertBackend& backend, Communicator& comm,
 absl::Status EpStep::Run(const EpStepInput& in, ExpertBackend& backend,
                          Communicator& comm, int64_t max_count, bool x_resident,
                          float* y, EpStepTimes* times) {
+  comm_entered_ = false;
   absl::Status s = RunPieces(in, backend, comm, max_count, x_resident, y);
+  collectives_intact_ = s.ok() || !comm_entered_;
   if (!s.ok()) {
     backend.Drain();
     return s;
@@ -76,6 +78,8 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
 
   backend.Mark(EpMark::kStart);
   MOE_RETURN_IF_ERROR(backend.Gather(in, p, x_resident, alone));
+  // From here on the peers take part: a failure leaves them mid-step.
+  comm_entered_ = !alone;
   if (!alone) {
     MOE_RETURN_IF_ERROR(Exchange(backend, comm, send, p.send_rows, recv,
                                  p.recv_rows, in.timeout));
@@ -89,6 +93,7 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   }
   MOE_RETURN_IF_ERROR(backend.Combine(in, p, back, y));
   backend.Mark(EpMark::kDone);
+  comm_entered_ = true;  // Finish may wait on the communicator
   return backend.Finish(comm, deadline);
 }
 

@@ -32,6 +32,12 @@ class EpStep {
                    float* y, EpStepTimes* times);
 
   const EpPlan& plan() const { return plan_; }
+  // After Run: whether `comm` is still in step with its peers. True when
+  // Run succeeded or failed before its first collective (plan, Prepare,
+  // Gather: the communicator was never touched); false when it failed in or
+  // after one (an exchange, the experts between them, Combine, Finish), where
+  // peers may be left mid-collective and the group must be rebuilt.
+  bool collectives_intact() const { return collectives_intact_; }
 
  private:
   absl::Status RunPieces(const EpStepInput& in, ExpertBackend& backend,
@@ -47,6 +53,8 @@ class EpStep {
 
   EpPlan plan_;
   std::vector<int64_t> send_elems_, recv_elems_;
+  bool comm_entered_ = false;  // this Run reached its first collective
+  bool collectives_intact_ = true;
 };
 
 }  // namespace moe

@@ -38,11 +38,32 @@ struct WorkerPool::Conn {
 struct WorkerPool::Pending {
   uint64_t generation = 0;
   std::vector<moe::v1::StepResult> results;
-  std::vector<bool> have;
-  int remaining = 0;
+  std::vector<bool> have;  // rank answered (a result or an error)
+  int remaining = 0;       // ranks yet to answer
+  int failed = 0;          // ranks that answered with an error
+  bool broken = false;     // some rank's collective group is broken
+  // No more answers will come: a worker was lost, the generation changed or
+  // the router is shutting down.
+  bool aborted = false;
   absl::Status status;  // first failure
-  bool done() const { return !status.ok() || remaining == 0; }
+  bool done() const { return aborted || remaining == 0; }
 };
+
+namespace {
+
+// A worker's error as the client sees it: its code and message, with the
+// rank that reported it.
+absl::Status WorkerError(int rank, const moe::v1::StepResult& result) {
+  const int code = result.error_code();
+  const auto c =
+      code > 0 && code <= static_cast<int>(absl::StatusCode::kUnauthenticated)
+          ? static_cast<absl::StatusCode>(code)
+          : absl::StatusCode::kUnknown;
+  return absl::Status(
+      c, absl::StrCat("worker rank ", rank, ": ", result.error_message()));
+}
+
+}  // namespace
 
 WorkerPool::WorkerPool(WorkerPoolOptions options)
     : options_(std::move(options)), ranks_(options_.world_size) {
@@ -94,7 +115,9 @@ void WorkerPool::NotifyLocked(std::vector<std::function<void()>>* notify) {
 
 void WorkerPool::FailPendingLocked(const absl::Status& status) {
   for (auto& [id, p] : pending_) {
-    if (p->status.ok() && p->remaining > 0) p->status = status;
+    if (p->done()) continue;
+    p->aborted = true;
+    if (p->status.ok()) p->status = status;
   }
   cv_.notify_all();
 }
@@ -238,16 +261,18 @@ void WorkerPool::OnResult(const std::shared_ptr<Conn>& conn,
   Pending& p = *it->second;
   const int r = conn->rank;
   if (result.generation() != p.generation || r < 0 || p.have[r]) return;
+  p.have[r] = true;
+  --p.remaining;
   if (result.error_code() != 0) {
-    if (p.status.ok()) {
-      p.status = absl::UnavailableError(
-          absl::StrCat("worker ", conn->Name(), " failed step ",
-                       result.step_id(), ": ", result.error_message()));
-    }
+    spdlog::warn(
+        "worker {} failed step {}{}: {}", conn->Name(), result.step_id(),
+        result.collectives_broken() ? " (collective group broken)" : "",
+        result.error_message());
+    ++p.failed;
+    p.broken = p.broken || result.collectives_broken();
+    if (p.status.ok()) p.status = WorkerError(r, result);
   } else {
-    p.have[r] = true;
     p.results[r].Swap(&result);
-    --p.remaining;
   }
   cv_.notify_all();
 }
@@ -288,6 +313,7 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
       msg.mutable_step()->Swap(&steps[r]);
       if (!conns[r]->Write(msg)) {
         std::lock_guard<std::mutex> lock(mu_);
+        pending->aborted = true;
         if (pending->status.ok()) {
           pending->status = absl::UnavailableError(absl::StrCat(
               "lost worker ", conns[r]->Name(), " sending step ", id));
@@ -311,15 +337,35 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
       for (int r = 0; r < P; ++r) {
         if (!pending->have[r]) missing.push_back(r);
       }
-      pending->status = absl::UnavailableError(
+      const absl::Status stalled = absl::UnavailableError(
           absl::StrCat("step ", id, " timed out waiting for worker ranks [",
                        absl::StrJoin(missing, ", "), "]"));
+      if (pending->status.ok()) {
+        pending->status = stalled;
+      } else {
+        spdlog::warn("{} after: {}", stalled.message(),
+                     pending->status.message());
+      }
     }
     status = pending->status;
     pending_.erase(id);
-    // A failed step may leave the others mid-collective: rebuild the group
-    // (unless a disconnect or new generation already took care of it).
-    regroup = !status.ok() && pending->generation == generation_ && ready_;
+    // The group stays only when every rank answered and every one refused
+    // the step before its first collective (a deterministic rejection, such
+    // as a step over the workers' limit): then no communicator moved, and
+    // the next step runs at once. Anything else (a rank broken in or after
+    // a collective, a rank that did not answer, a rank that went on into
+    // the collectives while another refused) may leave ranks mid-collective
+    // or out of step: rebuild the group, unless a disconnect or a new
+    // generation already took care of it.
+    const bool intact = finished && !pending->aborted &&
+                        pending->remaining == 0 && pending->failed == P &&
+                        !pending->broken;
+    regroup =
+        !status.ok() && !intact && pending->generation == generation_ && ready_;
+    if (regroup) {
+      spdlog::warn("step {} failed ({}); rebuilding the worker group", id,
+                   status.ToString());
+    }
   }
   if (regroup) Regroup(/*delayed=*/false);
   if (!status.ok()) return status;

@@ -1,8 +1,10 @@
 // The router's side of the worker group: registration and rank assignment,
 // the rendezvous store of each group generation, ordered step delivery and
-// result collection, and failure handling. Any change of membership or a
-// failed step starts a new generation, in which every worker rebuilds its
-// collective group; in-flight steps then fail with UNAVAILABLE.
+// result collection, and failure handling. Any change of membership, or a
+// failed step that may have left a worker's collectives broken, starts a new
+// generation, in which every worker rebuilds its collective group; in-flight
+// steps then fail with UNAVAILABLE. A step that every worker refused before
+// its collectives fails with the workers' own error and keeps the group.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -62,8 +64,13 @@ class WorkerPool final : public moe::v1::WorkerControl::Service {
 
   // Sends steps[r] to rank r, all in one ordered send, runs `overlap` (the
   // router's own share of the step) while the workers compute, and waits
-  // for every rank's result until `deadline`. UNAVAILABLE when the group is
-  // not ready, a worker is lost or reports an error, or the deadline passes.
+  // for every rank's answer until `deadline`. UNAVAILABLE when the group is
+  // not ready, a worker is lost or the deadline passes. When a worker reports
+  // an error, the first one comes back with its code and message, prefixed
+  // "worker rank R: "; the group is rebuilt unless every rank refused the
+  // step before its first collective (StepResult.collectives_broken unset).
+  // The error of a rank that refused the step can take until its peers'
+  // collectives time out (the deadline) when the peers did not refuse it.
   absl::Status RunStep(std::vector<moe::v1::Step>& steps,
                        std::chrono::steady_clock::time_point deadline,
                        const std::function<void()>& overlap,

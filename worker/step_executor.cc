@@ -66,6 +66,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> StepExecutor::Connect(
 
 absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
                                moe::v1::StepResult* result) {
+  // Every refusal before step_.Run leaves the communicator untouched.
+  collectives_intact_ = true;
   if (!backend_->HasLayer(step.layer())) {
     return absl::NotFoundError(
         absl::StrCat("worker has no weights for layer ", step.layer()));
@@ -79,8 +81,10 @@ absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
                      " rows exceed this worker's ", max_tokens_));
   }
   EpStepTimes times;
-  MOE_RETURN_IF_ERROR(step_.Run(in, *backend_, comm, max_tokens_,
-                                /*x_resident=*/false, y_.data(), &times));
+  absl::Status s = step_.Run(in, *backend_, comm, max_tokens_,
+                             /*x_resident=*/false, y_.data(), &times);
+  collectives_intact_ = step_.collectives_intact();
+  MOE_RETURN_IF_ERROR(s);
   EncodeStepResult(y_.data(), in.tokens, H, times, result);
   return absl::OkStatus();
 }

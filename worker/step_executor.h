@@ -47,6 +47,10 @@ class StepExecutor {
   // timing, rows computed).
   absl::Status Run(const moe::v1::Step& step, Communicator& comm,
                    moe::v1::StepResult* result);
+  // After a failed Run: whether `comm` is still usable for the next step
+  // (the step was refused before its first collective). See
+  // EpStep::collectives_intact.
+  bool collectives_intact() const { return collectives_intact_; }
 
  private:
   StepExecutor(std::unique_ptr<ExpertBackend> backend, DeviceSpec spec,
@@ -57,6 +61,7 @@ class StepExecutor {
   DeviceSpec spec_;
   Collective collective_;
   int64_t max_tokens_ = 0;
+  bool collectives_intact_ = true;
   EpStep step_;
   std::vector<float> scratch_, y_;
 };

@@ -49,8 +49,14 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
   comm_.reset();  // any previous group is over
   SetReady(false);
   generation_ = a.generation();
-  const std::string key = absl::StrCat(a.model().SerializeAsString(), "|",
-                                       a.expert_begin(), "-", a.expert_end());
+  int64_t max_tokens = a.max_batch_tokens();
+  if (options_.max_batch_tokens > 0 &&
+      (max_tokens <= 0 || options_.max_batch_tokens < max_tokens)) {
+    max_tokens = options_.max_batch_tokens;
+  }
+  const std::string key =
+      absl::StrCat(a.model().SerializeAsString(), "|", a.expert_begin(), "-",
+                   a.expert_end(), "|", max_tokens);
   if (options_.metrics != nullptr) {
     options_.metrics->Group(a.rank(), a.world_size(), a.generation(), false);
   }
@@ -65,13 +71,14 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
     if (!model.ok()) return fail(model.status());
     auto dtype = ParseWeightDType(a.model().weight_dtype());
     if (!dtype.ok()) return fail(dtype.status());
-    spdlog::info("loading experts [{}, {}) of {} ({})", a.expert_begin(),
-                 a.expert_end(), (*model)->info().source,
-                 a.model().weight_dtype());
+    spdlog::info(
+        "loading experts [{}, {}) of {} ({}, steps of at most {} "
+        "rows)",
+        a.expert_begin(), a.expert_end(), (*model)->info().source,
+        a.model().weight_dtype(), max_tokens);
     loaded_key_.clear();
-    if (absl::Status s =
-            executor_->Load(**model, a.expert_begin(), a.expert_end(), *dtype,
-                            a.max_batch_tokens());
+    if (absl::Status s = executor_->Load(**model, a.expert_begin(),
+                                         a.expert_end(), *dtype, max_tokens);
         !s.ok()) {
       return fail(s);
     }
@@ -105,6 +112,7 @@ void WorkerAgent::Execute(
     result->set_generation(step.generation());
     result->set_step_id(step.step_id());
     absl::Status s;
+    bool broken = true;  // no usable group for this step
     if (comm_ == nullptr || step.generation() != generation_) {
       s = absl::UnavailableError(absl::StrCat(
           "worker is not in generation ", step.generation(), " (has ",
@@ -112,17 +120,21 @@ void WorkerAgent::Execute(
     } else {
       result->set_rank(comm_->rank());
       s = executor_->Run(step, *comm_, result);
-      // A failed collective leaves the group unusable until reassigned.
-      if (!s.ok()) {
+      broken = !s.ok() && !executor_->collectives_intact();
+      // A failed collective leaves the group unusable until reassigned; a
+      // step refused before its collectives leaves it as it was.
+      if (broken) {
         comm_.reset();
         SetReady(false);
       }
     }
     if (!s.ok()) {
-      spdlog::warn("step {}: {}", step.step_id(), s.ToString());
+      spdlog::warn("step {}: {}{}", step.step_id(), s.ToString(),
+                   broken ? " (collective group broken)" : "");
       result->clear_rows();
       result->set_error_code(static_cast<int>(s.code()));
       result->set_error_message(std::string(s.message()));
+      result->set_collectives_broken(broken);
     }
     if (options_.metrics != nullptr) {
       options_.metrics->Step(result->error_code(), result->dispatch_us() / 1e6,

@@ -30,6 +30,10 @@ struct WorkerOptions {
   std::string server_name;  // TLS: name to verify instead of the router's
   std::chrono::milliseconds reconnect_delay{500};
   int max_message_bytes = 256 << 20;
+  // Caps the Assignment's max_batch_tokens (0: take the router's): the
+  // worker sizes its workspaces for, and accepts steps of, at most this many
+  // rows; a bigger step is refused with RESOURCE_EXHAUSTED.
+  int64_t max_batch_tokens = 0;
   WorkerMetrics* metrics = nullptr;  // may be null
   // Told whether the worker is in a ready collective group (health).
   std::function<void(bool ready)> on_ready;

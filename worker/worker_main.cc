@@ -49,6 +49,11 @@ ABSL_FLAG(std::string, collective_host, "127.0.0.1",
           "address other workers reach this worker's collective transport "
           "on (the pod IP in Kubernetes)");
 
+ABSL_FLAG(int64_t, max_batch_tokens, 0,
+          "rows per step this worker accepts at most, and sizes its "
+          "workspaces for (0: the router's --max-batch-tokens); a bigger "
+          "step is refused with RESOURCE_EXHAUSTED");
+
 namespace moe {
 namespace {
 
@@ -66,6 +71,7 @@ WorkerFlags ReadFlags() {
   f.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
   f.collective_host = absl::GetFlag(FLAGS_collective_host);
   f.collective = absl::GetFlag(FLAGS_collective);
+  f.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   return f;
 }
 
@@ -140,6 +146,7 @@ int Main() {
   opts.threads = o->threads;
   opts.collective_host = o->collective_host;
   opts.server_name = o->tls_server_name;
+  opts.max_batch_tokens = o->max_batch_tokens;
   auto executor = CreateStepExecutor(opts.device, opts.threads, o->collective);
   if (int rc = ExitCode(executor.status(), 2)) return rc;
   auto registry = std::make_shared<prometheus::Registry>();

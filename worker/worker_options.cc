@@ -43,6 +43,10 @@ absl::StatusOr<WorkerProcessOptions> WorkerProcessOptions::FromFlags(
   if (f.threads < 0) {
     return BadFlag("threads", ">= 0 (0: all cores)", absl::StrCat(f.threads));
   }
+  if (f.max_batch_tokens < 0) {
+    return BadFlag("max-batch-tokens", ">= 0 (0: the router's)",
+                   absl::StrCat(f.max_batch_tokens));
+  }
   if (f.collective_host.empty()) {
     return BadFlag("collective-host", "an address", "''");
   }
@@ -59,6 +63,7 @@ absl::StatusOr<WorkerProcessOptions> WorkerProcessOptions::FromFlags(
   o.metrics_listen = f.metrics_listen;
   o.metrics_port_file = f.metrics_port_file;
   o.collective_host = f.collective_host;
+  o.max_batch_tokens = f.max_batch_tokens;
   return o;
 }
 

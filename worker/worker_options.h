@@ -3,6 +3,7 @@
 // (WorkerAgent's own options are WorkerOptions, in worker_agent.h.)
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -24,6 +25,7 @@ struct WorkerFlags {
   std::string metrics_port_file;
   std::string collective_host = "127.0.0.1";
   std::string collective = "auto";
+  int64_t max_batch_tokens = 0;
 };
 
 // Checked options, --threads resolved.
@@ -39,6 +41,8 @@ struct WorkerProcessOptions {
   std::string metrics_port_file;
   std::string collective_host;
   Collective collective = Collective::kAuto;
+  // Rows per step at most; 0: the router's --max-batch-tokens.
+  int64_t max_batch_tokens = 0;
 
   // INVALID_ARGUMENT naming the first bad flag, the accepted values and the
   // value given. Reads no files (the --tls-* files are read at start).

@@ -67,6 +67,7 @@ TEST(BadFlagsTest, WorkerRefusesBadValues) {
           {"--threads=-1", "--threads must be >= 0"},
           {"--router=nohost", "--router must be HOST:PORT"},
           {"--collective-host=", "--collective-host"},
+          {"--max-batch-tokens=-1", "--max-batch-tokens must be >= 0"},
           {"--tls-cert=/nonexistent.pem", "--tls-cert needs --tls-key"},
           {"--tls-key=/nonexistent.pem", "--tls-key needs --tls-cert"},
           {"--tls-server-name=router", "--tls-server-name needs TLS"},

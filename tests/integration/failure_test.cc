@@ -1,11 +1,15 @@
 // A worker killed with SIGKILL while requests flow: requests in flight end
 // UNAVAILABLE within the step timeout (never a hang, never a wrong answer),
 // the router stays up and reports not ready, and a replacement worker
-// restores service.
+// restores service in a new group generation. A step the workers refuse
+// deterministically (over their --max-batch-tokens) reaches the client with
+// the workers' own code and message, and keeps the generation when every
+// worker refused it.
 #include <signal.h>
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -13,6 +17,7 @@
 #include "core/synthetic_model.h"
 #include "engine/local_moe.h"
 #include "gtest/gtest.h"
+#include "tests/testutil/http_get.h"
 #include "tests/testutil/local_cluster.h"
 #include "tests/testutil/wait_for.h"
 
@@ -32,14 +37,33 @@ struct Outcome {
   bool correct;
 };
 
+// Router flags that serve /metrics on a port written to the cluster's dir.
+std::vector<std::string> MetricsArgs(LocalCluster& cluster) {
+  return {"--metrics-listen=127.0.0.1:0",
+          "--metrics-port-file=" + cluster.dir() + "/metrics_port"};
+}
+
+// The router's moe_worker_group_generation, or -1.
+double Generation(LocalCluster& cluster) {
+  int port = 0;
+  std::ifstream(cluster.dir() + "/metrics_port") >> port;
+  if (port <= 0) return -1;
+  auto text = testing::HttpGet(port, "/metrics");
+  if (!text.ok()) return -1;
+  return testing::MetricValue(*text, "moe_worker_group_generation");
+}
+
 TEST(WorkerFailure, KilledWorkerFailsFastAndReplacementRestoresService) {
   LocalCluster cluster;
   LocalCluster::Options o;
   o.model_args = {"--synthetic", "--hidden=32", "--inter=24", "--experts=6",
                   "--top-k=2",   "--layers=1",  "--seed=5"};
   o.workers = 2;
-  o.router_args = {absl::StrCat("--step-timeout-ms=", kStepTimeoutMs)};
+  o.router_args = MetricsArgs(cluster);
+  o.router_args.push_back(absl::StrCat("--step-timeout-ms=", kStepTimeoutMs));
   ASSERT_TRUE(cluster.Start(o).ok()) << cluster.Logs();
+  const double generation = Generation(cluster);
+  ASSERT_GT(generation, 0) << cluster.Logs();
 
   // The expected answers, computed here from the same synthetic weights.
   SyntheticArgs a;
@@ -172,6 +196,126 @@ TEST(WorkerFailure, KilledWorkerFailsFastAndReplacementRestoresService) {
   EXPECT_GT(ok_after, 0);
   EXPECT_GT(unavailable, 0);
   EXPECT_TRUE(cluster.router().Running());
+  // The replacement joined a new generation.
+  EXPECT_GT(Generation(cluster), generation);
+}
+
+// The synthetic model of the tests below, and its expected answers.
+class RefusedStep : public ::testing::Test {
+ protected:
+  static constexpr int64_t kHidden = 32;
+  static constexpr int64_t kWorkerLimit = 8;  // rows per step per worker
+
+  void SetUp() override {
+    SyntheticArgs a;
+    a.hidden = kHidden;
+    a.inter = 24;
+    a.experts = 6;
+    a.top_k = 2;
+    a.seed = 5;
+    auto model = MakeSyntheticModel(*MakeSyntheticSpec(a));
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto moe = LocalMoe::Create(**model, "cpu", WeightDType::kF32, 1, 64);
+    ASSERT_TRUE(moe.ok()) << moe.status();
+    moe_ = std::move(*moe);
+  }
+
+  LocalCluster::Options ClusterOptions(LocalCluster& cluster) {
+    LocalCluster::Options o;
+    o.model_args = {"--synthetic", "--hidden=32", "--inter=24", "--experts=6",
+                    "--top-k=2",   "--layers=1",  "--seed=5"};
+    o.workers = 2;
+    o.router_args = MetricsArgs(cluster);
+    o.router_args.push_back(absl::StrCat("--step-timeout-ms=", kStepTimeoutMs));
+    return o;
+  }
+
+  // Forwards n tokens (seeded by `seed`) and checks the answer when OK.
+  absl::Status Forward(LocalCluster& cluster, int64_t n, int seed) {
+    std::vector<float> x(n * kHidden), want(n * kHidden);
+    FillSyntheticInput(seed, n * kHidden, x.data());
+    Routing r;
+    EXPECT_TRUE(moe_->Forward(0, x.data(), n, {}, want.data(), &r).ok());
+    ForwardOptions fo;
+    fo.timeout = std::chrono::seconds(30);
+    auto got = cluster.client().Forward(0, x.data(), n, kHidden, fo);
+    if (!got.ok()) return got.status();
+    EXPECT_EQ(got->y, want) << "a wrong answer for " << n << " tokens";
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<LocalMoe> moe_;
+};
+
+TEST_F(RefusedStep, EveryWorkerRefusesKeepsTheGroup) {
+  LocalCluster cluster;
+  LocalCluster::Options o = ClusterOptions(cluster);
+  o.worker_args = {absl::StrCat("--max-batch-tokens=", kWorkerLimit)};
+  ASSERT_TRUE(cluster.Start(o).ok()) << cluster.Logs();
+  ASSERT_TRUE(Forward(cluster, 4, 1).ok()) << cluster.Logs();
+  const double generation = Generation(cluster);
+  ASSERT_GT(generation, 0) << cluster.Logs();
+
+  // 40 tokens: 20 rows for each worker, over their 8 (the router's limit is
+  // its default 4096). Both refuse before any collective.
+  const auto start = Clock::now();
+  absl::Status big = Forward(cluster, 40, 2);
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted) << big << "\n"
+                                                              << cluster.Logs();
+  EXPECT_NE(big.message().find("worker rank "), std::string::npos) << big;
+  EXPECT_NE(big.message().find("20 rows exceed this worker's 8"),
+            std::string::npos)
+      << big;
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(kStepTimeoutMs))
+      << "the refusal waited for a collective timeout";
+
+  // The next step runs at once, in the same generation, and the workers'
+  // collectives still work.
+  for (int i = 0; i < 3; ++i) {
+    absl::Status small = Forward(cluster, 6 + i, 3 + i);
+    EXPECT_TRUE(small.ok()) << small << "\n" << cluster.Logs();
+  }
+  EXPECT_EQ(Generation(cluster), generation) << cluster.Logs();
+  // Refused again: still the workers' error, still the same group.
+  EXPECT_EQ(Forward(cluster, 40, 2).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(Forward(cluster, 5, 9).ok()) << cluster.Logs();
+  EXPECT_EQ(Generation(cluster), generation) << cluster.Logs();
+}
+
+TEST_F(RefusedStep, OneWorkerRefusesRebuildsTheGroup) {
+  // Worker 1 takes steps of at most 8 rows, worker 0 the router's 4096: on a
+  // step over 8 rows per worker, worker 0 goes into the all-to-all that
+  // worker 1 never joins. The client still gets worker 1's error, and the
+  // group is rebuilt (worker 0's collective timed out).
+  LocalCluster cluster;
+  LocalCluster::Options o = ClusterOptions(cluster);
+  ASSERT_TRUE(cluster.Start(o).ok()) << cluster.Logs();
+  cluster.KillWorker(1, SIGTERM);
+  ASSERT_TRUE(
+      cluster.StartWorker({absl::StrCat("--max-batch-tokens=", kWorkerLimit)})
+          .ok());
+  ASSERT_TRUE(cluster.WaitReady(std::chrono::seconds(30)).ok())
+      << cluster.Logs();
+  absl::Status first = Forward(cluster, 4, 1);
+  ASSERT_TRUE(first.ok()) << first << "\n" << cluster.Logs();
+  const double generation = Generation(cluster);
+  ASSERT_GT(generation, 0) << cluster.Logs();
+
+  absl::Status big = Forward(cluster, 40, 2);
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted) << big << "\n"
+                                                              << cluster.Logs();
+  EXPECT_NE(big.message().find("worker rank "), std::string::npos) << big;
+
+  // Service comes back in a new generation.
+  absl::Status small;
+  const auto start = Clock::now();
+  do {
+    small = Forward(cluster, 6, 3);
+    if (!small.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } while (!small.ok() && Clock::now() - start < std::chrono::seconds(20));
+  EXPECT_TRUE(small.ok()) << small << "\n" << cluster.Logs();
+  EXPECT_GT(Generation(cluster), generation) << cluster.Logs();
 }
 
 TEST(WorkerFailure, RouterWaitingForWorkersSaysUnavailable) {

@@ -37,6 +37,17 @@ TEST(WorkerOptionsTest, TlsSpellingsAreValid) {
   EXPECT_EQ(o->threads, 3);
 }
 
+TEST(WorkerOptionsTest, MaxBatchTokensCapsTheRouters) {
+  auto o = WorkerProcessOptions::FromFlags(WorkerFlags{});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_batch_tokens, 0);  // the router's
+  WorkerFlags f;
+  f.max_batch_tokens = 16;
+  o = WorkerProcessOptions::FromFlags(f);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_batch_tokens, 16);
+}
+
 TEST(WorkerOptionsTest, BadValuesNameTheFlag) {
   const std::vector<BadCase> cases = {
       {"router", [](WorkerFlags& f) { f.router = "router"; },
@@ -47,6 +58,8 @@ TEST(WorkerOptionsTest, BadValuesNameTheFlag) {
        "--threads must be >= 0 (0: all cores), got -1"},
       {"collective host", [](WorkerFlags& f) { f.collective_host = ""; },
        "--collective-host"},
+      {"max batch tokens", [](WorkerFlags& f) { f.max_batch_tokens = -1; },
+       "--max-batch-tokens must be >= 0 (0: the router's), got -1"},
       {"cert without key", [](WorkerFlags& f) { f.tls.cert = "c.pem"; },
        "--tls-cert needs --tls-key"},
       {"key without cert", [](WorkerFlags& f) { f.tls.key = "k.pem"; },
