@@ -126,11 +126,11 @@ int Forward(MoeClient& client) {
     const auto& t = r->timing;
     std::printf(
         "timing (us): queue %.0f route %.0f plan %.0f dispatch %.0f experts "
-        "%.0f combine %.0f shared %.0f total %.0f (step of %ld tokens from %d "
-        "requests)\n",
+        "%.0f combine %.0f shared %.0f wire %.0f total %.0f (step of %ld "
+        "tokens from %d requests)\n",
         t.queue_us(), t.route_us(), t.plan_us(), t.dispatch_us(),
-        t.experts_us(), t.combine_us(), t.shared_us(), t.total_us(),
-        static_cast<long>(t.batch_tokens()), t.batch_requests());
+        t.experts_us(), t.combine_us(), t.shared_us(), t.wire_us(),
+        t.total_us(), static_cast<long>(t.batch_tokens()), t.batch_requests());
   }
   const std::string out = absl::GetFlag(FLAGS_output);
   if (!out.empty()) {

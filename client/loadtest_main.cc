@@ -86,9 +86,7 @@ class ProgressLine {
     thread_ = std::thread([this, period, warmup] {
       const auto start = std::chrono::steady_clock::now();
       const double warm = absl::ToDoubleSeconds(warmup);
-      std::unique_lock<std::mutex> lock(mu_);
-      while (!cv_.wait_for(lock, absl::ToChronoMilliseconds(period),
-                           [&] { return stop_; })) {
+      auto print = [&] {
         const double t = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - start)
                              .count();
@@ -108,7 +106,14 @@ class ProgressLine {
                        static_cast<long>(p_->errors.load()), post);
         }
         std::fflush(stderr);
+      };
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, absl::ToChronoMilliseconds(period),
+                           [&] { return stop_; })) {
+        print();
       }
+      // Into a pipe, a run shorter than one period still leaves its line.
+      if (!tty_) print();
       if (tty_) std::fprintf(stderr, "\r\033[K");
     });
   }

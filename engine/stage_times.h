@@ -12,6 +12,7 @@ struct StageTimes {
   double experts_us = 0;   // grouped SwiGLU
   double combine_us = 0;   // all-to-all back + weighted sum
   double shared_us = 0;    // shared expert
+  double wire_us = 0;      // rows between router and workers (no compute)
   double total_us = 0;
 };
 

@@ -15,7 +15,8 @@
 namespace moe {
 
 // Router side: rank q's Step from its rows x [tokens, H] (fp32) and its
-// slots, with the whole (source, expert) count matrix.
+// slots, with the whole (source, expert) count matrix. Rows travel as BF16
+// when that is lossless (every value a bf16: a bf16 client's), else F32.
 void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
                 int64_t hidden, int64_t slots,
                 absl::Span<const int32_t> expert_ids,
@@ -24,9 +25,10 @@ void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
                 moe::v1::Step* step);
 
 // Worker side: a view of `step` as the engine's input. The spans point into
-// `step`, which must outlive `in`; rows are used in place unless misaligned,
-// then copied into `scratch`. INVALID_ARGUMENT naming the field when the
-// rows are not F32 [N, hidden].
+// `step`, which must outlive `in`; F32 rows are used in place unless
+// misaligned, BF16 rows are widened into `scratch` (which only grows).
+// INVALID_ARGUMENT naming the field when the rows are not F32 or BF16
+// [N, hidden].
 absl::Status DecodeStep(const moe::v1::Step& step, int64_t hidden,
                         std::vector<float>* scratch, EpStepInput* in);
 

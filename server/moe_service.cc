@@ -34,6 +34,7 @@ void FillResponse(const moe::v1::ForwardRequest& req, moe::v1::DType out_dtype,
     t->set_experts_us(res.times.experts_us);
     t->set_combine_us(res.times.combine_us);
     t->set_shared_us(res.times.shared_us);
+    t->set_wire_us(res.times.wire_us);
     t->set_total_us(
         std::chrono::duration<double, std::micro>(Clock::now() - arrival)
             .count());

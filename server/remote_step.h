@@ -38,9 +38,10 @@ class RemoteStep {
   // One Step per rank from the routing.
   void BuildSteps(int64_t layer, const float* x, int64_t n, int64_t hidden,
                   int64_t num_experts, const Routing& routing, int world);
-  // Each rank's rows into y, and the slowest worker's stage times into t.
-  absl::Status GatherResults(int64_t n, int64_t hidden, float* y,
-                             StageTimes* t) const;
+  // Each rank's rows into y, and the slowest worker's stage times into t;
+  // `wall_us`: the step's time on the worker group, seen from here.
+  absl::Status GatherResults(int64_t n, int64_t hidden, double wall_us,
+                             float* y, StageTimes* t) const;
 
   std::vector<moe::v1::Step> steps_;
   std::vector<moe::v1::StepResult> results_;

@@ -72,9 +72,11 @@ absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
     return absl::NotFoundError(
         absl::StrCat("worker has no weights for layer ", step.layer()));
   }
+  const auto received = std::chrono::steady_clock::now();
   const int64_t H = backend_->config().hidden;
   EpStepInput in;
   MOE_RETURN_IF_ERROR(DecodeStep(step, H, &scratch_, &in));
+  const auto decoded = std::chrono::steady_clock::now();
   if (in.tokens > max_tokens_) {
     return absl::ResourceExhaustedError(
         absl::StrCat("step ", step.step_id(), ": ", in.tokens,
@@ -86,6 +88,9 @@ absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
   collectives_intact_ = step_.collectives_intact();
   MOE_RETURN_IF_ERROR(s);
   EncodeStepResult(y_.data(), in.tokens, H, times, result);
+  using Us = std::chrono::duration<double, std::micro>;
+  result->set_decode_us(Us(decoded - received).count());
+  result->set_step_us(Us(std::chrono::steady_clock::now() - received).count());
   return absl::OkStatus();
 }
 

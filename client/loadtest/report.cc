@@ -72,6 +72,7 @@ Summary Summarize(const RunResult& run, const RunSpec& spec) {
       s.stage_us["experts"] += t.experts_us();
       s.stage_us["combine"] += t.combine_us();
       s.stage_us["shared"] += t.shared_us();
+      s.stage_us["wire"] += t.wire_us();
       s.stage_us["total"] += t.total_us();
       batch_tokens += t.batch_tokens();
       batch_requests += t.batch_requests();
@@ -151,7 +152,7 @@ std::string FormatText(const Summary& s) {
   if (s.server_timing && s.ok > 0) {
     out += "server stages (mean us):";
     for (const char* k : {"queue", "route", "plan", "dispatch", "experts",
-                          "combine", "shared", "total"}) {
+                          "combine", "shared", "wire", "total"}) {
       absl::StrAppendFormat(&out, " %s %.0f", k, s.stage_us.at(k));
     }
     absl::StrAppendFormat(
