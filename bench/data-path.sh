@@ -48,7 +48,7 @@ p, n, echo, mc = sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]
 p50 = j["latency_ms"]["p50"] if "latency_ms" in j else j["p50"]
 st = j.get("server_stage_us", {})
 stages = " ".join(f"{k} {st[k]:.0f}" for k in
-                  ["queue", "route", "plan", "dispatch", "experts", "combine", "shared", "total"]
+                  ["queue", "route", "plan", "dispatch", "experts", "combine", "shared", "wire", "total"]
                   if k in st)
 print(f"{p:<3} {n:<5} {p50:10.2f} {echo:10.2f} {mc:10.2f} {p50/echo:8.2f}  {stages}")
 PY

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/cli_args.h"
 #include "core/logging.h"
+#include "core/memory_policy.h"
 #include "core/port_file.h"
 #include "core/shutdown_signal.h"
 #include "core/status_macros.h"
@@ -172,6 +173,7 @@ int Main() {
 }  // namespace moe
 
 int main(int argc, char** argv) {
+  moe::KeepFreedMemoryForReuse();
   moe::BlockShutdownSignals();  // before any thread starts
   absl::SetProgramUsageMessage(
       "Expert worker: moe-worker --router HOST:PORT [--device cpu] "
