@@ -12,6 +12,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/fma_peak.h"
 #include "bench/references.h"
 #ifdef MOE_HAVE_CUDA
 #include "bench/cuda_bench.h"
@@ -90,9 +91,9 @@ absl::Status RunCheckpoint() {
         absl::StrCat(input, ": x has hidden size ", x.cols, ", layer ", layer,
                      " of ", ckpt->info().source, " expects ", H));
   }
-  MOE_ASSIGN_OR_RETURN(
-      auto moe, LocalMoe::Create(*ckpt, "cpu", dtype, Threads(),
-                                 std::max<int64_t>(x.rows, 1), layer));
+  MOE_ASSIGN_OR_RETURN(auto moe,
+                       LocalMoe::Create(*ckpt, "cpu", dtype, Threads(),
+                                        std::max<int64_t>(x.rows, 1), layer));
   std::vector<float> y(x.rows * H);
   Routing routing;
   MOE_RETURN_IF_ERROR(
@@ -260,6 +261,7 @@ absl::StatusOr<StepSeries> TimeSteps(const SyntheticRun& run,
 // The medians of a StepSeries.
 struct SyntheticFigures {
   double median_s, min_s, max_s, touched, gflops, gbps, ref_sgemm, ref_read;
+  double ref_fma = 0;  // register-only FMA peak at the kernels' ISA
 };
 
 SyntheticFigures FiguresOf(StepSeries series, int reps) {
@@ -300,6 +302,11 @@ void PrintText(const SyntheticRun& run, const StageTimes& mean,
       f.gflops, f.ref_sgemm > 0 ? 100 * f.gflops / f.ref_sgemm : 0, f.ref_sgemm,
       f.gbps, f.ref_read > 0 ? 100 * f.gbps / f.ref_read : 0, f.ref_read,
       f.touched, static_cast<long>(c.num_experts));
+  std::printf(
+      "references: OpenBLAS core %s; FMA peak at %s %.1f GFLOP/s (layer at "
+      "%.0f%% of it)\n",
+      bench::OpenblasCore().c_str(), kernels::cpu::GemmIsaName(), f.ref_fma,
+      f.ref_fma > 0 ? 100 * f.gflops / f.ref_fma : 0);
 }
 
 void PrintJson(const SyntheticRun& run, const SyntheticFigures& f) {
@@ -323,7 +330,10 @@ void PrintJson(const SyntheticRun& run, const SyntheticFigures& f) {
       {"ref_sgemm_gflops", f.ref_sgemm},
       {"ref_read_gbps", f.ref_read},
       {"gflops_vs_sgemm", f.ref_sgemm > 0 ? f.gflops / f.ref_sgemm : 0.0},
-      {"weight_gbps_vs_read", f.ref_read > 0 ? f.gbps / f.ref_read : 0.0}};
+      {"weight_gbps_vs_read", f.ref_read > 0 ? f.gbps / f.ref_read : 0.0},
+      {"openblas_core", bench::OpenblasCore()},
+      {"ref_fma_peak_gflops", f.ref_fma},
+      {"gflops_vs_fma_peak", f.ref_fma > 0 ? f.gflops / f.ref_fma : 0.0}};
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -338,7 +348,15 @@ absl::Status RunSynthetic() {
       backend.Load(*model, opts, std::max<int64_t>(run.tokens, 1)));
   MOE_ASSIGN_OR_RETURN(StepSeries series, TimeSteps(run, backend));
   const StageTimes mean = series.mean;
-  const SyntheticFigures figures = FiguresOf(std::move(series), run.reps);
+  SyntheticFigures figures = FiguresOf(std::move(series), run.reps);
+  if (!absl::GetFlag(FLAGS_skip_references)) {
+    std::vector<double> fma;
+    for (int i = 0; i < 3; ++i) {
+      fma.push_back(
+          bench::FmaPeakGflops(kernels::cpu::GemmIsaName(), run.threads));
+    }
+    figures.ref_fma = bench::Median(fma);
+  }
   PrintText(run, mean, figures);
   PrintJson(run, figures);
   return absl::OkStatus();
