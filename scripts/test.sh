@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# All tests: install what is needed, build from scratch, run every test, test
+# All tests: install what is needed, build from scratch, run every test (the
+# Python client's too), test
 # the release bundle, then the offline checks of the deployment files and the fuzzers (30 s each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,9 @@ build="${MOE_TEST_BUILD_DIR:-build-test}"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOE_CUDA=AUTO
 cmake --build "$build" -j"$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j2
+# The Python client and PyTorch integration against this build's binaries
+# (client/python/tests, about 10 s).
+bash scripts/python-test.sh "$build"
 # The release bundle of this build, tested from a temporary directory with a
 # scrubbed environment (scripts/bundle-test.sh: the unit tests and two
 # integration tests, about 15 s).

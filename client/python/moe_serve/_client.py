@@ -1,0 +1,243 @@
+"""MoeClient (blocking) and AsyncMoeClient (grpc.aio) for moe.v1.MoeService."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Optional, Sequence
+
+import grpc
+
+from ._stubs import health_pb2, health_pb2_grpc, moe_pb2, moe_pb2_grpc
+from ._tensors import decode, encode, wire_name
+
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+_WIRE = {"f32": moe_pb2.F32, "bf16": moe_pb2.BF16, "f16": moe_pb2.F16}
+
+
+class MoeError(Exception):
+    """Any failed call: `code` (grpc.StatusCode) and the server's `message`."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+    @classmethod
+    def from_rpc(cls, e: grpc.RpcError) -> "MoeError":
+        return cls(e.code(), e.details() or "")
+
+    @classmethod
+    def from_value(cls, value: int, message: str) -> "MoeError":
+        return cls(_CODES.get(value, grpc.StatusCode.UNKNOWN), message)
+
+
+def _read(v):
+    if v is None or isinstance(v, bytes):
+        return v
+    with open(v, "rb") as f:
+        return f.read()
+
+
+def _channel_args(target, tls_ca, tls_cert, tls_key, tls_server_name):
+    options = [("grpc.max_send_message_length", -1),
+               ("grpc.max_receive_message_length", -1)]
+    if tls_server_name:
+        options.append(("grpc.ssl_target_name_override", tls_server_name))
+    creds = None
+    if tls_ca is not None or tls_cert is not None:
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=_read(tls_ca), private_key=_read(tls_key),
+            certificate_chain=_read(tls_cert))
+    return creds, options
+
+
+def _item(it: Any) -> dict:
+    """A forward_many item: (layer, x), or a dict with layer, x and the
+    forward() keywords routing, timing, dtype, output_dtype."""
+    if isinstance(it, dict):
+        d = dict(it)
+    else:
+        layer, x = it
+        d = {"layer": layer, "x": x}
+    d.setdefault("routing", False)
+    d.setdefault("timing", False)
+    d.setdefault("dtype", None)
+    d.setdefault("output_dtype", None)
+    return d
+
+
+def _request(layer, x, routing, timing, dtype, output_dtype, request_id=""):
+    tensor, kind = encode(x, dtype)
+    req = moe_pb2.ForwardRequest(
+        layer=int(layer), hidden_states=tensor, return_routing=bool(routing),
+        return_timing=bool(timing), request_id=request_id)
+    if output_dtype is not None:
+        req.output_dtype = _WIRE[wire_name(output_dtype)]
+    return req, kind
+
+
+class _Base:
+    def __init__(self, target: str, *, tls_ca=None, tls_cert=None, tls_key=None,
+                 token: Optional[str] = None, timeout: Optional[float] = None,
+                 tls_server_name: Optional[str] = None):
+        self.target = target
+        self.timeout = timeout
+        self._metadata = (("authorization", f"Bearer {token.strip()}"),) if token else None
+        self._creds, self._options = _channel_args(target, tls_ca, tls_cert, tls_key,
+                                                   tls_server_name)
+
+    def _t(self, timeout):
+        return self.timeout if timeout is None else timeout
+
+
+class MoeClient(_Base):
+    """Blocking client of the MoE layer service.
+
+    `tls_ca` (PEM path or bytes) turns TLS on; `tls_cert`/`tls_key` add a
+    client certificate; `token` is sent as `authorization: Bearer ...`;
+    `timeout` (seconds) is every call's default deadline.
+    """
+
+    def __init__(self, target: str, **kw):
+        super().__init__(target, **kw)
+        if self._creds is not None:
+            self._channel = grpc.secure_channel(target, self._creds, self._options)
+        else:
+            self._channel = grpc.insecure_channel(target, self._options)
+        self._stub = moe_pb2_grpc.MoeServiceStub(self._channel)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _call(self, fn, req, timeout):
+        try:
+            return fn(req, timeout=self._t(timeout), metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise MoeError.from_rpc(e) from None
+
+    def forward(self, layer: int, x, *, routing: bool = False, timing: bool = False,
+                dtype=None, output_dtype=None, timeout: Optional[float] = None):
+        """y = MoE layer `layer` of x [N, H] (NumPy array or torch tensor),
+        returned as the same kind, dtype and device; `.routing`/`.timing`
+        are set when asked. `dtype` is the dtype on the wire (f32, bf16,
+        f16; default: the input's)."""
+        req, kind = _request(layer, x, routing, timing, dtype, output_dtype)
+        resp = self._call(self._stub.Forward, req, timeout)
+        return decode(resp, kind, routing, timing)
+
+    def forward_many(self, requests: Iterable[Any], *, return_exceptions: bool = False,
+                     timeout: Optional[float] = None) -> List[Any]:
+        """Many forwards over one ForwardStream, answers in request order.
+        Items: (layer, x) or dicts {layer, x, routing, timing, dtype}. A failed
+        item raises its MoeError, or is returned as one with return_exceptions."""
+        items = [_item(it) for it in requests]
+        built = [_request(d["layer"], d["x"], d["routing"], d["timing"], d["dtype"],
+                          d["output_dtype"], str(i)) for i, d in enumerate(items)]
+        try:
+            responses = list(self._stub.ForwardStream(
+                iter([r for r, _ in built]), timeout=self._t(timeout),
+                metadata=self._metadata))
+        except grpc.RpcError as e:
+            raise MoeError.from_rpc(e) from None
+        return _collect(items, built, responses, return_exceptions)
+
+    def model_info(self, timeout: Optional[float] = None) -> moe_pb2.ModelInfo:
+        return self._call(self._stub.GetModelInfo, moe_pb2.GetModelInfoRequest(), timeout)
+
+    def expert_stats(self, layer: int, reset: bool = False,
+                     timeout: Optional[float] = None) -> moe_pb2.ExpertStats:
+        return self._call(self._stub.GetExpertStats,
+                          moe_pb2.GetExpertStatsRequest(layer=layer, reset=reset), timeout)
+
+    def health(self, service: str = "", timeout: Optional[float] = None) -> bool:
+        """True when the service (default: overall) is SERVING."""
+        r = self._call(self._health.Check, health_pb2.HealthCheckRequest(service=service),
+                       timeout)
+        return r.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def _collect(items, built, responses, return_exceptions):
+    if len(responses) != len(built):
+        raise MoeError(grpc.StatusCode.INTERNAL,
+                       f"stream answered {len(responses)} of {len(built)} requests")
+    out = []
+    for d, (_, kind), resp in zip(items, built, responses):
+        if resp.error_code != 0:
+            err = MoeError.from_value(resp.error_code, resp.error_message)
+            if not return_exceptions:
+                raise err
+            out.append(err)
+        else:
+            out.append(decode(resp, kind, d["routing"], d["timing"]))
+    return out
+
+
+class AsyncMoeClient(_Base):
+    """The same API on grpc.aio: every call is a coroutine. Create it inside
+    the event loop that uses it; `async with` closes the channel."""
+
+    def __init__(self, target: str, **kw):
+        super().__init__(target, **kw)
+        if self._creds is not None:
+            self._channel = grpc.aio.secure_channel(target, self._creds, self._options)
+        else:
+            self._channel = grpc.aio.insecure_channel(target, self._options)
+        self._stub = moe_pb2_grpc.MoeServiceStub(self._channel)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def _call(self, fn, req, timeout):
+        try:
+            return await fn(req, timeout=self._t(timeout), metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise MoeError.from_rpc(e) from None
+
+    async def forward(self, layer: int, x, *, routing: bool = False, timing: bool = False,
+                      dtype=None, output_dtype=None, timeout: Optional[float] = None):
+        req, kind = _request(layer, x, routing, timing, dtype, output_dtype)
+        resp = await self._call(self._stub.Forward, req, timeout)
+        return decode(resp, kind, routing, timing)
+
+    async def forward_many(self, requests: Iterable[Any], *,
+                           return_exceptions: bool = False,
+                           timeout: Optional[float] = None) -> List[Any]:
+        items = [_item(it) for it in requests]
+        built = [_request(d["layer"], d["x"], d["routing"], d["timing"], d["dtype"],
+                          d["output_dtype"], str(i)) for i, d in enumerate(items)]
+        try:
+            call = self._stub.ForwardStream(iter([r for r, _ in built]),
+                                            timeout=self._t(timeout),
+                                            metadata=self._metadata)
+            responses = [r async for r in call]
+        except grpc.RpcError as e:
+            raise MoeError.from_rpc(e) from None
+        return _collect(items, built, responses, return_exceptions)
+
+    async def model_info(self, timeout: Optional[float] = None) -> moe_pb2.ModelInfo:
+        return await self._call(self._stub.GetModelInfo, moe_pb2.GetModelInfoRequest(),
+                                timeout)
+
+    async def expert_stats(self, layer: int, reset: bool = False,
+                           timeout: Optional[float] = None) -> moe_pb2.ExpertStats:
+        return await self._call(self._stub.GetExpertStats,
+                                moe_pb2.GetExpertStatsRequest(layer=layer, reset=reset),
+                                timeout)
+
+    async def health(self, service: str = "", timeout: Optional[float] = None) -> bool:
+        r = await self._call(self._health.Check,
+                             health_pb2.HealthCheckRequest(service=service), timeout)
+        return r.status == health_pb2.HealthCheckResponse.SERVING

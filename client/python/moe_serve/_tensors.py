@@ -1,0 +1,182 @@
+"""NumPy / torch arrays <-> moe.v1.Tensor, and the results' extras."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ._stubs import moe_pb2
+from .safetensors_lite import bf16_bits_to_f32, f32_to_bf16_bits
+
+try:  # torch is optional
+    import torch as _torch
+except ImportError:  # pragma: no cover
+    _torch = None
+
+_WIRE = {"f32": moe_pb2.F32, "bf16": moe_pb2.BF16, "f16": moe_pb2.F16}
+_ALIASES = {"f32": "f32", "float32": "f32", "fp32": "f32",
+            "bf16": "bf16", "bfloat16": "bf16",
+            "f16": "f16", "float16": "f16", "fp16": "f16", "half": "f16"}
+
+
+def wire_name(dtype: Any) -> Optional[str]:
+    """'f32' | 'bf16' | 'f16' | None from a string, numpy or torch dtype."""
+    if dtype is None:
+        return None
+    if _torch is not None and isinstance(dtype, _torch.dtype):
+        m = {_torch.float32: "f32", _torch.bfloat16: "bf16", _torch.float16: "f16"}
+        if dtype not in m:
+            raise ValueError(f"unsupported dtype {dtype}")
+        return m[dtype]
+    if isinstance(dtype, str) and dtype.lower() in _ALIASES:
+        return _ALIASES[dtype.lower()]
+    try:
+        nd = np.dtype(dtype)
+    except TypeError:
+        nd = None
+    if nd == np.float32:
+        return "f32"
+    if nd == np.float16:
+        return "f16"
+    raise ValueError(f"unsupported dtype {dtype!r} (f32, bf16 or f16)")
+
+
+@dataclass
+class Routing:
+    """Each token's experts in summation order: `expert_ids` and `weights`
+    are [tokens, slots]; a dropped slot has weight 0, an unused one id -1."""
+    expert_ids: np.ndarray
+    weights: np.ndarray
+
+    @property
+    def slots(self) -> int:
+        return self.expert_ids.shape[1]
+
+
+@dataclass
+class Timing:
+    """Where the time of the step went, in microseconds."""
+    queue_us: float
+    route_us: float
+    plan_us: float
+    dispatch_us: float
+    experts_us: float
+    combine_us: float
+    shared_us: float
+    total_us: float
+    batch_tokens: int
+    batch_requests: int
+
+
+class MoeArray(np.ndarray):
+    """A NumPy result with `.routing` and `.timing` (None unless asked)."""
+    routing: Optional[Routing] = None
+    timing: Optional[Timing] = None
+
+    def __array_finalize__(self, obj):
+        self.routing = getattr(obj, "routing", None)
+        self.timing = getattr(obj, "timing", None)
+
+
+class _Kind:
+    """How to give back an output: the input's kind, dtype and device."""
+
+    def __init__(self, is_torch, out_dtype, device=None, bf16_bits=False):
+        self.is_torch = is_torch
+        self.out_dtype = out_dtype
+        self.device = device
+        self.bf16_bits = bf16_bits
+
+
+def encode(x: Any, dtype: Any = None):
+    """(moe_pb2.Tensor, kind). `dtype` is the dtype on the wire (default: the
+    input's); a NumPy uint16 array is taken as bf16 bits when dtype='bf16'."""
+    want = wire_name(dtype)
+    if _torch is not None and isinstance(x, _torch.Tensor):
+        t = x.detach()
+        if t.dim() != 2:
+            raise ValueError(f"hidden states must be [N, H], got shape {tuple(t.shape)}")
+        kind = _Kind(True, t.dtype, t.device)
+        have = wire_name(t.dtype) if t.dtype in (_torch.float32, _torch.bfloat16,
+                                                 _torch.float16) else "f32"
+        wire = want or have
+        tdt = {"f32": _torch.float32, "bf16": _torch.bfloat16, "f16": _torch.float16}[wire]
+        t = t.to(device="cpu", dtype=tdt).contiguous()
+        if wire == "bf16":
+            data = t.view(_torch.int16).numpy().tobytes()
+        else:
+            data = t.numpy().tobytes()
+        shape = list(t.shape)
+    else:
+        a = np.asarray(x)
+        if a.ndim != 2:
+            raise ValueError(f"hidden states must be [N, H], got shape {a.shape}")
+        if a.dtype == np.uint16:
+            if want != "bf16":
+                raise ValueError("a uint16 array holds bf16 bits: pass dtype='bf16'")
+            kind = _Kind(False, np.uint16, bf16_bits=True)
+            data = np.ascontiguousarray(a, dtype="<u2").tobytes()
+            wire = "bf16"
+        else:
+            if a.dtype not in (np.float32, np.float16, np.float64):
+                raise ValueError(f"unsupported array dtype {a.dtype}")
+            kind = _Kind(False, a.dtype)
+            wire = want or ("f16" if a.dtype == np.float16 else "f32")
+            if wire == "bf16":
+                data = f32_to_bf16_bits(a.astype(np.float32)).astype("<u2").tobytes()
+            elif wire == "f16":
+                data = np.ascontiguousarray(a, dtype="<f2").tobytes()
+            else:
+                data = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        shape = list(a.shape)
+    return moe_pb2.Tensor(dtype=_WIRE[wire], shape=shape, data=data), kind
+
+
+def _to_numpy(t: moe_pb2.Tensor, keep_bf16_bits: bool) -> np.ndarray:
+    shape = tuple(t.shape)
+    if t.dtype == moe_pb2.BF16:
+        bits = np.frombuffer(t.data, dtype="<u2").reshape(shape)
+        return bits.astype(np.uint16) if keep_bf16_bits else bf16_bits_to_f32(bits)
+    if t.dtype == moe_pb2.F16:
+        return np.frombuffer(t.data, dtype="<f2").reshape(shape).astype(np.float16)
+    if t.dtype == moe_pb2.F32:
+        return np.frombuffer(t.data, dtype="<f4").reshape(shape).astype(np.float32)
+    raise ValueError(f"unknown dtype {t.dtype} in the response")
+
+
+def decode(resp: moe_pb2.ForwardResponse, kind: _Kind, routing: bool, timing: bool):
+    out = resp.output
+    extras = {}
+    if routing:
+        r = resp.routing
+        n, s = int(r.tokens), int(r.slots)
+        extras["routing"] = Routing(
+            np.asarray(r.expert_ids, dtype=np.int32).reshape(n, s),
+            np.asarray(r.weights, dtype=np.float32).reshape(n, s))
+    if timing:
+        t = resp.timing
+        extras["timing"] = Timing(**{f.name: getattr(t, f.name)
+                                     for f in t.DESCRIPTOR.fields})
+    if kind.is_torch:
+        if out.dtype == moe_pb2.BF16:
+            bits = np.frombuffer(out.data, dtype="<i2").reshape(tuple(out.shape)).copy()
+            y = _torch.from_numpy(bits).view(_torch.bfloat16)
+        else:
+            y = _torch.from_numpy(_to_numpy(out, False).copy())
+        y = y.to(device=kind.device, dtype=kind.out_dtype)
+        y.routing = extras.get("routing")
+        y.timing = extras.get("timing")
+        return y
+    if kind.bf16_bits:
+        if out.dtype == moe_pb2.BF16:
+            y = _to_numpy(out, True)
+        else:
+            y = f32_to_bf16_bits(_to_numpy(out, False).astype(np.float32))
+    else:
+        y = _to_numpy(out, False).astype(kind.out_dtype, copy=False)
+    y = np.ascontiguousarray(y).view(MoeArray)
+    y.routing = extras.get("routing")
+    y.timing = extras.get("timing")
+    return y

@@ -1,0 +1,96 @@
+"""PyTorch integration: MoE blocks computed by the service.
+
+    from moe_serve import MoeClient
+    from moe_serve.torch import replace_moe_blocks
+    replace_moe_blocks(model, MoeClient("127.0.0.1:50051"))
+
+Inference only: the remote output carries no gradient.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+import torch
+from torch import nn
+
+from ._client import MoeClient
+
+# Hugging Face blocks that return (hidden_states, router_logits).
+_TUPLE_BLOCKS = {"MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock",
+                 "Qwen3MoeSparseMoeBlock", "OlmoeSparseMoeBlock"}
+# A decoder layer's MoE block: `...layers.{L}.block_sparse_moe` (Mixtral) or
+# `...layers.{L}.mlp` (Qwen2/3-MoE, OLMoE, DeepSeek) with a gate and experts.
+_NAME = re.compile(r"(?:^|\.)layers\.(\d+)\.(block_sparse_moe|mlp)$")
+
+
+class RemoteMoE(nn.Module):
+    """forward(hidden_states [..., H]) -> the service's MoE layer `layer`.
+
+    `dtype` is the dtype on the wire (default: the input's). With
+    `return_router_logits` (Hugging Face blocks), returns (y, router_logits),
+    the logits computed locally by `gate` when given, else None.
+    """
+
+    def __init__(self, client: MoeClient, layer: int, *, dtype=None,
+                 return_router_logits: bool = False, gate: Optional[nn.Module] = None):
+        super().__init__()
+        self.client = client
+        self.layer = int(layer)
+        self.dtype = dtype
+        self.return_router_logits = return_router_logits
+        self.gate = gate
+
+    def forward(self, hidden_states: torch.Tensor):
+        shape = hidden_states.shape
+        x = hidden_states.reshape(-1, shape[-1])
+        y = self.client.forward(self.layer, x, dtype=self.dtype).reshape(shape)
+        if not self.return_router_logits:
+            return y
+        logits = self.gate(x) if self.gate is not None else None
+        return y, logits
+
+    def extra_repr(self) -> str:
+        return f"layer={self.layer}, target={self.client.target!r}"
+
+
+def find_moe_blocks(model: nn.Module):
+    """[(qualified name, layer index, module)] of the model's MoE blocks."""
+    found = []
+    for name, module in model.named_modules():
+        m = _NAME.search(name)
+        if m and hasattr(module, "gate") and hasattr(module, "experts"):
+            found.append((name, int(m.group(1)), module))
+    return found
+
+
+def replace_moe_blocks(model: nn.Module, client: MoeClient, *, dtype=None,
+                       keep_gate: bool = True) -> List[int]:
+    """Swaps every MoE block of `model` (Mixtral, Qwen2/3-MoE, OLMoE,
+    DeepSeek layouts, Hugging Face's or examples/remote_model's) for a
+    RemoteMoE of the same layer; returns the layers swapped. Checks the
+    service's hidden size and MoE layers against the model first."""
+    info = client.model_info()
+    blocks = find_moe_blocks(model)
+    if not blocks:
+        raise ValueError("replace_moe_blocks: the model has no MoE block "
+                         "(layers.{L}.block_sparse_moe or layers.{L}.mlp with gate and experts)")
+    served = set(info.moe_layers)
+    for name, layer, block in blocks:
+        if layer not in served:
+            raise ValueError(f"replace_moe_blocks: {name} is layer {layer}, which the "
+                             f"service does not serve (MoE layers {sorted(served)})")
+        w = getattr(block.gate, "weight", None)
+        if w is not None and w.shape[-1] != info.hidden:
+            raise ValueError(f"replace_moe_blocks: {name} has hidden size {w.shape[-1]}, "
+                             f"the service {info.hidden}")
+    for name, layer, block in blocks:
+        tuple_out = (type(block).__name__ in _TUPLE_BLOCKS
+                     or bool(getattr(block, "returns_router_logits", False)))
+        remote = RemoteMoE(client, layer, dtype=dtype, return_router_logits=tuple_out,
+                           gate=block.gate if (tuple_out and keep_gate) else None)
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, attr, remote)
+    return [layer for _, layer, _ in blocks]

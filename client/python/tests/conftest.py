@@ -1,0 +1,238 @@
+"""Fixtures: real moe-router and moe-worker processes.
+
+The binaries come from $MOE_BIN_DIR: a build directory (server/moe-router,
+worker/moe-worker, client/moe-loadtest) or a flat folder of them; default
+the repository's build/. Every process is killed by its pid on teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "client", "python"))
+
+from moe_serve import MoeClient, MoeError  # noqa: E402
+from moe_serve import safetensors_lite as st  # noqa: E402
+
+GOLDEN_DIR = os.environ.get("MOE_GOLDEN_DIR", os.path.join(REPO, "tests", "golden"))
+
+
+def binary(name: str) -> str:
+    root = os.environ.get("MOE_BIN_DIR", os.path.join(REPO, "build"))
+    sub = {"moe-router": "server", "moe-worker": "worker", "moe-cli": "client",
+           "moe-loadtest": "client"}[name]
+    for p in (os.path.join(root, sub, name), os.path.join(root, name)):
+        if os.access(p, os.X_OK):
+            return p
+    pytest.fail(f"{name} not found under MOE_BIN_DIR={root} (as {sub}/{name} or {name})")
+
+
+class Cluster:
+    """A router with `workers` workers (0 = experts in the router)."""
+
+    def __init__(self, tmp: str, router_args, workers: int = 2, worker_args=(),
+                 client_kw=None):
+        self.tmp = tmp
+        self.procs = []
+        self.logs = []
+        os.makedirs(tmp, exist_ok=True)
+        port_file = os.path.join(tmp, "port")
+        self._spawn("router", [binary("moe-router"), "--listen=127.0.0.1:0",
+                               f"--port-file={port_file}", f"--num-workers={workers}",
+                               "--threads=1", *router_args])
+        self.port = self._wait_port(port_file)
+        self.target = f"127.0.0.1:{self.port}"
+        for i in range(workers):
+            self._spawn(f"worker{i}", [binary("moe-worker"), f"--router={self.target}",
+                                       "--threads=1", *worker_args])
+        self.client = MoeClient(self.target, timeout=30, **(client_kw or {}))
+        self._wait_ready()
+
+    def _spawn(self, name, argv):
+        log = open(os.path.join(self.tmp, name + ".log"), "wb")
+        self.logs.append(log.name)
+        self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+        log.close()
+
+    def log_text(self) -> str:
+        out = []
+        for p in self.logs:
+            with open(p, errors="replace") as f:
+                out.append(f"--- {os.path.basename(p)} ---\n{f.read()[-4000:]}")
+        return "\n".join(out)
+
+    def _check_alive(self):
+        for p in self.procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"{p.args[0]} exited with {p.returncode}\n"
+                                   + self.log_text())
+
+    def _wait_port(self, path, deadline_s=30):
+        end = time.time() + deadline_s
+        while time.time() < end:
+            self._check_alive()
+            try:
+                with open(path) as f:
+                    port = int(f.read().strip() or 0)
+                if port > 0:
+                    return port
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.02)
+        raise RuntimeError("router wrote no port file\n" + self.log_text())
+
+    def _wait_ready(self, deadline_s=60):
+        end = time.time() + deadline_s
+        while time.time() < end:
+            self._check_alive()
+            try:
+                if self.client.health("moe.v1.MoeService", timeout=2):
+                    return
+            except MoeError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("service not SERVING\n" + self.log_text())
+
+    def stop(self):
+        self.client.close()
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.kill()  # by pid: Popen.kill signals only this child
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+@pytest.fixture
+def cluster_factory(tmp_path):
+    made = []
+
+    def make(router_args, workers=2, worker_args=(), client_kw=None, name="c"):
+        c = Cluster(str(tmp_path / f"{name}{len(made)}"), router_args, workers,
+                    worker_args, client_kw)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.stop()
+
+
+SYNTHETIC = ["--synthetic", "--hidden=64", "--inter=32", "--experts=8", "--top-k=2",
+             "--layers=2", "--seed=3"]
+
+
+@pytest.fixture(scope="session")
+def synthetic(tmp_path_factory):
+    """A synthetic 2-layer model (H=64, E=8, k=2) on a router with 2 workers."""
+    c = Cluster(str(tmp_path_factory.mktemp("synthetic")), SYNTHETIC, workers=2)
+    yield c
+    c.stop()
+
+
+# ---- golden cases as Hugging Face checkpoints --------------------------------
+
+def golden_files():
+    return sorted(f for f in os.listdir(GOLDEN_DIR) if f.endswith(".safetensors"))
+
+
+def load_golden(name):
+    tensors, meta = st.load(os.path.join(GOLDEN_DIR, name))
+    return tensors, json.loads(meta["config"])
+
+
+def hf_family_config(c: dict, num_layers: int = 1):
+    """(model_type, config.json) that the router's loader maps to golden
+    config `c`, with every layer an MoE layer."""
+    j = {"hidden_size": c["hidden"], "num_hidden_layers": num_layers,
+         "num_experts_per_tok": c["top_k"], "vocab_size": 32,
+         "num_attention_heads": 4}
+    if c["score_func"] == "sigmoid" or c["use_bias"] or c["n_groups"] > 0 \
+            or c["route_scale"] != 1.0 or (c["shared_inter"] > 0 and not c["shared_gate"]):
+        v3 = c["score_func"] == "sigmoid" or c["use_bias"]
+        fam = "deepseek_v3" if v3 else "deepseek_v2"
+        assert c["shared_inter"] % c["inter"] == 0
+        j.update(n_routed_experts=c["experts"], moe_intermediate_size=c["inter"],
+                 intermediate_size=2 * c["hidden"],
+                 n_shared_experts=c["shared_inter"] // c["inter"],
+                 norm_topk_prob=c["route_norm"], routed_scaling_factor=c["route_scale"],
+                 first_k_dense_replace=0, moe_layer_freq=1,
+                 scoring_func=c["score_func"],
+                 n_group=max(c["n_groups"], 1), topk_group=max(c["topk_groups"], 1))
+        if v3:
+            assert c["group_score"] == "top2_sum"
+            j.update(topk_method="noaux_tc", num_nextn_predict_layers=0)
+        else:
+            assert c["n_groups"] == 0 or c["group_score"] == "max"
+            j.update(topk_method="group_limited_greedy" if c["n_groups"] else "greedy")
+    elif c["shared_inter"] > 0:
+        fam = "qwen2_moe"
+        j.update(num_experts=c["experts"], moe_intermediate_size=c["inter"],
+                 intermediate_size=2 * c["hidden"], norm_topk_prob=c["route_norm"],
+                 decoder_sparse_step=1, mlp_only_layers=[],
+                 shared_expert_intermediate_size=c["shared_inter"])
+    elif c["route_norm"]:
+        fam = "mixtral"
+        j.update(num_local_experts=c["experts"], intermediate_size=c["inter"])
+    else:
+        fam = "qwen3_moe"
+        j.update(num_experts=c["experts"], moe_intermediate_size=c["inter"],
+                 intermediate_size=2 * c["hidden"], norm_topk_prob=False,
+                 decoder_sparse_step=1, mlp_only_layers=[])
+    if c["capacity_factor"] > 0:
+        j["moe_capacity_factor"] = c["capacity_factor"]
+    if c["routing"] == "expert_choice":
+        j["moe_routing"] = "expert_choice"
+    if c["score_before_experts"]:
+        j["moe_score_before_experts"] = True
+    j["model_type"] = fam
+    return fam, j
+
+
+def write_golden_checkpoint(tensors, c, directory, layer=0):
+    """Writes golden case (tensors, config c) as MoE layer `layer` of a
+    checkpoint in the family that maps to it; returns the family."""
+    fam, cfg = hf_family_config(c, num_layers=layer + 1)
+    os.makedirs(directory, exist_ok=True)
+    p = f"model.layers.{layer}."
+    if fam == "mixtral":
+        m = p + "block_sparse_moe."
+        names = {"w1": "w1", "w3": "w3", "w2": "w2"}
+    else:
+        m = p + "mlp."
+        names = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
+    out = {m + "gate.weight": tensors["gate.weight"]}
+    if c["use_bias"]:
+        out[m + "gate.e_score_correction_bias"] = tensors["gate.expert_bias"]
+    for e in range(c["experts"]):
+        for role, hf in names.items():
+            out[f"{m}experts.{e}.{hf}.weight"] = tensors[f"experts.{role}"][e]
+    if c["shared_inter"] > 0:
+        sh = "shared_experts." if fam.startswith("deepseek") else "shared_expert."
+        for role, hf in names.items():
+            out[f"{m}{sh}{hf}.weight"] = tensors[f"shared.{role}"]
+    if c["shared_gate"]:
+        out[m + "shared_expert_gate.weight"] = tensors["shared.gate"]
+    st.save(os.path.join(directory, "model.safetensors"), out, {"format": "pt"})
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    return fam
+
+
+def within(y, ref, atol, rtol):
+    """Max of |y - ref| - (atol + rtol |ref|) (<= 0 passes) for messages."""
+    y = np.asarray(y, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    excess = np.abs(y - ref) - (atol + rtol * np.abs(ref))
+    return float(excess.max()) if excess.size else 0.0
