@@ -10,15 +10,15 @@ packages=(
   libspdlog-dev libfmt-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev libopenblas-dev libopenblas-openmp-dev prometheus-cpp-dev nlohmann-json3-dev libssl-dev
   curl procps patchelf
-  python3 python3-grpcio python3-protobuf python3-numpy python3-pytest
 )
-# python3-torch is for the Python client's PyTorch integration and its tests.
-packages+=(python3-torch)
 # Extra tools for the full test command (linters, fuzzers, manifest checks).
 # node/npm and kubectl are looked for as commands by scripts/check-deploy.sh,
 # which installs Debian's only when none is there.
 if [[ "${MOE_DEPS_TOOLS:-1}" == 1 ]]; then
   packages+=(clang libclang-rt-14-dev yamllint shellcheck openssl python3)
+  # The Python client's tests (python3-torch: its PyTorch integration).
+  packages+=(python3-grpcio python3-protobuf python3-numpy python3-pytest
+    python3-torch)
 fi
 
 missing=()
