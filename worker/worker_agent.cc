@@ -137,9 +137,7 @@ void WorkerAgent::Execute(
       result->set_collectives_broken(broken);
     }
     if (options_.metrics != nullptr) {
-      options_.metrics->Step(result->error_code(), result->dispatch_us() / 1e6,
-                             result->experts_us() / 1e6,
-                             result->combine_us() / 1e6, result->expert_rows());
+      options_.metrics->Step(*result);
     }
   } else {
     return;

@@ -1,5 +1,7 @@
 #include "worker/worker_metrics.h"
 
+#include <utility>
+
 #include "absl/status/status.h"
 
 namespace moe {
@@ -54,17 +56,20 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                  .Register(r)
                  .Add({})) {}
 
-void WorkerMetrics::Step(int code, double dispatch_s, double experts_s,
-                         double combine_s, int64_t rows) {
+void WorkerMetrics::Step(const moe::v1::StepResult& r) {
   steps_
-      .Add({{"code",
-             absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}})
+      .Add({{"code", absl::StatusCodeToString(
+                         static_cast<absl::StatusCode>(r.error_code()))}})
       .Increment();
-  if (code != 0) return;
-  stages_.Add({{"stage", "dispatch"}}, Seconds()).Observe(dispatch_s);
-  stages_.Add({{"stage", "experts"}}, Seconds()).Observe(experts_s);
-  stages_.Add({{"stage", "combine"}}, Seconds()).Observe(combine_s);
-  rows_.Observe(static_cast<double>(rows));
+  if (r.error_code() != 0) return;
+  for (auto [stage, us] : {std::pair{"decode", r.decode_us()},
+                           {"dispatch", r.dispatch_us()},
+                           {"experts", r.experts_us()},
+                           {"combine", r.combine_us()},
+                           {"step", r.step_us()}}) {
+    stages_.Add({{"stage", stage}}, Seconds()).Observe(us / 1e6);
+  }
+  rows_.Observe(static_cast<double>(r.expert_rows()));
 }
 
 void WorkerMetrics::Group(int rank, int world_size, uint64_t generation,

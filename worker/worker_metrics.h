@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "moe/v1/worker.pb.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -15,8 +16,9 @@ namespace moe {
 class WorkerMetrics {
  public:
   explicit WorkerMetrics(prometheus::Registry& registry);
-  void Step(int code, double dispatch_s, double experts_s, double combine_s,
-            int64_t rows);
+  // One step's outcome and, when it succeeded, its stage times (decode,
+  // dispatch, experts, combine, and the whole step) and rows computed.
+  void Step(const moe::v1::StepResult& result);
   void Group(int rank, int world_size, uint64_t generation, bool ready);
 
  private:
