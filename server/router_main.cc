@@ -57,6 +57,12 @@ ABSL_FLAG(int64_t, batch_window_us, 500,
           "step while other steps are in flight; 0 = no wait (requests "
           "already queued still share a step)");
 ABSL_FLAG(int, max_inflight_steps, 2, "steps in flight at once (pipelining)");
+ABSL_FLAG(int64_t, max_queue_tokens, 0,
+          "tokens queued at most; the excess is refused at once with "
+          "RESOURCE_EXHAUSTED (0: 8 x --max-batch-tokens)");
+ABSL_FLAG(int, max_stream_inflight, 64,
+          "requests of one ForwardStream read and not yet written back; "
+          "beyond it the stream is not read until the client drains");
 ABSL_FLAG(int, threads, 0, "router compute threads (0: all cores)");
 ABSL_FLAG(std::string, device, "cpu",
           "router compute device for the gate and the shared experts (and "
@@ -112,6 +118,8 @@ RouterFlags ReadFlags() {
   f.max_request_tokens = absl::GetFlag(FLAGS_max_request_tokens);
   f.batch_window_us = absl::GetFlag(FLAGS_batch_window_us);
   f.max_inflight_steps = absl::GetFlag(FLAGS_max_inflight_steps);
+  f.max_queue_tokens = absl::GetFlag(FLAGS_max_queue_tokens);
+  f.max_stream_inflight = absl::GetFlag(FLAGS_max_stream_inflight);
   f.threads = absl::GetFlag(FLAGS_threads);
   f.device = absl::GetFlag(FLAGS_device);
   f.tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
@@ -166,6 +174,20 @@ absl::StatusOr<ServerCredentials> MakeCredentials(const TlsFiles& tls) {
   MOE_ASSIGN_OR_RETURN(c.workers, MakeServerCredentials(tls, !tls.ca.empty()));
   return c;
 }
+
+// Drops the server reflection plugin (which linking grpc++_reflection adds
+// to every server builder) from one builder: the health port serves health
+// only.
+class WithoutReflection : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
+                         plugins) override {
+    std::erase_if(*plugins, [](const auto& p) {
+      return p->name() == "proto_server_reflection";
+    });
+  }
+};
 
 absl::StatusOr<std::unique_ptr<TokenAuth>> MakeAuth(const std::string& file) {
   if (file.empty()) return nullptr;
@@ -274,14 +296,14 @@ absl::Status Router::MakeBatcher() {
   stats_ = std::make_unique<ExpertStatsBook>(model_->info().layer.num_experts);
   std::vector<std::unique_ptr<StepRunner>> runners;
   for (int i = 0; i < o_.max_inflight_steps; ++i) {
-    MOE_ASSIGN_OR_RETURN(auto runner,
-                         CreateStepRunner(*model_, pool_.get()));
+    MOE_ASSIGN_OR_RETURN(auto runner, CreateStepRunner(*model_, pool_.get()));
     runners.push_back(std::move(runner));
   }
   Batcher::Options bo;
   bo.max_batch_tokens = o_.max_batch_tokens;
   bo.window = o_.batch_window;
   bo.step_timeout = o_.step_timeout;
+  bo.max_queue_tokens = o_.max_queue_tokens;
   batcher_ = std::make_unique<Batcher>(bo, std::move(runners), stats_.get(),
                                        &metrics_);
   return absl::OkStatus();
@@ -299,6 +321,7 @@ absl::Status Router::MakeService() {
   so.metrics = &metrics_;
   so.limits.max_request_tokens = o_.max_request_tokens;
   so.max_batch_tokens = o_.max_batch_tokens;
+  so.stream_max_inflight = o_.max_stream_inflight;
   so.device = model_->device();
   so.auth = auth_.get();
   service_ = std::make_unique<MoeServiceImpl>(so);
@@ -349,6 +372,7 @@ absl::Status Router::StartServers(const ServerCredentials& creds) {
   if (!o_.health_listen.empty()) {
     // Plaintext, health only: for probes that speak neither TLS nor tokens.
     grpc::ServerBuilder b;
+    b.SetOption(std::make_unique<WithoutReflection>());
     b.AddListeningPort(o_.health_listen, grpc::InsecureServerCredentials(),
                        &health_port_);
     MOE_ASSIGN_OR_RETURN(
