@@ -264,9 +264,11 @@ grpc::Status WorkerPool::Join(
       StartGenerationLocked(&out);
       NotifyLocked(&notify);
     }
+    // The ended generation's waits first: a send can block on a slow
+    // worker.
+    FinishWaits();
     Send(out);
   }
-  FinishWaits();
   for (auto& n : notify) n();
   while (stream->Read(&msg)) {
     if (msg.has_ready()) {
@@ -468,8 +470,8 @@ void WorkerPool::Regroup(bool delayed) {
     StartGenerationLocked(&out);
     NotifyLocked(&notify);
   }
+  FinishWaits();  // before a send that can block on a slow worker
   Send(out);
-  FinishWaits();
   for (auto& n : notify) n();
 }
 
