@@ -175,20 +175,6 @@ absl::StatusOr<ServerCredentials> MakeCredentials(const TlsFiles& tls) {
   return c;
 }
 
-// Drops the server reflection plugin (which linking grpc++_reflection adds
-// to every server builder) from one builder: the health port serves health
-// only.
-class WithoutReflection : public grpc::ServerBuilderOption {
- public:
-  void UpdateArguments(grpc::ChannelArguments*) override {}
-  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
-                         plugins) override {
-    std::erase_if(*plugins, [](const auto& p) {
-      return p->name() == "proto_server_reflection";
-    });
-  }
-};
-
 absl::StatusOr<std::unique_ptr<TokenAuth>> MakeAuth(const std::string& file) {
   if (file.empty()) return nullptr;
   MOE_ASSIGN_OR_RETURN(std::vector<std::string> tokens, ReadTokenFile(file));
@@ -372,7 +358,6 @@ absl::Status Router::StartServers(const ServerCredentials& creds) {
   if (!o_.health_listen.empty()) {
     // Plaintext, health only: for probes that speak neither TLS nor tokens.
     grpc::ServerBuilder b;
-    b.SetOption(std::make_unique<WithoutReflection>());
     b.AddListeningPort(o_.health_listen, grpc::InsecureServerCredentials(),
                        &health_port_);
     MOE_ASSIGN_OR_RETURN(
