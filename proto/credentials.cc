@@ -1,6 +1,12 @@
 #include "proto/credentials.h"
 
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -27,6 +33,38 @@ absl::StatusOr<std::string> ReadFile(const std::string& path,
   return ss.str();
 }
 
+// FAILED_PRECONDITION when the PEM private key is not the certificate's
+// (gRPC would only fail later, as a port it cannot listen on).
+absl::Status CheckKeyPair(const std::string& cert_pem,
+                          const std::string& key_pem, const TlsFiles& files) {
+  auto bio = [](const std::string& pem) {
+    return std::unique_ptr<BIO, decltype(&BIO_free)>(
+        BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), &BIO_free);
+  };
+  auto cert_bio = bio(cert_pem);
+  std::unique_ptr<X509, decltype(&X509_free)> cert(
+      PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr), &X509_free);
+  if (cert == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TLS certificate file ", files.cert, " holds no PEM certificate"));
+  }
+  auto key_bio = bio(key_pem);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr),
+      &EVP_PKEY_free);
+  if (key == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TLS key file ", files.key, " holds no PEM private key"));
+  }
+  if (X509_check_private_key(cert.get(), key.get()) != 1) {
+    ERR_clear_error();
+    return absl::FailedPreconditionError(
+        absl::StrCat("TLS key ", files.key, " does not match certificate ",
+                     files.cert, " (the key is not the certificate's)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
@@ -42,6 +80,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   MOE_ASSIGN_OR_RETURN(std::string cert,
                        ReadFile(files.cert, "TLS certificate"));
   MOE_ASSIGN_OR_RETURN(std::string key, ReadFile(files.key, "TLS key"));
+  MOE_RETURN_IF_ERROR(CheckKeyPair(cert, key, files));
   grpc::SslServerCredentialsOptions opts(
       require_client_cert
           ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY

@@ -65,6 +65,36 @@ BatchDecision SelectBatch(absl::Span<const QueuedRequestView> queue,
   return d;
 }
 
+absl::Status Admit(int64_t tokens, int64_t queued_tokens,
+                   int64_t max_queue_tokens, double seconds_per_token,
+                   int parallel_steps, Clock::time_point now,
+                   Clock::time_point deadline, const char** refusal_reason) {
+  if (max_queue_tokens > 0 && tokens > 0 &&
+      queued_tokens + tokens > max_queue_tokens) {
+    if (refusal_reason != nullptr) *refusal_reason = "queue_full";
+    return absl::ResourceExhaustedError(
+        absl::StrCat("queue full: ", queued_tokens, " tokens queued, ", tokens,
+                     " more would pass --max-queue-tokens ", max_queue_tokens,
+                     "; retry later"));
+  }
+  if (seconds_per_token > 0 && queued_tokens > 0) {
+    const double wait_s = static_cast<double>(queued_tokens) *
+                          seconds_per_token / std::max(parallel_steps, 1);
+    const double left_s = std::chrono::duration<double>(deadline - now).count();
+    if (wait_s > left_s) {
+      if (refusal_reason != nullptr) *refusal_reason = "deadline";
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot meet the deadline: about ",
+          static_cast<int64_t>(wait_s * 1000), " ms of queued work ahead (",
+          queued_tokens, " tokens at ",
+          static_cast<int64_t>(seconds_per_token * 1e6), " us per token), ",
+          static_cast<int64_t>(std::max(left_s, 0.0) * 1000),
+          " ms left; retry later or with a longer deadline"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 Batcher::Batcher(Options options,
                  std::vector<std::unique_ptr<StepRunner>> runners,
                  ExpertStatsBook* stats, RouterMetrics* metrics)
@@ -80,19 +110,36 @@ Batcher::Batcher(Options options,
 
 Batcher::~Batcher() { Shutdown(); }
 
-bool Batcher::Submit(std::unique_ptr<BatchRequest> request) {
+absl::Status Batcher::Submit(std::unique_ptr<BatchRequest> request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (shutdown_) return false;
+    if (shutdown_) return absl::UnavailableError("router shutting down");
+    const int64_t tokens = request->x.rows;
+    const char* reason = nullptr;
+    absl::Status s =
+        Admit(tokens, queued_tokens_, options_.max_queue_tokens,
+              min_seconds_per_token_, static_cast<int>(runners_.size()),
+              Clock::now(), request->deadline, &reason);
+    if (!s.ok()) {
+      if (metrics_ != nullptr && reason != nullptr) metrics_->Refused(reason);
+      return s;
+    }
     queue_.push_back(std::move(request));
+    queued_tokens_ += tokens;
+    if (metrics_ != nullptr) metrics_->QueueTokens(queued_tokens_);
   }
   cv_.notify_all();
-  return true;
+  return absl::OkStatus();
 }
 
 size_t Batcher::queued() const {
   std::lock_guard<std::mutex> lock(mu_);
   return queue_.size();
+}
+
+int64_t Batcher::queued_tokens() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_tokens_;
 }
 
 void Batcher::Shutdown() {
@@ -102,6 +149,8 @@ void Batcher::Shutdown() {
     if (shutdown_ && threads_.empty()) return;
     shutdown_ = true;
     left.swap(queue_);
+    queued_tokens_ = 0;
+    if (metrics_ != nullptr) metrics_->QueueTokens(0);
   }
   cv_.notify_all();
   // Queued requests are answered now, not after the steps in flight.
@@ -116,9 +165,16 @@ void Batcher::TakeFromQueue(
     const BatchDecision& decision,
     std::vector<std::unique_ptr<BatchRequest>>* batch,
     std::vector<std::unique_ptr<BatchRequest>>* expired) {
-  for (size_t i : decision.take) batch->push_back(std::move(queue_[i]));
-  for (size_t i : decision.expired) expired->push_back(std::move(queue_[i]));
+  for (size_t i : decision.take) {
+    queued_tokens_ -= queue_[i]->x.rows;
+    batch->push_back(std::move(queue_[i]));
+  }
+  for (size_t i : decision.expired) {
+    queued_tokens_ -= queue_[i]->x.rows;
+    expired->push_back(std::move(queue_[i]));
+  }
   std::erase(queue_, nullptr);
+  if (metrics_ != nullptr) metrics_->QueueTokens(queued_tokens_);
 }
 
 void Batcher::Loop(size_t index) {
@@ -181,6 +237,21 @@ void Batcher::RunBatch(size_t index,
   StepRunner::Output out;
   const absl::Status s =
       runner.Run(layer, x.data(), n, ends, start + options_.step_timeout, &out);
+  if (s.ok() && n > 0) {
+    // The admission estimate's per-token cost of recent steps.
+    const double per_token =
+        std::chrono::duration<double>(Clock::now() - start).count() /
+        static_cast<double>(n);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (recent_seconds_per_token_.size() < kRecentSteps) {
+      recent_seconds_per_token_.push_back(per_token);
+    } else {
+      recent_seconds_per_token_[recent_next_] = per_token;
+      recent_next_ = (recent_next_ + 1) % kRecentSteps;
+    }
+    min_seconds_per_token_ = *std::min_element(
+        recent_seconds_per_token_.begin(), recent_seconds_per_token_.end());
+  }
   if (s.ok() && stats_ != nullptr) {
     stats_->Record(layer, out.routing.expert_counts, n, out.routing.dropped);
   }

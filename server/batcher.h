@@ -79,6 +79,24 @@ BatchDecision SelectBatch(absl::Span<const QueuedRequestView> queue,
                           std::chrono::steady_clock::time_point now,
                           const BatchPolicy& policy, int steps_in_flight);
 
+// Admission of a request of `tokens` behind `queued_tokens` already queued
+// (before any work): RESOURCE_EXHAUSTED naming the limit when the queue
+// would pass `max_queue_tokens` (0: unbounded), or when the queue ahead
+// cannot be worked off before `deadline`. That estimate is deliberately
+// simple and errs toward admitting: queued tokens x `seconds_per_token`
+// (the lowest per-token time of the recent steps, 0 = none yet: no
+// estimate) / `parallel_steps` (steps that may run at once); the
+// request's own step is not counted. A request admitted on a wrong guess
+// still leaves the queue DEADLINE_EXCEEDED, without any work, once its
+// deadline passes. `refusal_reason` (may be null) gets "queue_full" or
+// "deadline".
+absl::Status Admit(int64_t tokens, int64_t queued_tokens,
+                   int64_t max_queue_tokens, double seconds_per_token,
+                   int parallel_steps,
+                   std::chrono::steady_clock::time_point now,
+                   std::chrono::steady_clock::time_point deadline,
+                   const char** refusal_reason = nullptr);
+
 struct BatchRequest {
   int64_t layer = 0;
   DecodedMatrix x;
@@ -95,6 +113,8 @@ class Batcher {
     int64_t max_batch_tokens = 4096;
     std::chrono::microseconds window{0};
     std::chrono::milliseconds step_timeout{10000};
+    // Tokens queued at most (0: unbounded); see Admit.
+    int64_t max_queue_tokens = 0;
   };
   // One runner per step allowed in flight.
   // `metrics` may be null.
@@ -102,13 +122,15 @@ class Batcher {
           ExpertStatsBook* stats, RouterMetrics* metrics);
   ~Batcher();
 
-  // False (and `done` is not called) once shutting down.
-  bool Submit(std::unique_ptr<BatchRequest> request);
+  // Queues the request, or refuses it at once (and `done` is not called):
+  // UNAVAILABLE once shutting down, RESOURCE_EXHAUSTED when Admit says so.
+  absl::Status Submit(std::unique_ptr<BatchRequest> request);
   // Fails queued requests with UNAVAILABLE (on the calling thread, without
   // waiting for the steps in flight), then joins the step threads once
   // their steps have answered.
   void Shutdown();
   size_t queued() const;
+  int64_t queued_tokens() const;
 
  private:
   void Loop(size_t index);
@@ -126,6 +148,13 @@ class Batcher {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<BatchRequest>> queue_;
+  int64_t queued_tokens_ = 0;
+  // Seconds per token of the last kRecentSteps successful steps (a ring),
+  // and their minimum, for Admit.
+  static constexpr size_t kRecentSteps = 64;
+  std::vector<double> recent_seconds_per_token_;
+  size_t recent_next_ = 0;
+  double min_seconds_per_token_ = 0;
   bool shutdown_ = false;
   int steps_in_flight_ = 0;
   std::vector<std::thread> threads_;

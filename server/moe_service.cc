@@ -1,5 +1,7 @@
 #include "server/moe_service.h"
 
+#include <algorithm>
+#include <cmath>
 #include <deque>
 #include <mutex>
 
@@ -43,31 +45,56 @@ void FillResponse(const moe::v1::ForwardRequest& req, moe::v1::DType out_dtype,
   }
 }
 
-// ForwardStream: reads requests as they come (up to a limit in flight) and
-// writes responses in request order. A failed request answers with its
-// status in the response and the stream goes on.
-class StreamReactor : public grpc::ServerBidiReactor<moe::v1::ForwardRequest,
-                                                     moe::v1::ForwardResponse> {
+// ForwardStream: reads requests as they come and writes responses in
+// request order. A failed request answers with its status (and its
+// request_id) in the response and the stream goes on. Flow control: at most
+// stream_max_inflight requests are read and not yet written back; beyond
+// that the stream is not read until the client takes its answers, so a
+// client that writes and never reads holds a bounded amount of the router's
+// memory (and HTTP/2 flow control stops its writes). A message that does
+// not parse as a ForwardRequest stops the reading: the requests before it
+// are answered, then the stream ends with INVALID_ARGUMENT naming the
+// message's index (from 0).
+class StreamReactor
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   StreamReactor(MoeServiceImpl* service, grpc::CallbackServerContext* ctx)
-      : service_(service), ctx_(ctx) {
+      : service_(service),
+        ctx_(ctx),
+        limit_(std::max(service->options().stream_max_inflight, 1)) {
     if (grpc::Status s = service_->Authorize(*ctx); !s.ok()) {
       finished_ = true;
       Finish(s);
       return;
     }
-    StartRead(&request_);
+    std::lock_guard<std::mutex> lock(mu_);
+    MaybeReadLocked();
   }
 
   void OnReadDone(bool ok) override {
     std::unique_lock<std::mutex> lock(mu_);
     if (!ok) {
+      reading_ = false;
       reads_done_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    const int64_t index = read_count_++;
+    // The read stays "in progress" (reading_) until the request has been
+    // handed to Process: an answer completing meanwhile must not start the
+    // next read into the buffers still in use.
+    if (!grpc::SerializationTraits<moe::v1::ForwardRequest>::Deserialize(
+             &read_buf_, &request_)
+             .ok()) {
+      reading_ = false;
+      reads_done_ = true;
+      bad_index_ = index;
       MaybeFinishLocked();
       return;
     }
     entries_.emplace_back();
     Entry* entry = &entries_.back();
+    entry->request_id = request_.request_id();
     ++outstanding_;
     lock.unlock();
     service_->Process(
@@ -75,13 +102,8 @@ class StreamReactor : public grpc::ServerBidiReactor<moe::v1::ForwardRequest,
         &entry->response,
         [this, entry](const grpc::Status& s) { Complete(entry, s); });
     lock.lock();
-    // The request has been copied out by Process; read the next one unless
-    // too many are in flight.
-    if (outstanding_ < service_->options().stream_max_inflight) {
-      StartRead(&request_);
-    } else {
-      read_paused_ = true;
-    }
+    reading_ = false;
+    MaybeReadLocked();
   }
 
   void OnWriteDone(bool ok) override {
@@ -92,6 +114,7 @@ class StreamReactor : public grpc::ServerBidiReactor<moe::v1::ForwardRequest,
       broken_ = true;
     }
     WriteNextLocked();
+    MaybeReadLocked();
     MaybeFinishLocked();
   }
 
@@ -106,17 +129,33 @@ class StreamReactor : public grpc::ServerBidiReactor<moe::v1::ForwardRequest,
 
  private:
   struct Entry {
+    std::string request_id;
     moe::v1::ForwardResponse response;
+    grpc::ByteBuffer wire;  // the serialized response, once ready
     bool ready = false;
   };
 
   void Complete(Entry* entry, const grpc::Status& s) {
-    std::unique_lock<std::mutex> lock(mu_);
+    // Nothing else touches the entry until it is marked ready.
     if (!s.ok()) {
       entry->response.Clear();
+      entry->response.set_request_id(entry->request_id);
       entry->response.set_error_code(static_cast<int>(s.error_code()));
       entry->response.set_error_message(s.error_message());
     }
+    bool own_buffer = false;
+    if (!grpc::SerializationTraits<moe::v1::ForwardResponse>::Serialize(
+             entry->response, &entry->wire, &own_buffer)
+             .ok()) {
+      moe::v1::ForwardResponse failed;
+      failed.set_request_id(entry->request_id);
+      failed.set_error_code(grpc::StatusCode::INTERNAL);
+      failed.set_error_message("response could not be serialized");
+      (void)grpc::SerializationTraits<moe::v1::ForwardResponse>::Serialize(
+          failed, &entry->wire, &own_buffer);
+    }
+    entry->response.Clear();
+    std::unique_lock<std::mutex> lock(mu_);
     entry->ready = true;
     --outstanding_;
     if (done_) {
@@ -126,39 +165,59 @@ class StreamReactor : public grpc::ServerBidiReactor<moe::v1::ForwardRequest,
       }
       return;
     }
-    if (read_paused_ && !reads_done_) {
-      read_paused_ = false;
-      StartRead(&request_);
-    }
     WriteNextLocked();
     MaybeFinishLocked();
+  }
+
+  void MaybeReadLocked() {
+    if (reading_ || reads_done_ || broken_ || finished_) return;
+    if (static_cast<int>(entries_.size()) >= limit_) return;  // back-pressure
+    reading_ = true;
+    StartRead(&read_buf_);
   }
 
   void WriteNextLocked() {
     if (writing_ || broken_ || entries_.empty() || !entries_.front().ready)
       return;
     writing_ = true;
-    StartWrite(&entries_.front().response);
+    StartWrite(&entries_.front().wire);
   }
 
   void MaybeFinishLocked() {
     if (finished_) return;
-    if (broken_ || (reads_done_ && entries_.empty() && outstanding_ == 0)) {
+    if (broken_) {
       finished_ = true;
-      Finish(broken_
-                 ? grpc::Status(grpc::StatusCode::CANCELLED, "stream broken")
-                 : grpc::Status::OK);
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
+      return;
+    }
+    if (!reads_done_ || reading_ || !entries_.empty() || outstanding_ != 0) {
+      return;
+    }
+    finished_ = true;
+    if (bad_index_ >= 0) {
+      Finish(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                       absl::StrCat("ForwardStream message ", bad_index_,
+                                    " (counting from 0) is not a valid "
+                                    "moe.v1.ForwardRequest; the ",
+                                    bad_index_, " before it were answered")));
+    } else {
+      Finish(grpc::Status::OK);
     }
   }
 
   MoeServiceImpl* service_;
   grpc::CallbackServerContext* ctx_;
+  const int limit_;
+  grpc::ByteBuffer read_buf_;
   moe::v1::ForwardRequest request_;
   std::mutex mu_;
-  std::deque<Entry> entries_;  // in request order; deque keeps addresses
+  std::deque<Entry> entries_;  // read, not yet written; deque keeps addresses
   int outstanding_ = 0;        // submitted, not yet completed
+  int64_t read_count_ = 0;
+  int64_t bad_index_ = -1;  // the first message that did not parse
+  bool reading_ = false;    // a read is started or being handled
   bool reads_done_ = false;
-  bool read_paused_ = false;
   bool writing_ = false;
   bool broken_ = false;
   bool finished_ = false;
@@ -170,6 +229,18 @@ class StreamReactor : public grpc::ServerBidiReactor<moe::v1::ForwardRequest,
 grpc::Status ToGrpcStatus(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
                       std::string(s.message()));
+}
+
+int64_t FirstNonFiniteRow(const float* y, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = y + r * cols;
+    // x - x is 0 for a finite x and NaN for NaN or an infinity: one pass
+    // the compiler vectorises, then a look at the single sum.
+    float acc = 0;
+    for (int64_t c = 0; c < cols; ++c) acc += row[c] - row[c];
+    if (acc != 0 || std::isnan(acc)) return r;
+  }
+  return -1;
 }
 
 Clock::time_point SteadyDeadline(
@@ -225,11 +296,22 @@ void MoeServiceImpl::Process(const char* method,
   req->done = [flags, out = valid->output_dtype, hidden, arrival, response,
                done](const absl::Status& s, BatchResult& res) {
     if (!s.ok()) return done(ToGrpcStatus(s));
+    // Finite inputs can still overflow (hidden states near the float
+    // limit): never answer OK with a non-finite output.
+    if (const int64_t bad =
+            FirstNonFiniteRow(res.y.data(), res.routing.tokens, hidden);
+        bad >= 0) {
+      return done(grpc::Status(
+          grpc::StatusCode::OUT_OF_RANGE,
+          absl::StrCat("output: token ", bad,
+                       " is not finite (NaN or infinity) although the input "
+                       "was; its hidden states overflow the computation")));
+    }
     FillResponse(flags, out, hidden, res, arrival, response);
     done(grpc::Status::OK);
   };
-  if (!options_.batcher->Submit(std::move(req))) {
-    done(grpc::Status(grpc::StatusCode::UNAVAILABLE, "router shutting down"));
+  if (absl::Status s = options_.batcher->Submit(std::move(req)); !s.ok()) {
+    done(ToGrpcStatus(s));
   }
 }
 
@@ -252,7 +334,7 @@ grpc::ServerUnaryReactor* MoeServiceImpl::Forward(
   return reactor;
 }
 
-grpc::ServerBidiReactor<moe::v1::ForwardRequest, moe::v1::ForwardResponse>*
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 MoeServiceImpl::ForwardStream(grpc::CallbackServerContext* ctx) {
   return new StreamReactor(this, ctx);
 }

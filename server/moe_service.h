@@ -29,10 +29,23 @@ struct MoeServiceOptions {
   ForwardLimits limits;
   int64_t max_batch_tokens = 0;
   std::string device = "cpu";
-  int stream_max_inflight = 64;  // requests per ForwardStream at once
+  // Requests of one ForwardStream read and not yet written back (queued,
+  // computing, or answered and waiting for the client to read): beyond
+  // it, the stream is not read until the client drains its answers.
+  int stream_max_inflight = 64;
 };
 
-class MoeServiceImpl final : public moe::v1::MoeService::CallbackService {
+// ForwardStream is a raw (ByteBuffer) method, so that a message that does
+// not parse ends the stream with INVALID_ARGUMENT naming it: with a typed
+// callback stream, gRPC 1.51 reports a message that fails to deserialize as
+// a failed read (OnReadDone(false)), the same as the client's half-close.
+using MoeServiceBase = moe::v1::MoeService::WithCallbackMethod_Forward<
+    moe::v1::MoeService::WithRawCallbackMethod_ForwardStream<
+        moe::v1::MoeService::WithCallbackMethod_GetModelInfo<
+            moe::v1::MoeService::WithCallbackMethod_GetExpertStats<
+                moe::v1::MoeService::Service>>>>;
+
+class MoeServiceImpl final : public MoeServiceBase {
  public:
   explicit MoeServiceImpl(MoeServiceOptions options)
       : options_(std::move(options)) {}
@@ -40,8 +53,8 @@ class MoeServiceImpl final : public moe::v1::MoeService::CallbackService {
   grpc::ServerUnaryReactor* Forward(
       grpc::CallbackServerContext* ctx, const moe::v1::ForwardRequest* request,
       moe::v1::ForwardResponse* response) override;
-  grpc::ServerBidiReactor<moe::v1::ForwardRequest, moe::v1::ForwardResponse>*
-  ForwardStream(grpc::CallbackServerContext* ctx) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ForwardStream(
+      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* GetModelInfo(
       grpc::CallbackServerContext* ctx,
       const moe::v1::GetModelInfoRequest* request,
@@ -69,6 +82,9 @@ class MoeServiceImpl final : public moe::v1::MoeService::CallbackService {
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& s);
+// The index of the first row of `y [rows, cols]` holding a NaN or an
+// infinity, or -1.
+int64_t FirstNonFiniteRow(const float* y, int64_t rows, int64_t cols);
 // A server context's deadline on the steady clock (far future if none).
 std::chrono::steady_clock::time_point SteadyDeadline(
     std::chrono::system_clock::time_point deadline);

@@ -58,6 +58,12 @@ ABSL_FLAG(int64_t, batch_window_us, 500,
           "step while other steps are in flight; 0 = no wait (requests "
           "already queued still share a step)");
 ABSL_FLAG(int, max_inflight_steps, 2, "steps in flight at once (pipelining)");
+ABSL_FLAG(int64_t, max_queue_tokens, 0,
+          "tokens queued at most; the excess is refused at once with "
+          "RESOURCE_EXHAUSTED (0: 8 x --max-batch-tokens)");
+ABSL_FLAG(int, max_stream_inflight, 64,
+          "requests of one ForwardStream read and not yet written back; "
+          "beyond it the stream is not read until the client drains");
 ABSL_FLAG(int, threads, 0, "router compute threads (0: all cores)");
 ABSL_FLAG(std::string, device, "cpu",
           "router compute device for the gate and the shared experts (and "
@@ -113,6 +119,8 @@ RouterFlags ReadFlags() {
   f.max_request_tokens = absl::GetFlag(FLAGS_max_request_tokens);
   f.batch_window_us = absl::GetFlag(FLAGS_batch_window_us);
   f.max_inflight_steps = absl::GetFlag(FLAGS_max_inflight_steps);
+  f.max_queue_tokens = absl::GetFlag(FLAGS_max_queue_tokens);
+  f.max_stream_inflight = absl::GetFlag(FLAGS_max_stream_inflight);
   f.threads = absl::GetFlag(FLAGS_threads);
   f.device = absl::GetFlag(FLAGS_device);
   f.tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
@@ -275,14 +283,14 @@ absl::Status Router::MakeBatcher() {
   stats_ = std::make_unique<ExpertStatsBook>(model_->info().layer.num_experts);
   std::vector<std::unique_ptr<StepRunner>> runners;
   for (int i = 0; i < o_.max_inflight_steps; ++i) {
-    MOE_ASSIGN_OR_RETURN(auto runner,
-                         CreateStepRunner(*model_, pool_.get()));
+    MOE_ASSIGN_OR_RETURN(auto runner, CreateStepRunner(*model_, pool_.get()));
     runners.push_back(std::move(runner));
   }
   Batcher::Options bo;
   bo.max_batch_tokens = o_.max_batch_tokens;
   bo.window = o_.batch_window;
   bo.step_timeout = o_.step_timeout;
+  bo.max_queue_tokens = o_.max_queue_tokens;
   batcher_ = std::make_unique<Batcher>(bo, std::move(runners), stats_.get(),
                                        &metrics_);
   return absl::OkStatus();
@@ -300,6 +308,7 @@ absl::Status Router::MakeService() {
   so.metrics = &metrics_;
   so.limits.max_request_tokens = o_.max_request_tokens;
   so.max_batch_tokens = o_.max_batch_tokens;
+  so.stream_max_inflight = o_.max_stream_inflight;
   so.device = model_->device();
   so.auth = auth_.get();
   service_ = std::make_unique<MoeServiceImpl>(so);

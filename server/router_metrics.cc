@@ -89,7 +89,18 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
           prometheus::BuildGauge()
               .Name("moe_layer_load_entropy")
               .Help("Entropy of the expert load over ln(E); 1 = even")
-              .Register(r)) {}
+              .Register(r)),
+      queue_tokens_(prometheus::BuildGauge()
+                        .Name("moe_queue_tokens")
+                        .Help("Tokens waiting in the batcher's queue")
+                        .Register(r)
+                        .Add({})),
+      refusals_(prometheus::BuildCounter()
+                    .Name("moe_admission_refusals_total")
+                    .Help("Requests refused at admission by reason: "
+                          "queue_full (--max-queue-tokens), deadline (the "
+                          "queue ahead outlasts the request's deadline)")
+                    .Register(r)) {}
 
 void RouterMetrics::RequestStarted() { inflight_.Increment(); }
 
@@ -135,6 +146,14 @@ void RouterMetrics::Layer(int64_t layer, int64_t tokens, int64_t dropped,
   layer_dropped_.Add(labels).Increment(static_cast<double>(dropped));
   layer_max_over_mean_.Add(labels).Set(b.max_over_mean);
   layer_entropy_.Add(labels).Set(b.normalized_entropy);
+}
+
+void RouterMetrics::QueueTokens(int64_t tokens) {
+  queue_tokens_.Set(static_cast<double>(tokens));
+}
+
+void RouterMetrics::Refused(const char* reason) {
+  refusals_.Add({{"reason", reason}}).Increment();
 }
 
 }  // namespace moe

@@ -29,6 +29,10 @@ class RouterMetrics {
   void Workers(int world_size, int connected, int ready, uint64_t generation);
   void Layer(int64_t layer, int64_t tokens, int64_t dropped,
              const LoadBalance& balance);
+  // Tokens waiting in the batcher's queue.
+  void QueueTokens(int64_t tokens);
+  // A request refused at admission; `reason`: queue_full or deadline.
+  void Refused(const char* reason);
 
  private:
   prometheus::Family<prometheus::Counter>& requests_;
@@ -46,6 +50,8 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>& layer_dropped_;
   prometheus::Family<prometheus::Gauge>& layer_max_over_mean_;
   prometheus::Family<prometheus::Gauge>& layer_entropy_;
+  prometheus::Gauge& queue_tokens_;
+  prometheus::Family<prometheus::Counter>& refusals_;
 };
 
 // Bucket boundaries shared by router and worker: seconds from 50 us to

@@ -48,6 +48,16 @@ absl::Status CheckSizes(const RouterFlags& f) {
   }
   MOE_RETURN_IF_ERROR(AtLeast("batch-window-us", f.batch_window_us, 0));
   MOE_RETURN_IF_ERROR(AtLeast("max-inflight-steps", f.max_inflight_steps, 1));
+  const int64_t request_tokens =
+      f.max_request_tokens > 0 ? f.max_request_tokens : f.max_batch_tokens;
+  if (f.max_queue_tokens != 0 && f.max_queue_tokens < request_tokens) {
+    return BadFlag("max-queue-tokens",
+                   absl::StrCat("0 (8 x --max-batch-tokens) or at least the "
+                                "largest request, ",
+                                request_tokens),
+                   absl::StrCat(f.max_queue_tokens));
+  }
+  MOE_RETURN_IF_ERROR(AtLeast("max-stream-inflight", f.max_stream_inflight, 1));
   MOE_RETURN_IF_ERROR(AtLeast("threads", f.threads, 0));
   MOE_RETURN_IF_ERROR(
       AtLeast("max-concurrent-streams", f.max_concurrent_streams, 1));
@@ -100,6 +110,9 @@ absl::StatusOr<RouterOptions> RouterOptions::FromFlags(const RouterFlags& f) {
       f.max_request_tokens > 0 ? f.max_request_tokens : f.max_batch_tokens;
   o.batch_window = std::chrono::microseconds(f.batch_window_us);
   o.max_inflight_steps = f.max_inflight_steps;
+  o.max_queue_tokens =
+      f.max_queue_tokens > 0 ? f.max_queue_tokens : 8 * f.max_batch_tokens;
+  o.max_stream_inflight = f.max_stream_inflight;
   o.threads = ThreadsOrAllCores(f.threads);
   o.tls = f.tls;
   o.auth_token_file = f.auth_token_file;

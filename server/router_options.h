@@ -36,6 +36,8 @@ struct RouterFlags {
   int64_t max_request_tokens = 0;
   int64_t batch_window_us = 500;
   int max_inflight_steps = 2;
+  int64_t max_queue_tokens = 0;
+  int max_stream_inflight = 64;
   int threads = 0;
   std::string device = "cpu";
   TlsFiles tls;
@@ -60,6 +62,8 @@ struct RouterOptions {
   int64_t max_request_tokens = 0;
   std::chrono::microseconds batch_window{0};
   int max_inflight_steps = 1;
+  int64_t max_queue_tokens = 0;  // resolved: 8 x max_batch_tokens if 0
+  int max_stream_inflight = 64;
   int threads = 1;
   std::string device;  // cpu, cuda or cuda:N
   TlsFiles tls;

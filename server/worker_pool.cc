@@ -1,5 +1,13 @@
 #include "server/worker_pool.h"
 
+#include <algorithm>
+#include <optional>
+#include <random>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/even_split.h"
@@ -10,13 +18,65 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A fresh secret per rank and generation.
+std::string NewToken() {
+  static std::mutex mu;
+  static std::random_device rd;
+  std::lock_guard<std::mutex> lock(mu);
+  std::string t(16, '\0');
+  for (char& c : t) c = static_cast<char>(rd() & 0xff);
+  return t;
+}
+
+grpc::Status GenerationMismatch(const char* what, uint64_t asked,
+                                uint64_t now) {
+  return grpc::Status(
+      grpc::StatusCode::FAILED_PRECONDITION,
+      absl::StrCat(what, " for generation ", asked, " refused: generation ",
+                   asked, asked < now ? " is over" : " has not started",
+                   "; the store serves generation ", now));
+}
+
 }  // namespace
+
+int KeyOwner(const std::string& key) {
+  if (key == "nccl-unique-id") return 0;
+  absl::string_view k = key;
+  if (absl::StartsWith(k, "rank_")) k.remove_prefix(5);
+  const size_t digits =
+      std::find_if(k.begin(), k.end(),
+                   [](char c) { return !absl::ascii_isdigit(c); }) -
+      k.begin();
+  if (digits == 0 || digits > 9) return -1;
+  if (digits < k.size() && k[digits] != '/') return -1;
+  int rank = -1;
+  if (!absl::SimpleAtoi(k.substr(0, digits), &rank)) return -1;
+  return rank;
+}
+
+// One parked StoreGet: the call's reactor, deleted when the call is done.
+class WorkerPool::StoreWait : public grpc::ServerUnaryReactor {
+ public:
+  StoreWait(WorkerPool* pool, const moe::v1::StoreGetRequest* req,
+            moe::v1::StoreGetResponse* resp, int rank,
+            Clock::time_point deadline)
+      : pool(pool), req(req), resp(resp), rank(rank), deadline(deadline) {}
+  void OnCancel() override { pool->CancelWait(this); }
+  void OnDone() override { delete this; }
+
+  WorkerPool* const pool;
+  const moe::v1::StoreGetRequest* const req;
+  moe::v1::StoreGetResponse* const resp;
+  const int rank;
+  const Clock::time_point deadline;
+};
 
 struct WorkerPool::Conn {
   grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
       stream = nullptr;
   moe::v1::Register info;
   int rank = -1;
+  std::string store_token;        // of the current generation, under mu_
   uint64_t ready_generation = 0;  // guarded by the pool's mu_
   std::mutex write_mu;
   bool open = true;  // guarded by write_mu
@@ -76,11 +136,16 @@ WorkerPool::~WorkerPool() {
 }
 
 void WorkerPool::Shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (shutdown_) return;
-  shutdown_ = true;
-  FailPendingLocked(absl::UnavailableError("router shutting down"));
-  cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutdown_) return;
+    shutdown_ = true;
+    FailPendingLocked(absl::UnavailableError("router shutting down"));
+    EndWaitsLocked(
+        grpc::Status(grpc::StatusCode::UNAVAILABLE, "router shutting down"));
+    cv_.notify_all();
+  }
+  FinishWaits();
 }
 
 WorkerPool::State WorkerPool::state() const {
@@ -126,9 +191,11 @@ void WorkerPool::StartGenerationLocked(Outbox* out) {
   for (const auto& c : ranks_) {
     if (c == nullptr) return;  // wait for every rank
   }
+  const uint64_t ended = generation_;
   ++generation_;
   ready_count_ = 0;
   store_.clear();
+  EndWaitsLocked(GenerationMismatch("StoreGet", ended, generation_));
   regroup_pending_ = false;
   FailPendingLocked(absl::UnavailableError(absl::StrCat(
       "worker group reconfigured (generation ", generation_, ")")));
@@ -145,6 +212,8 @@ void WorkerPool::StartGenerationLocked(Outbox* out) {
     *a->mutable_model() = options_.model;
     a->set_collective_timeout_ms(options_.collective_timeout.count());
     a->set_max_batch_tokens(options_.max_batch_tokens);
+    ranks_[r]->store_token = NewToken();
+    a->set_store_token(ranks_[r]->store_token);
     out->emplace_back(ranks_[r], std::move(msg));
   }
   spdlog::info("worker group generation {}: {} ranks assigned", generation_, P);
@@ -195,6 +264,9 @@ grpc::Status WorkerPool::Join(
       StartGenerationLocked(&out);
       NotifyLocked(&notify);
     }
+    // The ended generation's waits first: a send can block on a slow
+    // worker.
+    FinishWaits();
     Send(out);
   }
   for (auto& n : notify) n();
@@ -222,10 +294,17 @@ void WorkerPool::Remove(const std::shared_ptr<Conn>& conn) {
       spdlog::warn("worker {} disconnected", conn->Name());
       FailPendingLocked(absl::UnavailableError(
           absl::StrCat("worker ", conn->Name(), " disconnected")));
+      // The generation's rendezvous cannot complete without it.
+      EndWaitsLocked(
+          grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                       absl::StrCat("worker ", conn->Name(),
+                                    " left generation ", generation_)));
+      conn->store_token.clear();
       ready_ = false;
       NotifyLocked(&notify);
     }
   }
+  FinishWaits();
   for (auto& n : notify) n();
 }
 
@@ -391,6 +470,7 @@ void WorkerPool::Regroup(bool delayed) {
     StartGenerationLocked(&out);
     NotifyLocked(&notify);
   }
+  FinishWaits();  // before a send that can block on a slow worker
   Send(out);
   for (auto& n : notify) n();
 }
@@ -398,71 +478,183 @@ void WorkerPool::Regroup(bool delayed) {
 void WorkerPool::RetryLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!shutdown_) {
-    if (regroup_pending_ && Clock::now() >= regroup_at_) {
+    const Clock::time_point now = Clock::now();
+    // Parked StoreGets whose timeout passed.
+    WakeWaitsLocked(now);
+    if (!ended_waits_.empty()) {
+      lock.unlock();
+      FinishWaits();
+      lock.lock();
+      continue;
+    }
+    if (regroup_pending_ && now >= regroup_at_) {
       regroup_pending_ = false;
       lock.unlock();
       Regroup(/*delayed=*/false);
       lock.lock();
       continue;
     }
-    if (regroup_pending_) {
-      cv_.wait_until(lock, regroup_at_);
+    std::optional<Clock::time_point> wake;
+    if (regroup_pending_) wake = regroup_at_;
+    for (const StoreWait* w : waits_) {
+      if (!wake || w->deadline < *wake) wake = w->deadline;
+    }
+    if (wake) {
+      cv_.wait_until(lock, *wake);
     } else {
       cv_.wait(lock);
     }
   }
 }
 
-grpc::Status WorkerPool::StoreSet(grpc::ServerContext*,
-                                  const moe::v1::StoreSetRequest* req,
-                                  moe::v1::StoreSetResponse*) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (req->generation() != generation_) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        absl::StrCat("generation ", req->generation(),
-                                     " is over (now ", generation_, ")"));
-  }
-  store_[req->key()] = req->value();
-  cv_.notify_all();
-  return grpc::Status::OK;
+void WorkerPool::EndWaitsLocked(const grpc::Status& status) {
+  for (StoreWait* w : waits_) ended_waits_.emplace_back(w, status);
+  waits_.clear();
 }
 
-grpc::Status WorkerPool::StoreGet(grpc::ServerContext* ctx,
-                                  const moe::v1::StoreGetRequest* req,
-                                  moe::v1::StoreGetResponse* resp) {
-  const auto deadline =
-      Clock::now() +
-      std::chrono::milliseconds(std::max<int64_t>(req->timeout_ms(), 0));
-  std::unique_lock<std::mutex> lock(mu_);
-  auto all_set = [&] {
-    for (const auto& k : req->keys()) {
-      if (store_.count(k) == 0) return false;
+void WorkerPool::WakeWaitsLocked(Clock::time_point now) {
+  std::erase_if(waits_, [&](StoreWait* w) {
+    bool all_set = true;
+    for (const auto& k : w->req->keys()) {
+      if (store_.count(k) == 0) {
+        all_set = false;
+        break;
+      }
     }
-    return true;
-  };
-  while (true) {
-    if (shutdown_ || ctx->IsCancelled()) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "store wait cancelled");
+    if (all_set) {
+      for (const auto& k : w->req->keys()) w->resp->add_values(store_[k]);
+      ended_waits_.emplace_back(w, grpc::Status::OK);
+      return true;
     }
-    if (req->generation() != generation_) {
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          absl::StrCat("generation ", req->generation(),
-                                       " is over (now ", generation_, ")"));
-    }
-    if (all_set()) break;
-    // Wake at least every 100 ms to notice a cancelled call.
-    const auto wake =
-        std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
-    if (cv_.wait_until(lock, wake) == std::cv_status::timeout &&
-        Clock::now() >= deadline) {
-      if (all_set()) break;
-      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+    if (now >= w->deadline) {
+      ended_waits_.emplace_back(
+          w, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                           absl::StrCat("rendezvous keys of generation ",
-                                       generation_, " not all set in time"));
+                                       generation_, " not all set in time")));
+      return true;
+    }
+    return false;
+  });
+}
+
+void WorkerPool::FinishWaits() {
+  std::vector<std::pair<StoreWait*, grpc::Status>> ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ended.swap(ended_waits_);
+  }
+  for (auto& [w, status] : ended) w->Finish(status);
+}
+
+void WorkerPool::CancelWait(StoreWait* wait) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find(waits_.begin(), waits_.end(), wait);
+    if (it == waits_.end()) return;  // already ended
+    waits_.erase(it);
+    ended_waits_.emplace_back(wait, grpc::Status(grpc::StatusCode::CANCELLED,
+                                                 "store wait cancelled"));
+  }
+  FinishWaits();
+}
+
+size_t WorkerPool::store_waits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waits_.size();
+}
+
+grpc::ServerUnaryReactor* WorkerPool::StoreSet(
+    grpc::CallbackServerContext* ctx, const moe::v1::StoreSetRequest* req,
+    moe::v1::StoreSetResponse*) {
+  auto* reactor = ctx->DefaultReactor();
+  grpc::Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    int rank = -1;
+    for (const auto& c : ranks_) {
+      if (c != nullptr && !c->store_token.empty() &&
+          c->store_token == req->store_token()) {
+        rank = c->rank;
+      }
+    }
+    const int owner = KeyOwner(req->key());
+    if (req->generation() != generation_) {
+      status = GenerationMismatch("StoreSet", req->generation(), generation_);
+    } else if (rank < 0) {
+      status = grpc::Status(
+          grpc::StatusCode::PERMISSION_DENIED,
+          absl::StrCat("StoreSet of '", absl::CHexEscape(req->key()),
+                       "': the store token is not one of generation ",
+                       generation_, "'s ranks"));
+    } else if (owner != rank) {
+      status = grpc::Status(
+          grpc::StatusCode::PERMISSION_DENIED,
+          absl::StrCat("rank ", rank, " may not set '",
+                       absl::CHexEscape(req->key()), "': ",
+                       owner < 0 ? "a key of no rank"
+                                 : absl::StrCat("rank ", owner, "'s key")));
+    } else {
+      store_[req->key()] = req->value();
+      WakeWaitsLocked(Clock::now());
+    }
+    if (!status.ok()) {
+      spdlog::warn("refused: {}", status.error_message());
     }
   }
-  for (const auto& k : req->keys()) resp->add_values(store_[k]);
-  return grpc::Status::OK;
+  FinishWaits();
+  reactor->Finish(status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerPool::StoreGet(
+    grpc::CallbackServerContext* ctx, const moe::v1::StoreGetRequest* req,
+    moe::v1::StoreGetResponse* resp) {
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(std::clamp<int64_t>(
+                         req->timeout_ms(), 0, int64_t{24} * 3600 * 1000));
+  grpc::Status refused;
+  StoreWait* wait = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    int rank = -1;
+    for (const auto& c : ranks_) {
+      if (c != nullptr && !c->store_token.empty() &&
+          c->store_token == req->store_token()) {
+        rank = c->rank;
+      }
+    }
+    int parked = 0;
+    for (const StoreWait* w : waits_) parked += w->rank == rank;
+    if (shutdown_) {
+      refused =
+          grpc::Status(grpc::StatusCode::UNAVAILABLE, "router shutting down");
+    } else if (req->generation() != generation_) {
+      refused = GenerationMismatch("StoreGet", req->generation(), generation_);
+    } else if (rank < 0) {
+      refused = grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                             absl::StrCat("StoreGet: the store token is not "
+                                          "one of generation ",
+                                          generation_, "'s ranks"));
+    } else if (parked >= options_.max_store_waits_per_rank) {
+      refused = grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("rank ", rank, " already has ", parked,
+                       " StoreGet calls waiting, the most per rank"));
+    } else {
+      wait = new StoreWait(this, req, resp, rank, deadline);
+      waits_.push_back(wait);
+      // Keys already set, or a zero timeout: answered at once.
+      WakeWaitsLocked(Clock::now());
+      cv_.notify_all();  // the retry thread keeps the timeouts
+    }
+  }
+  if (wait == nullptr) {
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(refused);
+    return reactor;
+  }
+  FinishWaits();
+  return wait;
 }
 
 }  // namespace moe

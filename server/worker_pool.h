@@ -32,9 +32,24 @@ struct WorkerPoolOptions {
   int64_t max_batch_tokens = 0;
   // Delay before retrying a generation whose rendezvous failed.
   std::chrono::milliseconds retry_delay{1000};
+  // StoreGet waits parked at once per rank (RESOURCE_EXHAUSTED beyond).
+  int max_store_waits_per_rank = 64;
 };
 
-class WorkerPool final : public moe::v1::WorkerControl::Service {
+// The rank whose rendezvous key `key` is, or -1 for a key of no rank:
+// Gloo's pair addresses ("R", "R/S", "rank_R": the keys
+// gloo::rendezvous::Context::connectFullMesh sets, across Gloo versions) are
+// rank R's; NCCL's unique id ("nccl-unique-id") is rank 0's.
+int KeyOwner(const std::string& key);
+
+// Join is a synchronous method (one thread per worker, P of them); the
+// store's methods use the callback API, so a parked StoreGet holds no
+// thread.
+using WorkerControlBase = moe::v1::WorkerControl::WithCallbackMethod_StoreSet<
+    moe::v1::WorkerControl::WithCallbackMethod_StoreGet<
+        moe::v1::WorkerControl::Service>>;
+
+class WorkerPool final : public WorkerControlBase {
  public:
   explicit WorkerPool(WorkerPoolOptions options);
   ~WorkerPool() override;
@@ -43,12 +58,18 @@ class WorkerPool final : public moe::v1::WorkerControl::Service {
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
           stream) override;
-  grpc::Status StoreSet(grpc::ServerContext* ctx,
-                        const moe::v1::StoreSetRequest* req,
-                        moe::v1::StoreSetResponse* resp) override;
-  grpc::Status StoreGet(grpc::ServerContext* ctx,
-                        const moe::v1::StoreGetRequest* req,
-                        moe::v1::StoreGetResponse* resp) override;
+  // The rendezvous store of the current generation. A rank proves who it
+  // is with its Assignment's store_token and may set only its own keys
+  // (KeyOwner). A StoreGet waits without a thread until its keys are set,
+  // its timeout passes, its caller cancels, or the generation ends.
+  grpc::ServerUnaryReactor* StoreSet(grpc::CallbackServerContext* ctx,
+                                     const moe::v1::StoreSetRequest* req,
+                                     moe::v1::StoreSetResponse* resp) override;
+  grpc::ServerUnaryReactor* StoreGet(grpc::CallbackServerContext* ctx,
+                                     const moe::v1::StoreGetRequest* req,
+                                     moe::v1::StoreGetResponse* resp) override;
+  // StoreGet calls parked now.
+  size_t store_waits() const;
 
   struct State {
     int world_size = 0;
@@ -82,6 +103,8 @@ class WorkerPool final : public moe::v1::WorkerControl::Service {
  private:
   struct Conn;
   struct Pending;
+  class StoreWait;
+  friend class StoreWait;
   using Outbox =
       std::vector<std::pair<std::shared_ptr<Conn>, moe::v1::RouterMessage>>;
 
@@ -100,6 +123,13 @@ class WorkerPool final : public moe::v1::WorkerControl::Service {
   // rendezvous), now or after retry_delay.
   void Regroup(bool delayed);
   void RetryLoop();
+  // With mu_ held: ends the parked StoreGets (all, or those whose keys are
+  // set or whose timeout passed); their reactors finish in FinishWaits,
+  // after mu_ is released.
+  void EndWaitsLocked(const grpc::Status& status);
+  void WakeWaitsLocked(std::chrono::steady_clock::time_point now);
+  void FinishWaits();
+  void CancelWait(StoreWait* wait);
 
   WorkerPoolOptions options_;
   // Lock order: send_mu_ before mu_. send_mu_ makes every stream see
@@ -117,6 +147,9 @@ class WorkerPool final : public moe::v1::WorkerControl::Service {
   std::map<uint64_t, std::shared_ptr<Pending>> pending_;
   uint64_t next_step_ = 1;
   std::map<std::string, std::string> store_;  // current generation only
+  std::vector<StoreWait*> waits_;             // parked StoreGets, under mu_
+  // Ended waits to finish outside mu_, with their status.
+  std::vector<std::pair<StoreWait*, grpc::Status>> ended_waits_;
   std::function<void(const State&)> state_callback_;
   std::mutex notify_mu_;  // keeps notifications in order
   std::thread retry_thread_;

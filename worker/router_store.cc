@@ -22,6 +22,7 @@ void RouterStore::set(const std::string& key, const std::vector<char>& data) {
   moe::v1::StoreSetRequest req;
   req.set_generation(generation_);
   req.set_key(key);
+  req.set_store_token(token_);
   req.set_value(std::string(data.begin(), data.end()));
   moe::v1::StoreSetResponse resp;
   const grpc::Status s = stub_->StoreSet(&ctx, req, &resp);
@@ -36,6 +37,7 @@ std::vector<std::string> RouterStore::Fetch(
                    std::chrono::seconds(2));
   moe::v1::StoreGetRequest req;
   req.set_generation(generation_);
+  req.set_store_token(token_);
   for (const auto& k : keys) req.add_keys(k);
   req.set_timeout_ms(timeout.count());
   moe::v1::StoreGetResponse resp;

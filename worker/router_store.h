@@ -15,8 +15,12 @@ namespace moe {
 class RouterStore : public gloo::rendezvous::Store {
  public:
   RouterStore(std::shared_ptr<moe::v1::WorkerControl::Stub> stub,
-              uint64_t generation, std::chrono::milliseconds timeout)
-      : stub_(std::move(stub)), generation_(generation), timeout_(timeout) {}
+              uint64_t generation, std::string token,
+              std::chrono::milliseconds timeout)
+      : stub_(std::move(stub)),
+        generation_(generation),
+        token_(std::move(token)),
+        timeout_(timeout) {}
 
   // Gloo's Store reports failures by throwing; these throw
   // gloo::IoException when the router cannot be reached or a key does not
@@ -33,6 +37,7 @@ class RouterStore : public gloo::rendezvous::Store {
 
   std::shared_ptr<moe::v1::WorkerControl::Stub> stub_;
   uint64_t generation_;
+  std::string token_;  // the Assignment's store_token
   std::chrono::milliseconds timeout_;
 };
 

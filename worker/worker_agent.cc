@@ -85,7 +85,7 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
     loaded_key_ = key;
   }
   const auto timeout = std::chrono::milliseconds(a.collective_timeout_ms());
-  RouterStore store(stub_, a.generation(), timeout);
+  RouterStore store(stub_, a.generation(), a.store_token(), timeout);
   auto comm = executor_->Connect(a.rank(), a.world_size(),
                                  options_.collective_host, store, timeout);
   if (!comm.ok()) return fail(comm.status());

@@ -2,8 +2,6 @@
 // with a StepRunner over a fake backend that holds a step in flight.
 #include "server/batcher.h"
 
-#include "engine/cpu_backend.h"
-
 #include <chrono>
 #include <map>
 #include <memory>
@@ -12,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "engine/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/wait_for.h"
 
@@ -229,7 +229,7 @@ TEST(BatcherTest, ShutdownAnswersQueuedRequestsUnavailableAtOnce) {
   Answers answers;
 
   // Nothing in flight: the first request starts at once despite the window.
-  ASSERT_TRUE(batcher.Submit(Request(answers, "running")));
+  ASSERT_TRUE(batcher.Submit(Request(answers, "running")).ok());
   ASSERT_TRUE(testing::WaitFor(
       [&] {
         std::lock_guard<std::mutex> lock(gate.mu);
@@ -237,8 +237,8 @@ TEST(BatcherTest, ShutdownAnswersQueuedRequestsUnavailableAtOnce) {
       },
       milliseconds(10000)))
       << "a lone request waited for the batch window";
-  ASSERT_TRUE(batcher.Submit(Request(answers, "queued1")));
-  ASSERT_TRUE(batcher.Submit(Request(answers, "queued2")));
+  ASSERT_TRUE(batcher.Submit(Request(answers, "queued1")).ok());
+  ASSERT_TRUE(batcher.Submit(Request(answers, "queued2")).ok());
   EXPECT_EQ(batcher.queued(), 2u);
 
   std::thread shutdown([&] { batcher.Shutdown(); });
@@ -250,7 +250,8 @@ TEST(BatcherTest, ShutdownAnswersQueuedRequestsUnavailableAtOnce) {
   EXPECT_EQ(answers.Code("queued1"), absl::StatusCode::kUnavailable);
   EXPECT_EQ(answers.Code("queued2"), absl::StatusCode::kUnavailable);
   EXPECT_FALSE(answers.Has("running"));
-  EXPECT_FALSE(batcher.Submit(Request(answers, "late")));
+  EXPECT_EQ(batcher.Submit(Request(answers, "late")).code(),
+            absl::StatusCode::kUnavailable);
 
   {
     std::lock_guard<std::mutex> lock(gate.mu);
@@ -275,12 +276,80 @@ TEST(BatcherTest, ExpiredQueuedRequestIsAnsweredDeadlineExceeded) {
   Answers answers;
   auto r = Request(answers, "expired");
   r->deadline = r->arrival - milliseconds(1);
-  ASSERT_TRUE(batcher.Submit(std::move(r)));
+  ASSERT_TRUE(batcher.Submit(std::move(r)).ok());
   ASSERT_TRUE(testing::WaitFor([&] { return answers.Has("expired"); },
                                milliseconds(10000)));
   EXPECT_EQ(answers.Code("expired"), absl::StatusCode::kDeadlineExceeded);
   std::lock_guard<std::mutex> lock(gate.mu);
   EXPECT_EQ(gate.entered, 0) << "an expired request cost a step";
+}
+
+TEST(AdmitTest, QueueBoundRefusesTheExcessNamingTheLimit) {
+  const Clock::time_point far = kT0 + std::chrono::hours(1);
+  EXPECT_TRUE(Admit(10, 90, 100, 0, 1, kT0, far).ok());
+  const char* reason = nullptr;
+  const absl::Status s = Admit(11, 90, 100, 0, 1, kT0, far, &reason);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("--max-queue-tokens 100"), std::string::npos)
+      << s.message();
+  EXPECT_STREQ(reason, "queue_full");
+  // 0: unbounded; a request of no tokens always fits.
+  EXPECT_TRUE(Admit(1000, 1000, 0, 0, 1, kT0, far).ok());
+  EXPECT_TRUE(Admit(0, 100, 100, 0, 1, kT0, far).ok());
+}
+
+TEST(AdmitTest, DeadlineThatTheQueueAheadOutlastsIsRefused) {
+  // 1000 tokens ahead at 100 us each: 100 ms of work; 50 with two steps
+  // at once.
+  const double per_token = 100e-6;
+  const char* reason = nullptr;
+  const absl::Status s =
+      Admit(1, 1000, 0, per_token, 1, kT0, kT0 + milliseconds(80), &reason);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("deadline"), std::string::npos) << s.message();
+  EXPECT_STREQ(reason, "deadline");
+  EXPECT_TRUE(
+      Admit(1, 1000, 0, per_token, 2, kT0, kT0 + milliseconds(80)).ok());
+  EXPECT_TRUE(
+      Admit(1, 1000, 0, per_token, 1, kT0, kT0 + milliseconds(120)).ok());
+  // No estimate yet, or nothing ahead: admitted.
+  EXPECT_TRUE(Admit(1, 1000, 0, 0, 1, kT0, kT0 + milliseconds(1)).ok());
+  EXPECT_TRUE(Admit(500, 0, 0, per_token, 1, kT0, kT0 + milliseconds(1)).ok());
+}
+
+TEST(BatcherTest, QueueIsBoundedByTokensAndRefusesAtOnce) {
+  Gate gate;
+  std::vector<std::unique_ptr<StepRunner>> runners;
+  runners.push_back(std::make_unique<StepRunner>(
+      std::make_unique<GatedBackend>(&gate), nullptr));
+  Batcher::Options o;
+  o.max_batch_tokens = 1;  // one request per step
+  o.max_queue_tokens = 3;
+  Batcher batcher(o, std::move(runners), nullptr, nullptr);
+  Answers answers;
+  ASSERT_TRUE(batcher.Submit(Request(answers, "running")).ok());
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        std::lock_guard<std::mutex> lock(gate.mu);
+        return gate.entered == 1;
+      },
+      milliseconds(10000)));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(batcher.Submit(Request(answers, absl::StrCat("q", i))).ok());
+  }
+  EXPECT_EQ(batcher.queued_tokens(), 3);
+  const absl::Status s = batcher.Submit(Request(answers, "excess"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_FALSE(answers.Has("excess"));  // refused, not answered
+  {
+    std::lock_guard<std::mutex> lock(gate.mu);
+    gate.open = true;
+  }
+  gate.cv.notify_all();
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return answers.Has("q2"); }, milliseconds(10000)));
+  EXPECT_EQ(batcher.queued_tokens(), 0);
+  EXPECT_TRUE(batcher.Submit(Request(answers, "later")).ok());
 }
 
 }  // namespace

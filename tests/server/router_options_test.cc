@@ -50,7 +50,16 @@ TEST(RouterOptionsTest, EdgeValuesAreValid) {
   f.weight_dtype = "bf16";
   f.tls = {"cert.pem", "key.pem", "ca.pem"};
   f.worker_listen = "0.0.0.0:50052";
+  f.max_queue_tokens = f.max_batch_tokens;
+  f.max_stream_inflight = 1;
   EXPECT_TRUE(RouterOptions::FromFlags(f).ok());
+}
+
+TEST(RouterOptionsTest, QueueBoundDefaultsToEightSteps) {
+  auto o = RouterOptions::FromFlags(Good());
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->max_queue_tokens, 8 * o->max_batch_tokens);
+  EXPECT_EQ(o->max_stream_inflight, 64);
 }
 
 TEST(RouterOptionsTest, BadValuesNameTheFlag) {
@@ -76,6 +85,13 @@ TEST(RouterOptionsTest, BadValuesNameTheFlag) {
        "--max-request-tokens must be"},
       {"request < 0", [](RouterFlags& f) { f.max_request_tokens = -1; },
        "--max-request-tokens must be"},
+      {"queue < request",
+       [](RouterFlags& f) { f.max_queue_tokens = f.max_batch_tokens - 1; },
+       "--max-queue-tokens must be 0 (8 x --max-batch-tokens) or at least"},
+      {"queue < 0", [](RouterFlags& f) { f.max_queue_tokens = -1; },
+       "--max-queue-tokens must be"},
+      {"stream inflight", [](RouterFlags& f) { f.max_stream_inflight = 0; },
+       "--max-stream-inflight must be >= 1, got 0"},
       {"window", [](RouterFlags& f) { f.batch_window_us = -1; },
        "--batch-window-us must be >= 0, got -1"},
       {"inflight", [](RouterFlags& f) { f.max_inflight_steps = 0; },

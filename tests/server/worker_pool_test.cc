@@ -7,11 +7,15 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/wait_for.h"
 
@@ -78,12 +82,14 @@ class FakeWorker {
 
 class WorkerPoolTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { StartPool(64); }
+  void StartPool(int max_store_waits_per_rank) {
     WorkerPoolOptions o;
     o.world_size = 2;
     o.num_experts = 8;
     o.max_batch_tokens = 64;
     o.retry_delay = milliseconds(10);
+    o.max_store_waits_per_rank = max_store_waits_per_rank;
     pool_ = std::make_unique<WorkerPool>(o);
     grpc::ServerBuilder b;
     b.RegisterService(pool_.get());
@@ -220,6 +226,180 @@ TEST_F(WorkerPoolTest, WorkerBeyondTheWorldSizeIsRefused) {
       << s.error_message();
   EXPECT_EQ(pool_->state().connected, 2);
   EXPECT_EQ(pool_->state().generation, aa.generation());
+}
+
+grpc::Status StoreSet(moe::v1::WorkerControl::Stub* stub,
+                      const moe::v1::Assignment& as, const std::string& key,
+                      uint64_t generation = 0) {
+  grpc::ClientContext ctx;
+  moe::v1::StoreSetRequest req;
+  req.set_generation(generation != 0 ? generation : as.generation());
+  req.set_key(key);
+  req.set_value("v-" + key);
+  req.set_store_token(as.store_token());
+  moe::v1::StoreSetResponse resp;
+  return stub->StoreSet(&ctx, req, &resp);
+}
+
+TEST(KeyOwnerTest, GlooAndNcclKeysBelongToTheirRank) {
+  EXPECT_EQ(KeyOwner("0"), 0);
+  EXPECT_EQ(KeyOwner("12"), 12);
+  EXPECT_EQ(KeyOwner("3/1"), 3);
+  EXPECT_EQ(KeyOwner("rank_2"), 2);
+  EXPECT_EQ(KeyOwner("nccl-unique-id"), 0);
+  EXPECT_EQ(KeyOwner(""), -1);
+  EXPECT_EQ(KeyOwner("x1"), -1);
+  EXPECT_EQ(KeyOwner("1x"), -1);
+  EXPECT_EQ(KeyOwner("99999999999"), -1);
+}
+
+TEST_F(WorkerPoolTest, StoreWritesOnlyTheCallersOwnKeysOfTheGeneration) {
+  FakeWorker& a = Join();
+  FakeWorker& b = Join();
+  moe::v1::Assignment aa, ab;
+  ExpectGeneration(a, b, &aa, &ab);
+  const auto& r0 = aa.rank() == 0 ? aa : ab;
+  const auto& r1 = aa.rank() == 0 ? ab : aa;
+  EXPECT_NE(r0.store_token(), r1.store_token());
+  EXPECT_TRUE(StoreSet(stub_.get(), r0, "0").ok());
+  EXPECT_TRUE(StoreSet(stub_.get(), r0, "nccl-unique-id").ok());
+  EXPECT_TRUE(StoreSet(stub_.get(), r1, "1").ok());
+  // A rogue write of rank 0's keys by rank 1.
+  for (const char* key : {"0", "0/1", "nccl-unique-id", "other"}) {
+    const grpc::Status s = StoreSet(stub_.get(), r1, key);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << key;
+    EXPECT_NE(s.error_message().find("rank 1 may not set"), std::string::npos)
+        << s.error_message();
+  }
+  // No token, or an unknown one.
+  moe::v1::Assignment stranger = r0;
+  stranger.set_store_token("guess");
+  EXPECT_EQ(StoreSet(stub_.get(), stranger, "0").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // Another generation, named with the current one.
+  const uint64_t g = r0.generation();
+  for (uint64_t other : {g + 1, g - 1 == 0 ? g + 7 : g - 1}) {
+    const grpc::Status s = StoreSet(stub_.get(), r0, "0", other);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(s.error_message().find(absl::StrCat("generation ", other)),
+              std::string::npos)
+        << s.error_message();
+    EXPECT_NE(s.error_message().find(absl::StrCat("serves generation ", g)),
+              std::string::npos)
+        << s.error_message();
+  }
+}
+
+int ThreadCount() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// Parks `n` StoreGets of a key nobody sets; their statuses arrive in
+// `codes`.
+struct ParkedGets {
+  std::mutex mu;
+  std::vector<grpc::StatusCode> codes;
+  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
+  std::vector<std::unique_ptr<moe::v1::StoreGetRequest>> reqs;
+  std::vector<std::unique_ptr<moe::v1::StoreGetResponse>> resps;
+  void Park(moe::v1::WorkerControl::Stub* stub, const moe::v1::Assignment& as,
+            int n, const std::string& key) {
+    for (int i = 0; i < n; ++i) {
+      ctxs.push_back(std::make_unique<grpc::ClientContext>());
+      reqs.push_back(std::make_unique<moe::v1::StoreGetRequest>());
+      resps.push_back(std::make_unique<moe::v1::StoreGetResponse>());
+      reqs.back()->set_generation(as.generation());
+      reqs.back()->add_keys(key);
+      reqs.back()->set_timeout_ms(60000);
+      reqs.back()->set_store_token(as.store_token());
+      stub->async()->StoreGet(ctxs.back().get(), reqs.back().get(),
+                              resps.back().get(), [this](grpc::Status s) {
+                                std::lock_guard<std::mutex> lock(mu);
+                                codes.push_back(s.error_code());
+                              });
+    }
+  }
+  size_t answered() {
+    std::lock_guard<std::mutex> lock(mu);
+    return codes.size();
+  }
+};
+
+TEST_F(WorkerPoolTest, ParkedStoreGetsHoldNoThreadAndEndWithTheGeneration) {
+  TearDown();
+  StartPool(512);
+  FakeWorker& a = Join();
+  FakeWorker& b = Join();
+  moe::v1::Assignment aa, ab;
+  ExpectGeneration(a, b, &aa, &ab);
+  const int before = ThreadCount();
+  ParkedGets gets;
+  gets.Park(stub_.get(), aa, 500, "1/0");
+  ASSERT_TRUE(WaitFor([&] { return pool_->store_waits() == 500; }, kTimeout))
+      << pool_->store_waits() << " parked";
+  const int parked = ThreadCount();
+  EXPECT_LT(parked - before, 50)
+      << "500 parked StoreGets took threads: " << before << " -> " << parked;
+  EXPECT_EQ(gets.answered(), 0u);
+  // A failed rendezvous ends the generation: every wait ends with it.
+  b.Ready(ab, "gloo: connect timed out");
+  ASSERT_TRUE(WaitFor([&] { return gets.answered() == 500; }, kTimeout))
+      << gets.answered() << " of 500 ended; generation "
+      << pool_->state().generation << " (was " << ab.generation() << ")";
+  for (grpc::StatusCode c : gets.codes) {
+    EXPECT_EQ(c, grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  EXPECT_EQ(pool_->store_waits(), 0u);
+  std::printf("threads: %d before, %d with 500 StoreGets parked\n", before,
+              parked);
+}
+
+TEST_F(WorkerPoolTest, StoreWaitsAreCappedPerRankAndAnsweredWhenSet) {
+  FakeWorker& a = Join();
+  FakeWorker& b = Join();
+  moe::v1::Assignment aa, ab;
+  ExpectGeneration(a, b, &aa, &ab);
+  const auto& r0 = aa.rank() == 0 ? aa : ab;
+  const auto& r1 = aa.rank() == 0 ? ab : aa;
+  ParkedGets gets;
+  gets.Park(stub_.get(), r1, 64, "0");
+  ASSERT_TRUE(WaitFor([&] { return pool_->store_waits() == 64; }, kTimeout));
+  {
+    grpc::ClientContext ctx;
+    moe::v1::StoreGetRequest req;
+    req.set_generation(r1.generation());
+    req.add_keys("0");
+    req.set_timeout_ms(60000);
+    req.set_store_token(r1.store_token());
+    moe::v1::StoreGetResponse resp;
+    const grpc::Status s = stub_->StoreGet(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << s.error_message();
+  }
+  {
+    // A short timeout of the other rank ends on its own.
+    grpc::ClientContext ctx;
+    moe::v1::StoreGetRequest req;
+    req.set_generation(r0.generation());
+    req.add_keys("1");
+    req.set_timeout_ms(50);
+    req.set_store_token(r0.store_token());
+    moe::v1::StoreGetResponse resp;
+    EXPECT_EQ(stub_->StoreGet(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  ASSERT_TRUE(StoreSet(stub_.get(), r0, "0").ok());
+  ASSERT_TRUE(WaitFor([&] { return gets.answered() == 64; }, kTimeout));
+  for (grpc::StatusCode c : gets.codes) EXPECT_EQ(c, grpc::StatusCode::OK);
+  for (const auto& r : gets.resps) {
+    ASSERT_EQ(r->values_size(), 1);
+    EXPECT_EQ(r->values(0), "v-0");
+  }
 }
 
 }  // namespace
