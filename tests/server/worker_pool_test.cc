@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -330,6 +331,14 @@ struct ParkedGets {
   }
 };
 
+// A ParkedGets that outlives the test: the last callback may still be
+// releasing `mu` when the test sees its answer, so the object must not be
+// destroyed with the test's scope. Destroyed at exit, after every server.
+ParkedGets& NewParkedGets() {
+  static std::list<ParkedGets> kept;
+  return kept.emplace_back();
+}
+
 TEST_F(WorkerPoolTest, ParkedStoreGetsHoldNoThreadAndEndWithTheGeneration) {
   TearDown();
   StartPool(512);
@@ -338,7 +347,7 @@ TEST_F(WorkerPoolTest, ParkedStoreGetsHoldNoThreadAndEndWithTheGeneration) {
   moe::v1::Assignment aa, ab;
   ExpectGeneration(a, b, &aa, &ab);
   const int before = ThreadCount();
-  ParkedGets gets;
+  ParkedGets& gets = NewParkedGets();
   gets.Park(stub_.get(), aa, 500, "1/0");
   ASSERT_TRUE(WaitFor([&] { return pool_->store_waits() == 500; }, kTimeout))
       << pool_->store_waits() << " parked";
@@ -366,7 +375,7 @@ TEST_F(WorkerPoolTest, StoreWaitsAreCappedPerRankAndAnsweredWhenSet) {
   ExpectGeneration(a, b, &aa, &ab);
   const auto& r0 = aa.rank() == 0 ? aa : ab;
   const auto& r1 = aa.rank() == 0 ? ab : aa;
-  ParkedGets gets;
+  ParkedGets& gets = NewParkedGets();
   gets.Park(stub_.get(), r1, 64, "0");
   ASSERT_TRUE(WaitFor([&] { return pool_->store_waits() == 64; }, kTimeout));
   {
