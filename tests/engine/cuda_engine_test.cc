@@ -2,6 +2,10 @@
 // reference: odd sizes, every routing option, and no device allocation per
 // step. The golden cases run in golden_engine_test's cuda instantiation. Skips,
 // with the reason, when no CUDA device is visible.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/local_moe.h"
@@ -87,6 +91,88 @@ TEST_F(CudaEngineTest, StepsAllocateNothing) {
     ASSERT_TRUE((*moe)->Forward(0, g.x.data(), n, {}, y.data(), &r).ok());
   }
   EXPECT_EQ(DeviceAllocationCount(), before);
+}
+
+// Many steps in a row, each OK: no error left over by one step (or by an
+// unrelated runtime call, here a failed cudaSetDevice every 10th step) may
+// fail a later one's kernel launch.
+TEST_F(CudaEngineTest, FiveHundredStepsInARowAllSucceed) {
+  MoeLayerConfig c = Base();
+  c.shared_inter = 24;
+  auto g = testing::RandomCase(c, 37, 21);
+  auto src = testing::MakeGoldenSource(g);
+  auto moe = LocalMoe::Create(*src, "cuda:0", WeightDType::kBF16, 1, 64);
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  std::vector<float> y(37 * c.hidden), first;
+  Routing r;
+  for (int step = 0; step < 500; ++step) {
+    if (step % 10 == 9) {
+      ASSERT_NE(cudaSetDevice(CudaDeviceCount() + 3), cudaSuccess);
+    }
+    const int64_t n = 1 + (step * 7) % 37;  // odd sizes, 1..37
+    const absl::Status s = (*moe)->Forward(0, g.x.data(), n, {}, y.data(), &r);
+    ASSERT_TRUE(s.ok()) << "step " << step << ": " << s;
+    if (n == 37 && first.empty()) {
+      first = y;
+      EXPECT_TRUE(testing::AllClose(y, g.y, testing::kBf16Tol));
+    } else if (n == 37) {
+      EXPECT_EQ(y, first) << "step " << step;
+    }
+  }
+  (void)cudaGetLastError();
+}
+
+// Expert choice per request: seven requests of odd lengths in one batch
+// route and compute exactly as the CPU engine does with the same weights
+// (bf16 on both), within bf16 tolerance, with the same expert ids.
+TEST_F(CudaEngineTest, ExpertChoiceOfSevenOddRequestsMatchesTheCpuEngine) {
+  MoeLayerConfig c = Base();
+  c.routing = RoutingMode::kExpertChoice;
+  c.num_experts = 6;
+  c.shared_inter = 16;
+  const std::vector<int64_t> lengths = {1, 3, 5, 9, 13, 7, 19};
+  std::vector<int64_t> ends;
+  int64_t n = 0;
+  for (int64_t len : lengths) ends.push_back(n += len);
+  auto g = testing::RandomCase(c, n, 31);
+  auto src = testing::MakeGoldenSource(g);
+  auto gpu = LocalMoe::Create(*src, "cuda:0", WeightDType::kBF16, 1, 64);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto cpu = LocalMoe::Create(*src, "cpu", WeightDType::kBF16, 2, 64);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  std::vector<float> y_gpu(n * c.hidden), y_cpu(n * c.hidden);
+  Routing r_gpu, r_cpu;
+  ASSERT_TRUE(
+      (*gpu)->Forward(0, g.x.data(), n, ends, y_gpu.data(), &r_gpu).ok());
+  ASSERT_TRUE(
+      (*cpu)->Forward(0, g.x.data(), n, ends, y_cpu.data(), &r_cpu).ok());
+  EXPECT_TRUE(testing::AllClose(y_gpu, y_cpu, testing::kBf16Tol));
+  ASSERT_EQ(r_gpu.slots, r_cpu.slots);
+  EXPECT_EQ(r_gpu.expert, r_cpu.expert);
+  ASSERT_EQ(r_gpu.weight.size(), r_cpu.weight.size());
+  for (size_t i = 0; i < r_cpu.weight.size(); ++i) {
+    EXPECT_NEAR(r_gpu.weight[i], r_cpu.weight[i],
+                1e-5 + 1e-4 * std::fabs(r_cpu.weight[i]))
+        << "slot " << i;
+  }
+  // Per request, not per step: each request alone gives the same rows.
+  int64_t begin = 0;
+  for (int64_t end : ends) {
+    const int64_t len = end - begin;
+    std::vector<float> y_one(len * c.hidden);
+    Routing r_one;
+    ASSERT_TRUE((*gpu)
+                    ->Forward(0, g.x.data() + begin * c.hidden, len, {},
+                              y_one.data(), &r_one)
+                    .ok());
+    EXPECT_TRUE(
+        testing::AllClose(y_one,
+                          std::vector<float>(y_cpu.begin() + begin * c.hidden,
+                                             y_cpu.begin() + end * c.hidden),
+                          testing::kBf16Tol))
+        << "request [" << begin << ", " << end << ")";
+    begin = end;
+  }
 }
 
 }  // namespace
