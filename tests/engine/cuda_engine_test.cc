@@ -6,8 +6,11 @@
 
 #include <cmath>
 
+#include "core/dtype.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/lt_matmul.h"
+#include "engine/cuda/row_bucket.h"
 #include "engine/local_moe.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/compare.h"
@@ -173,6 +176,75 @@ TEST_F(CudaEngineTest, ExpertChoiceOfSevenOddRequestsMatchesTheCpuEngine) {
         << "request [" << begin << ", " << end << ")";
     begin = end;
   }
+}
+
+// cuBLASLt plans per row bucket: Warm builds one plan per bucket, after
+// which every row count 1..max_rows runs (the bucket's plan with the call's
+// own row count in its layouts) without another heuristic query, and gives
+// the right product; the cache stays within kMaxPlans.
+TEST_F(CudaEngineTest, LtMatmulPlansPerRowBucket) {
+  auto lt = LtMatmul::Create();
+  ASSERT_TRUE(lt.ok()) << lt.status();
+  const int64_t max_rows = 100, n = 48, k = 72;
+  const LtShape shape{max_rows, n, k, CUDA_R_16BF, CUDA_R_32F};
+  ASSERT_TRUE((*lt)->Warm({&shape, 1}).ok());
+  EXPECT_EQ((*lt)->cached_plans(), RowBuckets(max_rows).size());
+  const int64_t queries = (*lt)->heuristic_queries();
+  std::vector<uint16_t> x(max_rows * k), w(n * k);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = F32ToBf16(static_cast<float>((i * 37) % 17) / 8.0f - 1.0f);
+  }
+  for (size_t i = 0; i < w.size(); ++i) {
+    w[i] = F32ToBf16(static_cast<float>((i * 11) % 13) / 6.0f - 1.0f);
+  }
+  auto dx = *DeviceBuffer::Allocate(x.size() * 2);
+  auto dw = *DeviceBuffer::Allocate(w.size() * 2);
+  auto dd = *DeviceBuffer::Allocate(max_rows * n * 4);
+  ASSERT_EQ(
+      cudaMemcpy(dx.data(), x.data(), x.size() * 2, cudaMemcpyHostToDevice),
+      cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpy(dw.data(), w.data(), w.size() * 2, cudaMemcpyHostToDevice),
+      cudaSuccess);
+  std::vector<float> d(max_rows * n);
+  for (int64_t m = 1; m <= max_rows; ++m) {
+    ASSERT_EQ(cudaMemset(dd.data(), 0xff, max_rows * n * 4), cudaSuccess);
+    ASSERT_TRUE((*lt)
+                    ->Run(m, n, k, dx.data(), dw.data(), dd.data(), CUDA_R_16BF,
+                          CUDA_R_32F, nullptr)
+                    .ok());
+    ASSERT_EQ(
+        cudaMemcpy(d.data(), dd.data(), d.size() * 4, cudaMemcpyDeviceToHost),
+        cudaSuccess);
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t c = 0; c < n; ++c) {
+        double want = 0;
+        for (int64_t i = 0; i < k; ++i) {
+          want += Bf16ToF32(x[r * k + i]) * Bf16ToF32(w[c * k + i]);
+        }
+        ASSERT_NEAR(d[r * n + c], want, 1e-3 * (1 + std::fabs(want)))
+            << "m " << m << " row " << r << " col " << c;
+      }
+    }
+    // Rows past m are not written (the layouts carry m, not the bucket).
+    if (m < max_rows) {
+      EXPECT_TRUE(std::isnan(d[m * n])) << "m " << m;
+    }
+  }
+  EXPECT_EQ((*lt)->heuristic_queries(), queries);
+  EXPECT_EQ((*lt)->cached_plans(), RowBuckets(max_rows).size());
+  // Bounded: more shapes than the cache holds evict the oldest plans.
+  auto big_w = *DeviceBuffer::Allocate(512 * 72 * 2);
+  ASSERT_EQ(cudaMemset(big_w.data(), 0, big_w.size()), cudaSuccess);
+  for (int64_t i = 0; i < static_cast<int64_t>(LtMatmul::kMaxPlans) + 8; ++i) {
+    ASSERT_TRUE((*lt)
+                    ->Run(1, 8 + 8 * (i % 64), 8 + 8 * (i / 64), dx.data(),
+                          big_w.data(), dd.data(), CUDA_R_16BF, CUDA_R_32F,
+                          nullptr)
+                    .ok());
+  }
+  EXPECT_LE((*lt)->cached_plans(), LtMatmul::kMaxPlans);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 }  // namespace
