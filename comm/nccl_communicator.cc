@@ -3,12 +3,14 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "engine/cuda/cuda_status.h"
 
 namespace moe {
@@ -108,6 +110,67 @@ class NcclCommunicator : public Communicator {
     }
   }
 
+  // One all-to-all of a float to every rank (itself included) on a stream of
+  // its own: NCCL connects peers lazily, on their first send and receive,
+  // which can take far longer than a step's deadline (InfiniBand, many
+  // ranks). Done here, before the worker reports ready, under `deadline`.
+  absl::Status WarmUp(Clock::time_point deadline) {
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    const size_t bytes = 2 * world_ * sizeof(float);
+    void* buf = nullptr;
+    MOE_CUDA_OK(cudaMalloc(&buf, bytes));
+    cudaStream_t stream = nullptr;
+    cudaEvent_t done = nullptr;
+    absl::Status s;
+    if (cudaError_t e =
+            cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        e != cudaSuccess) {
+      s = CudaError(e, "cudaStreamCreateWithFlags", __FILE__, __LINE__);
+    }
+    if (s.ok()) {
+      if (cudaError_t e =
+              cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+          e != cudaSuccess) {
+        s = CudaError(e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
+      }
+    }
+    if (s.ok()) {
+      if (cudaError_t e = cudaMemsetAsync(buf, 0, bytes, stream);
+          e != cudaSuccess) {
+        s = CudaError(e, "cudaMemsetAsync", __FILE__, __LINE__);
+      }
+    }
+    const std::vector<int64_t> ones(world_, 1);
+    if (s.ok()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - Clock::now());
+      s = AllToAllV(buf, ones, static_cast<float*>(buf) + world_, ones,
+                    ElementType::kF32,
+                    std::max(left, std::chrono::milliseconds(1)), stream);
+    }
+    if (s.ok()) {
+      if (cudaError_t e = cudaEventRecord(done, stream); e != cudaSuccess) {
+        s = CudaError(e, "cudaEventRecord", __FILE__, __LINE__);
+      }
+    }
+    if (s.ok()) s = Await(done, deadline);
+    // On failure abort (if the failing call has not already), which ends
+    // NCCL's kernels: the stream drains before the buffer is freed.
+    if (!s.ok()) Abort();
+    if (stream != nullptr) {
+      cudaStreamSynchronize(stream);
+      cudaStreamDestroy(stream);
+    }
+    if (done != nullptr) cudaEventDestroy(done);
+    cudaFree(buf);
+    (void)cudaGetLastError();
+    if (!s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("NCCL warm-up all-to-all: ", s.message()));
+    }
+    return absl::OkStatus();
+  }
+
   // Waits for a non-blocking NCCL call to finish enqueuing.
   absl::Status Settle(ncclResult_t r, Clock::time_point deadline,
                       const char* what) {
@@ -145,8 +208,10 @@ constexpr char kIdKey[] = "nccl-unique-id";
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
     int rank, int world, gloo::rendezvous::Store& store, int device,
-    std::chrono::milliseconds timeout) {
-  const Clock::time_point deadline = Clock::now() + timeout;
+    std::chrono::milliseconds timeout,
+    std::chrono::milliseconds connect_timeout) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + timeout;
   MOE_CUDA_OK(cudaSetDevice(device));
   ncclUniqueId id;
   try {
@@ -180,6 +245,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
   auto c = std::make_unique<NcclCommunicator>(comm, rank, world, device);
   if (absl::Status s = c->Settle(r, deadline, "communicator init"); !s.ok())
     return s;
+  // Connect every pair now, under the longer of the two timeouts.
+  MOE_RETURN_IF_ERROR(c->WarmUp(start + std::max(timeout, connect_timeout)));
   return std::unique_ptr<Communicator>(std::move(c));
 }
 

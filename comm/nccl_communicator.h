@@ -13,8 +13,14 @@
 
 namespace moe {
 
+// Every rank calls it with the same world. `timeout` bounds the rendezvous
+// and the communicator's creation; then one small all-to-all connects every
+// pair of ranks (NCCL connects lazily, on first use) under the longer
+// `connect_timeout`, so that the first step does not pay for it against its
+// own deadline. Fails, the communicator aborted, when either runs out.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
     int rank, int world, gloo::rendezvous::Store& store, int device,
-    std::chrono::milliseconds timeout);
+    std::chrono::milliseconds timeout,
+    std::chrono::milliseconds connect_timeout = std::chrono::minutes(2));
 
 }  // namespace moe

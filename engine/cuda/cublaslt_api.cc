@@ -48,10 +48,12 @@ absl::StatusOr<CublasLtApi> Load() {
   get(api.MatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
   get(api.MatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
   get(api.MatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
+  get(api.MatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute");
   get(api.MatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
   get(api.MatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
   get(api.MatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
   get(api.MatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+  get(api.MatmulAlgoCheck, "cublasLtMatmulAlgoCheck");
   get(api.Matmul, "cublasLtMatmul");
   if (!missing.empty()) {
     return absl::UnavailableError(absl::StrCat("cuBLASLt lacks:", missing));

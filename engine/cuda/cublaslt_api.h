@@ -22,10 +22,12 @@ struct CublasLtApi {
   decltype(&cublasLtMatmulDescSetAttribute) MatmulDescSetAttribute;
   decltype(&cublasLtMatrixLayoutCreate) MatrixLayoutCreate;
   decltype(&cublasLtMatrixLayoutDestroy) MatrixLayoutDestroy;
+  decltype(&cublasLtMatrixLayoutSetAttribute) MatrixLayoutSetAttribute;
   decltype(&cublasLtMatmulPreferenceCreate) MatmulPreferenceCreate;
   decltype(&cublasLtMatmulPreferenceDestroy) MatmulPreferenceDestroy;
   decltype(&cublasLtMatmulPreferenceSetAttribute) MatmulPreferenceSetAttribute;
   decltype(&cublasLtMatmulAlgoGetHeuristic) MatmulAlgoGetHeuristic;
+  decltype(&cublasLtMatmulAlgoCheck) MatmulAlgoCheck;
   decltype(&cublasLtMatmul) Matmul;
 };
 

@@ -357,7 +357,43 @@ class CudaBackend : public ExpertBackend {
     }
     resident_x_ = nullptr;
     resident_n_ = -1;
-    return absl::OkStatus();
+    return WarmPlans();
+  }
+
+  // Every cuBLASLt plan the loaded layers' GEMMs can need, one per row
+  // bucket (engine/cuda/lt_matmul.h), built now so that steps do not query
+  // the heuristic: the router's gate, the shared expert and its gate over
+  // up to max_tokens rows, the routed experts over up to the step's rows.
+  absl::Status WarmPlans() {
+    const int64_t H = config_.hidden, T = max_tokens_, R = bounds_.rows;
+    std::vector<LtShape> shapes;
+    auto add = [&](int64_t rows, int64_t n, int64_t k, cudaDataType_t in,
+                   cudaDataType_t out) {
+      for (const LtShape& s : shapes) {
+        if (s.max_rows == rows && s.n == n && s.k == k && s.in == in &&
+            s.out == out) {
+          return;
+        }
+      }
+      shapes.push_back(LtShape{rows, n, k, in, out});
+    };
+    for (const auto& [layer, w] : *layers_) {
+      const MoeLayerConfig& c = w->config;
+      if (w->has_gate && router_ != nullptr) {
+        add(T, c.num_experts, H, CUDA_R_32F, CUDA_R_32F);
+      }
+      if (w->has_shared && shared_experts_ != nullptr) {
+        add(T, 2 * c.shared_inter, H, CUDA_R_16BF, CUDA_R_32F);
+        add(T, H, c.shared_inter, CUDA_R_16BF, CUDA_R_32F);
+        if (c.shared_gate) add(T, 1, H, CUDA_R_32F, CUDA_R_32F);
+      }
+      if (!w->experts.empty()) {
+        add(R, 2 * c.inter, H, CUDA_R_16BF, CUDA_R_32F);
+        add(R, H, c.inter, CUDA_R_16BF, CUDA_R_16BF);
+      }
+    }
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    return lt_->Warm(shapes);
   }
 
   // The step's buffers, from the step bounds, once: on the first step, so

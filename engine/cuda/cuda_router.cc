@@ -6,14 +6,20 @@
 #include "core/status_macros.h"
 #include "engine/cuda/cuda_status.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/routing_rule.h"
 
 namespace moe {
 namespace {
 
+// The fused kernel's limits (kernels/cuda/kernels.h), its shared memory
+// included: a layer outside them (say 4096 experts in 4096 groups, which
+// would need more than the 48 KB a kernel gets without opting in) routes on
+// the host from the copied logits, with the same rules and answers.
 bool FusedPath(const MoeLayerConfig& c) {
   return c.routing == RoutingMode::kTokenChoice && c.capacity_factor == 0.0 &&
          c.num_experts <= kernels::cuda::kMaxRouteExperts &&
-         c.top_k <= kernels::cuda::kMaxRouteTopK;
+         c.top_k <= kernels::cuda::kMaxRouteTopK &&
+         kernels::RouteFitsSharedMemory(c.num_experts, c.n_groups);
 }
 
 }  // namespace

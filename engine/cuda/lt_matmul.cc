@@ -1,17 +1,23 @@
 #include "engine/cuda/lt_matmul.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "engine/cuda/cublaslt_api.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/cuda/row_bucket.h"
 
 namespace moe {
 namespace {
 
-// The largest power of two (up to 256) dividing the address: what the
-// heuristic may assume about the pointer.
+// The largest power of two (up to 16) dividing the address: what the
+// heuristic may assume about the pointer. cuBLASLt asks for at most 16
+// bytes; telling it more would only split the cache.
+constexpr uint32_t kMaxAlignment = 16;
 uint32_t Alignment(const void* p) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  uint32_t al = 256;
+  uint32_t al = kMaxAlignment;
   while (al > 1 && a % al != 0) al >>= 1;
   return al;
 }
@@ -32,40 +38,81 @@ absl::StatusOr<std::unique_ptr<LtMatmul>> LtMatmul::Create(
 }
 
 LtMatmul::~LtMatmul() {
-  for (auto& [key, p] : plans_) {
-    api_->MatrixLayoutDestroy(p.w);
-    api_->MatrixLayoutDestroy(p.x);
-    api_->MatrixLayoutDestroy(p.d);
-    api_->MatmulDescDestroy(p.desc);
-  }
+  for (auto& [key, p] : plans_) Destroy(p);
   if (handle_ != nullptr) api_->Destroy(handle_);
 }
 
-absl::StatusOr<const LtMatmul::Plan*> LtMatmul::GetPlan(const Key& key) {
-  auto it = plans_.find(key);
-  if (it != plans_.end()) return &it->second;
-  const auto [m, n, k, in, out, al_x, al_w, al_d] = key;
+void LtMatmul::Destroy(Plan& p) {
+  if (p.w != nullptr) api_->MatrixLayoutDestroy(p.w);
+  if (p.x != nullptr) api_->MatrixLayoutDestroy(p.x);
+  if (p.d != nullptr) api_->MatrixLayoutDestroy(p.d);
+  if (p.desc != nullptr) api_->MatmulDescDestroy(p.desc);
+  p = Plan();
+}
+
+void LtMatmul::EvictOldest() {
+  auto oldest = plans_.begin();
+  for (auto it = plans_.begin(); it != plans_.end(); ++it) {
+    if (it->second.last_use < oldest->second.last_use) oldest = it;
+  }
+  if (oldest == plans_.end()) return;
+  Destroy(oldest->second);
+  plans_.erase(oldest);
+}
+
+absl::Status LtMatmul::SetRows(Plan& p, int64_t rows) {
+  // Column-major views (see BuildPlan): the row count m is the column count
+  // of X^T [k, m] and of D^T [n, m]; leading dimensions do not depend on it.
+  const uint64_t cols = static_cast<uint64_t>(rows);
+  MOE_CUBLAS_OK(api_->MatrixLayoutSetAttribute(p.x, CUBLASLT_MATRIX_LAYOUT_COLS,
+                                               &cols, sizeof(cols)));
+  MOE_CUBLAS_OK(api_->MatrixLayoutSetAttribute(p.d, CUBLASLT_MATRIX_LAYOUT_COLS,
+                                               &cols, sizeof(cols)));
+  return absl::OkStatus();
+}
+
+bool LtMatmul::AlgoValid(const Plan& p) {
+  cublasLtMatmulHeuristicResult_t r = {};
+  return api_->MatmulAlgoCheck(handle_, p.desc, p.w, p.x, p.d, p.d, &p.algo,
+                               &r) == CUBLAS_STATUS_SUCCESS &&
+         r.workspaceSize <= workspace_.size();
+}
+
+absl::Status LtMatmul::BuildPlan(const Key& key, int64_t rows, Plan* out) {
+  const auto [bucket, n, k, in, o, al_x, al_w, al_d] = key;
   Plan p;
   // Column-major view: D^T [n, m] = W [n, k] X^T. W is stored row-major
   // [n, k], i.e. column-major [k, n] (ld k), used transposed; X likewise
   // [k, m] (ld k), used as is; D^T column-major [n, m] (ld n) is D row-major.
-  MOE_CUBLAS_OK(
-      api_->MatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasStatus_t st =
+      api_->MatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  MOE_CUBLAS_OK(api_->MatmulDescSetAttribute(
-      p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  MOE_CUBLAS_OK(api_->MatmulDescSetAttribute(
-      p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   const auto in_t = static_cast<cudaDataType_t>(in);
-  const auto out_t = static_cast<cudaDataType_t>(out);
-  MOE_CUBLAS_OK(api_->MatrixLayoutCreate(&p.w, in_t, k, n, k));
-  MOE_CUBLAS_OK(api_->MatrixLayoutCreate(&p.x, in_t, k, m, k));
-  MOE_CUBLAS_OK(api_->MatrixLayoutCreate(&p.d, out_t, n, m, n));
-  cublasLtMatmulPreference_t pref;
-  MOE_CUBLAS_OK(api_->MatmulPreferenceCreate(&pref));
+  const auto out_t = static_cast<cudaDataType_t>(o);
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = api_->MatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
+                                      sizeof(ta));
+  }
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = api_->MatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
+                                      sizeof(tb));
+  }
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = api_->MatrixLayoutCreate(&p.w, in_t, k, n, k);
+  }
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = api_->MatrixLayoutCreate(&p.x, in_t, k, rows, k);
+  }
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = api_->MatrixLayoutCreate(&p.d, out_t, n, rows, n);
+  }
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (st == CUBLAS_STATUS_SUCCESS) st = api_->MatmulPreferenceCreate(&pref);
   const uint64_t ws = workspace_.size();
-  cublasStatus_t st = api_->MatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = api_->MatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  }
   for (auto [attr, al] :
        {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al_w},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al_x},
@@ -78,38 +125,98 @@ absl::StatusOr<const LtMatmul::Plan*> LtMatmul::GetPlan(const Key& key) {
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
+    ++heuristic_queries_;
     st = api_->MatmulAlgoGetHeuristic(handle_, p.desc, p.w, p.x, p.d, p.d, pref,
                                       1, &result, &found);
   }
-  api_->MatmulPreferenceDestroy(pref);
+  if (pref != nullptr) api_->MatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-    api_->MatrixLayoutDestroy(p.w);
-    api_->MatrixLayoutDestroy(p.x);
-    api_->MatrixLayoutDestroy(p.d);
-    api_->MatmulDescDestroy(p.desc);
+    Destroy(p);
     if (st != CUBLAS_STATUS_SUCCESS) {
-      return CublasError(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__,
-                         __LINE__);
+      return CublasError(st, "cuBLASLt plan", __FILE__, __LINE__);
     }
     return absl::InternalError(absl::StrCat("cuBLASLt has no algorithm for [",
-                                            m, ", ", k, "] x [", n, ", ", k,
+                                            rows, ", ", k, "] x [", n, ", ", k,
                                             "]^T"));
   }
   p.algo = result.algo;
+  *out = p;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LtMatmul::Plan*> LtMatmul::GetPlan(const Key& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) {
+    it->second.last_use = ++clock_;
+    return &it->second;
+  }
+  const int64_t bucket = std::get<0>(key);
+  Plan p;
+  MOE_RETURN_IF_ERROR(BuildPlan(key, bucket, &p));
+  // The algorithm was chosen for the bucket's top row count; it serves the
+  // whole bucket only if it also passes at the bottom (validity and
+  // workspace grow with the row count, so both ends are checked). A plan
+  // that fails is checked per call instead.
+  p.checked = AlgoValid(p);
+  const int64_t low = RowBucketLow(bucket);
+  if (p.checked && low < bucket) {
+    if (absl::Status s = SetRows(p, low); !s.ok()) {
+      Destroy(p);
+      return s;
+    }
+    p.checked = AlgoValid(p);
+  }
+  while (plans_.size() >= kMaxPlans) EvictOldest();
+  p.last_use = ++clock_;
   return &plans_.emplace(key, p).first->second;
+}
+
+absl::Status LtMatmul::Warm(absl::Span<const LtShape> shapes) {
+  for (const LtShape& s : shapes) max_rows_ = std::max(max_rows_, s.max_rows);
+  for (const LtShape& s : shapes) {
+    for (int64_t m = 1; m <= s.max_rows;) {
+      const int64_t bucket = RowBucket(m, max_rows_);
+      MOE_RETURN_IF_ERROR(GetPlan(Key{bucket, s.n, s.k, static_cast<int>(s.in),
+                                      static_cast<int>(s.out), kMaxAlignment,
+                                      kMaxAlignment, kMaxAlignment})
+                              .status());
+      m = bucket + 1;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status LtMatmul::Run(int64_t m, int64_t n, int64_t k, const void* x,
                            const void* w, void* d, cudaDataType_t in,
                            cudaDataType_t out, cudaStream_t stream) {
   if (m == 0 || n == 0) return absl::OkStatus();
-  auto plan = GetPlan(Key{m, n, k, static_cast<int>(in), static_cast<int>(out),
-                          Alignment(x), Alignment(w), Alignment(d)});
-  if (!plan.ok()) return plan.status();
+  const Key key{RowBucket(m, max_rows_),
+                n,
+                k,
+                static_cast<int>(in),
+                static_cast<int>(out),
+                Alignment(x),
+                Alignment(w),
+                Alignment(d)};
+  MOE_ASSIGN_OR_RETURN(Plan * p, GetPlan(key));
+  MOE_RETURN_IF_ERROR(SetRows(*p, m));
   const float alpha = 1.0f, beta = 0.0f;
-  const Plan& p = **plan;
-  MOE_CUBLAS_OK(api_->Matmul(handle_, p.desc, &alpha, w, p.w, x, p.x, &beta, d,
-                             p.d, d, p.d, &p.algo, workspace_.data(),
+  if (!p->checked && !AlgoValid(*p)) {
+    // The bucket's algorithm does not serve this row count: one of its own,
+    // built for this call only.
+    Plan own;
+    MOE_RETURN_IF_ERROR(BuildPlan(key, m, &own));
+    const cublasStatus_t st = api_->Matmul(
+        handle_, own.desc, &alpha, w, own.w, x, own.x, &beta, d, own.d, d,
+        own.d, &own.algo, workspace_.data(), workspace_.size(), stream);
+    Destroy(own);  // host descriptors: free once the call has been enqueued
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      return CublasError(st, "cublasLtMatmul", __FILE__, __LINE__);
+    }
+    return absl::OkStatus();
+  }
+  MOE_CUBLAS_OK(api_->Matmul(handle_, p->desc, &alpha, w, p->w, x, p->x, &beta,
+                             d, p->d, d, p->d, &p->algo, workspace_.data(),
                              workspace_.size(), stream));
   return absl::OkStatus();
 }

@@ -1,24 +1,49 @@
 // Row-major GEMMs through cuBLASLt: D[m, n] = X[m, k] W[n, k]^T, the shape of
-// every projection in the layer (weights stored [out, in] as in HF). Plans
-// (descriptors, layouts, the heuristic's algorithm) are cached per shape,
-// type and pointer alignment; the workspace is allocated once.
+// every projection in the layer (weights stored [out, in] as in HF).
+//
+// Plans (descriptor, layouts, the heuristic's algorithm) are cached per row
+// bucket (engine/cuda/row_bucket.h: next power of two >= m, capped at the
+// warmed max_rows), shape, types and pointer alignment (capped at 16 bytes,
+// all cuBLASLt asks for). A call sets its own row count on the plan's X and
+// D layouts; the algorithm the heuristic chose for the bucket's top row
+// count was checked (cublasLtMatmulAlgoCheck) at both ends of the bucket
+// when the plan was built, and a plan that failed either end is checked
+// again per call, a call that fails it getting an algorithm of its own (not
+// cached). Warm builds every bucket of the given shapes at load, so steps do
+// not query the heuristic. The cache holds at most kMaxPlans plans and
+// destroys the least recently used beyond that. The workspace is allocated
+// once. Not thread-safe: one per stream (each backend fork has its own).
 #pragma once
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <tuple>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "engine/cuda/cublaslt_api.h"
 #include "engine/cuda/device_buffer.h"
 
 namespace moe {
 
+// One GEMM shape for LtMatmul::Warm: D[m, n] = X[m, k] W[n, k]^T for every
+// m in 1..max_rows.
+struct LtShape {
+  int64_t max_rows = 0;
+  int64_t n = 0, k = 0;
+  cudaDataType_t in = CUDA_R_16BF, out = CUDA_R_32F;
+};
+
 class LtMatmul {
  public:
+  // Plans kept at once; enough for every bucket of a layer's shapes (about
+  // six shapes times log2(max_rows) + 1 buckets) several times over.
+  static constexpr size_t kMaxPlans = 512;
+
   static absl::StatusOr<std::unique_ptr<LtMatmul>> Create(
       size_t workspace_bytes = size_t{32} << 20);
   ~LtMatmul();
@@ -30,22 +55,42 @@ class LtMatmul {
                    const void* w, void* d, cudaDataType_t in,
                    cudaDataType_t out, cudaStream_t stream);
 
+  // Caps the row buckets at the largest max_rows of `shapes` (and of earlier
+  // calls), then builds the plans of every bucket of each shape, for 16-byte
+  // aligned pointers (what device buffers and row offsets of widths that are
+  // multiples of 8 give; other alignments get their plans on first use).
+  absl::Status Warm(absl::Span<const LtShape> shapes);
+
   size_t cached_plans() const { return plans_.size(); }
+  // Heuristic queries so far (plans built, plus per-call fallbacks).
+  int64_t heuristic_queries() const { return heuristic_queries_; }
 
  private:
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t w = nullptr, x = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo;
+    bool checked = false;  // algo valid at both ends of the bucket
+    uint64_t last_use = 0;
   };
+  // (row bucket, n, k, in, out, alignment of x, w, d)
   using Key = std::tuple<int64_t, int64_t, int64_t, int, int, uint32_t,
                          uint32_t, uint32_t>;
-  absl::StatusOr<const Plan*> GetPlan(const Key& key);
+  absl::StatusOr<Plan*> GetPlan(const Key& key);
+  // Descriptor and layouts for `rows` rows, and the heuristic's algorithm.
+  absl::Status BuildPlan(const Key& key, int64_t rows, Plan* p);
+  absl::Status SetRows(Plan& p, int64_t rows);
+  bool AlgoValid(const Plan& p);
+  void Destroy(Plan& p);
+  void EvictOldest();
 
   const CublasLtApi* api_ = nullptr;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;
+  int64_t max_rows_ = 0;  // bucket cap; 0 until Warm
   std::map<Key, Plan> plans_;
+  uint64_t clock_ = 0;
+  int64_t heuristic_queries_ = 0;
 };
 
 }  // namespace moe

@@ -8,6 +8,8 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/routing_rule.h"
+
 namespace moe::kernels::cpu {
 namespace {
 
@@ -19,13 +21,14 @@ int ThreadsFor(int64_t n, int num_threads) {
   return n >= kParallelTokens ? std::max(num_threads, 1) : 1;
 }
 
-// Index of the largest value in v[0..n) not yet taken; ties (and an all
-// -inf or NaN remainder) go to the lowest index.
+// Index of the first key of v[0..n) not yet taken in the routing order
+// (kernels/routing_rule.h: largest first, ties to the lowest index). Keys
+// come from RouteKey, never NaN.
 int64_t ArgMaxUntaken(const float* v, const uint8_t* taken, int64_t n) {
   int64_t best = -1;
   for (int64_t e = 0; e < n; ++e) {
     if (taken[e]) continue;
-    if (best < 0 || v[e] > v[best]) best = e;
+    if (best < 0 || RanksBefore(v[e], e, v[best], best)) best = e;
   }
   return best;
 }
@@ -48,7 +51,7 @@ void RouteOneToken(const TopKParams& p, const float* s, int32_t* idx, float* w,
   const int64_t E = p.num_experts;
   float* c = ws.c.data();
   for (int64_t e = 0; e < E; ++e) {
-    c[e] = p.expert_bias != nullptr ? s[e] + p.expert_bias[e] : s[e];
+    c[e] = RouteKey(p.expert_bias != nullptr ? s[e] + p.expert_bias[e] : s[e]);
   }
   if (p.n_groups > 0) {
     const int64_t gs = E / p.n_groups;
@@ -63,7 +66,7 @@ void RouteOneToken(const TopKParams& p, const float* s, int32_t* idx, float* w,
           b = cg[i];
         }
       }
-      ws.group_score[g] = p.group_score == kGroupMax ? a : a + b;
+      ws.group_score[g] = RouteKey(p.group_score == kGroupMax ? a : a + b);
     }
     std::fill(ws.group_taken.begin(), ws.group_taken.end(), uint8_t{0});
     for (int64_t j = 0; j < p.topk_groups; ++j) {
@@ -95,14 +98,16 @@ void ComputeScores(int32_t score_func, const float* logits, int64_t n,
     const float* l = logits + t * E;
     float* s = scores + t * E;
     if (score_func == kScoreSigmoid) {
-      for (int64_t e = 0; e < E; ++e) s[e] = 1.0f / (1.0f + std::exp(-l[e]));
+      for (int64_t e = 0; e < E; ++e) {
+        s[e] = 1.0f / (1.0f + std::exp(-RouteLogit(l[e])));
+      }
       continue;
     }
     float m = kNegInf;
-    for (int64_t e = 0; e < E; ++e) m = std::max(m, l[e]);
+    for (int64_t e = 0; e < E; ++e) m = std::max(m, RouteLogit(l[e]));
     float sum = 0.0f;
     for (int64_t e = 0; e < E; ++e) {
-      s[e] = std::exp(l[e] - m);
+      s[e] = std::exp(RouteLogit(l[e]) - m);
       sum += s[e];
     }
     const float inv = 1.0f / sum;

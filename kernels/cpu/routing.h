@@ -18,6 +18,9 @@ struct TopKParams {
   int32_t group_score = kGroupTop2Sum;
 };
 
+// NaN logits and scores and ties follow kernels/routing_rule.h, as the CUDA
+// kernel does.
+//
 // scores[t][e] = softmax over e of logits[t][.] or sigmoid(logits[t][e]).
 // `scores` may alias `logits`.
 void ComputeScores(int32_t score_func, const float* logits, int64_t n,

@@ -1,5 +1,6 @@
 // CUDA kernels of the MoE layer: pure compute over raw device pointers and
-// a stream, returning the launch's cudaError_t. bf16 values are passed as
+// a stream, returning the status of their own launch (never an earlier
+// call's leftover error: kernels/cuda/launch.cuh). bf16 values are passed as
 // their bits (uint16_t) so that host code needs no CUDA types beyond the
 // runtime API.
 #pragma once
@@ -13,8 +14,9 @@ namespace moe::kernels::cuda {
 enum ScoreFuncId : int32_t { kScoreSoftmax = 0, kScoreSigmoid = 1 };
 enum GroupScoreId : int32_t { kGroupTop2Sum = 0, kGroupMax = 1 };
 
-// The most experts (shared memory) and slots per token the fused routing
-// kernel handles; larger layers route on the host.
+// The most experts and slots per token the fused routing kernel handles;
+// also, its shared memory must fit kernels::RouteFitsSharedMemory(E, G)
+// (kernels/routing_rule.h). Other layers route on the host.
 inline constexpr int32_t kMaxRouteExperts = 4096;
 inline constexpr int32_t kMaxRouteTopK = 64;
 
@@ -39,7 +41,9 @@ struct RouteArgs {
 
 // Fused routing, one block per token: scores (softmax or sigmoid), bias,
 // group-limited choice (top-2 sum or max), top-k with the lower-id tie rule,
-// gather, normalisation, scale, per-expert counts.
+// gather, normalisation, scale, per-expert counts. NaN and tie rules of
+// kernels/routing_rule.h. cudaErrorInvalidValue, launching nothing, for a
+// layer outside the limits above.
 cudaError_t RouteTopK(const RouteArgs& args, cudaStream_t stream);
 
 // dst[j][:] = bf16(src[src_row[j]][:] * (scale ? scale[j] : 1)), fp32 src.

@@ -2,6 +2,8 @@
 #include <climits>
 
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/routing_rule.h"
 
 namespace moe::kernels::cuda {
 namespace {
@@ -9,14 +11,15 @@ namespace {
 constexpr int kBlock = 128;
 constexpr int kWarps = kBlock / 32;
 
-// (value, index) ordering of the routing rules: larger value first, then
-// lower index. NaN counts as -inf.
-__device__ __forceinline__ bool Better(float v, int i, float bv, int bi) {
-  return v > bv || (v == bv && i < bi);
-}
+constexpr float kNegInf = -__builtin_huge_valf();
 
-__device__ __forceinline__ float Finite(float v) {
-  return isnan(v) ? -FLT_MAX * 2 : v;
+// The kernel's fixed shared arrays, within what routing_rule.h reserves.
+static_assert(2 * kWarps * 4 + 2 * kMaxRouteTopK * 4 <=
+              kernels::kRouteStaticSharedBytes);
+
+// (key, index) ordering of the routing rules (kernels/routing_rule.h).
+__device__ __forceinline__ bool Better(float v, int i, float bv, int bi) {
+  return RanksBefore(v, i, bv, bi);
 }
 
 // Block-wide reductions; `scratch` holds kWarps partials.
@@ -81,13 +84,13 @@ __global__ void __launch_bounds__(kBlock) RouteKernel(RouteArgs a) {
 
   const int64_t t = blockIdx.x;
   const float* l = a.logits + t * E;
-  for (int e = threadIdx.x; e < E; e += kBlock) s[e] = l[e];
+  for (int e = threadIdx.x; e < E; e += kBlock) s[e] = RouteLogit(l[e]);
   __syncthreads();
   if (a.score_func == kScoreSigmoid) {
     for (int e = threadIdx.x; e < E; e += kBlock)
       s[e] = 1.0f / (1.0f + expf(-s[e]));
   } else {
-    float m = -FLT_MAX;
+    float m = kNegInf;
     for (int e = threadIdx.x; e < E; e += kBlock) m = fmaxf(m, s[e]);
     m = BlockMax(m, red_v);
     float sum = 0;
@@ -99,7 +102,7 @@ __global__ void __launch_bounds__(kBlock) RouteKernel(RouteArgs a) {
     for (int e = threadIdx.x; e < E; e += kBlock) s[e] *= inv;
   }
   for (int e = threadIdx.x; e < E; e += kBlock) {
-    c[e] = Finite(a.expert_bias != nullptr ? s[e] + a.expert_bias[e] : s[e]);
+    c[e] = RouteKey(a.expert_bias != nullptr ? s[e] + a.expert_bias[e] : s[e]);
     taken[e] = 0;
   }
   __syncthreads();
@@ -107,7 +110,7 @@ __global__ void __launch_bounds__(kBlock) RouteKernel(RouteArgs a) {
   if (G > 0) {
     const int size = E / G;
     for (int g = threadIdx.x; g < G; g += kBlock) {
-      float first = -FLT_MAX * 2, second = -FLT_MAX * 2;
+      float first = kNegInf, second = kNegInf;
       for (int j = 0; j < size; ++j) {
         const float v = c[g * size + j];
         if (v > first) {
@@ -117,7 +120,7 @@ __global__ void __launch_bounds__(kBlock) RouteKernel(RouteArgs a) {
           second = v;
         }
       }
-      gs[g] = a.group_score == kGroupMax ? first : first + second;
+      gs[g] = RouteKey(a.group_score == kGroupMax ? first : first + second);
       kept[g] = 0;
     }
     __syncthreads();
@@ -125,20 +128,22 @@ __global__ void __launch_bounds__(kBlock) RouteKernel(RouteArgs a) {
       for (int j = 0; j < a.topk_groups; ++j) {
         int best = -1;
         for (int g = 0; g < G; ++g) {
-          if (!kept[g] && (best < 0 || gs[g] > gs[best])) best = g;
+          if (!kept[g] && (best < 0 || Better(gs[g], g, gs[best], best))) {
+            best = g;
+          }
         }
         kept[best] = 1;
       }
     }
     __syncthreads();
     for (int e = threadIdx.x; e < E; e += kBlock) {
-      if (!kept[e / size]) c[e] = -FLT_MAX * 2;
+      if (!kept[e / size]) c[e] = kNegInf;
     }
     __syncthreads();
   }
 
   for (int j = 0; j < a.top_k; ++j) {
-    float bv = -FLT_MAX * 4;
+    float bv = kNegInf;
     int bi = INT_MAX;
     for (int e = threadIdx.x; e < E; e += kBlock) {
       if (!taken[e] && Better(c[e], e, bv, bi)) {
@@ -176,13 +181,14 @@ cudaError_t RouteTopK(const RouteArgs& a, cudaStream_t stream) {
   if (a.tokens == 0) return cudaSuccess;
   if (a.num_experts <= 0 || a.num_experts > kMaxRouteExperts || a.top_k <= 0 ||
       a.top_k > kMaxRouteTopK || a.top_k > a.num_experts || a.n_groups < 0 ||
-      (a.n_groups > 0 && a.num_experts % a.n_groups != 0)) {
+      (a.n_groups > 0 && a.num_experts % a.n_groups != 0) ||
+      (a.n_groups > 0 && (a.topk_groups < 0 || a.topk_groups > a.n_groups)) ||
+      !kernels::RouteFitsSharedMemory(a.num_experts, a.n_groups)) {
     return cudaErrorInvalidValue;
   }
-  const size_t shared = (2 * a.num_experts + a.n_groups) * sizeof(float) +
-                        a.num_experts + a.n_groups;
-  RouteKernel<<<static_cast<unsigned>(a.tokens), kBlock, shared, stream>>>(a);
-  return cudaGetLastError();
+  return Launch(
+      RouteKernel, dim3(static_cast<unsigned>(a.tokens)), dim3(kBlock),
+      kernels::RouteDynamicSharedBytes(a.num_experts, a.n_groups), stream, a);
 }
 
 }  // namespace moe::kernels::cuda

@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace moe::kernels::cuda {
 namespace {
@@ -105,35 +106,32 @@ cudaError_t GatherRowsF32ToBf16(const float* src, int64_t cols,
                                 int64_t rows, uint16_t* dst,
                                 cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
-  GatherF32ToBf16Kernel<<<static_cast<unsigned>(rows), RowThreads(cols), 0,
-                          stream>>>(src, cols, src_row, scale, dst);
-  return cudaGetLastError();
+  return Launch(GatherF32ToBf16Kernel, dim3(static_cast<unsigned>(rows)),
+                dim3(RowThreads(cols)), 0, stream, src, cols, src_row, scale,
+                dst);
 }
 
 cudaError_t GatherRowsBf16(const uint16_t* src, int64_t cols,
                            const int32_t* src_row, int64_t rows, uint16_t* dst,
                            cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
-  GatherBf16Kernel<<<static_cast<unsigned>(rows), RowThreads(cols), 0,
-                     stream>>>(src, cols, src_row, dst);
-  return cudaGetLastError();
+  return Launch(GatherBf16Kernel, dim3(static_cast<unsigned>(rows)),
+                dim3(RowThreads(cols)), 0, stream, src, cols, src_row, dst);
 }
 
 cudaError_t ScatterRowsBf16(const uint16_t* src, int64_t cols,
                             const int32_t* dst_row, int64_t rows, uint16_t* dst,
                             cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
-  ScatterBf16Kernel<<<static_cast<unsigned>(rows), RowThreads(cols), 0,
-                      stream>>>(src, cols, dst_row, dst);
-  return cudaGetLastError();
+  return Launch(ScatterBf16Kernel, dim3(static_cast<unsigned>(rows)),
+                dim3(RowThreads(cols)), 0, stream, src, cols, dst_row, dst);
 }
 
 cudaError_t SiluMul(const float* gate_up, int64_t rows, int64_t inter,
                     uint16_t* h, cudaStream_t stream) {
   if (rows == 0 || inter == 0) return cudaSuccess;
-  SiluMulKernel<<<StrideBlocks(rows * inter), kBlock, 0, stream>>>(
-      gate_up, rows, inter, h);
-  return cudaGetLastError();
+  return Launch(SiluMulKernel, dim3(StrideBlocks(rows * inter)), dim3(kBlock),
+                0, stream, gate_up, rows, inter, h);
 }
 
 cudaError_t CombineSlots(int64_t tokens, int64_t slots, int64_t cols,
@@ -141,24 +139,23 @@ cudaError_t CombineSlots(int64_t tokens, int64_t slots, int64_t cols,
                          const uint16_t* expert_out, float* y,
                          cudaStream_t stream) {
   if (tokens == 0 || cols == 0) return cudaSuccess;
-  CombineKernel<<<static_cast<unsigned>(tokens), RowThreads(cols), 0, stream>>>(
-      slots, cols, w, slot_row, expert_out, y);
-  return cudaGetLastError();
+  return Launch(CombineKernel, dim3(static_cast<unsigned>(tokens)),
+                dim3(RowThreads(cols)), 0, stream, slots, cols, w, slot_row,
+                expert_out, y);
 }
 
 cudaError_t AddRows(float* y, const float* add, const float* gate_logit,
                     int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
-  AddRowsKernel<<<static_cast<unsigned>(rows), RowThreads(cols), 0, stream>>>(
-      y, add, gate_logit, cols);
-  return cudaGetLastError();
+  return Launch(AddRowsKernel, dim3(static_cast<unsigned>(rows)),
+                dim3(RowThreads(cols)), 0, stream, y, add, gate_logit, cols);
 }
 
 cudaError_t ConvertF32ToBf16(const float* src, int64_t count, uint16_t* dst,
                              cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  ConvertKernel<<<StrideBlocks(count), kBlock, 0, stream>>>(src, count, dst);
-  return cudaGetLastError();
+  return Launch(ConvertKernel, dim3(StrideBlocks(count)), dim3(kBlock), 0,
+                stream, src, count, dst);
 }
 
 }  // namespace moe::kernels::cuda

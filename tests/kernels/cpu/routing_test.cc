@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/routing_rule.h"
+#include "tests/kernels/routing_edge_cases.h"
 
 namespace moe::kernels::cpu {
 namespace {
@@ -19,6 +21,48 @@ TEST(Routing, SoftmaxAndSigmoid) {
   EXPECT_EQ(s[5], 0.0f);
   ComputeScores(kScoreSigmoid, logits, 1, 3, s, 1);
   EXPECT_NEAR(s[1], 1 / (1 + std::exp(-1.0)), 1e-7);
+}
+
+// The NaN and tie rules of kernels/routing_rule.h; the CUDA kernel runs the
+// same cases (tests/kernels/cuda/cuda_kernels_test.cc).
+TEST(Routing, NanEdgeCasesFollowTheSharedRule) {
+  for (const testing::RouteEdgeCase& rc : testing::RouteEdgeCases()) {
+    SCOPED_TRACE(rc.name);
+    std::vector<float> s(rc.num_experts);
+    ComputeScores(rc.score_func, rc.logits.data(), 1, rc.num_experts, s.data(),
+                  1);
+    TopKParams p;
+    p.num_experts = rc.num_experts;
+    p.top_k = rc.top_k;
+    p.expert_bias = rc.bias.empty() ? nullptr : rc.bias.data();
+    p.n_groups = rc.n_groups;
+    p.topk_groups = rc.topk_groups;
+    p.group_score = rc.group_score;
+    std::vector<int32_t> idx(rc.top_k);
+    std::vector<float> w(rc.top_k);
+    SelectTopK(p, s.data(), 1, idx.data(), w.data(), 1);
+    EXPECT_EQ(idx, rc.idx);
+    for (int j = 0; j < rc.top_k; ++j) {
+      EXPECT_TRUE(testing::WeightMatches(w[j], rc.w[j]))
+          << "slot " << j << ": " << w[j] << " vs " << rc.w[j];
+    }
+  }
+}
+
+TEST(Routing, RuleKeysAndOrder) {
+  const float nan = std::nanf("");
+  EXPECT_EQ(RouteKey(nan), -INFINITY);
+  EXPECT_EQ(RouteLogit(nan), -INFINITY);
+  EXPECT_EQ(RouteKey(0.25f), 0.25f);
+  EXPECT_TRUE(RanksBefore(1.0f, 5, 0.5f, 0));
+  EXPECT_TRUE(RanksBefore(1.0f, 2, 1.0f, 3));  // tie: lower index
+  EXPECT_FALSE(RanksBefore(1.0f, 3, 1.0f, 2));
+  EXPECT_TRUE(RanksBefore(-INFINITY, 0, -INFINITY, 1));
+  // The fused CUDA kernel's shared memory (no opt-in above 48 KB).
+  EXPECT_TRUE(RouteFitsSharedMemory(4096, 0));
+  EXPECT_TRUE(RouteFitsSharedMemory(256, 8));
+  EXPECT_FALSE(RouteFitsSharedMemory(4096, 4096));
+  EXPECT_EQ(RouteDynamicSharedBytes(256, 8), (2 * 256 + 8) * 4 + 256 + 8);
 }
 
 TEST(Routing, TiesGoToTheLowerExpert) {

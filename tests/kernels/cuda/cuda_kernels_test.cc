@@ -12,6 +12,8 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/routing.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/routing_rule.h"
+#include "tests/kernels/routing_edge_cases.h"
 
 namespace moe {
 namespace {
@@ -113,6 +115,102 @@ TEST_F(CudaKernelTest, RoutingMatchesTheCpuPath) {
     for (int32_t c : counts) total += c;
     EXPECT_EQ(total, n * rc.k);
   }
+}
+
+// The NaN and tie rules of kernels/routing_rule.h: the same golden cases as
+// the CPU kernels' test (tests/kernels/cpu/routing_test.cc).
+TEST_F(CudaKernelTest, RoutingNanEdgeCasesFollowTheSharedRule) {
+  for (const testing::RouteEdgeCase& rc : testing::RouteEdgeCases()) {
+    SCOPED_TRACE(rc.name);
+    DeviceBuffer d_logits = Up(rc.logits), d_bias = Up(rc.bias);
+    auto d_idx = *DeviceBuffer::Allocate(rc.top_k * 4);
+    auto d_w = *DeviceBuffer::Allocate(rc.top_k * 4);
+    kcu::RouteArgs a;
+    a.logits = d_logits.as<float>();
+    a.tokens = 1;
+    a.num_experts = rc.num_experts;
+    a.top_k = rc.top_k;
+    a.score_func = rc.score_func;
+    a.expert_bias = rc.bias.empty() ? nullptr : d_bias.as<float>();
+    a.n_groups = rc.n_groups;
+    a.topk_groups = rc.topk_groups;
+    a.group_score = rc.group_score;
+    a.renorm = false;  // w = s[idx], as the cases are written
+    a.route_scale = 1.0f;
+    a.idx = d_idx.as<int32_t>();
+    a.weights = d_w.as<float>();
+    ASSERT_EQ(kcu::RouteTopK(a, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(Down<int32_t>(d_idx, rc.top_k), rc.idx);
+    const auto w = Down<float>(d_w, rc.top_k);
+    for (int j = 0; j < rc.top_k; ++j) {
+      EXPECT_TRUE(testing::WeightMatches(w[j], rc.w[j]))
+          << "slot " << j << ": " << w[j] << " vs " << rc.w[j];
+    }
+  }
+}
+
+// Shared memory: the largest layer the fused kernel takes launches (no
+// opt-in needed); one past the 48 KB limit is refused without a launch, and
+// the refusal leaves nothing behind for the next launch.
+TEST_F(CudaKernelTest, RoutingSharedMemoryLimit) {
+  const int E = kcu::kMaxRouteExperts, n = 3;
+  ASSERT_TRUE(kernels::RouteFitsSharedMemory(E, 0));
+  const auto logits = Random(n * E, 9, 3);
+  DeviceBuffer d_logits = Up(logits);
+  auto d_idx = *DeviceBuffer::Allocate(n * 8 * 4);
+  auto d_w = *DeviceBuffer::Allocate(n * 8 * 4);
+  kcu::RouteArgs a;
+  a.logits = d_logits.as<float>();
+  a.tokens = n;
+  a.num_experts = E;
+  a.top_k = 8;
+  a.idx = d_idx.as<int32_t>();
+  a.weights = d_w.as<float>();
+  ASSERT_EQ(kcu::RouteTopK(a, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<float> scores(n * E), w_cpu(n * 8);
+  std::vector<int32_t> idx_cpu(n * 8);
+  kc::ComputeScores(kc::kScoreSoftmax, logits.data(), n, E, scores.data(), 1);
+  kc::TopKParams p;
+  p.num_experts = E;
+  p.top_k = 8;
+  kc::SelectTopK(p, scores.data(), n, idx_cpu.data(), w_cpu.data(), 1);
+  EXPECT_EQ(Down<int32_t>(d_idx, n * 8), idx_cpu);
+  a.n_groups = E;  // groups of one expert: (2E + G) * 4 + E + G > 48 KB
+  a.topk_groups = 8;
+  ASSERT_FALSE(kernels::RouteFitsSharedMemory(E, E));
+  EXPECT_EQ(kcu::RouteTopK(a, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// A wrapper reports its own launch: an earlier call's error left in the
+// thread's last-error state (here a failed cudaSetDevice; in the engine a
+// cudaErrorNotReady from polling an event) does not fail it, and is not
+// consumed by it either.
+TEST_F(CudaKernelTest, StaleErrorDoesNotFailTheNextLaunch) {
+  const int64_t rows = 5, cols = 40;
+  DeviceBuffer d_src = Up(std::vector<uint16_t>(rows * cols, 1));
+  DeviceBuffer d_row = Up(std::vector<int32_t>{4, 3, 2, 1, 0});
+  auto d_dst = *DeviceBuffer::Allocate(rows * cols * 2);
+  int device = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_NE(cudaSetDevice(CudaDeviceCount() + 7), cudaSuccess);
+  EXPECT_EQ(kcu::GatherRowsBf16(d_src.as<uint16_t>(), cols, d_row.as<int32_t>(),
+                                rows, d_dst.as<uint16_t>(), nullptr),
+            cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDevice);  // still the stale one
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  int now = -1;
+  ASSERT_EQ(cudaGetDevice(&now), cudaSuccess);
+  EXPECT_EQ(now, device);
+  // And a launch that fails reports itself and leaves nothing behind.
+  EXPECT_NE(
+      kcu::GatherRowsBf16(d_src.as<uint16_t>(), 1 << 20, d_row.as<int32_t>(),
+                          1u << 31, d_dst.as<uint16_t>(), nullptr),
+      cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 TEST_F(CudaKernelTest, GatherScatterCombineSiluMul) {

@@ -1,0 +1,66 @@
+// The routing rules that the CPU kernels (kernels/cpu/routing.cc) and the
+// fused CUDA kernel (kernels/cuda/routing.cu) must apply alike, written once
+// (docs/architecture.md section 3.1). Plain C++ that nvcc compiles for the
+// device too; no CUDA types, so the CPU build and its tests include it.
+//
+// NaN:
+//  - a NaN logit counts as -inf: its softmax or sigmoid score is 0 (unless
+//    every logit of the token is -inf or NaN: softmax is then NaN for all);
+//  - a NaN choice score (score + bias) ranks as -inf: below every number, so
+//    a NaN expert is chosen only when fewer than k others are left, and
+//    then by the tie rule; when all are NaN the token gets experts 0..k-1;
+//  - group scores (top-2 sum or max) are taken over the ranked keys, so a
+//    NaN never wins a group.
+// Ties: equal keys go to the lower index (expert id, or group id).
+// Weights are the unbiased scores of the chosen experts, NaN included: a NaN
+// weight makes the step's output non-finite, which is refused, never hidden.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define MOE_HOST_DEVICE __host__ __device__
+#else
+#define MOE_HOST_DEVICE
+#endif
+
+namespace moe::kernels {
+
+// A logit as the score functions see it: NaN -> -inf.
+MOE_HOST_DEVICE inline float RouteLogit(float logit) {
+  return logit != logit ? -__builtin_huge_valf() : logit;
+}
+
+// The ranking key of a choice score (or a group score): NaN -> -inf.
+MOE_HOST_DEVICE inline float RouteKey(float score) {
+  return score != score ? -__builtin_huge_valf() : score;
+}
+
+// Whether key `a` of index `ia` ranks before key `b` of index `ib`: larger
+// key first, ties to the lower index. Keys come from RouteKey (never NaN).
+MOE_HOST_DEVICE inline bool RanksBefore(float a, int64_t ia, float b,
+                                        int64_t ib) {
+  return a > b || (a == b && ia < ib);
+}
+
+// The fused CUDA routing kernel's shared memory for E experts in G groups:
+// scores and choice scores [E] fp32, group scores [G] fp32, taken [E] and
+// kept [G] bytes, plus its fixed per-block arrays. A kernel may use 48 KB of
+// shared memory without opting in per function (cudaFuncSetAttribute); the
+// fused path stays under it, and layers that need more route on the host
+// (engine/cuda/cuda_router.cc), which gives the same answers.
+inline constexpr size_t kRouteStaticSharedBytes = 1024;  // >= the kernel's
+inline constexpr size_t kRouteSharedLimitBytes = 48 * 1024;
+constexpr size_t RouteDynamicSharedBytes(int64_t num_experts,
+                                         int64_t n_groups) {
+  return static_cast<size_t>(2 * num_experts + n_groups) * sizeof(float) +
+         static_cast<size_t>(num_experts + n_groups);
+}
+constexpr bool RouteFitsSharedMemory(int64_t num_experts, int64_t n_groups) {
+  return RouteDynamicSharedBytes(num_experts, n_groups) +
+             kRouteStaticSharedBytes <=
+         kRouteSharedLimitBytes;
+}
+
+}  // namespace moe::kernels
