@@ -127,9 +127,8 @@ TEST_F(WorkerTokenTest, RogueCallsAreUnauthenticatedAndChangeNothing) {
   // With the worker token a call gets past this check to the store's own
   // (the rank's store token, which only an assigned rank holds).
   for (uint64_t g = 0; g <= 4; ++g) {
-    EXPECT_EQ(StoreSet(good, g, "probe").error_code() ==
-                  grpc::StatusCode::UNAUTHENTICATED,
-              false);
+    EXPECT_NE(StoreSet(good, g, "probe").error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
   }
   // Nothing was assigned: the two real workers registered, nobody else, and
   // they still form the group and serve.
