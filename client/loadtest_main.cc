@@ -64,6 +64,10 @@ ABSL_FLAG(double, max_error_rate, 0,
 ABSL_FLAG(absl::Duration, progress_interval, absl::Seconds(1),
           "progress line period");
 ABSL_FLAG(uint64_t, seed, 1, "input and arrival seed");
+ABSL_FLAG(bool, no_retry, false,
+          "do not retry requests that fail with UNAVAILABLE (the client "
+          "library retries up to 4 attempts by default): every failure "
+          "counts, for raw failure rates");
 
 namespace moe::loadtest {
 namespace {
@@ -178,11 +182,13 @@ absl::StatusOr<RunSpec> SpecFromFlags() {
 }
 
 absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
-  return MakeClientOptions(
+  auto o = MakeClientOptions(
       absl::GetFlag(FLAGS_target), absl::GetFlag(FLAGS_tls_ca),
       absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
       absl::GetFlag(FLAGS_tls_server_name),
       absl::GetFlag(FLAGS_auth_token_file));
+  if (o.ok()) o->retry = !absl::GetFlag(FLAGS_no_retry);
+  return o;
 }
 
 // The server's hidden size and the --layer list ('all': every MoE layer).

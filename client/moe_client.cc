@@ -32,11 +32,31 @@ absl::StatusOr<ClientOptions> MakeClientOptions(const std::string& target,
   return o;
 }
 
+const char kRetryServiceConfig[] = R"json({
+  "methodConfig": [{
+    "name": [{"service": "moe.v1.MoeService"}],
+    "retryPolicy": {
+      "maxAttempts": 4,
+      "initialBackoff": "0.1s",
+      "maxBackoff": "1s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+})json";
+
 MoeClient::MoeClient(const ClientOptions& options)
     : auth_token_(options.auth_token) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
+  if (options.retry) {
+    args.SetServiceConfigJSON(kRetryServiceConfig);
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
+    args.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE, 16 << 20);
+  } else {
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  }
   if (!options.server_name.empty()) {
     args.SetSslTargetNameOverride(options.server_name);
   }

@@ -19,7 +19,16 @@ struct ClientOptions {
   std::string server_name;  // TLS: name to verify instead of the target's
   std::string auth_token;   // sent as "authorization: Bearer <token>"
   int max_message_bytes = 1 << 30;
+  // Retry calls that fail with UNAVAILABLE (a router draining, a worker
+  // group regrouping): kRetryServiceConfig. Off: every failure is seen.
+  bool retry = true;
 };
+
+// The channel's service config with `retry`: every moe.v1.MoeService call
+// is tried up to 4 times on UNAVAILABLE, with exponential backoff from
+// 0.1 s to 1 s (and jitter). A call is retried only before its first
+// response arrives and while its request fits the retry buffer (16 MiB).
+extern const char kRetryServiceConfig[];
 
 // Options from the command-line spelling shared by the CLIs: TLS when a CA
 // or client certificate is given, the first token of `token_file`.

@@ -1,11 +1,16 @@
 // moe-router: the front end. Validates and batches requests, routes every
 // token in fp32, plans the dispatch, drives the expert workers (or computes
 // the experts itself with --num-workers 0), adds the shared experts.
+#include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -29,6 +34,7 @@
 #include "server/router_options.h"
 #include "server/step_runner.h"
 #include "server/token_auth.h"
+#include "server/worker_auth.h"
 #include "server/worker_pool.h"
 
 ABSL_FLAG(std::string, model, "", "Hugging Face checkpoint directory");
@@ -76,6 +82,16 @@ ABSL_FLAG(std::string, tls_ca, "",
 ABSL_FLAG(std::string, auth_token_file, "",
           "bearer tokens, one per line: required on the public API (health "
           "is exempt)");
+ABSL_FLAG(std::string, worker_token_file, "",
+          "bearer tokens, one per line: every worker must present one "
+          "(moe-worker --worker-token-file) to register or use the "
+          "rendezvous store");
+ABSL_FLAG(bool, insecure_workers, false,
+          "allow open worker registration (no --worker-token-file, no "
+          "--tls-ca) on an address other than loopback");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+          "after SIGTERM/SIGINT: how long requests in flight may take to "
+          "finish before the router stops anyway");
 ABSL_FLAG(std::string, worker_listen, "",
           "separate address for worker registration (needed with --tls-ca); "
           "empty: the --listen port");
@@ -134,6 +150,9 @@ RouterFlags ReadFlags() {
   f.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   f.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   f.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  f.worker_token_file = absl::GetFlag(FLAGS_worker_token_file);
+  f.insecure_workers = absl::GetFlag(FLAGS_insecure_workers);
+  f.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   return f;
 }
 
@@ -190,12 +209,12 @@ class Router {
 
   // Builds every part and starts serving; the exit code on failure.
   int Start();
-  // Serves until SIGINT/SIGTERM, then stops.
+  // Serves until SIGINT/SIGTERM, then drains and stops.
   void Serve();
 
  private:
   absl::Status LoadModel();
-  void MakePool();
+  absl::Status MakePool();
   absl::Status StartMetrics();
   absl::Status MakeBatcher();
   absl::Status MakeService();
@@ -206,9 +225,13 @@ class Router {
   void ReportReadiness();
   void SetReady(bool ready);
   void LogListening() const;
+  // Not ready from now on; stops taking calls on the public port, waits for
+  // the requests in flight (at most --drain-timeout), then stops the rest.
+  void Drain(int sig);
 
   const RouterOptions o_;
   std::unique_ptr<RouterModel> model_;
+  std::unique_ptr<WorkerAuth> worker_auth_;
   std::unique_ptr<WorkerPool> pool_;
   // Metrics before the pool's callbacks: it reports from its first event.
   std::shared_ptr<prometheus::Registry> registry_ =
@@ -221,14 +244,16 @@ class Router {
   std::unique_ptr<MoeServiceImpl> service_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
   int port_ = 0, worker_port_ = 0, health_port_ = 0;
-  bool was_ready_ = false;
+  std::mutex ready_mu_;
+  bool was_ready_ = false;  // guarded by ready_mu_
+  bool draining_ = false;   // guarded by ready_mu_
 };
 
 int Router::Start() {
   if (int rc = ExitCode(Prefixed("loading the model: ", LoadModel()), 1)) {
     return rc;
   }
-  MakePool();
+  if (int rc = ExitCode(MakePool(), 2)) return rc;
   if (int rc = ExitCode(StartMetrics(), 1)) return rc;
   if (int rc = ExitCode(MakeBatcher(), 1)) return rc;
   auto creds = MakeCredentials(o_.tls);
@@ -253,15 +278,22 @@ absl::Status Router::LoadModel() {
   return absl::OkStatus();
 }
 
-void Router::MakePool() {
-  if (o_.num_workers == 0) return;
+absl::Status Router::MakePool() {
+  if (o_.num_workers == 0) return absl::OkStatus();
+  if (!o_.worker_token_file.empty()) {
+    auto tokens = ReadTokenFile(o_.worker_token_file);
+    if (!tokens.ok()) return Prefixed("--worker-token-file: ", tokens.status());
+    worker_auth_ = std::make_unique<WorkerAuth>(*tokens);
+  }
   WorkerPoolOptions po;
   po.world_size = o_.num_workers;
   po.num_experts = model_->info().layer.num_experts;
   po.model = ModelSpecFor(o_.location, WeightDTypeName(o_.dtype));
   po.collective_timeout = o_.step_timeout;
   po.max_batch_tokens = o_.max_batch_tokens;
+  po.auth = worker_auth_.get();
   pool_ = std::make_unique<WorkerPool>(po);
+  return absl::OkStatus();
 }
 
 absl::Status Router::StartMetrics() {
@@ -371,6 +403,8 @@ absl::Status Router::StartServers(const ServerCredentials& creds) {
 }
 
 void Router::SetReady(bool ready) {
+  std::lock_guard<std::mutex> lock(ready_mu_);
+  if (draining_) ready = false;
   for (auto& s : servers_) {
     s->GetHealthCheckService()->SetServingStatus(ready);  // overall ("")
     s->GetHealthCheckService()->SetServingStatus("moe.v1.MoeService", ready);
@@ -385,7 +419,10 @@ void Router::SetReady(bool ready) {
 void Router::ReportReadiness() {
   for (auto& s : servers_)
     s->GetHealthCheckService()->SetServingStatus("liveness", true);
-  was_ready_ = pool_ == nullptr;
+  {
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    was_ready_ = pool_ == nullptr;
+  }
   SetReady(pool_ == nullptr);
   if (!pool_) return;
   pool_->SetStateCallback([this](const WorkerPool::State& st) {
@@ -411,16 +448,71 @@ void Router::LogListening() const {
 }
 
 void Router::Serve() {
-  OnShutdownSignal([this](int sig) {
-    spdlog::info("signal {}: shutting down", sig);
-    if (pool_) pool_->Shutdown();
-    const auto deadline =
-        std::chrono::system_clock::now() + std::chrono::seconds(2);
-    for (auto& s : servers_) s->Shutdown(deadline);
+  std::mutex mu;
+  std::condition_variable cv;
+  int signal = 0;
+  // The handler's thread outlives Serve only after it has run.
+  OnShutdownSignal([&](int sig) {
+    std::lock_guard<std::mutex> lock(mu);
+    signal = sig;
+    cv.notify_all();
   });
-  for (auto& s : servers_) s->Wait();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return signal != 0; });
+  }
+  Drain(signal);
   batcher_->Shutdown();
   spdlog::info("router stopped");
+}
+
+void Router::Drain(int sig) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + o_.drain_timeout;
+  spdlog::info("signal {}: draining, {} requests in flight (at most {} ms)",
+               sig, metrics_.inflight(), o_.drain_timeout.count());
+  {
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    draining_ = true;
+  }
+  SetReady(false);
+  // The public port takes no new calls from now on (clients get GOAWAY and
+  // go elsewhere); calls in flight go on, and so do the workers' streams
+  // when they share the port. Shutdown returns once they are all done, or
+  // cancels what is left at the deadline.
+  grpc::Server* pub = servers_.front().get();
+  std::atomic<bool> pub_done{false};
+  std::thread stop_public([&] {
+    pub->Shutdown(std::chrono::system_clock::now() + o_.drain_timeout);
+    pub_done = true;
+  });
+  while (metrics_.inflight() > 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const double left = metrics_.inflight();
+  // The last answers are on their way: let them out, then end what cannot
+  // end by itself (worker streams, health watches).
+  const auto flush = std::min<Clock::time_point>(
+      deadline, Clock::now() + std::chrono::milliseconds(200));
+  while (!pub_done && Clock::now() < flush) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (pool_) pool_->Shutdown();
+  if (!pub_done) grpc_server_cancel_all_calls(pub->c_server());
+  stop_public.join();
+  for (size_t i = 1; i < servers_.size(); ++i) {
+    servers_[i]->Shutdown(std::chrono::system_clock::now());
+  }
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      Clock::now() - start)
+                      .count();
+  if (left > 0) {
+    spdlog::warn("drain timed out after {} ms with {} requests in flight", ms,
+                 left);
+  } else {
+    spdlog::info("drained in {} ms", ms);
+  }
 }
 
 int Main() {

@@ -22,6 +22,8 @@ class RouterMetrics {
   explicit RouterMetrics(prometheus::Registry& registry);
 
   void RequestStarted();
+  // Requests started and not yet done (moe_inflight_requests).
+  double inflight() const { return inflight_.Value(); }
   void RequestDone(const std::string& method, grpc::StatusCode code,
                    double seconds);
   void Queued(double seconds);

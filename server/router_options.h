@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/model_location.h"
 #include "core/synthetic_model.h"
 #include "engine/layer_weights.h"
@@ -50,6 +51,9 @@ struct RouterFlags {
   int64_t max_message_bytes = 0;
   std::string metrics_listen;
   std::string metrics_port_file;
+  std::string worker_token_file;
+  bool insecure_workers = false;
+  absl::Duration drain_timeout = absl::Seconds(30);
 };
 
 // Checked options, defaults resolved (max_request_tokens, threads).
@@ -78,11 +82,20 @@ struct RouterOptions {
   int64_t max_message_bytes = 0;  // 0: sized from the model and batch
   std::string metrics_listen;
   std::string metrics_port_file;
+  std::string worker_token_file;  // empty: no worker token required
+  // How long a drain (SIGTERM) waits for requests in flight at most.
+  std::chrono::milliseconds drain_timeout{30000};
 
   // INVALID_ARGUMENT naming the first bad flag, the accepted values and the
   // value given. Reads no files: --tls-* and --auth-token-file are opened
   // when the router starts.
+  // Refuses open worker registration (no --worker-token-file, no --tls-ca)
+  // on an address other than loopback unless --insecure-workers is given.
   static absl::StatusOr<RouterOptions> FromFlags(const RouterFlags& flags);
 };
+
+// True for a listen address only this host can reach: 127.0.0.0/8, [::1],
+// localhost, or a unix: socket.
+bool IsLoopbackAddress(const std::string& address);
 
 }  // namespace moe

@@ -227,6 +227,7 @@ grpc::Status WorkerPool::Join(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
         stream) {
+  if (auto s = CheckWorkerCall(options_.auth, *ctx, "Join"); !s.ok()) return s;
   moe::v1::WorkerMessage msg;
   if (!stream->Read(&msg) || !msg.has_register_()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -566,6 +567,7 @@ size_t WorkerPool::store_waits() const {
 grpc::ServerUnaryReactor* WorkerPool::StoreSet(
     grpc::CallbackServerContext* ctx, const moe::v1::StoreSetRequest* req,
     moe::v1::StoreSetResponse*) {
+  if (auto* r = RefuseWorkerCall(options_.auth, ctx, "StoreSet")) return r;
   auto* reactor = ctx->DefaultReactor();
   grpc::Status status;
   {
@@ -609,6 +611,7 @@ grpc::ServerUnaryReactor* WorkerPool::StoreSet(
 grpc::ServerUnaryReactor* WorkerPool::StoreGet(
     grpc::CallbackServerContext* ctx, const moe::v1::StoreGetRequest* req,
     moe::v1::StoreGetResponse* resp) {
+  if (auto* r = RefuseWorkerCall(options_.auth, ctx, "StoreGet")) return r;
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(std::clamp<int64_t>(
                          req->timeout_ms(), 0, int64_t{24} * 3600 * 1000));

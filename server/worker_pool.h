@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "moe/v1/worker.grpc.pb.h"
+#include "server/worker_auth.h"
 
 namespace moe {
 
@@ -34,6 +35,8 @@ struct WorkerPoolOptions {
   std::chrono::milliseconds retry_delay{1000};
   // StoreGet waits parked at once per rank (RESOURCE_EXHAUSTED beyond).
   int max_store_waits_per_rank = 64;
+  // Checked at the top of every WorkerControl call; null: open.
+  const WorkerAuth* auth = nullptr;
 };
 
 // The rank whose rendezvous key `key` is, or -1 for a key of no rank:

@@ -16,9 +16,16 @@ namespace {
 
 }  // namespace
 
+void RouterStore::Authorize(grpc::ClientContext* ctx) const {
+  if (!auth_token_.empty()) {
+    ctx->AddMetadata("authorization", "Bearer " + auth_token_);
+  }
+}
+
 void RouterStore::set(const std::string& key, const std::vector<char>& data) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
+  Authorize(&ctx);
   moe::v1::StoreSetRequest req;
   req.set_generation(generation_);
   req.set_key(key);
@@ -35,6 +42,7 @@ std::vector<std::string> RouterStore::Fetch(
   // The RPC itself may take the whole wait, plus a margin for the network.
   ctx.set_deadline(std::chrono::system_clock::now() + timeout +
                    std::chrono::seconds(2));
+  Authorize(&ctx);
   moe::v1::StoreGetRequest req;
   req.set_generation(generation_);
   req.set_store_token(token_);

@@ -14,13 +14,15 @@ namespace moe {
 
 class RouterStore : public gloo::rendezvous::Store {
  public:
+  // `auth_token` (may be empty) is sent as "authorization: Bearer <token>".
   RouterStore(std::shared_ptr<moe::v1::WorkerControl::Stub> stub,
               uint64_t generation, std::string token,
-              std::chrono::milliseconds timeout)
+              std::chrono::milliseconds timeout, std::string auth_token = "")
       : stub_(std::move(stub)),
         generation_(generation),
         token_(std::move(token)),
-        timeout_(timeout) {}
+        timeout_(timeout),
+        auth_token_(std::move(auth_token)) {}
 
   // Gloo's Store reports failures by throwing; these throw
   // gloo::IoException when the router cannot be reached or a key does not
@@ -32,6 +34,7 @@ class RouterStore : public gloo::rendezvous::Store {
             const std::chrono::milliseconds& timeout) override;
 
  private:
+  void Authorize(grpc::ClientContext* ctx) const;
   std::vector<std::string> Fetch(const std::vector<std::string>& keys,
                                  std::chrono::milliseconds timeout);
 
@@ -39,6 +42,7 @@ class RouterStore : public gloo::rendezvous::Store {
   uint64_t generation_;
   std::string token_;  // the Assignment's store_token
   std::chrono::milliseconds timeout_;
+  std::string auth_token_;
 };
 
 }  // namespace moe

@@ -2,10 +2,10 @@
 
 #include <unistd.h>
 
+#include <condition_variable>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "core/blocking_queue.h"
 #include "core/logging.h"
 #include "core/status_macros.h"
 #include "proto/model_spec.h"
@@ -29,7 +29,11 @@ WorkerAgent::WorkerAgent(WorkerOptions options,
 void WorkerAgent::Shutdown() {
   stopping_ = true;
   std::lock_guard<std::mutex> lock(ctx_mu_);
-  if (active_ctx_ != nullptr) active_ctx_->TryCancel();
+  if (active_queue_ != nullptr) {
+    active_queue_->Close();  // the executor finishes its step, then leaves
+  } else if (active_ctx_ != nullptr) {
+    active_ctx_->TryCancel();
+  }
 }
 
 void WorkerAgent::Run() {
@@ -85,7 +89,8 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
     loaded_key_ = key;
   }
   const auto timeout = std::chrono::milliseconds(a.collective_timeout_ms());
-  RouterStore store(stub_, a.generation(), a.store_token(), timeout);
+  RouterStore store(stub_, a.generation(), a.store_token(), timeout,
+                    options_.auth_token);
   auto comm = executor_->Connect(a.rank(), a.world_size(),
                                  options_.collective_host, store, timeout);
   if (!comm.ok()) return fail(comm.status());
@@ -158,12 +163,16 @@ void WorkerAgent::Session() {
   stub_ = moe::v1::WorkerControl::NewStub(channel);
 
   grpc::ClientContext ctx;
+  if (!options_.auth_token.empty()) {
+    ctx.AddMetadata("authorization", "Bearer " + options_.auth_token);
+  }
   {
     std::lock_guard<std::mutex> lock(ctx_mu_);
     if (stopping_) return;
     active_ctx_ = &ctx;
   }
   auto stream = stub_->Join(&ctx);
+  bool writes_done = false;
   moe::v1::WorkerMessage hello;
   auto* reg = hello.mutable_register_();
   reg->set_device(options_.device);
@@ -175,9 +184,31 @@ void WorkerAgent::Session() {
     // Steps run in order on one thread; reading goes on meanwhile so that
     // the router's writes never block on a busy worker.
     BlockingQueue<moe::v1::RouterMessage> queue;
+    std::condition_variable reader_cv;
+    bool reader_done = false;  // guarded by ctx_mu_
     std::thread executor([&] {
-      while (auto msg = queue.Pop()) Execute(*msg, stream.get());
+      while (auto msg = queue.Pop()) {
+        if (stopping_) break;  // queued behind the last step: not started
+        Execute(*msg, stream.get());
+      }
+      if (!stopping_) return;
+      // Shutdown: the last answer is written; closing our side ends the
+      // router's Join, and with it this stream. A router that does not
+      // answer within a few seconds is cut off.
+      spdlog::info("leaving the worker group");
+      stream->WritesDone();
+      writes_done = true;
+      std::unique_lock<std::mutex> lock(ctx_mu_);
+      if (!reader_cv.wait_for(lock, std::chrono::seconds(5),
+                              [&] { return reader_done; })) {
+        ctx.TryCancel();
+      }
     });
+    {
+      std::lock_guard<std::mutex> lock(ctx_mu_);
+      active_queue_ = &queue;
+      if (stopping_) queue.Close();  // Shutdown came before the queue
+    }
     moe::v1::RouterMessage msg;
     bool announced = false;
     while (stream->Read(&msg)) {
@@ -188,10 +219,16 @@ void WorkerAgent::Session() {
       queue.Push(std::move(msg));
       msg = moe::v1::RouterMessage();
     }
+    {
+      std::lock_guard<std::mutex> lock(ctx_mu_);
+      reader_done = true;
+      active_queue_ = nullptr;
+    }
+    reader_cv.notify_all();
     queue.Close();
     executor.join();
   }
-  stream->WritesDone();
+  if (!writes_done) stream->WritesDone();
   const grpc::Status s = stream->Finish();
   {
     std::lock_guard<std::mutex> lock(ctx_mu_);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "core/blocking_queue.h"
 #include "core/model_location.h"
 #include "moe/v1/worker.grpc.pb.h"
 #include "worker/step_executor.h"
@@ -28,6 +29,9 @@ struct WorkerOptions {
   std::string collective_host = "127.0.0.1";
   std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: insecure
   std::string server_name;  // TLS: name to verify instead of the router's
+  // Sent as "authorization: Bearer <token>" on every WorkerControl call
+  // (the router's --worker-token-file); empty: none.
+  std::string auth_token;
   std::chrono::milliseconds reconnect_delay{500};
   int max_message_bytes = 256 << 20;
   // Caps the Assignment's max_batch_tokens (0: take the router's): the
@@ -44,7 +48,10 @@ class WorkerAgent {
   WorkerAgent(WorkerOptions options, std::unique_ptr<StepExecutor> executor);
   // Serves until Shutdown().
   void Run();
-  // Callable from any thread: ends the session and Run().
+  // Callable from any thread: ends the session and Run(). A step (or group
+  // assignment) being executed is finished and answered first; steps queued
+  // behind it are not started. The worker then closes its stream, and the
+  // router regroups without it.
   void Shutdown();
 
  private:
@@ -59,6 +66,7 @@ class WorkerAgent {
   std::atomic<bool> stopping_{false};
   std::mutex ctx_mu_;
   grpc::ClientContext* active_ctx_ = nullptr;
+  BlockingQueue<moe::v1::RouterMessage>* active_queue_ = nullptr;
   std::shared_ptr<moe::v1::WorkerControl::Stub> stub_;
 
   std::unique_ptr<StepExecutor> executor_;

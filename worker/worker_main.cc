@@ -55,6 +55,10 @@ ABSL_FLAG(int64_t, max_batch_tokens, 0,
           "workspaces for (0: the router's --max-batch-tokens); a bigger "
           "step is refused with RESOURCE_EXHAUSTED");
 
+ABSL_FLAG(std::string, worker_token_file, "",
+          "bearer tokens, one per line (the router's --worker-token-file): "
+          "the first is presented on every call to the router");
+
 namespace moe {
 namespace {
 
@@ -73,6 +77,7 @@ WorkerFlags ReadFlags() {
   f.collective_host = absl::GetFlag(FLAGS_collective_host);
   f.collective = absl::GetFlag(FLAGS_collective);
   f.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  f.worker_token_file = absl::GetFlag(FLAGS_worker_token_file);
   return f;
 }
 
@@ -130,7 +135,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealth(
 void Serve(const WorkerOptions& opts, std::unique_ptr<StepExecutor> executor) {
   WorkerAgent agent(opts, std::move(executor));
   OnShutdownSignal([&agent](int sig) {
-    spdlog::info("signal {}: shutting down", sig);
+    spdlog::info("signal {}: finishing the current step, then leaving", sig);
     agent.Shutdown();
   });
   spdlog::info("worker starting: router {}, {} threads", opts.router,
@@ -148,6 +153,14 @@ int Main() {
   opts.collective_host = o->collective_host;
   opts.server_name = o->tls_server_name;
   opts.max_batch_tokens = o->max_batch_tokens;
+  if (!o->worker_token_file.empty()) {
+    auto tokens = ReadTokenFile(o->worker_token_file);
+    if (!tokens.ok()) {
+      spdlog::error("--worker-token-file: {}", tokens.status().message());
+      return 2;
+    }
+    opts.auth_token = tokens->front();
+  }
   auto executor = CreateStepExecutor(opts.device, opts.threads, o->collective);
   if (int rc = ExitCode(executor.status(), 2)) return rc;
   auto registry = std::make_shared<prometheus::Registry>();

@@ -64,6 +64,7 @@ absl::StatusOr<WorkerProcessOptions> WorkerProcessOptions::FromFlags(
   o.metrics_port_file = f.metrics_port_file;
   o.collective_host = f.collective_host;
   o.max_batch_tokens = f.max_batch_tokens;
+  o.worker_token_file = f.worker_token_file;
   return o;
 }
 

@@ -26,6 +26,7 @@ struct WorkerFlags {
   std::string collective_host = "127.0.0.1";
   std::string collective = "auto";
   int64_t max_batch_tokens = 0;
+  std::string worker_token_file;
 };
 
 // Checked options, --threads resolved.
@@ -43,9 +44,12 @@ struct WorkerProcessOptions {
   Collective collective = Collective::kAuto;
   // Rows per step at most; 0: the router's --max-batch-tokens.
   int64_t max_batch_tokens = 0;
+  // Its first token goes to the router on every call; empty: none.
+  std::string worker_token_file;
 
   // INVALID_ARGUMENT naming the first bad flag, the accepted values and the
-  // value given. Reads no files (the --tls-* files are read at start).
+  // value given. Reads no files (the --tls-* and --worker-token-file files are
+  // read at start).
   static absl::StatusOr<WorkerProcessOptions> FromFlags(const WorkerFlags& f);
 };
 

@@ -11,9 +11,11 @@
 namespace moe {
 namespace {
 
+// Loopback: worker registration may stay open.
 RouterFlags Good() {
   RouterFlags f;
   f.synthetic = true;
+  f.listen = "127.0.0.1:50051";
   return f;
 }
 
@@ -31,6 +33,50 @@ TEST(RouterOptionsTest, DefaultsWithSyntheticAreValid) {
   EXPECT_GE(o->threads, 1);                // 0: all cores
   EXPECT_EQ(o->step_timeout.count(), 10000);
   EXPECT_EQ(o->batch_window.count(), 500);
+  EXPECT_EQ(o->drain_timeout.count(), 30000);
+}
+
+TEST(RouterOptionsTest, OpenWorkerRegistrationOnlyOnLoopback) {
+  RouterFlags f = Good();
+  f.listen = "0.0.0.0:50051";  // the flag's default
+  auto o = RouterOptions::FromFlags(f);
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+  for (const char* flag :
+       {"--listen", "--worker-token-file", "--tls-ca", "--insecure-workers"}) {
+    EXPECT_NE(o.status().message().find(flag), std::string::npos)
+        << flag << ": " << o.status().message();
+  }
+  // Any of these closes (or knowingly opens) it.
+  RouterFlags token = f;
+  token.worker_token_file = "worker-token";
+  EXPECT_TRUE(RouterOptions::FromFlags(token).ok());
+  RouterFlags insecure = f;
+  insecure.insecure_workers = true;
+  EXPECT_TRUE(RouterOptions::FromFlags(insecure).ok());
+  RouterFlags no_workers = f;
+  no_workers.num_workers = 0;
+  EXPECT_TRUE(RouterOptions::FromFlags(no_workers).ok());
+  // A worker port of its own on loopback, the public API on all addresses.
+  RouterFlags own_port = f;
+  own_port.worker_listen = "[::1]:50053";
+  EXPECT_TRUE(RouterOptions::FromFlags(own_port).ok());
+  own_port.worker_listen = "[::]:50053";
+  o = RouterOptions::FromFlags(own_port);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--worker-listen"), std::string::npos);
+}
+
+TEST(RouterOptionsTest, LoopbackAddresses) {
+  for (const char* a : {"127.0.0.1:0", "127.1.2.3:50051", "localhost:50051",
+                        "LOCALHOST:1", "[::1]:50051", "unix:/tmp/moe.sock"}) {
+    EXPECT_TRUE(IsLoopbackAddress(a)) << a;
+  }
+  for (const char* a :
+       {"0.0.0.0:50051", "[::]:50051", ":50051", "10.0.0.7:50051",
+        "127.example.com:1", "localhost.evil.com:1", "[::1"}) {
+    EXPECT_FALSE(IsLoopbackAddress(a)) << a;
+  }
 }
 
 TEST(RouterOptionsTest, ModelWinsOverSynthetic) {
@@ -114,6 +160,8 @@ TEST(RouterOptionsTest, BadValuesNameTheFlag) {
          f.tls = {"c.pem", "k.pem", "ca.pem"};
        },
        "--tls-ca (mutual TLS with the workers) needs --worker-listen"},
+      {"drain", [](RouterFlags& f) { f.drain_timeout = absl::Seconds(-1); },
+       "--drain-timeout must be >= 0"},
   };
   for (const BadCase& c : cases) {
     RouterFlags f = Good();
