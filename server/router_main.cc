@@ -13,13 +13,12 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "core/cli_args.h"
 #include "core/logging.h"
-#include "core/memory_policy.h"
+#include "core/metrics_endpoint.h"
 #include "core/port_file.h"
+#include "core/service_process.h"
 #include "core/shutdown_signal.h"
 #include "core/status_macros.h"
 #include "prometheus/exposer.h"
@@ -156,13 +155,6 @@ RouterFlags ReadFlags() {
   return f;
 }
 
-// Logs `s` and returns `exit_code`; 0 when `s` is OK.
-int ExitCode(const absl::Status& s, int exit_code) {
-  if (s.ok()) return 0;
-  spdlog::error("{}", s.message());
-  return exit_code;
-}
-
 absl::Status Prefixed(absl::string_view prefix, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
 }
@@ -250,18 +242,18 @@ class Router {
 };
 
 int Router::Start() {
-  if (int rc = ExitCode(Prefixed("loading the model: ", LoadModel()), 1)) {
+  if (int rc = ExitCodeOf(Prefixed("loading the model: ", LoadModel()), 1)) {
     return rc;
   }
-  if (int rc = ExitCode(MakePool(), 2)) return rc;
-  if (int rc = ExitCode(StartMetrics(), 1)) return rc;
-  if (int rc = ExitCode(MakeBatcher(), 1)) return rc;
+  if (int rc = ExitCodeOf(MakePool(), 2)) return rc;
+  if (int rc = ExitCodeOf(StartMetrics(), 1)) return rc;
+  if (int rc = ExitCodeOf(MakeBatcher(), 1)) return rc;
   auto creds = MakeCredentials(o_.tls);
-  if (int rc = ExitCode(Prefixed("TLS: ", creds.status()), 2)) return rc;
-  if (int rc = ExitCode(MakeService(), 2)) return rc;
-  if (int rc = ExitCode(StartServers(*creds), 1)) return rc;
+  if (int rc = ExitCodeOf(Prefixed("TLS: ", creds.status()), 2)) return rc;
+  if (int rc = ExitCodeOf(MakeService(), 2)) return rc;
+  if (int rc = ExitCodeOf(StartServers(*creds), 1)) return rc;
   ReportReadiness();
-  if (int rc = ExitCode(WritePortFile(o_.port_file, port_), 1)) return rc;
+  if (int rc = ExitCodeOf(WritePortFile(o_.port_file, port_), 1)) return rc;
   LogListening();
   return 0;
 }
@@ -297,17 +289,9 @@ absl::Status Router::MakePool() {
 }
 
 absl::Status Router::StartMetrics() {
-  if (o_.metrics_listen.empty()) return absl::OkStatus();
-  try {
-    exposer_ = std::make_unique<prometheus::Exposer>(o_.metrics_listen);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("--metrics-listen ", o_.metrics_listen, ": ", e.what()));
-  }
-  exposer_->RegisterCollectable(registry_);
-  const int port = exposer_->GetListeningPorts().at(0);
-  MOE_RETURN_IF_ERROR(WritePortFile(o_.metrics_port_file, port));
-  spdlog::info("metrics on port {} (/metrics)", port);
+  MOE_ASSIGN_OR_RETURN(
+      exposer_,
+      StartMetricsEndpoint(o_.metrics_listen, o_.metrics_port_file, registry_));
   return absl::OkStatus();
 }
 
@@ -469,9 +453,9 @@ void Router::Serve() {
 void Router::Drain(int sig) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  const auto deadline = start + o_.drain_timeout;
+  const auto deadline = start + o_.drain_wait;
   spdlog::info("signal {}: draining, {} requests in flight (at most {} ms)",
-               sig, metrics_.inflight(), o_.drain_timeout.count());
+               sig, metrics_.inflight(), o_.drain_wait.count());
   {
     std::lock_guard<std::mutex> lock(ready_mu_);
     draining_ = true;
@@ -484,7 +468,7 @@ void Router::Drain(int sig) {
   grpc::Server* pub = servers_.front().get();
   std::atomic<bool> pub_done{false};
   std::thread stop_public([&] {
-    pub->Shutdown(std::chrono::system_clock::now() + o_.drain_timeout);
+    pub->Shutdown(std::chrono::system_clock::now() + o_.drain_wait);
     pub_done = true;
   });
   while (metrics_.inflight() > 0 && Clock::now() < deadline) {
@@ -531,14 +515,11 @@ int Main() {
 }  // namespace moe
 
 int main(int argc, char** argv) {
-  moe::KeepFreedMemoryForReuse();
-  moe::BlockShutdownSignals();  // before any thread starts
-  absl::SetProgramUsageMessage(
+  moe::InitServiceProcess(
+      argc, argv,
       "MoE router: moe-router (--model DIR | --synthetic ...) "
       "[--listen HOST:PORT] [--num-workers P] [--step-timeout-ms T] "
-      "[--max-batch-tokens N] [--batch-window-us U]");
-  moe::NormalizedArgs args(argc, argv);
-  absl::ParseCommandLine(args.argc(), args.argv());
-  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [router] [%l] %v");
+      "[--max-batch-tokens N] [--batch-window-us U]",
+      "router");
   return moe::Main();
 }

@@ -149,32 +149,15 @@ absl::StatusOr<RouterOptions> RouterOptions::FromFlags(const RouterFlags& f) {
                    absl::FormatDuration(f.drain_timeout));
   }
   MOE_RETURN_IF_ERROR(CheckWorkerRegistration(f));
-  o.device = f.device;
-  o.num_workers = f.num_workers;
+  static_cast<RouterFlags&>(o) = f;
   o.step_timeout = std::chrono::milliseconds(f.step_timeout_ms);
-  o.max_batch_tokens = f.max_batch_tokens;
   o.max_request_tokens =
       f.max_request_tokens > 0 ? f.max_request_tokens : f.max_batch_tokens;
   o.batch_window = std::chrono::microseconds(f.batch_window_us);
-  o.max_inflight_steps = f.max_inflight_steps;
   o.max_queue_tokens =
       f.max_queue_tokens > 0 ? f.max_queue_tokens : 8 * f.max_batch_tokens;
-  o.max_stream_inflight = f.max_stream_inflight;
   o.threads = ThreadsOrAllCores(f.threads);
-  o.tls = f.tls;
-  o.auth_token_file = f.auth_token_file;
-  o.listen = f.listen;
-  o.port_file = f.port_file;
-  o.worker_listen = f.worker_listen;
-  o.worker_port_file = f.worker_port_file;
-  o.health_listen = f.health_listen;
-  o.health_port_file = f.health_port_file;
-  o.max_concurrent_streams = f.max_concurrent_streams;
-  o.max_message_bytes = f.max_message_bytes;
-  o.metrics_listen = f.metrics_listen;
-  o.metrics_port_file = f.metrics_port_file;
-  o.worker_token_file = f.worker_token_file;
-  o.drain_timeout =
+  o.drain_wait =
       std::chrono::milliseconds(absl::ToInt64Milliseconds(f.drain_timeout));
   return o;
 }

@@ -56,35 +56,17 @@ struct RouterFlags {
   absl::Duration drain_timeout = absl::Seconds(30);
 };
 
-// Checked options, defaults resolved (max_request_tokens, threads).
-struct RouterOptions {
+// Checked options: the flags as given, with the defaults that depend on
+// others resolved in place (max_request_tokens, max_queue_tokens: 8 x
+// max_batch_tokens when 0, threads: all cores when 0) and the typed forms
+// of the rest.
+struct RouterOptions : RouterFlags {
   ModelLocation location;
   WeightDType dtype = WeightDType::kF32;
-  int num_workers = 0;  // 0: every expert in-process
   std::chrono::milliseconds step_timeout{0};
-  int64_t max_batch_tokens = 0;
-  int64_t max_request_tokens = 0;
   std::chrono::microseconds batch_window{0};
-  int max_inflight_steps = 1;
-  int64_t max_queue_tokens = 0;  // resolved: 8 x max_batch_tokens if 0
-  int max_stream_inflight = 64;
-  int threads = 1;
-  std::string device;  // cpu, cuda or cuda:N
-  TlsFiles tls;
-  std::string auth_token_file;
-  std::string listen;
-  std::string port_file;
-  std::string worker_listen;  // empty: workers register on `listen`
-  std::string worker_port_file;
-  std::string health_listen;
-  std::string health_port_file;
-  int max_concurrent_streams = 0;
-  int64_t max_message_bytes = 0;  // 0: sized from the model and batch
-  std::string metrics_listen;
-  std::string metrics_port_file;
-  std::string worker_token_file;  // empty: no worker token required
   // How long a drain (SIGTERM) waits for requests in flight at most.
-  std::chrono::milliseconds drain_timeout{30000};
+  std::chrono::milliseconds drain_wait{30000};
 
   // INVALID_ARGUMENT naming the first bad flag, the accepted values and the
   // value given. Reads no files: --tls-* and --auth-token-file are opened

@@ -6,13 +6,12 @@
 #include <algorithm>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "core/cli_args.h"
 #include "core/logging.h"
-#include "core/memory_policy.h"
+#include "core/metrics_endpoint.h"
 #include "core/port_file.h"
+#include "core/service_process.h"
 #include "core/shutdown_signal.h"
 #include "core/status_macros.h"
 #include "prometheus/exposer.h"
@@ -81,32 +80,6 @@ WorkerFlags ReadFlags() {
   return f;
 }
 
-// Logs `s` and returns `exit_code`; 0 when `s` is OK.
-int ExitCode(const absl::Status& s, int exit_code) {
-  if (s.ok()) return 0;
-  spdlog::error("{}", s.message());
-  return exit_code;
-}
-
-// Serves /metrics on --metrics-listen; null when it is not given.
-absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(
-    const WorkerProcessOptions& o,
-    const std::shared_ptr<prometheus::Registry>& registry) {
-  if (o.metrics_listen.empty()) return nullptr;
-  std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    exposer = std::make_unique<prometheus::Exposer>(o.metrics_listen);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("--metrics-listen ", o.metrics_listen, ": ", e.what()));
-  }
-  exposer->RegisterCollectable(registry);
-  const int port = exposer->GetListeningPorts().at(0);
-  MOE_RETURN_IF_ERROR(WritePortFile(o.metrics_port_file, port));
-  spdlog::info("metrics on port {} (/metrics)", port);
-  return exposer;
-}
-
 // Serves grpc.health.v1 on --health-listen ('liveness' always, overall
 // SERVING once in a ready group, through `agent->on_ready`); null when it
 // is not given.
@@ -145,7 +118,7 @@ void Serve(const WorkerOptions& opts, std::unique_ptr<StepExecutor> executor) {
 
 int Main() {
   auto o = WorkerProcessOptions::FromFlags(ReadFlags());
-  if (int rc = ExitCode(o.status(), 2)) return rc;
+  if (int rc = ExitCodeOf(o.status(), 2)) return rc;
   WorkerOptions opts;
   opts.router = o->router;
   opts.device = o->device;
@@ -161,13 +134,15 @@ int Main() {
     }
     opts.auth_token = tokens->front();
   }
-  auto executor = CreateStepExecutor(opts.device, opts.threads, o->collective);
-  if (int rc = ExitCode(executor.status(), 2)) return rc;
+  auto executor =
+      CreateStepExecutor(opts.device, opts.threads, o->collective_kind);
+  if (int rc = ExitCodeOf(executor.status(), 2)) return rc;
   auto registry = std::make_shared<prometheus::Registry>();
   WorkerMetrics metrics(*registry);
   opts.metrics = &metrics;
-  auto exposer = StartMetrics(*o, registry);
-  if (int rc = ExitCode(exposer.status(), 1)) return rc;
+  auto exposer =
+      StartMetricsEndpoint(o->metrics_listen, o->metrics_port_file, registry);
+  if (int rc = ExitCodeOf(exposer.status(), 1)) return rc;
   auto creds = MakeChannelCredentials(o->tls);
   if (!creds.ok()) {
     spdlog::error("TLS: {}", creds.status().message());
@@ -175,7 +150,7 @@ int Main() {
   }
   opts.credentials = *creds;
   auto health = StartHealth(*o, &opts);
-  if (int rc = ExitCode(health.status(), 1)) return rc;
+  if (int rc = ExitCodeOf(health.status(), 1)) return rc;
   Serve(opts, std::move(*executor));
   if (*health) (*health)->Shutdown();
   spdlog::info("worker stopped");
@@ -186,13 +161,9 @@ int Main() {
 }  // namespace moe
 
 int main(int argc, char** argv) {
-  moe::KeepFreedMemoryForReuse();
-  moe::BlockShutdownSignals();  // before any thread starts
-  absl::SetProgramUsageMessage(
-      "Expert worker: moe-worker --router HOST:PORT [--device cpu] "
-      "[--threads T]");
-  moe::NormalizedArgs args(argc, argv);
-  absl::ParseCommandLine(args.argc(), args.argv());
-  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [worker %P] [%l] %v");
+  moe::InitServiceProcess(argc, argv,
+                          "Expert worker: moe-worker --router HOST:PORT "
+                          "[--device cpu] [--threads T]",
+                          "worker %P");
   return moe::Main();
 }

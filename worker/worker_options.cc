@@ -52,19 +52,9 @@ absl::StatusOr<WorkerProcessOptions> WorkerProcessOptions::FromFlags(
   }
   MOE_RETURN_IF_ERROR(CheckTls(f));
   WorkerProcessOptions o;
-  MOE_ASSIGN_OR_RETURN(o.collective, ParseCollective(f.collective));
-  o.router = f.router;
-  o.device = f.device;
+  static_cast<WorkerFlags&>(o) = f;
+  MOE_ASSIGN_OR_RETURN(o.collective_kind, ParseCollective(f.collective));
   o.threads = ThreadsOrAllCores(f.threads);
-  o.tls = f.tls;
-  o.tls_server_name = f.tls_server_name;
-  o.health_listen = f.health_listen;
-  o.health_port_file = f.health_port_file;
-  o.metrics_listen = f.metrics_listen;
-  o.metrics_port_file = f.metrics_port_file;
-  o.collective_host = f.collective_host;
-  o.max_batch_tokens = f.max_batch_tokens;
-  o.worker_token_file = f.worker_token_file;
   return o;
 }
 

@@ -29,23 +29,10 @@ struct WorkerFlags {
   std::string worker_token_file;
 };
 
-// Checked options, --threads resolved.
-struct WorkerProcessOptions {
-  std::string router;
-  std::string device;  // cpu, cuda or cuda:N
-  int threads = 1;
-  TlsFiles tls;
-  std::string tls_server_name;
-  std::string health_listen;
-  std::string health_port_file;
-  std::string metrics_listen;
-  std::string metrics_port_file;
-  std::string collective_host;
-  Collective collective = Collective::kAuto;
-  // Rows per step at most; 0: the router's --max-batch-tokens.
-  int64_t max_batch_tokens = 0;
-  // Its first token goes to the router on every call; empty: none.
-  std::string worker_token_file;
+// Checked options: the flags as given, --threads resolved in place (all
+// cores when 0) and --collective parsed.
+struct WorkerProcessOptions : WorkerFlags {
+  Collective collective_kind = Collective::kAuto;
 
   // INVALID_ARGUMENT naming the first bad flag, the accepted values and the
   // value given. Reads no files (the --tls-* and --worker-token-file files are

@@ -33,7 +33,7 @@ TEST(RouterOptionsTest, DefaultsWithSyntheticAreValid) {
   EXPECT_GE(o->threads, 1);                // 0: all cores
   EXPECT_EQ(o->step_timeout.count(), 10000);
   EXPECT_EQ(o->batch_window.count(), 500);
-  EXPECT_EQ(o->drain_timeout.count(), 30000);
+  EXPECT_EQ(o->drain_wait.count(), 30000);
 }
 
 TEST(RouterOptionsTest, OpenWorkerRegistrationOnlyOnLoopback) {

@@ -1,0 +1,30 @@
+#include "core/metrics_endpoint.h"
+
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+#include "core/logging.h"
+#include "core/port_file.h"
+#include "core/status_macros.h"
+
+namespace moe {
+
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetricsEndpoint(
+    const std::string& listen, const std::string& port_file,
+    const std::shared_ptr<prometheus::Registry>& registry) {
+  if (listen.empty()) return nullptr;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(listen);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("--metrics-listen ", listen, ": ", e.what()));
+  }
+  exposer->RegisterCollectable(registry);
+  const int port = exposer->GetListeningPorts().at(0);
+  MOE_RETURN_IF_ERROR(WritePortFile(port_file, port));
+  spdlog::info("metrics on port {} (/metrics)", port);
+  return exposer;
+}
+
+}  // namespace moe

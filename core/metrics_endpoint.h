@@ -1,0 +1,20 @@
+// The Prometheus /metrics endpoint of a process (--metrics-listen).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "prometheus/exposer.h"
+#include "prometheus/registry.h"
+
+namespace moe {
+
+// Serves `registry` on `listen` and writes the bound port to `port_file`
+// (when given); null when `listen` is empty. UNAVAILABLE naming the flag
+// when it cannot listen.
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetricsEndpoint(
+    const std::string& listen, const std::string& port_file,
+    const std::shared_ptr<prometheus::Registry>& registry);
+
+}  // namespace moe

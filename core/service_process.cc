@@ -1,0 +1,31 @@
+#include "core/service_process.h"
+
+#include <string>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "core/cli_args.h"
+#include "core/logging.h"
+#include "core/memory_policy.h"
+#include "core/shutdown_signal.h"
+
+namespace moe {
+
+void InitServiceProcess(int argc, char** argv, const char* usage,
+                        const char* log_tag) {
+  KeepFreedMemoryForReuse();
+  BlockShutdownSignals();
+  absl::SetProgramUsageMessage(usage);
+  NormalizedArgs args(argc, argv);
+  absl::ParseCommandLine(args.argc(), args.argv());
+  spdlog::set_pattern(std::string("[%Y-%m-%d %H:%M:%S.%e] [") + log_tag +
+                      "] [%l] %v");
+}
+
+int ExitCodeOf(const absl::Status& s, int exit_code) {
+  if (s.ok()) return 0;
+  spdlog::error("{}", s.message());
+  return exit_code;
+}
+
+}  // namespace moe
