@@ -40,6 +40,9 @@ class ExpertBackend {
   virtual ~ExpertBackend() = default;
 
   virtual std::string name() const = 0;  // "cpu", "cuda:0"
+  // What tells this device apart from every other on the host (a GPU's
+  // UUID, "GPU-..."); empty for the CPU.
+  virtual std::string device_identity() const { return ""; }
   // True when the step's buffers are device memory.
   virtual bool device_memory() const = 0;
   // Element type of the rows the step exchanges.

@@ -278,8 +278,10 @@ void MoeServiceImpl::Process(const char* method,
     if (!st.ready) {
       return done(grpc::Status(
           grpc::StatusCode::UNAVAILABLE,
-          absl::StrCat("not ready: ", st.ready_workers, " of ", st.world_size,
-                       " workers ready (", st.connected, " connected)")));
+          absl::StrCat(
+              "not ready: ", st.ready_workers, " of ", st.world_size,
+              " workers ready (", st.connected, " connected)",
+              st.refusal.empty() ? "" : "; last refused: ", st.refusal)));
     }
   }
   auto req = std::make_unique<BatchRequest>();

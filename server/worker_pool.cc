@@ -160,7 +160,30 @@ WorkerPool::State WorkerPool::StateLocked() const {
   s.ready_workers = ready_count_;
   s.ready = ready_;
   s.generation = generation_;
+  s.refusal = ready_ ? "" : refusal_;
   return s;
+}
+
+grpc::Status WorkerPool::CheckDeviceLocked(
+    const moe::v1::Register& info) const {
+  if (info.device_identity().empty()) return grpc::Status::OK;
+  for (const auto& c : ranks_) {
+    if (c == nullptr || c->info.host() != info.host() ||
+        c->info.device_identity() != info.device_identity() ||
+        (info.shares_device() && c->info.shares_device())) {
+      continue;
+    }
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrCat(
+            "worker (", info.host(), " pid ", info.pid(), ") refused: its ",
+            info.device(), " is ", info.device_identity(), ", which worker ",
+            c->Name(),
+            " already uses; NCCL runs one rank "
+            "per GPU: give each worker its own GPU, or start every worker "
+            "that shares it with --collective gloo"));
+  }
+  return grpc::Status::OK;
 }
 
 void WorkerPool::SetStateCallback(std::function<void(const State&)> callback) {
@@ -246,6 +269,12 @@ grpc::Status WorkerPool::Join(
         return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                             "router shutting down");
       }
+      if (grpc::Status dup = CheckDeviceLocked(conn->info); !dup.ok()) {
+        // Refused before it takes a rank: the group is not re-formed.
+        refusal_ = dup.error_message();
+        spdlog::error("{}", refusal_);
+        return dup;
+      }
       for (int r = 0; r < options_.world_size; ++r) {
         if (ranks_[r] == nullptr) {
           conn->rank = r;
@@ -325,6 +354,7 @@ void WorkerPool::OnReady(const std::shared_ptr<Conn>& conn,
       if (++ready_count_ == options_.world_size) {
         spdlog::info("worker group generation {} ready", generation_);
         ready_ = true;
+        refusal_.clear();
       }
       NotifyLocked(&notify);
     }

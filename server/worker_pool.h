@@ -80,6 +80,9 @@ class WorkerPool final : public WorkerControlBase {
     int ready_workers = 0;
     bool ready = false;
     uint64_t generation = 0;
+    // Why the last worker was refused at registration (e.g. a second NCCL
+    // worker on one GPU), until a group is ready; empty if none was.
+    std::string refusal;
   };
   State state() const;
   // Called (outside the pool's locks) after every change of membership or
@@ -122,6 +125,10 @@ class WorkerPool final : public WorkerControlBase {
   void OnReady(const std::shared_ptr<Conn>& conn, const moe::v1::Ready& ready);
   void OnResult(const std::shared_ptr<Conn>& conn, moe::v1::StepResult& result);
   void Remove(const std::shared_ptr<Conn>& conn);
+  // With mu_ held: FAILED_PRECONDITION when `info` names a device another
+  // registered worker on the same host already uses and either of them
+  // exchanges over NCCL (which runs one rank per GPU).
+  grpc::Status CheckDeviceLocked(const moe::v1::Register& info) const;
   // Starts a new generation with the same members (after a failed step or
   // rendezvous), now or after retry_delay.
   void Regroup(bool delayed);
@@ -144,6 +151,7 @@ class WorkerPool final : public WorkerControlBase {
   uint64_t generation_ = 0;
   bool ready_ = false;
   int ready_count_ = 0;
+  std::string refusal_;  // see State::refusal
   bool shutdown_ = false;
   std::chrono::steady_clock::time_point regroup_at_{};
   bool regroup_pending_ = false;

@@ -22,6 +22,7 @@ LoadOptions WorkerLoadOptions(int64_t begin, int64_t end) {
 absl::StatusOr<std::unique_ptr<StepExecutor>> StepExecutor::Create(
     const std::string& device, int threads, Collective collective) {
   MOE_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(device));
+  const bool shares_device = collective == Collective::kGloo;
   if (collective == Collective::kAuto) {
     collective = spec.cuda ? Collective::kNccl : Collective::kGloo;
   }
@@ -32,7 +33,7 @@ absl::StatusOr<std::unique_ptr<StepExecutor>> StepExecutor::Create(
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<ExpertBackend> backend,
                        CreateExpertBackend(device, threads));
   return std::unique_ptr<StepExecutor>(
-      new StepExecutor(std::move(backend), spec, collective));
+      new StepExecutor(std::move(backend), spec, collective, shares_device));
 }
 
 absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(

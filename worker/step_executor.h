@@ -30,6 +30,11 @@ class StepExecutor {
       const std::string& device, int threads, Collective collective);
 
   std::string device() const { return backend_->name(); }
+  // The device's identity (engine/expert_backend.h); empty on a CPU.
+  std::string device_identity() const { return backend_->device_identity(); }
+  // True when this worker was told to exchange through host memory
+  // (--collective gloo), so that it may share its device with other workers.
+  bool shares_device() const { return shares_device_; }
   // The collective this worker joins groups with (auto resolved).
   Collective collective() const { return collective_; }
 
@@ -54,12 +59,16 @@ class StepExecutor {
 
  private:
   StepExecutor(std::unique_ptr<ExpertBackend> backend, DeviceSpec spec,
-               Collective collective)
-      : backend_(std::move(backend)), spec_(spec), collective_(collective) {}
+               Collective collective, bool shares_device)
+      : backend_(std::move(backend)),
+        spec_(spec),
+        collective_(collective),
+        shares_device_(shares_device) {}
 
   std::unique_ptr<ExpertBackend> backend_;
   DeviceSpec spec_;
   Collective collective_;
+  bool shares_device_;
   int64_t max_tokens_ = 0;
   bool collectives_intact_ = true;
   EpStep step_;

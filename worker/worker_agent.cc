@@ -180,6 +180,8 @@ void WorkerAgent::Session() {
   reg->set_host(HostName());
   reg->set_collective_host(options_.collective_host);
   reg->set_pid(getpid());
+  reg->set_device_identity(options_.device_identity);
+  reg->set_shares_device(options_.shares_device);
   if (stream->Write(hello)) {
     // Steps run in order on one thread; reading goes on meanwhile so that
     // the router's writes never block on a busy worker.
@@ -236,7 +238,16 @@ void WorkerAgent::Session() {
   }
   comm_.reset();
   SetReady(false);
-  if (!stopping_) {
+  if (stopping_) return;
+  if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+    // Refused for what this worker is (e.g. a GPU another NCCL worker
+    // uses): retrying soon would change nothing.
+    spdlog::error("router {} refused this worker: {}; retrying in 5 s",
+                  options_.router, s.error_message());
+    for (int i = 0; i < 50 && !stopping_; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  } else {
     spdlog::warn("router {} unreachable or gone ({}); retrying",
                  options_.router, s.error_message());
   }

@@ -24,6 +24,10 @@ namespace moe {
 struct WorkerOptions {
   std::string router;  // host:port
   std::string device = "cpu";
+  // Sent at registration: the device's identity (empty on a CPU) and whether
+  // this worker may share it (host-staged exchange).
+  std::string device_identity;
+  bool shares_device = true;
   int threads = 1;
   // Address the other workers reach this one's collective transport on.
   std::string collective_host = "127.0.0.1";

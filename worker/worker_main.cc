@@ -45,6 +45,10 @@ ABSL_FLAG(std::string, collective, "auto",
           "collective library: nccl (GPUs, one rank per GPU), gloo (host "
           "memory over TCP; CUDA workers stage through pinned memory, so "
           "several can share one GPU) or auto (nccl on cuda, gloo on cpu)");
+ABSL_FLAG(std::string, device_identity, "",
+          "what the router knows this worker's device by when it checks "
+          "that NCCL workers do not share a GPU (default: the GPU's UUID; "
+          "empty on a CPU); for containers that hide UUIDs, and for tests");
 ABSL_FLAG(std::string, collective_host, "127.0.0.1",
           "address other workers reach this worker's collective transport "
           "on (the pod IP in Kubernetes)");
@@ -75,6 +79,7 @@ WorkerFlags ReadFlags() {
   f.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
   f.collective_host = absl::GetFlag(FLAGS_collective_host);
   f.collective = absl::GetFlag(FLAGS_collective);
+  f.device_identity = absl::GetFlag(FLAGS_device_identity);
   f.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   f.worker_token_file = absl::GetFlag(FLAGS_worker_token_file);
   return f;
@@ -137,6 +142,10 @@ int Main() {
   auto executor =
       CreateStepExecutor(opts.device, opts.threads, o->collective_kind);
   if (int rc = ExitCodeOf(executor.status(), 2)) return rc;
+  opts.device_identity = o->device_identity.empty()
+                             ? (*executor)->device_identity()
+                             : o->device_identity;
+  opts.shares_device = (*executor)->shares_device();
   auto registry = std::make_shared<prometheus::Registry>();
   WorkerMetrics metrics(*registry);
   opts.metrics = &metrics;

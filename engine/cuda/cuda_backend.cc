@@ -43,6 +43,22 @@ class CudaBackend : public ExpertBackend {
   }
 
   std::string name() const override { return absl::StrCat("cuda:", device_); }
+
+  // The UUID as nvidia-smi prints it: GPU-8-4-4-4-12 hex digits.
+  std::string device_identity() const override {
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, device_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return name();
+    }
+    std::string id = "GPU-";
+    for (int i = 0; i < 16; ++i) {
+      if (i == 4 || i == 6 || i == 8 || i == 10) id += '-';
+      absl::StrAppend(&id, absl::Hex(static_cast<uint8_t>(p.uuid.bytes[i]),
+                                     absl::kZeroPad2));
+    }
+    return id;
+  }
   bool device_memory() const override { return true; }
   ElementType row_type() const override { return ElementType::kBF16; }
   const MoeLayerConfig& config() const override { return config_; }
