@@ -280,7 +280,7 @@ void MoeServiceImpl::Process(const char* method,
           grpc::StatusCode::UNAVAILABLE,
           absl::StrCat(
               "not ready: ", st.ready_workers, " of ", st.world_size,
-              " workers ready (", st.connected, " connected)",
+              " workers ready (", st.connected, " connected)", st.stalled,
               st.refusal.empty() ? "" : "; last refused: ", st.refusal)));
     }
   }

@@ -5,6 +5,8 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,6 +29,7 @@
 #include "proto/model_spec.h"
 #include "server/batcher.h"
 #include "server/expert_stats.h"
+#include "server/health_service.h"
 #include "server/moe_service.h"
 #include "server/router_metrics.h"
 #include "server/router_model.h"
@@ -55,6 +58,12 @@ ABSL_FLAG(std::string, port_file, "",
 ABSL_FLAG(int, num_workers, 2, "expert workers P; 0 = experts in-process");
 ABSL_FLAG(int64_t, step_timeout_ms, 10000,
           "deadline of one step on the workers, collectives included");
+ABSL_FLAG(int64_t, heartbeat_interval_ms, 500,
+          "workers send a heartbeat this often, also while a step runs");
+ABSL_FLAG(int, heartbeat_misses, 4,
+          "a worker silent for this many heartbeat intervals is stalled: "
+          "the router reports NOT_SERVING and fails its steps in flight "
+          "until it answers again");
 ABSL_FLAG(int64_t, max_batch_tokens, 4096, "tokens per step at most");
 ABSL_FLAG(int64_t, max_request_tokens, 0,
           "tokens per request at most (0: --max-batch-tokens)");
@@ -130,6 +139,8 @@ RouterFlags ReadFlags() {
   f.port_file = absl::GetFlag(FLAGS_port_file);
   f.num_workers = absl::GetFlag(FLAGS_num_workers);
   f.step_timeout_ms = absl::GetFlag(FLAGS_step_timeout_ms);
+  f.heartbeat_interval_ms = absl::GetFlag(FLAGS_heartbeat_interval_ms);
+  f.heartbeat_misses = absl::GetFlag(FLAGS_heartbeat_misses);
   f.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   f.max_request_tokens = absl::GetFlag(FLAGS_max_request_tokens);
   f.batch_window_us = absl::GetFlag(FLAGS_batch_window_us);
@@ -193,6 +204,19 @@ absl::StatusOr<std::unique_ptr<TokenAuth>> MakeAuth(const std::string& file) {
   return std::make_unique<TokenAuth>(tokens);
 }
 
+// Keeps the reflection plugin (added to every builder by
+// InitProtoReflectionServerBuilderPlugin) off one server.
+class WithoutReflection : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
+                         plugins) override {
+    std::erase_if(*plugins, [](const auto& p) {
+      return p->name().find("reflection") != std::string::npos;
+    });
+  }
+};
+
 // One router process: its parts in the order they are built (and the
 // reverse of the order they are destroyed in).
 class Router {
@@ -234,6 +258,7 @@ class Router {
   std::unique_ptr<Batcher> batcher_;
   std::unique_ptr<TokenAuth> auth_;
   std::unique_ptr<MoeServiceImpl> service_;
+  std::unique_ptr<HealthService> health_;  // --health-listen's
   std::vector<std::unique_ptr<grpc::Server>> servers_;
   int port_ = 0, worker_port_ = 0, health_port_ = 0;
   std::mutex ready_mu_;
@@ -282,6 +307,12 @@ absl::Status Router::MakePool() {
   po.num_experts = model_->info().layer.num_experts;
   po.model = ModelSpecFor(o_.location, WeightDTypeName(o_.dtype));
   po.collective_timeout = o_.step_timeout;
+  po.heartbeat_interval = std::chrono::milliseconds(o_.heartbeat_interval_ms);
+  po.heartbeat_misses = o_.heartbeat_misses;
+  // One connect attempt: long enough for a busy host, short next to a
+  // step timeout, so that a peer stopped for a moment costs one retry.
+  po.connect_timeout =
+      std::min(o_.step_timeout, std::chrono::milliseconds(3000));
   po.max_batch_tokens = o_.max_batch_tokens;
   po.auth = worker_auth_.get();
   pool_ = std::make_unique<WorkerPool>(po);
@@ -374,9 +405,15 @@ absl::Status Router::StartServers(const ServerCredentials& creds) {
   }
   if (!o_.health_listen.empty()) {
     // Plaintext, health only: for probes that speak neither TLS nor tokens.
+    // Our own health service (gRPC's default one needs another service
+    // beside it), and no reflection: the port tells nothing else.
     grpc::ServerBuilder b;
     b.AddListeningPort(o_.health_listen, grpc::InsecureServerCredentials(),
                        &health_port_);
+    health_ = std::make_unique<HealthService>();
+    b.RegisterService(health_.get());
+    b.SetOption(health_->MakeHealthCheckOption());
+    b.SetOption(std::make_unique<WithoutReflection>());
     MOE_ASSIGN_OR_RETURN(
         auto server,
         StartServer(b, "--health-listen ", o_.health_listen, health_port_));

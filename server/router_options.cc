@@ -40,6 +40,14 @@ absl::Status CheckSizes(const RouterFlags& f) {
                    absl::StrCat(f.num_workers));
   }
   MOE_RETURN_IF_ERROR(AtLeast("step-timeout-ms", f.step_timeout_ms, 1));
+  if (f.heartbeat_interval_ms < 10 || f.heartbeat_interval_ms > 60000) {
+    return BadFlag("heartbeat-interval-ms", "between 10 and 60000",
+                   absl::StrCat(f.heartbeat_interval_ms));
+  }
+  if (f.heartbeat_misses < 2 || f.heartbeat_misses > 1000) {
+    return BadFlag("heartbeat-misses", "between 2 and 1000",
+                   absl::StrCat(f.heartbeat_misses));
+  }
   MOE_RETURN_IF_ERROR(AtLeast("max-batch-tokens", f.max_batch_tokens, 1));
   if (f.max_request_tokens < 0 || f.max_request_tokens > f.max_batch_tokens) {
     return BadFlag("max-request-tokens",

@@ -1,6 +1,7 @@
 #include "server/worker_pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <random>
 
@@ -80,6 +81,10 @@ struct WorkerPool::Conn {
   uint64_t ready_generation = 0;  // guarded by the pool's mu_
   std::mutex write_mu;
   bool open = true;  // guarded by write_mu
+  // When the last message came (steady clock, ns); stalled: no message
+  // for heartbeat_misses intervals (set under the pool's mu_).
+  std::atomic<int64_t> last_seen{Clock::now().time_since_epoch().count()};
+  std::atomic<bool> stalled{false};
 
   bool Write(const moe::v1::RouterMessage& m) {
     std::lock_guard<std::mutex> lock(write_mu);
@@ -161,6 +166,7 @@ WorkerPool::State WorkerPool::StateLocked() const {
   s.ready = ready_;
   s.generation = generation_;
   s.refusal = ready_ ? "" : refusal_;
+  s.stalled = StalledLocked();
   return s;
 }
 
@@ -212,7 +218,9 @@ void WorkerPool::FailPendingLocked(const absl::Status& status) {
 
 void WorkerPool::StartGenerationLocked(Outbox* out) {
   for (const auto& c : ranks_) {
-    if (c == nullptr) return;  // wait for every rank
+    // Wait for every rank; a stalled one could not join (it gets a new
+    // generation when it answers again).
+    if (c == nullptr || c->stalled) return;
   }
   const uint64_t ended = generation_;
   ++generation_;
@@ -233,6 +241,8 @@ void WorkerPool::StartGenerationLocked(Outbox* out) {
     a->set_expert_begin(SplitBegin(r, P, E));
     a->set_expert_end(SplitBegin(r + 1, P, E));
     *a->mutable_model() = options_.model;
+    a->set_heartbeat_interval_ms(options_.heartbeat_interval.count());
+    a->set_connect_timeout_ms(options_.connect_timeout.count());
     a->set_collective_timeout_ms(options_.collective_timeout.count());
     a->set_max_batch_tokens(options_.max_batch_tokens);
     ranks_[r]->store_token = NewToken();
@@ -301,6 +311,7 @@ grpc::Status WorkerPool::Join(
   }
   for (auto& n : notify) n();
   while (stream->Read(&msg)) {
+    Seen(conn);
     if (msg.has_ready()) {
       OnReady(conn, msg.ready());
     } else if (msg.has_result()) {
@@ -336,6 +347,67 @@ void WorkerPool::Remove(const std::shared_ptr<Conn>& conn) {
   }
   FinishWaits();
   for (auto& n : notify) n();
+}
+
+void WorkerPool::Seen(const std::shared_ptr<Conn>& conn) {
+  conn->last_seen = Clock::now().time_since_epoch().count();
+  if (!conn->stalled) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!conn->stalled) return;
+    conn->stalled = false;
+    spdlog::warn("worker {} answers again; rebuilding the worker group",
+                 conn->Name());
+  }
+  Regroup(/*delayed=*/false);
+}
+
+std::string WorkerPool::StalledLocked() const {
+  std::string out;
+  for (const auto& c : ranks_) {
+    if (c != nullptr && c->stalled) {
+      absl::StrAppend(&out, "; worker ", c->Name(),
+                      " not answering (no heartbeat for ",
+                      std::chrono::duration_cast<std::chrono::milliseconds>(
+                          Clock::now().time_since_epoch() -
+                          Clock::duration(c->last_seen.load()))
+                          .count(),
+                      " ms)");
+    }
+  }
+  return out;
+}
+
+void WorkerPool::CheckStallsLocked(Clock::time_point now,
+                                   std::vector<std::function<void()>>* notify) {
+  const auto limit = options_.heartbeat_interval * options_.heartbeat_misses;
+  for (const auto& c : ranks_) {
+    // Only a rank that was told the interval (in an Assignment) is held
+    // to it.
+    if (c == nullptr || c->stalled || c->store_token.empty()) continue;
+    const auto silent =
+        now.time_since_epoch() - Clock::duration(c->last_seen.load());
+    if (silent <= limit) continue;
+    c->stalled = true;
+    const absl::Status status = absl::UnavailableError(absl::StrCat(
+        "worker ", c->Name(), " stopped answering: no heartbeat for ",
+        std::chrono::duration_cast<std::chrono::milliseconds>(silent).count(),
+        " ms (", options_.heartbeat_misses, " x ",
+        options_.heartbeat_interval.count(), " ms)"));
+    spdlog::error("{}", status.message());
+    // The silent rank is the cause: its peers' errors (a collective that
+    // timed out waiting for it) are not.
+    for (auto& [id, p] : pending_) {
+      if (p->done() && !p->aborted) continue;
+      p->aborted = true;
+      p->status = status;
+    }
+    cv_.notify_all();
+    EndWaitsLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                std::string(status.message())));
+    ready_ = false;
+    NotifyLocked(notify);
+  }
 }
 
 void WorkerPool::OnReady(const std::shared_ptr<Conn>& conn,
@@ -403,7 +475,8 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
         const State st = StateLocked();
         return absl::UnavailableError(
             absl::StrCat("worker group not ready: ", st.connected, " of ", P,
-                         " workers connected, ", st.ready_workers, " ready"));
+                         " workers connected, ", st.ready_workers, " ready",
+                         StalledLocked()));
       }
       id = next_step_++;
       pending->generation = generation_;
@@ -450,12 +523,13 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
       const absl::Status stalled = absl::UnavailableError(
           absl::StrCat("step ", id, " timed out waiting for worker ranks [",
                        absl::StrJoin(missing, ", "), "]"));
-      if (pending->status.ok()) {
-        pending->status = stalled;
-      } else {
+      // The ranks that did not answer are the cause, whatever their
+      // peers reported first (a collective timed out waiting for them).
+      if (!pending->status.ok()) {
         spdlog::warn("{} after: {}", stalled.message(),
                      pending->status.message());
       }
+      pending->status = stalled;
     }
     status = pending->status;
     pending_.erase(id);
@@ -518,6 +592,15 @@ void WorkerPool::RetryLoop() {
       lock.lock();
       continue;
     }
+    std::vector<std::function<void()>> notify;
+    CheckStallsLocked(now, &notify);
+    if (!notify.empty() || !ended_waits_.empty()) {
+      lock.unlock();
+      FinishWaits();
+      for (auto& n : notify) n();
+      lock.lock();
+      continue;
+    }
     if (regroup_pending_ && now >= regroup_at_) {
       regroup_pending_ = false;
       lock.unlock();
@@ -525,16 +608,13 @@ void WorkerPool::RetryLoop() {
       lock.lock();
       continue;
     }
-    std::optional<Clock::time_point> wake;
-    if (regroup_pending_) wake = regroup_at_;
+    // The watchdog looks every heartbeat interval.
+    std::optional<Clock::time_point> wake = now + options_.heartbeat_interval;
+    if (regroup_pending_) wake = std::min(*wake, regroup_at_);
     for (const StoreWait* w : waits_) {
       if (!wake || w->deadline < *wake) wake = w->deadline;
     }
-    if (wake) {
-      cv_.wait_until(lock, *wake);
-    } else {
-      cv_.wait(lock);
-    }
+    cv_.wait_until(lock, *wake);
   }
 }
 

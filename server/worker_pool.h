@@ -35,6 +35,15 @@ struct WorkerPoolOptions {
   std::chrono::milliseconds retry_delay{1000};
   // StoreGet waits parked at once per rank (RESOURCE_EXHAUSTED beyond).
   int max_store_waits_per_rank = 64;
+  // Workers send a heartbeat this often (Assignment.heartbeat_interval_ms);
+  // one silent for heartbeat_misses intervals is stalled: the group is not
+  // ready, steps in flight fail UNAVAILABLE naming it, and the group is
+  // rebuilt once it sends again.
+  std::chrono::milliseconds heartbeat_interval{500};
+  int heartbeat_misses = 4;
+  // One collective connect attempt (Assignment.connect_timeout_ms), retried
+  // within the generation until collective_timeout.
+  std::chrono::milliseconds connect_timeout{2000};
   // Checked at the top of every WorkerControl call; null: open.
   const WorkerAuth* auth = nullptr;
 };
@@ -83,6 +92,8 @@ class WorkerPool final : public WorkerControlBase {
     // Why the last worker was refused at registration (e.g. a second NCCL
     // worker on one GPU), until a group is ready; empty if none was.
     std::string refusal;
+    // "; worker rank R (...) not answering (...)" for each stalled rank.
+    std::string stalled;
   };
   State state() const;
   // Called (outside the pool's locks) after every change of membership or
@@ -125,6 +136,14 @@ class WorkerPool final : public WorkerControlBase {
   void OnReady(const std::shared_ptr<Conn>& conn, const moe::v1::Ready& ready);
   void OnResult(const std::shared_ptr<Conn>& conn, moe::v1::StepResult& result);
   void Remove(const std::shared_ptr<Conn>& conn);
+  // Any message from `conn` proves it alive; one that was stalled gets a
+  // new generation.
+  void Seen(const std::shared_ptr<Conn>& conn);
+  // With mu_ held: marks the ranks silent for too long as stalled.
+  void CheckStallsLocked(std::chrono::steady_clock::time_point now,
+                         std::vector<std::function<void()>>* notify);
+  // With mu_ held: State::stalled.
+  std::string StalledLocked() const;
   // With mu_ held: FAILED_PRECONDITION when `info` names a device another
   // registered worker on the same host already uses and either of them
   // exchanges over NCCL (which runs one rank per GPU).

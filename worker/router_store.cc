@@ -16,6 +16,13 @@ namespace {
 
 }  // namespace
 
+void RouterStore::Fail(const std::string& what, const grpc::Status& s) {
+  if (s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+    retryable_ = false;
+  }
+  Throw(what, s);
+}
+
 void RouterStore::Authorize(grpc::ClientContext* ctx) const {
   if (!auth_token_.empty()) {
     ctx->AddMetadata("authorization", "Bearer " + auth_token_);
@@ -33,7 +40,7 @@ void RouterStore::set(const std::string& key, const std::vector<char>& data) {
   req.set_value(std::string(data.begin(), data.end()));
   moe::v1::StoreSetResponse resp;
   const grpc::Status s = stub_->StoreSet(&ctx, req, &resp);
-  if (!s.ok()) Throw("set '" + key + "'", s);
+  if (!s.ok()) Fail("set '" + key + "'", s);
 }
 
 std::vector<std::string> RouterStore::Fetch(
@@ -50,7 +57,7 @@ std::vector<std::string> RouterStore::Fetch(
   req.set_timeout_ms(timeout.count());
   moe::v1::StoreGetResponse resp;
   const grpc::Status s = stub_->StoreGet(&ctx, req, &resp);
-  if (!s.ok()) Throw("get", s);
+  if (!s.ok()) Fail("get", s);
   return {resp.values().begin(), resp.values().end()};
 }
 
@@ -66,6 +73,31 @@ void RouterStore::wait(const std::vector<std::string>& keys) {
 void RouterStore::wait(const std::vector<std::string>& keys,
                        const std::chrono::milliseconds& timeout) {
   Fetch(keys, timeout);
+}
+
+std::string AttemptStore::Key(const std::string& key) const {
+  return attempt_ <= 1 ? key : absl::StrCat(key, "/a", attempt_);
+}
+
+void AttemptStore::set(const std::string& key, const std::vector<char>& data) {
+  store_.set(Key(key), data);
+}
+
+std::vector<char> AttemptStore::get(const std::string& key) {
+  return store_.get(Key(key));
+}
+
+void AttemptStore::wait(const std::vector<std::string>& keys) {
+  std::vector<std::string> k;
+  for (const auto& key : keys) k.push_back(Key(key));
+  store_.wait(k);
+}
+
+void AttemptStore::wait(const std::vector<std::string>& keys,
+                        const std::chrono::milliseconds& timeout) {
+  std::vector<std::string> k;
+  for (const auto& key : keys) k.push_back(Key(key));
+  store_.wait(k, timeout);
 }
 
 }  // namespace moe

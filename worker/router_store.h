@@ -2,6 +2,7 @@
 // StoreGet) and scoped to one group generation.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -33,7 +34,13 @@ class RouterStore : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
 
+  // False once a call failed for a reason other than a key not appearing
+  // in time (the generation is over, the token is refused, the router is
+  // gone): another connect attempt in this generation cannot succeed.
+  bool retryable() const { return retryable_; }
+
  private:
+  [[noreturn]] void Fail(const std::string& what, const grpc::Status& s);
   void Authorize(grpc::ClientContext* ctx) const;
   std::vector<std::string> Fetch(const std::vector<std::string>& keys,
                                  std::chrono::milliseconds timeout);
@@ -43,6 +50,29 @@ class RouterStore : public gloo::rendezvous::Store {
   std::string token_;  // the Assignment's store_token
   std::chrono::milliseconds timeout_;
   std::string auth_token_;
+  std::atomic<bool> retryable_{true};
+};
+
+// Attempt `attempt` (from 1) to connect within one generation: its keys are
+// the store's own on the first attempt and "KEY/aN" on later ones, so that a
+// retry never reads a peer's address from an attempt that peer abandoned.
+// ("R/aN" is still rank R's key: WorkerPool's KeyOwner.)
+class AttemptStore : public gloo::rendezvous::Store {
+ public:
+  AttemptStore(gloo::rendezvous::Store& store, int attempt)
+      : store_(store), attempt_(attempt) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override;
+  std::vector<char> get(const std::string& key) override;
+  void wait(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override;
+
+ private:
+  std::string Key(const std::string& key) const;
+
+  gloo::rendezvous::Store& store_;
+  const int attempt_;
 };
 
 }  // namespace moe

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <thread>
 
@@ -88,11 +89,37 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
     }
     loaded_key_ = key;
   }
+  // Gloo connects in attempts of at most connect_timeout_ms, retried with
+  // fresh keys until the collective timeout, while this generation is the
+  // newest: a peer that was stopped for a moment costs one short attempt,
+  // not the whole timeout. NCCL connects once.
+  using Clock = std::chrono::steady_clock;
   const auto timeout = std::chrono::milliseconds(a.collective_timeout_ms());
-  RouterStore store(stub_, a.generation(), a.store_token(), timeout,
+  auto attempt_timeout = timeout;
+  if (a.connect_timeout_ms() > 0 &&
+      executor_->collective() == Collective::kGloo) {
+    attempt_timeout =
+        std::min(timeout, std::chrono::milliseconds(a.connect_timeout_ms()));
+  }
+  const auto give_up = Clock::now() + timeout;
+  RouterStore store(stub_, a.generation(), a.store_token(), attempt_timeout,
                     options_.auth_token);
-  auto comm = executor_->Connect(a.rank(), a.world_size(),
-                                 options_.collective_host, store, timeout);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm;
+  for (int attempt = 1;; ++attempt) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        give_up - Clock::now());
+    AttemptStore attempt_store(store, attempt);
+    comm = executor_->Connect(
+        a.rank(), a.world_size(), options_.collective_host, attempt_store,
+        std::clamp(left, std::chrono::milliseconds(1), attempt_timeout));
+    if (comm.ok() || attempt_timeout == timeout || !store.retryable() ||
+        stopping_ || newest_generation_ > a.generation() ||
+        Clock::now() + std::chrono::milliseconds(100) >= give_up) {
+      break;
+    }
+    spdlog::warn("generation {}: connect attempt {} failed ({}); retrying",
+                 a.generation(), attempt, comm.status().message());
+  }
   if (!comm.ok()) return fail(comm.status());
   comm_ = std::move(*comm);
   SetReady(true);
@@ -108,6 +135,14 @@ void WorkerAgent::Execute(
     const moe::v1::RouterMessage& msg,
     grpc::ClientReaderWriter<moe::v1::WorkerMessage, moe::v1::RouterMessage>*
         stream) {
+  if (const uint64_t g = GenerationOf(msg); g < newest_generation_) {
+    // Its generation is over: the router already failed the step, and
+    // expects no Ready. Skipping it lets the newest one start at once.
+    spdlog::info("skipping {} of superseded generation {} (newest {})",
+                 msg.has_step() ? "a step" : "an assignment", g,
+                 newest_generation_.load());
+    return;
+  }
   moe::v1::WorkerMessage out;
   if (msg.has_assignment()) {
     Assign(msg.assignment(), out.mutable_ready());
@@ -147,7 +182,28 @@ void WorkerAgent::Execute(
   } else {
     return;
   }
-  stream->Write(out);
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (!writes_closed_) stream->Write(out);
+}
+
+uint64_t WorkerAgent::GenerationOf(const moe::v1::RouterMessage& msg) {
+  if (msg.has_assignment()) return msg.assignment().generation();
+  if (msg.has_step()) return msg.step().generation();
+  return 0;
+}
+
+void WorkerAgent::Heartbeats(
+    grpc::ClientReaderWriter<moe::v1::WorkerMessage, moe::v1::RouterMessage>*
+        stream) {
+  std::unique_lock<std::mutex> lock(write_mu_);
+  while (!writes_closed_) {
+    heartbeat_cv_.wait_for(
+        lock, std::chrono::milliseconds(heartbeat_interval_ms_.load()));
+    if (writes_closed_) break;
+    moe::v1::WorkerMessage beat;
+    beat.mutable_heartbeat()->set_generation(newest_generation_);
+    if (!stream->Write(beat)) break;
+  }
 }
 
 void WorkerAgent::Session() {
@@ -182,7 +238,15 @@ void WorkerAgent::Session() {
   reg->set_pid(getpid());
   reg->set_device_identity(options_.device_identity);
   reg->set_shares_device(options_.shares_device);
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    writes_closed_ = false;
+  }
+  newest_generation_ = 0;
   if (stream->Write(hello)) {
+    // Heartbeats go out from a thread of their own, also while a step
+    // runs, so that the router tells a stopped worker from a busy one.
+    std::thread heartbeat([&] { Heartbeats(stream.get()); });
     // Steps run in order on one thread; reading goes on meanwhile so that
     // the router's writes never block on a busy worker.
     BlockingQueue<moe::v1::RouterMessage> queue;
@@ -198,7 +262,12 @@ void WorkerAgent::Session() {
       // router's Join, and with it this stream. A router that does not
       // answer within a few seconds is cut off.
       spdlog::info("leaving the worker group");
-      stream->WritesDone();
+      {
+        std::lock_guard<std::mutex> lock(write_mu_);
+        writes_closed_ = true;
+        heartbeat_cv_.notify_all();
+        stream->WritesDone();
+      }
       writes_done = true;
       std::unique_lock<std::mutex> lock(ctx_mu_);
       if (!reader_cv.wait_for(lock, std::chrono::seconds(5),
@@ -218,6 +287,13 @@ void WorkerAgent::Session() {
         spdlog::info("connected to router {}", options_.router);
         announced = true;
       }
+      if (msg.has_assignment() &&
+          msg.assignment().heartbeat_interval_ms() > 0) {
+        heartbeat_interval_ms_ = msg.assignment().heartbeat_interval_ms();
+      }
+      if (const uint64_t g = GenerationOf(msg); g > newest_generation_) {
+        newest_generation_ = g;
+      }
       queue.Push(std::move(msg));
       msg = moe::v1::RouterMessage();
     }
@@ -229,6 +305,12 @@ void WorkerAgent::Session() {
     reader_cv.notify_all();
     queue.Close();
     executor.join();
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      writes_closed_ = true;
+      heartbeat_cv_.notify_all();
+    }
+    heartbeat.join();
   }
   if (!writes_done) stream->WritesDone();
   const grpc::Status s = stream->Finish();

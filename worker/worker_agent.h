@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -65,6 +66,11 @@ class WorkerAgent {
                                         moe::v1::RouterMessage>* stream);
   void Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready);
   void SetReady(bool ready);
+  // The generation of an Assignment or Step (0 for anything else).
+  static uint64_t GenerationOf(const moe::v1::RouterMessage& msg);
+  // Sends a Heartbeat every heartbeat_interval_ms_ until `stop` is set.
+  void Heartbeats(grpc::ClientReaderWriter<moe::v1::WorkerMessage,
+                                           moe::v1::RouterMessage>* stream);
 
   WorkerOptions options_;
   std::atomic<bool> stopping_{false};
@@ -77,6 +83,15 @@ class WorkerAgent {
   std::string loaded_key_;  // what the executor holds: model + range
   std::unique_ptr<Communicator> comm_;
   uint64_t generation_ = 0;
+  // The newest generation the reader has seen: the executor skips
+  // Assignments and Steps of older ones (a backlog queued while this worker
+  // was stopped or busy).
+  std::atomic<uint64_t> newest_generation_{0};
+  // The executor's answers and the heartbeat thread share the stream.
+  std::mutex write_mu_;
+  std::condition_variable heartbeat_cv_;  // with write_mu_
+  bool writes_closed_ = false;            // guarded by write_mu_
+  std::atomic<int64_t> heartbeat_interval_ms_{500};
 };
 
 }  // namespace moe

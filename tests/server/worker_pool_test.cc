@@ -6,6 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -60,6 +62,11 @@ class FakeWorker {
     m.mutable_ready()->set_error(error);
     EXPECT_TRUE(stream_->Write(m));
   }
+  void Heartbeat() {
+    moe::v1::WorkerMessage m;
+    m.mutable_heartbeat();
+    EXPECT_TRUE(stream_->Write(m));
+  }
   // Closes the stream; the router's status of it.
   grpc::Status Leave() {
     if (left_) return status_;
@@ -84,8 +91,11 @@ class FakeWorker {
 class WorkerPoolTest : public ::testing::Test {
  protected:
   void SetUp() override { StartPool(64); }
-  void StartPool(int max_store_waits_per_rank) {
+  void StartPool(int max_store_waits_per_rank,
+                 milliseconds heartbeat = milliseconds(60000)) {
     WorkerPoolOptions o;
+    o.heartbeat_interval = heartbeat;
+    o.heartbeat_misses = 4;
     o.world_size = 2;
     o.num_experts = 8;
     o.max_batch_tokens = 64;
@@ -203,6 +213,52 @@ TEST_F(WorkerPoolTest, LostWorkerEndsTheGenerationAndAReplacementStartsANew) {
   a.Ready(ga);
   ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
   EXPECT_EQ(pool_->state().generation, g2);
+}
+
+TEST_F(WorkerPoolTest, SilentWorkerIsStalledUntilItSendsAgain) {
+  TearDown();
+  StartPool(64, milliseconds(50));  // stalled after 4 x 50 ms of silence
+  FakeWorker& a = Join();
+  FakeWorker& b = Join();
+  moe::v1::Assignment aa, ab;
+  ExpectGeneration(a, b, &aa, &ab);
+  EXPECT_EQ(aa.heartbeat_interval_ms(), 50);
+  EXPECT_GT(aa.connect_timeout_ms(), 0);
+  a.Ready(aa);
+  b.Ready(ab);
+  ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
+  // a keeps beating, b falls silent.
+  std::atomic<bool> stop{false};
+  std::thread beats([&] {
+    while (!stop) {
+      a.Heartbeat();
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  });
+  const auto silent = std::chrono::steady_clock::now();
+  ASSERT_TRUE(StateIs([](const auto& s) { return !s.ready; }));
+  EXPECT_LT(std::chrono::steady_clock::now() - silent, milliseconds(1000));
+  const std::string stalled = pool_->state().stalled;
+  EXPECT_NE(stalled.find(absl::StrCat("rank ", ab.rank())), std::string::npos)
+      << stalled;
+  EXPECT_EQ(stalled.find(absl::StrCat("rank ", aa.rank())), std::string::npos)
+      << stalled;
+  const absl::Status step = RunStep(*pool_);
+  EXPECT_EQ(step.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(step.message().find(absl::StrCat("rank ", ab.rank())),
+            std::string::npos)
+      << step;
+  // b speaks again: a new generation for both.
+  b.Heartbeat();
+  moe::v1::Assignment ra, rb;
+  ExpectGeneration(a, b, &ra, &rb);
+  EXPECT_GT(ra.generation(), aa.generation());
+  EXPECT_TRUE(pool_->state().stalled.empty());
+  a.Ready(ra);
+  b.Ready(rb);
+  ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
+  stop = true;
+  beats.join();
 }
 
 TEST_F(WorkerPoolTest, FailedRendezvousRetriesWithANewGeneration) {

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# The router under hostile and overloaded clients, short versions, against a
+# router and two CPU workers on loopback (H=256, I=128, E=8, k=2):
+#   1. a ForwardStream that never reads: the router's RSS growth;
+#   2. an open-loop flood at ~2x the measured capacity (moe-loadtest --rps):
+#      what is answered, what is refused, latency;
+#   3. 500 parked rendezvous waits: skipped (no tool; tests/server covers
+#      the per-rank cap);
+#   4. a worker frozen (SIGSTOP) for 3 s and resumed: time to NOT_SERVING,
+#      time to a correct answer after SIGCONT.
+# Prints a table: attack, what held, figure.
+#   bench/abuse.sh [BUILD_DIR] [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="$(cd "${1:-build}" && pwd)"
+seconds="${2:-10}"
+for b in server/moe-router worker/moe-worker client/moe-cli \
+         client/moe-loadtest bench/moe-abuse-client; do
+  [[ -x "$build/$b" ]] || {
+    echo "abuse: $build/$b not found; build it first" >&2; exit 64; }
+done
+out="$(mktemp -d)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$out"
+}
+trap cleanup EXIT
+
+hidden=256
+"$build/server/moe-router" --synthetic --hidden $hidden --inter 128 \
+  --experts 8 --top-k 2 --threads 1 --num-workers 2 \
+  --listen 127.0.0.1:0 --port-file "$out/port" \
+  --health-listen 127.0.0.1:0 --health-port-file "$out/health_port" \
+  >"$out/router.log" 2>&1 &
+router=$!
+pids+=("$router")
+for _ in $(seq 100); do [[ -s "$out/port" ]] && break; sleep 0.1; done
+target="127.0.0.1:$(cat "$out/port")"
+health="127.0.0.1:$(cat "$out/health_port")"
+workers=()
+for i in 0 1; do
+  "$build/worker/moe-worker" --router "$target" --threads 1 \
+    >"$out/worker$i.log" 2>&1 &
+  workers+=("$!")
+  pids+=("$!")
+done
+serving() { "$build/client/moe-cli" health --target "$health" \
+              --timeout_ms 500 >/dev/null 2>&1; }
+answers() { "$build/client/moe-cli" forward --target "$target" \
+              --random 4 --timeout_ms 1000 >/dev/null 2>&1; }
+for _ in $(seq 300); do serving && break; sleep 0.1; done
+serving || { echo "abuse: the service never became ready" >&2;
+             cat "$out"/*.log >&2; exit 1; }
+now_ms() { date +%s%3N; }
+rss_mib() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+rows=()
+row() { rows+=("$(printf '| %s | %s | %s |' "$1" "$2" "$3")"); }
+
+# 1. A stream that never reads, while another client is served.
+"$build/client/moe-loadtest" --target "$target" -c 2 --tokens 8 -z 2s \
+  >/dev/null 2>&1  # warm up
+rss0="$(rss_mib "$router")"
+"$build/bench/moe-abuse-client" --target "$target" --hidden $hidden \
+  --tokens 8 --seconds "$seconds" >"$out/written" 2>&1 &
+hostile=$!
+"$build/client/moe-loadtest" --target "$target" -c 1 --tokens 8 \
+  -z "$((seconds - 1))s" --format json >"$out/beside.json" 2>/dev/null &
+beside_pid=$!
+peak="$rss0"
+while kill -0 "$hostile" 2>/dev/null; do
+  peak="$(python3 -c "print(max($peak, $(rss_mib "$router")))")"
+  sleep 0.5
+done
+wait "$hostile" || true
+wait "$beside_pid" || true
+beside="$(python3 -c "import json; r = json.load(open('$out/beside.json')); \
+print(f\"{r['ok']} answered, {r['errors']} failed, p99 {r['latency_ms']['p99']:.1f} ms\")")"
+row "stream that never reads (${seconds} s)" \
+    "another client served: $beside" \
+    "$(tail -1 "$out/written") requests written; router RSS ${rss0} -> ${peak} MiB (peak)"
+
+# 2. Open-loop flood at ~2x capacity.
+# Capacity: closed loop with enough clients to fill every step. Requests of
+# 64 tokens, so that the router's queue bound (8 x --max-batch-tokens) is
+# reached at a few hundred requests outstanding.
+"$build/client/moe-loadtest" --target "$target" -c 256 --tokens 64 -z 4s \
+  --format json >"$out/capacity.json" 2>/dev/null
+cap="$(python3 -c "import json; print(json.load(open('$out/capacity.json'))['requests_per_s'])")"
+rps="$(python3 -c "print(int(2 * $cap))")"
+"$build/client/moe-loadtest" --target "$target" --rps "$rps" --tokens 64 \
+  -z "${seconds}s" --no_retry --timeout_ms 5000 --max_outstanding 8192 \
+  --format json \
+  >"$out/flood.json" 2>/dev/null || true
+flood="$(python3 - "$out/flood.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+codes = ", ".join(f"{k} {v}" for k, v in sorted(r["status_codes"].items()))
+l = r["latency_ms"]
+print(f"{r['ok']} ok of {r['requests']} ({codes}); latency of all requests p50 "
+      f"{l['p50']:.1f} ms, p99 {l['p99']:.1f} ms, max {l['max']:.1f} ms; "
+      f"{r['requests_per_s']:.0f} req/s")
+PY
+)"
+row "open-loop flood at 2x capacity (${rps} req/s vs ${cap%.*} closed-loop)" \
+    "excess refused at once (RESOURCE_EXHAUSTED), the rest answered" "$flood"
+
+# 3. Parked rendezvous waits.
+row "500 parked rendezvous waits" "skipped: no tool yet" \
+    "tests/server/worker_pool_test caps them per rank (no thread each)"
+
+# 4. Freeze a worker, resume it.
+frozen="${workers[1]}"
+kill -STOP "$frozen"
+t0="$(now_ms)"
+until ! serving; do
+  (( $(now_ms) - t0 > 10000 )) && break
+  sleep 0.05
+done
+t_ns=$(( $(now_ms) - t0 ))
+sleep "$(python3 -c "print(max(0, 3 - $t_ns / 1000))")"
+kill -CONT "$frozen"
+t1="$(now_ms)"
+until answers; do
+  (( $(now_ms) - t1 > 20000 )) && break
+  sleep 0.05
+done
+t_ok=$(( $(now_ms) - t1 ))
+row "worker frozen 3 s (SIGSTOP), then SIGCONT" \
+    "health NOT_SERVING, then answers again" \
+    "NOT_SERVING after ${t_ns} ms; answering ${t_ok} ms after SIGCONT"
+
+echo "| attack | what held | figure |"
+echo "|---|---|---|"
+printf '%s\n' "${rows[@]}"

@@ -1,0 +1,62 @@
+// grpc.health.v1.Health as a service of its own (callback API), for the
+// plaintext probe port (--health-listen): that port serves health only, no
+// reflection. gRPC's default health service is added only to a server that
+// has some other service, so a health-only server registers this one and
+// hands its status setter to the builder (MakeHealthCheckOption), which
+// keeps the default one out; Server::GetHealthCheckService() then sets this
+// service's statuses.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace moe {
+
+class HealthService final : public grpc::health::v1::Health::CallbackService {
+ public:
+  using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
+
+  HealthService();
+  ~HealthService() override;
+
+  // A service's status ("" is the server's overall one); unknown services
+  // are NOT_FOUND to Check and SERVICE_UNKNOWN to Watch until set.
+  void SetServingStatus(const std::string& service, bool serving);
+  // Every known service.
+  void SetServingStatus(bool serving);
+  // NOT_SERVING for good (further sets are ignored).
+  void Shutdown();
+
+  // The builder option that makes a server report through this service
+  // (instead of creating gRPC's default one).
+  std::unique_ptr<grpc::ServerBuilderOption> MakeHealthCheckOption();
+
+  grpc::ServerUnaryReactor* Check(
+      grpc::CallbackServerContext* ctx,
+      const grpc::health::v1::HealthCheckRequest* req,
+      grpc::health::v1::HealthCheckResponse* resp) override;
+  grpc::ServerWriteReactor<grpc::health::v1::HealthCheckResponse>* Watch(
+      grpc::CallbackServerContext* ctx,
+      const grpc::health::v1::HealthCheckRequest* req) override;
+
+ private:
+  class Watcher;
+  ServingStatus StatusLocked(const std::string& service) const;
+  void SetLocked(const std::string& service, ServingStatus status);
+  void Remove(Watcher* w);
+
+  std::mutex mu_;
+  std::map<std::string, ServingStatus> statuses_;
+  std::set<Watcher*> watchers_;
+  bool shutdown_ = false;
+};
+
+}  // namespace moe
