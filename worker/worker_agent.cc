@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/logging.h"
+#include "core/net_address.h"
 #include "core/status_macros.h"
 #include "proto/model_spec.h"
 #include "worker/router_store.h"
@@ -41,6 +42,11 @@ void WorkerAgent::Run() {
     Session();
     if (!stopping_) std::this_thread::sleep_for(options_.reconnect_delay);
   }
+}
+
+absl::StatusOr<std::string> WorkerAgent::CollectiveHost() const {
+  if (options_.collective_host != "auto") return options_.collective_host;
+  return LocalAddressToward(options_.router);
 }
 
 void WorkerAgent::SetReady(bool ready) {
@@ -91,8 +97,8 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
   const auto timeout = std::chrono::milliseconds(a.collective_timeout_ms());
   RouterStore store(stub_, a.generation(), a.store_token(), timeout,
                     options_.auth_token);
-  auto comm = executor_->Connect(a.rank(), a.world_size(),
-                                 options_.collective_host, store, timeout);
+  auto comm = executor_->Connect(a.rank(), a.world_size(), collective_host_,
+                                 store, timeout);
   if (!comm.ok()) return fail(comm.status());
   comm_ = std::move(*comm);
   SetReady(true);
@@ -151,6 +157,20 @@ void WorkerAgent::Execute(
 }
 
 void WorkerAgent::Session() {
+  // Per session: the route to the router (and so the address) can change.
+  auto host = CollectiveHost();
+  if (!host.ok()) {
+    spdlog::warn("collective address toward router {}: {}; retrying",
+                 options_.router, host.status().message());
+    return;
+  }
+  if (*host != collective_host_) {
+    spdlog::info("collective transport on {}{}", *host,
+                 options_.collective_host == "auto"
+                     ? " (the interface that reaches the router)"
+                     : "");
+  }
+  collective_host_ = *host;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options_.max_message_bytes);
   args.SetMaxSendMessageSize(options_.max_message_bytes);
@@ -178,7 +198,7 @@ void WorkerAgent::Session() {
   reg->set_device(options_.device);
   reg->set_threads(options_.threads);
   reg->set_host(HostName());
-  reg->set_collective_host(options_.collective_host);
+  reg->set_collective_host(collective_host_);
   reg->set_pid(getpid());
   reg->set_device_identity(options_.device_identity);
   reg->set_shares_device(options_.shares_device);

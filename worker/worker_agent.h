@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "core/blocking_queue.h"
 #include "core/model_location.h"
@@ -29,8 +30,10 @@ struct WorkerOptions {
   std::string device_identity;
   bool shares_device = true;
   int threads = 1;
-  // Address the other workers reach this one's collective transport on.
-  std::string collective_host = "127.0.0.1";
+  // Address the other workers reach this one's collective transport on;
+  // "auto": the local address of the interface that reaches the router,
+  // looked up at each session.
+  std::string collective_host = "auto";
   std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: insecure
   std::string server_name;  // TLS: name to verify instead of the router's
   // Sent as "authorization: Bearer <token>" on every WorkerControl call
@@ -65,6 +68,8 @@ class WorkerAgent {
                                         moe::v1::RouterMessage>* stream);
   void Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready);
   void SetReady(bool ready);
+  // --collective-host, or with "auto" the local address toward the router.
+  absl::StatusOr<std::string> CollectiveHost() const;
 
   WorkerOptions options_;
   std::atomic<bool> stopping_{false};
@@ -77,6 +82,7 @@ class WorkerAgent {
   std::string loaded_key_;  // what the executor holds: model + range
   std::unique_ptr<Communicator> comm_;
   uint64_t generation_ = 0;
+  std::string collective_host_;  // this session's
 };
 
 }  // namespace moe
