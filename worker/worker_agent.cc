@@ -172,6 +172,13 @@ void WorkerAgent::Session() {
   }
   collective_host_ = *host;
   grpc::ChannelArguments args;
+  // A dead link (partition, vanished router host) ends the stream within
+  // about KEEPALIVE_TIME + KEEPALIVE_TIMEOUT; the worker then re-registers.
+  // The router permits these pings (see router_main.cc).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 1000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 1000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetMaxReceiveMessageSize(options_.max_message_bytes);
   args.SetMaxSendMessageSize(options_.max_message_bytes);
   if (!options_.server_name.empty()) {
