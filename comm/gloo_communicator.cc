@@ -1,5 +1,6 @@
 #include "comm/gloo_communicator.h"
 
+#include <algorithm>
 #include <exception>
 #include <vector>
 
@@ -63,6 +64,31 @@ class GlooCommunicator : public Communicator {
   uint32_t tag_ = 0;
 };
 
+// Gives every rendezvous wait the whole timeout, whatever gloo asks for.
+class FullTimeoutStore : public gloo::rendezvous::Store {
+ public:
+  FullTimeoutStore(gloo::rendezvous::Store& store,
+                   std::chrono::milliseconds timeout)
+      : store_(store), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set(key, data);
+  }
+  std::vector<char> get(const std::string& key) override {
+    return store_.get(key);
+  }
+  void wait(const std::vector<std::string>& keys) override {
+    store_.wait(keys, timeout_);
+  }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& /*timeout*/) override {
+    store_.wait(keys, timeout_);
+  }
+
+ private:
+  gloo::rendezvous::Store& store_;
+  std::chrono::milliseconds timeout_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
@@ -73,8 +99,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     attr.hostname = host;
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    // Gloo waits 5x the context's timeout for a pair to connect: a peer
+    // that gave up (e.g. "no route to host" just after a partition heals)
+    // would hold this rank that long. Connect within `timeout` instead; the
+    // store waits keep the whole timeout, and so do the collectives (each
+    // is given its own).
+    ctx->setTimeout(std::max(timeout / 5, std::chrono::milliseconds(1)));
+    FullTimeoutStore full(store, timeout);
+    ctx->connectFullMesh(full, device);
     ctx->setTimeout(timeout);
-    ctx->connectFullMesh(store, device);
     return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(ctx)));
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("gloo rendezvous of rank ", rank,

@@ -383,6 +383,16 @@ absl::Status Router::StartServers(const ServerCredentials& creds) {
     b.SetMaxSendMessageSize(msg_limit);
     b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                          o_.max_concurrent_streams);
+    // Workers ping every second on idle streams to notice a dead link
+    // (worker_agent.cc): allow it rather than answer with GOAWAY. The
+    // router pings too, so that a worker whose link died is dropped from
+    // the group within a few seconds, not at the next step's timeout.
+    b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                         500);
+    b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+    b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 1000);
+    b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 1000);
   };
   const bool own_worker_port = pool_ && !o_.worker_listen.empty();
   grpc::ServerBuilder pub;

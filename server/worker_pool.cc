@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "core/even_split.h"
 #include "core/logging.h"
+#include "core/net_address.h"
 
 namespace moe {
 namespace {
@@ -36,6 +37,26 @@ grpc::Status GenerationMismatch(const char* what, uint64_t asked,
       absl::StrCat(what, " for generation ", asked, " refused: generation ",
                    asked, asked < now ? " is over" : " has not started",
                    "; the store serves generation ", now));
+}
+
+// A worker on another host that advertises a loopback collective address
+// would send the other workers to themselves: the group could never form.
+grpc::Status CheckCollectiveHost(const moe::v1::Register& info,
+                                 const std::string& peer) {
+  if (!IsLoopbackHost(info.collective_host()) || IsLoopbackPeer(peer)) {
+    return grpc::Status::OK;
+  }
+  return grpc::Status(
+      grpc::StatusCode::FAILED_PRECONDITION,
+      absl::StrCat("worker (", info.host(), " pid ", info.pid(),
+                   ") refused: it connects from ", peer,
+                   " but advertises the loopback collective address ",
+                   info.collective_host(),
+                   ", which the other workers cannot reach; start it "
+                   "without --collective-host (the address of the "
+                   "interface that reaches the router) or with "
+                   "--collective-host set to an address the other workers "
+                   "reach it on"));
 }
 
 }  // namespace
@@ -279,7 +300,9 @@ grpc::Status WorkerPool::Join(
         return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                             "router shutting down");
       }
-      if (grpc::Status dup = CheckDeviceLocked(conn->info); !dup.ok()) {
+      grpc::Status dup = CheckCollectiveHost(conn->info, ctx->peer());
+      if (dup.ok()) dup = CheckDeviceLocked(conn->info);
+      if (!dup.ok()) {
         // Refused before it takes a rank: the group is not re-formed.
         refusal_ = dup.error_message();
         spdlog::error("{}", refusal_);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/logging.h"
+#include "core/net_address.h"
 #include "core/status_macros.h"
 #include "proto/model_spec.h"
 #include "worker/router_store.h"
@@ -42,6 +43,11 @@ void WorkerAgent::Run() {
     Session();
     if (!stopping_) std::this_thread::sleep_for(options_.reconnect_delay);
   }
+}
+
+absl::StatusOr<std::string> WorkerAgent::CollectiveHost() const {
+  if (options_.collective_host != "auto") return options_.collective_host;
+  return LocalAddressToward(options_.router);
 }
 
 void WorkerAgent::SetReady(bool ready) {
@@ -110,7 +116,7 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
         give_up - Clock::now());
     AttemptStore attempt_store(store, attempt);
     comm = executor_->Connect(
-        a.rank(), a.world_size(), options_.collective_host, attempt_store,
+        a.rank(), a.world_size(), collective_host_, attempt_store,
         std::clamp(left, std::chrono::milliseconds(1), attempt_timeout));
     if (comm.ok() || attempt_timeout == timeout || !store.retryable() ||
         stopping_ || newest_generation_ > a.generation() ||
@@ -207,7 +213,28 @@ void WorkerAgent::Heartbeats(
 }
 
 void WorkerAgent::Session() {
+  // Per session: the route to the router (and so the address) can change.
+  auto host = CollectiveHost();
+  if (!host.ok()) {
+    spdlog::warn("collective address toward router {}: {}; retrying",
+                 options_.router, host.status().message());
+    return;
+  }
+  if (*host != collective_host_) {
+    spdlog::info("collective transport on {}{}", *host,
+                 options_.collective_host == "auto"
+                     ? " (the interface that reaches the router)"
+                     : "");
+  }
+  collective_host_ = *host;
   grpc::ChannelArguments args;
+  // A dead link (partition, vanished router host) ends the stream within
+  // about KEEPALIVE_TIME + KEEPALIVE_TIMEOUT; the worker then re-registers.
+  // The router permits these pings (see router_main.cc).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 1000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 1000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetMaxReceiveMessageSize(options_.max_message_bytes);
   args.SetMaxSendMessageSize(options_.max_message_bytes);
   if (!options_.server_name.empty()) {
@@ -234,7 +261,7 @@ void WorkerAgent::Session() {
   reg->set_device(options_.device);
   reg->set_threads(options_.threads);
   reg->set_host(HostName());
-  reg->set_collective_host(options_.collective_host);
+  reg->set_collective_host(collective_host_);
   reg->set_pid(getpid());
   reg->set_device_identity(options_.device_identity);
   reg->set_shares_device(options_.shares_device);

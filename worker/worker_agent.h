@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "core/blocking_queue.h"
 #include "core/model_location.h"
@@ -30,8 +31,10 @@ struct WorkerOptions {
   std::string device_identity;
   bool shares_device = true;
   int threads = 1;
-  // Address the other workers reach this one's collective transport on.
-  std::string collective_host = "127.0.0.1";
+  // Address the other workers reach this one's collective transport on;
+  // "auto": the local address of the interface that reaches the router,
+  // looked up at each session.
+  std::string collective_host = "auto";
   std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: insecure
   std::string server_name;  // TLS: name to verify instead of the router's
   // Sent as "authorization: Bearer <token>" on every WorkerControl call
@@ -71,6 +74,8 @@ class WorkerAgent {
   // Sends a Heartbeat every heartbeat_interval_ms_ until `stop` is set.
   void Heartbeats(grpc::ClientReaderWriter<moe::v1::WorkerMessage,
                                            moe::v1::RouterMessage>* stream);
+  // --collective-host, or with "auto" the local address toward the router.
+  absl::StatusOr<std::string> CollectiveHost() const;
 
   WorkerOptions options_;
   std::atomic<bool> stopping_{false};
@@ -92,6 +97,7 @@ class WorkerAgent {
   std::condition_variable heartbeat_cv_;  // with write_mu_
   bool writes_closed_ = false;            // guarded by write_mu_
   std::atomic<int64_t> heartbeat_interval_ms_{500};
+  std::string collective_host_;  // this session's
 };
 
 }  // namespace moe

@@ -49,9 +49,12 @@ ABSL_FLAG(std::string, device_identity, "",
           "what the router knows this worker's device by when it checks "
           "that NCCL workers do not share a GPU (default: the GPU's UUID; "
           "empty on a CPU); for containers that hide UUIDs, and for tests");
-ABSL_FLAG(std::string, collective_host, "127.0.0.1",
+ABSL_FLAG(std::string, collective_host, "auto",
           "address other workers reach this worker's collective transport "
-          "on (the pod IP in Kubernetes)");
+          "on; auto: the local address of the interface that reaches "
+          "--router, looked up at each registration. Set it when the other "
+          "workers reach this one by another address (NAT, a pod IP behind "
+          "a proxy, a separate data network)");
 
 ABSL_FLAG(int64_t, max_batch_tokens, 0,
           "rows per step this worker accepts at most, and sizes its "

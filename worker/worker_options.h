@@ -23,7 +23,7 @@ struct WorkerFlags {
   std::string health_port_file;
   std::string metrics_listen;
   std::string metrics_port_file;
-  std::string collective_host = "127.0.0.1";
+  std::string collective_host = "auto";
   std::string collective = "auto";
   std::string device_identity;  // empty: the device's own
   int64_t max_batch_tokens = 0;
