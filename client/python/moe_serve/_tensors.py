@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -68,6 +69,9 @@ class Timing:
     total_us: float
     batch_tokens: int
     batch_requests: int
+    # Rows between router and workers (0 without workers); servers before it
+    # existed leave it 0.
+    wire_us: float = 0.0
 
 
 class MoeArray(np.ndarray):
@@ -157,8 +161,11 @@ def decode(resp: moe_pb2.ForwardResponse, kind: _Kind, routing: bool, timing: bo
             np.asarray(r.weights, dtype=np.float32).reshape(n, s))
     if timing:
         t = resp.timing
+        # Fields this client knows; a newer server's extra ones are skipped.
+        known = {f.name for f in dataclasses.fields(Timing)}
         extras["timing"] = Timing(**{f.name: getattr(t, f.name)
-                                     for f in t.DESCRIPTOR.fields})
+                                     for f in t.DESCRIPTOR.fields
+                                     if f.name in known})
     if kind.is_torch:
         if out.dtype == moe_pb2.BF16:
             bits = np.frombuffer(out.data, dtype="<i2").reshape(tuple(out.shape)).copy()
