@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+
 namespace moe {
 
 NormalizedArgs::NormalizedArgs(
@@ -34,6 +36,12 @@ NormalizedArgs::NormalizedArgs(
 int ThreadsOrAllCores(int requested) {
   if (requested > 0) return requested;
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+absl::Status BadFlag(absl::string_view flag, absl::string_view rule,
+                     absl::string_view got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, " must be ", rule, ", got ", got));
 }
 
 }  // namespace moe

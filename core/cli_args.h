@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
 namespace moe {
 
 // Rewrites '-' to '_' in the name part of each "--flag[=value]" argument
@@ -24,6 +27,11 @@ class NormalizedArgs {
   std::vector<std::string> args_;
   std::vector<char*> ptrs_;
 };
+
+// INVALID_ARGUMENT "--FLAG must be RULE, got GOT": how every binary refuses
+// a flag value.
+absl::Status BadFlag(absl::string_view flag, absl::string_view rule,
+                     absl::string_view got);
 
 // The --threads flag of every binary: `requested` when positive, else every
 // core this process may use.

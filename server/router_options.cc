@@ -10,12 +10,6 @@
 namespace moe {
 namespace {
 
-absl::Status BadFlag(absl::string_view flag, absl::string_view rule,
-                     absl::string_view got) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, " must be ", rule, ", got ", got));
-}
-
 absl::Status AtLeast(absl::string_view flag, int64_t value, int64_t min) {
   if (value >= min) return absl::OkStatus();
   return BadFlag(flag, absl::StrCat(">= ", min), absl::StrCat(value));

@@ -1,5 +1,7 @@
 #include "server/worker_pool.h"
 
+#include <openssl/crypto.h>
+
 #include <algorithm>
 #include <atomic>
 #include <optional>
@@ -697,6 +699,19 @@ size_t WorkerPool::store_waits() const {
   return waits_.size();
 }
 
+int WorkerPool::RankOfStoreTokenLocked(const std::string& token) const {
+  int rank = -1;
+  for (const auto& c : ranks_) {
+    // Every rank is compared, in constant time: the token is a secret.
+    if (c != nullptr && !c->store_token.empty() &&
+        c->store_token.size() == token.size() &&
+        CRYPTO_memcmp(c->store_token.data(), token.data(), token.size()) == 0) {
+      rank = c->rank;
+    }
+  }
+  return rank;
+}
+
 grpc::ServerUnaryReactor* WorkerPool::StoreSet(
     grpc::CallbackServerContext* ctx, const moe::v1::StoreSetRequest* req,
     moe::v1::StoreSetResponse*) {
@@ -705,13 +720,7 @@ grpc::ServerUnaryReactor* WorkerPool::StoreSet(
   grpc::Status status;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    int rank = -1;
-    for (const auto& c : ranks_) {
-      if (c != nullptr && !c->store_token.empty() &&
-          c->store_token == req->store_token()) {
-        rank = c->rank;
-      }
-    }
+    const int rank = RankOfStoreTokenLocked(req->store_token());
     const int owner = KeyOwner(req->key());
     if (req->generation() != generation_) {
       status = GenerationMismatch("StoreSet", req->generation(), generation_);
@@ -752,13 +761,7 @@ grpc::ServerUnaryReactor* WorkerPool::StoreGet(
   StoreWait* wait = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    int rank = -1;
-    for (const auto& c : ranks_) {
-      if (c != nullptr && !c->store_token.empty() &&
-          c->store_token == req->store_token()) {
-        rank = c->rank;
-      }
-    }
+    const int rank = RankOfStoreTokenLocked(req->store_token());
     int parked = 0;
     for (const StoreWait* w : waits_) parked += w->rank == rank;
     if (shutdown_) {

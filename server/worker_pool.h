@@ -148,6 +148,9 @@ class WorkerPool final : public WorkerControlBase {
   // registered worker on the same host already uses and either of them
   // exchanges over NCCL (which runs one rank per GPU).
   grpc::Status CheckDeviceLocked(const moe::v1::Register& info) const;
+  // With mu_ held: the rank whose store token (from its Assignment) this is,
+  // or -1.
+  int RankOfStoreTokenLocked(const std::string& token) const;
   // Starts a new generation with the same members (after a failed step or
   // rendezvous), now or after retry_delay.
   void Regroup(bool delayed);

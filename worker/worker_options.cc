@@ -8,12 +8,6 @@
 namespace moe {
 namespace {
 
-absl::Status BadFlag(absl::string_view flag, absl::string_view rule,
-                     absl::string_view got) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, " must be ", rule, ", got ", got));
-}
-
 absl::Status CheckTls(const WorkerFlags& f) {
   // Both halves of the client key pair, or neither.
   if (f.tls.cert.empty() != f.tls.key.empty()) {
