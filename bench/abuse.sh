@@ -4,8 +4,9 @@
 #   1. a ForwardStream that never reads: the router's RSS growth;
 #   2. an open-loop flood at ~2x the measured capacity (moe-loadtest --rps):
 #      what is answered, what is refused, latency;
-#   3. 500 parked rendezvous waits: skipped (no tool; tests/server covers
-#      the per-rank cap);
+#   3. 500 rendezvous waits (WorkerControl.StoreGet) from a client that is
+#      no worker, with a made-up generation and then the current one but no
+#      store token: how they are answered, the router's threads;
 #   4. a worker frozen (SIGSTOP) for 3 s and resumed: time to NOT_SERVING,
 #      time to a correct answer after SIGCONT.
 # Prints a table: attack, what held, figure.
@@ -56,6 +57,7 @@ serving || { echo "abuse: the service never became ready" >&2;
              cat "$out"/*.log >&2; exit 1; }
 now_ms() { date +%s%3N; }
 rss_mib() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+threads() { awk '/^Threads/ {print $2}' "/proc/$1/status"; }
 rows=()
 row() { rows+=("$(printf '| %s | %s | %s |' "$1" "$2" "$3")"); }
 
@@ -99,17 +101,32 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 codes = ", ".join(f"{k} {v}" for k, v in sorted(r["status_codes"].items()))
 l = r["latency_ms"]
-print(f"{r['ok']} ok of {r['requests']} ({codes}); latency of all requests p50 "
+f = r["refused"]
+print(f"{r['ok']} ok of {r['requests']} ({codes}); answered p50 "
       f"{l['p50']:.1f} ms, p99 {l['p99']:.1f} ms, max {l['max']:.1f} ms; "
-      f"{r['requests_per_s']:.0f} req/s")
+      f"refused p50 {f['p50_ms']:.1f} ms, p99 {f['p99_ms']:.1f} ms, "
+      f"max {f['max_ms']:.1f} ms; {r['requests_per_s']:.0f} req/s")
 PY
 )"
 row "open-loop flood at 2x capacity (${rps} req/s vs ${cap%.*} closed-loop)" \
     "excess refused at once (RESOURCE_EXHAUSTED), the rest answered" "$flood"
 
-# 3. Parked rendezvous waits.
-row "500 parked rendezvous waits" "skipped: no tool yet" \
-    "tests/server/worker_pool_test caps them per rank (no thread each)"
+# 3. Rendezvous waits from a client that is no worker (the worker port is
+# the public one here: no --worker-listen).
+threads0="$(threads "$router")"
+"$build/bench/moe-abuse-client" --target "$target" --park_store_gets 500 \
+  --seconds 2 >"$out/parked" 2>&1 &
+parker=$!
+threads_peak="$threads0"
+while kill -0 "$parker" 2>/dev/null; do
+  t="$(threads "$router")"
+  (( t > threads_peak )) && threads_peak="$t"
+  sleep 0.05
+done
+wait "$parker" || true
+row "500 + 500 rendezvous waits (StoreGet) from a non-worker" \
+    "none parked: answered at once" \
+    "$(tail -1 "$out/parked"); router threads ${threads0} before, ${threads_peak} at most (sampled every 50 ms), $(threads "$router") after"
 
 # 4. Freeze a worker, resume it.
 frozen="${workers[1]}"

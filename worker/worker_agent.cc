@@ -24,6 +24,35 @@ std::string HostName() {
 
 }  // namespace
 
+std::string RepeatedLine::Next(const std::string& line, Clock::time_point now) {
+  if (line == last_ && now - last_logged_ < every_) {
+    ++suppressed_;
+    return "";
+  }
+  std::string out = line;
+  if (suppressed_ > 0) {
+    absl::StrAppend(
+        &out,
+        line == last_
+            ? absl::StrCat(" (", suppressed_, " more like it in the last ",
+                           std::chrono::duration_cast<std::chrono::seconds>(
+                               now - last_logged_)
+                               .count(),
+                           " s not logged)")
+            : absl::StrCat(" (the previous line came ", suppressed_,
+                           " more times, not logged)"));
+  }
+  last_ = line;
+  last_logged_ = now;
+  suppressed_ = 0;
+  return out;
+}
+
+void RepeatedLine::Reset() {
+  last_.clear();
+  suppressed_ = 0;
+}
+
 WorkerAgent::WorkerAgent(WorkerOptions options,
                          std::unique_ptr<StepExecutor> executor)
     : options_(std::move(options)), executor_(std::move(executor)) {}
@@ -216,8 +245,11 @@ void WorkerAgent::Session() {
   // Per session: the route to the router (and so the address) can change.
   auto host = CollectiveHost();
   if (!host.ok()) {
-    spdlog::warn("collective address toward router {}: {}; retrying",
-                 options_.router, host.status().message());
+    const std::string line = retry_log_.Next(
+        absl::StrCat("collective address toward router ", options_.router, ": ",
+                     host.status().message(), "; retrying"),
+        RepeatedLine::Clock::now());
+    if (!line.empty()) spdlog::warn("{}", line);
     return;
   }
   if (*host != collective_host_) {
@@ -313,6 +345,7 @@ void WorkerAgent::Session() {
       if (!announced) {
         spdlog::info("connected to router {}", options_.router);
         announced = true;
+        retry_log_.Reset();
       }
       if (msg.has_assignment() &&
           msg.assignment().heartbeat_interval_ms() > 0) {
@@ -351,14 +384,30 @@ void WorkerAgent::Session() {
   if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
     // Refused for what this worker is (e.g. a GPU another NCCL worker
     // uses): retrying soon would change nothing.
-    spdlog::error("router {} refused this worker: {}; retrying in 5 s",
-                  options_.router, s.error_message());
+    const std::string line = retry_log_.Next(
+        absl::StrCat("router ", options_.router, " refused this worker: ",
+                     s.error_message(), "; retrying in 5 s"),
+        RepeatedLine::Clock::now());
+    if (!line.empty()) spdlog::error("{}", line);
     for (int i = 0; i < 50 && !stopping_; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   } else {
-    spdlog::warn("router {} unreachable or gone ({}); retrying",
-                 options_.router, s.error_message());
+    // A standby worker (all ranks taken) lands here on every reconnect.
+    const bool standby = s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    const std::string line = retry_log_.Next(
+        standby
+            ? absl::StrCat("router ", options_.router, " has no rank free (",
+                           s.error_message(), "); standing by, retrying")
+            : absl::StrCat("router ", options_.router, " unreachable or gone (",
+                           s.error_message(), "); retrying"),
+        RepeatedLine::Clock::now());
+    if (line.empty()) return;
+    if (standby) {
+      spdlog::info("{}", line);
+    } else {
+      spdlog::warn("{}", line);
+    }
   }
 }
 

@@ -51,6 +51,26 @@ struct WorkerOptions {
   std::function<void(bool ready)> on_ready;
 };
 
+// Keeps a line that repeats from flooding the log (a standby worker is
+// refused on every reconnect, twice a second): the first is logged, then at
+// most one per `every` with the count of those left out in between; a
+// different line is logged at once.
+class RepeatedLine {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit RepeatedLine(Clock::duration every) : every_(every) {}
+  // The text to log for `line` now, or "" to leave it out.
+  std::string Next(const std::string& line, Clock::time_point now);
+  // Forget the last line (the next one is logged whatever it is).
+  void Reset();
+
+ private:
+  Clock::duration every_;
+  std::string last_;
+  Clock::time_point last_logged_{};
+  int64_t suppressed_ = 0;
+};
+
 class WorkerAgent {
  public:
   WorkerAgent(WorkerOptions options, std::unique_ptr<StepExecutor> executor);
@@ -98,6 +118,8 @@ class WorkerAgent {
   bool writes_closed_ = false;            // guarded by write_mu_
   std::atomic<int64_t> heartbeat_interval_ms_{500};
   std::string collective_host_;  // this session's
+  // The reconnect path's warnings, repeated while refused or unreachable.
+  RepeatedLine retry_log_{std::chrono::seconds(10)};
 };
 
 }  // namespace moe

@@ -49,17 +49,23 @@ Summary Summarize(const RunResult& run, const RunSpec& spec) {
   s.late_starts = run.late_starts;
   s.server_timing = spec.server_timing;
   s.error_messages = run.errors;
-  std::vector<double> ok_lat, all_lat;
+  std::vector<double> ok_lat, admitted_lat, refused_lat;
   int64_t tokens = 0;
   double batch_tokens = 0, batch_requests = 0;
   for (const Sample& x : run.samples) {
     ++s.requests;
     s.codes[absl::StatusCodeToString(static_cast<absl::StatusCode>(x.code))]++;
-    all_lat.push_back(x.latency_ms);
     if (x.code != 0) {
       ++s.errors;
+      if (x.code == static_cast<int>(absl::StatusCode::kResourceExhausted)) {
+        ++s.refused;
+        refused_lat.push_back(x.latency_ms);
+      } else {
+        admitted_lat.push_back(x.latency_ms);
+      }
       continue;
     }
+    admitted_lat.push_back(x.latency_ms);
     ++s.ok;
     tokens += x.tokens;
     ok_lat.push_back(x.latency_ms);
@@ -89,7 +95,13 @@ Summary Summarize(const RunResult& run, const RunSpec& spec) {
     s.requests_per_s = s.requests / s.seconds;
     s.tokens_per_s = tokens / s.seconds;
   }
-  std::vector<double>& lat = ok_lat.empty() ? all_lat : ok_lat;
+  std::sort(refused_lat.begin(), refused_lat.end());
+  if (!refused_lat.empty()) {
+    s.refused_p50_ms = Percentile(refused_lat, 0.50);
+    s.refused_p99_ms = Percentile(refused_lat, 0.99);
+    s.refused_max_ms = refused_lat.back();
+  }
+  std::vector<double>& lat = ok_lat.empty() ? admitted_lat : ok_lat;
   std::sort(lat.begin(), lat.end());
   if (!lat.empty()) {
     s.min_ms = lat.front();
@@ -130,6 +142,14 @@ std::string FormatText(const Summary& s) {
                         "p95 %.2f  p99 %.2f  max %.2f\n",
                         s.min_ms, s.mean_ms, s.p50_ms, s.p90_ms, s.p95_ms,
                         s.p99_ms, s.max_ms);
+  if (s.refused > 0) {
+    absl::StrAppendFormat(
+        &out,
+        "refused    %ld (RESOURCE_EXHAUSTED, not in the latency above): "
+        "latency ms p50 %.2f  p99 %.2f  max %.2f\n",
+        static_cast<long>(s.refused), s.refused_p50_ms, s.refused_p99_ms,
+        s.refused_max_ms);
+  }
   if (!s.histogram.empty()) {
     int64_t most = 1;
     for (const auto& [b, c] : s.histogram) most = std::max(most, c);
@@ -182,6 +202,11 @@ nlohmann::json ToJson(const Summary& s) {
                         {"p95", s.p95_ms},
                         {"p99", s.p99_ms},
                         {"max", s.max_ms}}},
+                      {"refused",
+                       {{"count", s.refused},
+                        {"p50_ms", s.refused_p50_ms},
+                        {"p99_ms", s.refused_p99_ms},
+                        {"max_ms", s.refused_max_ms}}},
                       {"status_codes", s.codes},
                       {"error_messages", s.error_messages},
                       {"late_starts", s.late_starts}};

@@ -23,7 +23,12 @@ struct Summary {
   double error_rate = 0;
   double requests_per_s = 0;  // completed, any status
   double tokens_per_s = 0;    // of successful requests
-  // Latency of successful requests (all requests when none succeeded), ms.
+  // Answered RESOURCE_EXHAUSTED: refused at admission (counted in `errors`
+  // too). Their latency is kept apart from the admitted requests'.
+  int64_t refused = 0;
+  double refused_p50_ms = 0, refused_p99_ms = 0, refused_max_ms = 0;
+  // Latency of successful requests (of the admitted ones, refusals apart,
+  // when none succeeded), ms; the histogram is of the same requests.
   double min_ms = 0, mean_ms = 0, p50_ms = 0, p90_ms = 0, p95_ms = 0,
          p99_ms = 0, max_ms = 0;
   std::map<std::string, int64_t> codes;

@@ -1,5 +1,6 @@
 // moe-loadtest against a real local service, and the Prometheus endpoints
 // moving under load.
+#include <cstdio>
 #include <fstream>
 
 #include "absl/strings/str_split.h"
@@ -155,6 +156,57 @@ TEST_F(LoadtestTest, MetricsMoveUnderLoad) {
             std::string::npos);
   EXPECT_NE(after->find(R"(moe_layer_load_entropy{layer="0"})"),
             std::string::npos);
+}
+
+// Open-loop flood against a router whose queue holds one request: the
+// RESOURCE_EXHAUSTED answers are counted apart, with their own latency, and
+// none is lost: ok + refused + other errors == requests.
+TEST(LoadtestRefusals, FloodRefusalsAreCountedApart) {
+  LocalCluster cluster;
+  LocalCluster::Options o;
+  o.model_args = {"--synthetic", "--hidden=256", "--inter=128",
+                  "--experts=8", "--top-k=2",    "--layers=1"};
+  o.workers = 0;
+  o.router_args = {"--max-batch-tokens=64", "--max-queue-tokens=64"};
+  ASSERT_TRUE(cluster.Start(o).ok()) << cluster.Logs();
+  auto r =
+      testing::RunCommand({LoadtestBinary(), "--target=" + cluster.target(),
+                           "--rps=3000", "-n", "600", "--tokens=64",
+                           "--no_retry", "--max-error-rate=1", "--format=json"},
+                          std::chrono::seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output.substr(r.output.find("{\n")), nullptr,
+                                 false);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  const int64_t requests = j["requests"], ok = j["ok"], errors = j["errors"];
+  const int64_t refused = j["refused"]["count"];
+  EXPECT_EQ(requests, 600);
+  EXPECT_GT(refused, 0) << r.output;
+  EXPECT_GT(ok, 0) << r.output;
+  EXPECT_EQ(j["status_codes"].value("RESOURCE_EXHAUSTED", int64_t{0}), refused);
+  const int64_t other = errors - refused;
+  EXPECT_GE(other, 0);
+  EXPECT_EQ(ok + refused + other, requests);
+  int64_t by_code = 0;
+  for (auto& [code, n] : j["status_codes"].items()) by_code += n.get<int64_t>();
+  EXPECT_EQ(by_code, requests);
+  // The histogram is of the admitted requests that succeeded only.
+  int64_t in_histogram = 0;
+  for (auto& b : j["histogram"]) in_histogram += b["count"].get<int64_t>();
+  EXPECT_EQ(in_histogram, ok);
+  EXPECT_LE(j["refused"]["p50_ms"].get<double>(),
+            j["refused"]["p99_ms"].get<double>());
+  EXPECT_LE(j["refused"]["p99_ms"].get<double>(),
+            j["refused"]["max_ms"].get<double>());
+  EXPECT_GT(j["refused"]["p50_ms"].get<double>(), 0);
+  std::printf(
+      "flood: %ld ok, %ld refused (p50 %.2f ms, p99 %.2f ms), %ld "
+      "other; admitted p50 %.2f ms, p99 %.2f ms\n",
+      static_cast<long>(ok), static_cast<long>(refused),
+      j["refused"]["p50_ms"].get<double>(),
+      j["refused"]["p99_ms"].get<double>(), static_cast<long>(other),
+      j["latency_ms"]["p50"].get<double>(),
+      j["latency_ms"]["p99"].get<double>());
 }
 
 TEST(WorkerMetrics, WorkerEndpointCountsSteps) {
