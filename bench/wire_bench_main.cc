@@ -99,8 +99,8 @@ int Main() {
     std::fprintf(stderr, "moe-wire-bench: --bytes >= 0, --reps >= 1\n");
     return 64;
   }
-  const int limit = static_cast<int>(std::min<int64_t>(
-      bytes + (1 << 20), std::numeric_limits<int>::max()));
+  const int limit = static_cast<int>(
+      std::min<int64_t>(bytes + (1 << 20), std::numeric_limits<int>::max()));
 
   EchoService echo_service;
   grpc::ServerBuilder b;
@@ -156,8 +156,10 @@ int Main() {
       "(%.2f GB/s each way), memcpy p50 %.3f ms\n",
       static_cast<long>(bytes), channels, echo,
       echo > 0 ? 2.0 * bytes / (echo * 1e6) : 0.0, mc);
-  nlohmann::json j = {{"bytes", bytes},       {"channels", channels},
-                      {"echo_rtt_ms", echo},  {"memcpy_ms", mc},
+  nlohmann::json j = {{"bytes", bytes},
+                      {"channels", channels},
+                      {"echo_rtt_ms", echo},
+                      {"memcpy_ms", mc},
                       {"reps", reps}};
   std::printf("%s\n", j.dump().c_str());
   return 0;

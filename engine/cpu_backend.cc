@@ -115,7 +115,8 @@ absl::Status CpuBackend::Prepare(const EpPlan& p) {
 
 absl::Status CpuBackend::Gather(const EpStepInput& in, const EpPlan& p,
                                 bool /*x_resident: host rows are used as they
-                                       are*/,
+                                       are*/
+                                ,
                                 bool rows_stay) {
   const int64_t H = config_.hidden;
   // Rows that go nowhere and are not scaled need no copy: the experts read
