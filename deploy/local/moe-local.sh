@@ -8,7 +8,8 @@
 #
 # MODEL-AND-ROUTER-FLAGS go to moe-router, e.g. --model /models/olmoe or
 # --synthetic --hidden 1024 --experts 32 --top-k 4. The command given to
-# --run sees MOE_TARGET=127.0.0.1:PORT and MOE_BIN=<dir of the binaries>.
+# --run sees MOE_TARGET=127.0.0.1:PORT, MOE_BIN=<dir of the binaries> and
+# MOE_PIDS="<router pid> <worker pids...>".
 set -euo pipefail
 
 workers=2
@@ -86,7 +87,7 @@ done
 ((ready)) || { echo "moe-local: service not healthy after ${ready_timeout}s" >&2; exit 1; }
 echo "moe-local: router $target with $workers workers is serving (logs: $log_dir)"
 
-export MOE_TARGET="$target" MOE_BIN="$bin"
+export MOE_TARGET="$target" MOE_BIN="$bin" MOE_PIDS="${pids[*]}"
 if [[ -n "$run_cmd" ]]; then
   bash -c "$run_cmd"
 else
