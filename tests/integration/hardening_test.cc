@@ -160,7 +160,9 @@ TEST(Drain, RouterAnswersItsRequestInFlightThenExits) {
   o.model_args = SmallModel();
   o.workers = 1;
   o.health_port = true;
-  o.router_args = {"--drain-timeout=20s"};
+  // The stopped worker must hold the request, not be declared stalled by
+  // the heartbeat watchdog (2 s by default) while the drain waits for it.
+  o.router_args = {"--drain-timeout=20s", "--heartbeat-misses=60"};
   ASSERT_TRUE(cluster.Start(o).ok()) << cluster.Logs();
   ClientOptions health;
   health.target = "127.0.0.1:" + std::to_string(cluster.health_port());
