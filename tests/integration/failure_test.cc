@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/testutil/http_get.h"
 #include "tests/testutil/local_cluster.h"
+#include "tests/testutil/small_model.h"
 #include "tests/testutil/wait_for.h"
 
 namespace moe {
@@ -56,8 +57,7 @@ double Generation(LocalCluster& cluster) {
 TEST(WorkerFailure, KilledWorkerFailsFastAndReplacementRestoresService) {
   LocalCluster cluster;
   LocalCluster::Options o;
-  o.model_args = {"--synthetic", "--hidden=32", "--inter=24", "--experts=6",
-                  "--top-k=2",   "--layers=1",  "--seed=5"};
+  o.model_args = testing::SmallModelArgs();
   o.workers = 2;
   o.router_args = MetricsArgs(cluster);
   o.router_args.push_back(absl::StrCat("--step-timeout-ms=", kStepTimeoutMs));
@@ -66,15 +66,8 @@ TEST(WorkerFailure, KilledWorkerFailsFastAndReplacementRestoresService) {
   ASSERT_GT(generation, 0) << cluster.Logs();
 
   // The expected answers, computed here from the same synthetic weights.
-  SyntheticArgs a;
-  a.hidden = 32;
-  a.inter = 24;
-  a.experts = 6;
-  a.top_k = 2;
-  a.seed = 5;
-  auto model = MakeSyntheticModel(*MakeSyntheticSpec(a));
-  auto moe = LocalMoe::Create(**model, "cpu", WeightDType::kF32, 1, 64);
-  ASSERT_TRUE(moe.ok()) << moe.status();
+  auto moe = testing::SmallModelEngine();
+  ASSERT_NE(moe, nullptr);
   std::vector<std::vector<float>> inputs, expected;
   for (int i = 0; i < 8; ++i) {
     const int64_t n = 3 + i;
@@ -82,10 +75,9 @@ TEST(WorkerFailure, KilledWorkerFailsFastAndReplacementRestoresService) {
     FillSyntheticInput(40 + i, n * kHidden, inputs.back().data());
     expected.emplace_back(n * kHidden);
     Routing r;
-    ASSERT_TRUE((*moe)
-                    ->Forward(0, inputs.back().data(), n, {},
-                              expected.back().data(), &r)
-                    .ok());
+    ASSERT_TRUE(
+        moe->Forward(0, inputs.back().data(), n, {}, expected.back().data(), &r)
+            .ok());
   }
 
   std::atomic<bool> stop{false};
@@ -207,23 +199,13 @@ class RefusedStep : public ::testing::Test {
   static constexpr int64_t kWorkerLimit = 8;  // rows per step per worker
 
   void SetUp() override {
-    SyntheticArgs a;
-    a.hidden = kHidden;
-    a.inter = 24;
-    a.experts = 6;
-    a.top_k = 2;
-    a.seed = 5;
-    auto model = MakeSyntheticModel(*MakeSyntheticSpec(a));
-    ASSERT_TRUE(model.ok()) << model.status();
-    auto moe = LocalMoe::Create(**model, "cpu", WeightDType::kF32, 1, 64);
-    ASSERT_TRUE(moe.ok()) << moe.status();
-    moe_ = std::move(*moe);
+    moe_ = testing::SmallModelEngine();
+    ASSERT_NE(moe_, nullptr);
   }
 
   LocalCluster::Options ClusterOptions(LocalCluster& cluster) {
     LocalCluster::Options o;
-    o.model_args = {"--synthetic", "--hidden=32", "--inter=24", "--experts=6",
-                    "--top-k=2",   "--layers=1",  "--seed=5"};
+    o.model_args = testing::SmallModelArgs();
     o.workers = 2;
     o.router_args = MetricsArgs(cluster);
     o.router_args.push_back(absl::StrCat("--step-timeout-ms=", kStepTimeoutMs));

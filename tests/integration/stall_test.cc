@@ -17,6 +17,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/local_cluster.h"
+#include "tests/testutil/small_model.h"
 #include "tests/testutil/wait_for.h"
 
 namespace moe {
@@ -35,8 +36,7 @@ class WorkerStall : public ::testing::Test {
  protected:
   void SetUp() override {
     LocalCluster::Options o;
-    o.model_args = {"--synthetic", "--hidden=32", "--inter=24", "--experts=6",
-                    "--top-k=2",   "--layers=1",  "--seed=5"};
+    o.model_args = testing::SmallModelArgs();
     o.workers = 2;
     o.health_port = true;
     o.client.retry = false;  // every failure seen, with its own time
@@ -44,23 +44,14 @@ class WorkerStall : public ::testing::Test {
                      "--heartbeat-misses=4"};
     ASSERT_TRUE(cluster_.Start(o).ok()) << cluster_.Logs();
 
-    SyntheticArgs a;
-    a.hidden = 32;
-    a.inter = 24;
-    a.experts = 6;
-    a.top_k = 2;
-    a.seed = 5;
-    auto model = MakeSyntheticModel(*MakeSyntheticSpec(a));
-    auto moe = LocalMoe::Create(**model, "cpu", WeightDType::kF32, 1, 64);
-    ASSERT_TRUE(moe.ok()) << moe.status();
+    auto moe = testing::SmallModelEngine();
+    ASSERT_NE(moe, nullptr);
     input_.resize(kTokens * kHidden);
     FillSyntheticInput(7, input_.size(), input_.data());
     expected_.resize(input_.size());
     Routing r;
     ASSERT_TRUE(
-        (*moe)
-            ->Forward(0, input_.data(), kTokens, {}, expected_.data(), &r)
-            .ok());
+        moe->Forward(0, input_.data(), kTokens, {}, expected_.data(), &r).ok());
   }
 
   absl::StatusOr<ForwardResult> Forward(milliseconds timeout) {
