@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "core/finite_check.h"
 #include "core/moe_config.h"
 
 namespace moe {
@@ -94,11 +95,14 @@ class StreamReactor
     }
     entries_.emplace_back();
     Entry* entry = &entries_.back();
-    entry->request_id = request_.request_id();
+    // The entry keeps the request until it is answered: the step reads its
+    // rows in place.
+    entry->request.Swap(&request_);
+    entry->request_id = entry->request.request_id();
     ++outstanding_;
     lock.unlock();
     service_->Process(
-        "ForwardStream", request_, SteadyDeadline(ctx_->deadline()),
+        "ForwardStream", entry->request, SteadyDeadline(ctx_->deadline()),
         &entry->response,
         [this, entry](const grpc::Status& s) { Complete(entry, s); });
     lock.lock();
@@ -129,6 +133,7 @@ class StreamReactor
 
  private:
   struct Entry {
+    moe::v1::ForwardRequest request;  // until answered
     std::string request_id;
     moe::v1::ForwardResponse response;
     grpc::ByteBuffer wire;  // the serialized response, once ready
@@ -137,6 +142,7 @@ class StreamReactor
 
   void Complete(Entry* entry, const grpc::Status& s) {
     // Nothing else touches the entry until it is marked ready.
+    moe::v1::ForwardRequest().Swap(&entry->request);  // its memory goes now
     if (!s.ok()) {
       entry->response.Clear();
       entry->response.set_request_id(entry->request_id);
@@ -231,18 +237,6 @@ grpc::Status ToGrpcStatus(const absl::Status& s) {
                       std::string(s.message()));
 }
 
-int64_t FirstNonFiniteRow(const float* y, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = y + r * cols;
-    // x - x is 0 for a finite x and NaN for NaN or an infinity: one pass
-    // the compiler vectorises, then a look at the single sum.
-    float acc = 0;
-    for (int64_t c = 0; c < cols; ++c) acc += row[c] - row[c];
-    if (acc != 0 || std::isnan(acc)) return r;
-  }
-  return -1;
-}
-
 Clock::time_point SteadyDeadline(
     std::chrono::system_clock::time_point deadline) {
   const auto sys_now = std::chrono::system_clock::now();
@@ -286,7 +280,8 @@ void MoeServiceImpl::Process(const char* method,
   }
   auto req = std::make_unique<BatchRequest>();
   req->layer = valid->layer;
-  req->x = std::move(valid->x);
+  req->x = valid->x;
+  req->output_dtype = valid->output_dtype;
   req->arrival = arrival;
   req->deadline = deadline;
   response->set_request_id(request.request_id());

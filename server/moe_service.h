@@ -82,9 +82,6 @@ class MoeServiceImpl final : public MoeServiceBase {
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& s);
-// The index of the first row of `y [rows, cols]` holding a NaN or an
-// infinity, or -1.
-int64_t FirstNonFiniteRow(const float* y, int64_t rows, int64_t cols);
 // A server context's deadline on the steady clock (far future if none).
 std::chrono::steady_clock::time_point SteadyDeadline(
     std::chrono::system_clock::time_point deadline);

@@ -105,7 +105,8 @@ class WorkerAgent {
   std::shared_ptr<moe::v1::WorkerControl::Stub> stub_;
 
   std::unique_ptr<StepExecutor> executor_;
-  std::string loaded_key_;  // what the executor holds: model + range
+  std::string loaded_key_;   // what the executor holds: model + range
+  std::string result_rows_;  // kept between steps (Execute)
   std::unique_ptr<Communicator> comm_;
   uint64_t generation_ = 0;
   // The newest generation the reader has seen: the executor skips
