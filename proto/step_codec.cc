@@ -148,6 +148,8 @@ void EncodeStepResult(const float* y, int64_t tokens, int64_t H,
   result->set_dispatch_us(t.dispatch_us);
   result->set_experts_us(t.experts_us);
   result->set_combine_us(t.combine_us);
+  result->set_gather_us(t.gather_us);
+  result->set_sum_us(t.sum_us);
   result->set_expert_rows(t.expert_rows);
 }
 

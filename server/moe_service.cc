@@ -38,6 +38,17 @@ void FillResponse(const moe::v1::ForwardRequest& req, moe::v1::DType out_dtype,
     t->set_combine_us(res.times.combine_us);
     t->set_shared_us(res.times.shared_us);
     t->set_wire_us(res.times.wire_us);
+    if (const WorkerStageTimes& w = res.times.critical_worker; w.rank >= 0) {
+      auto* c = t->mutable_critical_worker();
+      c->set_rank(w.rank);
+      c->set_decode_us(w.decode_us);
+      c->set_gather_us(w.gather_us);
+      c->set_dispatch_wait_us(w.dispatch_wait_us);
+      c->set_experts_us(w.experts_us);
+      c->set_combine_wait_us(w.combine_wait_us);
+      c->set_sum_us(w.sum_us);
+      c->set_step_us(w.step_us);
+    }
     t->set_total_us(
         std::chrono::duration<double, std::micro>(Clock::now() - arrival)
             .count());
@@ -99,6 +110,9 @@ class StreamReactor
     // rows in place.
     entry->request.Swap(&request_);
     entry->request_id = entry->request.request_id();
+    const auto& shape = entry->request.hidden_states().shape();
+    entry->tokens = shape.size() == 2 ? std::max<int64_t>(shape[0], 0) : 0;
+    outstanding_tokens_ += entry->tokens;
     ++outstanding_;
     lock.unlock();
     service_->Process(
@@ -135,6 +149,7 @@ class StreamReactor
   struct Entry {
     moe::v1::ForwardRequest request;  // until answered
     std::string request_id;
+    int64_t tokens = 0;  // counted in outstanding_tokens_ until answered
     moe::v1::ForwardResponse response;
     grpc::ByteBuffer wire;  // the serialized response, once ready
     bool ready = false;
@@ -164,6 +179,7 @@ class StreamReactor
     std::unique_lock<std::mutex> lock(mu_);
     entry->ready = true;
     --outstanding_;
+    outstanding_tokens_ -= entry->tokens;
     if (done_) {
       if (outstanding_ == 0) {
         lock.unlock();
@@ -172,12 +188,18 @@ class StreamReactor
       return;
     }
     WriteNextLocked();
+    MaybeReadLocked();  // the stream's queued tokens went down
     MaybeFinishLocked();
   }
 
   void MaybeReadLocked() {
     if (reading_ || reads_done_ || broken_ || finished_) return;
     if (static_cast<int>(entries_.size()) >= limit_) return;  // back-pressure
+    // Its share of the queue: one more request may pass the bound (its
+    // size is unknown until read), so a lone request larger than the bound
+    // is still served.
+    const int64_t token_limit = service_->options().stream_max_queued_tokens;
+    if (token_limit > 0 && outstanding_tokens_ >= token_limit) return;
     reading_ = true;
     StartRead(&read_buf_);
   }
@@ -220,6 +242,7 @@ class StreamReactor
   std::mutex mu_;
   std::deque<Entry> entries_;  // read, not yet written; deque keeps addresses
   int outstanding_ = 0;        // submitted, not yet completed
+  int64_t outstanding_tokens_ = 0;  // their tokens
   int64_t read_count_ = 0;
   int64_t bad_index_ = -1;  // the first message that did not parse
   bool reading_ = false;    // a read is started or being handled

@@ -33,6 +33,12 @@ struct MoeServiceOptions {
   // computing, or answered and waiting for the client to read): beyond
   // it, the stream is not read until the client drains its answers.
   int stream_max_inflight = 64;
+  // Tokens of one ForwardStream submitted and not yet answered (0: no
+  // bound). A stream that writes without pause would otherwise keep the
+  // batcher's token queue full on its own, so that every other client's
+  // request is refused as over --max-queue-tokens; the router sets half of
+  // that queue.
+  int64_t stream_max_queued_tokens = 0;
 };
 
 // ForwardStream is a raw (ByteBuffer) method, so that a message that does

@@ -47,6 +47,15 @@ absl::Status RemoteStep::GatherResults(int64_t n, int64_t H, double wall_us,
     t->dispatch_us = c.dispatch_us();
     t->experts_us = c.experts_us();
     t->combine_us = c.combine_us();
+    WorkerStageTimes& w = t->critical_worker;
+    w.rank = critical;
+    w.decode_us = c.decode_us();
+    w.gather_us = c.gather_us();
+    w.dispatch_wait_us = c.dispatch_us() - c.gather_us();
+    w.experts_us = c.experts_us();
+    w.combine_wait_us = c.combine_us() - c.sum_us();
+    w.sum_us = c.sum_us();
+    w.step_us = c.step_us();
   }
   // What neither the workers' own clocks nor the shared expert running
   // here meanwhile cover: the messages' trips (hidden when the shared

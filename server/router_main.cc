@@ -363,6 +363,7 @@ absl::Status Router::MakeService() {
   so.limits.max_request_tokens = o_.max_request_tokens;
   so.max_batch_tokens = o_.max_batch_tokens;
   so.stream_max_inflight = o_.max_stream_inflight;
+  so.stream_max_queued_tokens = o_.max_queue_tokens / 2;
   so.device = model_->device();
   so.auth = auth_.get();
   service_ = std::make_unique<MoeServiceImpl>(so);
