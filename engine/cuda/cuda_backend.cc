@@ -183,7 +183,21 @@ class CudaBackend : public ExpertBackend {
           p.received, " in) exceeds the workspaces of ", name(), " sized for ",
           max_tokens_, " tokens"));
     }
-    if (experts_ == nullptr) MOE_RETURN_IF_ERROR(AllocateStepBuffers());
+    if (experts_ == nullptr) {
+      MOE_RETURN_IF_ERROR(AllocateStepBuffers());
+      // Both GEMM paths timed for every row bucket now, before this step's
+      // exchange is queued: timing waits for the stream, which must never
+      // wait on a peer outside the communicator's deadline.
+      for (const auto& [layer, w] : *layers_) {
+        if (w->experts.empty()) continue;
+        expert_ptrs_.clear();
+        for (const CudaExpert& e : w->experts) expert_ptrs_.push_back(&e);
+        MOE_RETURN_IF_ERROR(experts_->Calibrate(*lt_, expert_ptrs_,
+                                                grouped_.as<uint16_t>(),
+                                                grouped_out_.data(), stream_));
+        break;  // every layer has the same shapes
+      }
+    }
     return absl::OkStatus();
   }
 

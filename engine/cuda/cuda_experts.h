@@ -6,8 +6,9 @@
 //    per row bucket (engine/cuda/lt_matmul.h);
 //  - grouped: one cublasGemmGroupedBatchedEx per projection over every
 //    expert with rows (engine/cuda/grouped_gemm.h).
-// Each row bucket is timed both ways at its first use and keeps the faster
-// (engine/cuda/gemm_path.h; logged, and readable through gemm_paths()). A
+// Each row bucket is timed both ways, by Calibrate or else at its first use,
+// and keeps the faster (engine/cuda/gemm_path.h; logged, and readable
+// through gemm_paths()). A
 // grouped call that fails is logged once and the loop serves from then on.
 // Passes of up to max_graph_rows rows (decode sizes) whose exact shape
 // repeats are captured once as a CUDA graph and replayed
@@ -24,6 +25,7 @@
 
 #include <array>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -59,6 +61,16 @@ class CudaExperts {
   absl::Status Run(LtMatmul& lt, absl::Span<const CudaExpert* const> experts,
                    absl::Span<const int64_t> offsets, const uint16_t* in,
                    void* out, bool out_f32, cudaStream_t stream);
+
+  // Times both GEMM paths for every row bucket not measured yet, on that
+  // many rows spread evenly over `experts` (`in`, [max_rows, H], is filled
+  // with a constant first; `out` is overwritten), so that no step has to. It
+  // waits for the stream: call it only when nothing that may wait on another
+  // process (a collective) is queued there. Does nothing unless the grouped
+  // path can serve these experts in auto mode.
+  absl::Status Calibrate(LtMatmul& lt,
+                         absl::Span<const CudaExpert* const> experts,
+                         uint16_t* in, void* out, cudaStream_t stream);
 
   // Benchmarks and tests: force a path (kAuto measures again only buckets
   // not measured yet), or change the graph threshold (0: no graphs).
@@ -98,6 +110,7 @@ class CudaExperts {
   absl::Status Capture(GemmPath path, const Pass& p, int slot);
   void BuildKey(GemmPath path, const Pass& p);
   void GroupedFailed(const absl::Status& s);
+  std::string PathSummary() const;  // the measured buckets, for the log
 
   int64_t max_rows_ = 0, hidden_ = 0, max_inter_ = 0, max_experts_ = 0;
   int64_t max_graph_rows_ = 0;

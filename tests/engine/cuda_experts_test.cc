@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/row_bucket.h"
 #include "gtest/gtest.h"
 
 namespace moe {
@@ -218,6 +219,35 @@ TEST_F(CudaExpertsTest, AutoModeTimesBothPathsPerBucketAndKeepsOne) {
   const auto want = Reference(in, offsets);
   for (int64_t i = 0; i < offsets.back() * kH; ++i) {
     ASSERT_NEAR(Bf16ToF32(first[i]), want[i], 2e-2f * (1 + std::fabs(want[i])));
+  }
+}
+
+// What the backend does at its first step: every bucket timed up front.
+TEST_F(CudaExpertsTest, CalibrateMeasuresEveryBucketBeforeAnyPass) {
+  auto x = Make(GemmPathTable::Mode::kAuto, 0);
+  ASSERT_TRUE(x);
+  if (!x->grouped_available()) {
+    GTEST_SKIP() << "no cublasGemmGroupedBatchedEx in this cuBLAS";
+  }
+  ASSERT_TRUE(
+      x->Calibrate(*lt_, ptrs_, in_.as<uint16_t>(), out_.data(), stream_).ok());
+  ASSERT_EQ(x->gemm_paths().choices().size(), RowBuckets(kMaxRows).size());
+  for (const GemmPathChoice& c : x->gemm_paths().choices()) {
+    EXPECT_NE(c.chosen, GemmPath::kUnmeasured) << "bucket " << c.bucket;
+    EXPECT_GT(c.loop_us, 0) << "bucket " << c.bucket;
+    EXPECT_GT(c.grouped_us, 0) << "bucket " << c.bucket;
+  }
+  // Passes after it are right whichever path each bucket kept.
+  for (const auto& counts : std::vector<std::vector<int64_t>>{
+           {0, 0, 1, 0, 0, 0}, {9, 0, 4, 11, 0, 3}, {16, 16, 16, 16, 16, 16}}) {
+    const auto offsets = Offsets(0, counts);
+    const auto in = NewInput(offsets.back());
+    ASSERT_TRUE(Run(*x, offsets).ok());
+    const auto y = Out();
+    const auto want = Reference(in, offsets);
+    for (int64_t i = 0; i < offsets.back() * kH; ++i) {
+      ASSERT_NEAR(Bf16ToF32(y[i]), want[i], 2e-2f * (1 + std::fabs(want[i])));
+    }
   }
 }
 
