@@ -13,7 +13,9 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "core/dtype.h"
+#include "engine/cuda/cublas_api.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/row_bucket.h"
@@ -220,6 +222,21 @@ TEST_F(CudaExpertsTest, AutoModeTimesBothPathsPerBucketAndKeepsOne) {
   for (int64_t i = 0; i < offsets.back() * kH; ++i) {
     ASSERT_NEAR(Bf16ToF32(first[i]), want[i], 2e-2f * (1 + std::fabs(want[i])));
   }
+}
+
+// Needs no GPU: the library opens and every symbol the grouped path calls
+// resolves (a misspelt name would turn the grouped path off everywhere).
+TEST(CublasApi, OpensWithEverySymbolTheGroupedPathCalls) {
+  auto api = Cublas();
+  if (!api.ok() && absl::StrContains(api.status().message(), "cannot load")) {
+    GTEST_SKIP() << api.status().message();
+  }
+  ASSERT_TRUE(api.ok()) << api.status();
+  EXPECT_NE((*api)->Create, nullptr);
+  EXPECT_NE((*api)->SetStream, nullptr);
+  EXPECT_NE((*api)->SetWorkspace, nullptr);
+  EXPECT_NE((*api)->GemmGroupedBatchedEx, nullptr);
+  EXPECT_STRNE((*api)->GetStatusString(CUBLAS_STATUS_NOT_SUPPORTED), "");
 }
 
 // What the backend does at its first step: every bucket timed up front.
