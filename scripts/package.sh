@@ -119,10 +119,14 @@ for f in "$top"/bin/* "$top"/tests/*; do
     libs["$soname"]="$path"
   done < <(ldd "$f")
 done
-# cuBLASLt is dlopen'ed (engine/cuda/cublaslt_api.cc): its major version is
-# the toolkit's, as libcudart's.
+# cuBLASLt and cuBLAS are dlopen'ed (engine/cuda/cublaslt_api.cc,
+# cublas_api.cc: the grouped expert GEMM): their major version is the
+# toolkit's, as libcudart's.
 for soname in "${!cuda_libs[@]}"; do
-  [[ "$soname" == libcudart.so.* ]] && cuda_libs["libcublasLt.so.${soname#libcudart.so.}"]=1
+  if [[ "$soname" == libcudart.so.* ]]; then
+    cuda_libs["libcublasLt.so.${soname#libcudart.so.}"]=1
+    cuda_libs["libcublas.so.${soname#libcudart.so.}"]=1
+  fi
 done
 for soname in "${!libs[@]}"; do
   cp -L "${libs[$soname]}" "$top/lib/$soname"
@@ -159,7 +163,7 @@ needs() {  # newest symbol version with this prefix over the bundle
   echo "needs libstdc++: $(needs GLIBCXX_)"
   echo "needs libgcc_s: $(needs GCC_)"
   echo "cuda libraries: $(printf '%s\n' "${!cuda_libs[@]}" | sort | tr '\n' ' ' | sed 's/ $//')"
-  echo "host libraries (not bundled): glibc, libstdc++, libgcc_s, libcuda, libcudart, libcublasLt, libnccl"
+  echo "host libraries (not bundled): glibc, libstdc++, libgcc_s, libcuda, libcudart, libcublasLt, libcublas, libnccl"
   echo
   echo "bin:"; find "$top/bin" -mindepth 1 -maxdepth 1 -printf '  %f\n' | sort
   echo "tests:"; find "$top/tests" -mindepth 1 -maxdepth 1 -printf '  %f\n' | sort
@@ -168,7 +172,7 @@ needs() {  # newest symbol version with this prefix over the bundle
 cat > "$top/README" <<'EOF'
 moe-serve release bundle. Built on Debian 12; runs on x86_64 Linux with
 glibc, libstdc++ and libgcc_s at least as new as MANIFEST says. CUDA
-libraries (libcudart, libcublasLt, libnccl) and the driver come from the host.
+libraries (libcudart, libcublasLt, libcublas, libnccl) and the driver come from the host.
 
   scripts/gpu-check.sh . OUT_DIR    # every GPU test, sanitizers, benchmarks;
                                     # writes OUT_DIR/report.json, summary.txt
