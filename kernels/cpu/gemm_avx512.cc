@@ -1,5 +1,5 @@
 // AVX-512 GemmPanels: 12x32 register tile (24 zmm accumulators), weights
-// widened from bf16 in registers. Built with -mavx512f/bw/dq/vl.
+// widened from bf16 or FP8 in registers. Built with -mavx512f/bw/dq/vl.
 #include <immintrin.h>
 
 #include "kernels/cpu/gemm_isa.h"
@@ -27,11 +27,36 @@ inline void LoadW(const uint16_t* p, __m512* lo, __m512* hi) {
   *hi = WidenBf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)));
 }
 
+// 32 e4m3 codes -> fp32 values / 2^8, exact for all 256 codes. An e4m3 code
+// with its sign moved to bit 15 and the rest shifted left by 7 is an fp16 bit
+// pattern (exponent bias 15 instead of 7, subnormals included) whose value is
+// the code's times 2^-8; the packed scales carry the 2^8 back. The two NaN
+// codes (0x7f, 0xff) become an fp16 NaN: their pattern would read as 480.
+inline void WidenFp8(__m256i codes, __m512* lo, __m512* hi) {
+  const __m512i x = _mm512_cvtepi8_epi16(codes);  // sign-extended
+  // Bits 15 and 14 now both hold the sign: keep 15, clear 14.
+  const __m512i h = _mm512_and_si512(
+      _mm512_slli_epi16(x, 7), _mm512_set1_epi16(static_cast<short>(0xbf80)));
+  const __mmask32 nan = _mm512_cmpeq_epi16_mask(
+      _mm512_or_si512(h, _mm512_set1_epi16(static_cast<short>(0x8000))),
+      _mm512_set1_epi16(static_cast<short>(0xbf80)));
+  const __m512i f16 = _mm512_mask_mov_epi16(h, nan, _mm512_set1_epi16(0x7e00));
+  *lo = _mm512_cvtph_ps(_mm512_castsi512_si256(f16));
+  *hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(f16, 1));
+}
+
+inline void LoadW(const uint8_t* p, __m512* lo, __m512* hi) {
+  WidenFp8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), lo, hi);
+}
+
 // tile[r][0..32) (+)= sum_kk ap[kk*MR + r] * w[kk][0..32); starts from
-// zero when `first`, else accumulates onto the tile.
+// zero when `first`, else accumulates onto the tile. FP8 weights are scaled
+// in registers by their K block's scales (`scale`, one row of 32 per block),
+// so each weight is the dequantised value, rounded once, as in fp32.
 template <int MR, typename W>
 void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
-          const W* prefetch) {
+          const W* prefetch, const float* scale) {
+  constexpr bool kFp8 = sizeof(W) == 1;
   __m512 lo[MR], hi[MR];
   for (int r = 0; r < MR; ++r) {
     lo[r] =
@@ -39,15 +64,29 @@ void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
     hi[r] = first ? _mm512_setzero_ps()
                   : _mm512_loadu_ps(tile + r * kPanelWidth + 16);
   }
-  for (int64_t kk = 0; kk < k; ++kk) {
-    PrefetchStep(prefetch, kk);
-    __m512 w0, w1;
-    LoadW(w + kk * kPanelWidth, &w0, &w1);
-    const float* a = ap + kk * MR;
-    for (int r = 0; r < MR; ++r) {
-      const __m512 b = _mm512_set1_ps(a[r]);
-      lo[r] = _mm512_fmadd_ps(b, w0, lo[r]);
-      hi[r] = _mm512_fmadd_ps(b, w1, hi[r]);
+  // Non-FP8 weights run the whole depth as one block.
+  const int64_t step = kFp8 ? kFp8BlockK : k;
+  for (int64_t q = 0; q < k; q += step) {
+    const int64_t q_end = k - q < step ? k : q + step;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    if constexpr (kFp8) {
+      s0 = _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth);
+      s1 = _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth + 16);
+    }
+    for (int64_t kk = q; kk < q_end; ++kk) {
+      PrefetchStep(prefetch, kk);
+      __m512 w0, w1;
+      LoadW(w + kk * kPanelWidth, &w0, &w1);
+      if constexpr (kFp8) {
+        w0 = _mm512_mul_ps(w0, s0);
+        w1 = _mm512_mul_ps(w1, s1);
+      }
+      const float* a = ap + kk * MR;
+      for (int r = 0; r < MR; ++r) {
+        const __m512 b = _mm512_set1_ps(a[r]);
+        lo[r] = _mm512_fmadd_ps(b, w0, lo[r]);
+        hi[r] = _mm512_fmadd_ps(b, w1, hi[r]);
+      }
     }
   }
   for (int r = 0; r < MR; ++r) {
@@ -57,8 +96,8 @@ void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
 }
 
 template <typename W>
-using TileFn = void (*)(const float*, int64_t, const W*, float*, bool,
-                        const W*);
+using TileFn = void (*)(const float*, int64_t, const W*, float*, bool, const W*,
+                        const float*);
 
 // Plain array (no std::array): see ThreadScratch for why.
 template <typename W>
@@ -78,6 +117,9 @@ void GemmPanelsAvx512(const float* const* a_rows, int64_t m, int64_t k,
   if (format == WeightFormat::kF32) {
     Run(a_rows, m, k, static_cast<const float*>(packed), panel_begin, panel_end,
         epilogue, n_out, out_rows);
+  } else if (format == WeightFormat::kFP8) {
+    Run(a_rows, m, k, static_cast<const uint8_t*>(packed), panel_begin,
+        panel_end, epilogue, n_out, out_rows);
   } else {
     Run(a_rows, m, k, static_cast<const uint16_t*>(packed), panel_begin,
         panel_end, epilogue, n_out, out_rows);
