@@ -28,16 +28,12 @@ inline void LoadW(const uint16_t* p, __m256* lo, __m256* hi) {
 }
 
 // 16 e4m3 codes -> fp32 values / 2^8 through fp16 bit patterns; see
-// WidenFp8 in gemm_avx512.cc for why this is exact.
+// WidenFp8 in gemm_avx512.cc for why this is exact (and NaN-free).
 inline void LoadW(const uint8_t* p, __m256* lo, __m256* hi) {
   const __m256i x = _mm256_cvtepi8_epi16(
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m256i h = _mm256_and_si256(
+  const __m256i f16 = _mm256_and_si256(
       _mm256_slli_epi16(x, 7), _mm256_set1_epi16(static_cast<short>(0xbf80)));
-  const __m256i nan = _mm256_cmpeq_epi16(
-      _mm256_or_si256(h, _mm256_set1_epi16(static_cast<short>(0x8000))),
-      _mm256_set1_epi16(static_cast<short>(0xbf80)));
-  const __m256i f16 = _mm256_blendv_epi8(h, _mm256_set1_epi16(0x7e00), nan);
   *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(f16));
   *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(f16, 1));
 }
@@ -115,6 +111,24 @@ using TileFn = void (*)(const float*, int64_t, const W*, float*, bool, const W*,
 template <typename W>
 constexpr TileFn<W> kTiles[6] = {&Tile<1, W>, &Tile<2, W>, &Tile<3, W>,
                                  &Tile<4, W>, &Tile<5, W>, &Tile<6, W>};
+
+// out[kk][0..32) = the dequantised FP8 weights of kc steps (scales change
+// every kFp8BlockK steps), prefetching the block the tiles read next.
+void DecodeFp8(const uint8_t* w, int64_t kc, const float* scale,
+               const uint8_t* prefetch, float* out) {
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    PrefetchStep(prefetch, kk);
+    const float* s = scale + kk / kFp8BlockK * kPanelWidth;
+    for (int half = 0; half < 2; ++half) {
+      __m256 w0, w1;
+      LoadW(w + kk * kPanelWidth + half * kHalfPanel, &w0, &w1);
+      float* o = out + kk * kPanelWidth + half * kHalfPanel;
+      _mm256_storeu_ps(o, _mm256_mul_ps(w0, _mm256_loadu_ps(s + half * 16)));
+      _mm256_storeu_ps(o + 8,
+                       _mm256_mul_ps(w1, _mm256_loadu_ps(s + half * 16 + 8)));
+    }
+  }
+}
 
 #include "kernels/cpu/gemm_driver.h"  // NOLINT: inside the namespace
 

@@ -27,20 +27,16 @@ inline void LoadW(const uint16_t* p, __m512* lo, __m512* hi) {
   *hi = WidenBf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)));
 }
 
-// 32 e4m3 codes -> fp32 values / 2^8, exact for all 256 codes. An e4m3 code
-// with its sign moved to bit 15 and the rest shifted left by 7 is an fp16 bit
-// pattern (exponent bias 15 instead of 7, subnormals included) whose value is
-// the code's times 2^-8; the packed scales carry the 2^8 back. The two NaN
-// codes (0x7f, 0xff) become an fp16 NaN: their pattern would read as 480.
+// 32 e4m3 codes -> fp32 values / 2^8, exact for all non-NaN codes. An e4m3
+// code with its sign moved to bit 15 and the rest shifted left by 7 is an
+// fp16 bit pattern (exponent bias 15 instead of 7, subnormals included) whose
+// value is the code's times 2^-8; the packed scales carry the 2^8 back, and
+// are NaN where a NaN code is (PackRowsFP8), so NaN needs no test here.
 inline void WidenFp8(__m256i codes, __m512* lo, __m512* hi) {
   const __m512i x = _mm512_cvtepi8_epi16(codes);  // sign-extended
   // Bits 15 and 14 now both hold the sign: keep 15, clear 14.
-  const __m512i h = _mm512_and_si512(
+  const __m512i f16 = _mm512_and_si512(
       _mm512_slli_epi16(x, 7), _mm512_set1_epi16(static_cast<short>(0xbf80)));
-  const __mmask32 nan = _mm512_cmpeq_epi16_mask(
-      _mm512_or_si512(h, _mm512_set1_epi16(static_cast<short>(0x8000))),
-      _mm512_set1_epi16(static_cast<short>(0xbf80)));
-  const __m512i f16 = _mm512_mask_mov_epi16(h, nan, _mm512_set1_epi16(0x7e00));
   *lo = _mm512_cvtph_ps(_mm512_castsi512_si256(f16));
   *hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(f16, 1));
 }
@@ -105,6 +101,25 @@ constexpr TileFn<W> kTiles[12] = {&Tile<1, W>,  &Tile<2, W>,  &Tile<3, W>,
                                   &Tile<4, W>,  &Tile<5, W>,  &Tile<6, W>,
                                   &Tile<7, W>,  &Tile<8, W>,  &Tile<9, W>,
                                   &Tile<10, W>, &Tile<11, W>, &Tile<12, W>};
+
+// out[kk][0..32) = the dequantised FP8 weights of kc steps (scales change
+// every kFp8BlockK steps), prefetching the block the tiles read next.
+void DecodeFp8(const uint8_t* w, int64_t kc, const float* scale,
+               const uint8_t* prefetch, float* out) {
+  for (int64_t q = 0; q < kc; q += kFp8BlockK) {
+    const int64_t q_end = kc - q < kFp8BlockK ? kc : q + kFp8BlockK;
+    const __m512 s0 = _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth);
+    const __m512 s1 =
+        _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth + 16);
+    for (int64_t kk = q; kk < q_end; ++kk) {
+      PrefetchStep(prefetch, kk);
+      __m512 w0, w1;
+      LoadW(w + kk * kPanelWidth, &w0, &w1);
+      _mm512_storeu_ps(out + kk * kPanelWidth, _mm512_mul_ps(w0, s0));
+      _mm512_storeu_ps(out + kk * kPanelWidth + 16, _mm512_mul_ps(w1, s1));
+    }
+  }
+}
 
 #include "kernels/cpu/gemm_driver.h"  // NOLINT: inside the namespace
 

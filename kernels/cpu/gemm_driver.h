@@ -7,7 +7,8 @@
 //   kTileRows, kKBlock (a multiple of kFp8BlockK), and
 //   kTiles<W>[rows - 1](ap, kc, w, tile, first, prefetch, scale) computing a
 //   rows x 32 tile over kc steps; `scale` (FP8 only, W = uint8_t) points at
-//   the block scales of the first of those steps.
+//   the block scales of the first of those steps; and for FP8
+//   DecodeFp8(w, kc, scale, prefetch, out) writing kc x 32 fp32 weights.
 // Not a standalone header: no include guard on purpose.
 
 // W elements between consecutive panels: FP8 panels carry their scales.
@@ -50,6 +51,25 @@ void Run(const float* const* a_rows, int64_t m, int64_t k, const W* packed,
       const W* next = kb + kKBlock < k    ? w + (kb + kKBlock) * kPanelWidth
                       : p + 1 < panel_end ? w + PanelStride<W>(k)
                                           : block;
+      if constexpr (sizeof(W) == 1) {
+        // Several row tiles: decode the FP8 block to fp32 once, in L1, and
+        // run the fp32 tiles over it, rather than convert it in every tile
+        // (the conversion shares the FMA ports: a quarter of the compute).
+        if (tiles > 1) {
+          float* wf = ThreadScratch(kScratchW, kKBlock * kPanelWidth);
+          DecodeFp8(block, kc, scales + kb / kFp8BlockK * kPanelWidth, next,
+                    wf);
+          for (int64_t t = 0; t < tiles; ++t) {
+            const int64_t i = t * kTileRows;
+            const int rows =
+                static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
+            kTiles<float>[rows - 1](apack + i * k + kb * rows, kc, wf,
+                                    ctile + t * kTileRows * kPanelWidth,
+                                    kb == 0, wf, nullptr);
+          }
+          continue;
+        }
+      }
       for (int64_t t = 0; t < tiles; ++t) {
         const int64_t i = t * kTileRows;
         const int rows =

@@ -1,6 +1,8 @@
 #include "kernels/cpu/packed_gemm.h"
 
+#include <algorithm>
 #include <climits>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -87,10 +89,20 @@ void PackRowsFP8(const uint8_t* const* rows, const float* const* row_scales,
             src != nullptr && kk < row_len ? src[kk] : uint8_t{0};
       }
       for (int64_t q = 0; q < blocks; ++q) {
+        const int64_t k0 = q * kFp8BlockK;
+        const int64_t k1 = std::min(row_len, k0 + kFp8BlockK);
         // 2^8 times the scale: exact (a power of two), see Fp8PanelBytes.
-        scales[q * kPanelWidth + c] = src != nullptr && q * kFp8BlockK < row_len
-                                          ? row_scales[row][q] * 256.0f
-                                          : 0.0f;
+        float s =
+            src != nullptr && k0 < row_len ? row_scales[row][q] * 256.0f : 0.0f;
+        // A NaN code (0x7f, 0xff) makes its column's block scale NaN: the
+        // output column is NaN either way, and the kernels need not test
+        // every code for NaN.
+        for (int64_t kk = k0; src != nullptr && kk < k1; ++kk) {
+          if ((src[kk] & 0x7f) == 0x7f) {
+            s = std::numeric_limits<float>::quiet_NaN();
+          }
+        }
+        scales[q * kPanelWidth + c] = s;
       }
     }
   }
@@ -127,7 +139,7 @@ bool SetGemmIsa(const char* name) {
 namespace internal {
 
 float* ThreadScratch(ScratchSlot slot, size_t floats) {
-  thread_local std::vector<float> scratch[2];
+  thread_local std::vector<float> scratch[3];
   std::vector<float>& s = scratch[slot];
   if (s.size() < floats) s.resize(floats);
   return s.data();

@@ -73,7 +73,10 @@ void PackRowsBF16(const uint16_t* const* rows, int64_t n, int64_t k,
                   int64_t row_len, uint16_t* packed);
 // FP8: rows of e4m3 codes, and for each row its block scales,
 // row_scales[r][q] for the columns [128q, 128q + 128) (only q with 128q <
-// row_len are read). Writes PackedBytes(kFP8, n, k) bytes.
+// row_len are read). Writes PackedBytes(kFP8, n, k) bytes. A NaN code
+// makes its column's block scale NaN (the output column is NaN either way):
+// the kernels read a code as an fp16 pattern (see Fp8PanelBytes), where a
+// NaN code alone would read as +-480 / 2^8.
 void PackRowsFP8(const uint8_t* const* rows, const float* const* row_scales,
                  int64_t n, int64_t k, int64_t row_len, void* packed);
 // Row order of a fused gate/up weight of intermediate size `inter`: for each
