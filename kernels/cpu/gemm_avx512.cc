@@ -45,6 +45,67 @@ inline void LoadW(const uint8_t* p, __m512* lo, __m512* hi) {
   WidenFp8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), lo, hi);
 }
 
+// Tile for FP8 weights and decode-sized row counts (a row or three per
+// expert): with so few rows the FMA chains, not the loads, set the pace, so
+// even and odd K steps accumulate apart, unscaled, and each 128-deep block's
+// sum is scaled once onto the tile (two multiplies per step fewer). Sums,
+// not products, are scaled: not bit-equal to the fp32 kernel on dequantised
+// weights, but of the same fp32 accuracy.
+template <int MR>
+void Fp8FewRows(const float* ap, int64_t k, const uint8_t* w, float* tile,
+                bool first, const uint8_t* prefetch, const float* scale) {
+  __m512 lo[MR], hi[MR];
+  for (int r = 0; r < MR; ++r) {
+    lo[r] =
+        first ? _mm512_setzero_ps() : _mm512_loadu_ps(tile + r * kPanelWidth);
+    hi[r] = first ? _mm512_setzero_ps()
+                  : _mm512_loadu_ps(tile + r * kPanelWidth + 16);
+  }
+  for (int64_t q = 0; q < k; q += kFp8BlockK) {
+    const int64_t q_end = k - q < kFp8BlockK ? k : q + kFp8BlockK;
+    __m512 el[MR], eh[MR], ol[MR], oh[MR];
+    for (int r = 0; r < MR; ++r) {
+      el[r] = eh[r] = ol[r] = oh[r] = _mm512_setzero_ps();
+    }
+    int64_t kk = q;
+    for (; kk + 1 < q_end; kk += 2) {
+      PrefetchStep(prefetch, kk);  // 64 bytes: both steps
+      __m512 w0, w1, w2, w3;
+      LoadW(w + kk * kPanelWidth, &w0, &w1);
+      LoadW(w + (kk + 1) * kPanelWidth, &w2, &w3);
+      const float* a = ap + kk * MR;
+      for (int r = 0; r < MR; ++r) {
+        const __m512 b0 = _mm512_set1_ps(a[r]);
+        const __m512 b1 = _mm512_set1_ps(a[MR + r]);
+        el[r] = _mm512_fmadd_ps(b0, w0, el[r]);
+        eh[r] = _mm512_fmadd_ps(b0, w1, eh[r]);
+        ol[r] = _mm512_fmadd_ps(b1, w2, ol[r]);
+        oh[r] = _mm512_fmadd_ps(b1, w3, oh[r]);
+      }
+    }
+    if (kk < q_end) {
+      __m512 w0, w1;
+      LoadW(w + kk * kPanelWidth, &w0, &w1);
+      for (int r = 0; r < MR; ++r) {
+        const __m512 b = _mm512_set1_ps(ap[kk * MR + r]);
+        el[r] = _mm512_fmadd_ps(b, w0, el[r]);
+        eh[r] = _mm512_fmadd_ps(b, w1, eh[r]);
+      }
+    }
+    const __m512 s0 = _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth);
+    const __m512 s1 =
+        _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth + 16);
+    for (int r = 0; r < MR; ++r) {
+      lo[r] = _mm512_fmadd_ps(_mm512_add_ps(el[r], ol[r]), s0, lo[r]);
+      hi[r] = _mm512_fmadd_ps(_mm512_add_ps(eh[r], oh[r]), s1, hi[r]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    _mm512_storeu_ps(tile + r * kPanelWidth, lo[r]);
+    _mm512_storeu_ps(tile + r * kPanelWidth + 16, hi[r]);
+  }
+}
+
 // tile[r][0..32) (+)= sum_kk ap[kk*MR + r] * w[kk][0..32); starts from
 // zero when `first`, else accumulates onto the tile. FP8 weights are scaled
 // in registers by their K block's scales (`scale`, one row of 32 per block),
@@ -53,6 +114,10 @@ template <int MR, typename W>
 void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
           const W* prefetch, const float* scale) {
   constexpr bool kFp8 = sizeof(W) == 1;
+  if constexpr (kFp8 && MR <= 3) {
+    Fp8FewRows<MR>(ap, k, w, tile, first, prefetch, scale);
+    return;
+  }
   __m512 lo[MR], hi[MR];
   for (int r = 0; r < MR; ++r) {
     lo[r] =
