@@ -60,31 +60,38 @@ void HalfTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
     MOE_LOAD(0) MOE_LOAD(1) MOE_LOAD(2) MOE_LOAD(3) MOE_LOAD(4) MOE_LOAD(5)
 #undef MOE_LOAD
   }
-  // Non-FP8 weights run the whole depth as one block.
-  const int64_t step = kFp8 ? kFp8BlockK : k;
-  for (int64_t q = 0; q < k; q += step) {
-    const int64_t q_end = k - q < step ? k : q + step;
-    const float* s = kFp8 ? scale + q / kFp8BlockK * kPanelWidth : nullptr;
-    for (int64_t kk = q; kk < q_end; ++kk) {
-      PrefetchStep(prefetch, kk);
-      __m256 w0, w1;
-      LoadW(w + kk * kPanelWidth, &w0, &w1);
-      if constexpr (kFp8) {
-        // Scales read from L1 each step: no ymm register is left for them.
-        w0 = _mm256_mul_ps(w0, _mm256_loadu_ps(s));
-        w1 = _mm256_mul_ps(w1, _mm256_loadu_ps(s + 8));
-      }
-      const float* a = ap + kk * MR;
 #define MOE_STEP(r)                              \
   if constexpr (MR > r) {                        \
     const __m256 b = _mm256_broadcast_ss(a + r); \
     l##r = _mm256_fmadd_ps(b, w0, l##r);         \
     h##r = _mm256_fmadd_ps(b, w1, h##r);         \
   }
+  if constexpr (kFp8) {
+    for (int64_t q = 0; q < k; q += kFp8BlockK) {
+      const int64_t q_end = k - q < kFp8BlockK ? k : q + kFp8BlockK;
+      const float* s = scale + q / kFp8BlockK * kPanelWidth;
+      for (int64_t kk = q; kk < q_end; ++kk) {
+        PrefetchStep(prefetch, kk);
+        __m256 w0, w1;
+        LoadW(w + kk * kPanelWidth, &w0, &w1);
+        // Scales read from L1 each step: no ymm register is left for them.
+        w0 = _mm256_mul_ps(w0, _mm256_loadu_ps(s));
+        w1 = _mm256_mul_ps(w1, _mm256_loadu_ps(s + 8));
+        const float* a = ap + kk * MR;
+        MOE_STEP(0) MOE_STEP(1) MOE_STEP(2) MOE_STEP(3) MOE_STEP(4) MOE_STEP(5)
+      }
+    }
+  } else {
+    // The plain loop, apart from the block loop (see gemm_avx512.cc).
+    for (int64_t kk = 0; kk < k; ++kk) {
+      PrefetchStep(prefetch, kk);
+      __m256 w0, w1;
+      LoadW(w + kk * kPanelWidth, &w0, &w1);
+      const float* a = ap + kk * MR;
       MOE_STEP(0) MOE_STEP(1) MOE_STEP(2) MOE_STEP(3) MOE_STEP(4) MOE_STEP(5)
-#undef MOE_STEP
     }
   }
+#undef MOE_STEP
 #define MOE_STORE(r)                                    \
   if constexpr (MR > r) {                               \
     _mm256_storeu_ps(tile + r * kPanelWidth, l##r);     \

@@ -125,23 +125,33 @@ void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
     hi[r] = first ? _mm512_setzero_ps()
                   : _mm512_loadu_ps(tile + r * kPanelWidth + 16);
   }
-  // Non-FP8 weights run the whole depth as one block.
-  const int64_t step = kFp8 ? kFp8BlockK : k;
-  for (int64_t q = 0; q < k; q += step) {
-    const int64_t q_end = k - q < step ? k : q + step;
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-    if constexpr (kFp8) {
-      s0 = _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth);
-      s1 = _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth + 16);
+  if constexpr (kFp8) {
+    for (int64_t q = 0; q < k; q += kFp8BlockK) {
+      const int64_t q_end = k - q < kFp8BlockK ? k : q + kFp8BlockK;
+      const __m512 s0 = _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth);
+      const __m512 s1 =
+          _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth + 16);
+      for (int64_t kk = q; kk < q_end; ++kk) {
+        PrefetchStep(prefetch, kk);
+        __m512 w0, w1;
+        LoadW(w + kk * kPanelWidth, &w0, &w1);
+        w0 = _mm512_mul_ps(w0, s0);
+        w1 = _mm512_mul_ps(w1, s1);
+        const float* a = ap + kk * MR;
+        for (int r = 0; r < MR; ++r) {
+          const __m512 b = _mm512_set1_ps(a[r]);
+          lo[r] = _mm512_fmadd_ps(b, w0, lo[r]);
+          hi[r] = _mm512_fmadd_ps(b, w1, hi[r]);
+        }
+      }
     }
-    for (int64_t kk = q; kk < q_end; ++kk) {
+  } else {
+    // The plain loop, apart: inside the block loop above GCC compiled the
+    // fp32 tile ~1.5x slower (m = 6, single thread).
+    for (int64_t kk = 0; kk < k; ++kk) {
       PrefetchStep(prefetch, kk);
       __m512 w0, w1;
       LoadW(w + kk * kPanelWidth, &w0, &w1);
-      if constexpr (kFp8) {
-        w0 = _mm512_mul_ps(w0, s0);
-        w1 = _mm512_mul_ps(w1, s1);
-      }
       const float* a = ap + kk * MR;
       for (int r = 0; r < MR; ++r) {
         const __m512 b = _mm512_set1_ps(a[r]);
