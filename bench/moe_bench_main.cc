@@ -20,6 +20,7 @@
 #include "core/cli_args.h"
 #include "core/device_spec.h"
 #include "core/hf_checkpoint.h"
+#include "core/process_memory.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
 #include "core/synthetic_model.h"
@@ -48,7 +49,9 @@ ABSL_FLAG(std::string, moe_options, "",
 ABSL_FLAG(uint64_t, seed, 1, "synthetic: weight and input seed");
 ABSL_FLAG(int64_t, tokens, 512, "synthetic: tokens N per step");
 ABSL_FLAG(int, reps, 5, "synthetic: timed repetitions");
-ABSL_FLAG(std::string, weight_dtype, "f32", "expert weights: f32 or bf16");
+ABSL_FLAG(std::string, weight_dtype, "auto",
+          "expert weights: auto (the checkpoint's own storage; fp32 for "
+          "--synthetic), f32, bf16 or fp8 (e4m3 with 128x128 block scales)");
 ABSL_FLAG(int, threads, 0, "compute threads (0: all cores)");
 ABSL_FLAG(std::string, isa, "auto",
           "CPU kernels: auto, avx512, avx2 or generic (for comparisons)");
@@ -106,10 +109,16 @@ absl::Status RunCheckpoint() {
     out.AddF32("top_w", {x.rows, routing.slots}, routing.weight);
   }
   MOE_RETURN_IF_ERROR(out.WriteFile(output));
-  std::fprintf(stderr, "moe-bench: layer %ld of %s (%s): %ld tokens -> %s\n",
+  MOE_ASSIGN_OR_RETURN(WeightDType resolved, ResolveWeightDType(dtype, *ckpt));
+  const ProcessMemory mem = ReadProcessMemory();
+  std::fprintf(stderr,
+               "moe-bench: layer %ld of %s (%s), %s experts: %ld tokens -> %s; "
+               "rss %.1f MiB (peak %.1f MiB)\n",
                static_cast<long>(layer), ckpt->info().source.c_str(),
-               ckpt->info().family.c_str(), static_cast<long>(x.rows),
-               output.c_str());
+               ckpt->info().family.c_str(),
+               std::string(WeightDTypeName(resolved)).c_str(),
+               static_cast<long>(x.rows), output.c_str(),
+               mem.rss_bytes / 1048576.0, mem.peak_rss_bytes / 1048576.0);
   return absl::OkStatus();
 }
 
@@ -262,6 +271,9 @@ absl::StatusOr<StepSeries> TimeSteps(const SyntheticRun& run,
 struct SyntheticFigures {
   double median_s, min_s, max_s, touched, gflops, gbps, ref_sgemm, ref_read;
   double ref_fma = 0;  // register-only FMA peak at the kernels' ISA
+  // Packed expert weights (routed and shared) and the process's memory
+  // after the run.
+  double weight_bytes = 0, rss_bytes = 0, peak_rss_bytes = 0;
 };
 
 SyntheticFigures FiguresOf(StepSeries series, int reps) {
@@ -289,6 +301,11 @@ void PrintText(const SyntheticRun& run, const StageTimes& mean,
       static_cast<long>(c.shared_inter), static_cast<long>(run.tokens),
       std::string(WeightDTypeName(run.dtype)).c_str(),
       kernels::cpu::GemmIsaName(), run.threads);
+  std::printf(
+      "memory: experts %.1f MiB packed, process rss %.1f MiB (peak %.1f "
+      "MiB)\n",
+      f.weight_bytes / 1048576.0, f.rss_bytes / 1048576.0,
+      f.peak_rss_bytes / 1048576.0);
   std::printf("step median %.3f ms over %d reps (min %.3f, max %.3f)\n",
               f.median_s * 1e3, run.reps, f.min_s * 1e3, f.max_s * 1e3);
   std::printf(
@@ -333,7 +350,10 @@ void PrintJson(const SyntheticRun& run, const SyntheticFigures& f) {
       {"weight_gbps_vs_read", f.ref_read > 0 ? f.gbps / f.ref_read : 0.0},
       {"openblas_core", bench::OpenblasCore()},
       {"ref_fma_peak_gflops", f.ref_fma},
-      {"gflops_vs_fma_peak", f.ref_fma > 0 ? f.gflops / f.ref_fma : 0.0}};
+      {"gflops_vs_fma_peak", f.ref_fma > 0 ? f.gflops / f.ref_fma : 0.0},
+      {"expert_weight_mib", f.weight_bytes / 1048576.0},
+      {"rss_mib", f.rss_bytes / 1048576.0},
+      {"peak_rss_mib", f.peak_rss_bytes / 1048576.0}};
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -346,6 +366,8 @@ absl::Status RunSynthetic() {
   CpuBackend backend(run.threads);
   MOE_RETURN_IF_ERROR(
       backend.Load(*model, opts, std::max<int64_t>(run.tokens, 1)));
+  // Report what was loaded, not "auto".
+  run.dtype = backend.layer(0)->dtype;
   MOE_ASSIGN_OR_RETURN(StepSeries series, TimeSteps(run, backend));
   const StageTimes mean = series.mean;
   SyntheticFigures figures = FiguresOf(std::move(series), run.reps);
@@ -357,6 +379,13 @@ absl::Status RunSynthetic() {
     }
     figures.ref_fma = bench::Median(fma);
   }
+  const LayerWeights& w = *backend.layer(0);
+  figures.weight_bytes =
+      static_cast<double>(w.expert_bytes()) * w.num_local_experts() +
+      (w.has_shared ? w.shared.bytes() : 0);
+  const ProcessMemory mem = ReadProcessMemory();
+  figures.rss_bytes = static_cast<double>(mem.rss_bytes);
+  figures.peak_rss_bytes = static_cast<double>(mem.peak_rss_bytes);
   PrintText(run, mean, figures);
   PrintJson(run, figures);
   return absl::OkStatus();
@@ -369,9 +398,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Run one MoE layer of a checkpoint, or time a synthetic layer.\n"
       "  moe-bench --model DIR --layer L --input IN.safetensors --output "
-      "OUT.safetensors [--weight-dtype f32|bf16] [--routing]\n"
+      "OUT.safetensors [--weight-dtype auto|f32|bf16|fp8] [--routing]\n"
       "  moe-bench --synthetic --hidden H --inter I --experts E --top-k K "
-      "[--shared-inter S] --tokens N [--weight-dtype f32|bf16] [--reps R]\n"
+      "[--shared-inter S] --tokens N [--weight-dtype auto|f32|bf16|fp8] "
+      "[--reps R]\n"
       "  moe-bench --device cuda[:N] [--experts-only] --hidden H --inter I "
       "--experts E --top-k K --tokens N\n"
       "  moe-bench --collective [--gpus G] --hidden H --experts E --top-k K "

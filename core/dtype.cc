@@ -109,6 +109,26 @@ float F8E4M3ToF32(uint8_t bits) {
   return sign ? -v : v;
 }
 
+uint8_t F32ToF8E4M3(float value) {
+  if (std::isnan(value)) return 0x7f;
+  const uint8_t sign = std::signbit(value) ? 0x80 : 0;
+  const float a = std::fabs(value);
+  // 464 is the tie between 448 (0x7e, odd mantissa) and 480 (not a number
+  // in E4M3FN): saturate from there on, as from anything larger.
+  if (a >= 464.0f) return sign | 0x7e;
+  if (a < std::ldexp(1.0f, -6)) {
+    // Subnormal: a count of 2^-9, rounded to nearest even (exact scaling);
+    // 8 is correctly the smallest normal, 0x08.
+    return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(a, 9)));
+  }
+  int e;
+  const float m = std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
+  // Mantissa steps of 2^(e-4): 8 per binade, rounded to nearest even. A
+  // carry to 16 moves to the next binade, which the encoding absorbs.
+  const int q = static_cast<int>(std::nearbyint(std::ldexp(m, 4))) - 8;
+  return sign | static_cast<uint8_t>(((e - 1 + 7) << 3) + q);
+}
+
 float F8E5M2ToF32(uint8_t bits) {
   // E5M2 is the top byte of an IEEE half.
   return F16ToF32(static_cast<uint16_t>(bits) << 8);

@@ -39,6 +39,9 @@ uint16_t F32ToBf16(float value);
 float F16ToF32(uint16_t bits);
 uint16_t F32ToF16(float value);
 float F8E4M3ToF32(uint8_t bits);
+// E4M3FN, round to nearest even; beyond 448 saturates to +-448 (the format
+// has no infinity; quantisers scale into range first), NaN gives 0x7f.
+uint8_t F32ToF8E4M3(float value);
 float F8E5M2ToF32(uint8_t bits);
 
 // Converts `count` elements of a floating-point `src` to fp32. Returns false

@@ -52,6 +52,33 @@ bool IsRouted(WeightRole role) {
          role == WeightRole::kW2;
 }
 
+// DeepSeek-V3's FP8 checkpoints say how their weight_scale_inv blocks are
+// cut: "quantization_config": {"quant_method": "fp8", "weight_block_size":
+// [rows, cols], ...}. Other quantisation methods are not ours to read.
+absl::Status ReadFp8BlockSize(const std::string& config,
+                              const std::string& where, HfModelSpec* spec) {
+  const json j = json::parse(config, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return absl::OkStatus();
+  const auto q = j.find("quantization_config");
+  if (q == j.end() || !q->is_object()) return absl::OkStatus();
+  const auto method = q->find("quant_method");
+  if (method == q->end() || *method != "fp8") return absl::OkStatus();
+  const auto block = q->find("weight_block_size");
+  if (block == q->end()) return absl::OkStatus();
+  if (!block->is_array() || block->size() != 2 ||
+      !(*block)[0].is_number_integer() || !(*block)[1].is_number_integer() ||
+      (*block)[0].get<int64_t>() <= 0 || (*block)[1].get<int64_t>() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where,
+                     ": quantization_config.weight_block_size must be two "
+                     "positive integers [rows, cols], got ",
+                     block->dump()));
+  }
+  spec->fp8_block_rows = (*block)[0].get<int64_t>();
+  spec->fp8_block_cols = (*block)[1].get<int64_t>();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HfCheckpoint>> HfCheckpoint::Open(
@@ -68,6 +95,8 @@ absl::StatusOr<std::unique_ptr<HfCheckpoint>> HfCheckpoint::Open(
   MOE_ASSIGN_OR_RETURN(ckpt->spec_,
                        ParseHfConfig(config, (root / "config.json").string()));
   ckpt->spec_.info.source = dir;
+  MOE_RETURN_IF_ERROR(
+      ReadFp8BlockSize(config, (root / "config.json").string(), &ckpt->spec_));
 
   const fs::path index_path = root / "model.safetensors.index.json";
   if (fs::exists(index_path, ec)) {
@@ -132,35 +161,20 @@ absl::StatusOr<TensorRef> HfCheckpoint::Find(const std::string& tensor) const {
   return f->Get(tensor);
 }
 
-absl::StatusOr<WeightTensor> HfCheckpoint::Dequantize(
-    const TensorRef& weight, const TensorRef& scale) const {
+absl::Status HfCheckpoint::AttachBlockScales(const TensorRef& weight,
+                                             const TensorRef& scale,
+                                             WeightTensor* t) const {
   const auto& we = *weight.entry;
-  const std::string name = absl::StrCat(weight.file, ": ", we.name);
   if (we.shape.size() != 2) {
-    return absl::InvalidArgumentError(name + ": FP8 weight must be 2-D");
+    return absl::InvalidArgumentError(t->name + ": FP8 weight must be 2-D");
   }
-  const int64_t rows = we.shape[0], cols = we.shape[1];
   const int64_t br = spec_.fp8_block_rows, bc = spec_.fp8_block_cols;
-  const std::vector<int64_t> want_scale = {(rows + br - 1) / br,
-                                           (cols + bc - 1) / bc};
-  MOE_ASSIGN_OR_RETURN(std::vector<float> s, TensorToF32(scale, want_scale));
-  WeightTensor t;
-  t.name = name;
-  t.dtype = DType::kF32;
-  t.shape = we.shape;
-  t.owned.resize(static_cast<size_t>(rows * cols) * sizeof(float));
-  auto* out = reinterpret_cast<float*>(t.owned.data());
-  const auto* q = reinterpret_cast<const uint8_t*>(weight.data);
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* srow = s.data() + (i / br) * want_scale[1];
-    for (int64_t j = 0; j < cols; ++j) {
-      const float v = we.dtype == DType::kF8E4M3 ? F8E4M3ToF32(q[i * cols + j])
-                                                 : F8E5M2ToF32(q[i * cols + j]);
-      out[i * cols + j] = v * srow[j / bc];
-    }
-  }
-  t.data = t.owned.data();
-  return t;
+  const std::vector<int64_t> want_scale = {(we.shape[0] + br - 1) / br,
+                                           (we.shape[1] + bc - 1) / bc};
+  MOE_ASSIGN_OR_RETURN(t->block_scale, TensorToF32(scale, want_scale));
+  t->block_rows = br;
+  t->block_cols = bc;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
@@ -182,17 +196,16 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
   const std::string name = HfTensorName(spec_.family, layer, role, expert);
   MOE_ASSIGN_OR_RETURN(TensorRef ref, Find(name));
   WeightTensor t;
+  t.name = absl::StrCat(ref.file, ": ", name);
+  t.dtype = ref.entry->dtype;
+  t.shape = ref.entry->shape;
+  t.data = ref.data;
   const bool fp8 =
       ref.entry->dtype == DType::kF8E4M3 || ref.entry->dtype == DType::kF8E5M2;
   const std::string scale_name = name + "_scale_inv";
   if (fp8 && weight_map_.count(scale_name) > 0) {
     MOE_ASSIGN_OR_RETURN(TensorRef scale, Find(scale_name));
-    MOE_ASSIGN_OR_RETURN(t, Dequantize(ref, scale));
-  } else {
-    t.name = absl::StrCat(ref.file, ": ", name);
-    t.dtype = ref.entry->dtype;
-    t.shape = ref.entry->shape;
-    t.data = ref.data;
+    MOE_RETURN_IF_ERROR(AttachBlockScales(ref, scale, &t));
   }
   return t;
 }

@@ -29,8 +29,10 @@ class HfCheckpoint : public ModelSource {
   absl::StatusOr<const SafetensorsFile*> OpenFile(
       const std::string& file) const;
   absl::StatusOr<TensorRef> Find(const std::string& tensor) const;
-  absl::StatusOr<WeightTensor> Dequantize(const TensorRef& weight,
-                                          const TensorRef& scale) const;
+  // Attaches an FP8 weight's block scales (kept FP8: the engine dequantises
+  // or packs it as the weight dtype asks).
+  absl::Status AttachBlockScales(const TensorRef& weight,
+                                 const TensorRef& scale, WeightTensor* t) const;
 
   std::string dir_;
   HfModelSpec spec_;

@@ -34,6 +34,13 @@ struct WeightTensor {
   std::vector<int64_t> shape;
   const std::byte* data = nullptr;
   std::vector<std::byte> owned;  // Backs `data` when not a view.
+  // Block-quantised FP8 weights (DeepSeek-V3's weight_scale_inv): a 2-D
+  // tensor's value [i][j] is code [i][j] times
+  // block_scale[(i / block_rows) * ceil(cols / block_cols) + j / block_cols].
+  // Empty for every other tensor.
+  std::vector<float> block_scale;
+  int64_t block_rows = 0;
+  int64_t block_cols = 0;
   int64_t numel() const;
 };
 

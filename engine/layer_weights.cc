@@ -74,14 +74,58 @@ absl::StatusOr<PackedWeight> PackTyped(const WeightTensor* a,
   return p;
 }
 
+// FP8: e4m3 codes and their block scales, picked by `order` like the rows.
+absl::StatusOr<PackedWeight> PackFp8(const WeightTensor* a,
+                                     const WeightTensor* b, int64_t row_len,
+                                     const std::vector<int64_t>& order,
+                                     int64_t k) {
+  PackedWeight p;
+  p.format = kc::WeightFormat::kFP8;
+  p.n = static_cast<int64_t>(order.size());
+  p.k = k;
+  p.data = AlignedBuffer(kc::PackedBytes(p.format, p.n, k));
+  if (!p.data.allocated()) {
+    return absl::ResourceExhaustedError("out of memory packing weights");
+  }
+  Fp8Values va, vb;
+  MOE_ASSIGN_OR_RETURN(va, WeightsAsFp8(*a));
+  if (b != nullptr) {
+    MOE_ASSIGN_OR_RETURN(vb, WeightsAsFp8(*b));
+  }
+  std::vector<const uint8_t*> rows(order.size());
+  std::vector<const float*> scales(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int64_t o = order[i];
+    if (o == INT64_MIN) {
+      rows[i] = nullptr;
+      scales[i] = nullptr;
+    } else {
+      const Fp8Values& v = o >= 0 ? va : vb;
+      const int64_t r = o >= 0 ? o : -1 - o;
+      rows[i] = v.codes + r * row_len;
+      scales[i] = v.row_scales(r);
+    }
+  }
+  kc::PackRowsFP8(rows.data(), scales.data(), p.n, k, row_len, p.data.data());
+  return p;
+}
+
 absl::StatusOr<PackedWeight> Pack(const WeightTensor* a, const WeightTensor* b,
                                   int64_t row_len,
                                   const std::vector<int64_t>& order, int64_t k,
                                   WeightDType dtype) {
-  return dtype == WeightDType::kF32
-             ? PackTyped<float>(a, b, row_len, order, k, kc::WeightFormat::kF32)
-             : PackTyped<uint16_t>(a, b, row_len, order, k,
-                                   kc::WeightFormat::kBF16);
+  switch (dtype) {
+    case WeightDType::kF32:
+      return PackTyped<float>(a, b, row_len, order, k, kc::WeightFormat::kF32);
+    case WeightDType::kBF16:
+      return PackTyped<uint16_t>(a, b, row_len, order, k,
+                                 kc::WeightFormat::kBF16);
+    case WeightDType::kFP8:
+      return PackFp8(a, b, row_len, order, k);
+    case WeightDType::kAuto:
+      break;
+  }
+  return absl::InternalError("weight dtype 'auto' reached the packer");
 }
 
 // Fetches and packs one SwiGLU expert (routed, or the shared one).
@@ -121,7 +165,17 @@ absl::StatusOr<std::vector<float>> LoadVector(const ModelSource& src,
 }  // namespace
 
 absl::string_view WeightDTypeName(WeightDType d) {
-  return d == WeightDType::kF32 ? "f32" : "bf16";
+  switch (d) {
+    case WeightDType::kF32:
+      return "f32";
+    case WeightDType::kBF16:
+      return "bf16";
+    case WeightDType::kFP8:
+      return "fp8";
+    case WeightDType::kAuto:
+      break;
+  }
+  return "auto";
 }
 
 absl::StatusOr<WeightDType> ParseWeightDType(absl::string_view text) {
@@ -129,8 +183,31 @@ absl::StatusOr<WeightDType> ParseWeightDType(absl::string_view text) {
     return WeightDType::kF32;
   }
   if (text == "bf16" || text == "bfloat16") return WeightDType::kBF16;
+  if (text == "fp8" || text == "f8" || text == "f8_e4m3") {
+    return WeightDType::kFP8;
+  }
+  if (text == "auto") return WeightDType::kAuto;
   return absl::InvalidArgumentError(
-      absl::StrCat("weight dtype '", text, "' is not f32 or bf16"));
+      absl::StrCat("weight dtype '", text, "' is not auto, f32, bf16 or fp8"));
+}
+
+absl::StatusOr<WeightDType> ResolveWeightDType(WeightDType requested,
+                                               const ModelSource& source) {
+  if (requested != WeightDType::kAuto) return requested;
+  const ModelInfo& info = source.info();
+  if (info.moe_layers.empty() || info.layer.num_experts <= 0) {
+    return WeightDType::kF32;
+  }
+  MOE_ASSIGN_OR_RETURN(WeightTensor t,
+                       source.Get(info.moe_layers.front(), WeightRole::kW1, 0));
+  switch (t.dtype) {
+    case DType::kF8E4M3:
+      return WeightDType::kFP8;
+    case DType::kBF16:
+      return WeightDType::kBF16;
+    default:
+      return WeightDType::kF32;
+  }
 }
 
 absl::StatusOr<std::pair<int64_t, int64_t>> ResolveExpertRange(
@@ -155,7 +232,7 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
   auto w = std::make_unique<LayerWeights>();
   w->layer = layer;
   w->config = c;
-  w->dtype = options.dtype;
+  MOE_ASSIGN_OR_RETURN(w->dtype, ResolveWeightDType(options.dtype, source));
   MOE_ASSIGN_OR_RETURN(std::tie(w->expert_begin, w->expert_end),
                        ResolveExpertRange(options, c.num_experts));
 
@@ -175,7 +252,7 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
   }
   if (options.load_shared && c.has_shared()) {
     MOE_ASSIGN_OR_RETURN(w->shared,
-                         LoadExpert(source, layer, -1, true, options.dtype));
+                         LoadExpert(source, layer, -1, true, w->dtype));
     w->has_shared = true;
     if (c.shared_gate) {
       MOE_ASSIGN_OR_RETURN(w->shared_gate,
@@ -192,8 +269,7 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     num_threads(std::max(1, options.num_threads))
   for (int64_t i = 0; i < count; ++i) {
     if (failed.load()) continue;
-    auto e =
-        LoadExpert(source, layer, w->expert_begin + i, false, options.dtype);
+    auto e = LoadExpert(source, layer, w->expert_begin + i, false, w->dtype);
     if (e.ok()) {
       w->experts[i] = std::move(*e);
     } else {

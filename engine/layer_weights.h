@@ -16,14 +16,25 @@
 
 namespace moe {
 
-enum class WeightDType { kF32, kBF16 };
+// The experts' storage in memory. kFP8: e4m3 codes plus fp32 scales per
+// 128 x 128 block (see kernels/cpu/packed_gemm.h). kAuto: whatever the
+// checkpoint stores (FP8 stays FP8, bf16 stays bf16, anything else fp32),
+// resolved by ResolveWeightDType before anything is loaded.
+enum class WeightDType { kF32, kBF16, kFP8, kAuto };
 absl::string_view WeightDTypeName(WeightDType d);
+// "f32", "bf16", "fp8" or "auto" (and a few spellings of each).
 absl::StatusOr<WeightDType> ParseWeightDType(absl::string_view text);
+// `requested`, or for kAuto the storage type of `source`'s routed experts
+// (expert 0 of its first MoE layer): F8_E4M3 -> kFP8, BF16 -> kBF16, others
+// -> kF32.
+absl::StatusOr<WeightDType> ResolveWeightDType(WeightDType requested,
+                                               const ModelSource& source);
 
 struct PackedWeight {
   kernels::cpu::WeightFormat format = kernels::cpu::WeightFormat::kF32;
   int64_t n = 0;  // output features
   int64_t k = 0;  // input features (padded for the down projection)
+  // kFP8: e4m3 codes with their scales inside each panel.
   AlignedBuffer data;
   const void* ptr() const { return data.data(); }
   size_t bytes() const { return data.size(); }
@@ -40,7 +51,7 @@ struct ExpertWeights {
 struct LayerWeights {
   int64_t layer = 0;
   MoeLayerConfig config;
-  WeightDType dtype = WeightDType::kF32;
+  WeightDType dtype = WeightDType::kF32;  // resolved: never kAuto
 
   bool has_gate = false;
   PackedWeight gate;               // [E, H], fp32
@@ -62,9 +73,9 @@ struct LayerWeights {
 };
 
 struct LoadOptions {
-  WeightDType dtype = WeightDType::kF32;
-  bool load_gate = true;    // router side: gate and expert bias
-  bool load_shared = true;  // router side: shared expert
+  WeightDType dtype = WeightDType::kF32;  // kAuto: resolved per source
+  bool load_gate = true;                  // router side: gate and expert bias
+  bool load_shared = true;                // router side: shared expert
   int64_t expert_begin = 0;
   int64_t expert_end = -1;  // -1: all experts
   int num_threads = 1;

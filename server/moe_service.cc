@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/finite_check.h"
 #include "core/moe_config.h"
+#include "core/process_memory.h"
 
 namespace moe {
 namespace {
@@ -381,6 +382,9 @@ grpc::ServerUnaryReactor* MoeServiceImpl::GetModelInfo(
   info->set_max_batch_tokens(options_.max_batch_tokens);
   info->set_max_request_tokens(options_.limits.max_request_tokens);
   info->set_device(options_.device);
+  const ProcessMemory mem = ReadProcessMemory();
+  info->set_router_rss_bytes(mem.rss_bytes);
+  info->set_router_peak_rss_bytes(mem.peak_rss_bytes);
   if (options_.pool != nullptr) {
     const WorkerPool::State st = options_.pool->state();
     info->set_num_workers(st.world_size);

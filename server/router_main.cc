@@ -51,7 +51,10 @@ ABSL_FLAG(uint64_t, seed, 1, "synthetic: weight seed");
 ABSL_FLAG(std::string, moe_options, "",
           "synthetic: further layer options as JSON, e.g. "
           "{\"score_func\":\"sigmoid\",\"n_groups\":8,\"topk_groups\":4}");
-ABSL_FLAG(std::string, weight_dtype, "f32", "expert weights: f32 or bf16");
+ABSL_FLAG(std::string, weight_dtype, "auto",
+          "expert weights: auto (the checkpoint's own storage: FP8 stays "
+          "FP8, bf16 stays bf16, else fp32; fp32 for --synthetic), f32, bf16 "
+          "or fp8 (e4m3 with 128x128 block scales; CPU only)");
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address (public API)");
 ABSL_FLAG(std::string, port_file, "",
           "write the bound port here once serving (for --listen host:0)");
@@ -311,7 +314,9 @@ absl::Status Router::MakePool() {
   WorkerPoolOptions po;
   po.world_size = o_.num_workers;
   po.num_experts = model_->info().layer.num_experts;
-  po.model = ModelSpecFor(o_.location, WeightDTypeName(o_.dtype));
+  // The resolved dtype (never "auto"): every worker loads what the router
+  // reports.
+  po.model = ModelSpecFor(o_.location, WeightDTypeName(model_->dtype()));
   po.collective_timeout = o_.step_timeout;
   po.heartbeat_interval = std::chrono::milliseconds(o_.heartbeat_interval_ms);
   po.heartbeat_misses = o_.heartbeat_misses;

@@ -11,9 +11,10 @@ absl::StatusOr<std::unique_ptr<RouterModel>> RouterModel::Load(
   auto m = std::unique_ptr<RouterModel>(new RouterModel());
   m->info_ = source->info();
   m->location_ = o.location;
-  m->dtype_ = o.dtype;
+  // "auto" becomes the checkpoint's own storage type here, once.
+  MOE_ASSIGN_OR_RETURN(m->dtype_, ResolveWeightDType(o.dtype, *source));
   LoadOptions lo;
-  lo.dtype = o.dtype;
+  lo.dtype = m->dtype_;
   lo.num_threads = o.threads;
   if (!o.all_experts) {
     lo.expert_begin = 0;

@@ -28,7 +28,7 @@ struct RouterFlags {
                                .layers = 1,
                                .seed = 1,
                                .options_json = ""};
-  std::string weight_dtype = "f32";
+  std::string weight_dtype = "auto";
   std::string listen = "0.0.0.0:50051";
   std::string port_file;
   int num_workers = 2;
@@ -68,7 +68,7 @@ struct RouterFlags {
 // of the rest.
 struct RouterOptions : RouterFlags {
   ModelLocation location;
-  WeightDType dtype = WeightDType::kF32;
+  WeightDType dtype = WeightDType::kAuto;  // resolved by RouterModel::Load
   std::chrono::milliseconds step_timeout{0};
   std::chrono::microseconds batch_window{0};
   // How long a drain (SIGTERM) waits for requests in flight at most.

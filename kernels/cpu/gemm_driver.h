@@ -4,14 +4,28 @@
 // only (a shared inline copy could be resolved to the wrong one).
 //
 // Requires, in the including namespace:
-//   kTileRows, kKBlock, and kTiles<W>[rows - 1](ap, kc, w, tile, first,
-//   prefetch) computing a rows x 32 tile over kc steps.
+//   kTileRows, kKBlock (a multiple of kFp8BlockK), and
+//   kTiles<W>[rows - 1](ap, kc, w, tile, first, prefetch, scale) computing a
+//   rows x 32 tile over kc steps; `scale` (FP8 only, W = uint8_t) points at
+//   the block scales of the first of those steps; and for FP8
+//   DecodeFp8(w, kc, scale, prefetch, out) writing kc x 32 fp32 weights.
 // Not a standalone header: no include guard on purpose.
+
+// W elements between consecutive panels: FP8 panels carry their scales.
+template <typename W>
+int64_t PanelStride(int64_t k) {
+  if constexpr (sizeof(W) == 1) {
+    return Fp8PanelBytes(k);
+  } else {
+    return kPanelWidth * k;
+  }
+}
 
 template <typename W>
 void Run(const float* const* a_rows, int64_t m, int64_t k, const W* packed,
          int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
          int64_t n_out, float* const* out_rows) {
+  static_assert(kKBlock % kFp8BlockK == 0, "K blocks must hold whole scales");
   float* apack = ThreadScratch(kScratchA, static_cast<size_t>(m * k));
   for (int64_t i = 0; i < m; i += kTileRows) {
     const int rows = static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
@@ -21,7 +35,10 @@ void Run(const float* const* a_rows, int64_t m, int64_t k, const W* packed,
   const int64_t tiles = (m + kTileRows - 1) / kTileRows;
   float* ctile = ThreadScratch(kScratchC, tiles * kTileRows * kPanelWidth);
   for (int64_t p = panel_begin; p < panel_end; ++p) {
-    const W* w = packed + p * kPanelWidth * k;
+    const W* w = packed + p * PanelStride<W>(k);
+    const float* scales =
+        sizeof(W) == 1 ? reinterpret_cast<const float*>(w + kPanelWidth * k)
+                       : nullptr;
     // K blocks: a kKBlock x 32 slice of the panel stays in L1 while every
     // row tile streams past it.
     for (int64_t kb = 0; kb < k; kb += kKBlock) {
@@ -32,15 +49,36 @@ void Run(const float* const* a_rows, int64_t m, int64_t k, const W* packed,
       // Later tiles "prefetch" the block they read, which is in L1 already.
       const W* block = w + kb * kPanelWidth;
       const W* next = kb + kKBlock < k    ? w + (kb + kKBlock) * kPanelWidth
-                      : p + 1 < panel_end ? w + kPanelWidth * k
+                      : p + 1 < panel_end ? w + PanelStride<W>(k)
                                           : block;
+      if constexpr (sizeof(W) == 1) {
+        // Several row tiles: decode the FP8 block to fp32 once, in L1, and
+        // run the fp32 tiles over it, rather than convert it in every tile
+        // (the conversion shares the FMA ports: a quarter of the compute).
+        if (tiles > 1) {
+          float* wf = ThreadScratch(kScratchW, kKBlock * kPanelWidth);
+          DecodeFp8(block, kc, scales + kb / kFp8BlockK * kPanelWidth, next,
+                    wf);
+          for (int64_t t = 0; t < tiles; ++t) {
+            const int64_t i = t * kTileRows;
+            const int rows =
+                static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
+            kTiles<float>[rows - 1](apack + i * k + kb * rows, kc, wf,
+                                    ctile + t * kTileRows * kPanelWidth,
+                                    kb == 0, wf, nullptr);
+          }
+          continue;
+        }
+      }
       for (int64_t t = 0; t < tiles; ++t) {
         const int64_t i = t * kTileRows;
         const int rows =
             static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
-        kTiles<W>[rows - 1](apack + i * k + kb * rows, kc, block,
-                            ctile + t * kTileRows * kPanelWidth, kb == 0,
-                            t == 0 ? next : block);
+        kTiles<W>[rows - 1](
+            apack + i * k + kb * rows, kc, block,
+            ctile + t * kTileRows * kPanelWidth, kb == 0, t == 0 ? next : block,
+            scales == nullptr ? nullptr
+                              : scales + kb / kFp8BlockK * kPanelWidth);
       }
     }
     for (int64_t t = 0; t < tiles; ++t) {

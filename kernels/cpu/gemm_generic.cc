@@ -1,5 +1,7 @@
 // Portable fallback of GemmPanels for CPUs without AVX2/FMA.
 #include <bit>
+#include <cmath>
+#include <limits>
 
 #include "kernels/cpu/gemm_isa.h"
 #include "kernels/cpu/tile_store.h"
@@ -20,22 +22,57 @@ float Widen<uint16_t>(uint16_t w) {
   return std::bit_cast<float>(static_cast<uint32_t>(w) << 16);
 }
 
+// e4m3 code -> its value times 2^-8 (the packed scales carry 2^8, see
+// Fp8PanelBytes): the same values the AVX paths get from fp16 patterns.
+struct Fp8Table {
+  float v[256];
+  Fp8Table() {
+    for (int b = 0; b < 256; ++b) {
+      const int e = (b >> 3) & 0xf, m = b & 7;
+      float x;
+      if (e == 0xf && m == 7) {
+        x = std::numeric_limits<float>::quiet_NaN();
+      } else if (e == 0) {
+        x = std::ldexp(static_cast<float>(m), -9 - 8);
+      } else {
+        x = std::ldexp(1.0f + m / 8.0f, e - 7 - 8);
+      }
+      v[b] = b & 0x80 ? -x : x;
+    }
+  }
+};
+
+template <>
+float Widen<uint8_t>(uint8_t w) {
+  static const Fp8Table table;
+  return table.v[w];
+}
+
 template <typename W>
 void Run(const float* const* a_rows, int64_t m, int64_t k, const W* packed,
          int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
          int64_t n_out, float* const* out_rows) {
+  constexpr bool kFp8 = sizeof(W) == 1;
+  const int64_t stride = kFp8 ? Fp8PanelBytes(k) : kPanelWidth * k;
   float tile[kRows * kPanelWidth];
+  float wf[kPanelWidth];
   for (int64_t p = panel_begin; p < panel_end; ++p) {
-    const W* w = packed + p * kPanelWidth * k;
+    const W* w = packed + p * stride;
+    const auto* scales = reinterpret_cast<const float*>(w + kPanelWidth * k);
     for (int64_t i = 0; i < m; i += kRows) {
       const int rows = static_cast<int>(m - i < kRows ? m - i : kRows);
       for (float& t : tile) t = 0.0f;
       for (int64_t kk = 0; kk < k; ++kk) {
         const W* wk = w + kk * kPanelWidth;
+        // FP8: the dequantised weight, rounded once, as in fp32.
+        const float* s = scales + kk / kFp8BlockK * kPanelWidth;
+        for (int c = 0; c < kPanelWidth; ++c) {
+          wf[c] = kFp8 ? Widen(wk[c]) * s[c] : Widen(wk[c]);
+        }
         for (int r = 0; r < rows; ++r) {
           const float a = a_rows[i + r][kk];
           float* t = tile + r * kPanelWidth;
-          for (int c = 0; c < kPanelWidth; ++c) t[c] += a * Widen(wk[c]);
+          for (int c = 0; c < kPanelWidth; ++c) t[c] += a * wf[c];
         }
       }
       StoreTile(tile, rows, p, epilogue, n_out, out_rows + i);
@@ -53,6 +90,9 @@ void GemmPanelsGeneric(const float* const* a_rows, int64_t m, int64_t k,
   if (format == WeightFormat::kF32) {
     Run(a_rows, m, k, static_cast<const float*>(packed), panel_begin, panel_end,
         epilogue, n_out, out_rows);
+  } else if (format == WeightFormat::kFP8) {
+    Run(a_rows, m, k, static_cast<const uint8_t*>(packed), panel_begin,
+        panel_end, epilogue, n_out, out_rows);
   } else {
     Run(a_rows, m, k, static_cast<const uint16_t*>(packed), panel_begin,
         panel_end, epilogue, n_out, out_rows);

@@ -30,10 +30,11 @@ void GemmPanelsGeneric(const float* const* a_rows, int64_t m, int64_t k,
                        float* const* out_rows);
 
 // Per-thread scratch buffers, grown on demand and then reused (no
-// steady-state allocation). Slot 0 holds packed A, slot 1 partial C tiles.
+// steady-state allocation). Slot 0 holds packed A, slot 1 partial C tiles,
+// slot 2 a K block of FP8 weights decoded to fp32 for several row tiles.
 // Lives in the generic translation unit so the ISA units instantiate no
 // standard-library code.
-enum ScratchSlot { kScratchA = 0, kScratchC = 1 };
+enum ScratchSlot { kScratchA = 0, kScratchC = 1, kScratchW = 2 };
 float* ThreadScratch(ScratchSlot slot, size_t floats);
 
 }  // namespace moe::kernels::cpu::internal

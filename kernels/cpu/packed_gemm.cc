@@ -1,6 +1,8 @@
 #include "kernels/cpu/packed_gemm.h"
 
+#include <algorithm>
 #include <climits>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -40,7 +42,9 @@ bool CpuHas(std::string_view isa) {
            __builtin_cpu_supports("avx512vl");
   }
   if (isa == "avx2") {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    // F16C (vcvtph2ps) widens FP8 weights; every AVX2 CPU has it.
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
   }
   return isa == "generic";
 }
@@ -68,6 +72,40 @@ void PackRowsF32(const float* const* rows, int64_t n, int64_t k,
 void PackRowsBF16(const uint16_t* const* rows, int64_t n, int64_t k,
                   int64_t row_len, uint16_t* packed) {
   PackRows(rows, n, k, row_len, packed);
+}
+
+void PackRowsFP8(const uint8_t* const* rows, const float* const* row_scales,
+                 int64_t n, int64_t k, int64_t row_len, void* packed) {
+  const int64_t panels = NumPanels(n);
+  const int64_t blocks = Fp8ScaleBlocks(k);
+  for (int64_t p = 0; p < panels; ++p) {
+    auto* codes = static_cast<uint8_t*>(packed) + p * Fp8PanelBytes(k);
+    auto* scales = reinterpret_cast<float*>(codes + kPanelWidth * k);
+    for (int64_t c = 0; c < kPanelWidth; ++c) {
+      const int64_t row = p * kPanelWidth + c;
+      const uint8_t* src = row < n ? rows[row] : nullptr;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        codes[kk * kPanelWidth + c] =
+            src != nullptr && kk < row_len ? src[kk] : uint8_t{0};
+      }
+      for (int64_t q = 0; q < blocks; ++q) {
+        const int64_t k0 = q * kFp8BlockK;
+        const int64_t k1 = std::min(row_len, k0 + kFp8BlockK);
+        // 2^8 times the scale: exact (a power of two), see Fp8PanelBytes.
+        float s =
+            src != nullptr && k0 < row_len ? row_scales[row][q] * 256.0f : 0.0f;
+        // A NaN code (0x7f, 0xff) makes its column's block scale NaN: the
+        // output column is NaN either way, and the kernels need not test
+        // every code for NaN.
+        for (int64_t kk = k0; src != nullptr && kk < k1; ++kk) {
+          if ((src[kk] & 0x7f) == 0x7f) {
+            s = std::numeric_limits<float>::quiet_NaN();
+          }
+        }
+        scales[q * kPanelWidth + c] = s;
+      }
+    }
+  }
 }
 
 void FusedGateUpRowOrder(int64_t inter, int64_t* order) {
@@ -101,7 +139,7 @@ bool SetGemmIsa(const char* name) {
 namespace internal {
 
 float* ThreadScratch(ScratchSlot slot, size_t floats) {
-  thread_local std::vector<float> scratch[2];
+  thread_local std::vector<float> scratch[3];
   std::vector<float>& s = scratch[slot];
   if (s.size() < floats) s.resize(floats);
   return s.data();

@@ -1,7 +1,9 @@
 // Weight-stationary GEMM over pre-packed weights: C = A W^T, A given as row
 // pointers (so permute/unpermute gathers fuse into the GEMM), W packed once at
 // load time into panels of 32 output columns with K contiguous per panel.
-// Weights are fp32 or bf16 (widened to fp32 in registers); A and C are fp32.
+// Weights are fp32, bf16 (widened to fp32 in registers) or FP8 e4m3 with one
+// fp32 scale per 128-wide block of K per output column (converted to fp32 and
+// scaled in registers); A and C are fp32, and so is the accumulation.
 // Pure compute: raw pointers and sizes, single-threaded per call.
 #pragma once
 
@@ -10,7 +12,7 @@
 
 namespace moe::kernels::cpu {
 
-enum class WeightFormat : int32_t { kF32 = 0, kBF16 = 1 };
+enum class WeightFormat : int32_t { kF32 = 0, kBF16 = 1, kFP8 = 2 };
 
 // Output columns per packed panel.
 inline constexpr int64_t kPanelWidth = 32;
@@ -38,7 +40,28 @@ inline int64_t PaddedInter(int64_t inter) {
   return (inter + kHalfPanel - 1) / kHalfPanel * kHalfPanel;
 }
 inline size_t WeightElementSize(WeightFormat f) {
-  return f == WeightFormat::kF32 ? 4 : 2;
+  return f == WeightFormat::kF32 ? 4 : f == WeightFormat::kBF16 ? 2 : 1;
+}
+
+// FP8 weights: the depth of a scale block along K (DeepSeek-V3's 128x128
+// blocks; a packed panel needs one scale per column per K block).
+inline constexpr int64_t kFp8BlockK = 128;
+inline int64_t Fp8ScaleBlocks(int64_t k) {
+  return (k + kFp8BlockK - 1) / kFp8BlockK;
+}
+// Bytes of one FP8 panel: k x 32 e4m3 codes in the same order as the other
+// formats, then Fp8ScaleBlocks(k) x 32 fp32 scales (block-major, column
+// minor). The stored scales are the block scales times 2^8: the kernels read
+// an e4m3 code as an fp16 bit pattern whose value is the code's / 2^8.
+inline int64_t Fp8PanelBytes(int64_t k) {
+  return kPanelWidth * k + Fp8ScaleBlocks(k) * kPanelWidth * 4;
+}
+// Bytes of the packed form of an [n, k] weight in any format.
+inline int64_t PackedBytes(WeightFormat f, int64_t n, int64_t k) {
+  return f == WeightFormat::kFP8
+             ? NumPanels(n) * Fp8PanelBytes(k)
+             : PackedElements(n, k) *
+                   static_cast<int64_t>(WeightElementSize(f));
 }
 
 // Packs an [n, k] weight given as row pointers (nullptr = a zero row) of
@@ -48,6 +71,14 @@ void PackRowsF32(const float* const* rows, int64_t n, int64_t k,
                  int64_t row_len, float* packed);
 void PackRowsBF16(const uint16_t* const* rows, int64_t n, int64_t k,
                   int64_t row_len, uint16_t* packed);
+// FP8: rows of e4m3 codes, and for each row its block scales,
+// row_scales[r][q] for the columns [128q, 128q + 128) (only q with 128q <
+// row_len are read). Writes PackedBytes(kFP8, n, k) bytes. A NaN code
+// makes its column's block scale NaN (the output column is NaN either way):
+// the kernels read a code as an fp16 pattern (see Fp8PanelBytes), where a
+// NaN code alone would read as +-480 / 2^8.
+void PackRowsFP8(const uint8_t* const* rows, const float* const* row_scales,
+                 int64_t n, int64_t k, int64_t row_len, void* packed);
 // Row order of a fused gate/up weight of intermediate size `inter`: for each
 // half-panel block b, 16 gate rows then 16 up rows. Writes PaddedInter*2
 // entries: the row index into gate (>= 0), into up (encoded as -1 - row), or

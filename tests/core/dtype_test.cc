@@ -62,6 +62,26 @@ TEST(DType, Fp8E4M3) {
   EXPECT_EQ(F8E5M2ToF32(0x3c), 1.0f);
 }
 
+TEST(DType, Fp8E4M3RoundTripsEveryCodeAndRoundsToNearestEven) {
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) == 0x7f) continue;  // NaN
+    EXPECT_EQ(F32ToF8E4M3(F8E4M3ToF32(static_cast<uint8_t>(b))), b) << b;
+  }
+  // Midpoints between neighbours go to the even code; just above, up.
+  for (int b = 0; b < 0x7e; ++b) {
+    const float lo = F8E4M3ToF32(static_cast<uint8_t>(b));
+    const float hi = F8E4M3ToF32(static_cast<uint8_t>(b + 1));
+    const float mid = (lo + hi) / 2;  // exact in fp32
+    EXPECT_EQ(F32ToF8E4M3(mid), (b & 1) ? b + 1 : b) << b;
+    EXPECT_EQ(F32ToF8E4M3(std::nextafter(mid, 1000.0f)), b + 1) << b;
+    EXPECT_EQ(F32ToF8E4M3(-std::nextafter(mid, 0.0f)), 0x80 | b) << b;
+  }
+  EXPECT_EQ(F32ToF8E4M3(463.9f), 0x7e);
+  EXPECT_EQ(F32ToF8E4M3(1e6f), 0x7e);
+  EXPECT_EQ(F32ToF8E4M3(-1e6f), 0xfe);
+  EXPECT_EQ(F32ToF8E4M3(std::nanf("")), 0x7f);
+}
+
 TEST(DType, ConvertRejectsIntegers) {
   int64_t v = 3;
   float out;

@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "engine/layer_weights.h"
 #include "engine/local_moe.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/compare.h"
+#include "tests/testutil/fp8_checkpoint.h"
 #include "tests/testutil/hf_writer.h"
 #include "tests/testutil/reference_moe.h"
 
@@ -263,6 +265,77 @@ TEST(HfCheckpoint, Fp8BlockQuantisedWeightsAreDequantised) {
   auto res = RunCheckpoint(dir, 1, c.x, c.tokens, WeightDType::kF32);
   ASSERT_TRUE(res.ok()) << res.status();
   EXPECT_TRUE(testing::AllClose(res->y, c.y, testing::kF32Tol));
+  fs::remove_all(dir);
+}
+
+// A DeepSeek-V3 FP8 checkpoint (F8_E4M3 experts with weight_scale_inv,
+// blocks at the edges smaller than 128, quantization_config in config.json)
+// kept FP8 in memory, or left to auto, gives the dequantised reference's
+// routing and y at fp32 tolerance; so does dequantising it to fp32.
+TEST(HfCheckpoint, Fp8CheckpointStaysFp8AndMatchesTheDequantisedReference) {
+  MoeLayerConfig k;
+  k.hidden = 300;  // column blocks 128, 128, 44
+  k.inter = 140;   // row blocks 128, 12 of the gate/up weights
+  k.num_experts = 4;
+  k.top_k = 2;
+  k.shared_inter = 280;  // two shared experts of 140
+  k.score_func = ScoreFunc::kSigmoid;
+  k.use_bias = true;
+  k.route_norm = true;
+  auto c = testing::RandomCase(k, 9, 13);
+  const auto families = testing::FamiliesFor(k);
+  ASSERT_NE(std::find(families.begin(), families.end(), HfFamily::kDeepseekV3),
+            families.end());
+  testing::RoundTripExpertsThroughFp8(&c);
+  const std::string dir = testing::MakeTempDir("fp8ckpt_");
+  ASSERT_TRUE(testing::WriteFp8Checkpoint(c, 1, dir).ok());
+  auto ckpt = HfCheckpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto w1 = (*ckpt)->Get(1, WeightRole::kW1, 0);
+  ASSERT_TRUE(w1.ok()) << w1.status();
+  EXPECT_EQ(w1->dtype, DType::kF8E4M3);
+  EXPECT_EQ(w1->block_scale.size(), 2u * 3u);
+  EXPECT_EQ(*ResolveWeightDType(WeightDType::kAuto, **ckpt), WeightDType::kFP8);
+  LoadOptions auto_opts;
+  auto_opts.dtype = WeightDType::kAuto;
+  auto lw = LoadLayerWeights(**ckpt, 1, auto_opts);
+  ASSERT_TRUE(lw.ok()) << lw.status();
+  EXPECT_EQ((*lw)->dtype, WeightDType::kFP8);
+  EXPECT_EQ((*lw)->shared.w2.format, kernels::cpu::WeightFormat::kFP8);
+  for (WeightDType d :
+       {WeightDType::kFP8, WeightDType::kAuto, WeightDType::kF32}) {
+    SCOPED_TRACE(WeightDTypeName(d));
+    auto out = RunCheckpoint(dir, 1, c.x, c.tokens, d);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectGolden(c, *out, testing::kF32Tol);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(HfCheckpoint, BadFp8BlockSizeIsRejected) {
+  MoeLayerConfig k;
+  k.hidden = 16;
+  k.inter = 8;
+  k.num_experts = 2;
+  k.top_k = 1;
+  k.score_func = ScoreFunc::kSigmoid;
+  k.use_bias = true;
+  k.route_norm = false;
+  auto c = testing::RandomCase(k, 2, 3);
+  const std::string dir = testing::MakeTempDir("fp8bad_");
+  ASSERT_TRUE(testing::WriteFp8Checkpoint(c, 1, dir).ok());
+  const fs::path config = fs::path(dir) / "config.json";
+  std::stringstream text;
+  text << std::ifstream(config).rdbuf();
+  std::string t = text.str();
+  const size_t at = t.find("\"weight_block_size\"");
+  ASSERT_NE(at, std::string::npos);
+  t.replace(t.find('[', at), t.find(']', at) - t.find('[', at) + 1, "[128]");
+  std::ofstream(config) << t;
+  auto ckpt = HfCheckpoint::Open(dir);
+  ASSERT_FALSE(ckpt.ok());
+  EXPECT_NE(ckpt.status().message().find("weight_block_size"),
+            std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -90,10 +90,49 @@ TEST(LayerWeights, Bf16PacksHalfTheBytes) {
   EXPECT_EQ((*a)->gate.bytes(), (*b)->gate.bytes());
 }
 
+TEST(LayerWeights, Fp8PacksAQuarterOfF32AndItsScales) {
+  MoeLayerConfig c = Config();
+  c.hidden = 256;
+  c.inter = 128;
+  c.shared_inter = 0;
+  auto g = testing::RandomCase(c, 1, 4);
+  auto src = testing::MakeGoldenSource(g);
+  LoadOptions f32, fp8;
+  fp8.dtype = WeightDType::kFP8;
+  auto a = LoadLayerWeights(*src, 0, f32);
+  auto b = LoadLayerWeights(*src, 0, fp8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*b)->dtype, WeightDType::kFP8);
+  EXPECT_EQ((*b)->experts.front().w13.format, kernels::cpu::WeightFormat::kFP8);
+  // 1 byte per weight plus one fp32 scale per 128 weights of a column.
+  EXPECT_EQ((*b)->expert_bytes() * 4 * 128, (*a)->expert_bytes() * (128 + 4));
+  EXPECT_EQ((*a)->gate.bytes(), (*b)->gate.bytes());  // the gate stays fp32
+}
+
+TEST(LayerWeights, AutoKeepsTheSourceStorage) {
+  auto g = testing::RandomCase(Config(), 1, 4);
+  auto src = testing::MakeGoldenSource(g);  // fp32 tensors
+  LoadOptions o;
+  o.dtype = WeightDType::kAuto;
+  auto w = LoadLayerWeights(*src, 0, o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ((*w)->dtype, WeightDType::kF32);
+  EXPECT_EQ(*ResolveWeightDType(WeightDType::kBF16, *src), WeightDType::kBF16);
+}
+
 TEST(WeightDType, Parses) {
   EXPECT_EQ(*ParseWeightDType("f32"), WeightDType::kF32);
   EXPECT_EQ(*ParseWeightDType("bf16"), WeightDType::kBF16);
-  EXPECT_FALSE(ParseWeightDType("int4").ok());
+  EXPECT_EQ(*ParseWeightDType("fp8"), WeightDType::kFP8);
+  EXPECT_EQ(*ParseWeightDType("auto"), WeightDType::kAuto);
+  for (WeightDType d : {WeightDType::kF32, WeightDType::kBF16,
+                        WeightDType::kFP8, WeightDType::kAuto}) {
+    EXPECT_EQ(*ParseWeightDType(WeightDTypeName(d)), d);
+  }
+  auto bad = ParseWeightDType("int4");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("auto, f32, bf16 or fp8"),
+            std::string::npos);
 }
 
 }  // namespace

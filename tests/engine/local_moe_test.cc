@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "tests/testutil/compare.h"
+#include "tests/testutil/fp8_checkpoint.h"
 #include "tests/testutil/reference_moe.h"
 
 namespace moe {
@@ -225,6 +226,29 @@ TEST(LocalMoe, Bf16WeightsWithinBf16Tolerance) {
   auto g = RandomCase(c, 33, 60);
   RunResult r = Forward(g, WeightDType::kBF16);
   EXPECT_TRUE(AllClose(r.y, g.y, testing::kBf16Tol));
+}
+
+// Weights quantised to FP8 at load (128 x 128 blocks with partial edges,
+// amax / 448, nearest even) give what fp32 gives on the dequantised weights:
+// the same routing, y at the fp32 tolerance, on every ISA.
+TEST(LocalMoe, Fp8WeightsMatchTheDequantisedReference) {
+  MoeLayerConfig c = Base();
+  c.hidden = 200;
+  c.inter = 150;
+  c.shared_inter = 140;
+  auto g = RandomCase(c, 37, 61);
+  testing::RoundTripExpertsThroughFp8(&g);
+  const std::string original = kernels::cpu::GemmIsaName();
+  for (const char* isa : {"generic", "avx2", "avx512"}) {
+    if (!kernels::cpu::SetGemmIsa(isa)) continue;
+    SCOPED_TRACE(isa);
+    RunResult r = Forward(g, WeightDType::kFP8);
+    EXPECT_TRUE(AllClose(r.y, g.y, testing::kF32Tol));
+    EXPECT_TRUE(testing::SameTokenRouting(g.top_idx, g.top_w, r.routing.expert,
+                                          r.routing.weight, g.tokens, c.top_k,
+                                          r.routing.slots));
+  }
+  kernels::cpu::SetGemmIsa(original.c_str());
 }
 
 TEST(LocalMoe, EveryIsaAgrees) {

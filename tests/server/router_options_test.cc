@@ -87,6 +87,17 @@ TEST(RouterOptionsTest, ModelWinsOverSynthetic) {
   EXPECT_EQ(o->location.checkpoint_dir, "/some/dir");
 }
 
+TEST(RouterOptionsTest, WeightDTypeDefaultsToAutoAndTakesFp8) {
+  RouterFlags f = Good();
+  auto o = RouterOptions::FromFlags(f);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->dtype, WeightDType::kAuto);
+  f.weight_dtype = "fp8";
+  o = RouterOptions::FromFlags(f);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->dtype, WeightDType::kFP8);
+}
+
 TEST(RouterOptionsTest, EdgeValuesAreValid) {
   RouterFlags f = Good();
   f.num_workers = 0;
@@ -114,7 +125,7 @@ TEST(RouterOptionsTest, BadValuesNameTheFlag) {
        "give --model DIR or --synthetic"},
       {"synthetic", [](RouterFlags& f) { f.synthetic_args.top_k = 99; }, ""},
       {"dtype", [](RouterFlags& f) { f.weight_dtype = "f16"; },
-       "--weight-dtype must be f32 or bf16, got 'f16'"},
+       "--weight-dtype must be auto, f32, bf16 or fp8, got 'f16'"},
       {"device", [](RouterFlags& f) { f.device = "tpu"; },
        "--device must be cpu, cuda or cuda:N, got 'tpu'"},
       {"device ordinal", [](RouterFlags& f) { f.device = "cuda:-1"; },

@@ -120,6 +120,110 @@ TEST_P(IsaTest, FusedSwigluMatchesNaive) {
   }
 }
 
+// Every e4m3 code through the micro-kernel's in-register conversion: a 1 x 1
+// A of 1.0 against 256 one-element rows, row j holding code j, gives each
+// code's value times its row's scale exactly (NaN codes stay NaN).
+TEST_P(IsaTest, Fp8ConversionIsExactForEveryCode) {
+  for (float scale : {1.0f, 0.125f, 3.0f}) {
+    std::vector<uint8_t> codes(256);
+    std::vector<const uint8_t*> rows(256);
+    std::vector<const float*> row_scales(256, &scale);
+    for (int j = 0; j < 256; ++j) {
+      codes[j] = static_cast<uint8_t>(j);
+      rows[j] = &codes[j];
+    }
+    std::vector<uint8_t> packed(PackedBytes(WeightFormat::kFP8, 256, 1));
+    PackRowsFP8(rows.data(), row_scales.data(), 256, 1, 1, packed.data());
+    const float one = 1.0f;
+    const float* a = &one;
+    std::vector<float> c(256, -9.0f);
+    float* c_row = c.data();
+    GemmPanels(&a, 1, 1, packed.data(), WeightFormat::kFP8, 0, NumPanels(256),
+               Epilogue::kStore, 256, &c_row);
+    for (int j = 0; j < 256; ++j) {
+      const float want = F8E4M3ToF32(static_cast<uint8_t>(j)) * scale;
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(c[j])) << "code " << j;
+      } else {
+        EXPECT_EQ(c[j], want) << "code " << j << " scale " << scale;
+      }
+    }
+  }
+}
+
+// FP8 weights with 128 x 128 block scales (edge blocks smaller) give
+// exactly what the fp32 kernel gives on the dequantised weights (the same
+// fp32 weight values, the same accumulation order), except AVX-512's
+// decode-sized tiles (<= 3 rows), which scale each block's sum: those within
+// fp32 rounding of it.
+TEST_P(IsaTest, Fp8EqualsF32OnDequantisedWeights) {
+  std::mt19937_64 rng(11);
+  for (int64_t m : {1, 2, 6, 13}) {
+    for (int64_t n : {33, 150}) {
+      for (int64_t k : {7, 130, 300}) {
+        const int64_t row_len = k == 300 ? 290 : k;  // padded K, as for W2
+        const int64_t kb = (row_len + 127) / 128, rb = (n + 127) / 128;
+        std::vector<float> block(rb * kb);
+        for (float& b : block) {
+          b = std::ldexp(1.0f + (rng() % 100) / 100.0f,
+                         -8 + static_cast<int>(rng() % 6));
+        }
+        std::vector<uint8_t> codes(n * row_len);
+        std::vector<float> deq(n * k, 0.0f);
+        for (int64_t j = 0; j < n; ++j) {
+          for (int64_t kk = 0; kk < row_len; ++kk) {
+            uint8_t q;
+            do {
+              q = static_cast<uint8_t>(rng());
+            } while ((q & 0x7f) == 0x7f);
+            codes[j * row_len + kk] = q;
+            deq[j * k + kk] = F8E4M3ToF32(q) * block[(j / 128) * kb + kk / 128];
+          }
+        }
+        std::vector<const uint8_t*> rows(n);
+        std::vector<const float*> row_scales(n), frows(n);
+        for (int64_t j = 0; j < n; ++j) {
+          rows[j] = codes.data() + j * row_len;
+          row_scales[j] = block.data() + (j / 128) * kb;
+          frows[j] = deq.data() + j * k;
+        }
+        std::vector<uint8_t> p8(PackedBytes(WeightFormat::kFP8, n, k));
+        PackRowsFP8(rows.data(), row_scales.data(), n, k, row_len, p8.data());
+        std::vector<float> p32(PackedElements(n, k));
+        PackRowsF32(frows.data(), n, k, k, p32.data());
+        auto a = Random(m * k, m + k);
+        std::vector<float> c8(m * n, -9.0f), c32(m * n, -7.0f);
+        std::vector<const float*> a_rows(m);
+        std::vector<float*> r8(m), r32(m);
+        for (int64_t i = 0; i < m; ++i) {
+          a_rows[i] = a.data() + i * k;
+          r8[i] = c8.data() + i * n;
+          r32[i] = c32.data() + i * n;
+        }
+        GemmPanels(a_rows.data(), m, k, p8.data(), WeightFormat::kFP8, 0,
+                   NumPanels(n), Epilogue::kStore, n, r8.data());
+        GemmPanels(a_rows.data(), m, k, p32.data(), WeightFormat::kF32, 0,
+                   NumPanels(n), Epilogue::kStore, n, r32.data());
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            const float got = c8[i * n + j], want = c32[i * n + j];
+            if (m > 3) {
+              ASSERT_EQ(got, want) << "m=" << m << " n=" << n << " k=" << k;
+              continue;
+            }
+            double mag = 0;  // the rounding scale of the dot product
+            for (int64_t kk = 0; kk < k; ++kk) {
+              mag += std::fabs(double(a[i * k + kk]) * deq[j * k + kk]);
+            }
+            ASSERT_NEAR(got, want, 1e-6 * mag + 1e-30)
+                << "m=" << m << " n=" << n << " k=" << k;
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, IsaTest,
                          ::testing::Values("generic", "avx2", "avx512"),
                          [](const auto& info) {
