@@ -51,8 +51,12 @@ absl::Status RemoteStep::Run(WorkerPool& pool, int64_t layer, const float* x,
                              std::chrono::steady_clock::time_point deadline,
                              const SharedFn& shared, StageClock& clock,
                              float* y, StageTimes* t) {
-  BuildSteps(layer, x, n, hidden, num_experts, routing,
-             pool.state().world_size);
+  // The group's world size now (fewer than configured while degraded),
+  // after waiting out a regroup if the router holds steps through one.
+  const absl::StatusOr<int> world_size = pool.AwaitGroup(deadline);
+  clock.Lap();  // time held for a regroup is in no stage
+  MOE_RETURN_IF_ERROR(world_size.status());
+  BuildSteps(layer, x, n, hidden, num_experts, routing, *world_size);
   t->plan_us = clock.Lap();
   absl::StatusOr<const float*> shared_y = nullptr;
   auto overlap = [&] {
