@@ -69,9 +69,9 @@ ABSL_FLAG(int64_t, regroup_after_ms, 5000,
           "blocks service: the workers left form a smaller group (experts "
           "re-split among them), which grows back when workers return");
 ABSL_FLAG(int64_t, hold_while_regrouping_ms, 0,
-          "a step that finds the worker group re-forming waits this long "
-          "for it (bounded by the step's deadline) instead of failing "
-          "UNAVAILABLE at once; 0: fail at once");
+          "requests that find the worker group not ready are queued, and "
+          "their step waits this long for it (its step timeout starts "
+          "after) instead of failing UNAVAILABLE at once; 0: fail at once");
 ABSL_FLAG(int64_t, max_batch_tokens, 4096, "tokens per step at most");
 ABSL_FLAG(int64_t, max_request_tokens, 0,
           "tokens per request at most (0: --max-batch-tokens)");

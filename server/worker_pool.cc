@@ -560,7 +560,7 @@ absl::StatusOr<int> WorkerPool::AwaitGroup(Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!ready_ && !shutdown_ && options_.hold_while_regrouping.count() > 0) {
     // Held, not failed: a regroup takes about a rendezvous, and a client
-    // would only retry. Bounded by the flag and the step's deadline; the
+    // would only retry. Bounded by the flag and `deadline`; the
     // requests behind this step wait in the batcher's bounded queue.
     const Clock::time_point until =
         std::min(deadline, Clock::now() + options_.hold_while_regrouping);

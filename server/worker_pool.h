@@ -118,7 +118,9 @@ class WorkerPool final : public WorkerControlBase {
   void SetStateCallback(std::function<void(const State&)> callback);
 
   // The world size to plan a step for: waits while the group is not ready,
-  // at most hold_while_regrouping and until `deadline`, then UNAVAILABLE.
+  // at most hold_while_regrouping and until `deadline` (the router passes
+  // none: the client's deadline bounds the wait on its side), then
+  // UNAVAILABLE.
   // True when AwaitGroup waits for a group that is not ready (requests then
   // queue instead of being refused at admission).
   bool holds_steps() const {
