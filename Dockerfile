@@ -1,18 +1,23 @@
 # syntax=docker/dockerfile:1
 # moe-serve images: moe-router, moe-worker, moe-cli, moe-loadtest, moe-bench.
 #   CPU (default):  docker build -t moe-serve:cpu .
-#   CUDA:           docker build --build-arg VARIANT=cuda -t moe-serve:cuda .
-# The CUDA variant builds on NVIDIA's devel image and runs on its runtime
-# image; the CPU variant on Debian bookworm.
+#   CUDA:           docker build --build-arg VARIANT=cuda \
+#                     --build-arg BUILD_IMAGE=nvidia/cuda:12.6.3-devel-ubuntu24.04 \
+#                     --build-arg RUNTIME_IMAGE=nvidia/cuda:12.6.3-runtime-ubuntu24.04 \
+#                     -t moe-serve:cuda .
+# The CPU variant builds on Debian bookworm and runs on bookworm-slim; the
+# CUDA variant builds on NVIDIA's devel image and runs on its runtime image.
+# The bases are image arguments, not stages picked by a variable: buildah
+# (1.28, Debian's) skips a stage named only through a global ARG's default
+# ("runtime-cpu: image not known"), so this form builds the same with
+# BuildKit, buildah and podman (scripts/check-image.sh builds it).
 
 ARG VARIANT=cpu
-ARG CUDA_TAG=12.6.3
-
-FROM debian:bookworm AS build-cpu
-FROM nvidia/cuda:${CUDA_TAG}-devel-ubuntu24.04 AS build-cuda
+ARG BUILD_IMAGE=debian:bookworm
+ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 # hadolint ignore=DL3006
-FROM build-${VARIANT} AS build
+FROM ${BUILD_IMAGE} AS build
 ARG VARIANT
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 WORKDIR /src
@@ -32,11 +37,8 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
     | grep -vE '/(libc|libm|libpthread|libdl|librt|libcuda|ld-linux[^/]*)\.so' \
     | xargs -r cp -L -t /out/lib/
 
-FROM debian:bookworm-slim AS runtime-cpu
-FROM nvidia/cuda:${CUDA_TAG}-runtime-ubuntu24.04 AS runtime-cuda
-
 # hadolint ignore=DL3006
-FROM runtime-${VARIANT}
+FROM ${RUNTIME_IMAGE}
 COPY --from=build /out/bin/ /usr/local/bin/
 COPY --from=build /out/lib/ /usr/local/lib/moe/
 ENV LD_LIBRARY_PATH=/usr/local/lib/moe \

@@ -175,6 +175,10 @@ int Info(MoeClient& client) {
   std::printf("workers: %d (%d ready), ready: %s, device: %s\n",
               info->num_workers(), info->ready_workers(),
               info->ready() ? "yes" : "no", info->device().c_str());
+  if (info->degraded()) {
+    std::printf("degraded: serving with %d of %d workers\n",
+                info->group_workers(), info->num_workers());
+  }
   std::printf("limits: %ld tokens per step, %ld per request\n",
               static_cast<long>(info->max_batch_tokens()),
               static_cast<long>(info->max_request_tokens()));

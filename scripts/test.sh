@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # All tests: install what is needed, build from scratch, run every test (the
 # Python client's too), test
-# the release bundle, then the offline checks of the deployment files and the fuzzers (30 s each).
+# the release bundle, then the offline checks of the deployment files, the
+# container image built and run with podman (skipped where podman cannot run
+# containers) and the fuzzers (30 s each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,4 +21,5 @@ bash scripts/python-test.sh "$build"
 bash scripts/package.sh "$build/moe-serve.tar.gz" --build "$build"
 bash scripts/bundle-test.sh "$build/moe-serve.tar.gz"
 bash scripts/check-deploy.sh
+bash scripts/check-image.sh || [[ $? -eq 77 ]]  # 77: skipped, reason printed
 bash scripts/fuzz.sh

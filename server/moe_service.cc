@@ -293,7 +293,9 @@ void MoeServiceImpl::Process(const char* method,
   if (!valid.ok()) return done(ToGrpcStatus(valid.status()));
   if (options_.pool != nullptr) {
     const WorkerPool::State st = options_.pool->state();
-    if (!st.ready) {
+    // With --hold-while-regrouping-ms the request queues like any other and
+    // its step waits for the group (WorkerPool::AwaitGroup).
+    if (!st.ready && !options_.pool->holds_steps()) {
       return done(grpc::Status(
           grpc::StatusCode::UNAVAILABLE,
           absl::StrCat(
@@ -390,6 +392,8 @@ grpc::ServerUnaryReactor* MoeServiceImpl::GetModelInfo(
     info->set_num_workers(st.world_size);
     info->set_ready_workers(st.ready_workers);
     info->set_ready(st.ready);
+    info->set_group_workers(st.group_size);
+    info->set_degraded(st.degraded());
   } else {
     info->set_ready(true);
   }

@@ -70,7 +70,16 @@ absl::Status RemoteStep::Run(WorkerPool& pool, int64_t layer, const float* x,
                              std::chrono::steady_clock::time_point deadline,
                              const SharedFn& shared, StageClock& clock,
                              float* y, StageTimes* t) {
-  BuildSteps(layer, x, n, hidden, num_experts, routing, pool.state().world_size,
+  // The group's world size now (fewer than configured while degraded),
+  // after waiting out a regroup if the router holds steps through one
+  // (--hold-while-regrouping-ms). The step's own time starts after the
+  // wait: holding must not eat the budget of the step it holds. A client
+  // whose deadline comes first gets DEADLINE_EXCEEDED from gRPC meanwhile.
+  const absl::StatusOr<int> world_size =
+      pool.AwaitGroup(std::chrono::steady_clock::time_point::max());
+  deadline += std::chrono::microseconds(static_cast<int64_t>(clock.Lap()));
+  MOE_RETURN_IF_ERROR(world_size.status());
+  BuildSteps(layer, x, n, hidden, num_experts, routing, *world_size,
              bf16_result);
   t->plan_us = clock.Lap();
   absl::StatusOr<const float*> shared_y = nullptr;

@@ -67,6 +67,14 @@ ABSL_FLAG(int, heartbeat_misses, 4,
           "a worker silent for this many heartbeat intervals is stalled: "
           "the router reports NOT_SERVING and fails its steps in flight "
           "until it answers again");
+ABSL_FLAG(int64_t, regroup_after_ms, 5000,
+          "once a full group has formed, a worker gone this long no longer "
+          "blocks service: the workers left form a smaller group (experts "
+          "re-split among them), which grows back when workers return");
+ABSL_FLAG(int64_t, hold_while_regrouping_ms, 0,
+          "requests that find the worker group not ready are queued, and "
+          "their step waits this long for it (its step timeout starts "
+          "after) instead of failing UNAVAILABLE at once; 0: fail at once");
 ABSL_FLAG(int64_t, max_batch_tokens, 4096, "tokens per step at most");
 ABSL_FLAG(int64_t, max_request_tokens, 0,
           "tokens per request at most (0: --max-batch-tokens)");
@@ -149,6 +157,8 @@ RouterFlags ReadFlags() {
   f.step_timeout_ms = absl::GetFlag(FLAGS_step_timeout_ms);
   f.heartbeat_interval_ms = absl::GetFlag(FLAGS_heartbeat_interval_ms);
   f.heartbeat_misses = absl::GetFlag(FLAGS_heartbeat_misses);
+  f.regroup_after_ms = absl::GetFlag(FLAGS_regroup_after_ms);
+  f.hold_while_regrouping_ms = absl::GetFlag(FLAGS_hold_while_regrouping_ms);
   f.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   f.max_request_tokens = absl::GetFlag(FLAGS_max_request_tokens);
   f.batch_window_us = absl::GetFlag(FLAGS_batch_window_us);
@@ -248,7 +258,8 @@ class Router {
       grpc::ServerBuilder& b, const std::string& what,
       const std::string& address, const int& port);
   void ReportReadiness();
-  void SetReady(bool ready);
+  // `full`: every configured worker is in the group (not degraded).
+  void SetReady(bool ready, bool full);
   void LogListening() const;
   // Not ready from now on; stops taking calls on the public port, waits for
   // the requests in flight (at most --drain-timeout), then stops the rest.
@@ -320,6 +331,9 @@ absl::Status Router::MakePool() {
   po.collective_timeout = o_.step_timeout;
   po.heartbeat_interval = std::chrono::milliseconds(o_.heartbeat_interval_ms);
   po.heartbeat_misses = o_.heartbeat_misses;
+  po.regroup_after = std::chrono::milliseconds(o_.regroup_after_ms);
+  po.hold_while_regrouping =
+      std::chrono::milliseconds(o_.hold_while_regrouping_ms);
   // One connect attempt: long enough for a busy host, short next to a
   // step timeout, so that a peer stopped for a moment costs one retry.
   po.connect_timeout =
@@ -446,12 +460,16 @@ absl::Status Router::StartServers(const ServerCredentials& creds) {
   return absl::OkStatus();
 }
 
-void Router::SetReady(bool ready) {
+void Router::SetReady(bool ready, bool full) {
   std::lock_guard<std::mutex> lock(ready_mu_);
   if (draining_) ready = false;
   for (auto& s : servers_) {
     s->GetHealthCheckService()->SetServingStatus(ready);  // overall ("")
     s->GetHealthCheckService()->SetServingStatus("moe.v1.MoeService", ready);
+    // Serving with every configured worker: NOT_SERVING while degraded
+    // (fewer workers, less capacity), for alerts rather than routing.
+    s->GetHealthCheckService()->SetServingStatus("full-capacity",
+                                                 ready && full);
   }
   if (ready != was_ready_)
     spdlog::info("router {}", ready ? "ready" : "not ready");
@@ -467,12 +485,13 @@ void Router::ReportReadiness() {
     std::lock_guard<std::mutex> lock(ready_mu_);
     was_ready_ = pool_ == nullptr;
   }
-  SetReady(pool_ == nullptr);
+  SetReady(pool_ == nullptr, pool_ == nullptr);
   if (!pool_) return;
   pool_->SetStateCallback([this](const WorkerPool::State& st) {
-    SetReady(st.ready);
+    SetReady(st.ready, !st.degraded());
     metrics_.Workers(st.world_size, st.connected, st.ready_workers,
                      st.generation);
+    metrics_.Group(st.group_size);
   });
   metrics_.Workers(o_.num_workers, 0, 0, 0);
 }
@@ -520,7 +539,7 @@ void Router::Drain(int sig) {
     std::lock_guard<std::mutex> lock(ready_mu_);
     draining_ = true;
   }
-  SetReady(false);
+  SetReady(false, false);
   // The public port takes no new calls from now on (clients get GOAWAY and
   // go elsewhere); calls in flight go on, and so do the workers' streams
   // when they share the port. Shutdown returns once they are all done, or

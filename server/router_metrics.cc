@@ -71,6 +71,12 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
               .Help("Generation of the worker group (bumps on every regroup)")
               .Register(r)
               .Add({})),
+      group_size_(prometheus::BuildGauge()
+                      .Name("moe_worker_group_size")
+                      .Help("World size of the current worker group: below "
+                            "moe_workers_expected while degraded")
+                      .Register(r)
+                      .Add({})),
       layer_tokens_(prometheus::BuildCounter()
                         .Name("moe_layer_tokens_total")
                         .Help("Tokens routed per MoE layer")
@@ -138,6 +144,8 @@ void RouterMetrics::Workers(int world_size, int connected, int ready,
   workers_ready_.Set(ready);
   generation_.Set(static_cast<double>(generation));
 }
+
+void RouterMetrics::Group(int world_size) { group_size_.Set(world_size); }
 
 void RouterMetrics::Layer(int64_t layer, int64_t tokens, int64_t dropped,
                           const LoadBalance& b) {

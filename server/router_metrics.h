@@ -29,6 +29,8 @@ class RouterMetrics {
   void Queued(double seconds);
   void Step(int64_t tokens, int requests, const StageTimes& times);
   void Workers(int world_size, int connected, int ready, uint64_t generation);
+  // The current generation's world size (below expected while degraded).
+  void Group(int world_size);
   void Layer(int64_t layer, int64_t tokens, int64_t dropped,
              const LoadBalance& balance);
   // Tokens waiting in the batcher's queue.
@@ -48,6 +50,7 @@ class RouterMetrics {
   prometheus::Gauge& workers_connected_;
   prometheus::Gauge& workers_ready_;
   prometheus::Gauge& generation_;
+  prometheus::Gauge& group_size_;
   prometheus::Family<prometheus::Counter>& layer_tokens_;
   prometheus::Family<prometheus::Counter>& layer_dropped_;
   prometheus::Family<prometheus::Gauge>& layer_max_over_mean_;

@@ -42,6 +42,14 @@ absl::Status CheckSizes(const RouterFlags& f) {
     return BadFlag("heartbeat-misses", "between 2 and 1000",
                    absl::StrCat(f.heartbeat_misses));
   }
+  if (f.regroup_after_ms < 0 || f.regroup_after_ms > 3600000) {
+    return BadFlag("regroup-after-ms", "between 0 and 3600000",
+                   absl::StrCat(f.regroup_after_ms));
+  }
+  if (f.hold_while_regrouping_ms < 0 || f.hold_while_regrouping_ms > 600000) {
+    return BadFlag("hold-while-regrouping-ms", "between 0 and 600000",
+                   absl::StrCat(f.hold_while_regrouping_ms));
+  }
   MOE_RETURN_IF_ERROR(AtLeast("max-batch-tokens", f.max_batch_tokens, 1));
   if (f.max_request_tokens < 0 || f.max_request_tokens > f.max_batch_tokens) {
     return BadFlag("max-request-tokens",

@@ -35,6 +35,8 @@ struct RouterFlags {
   int64_t step_timeout_ms = 10000;
   int64_t heartbeat_interval_ms = 500;
   int heartbeat_misses = 4;
+  int64_t regroup_after_ms = 5000;
+  int64_t hold_while_regrouping_ms = 0;
   int64_t max_batch_tokens = 4096;
   int64_t max_request_tokens = 0;
   int64_t batch_window_us = 500;

@@ -99,7 +99,8 @@ struct WorkerPool::Conn {
   grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
       stream = nullptr;
   moe::v1::Register info;
-  int rank = -1;
+  int slot = -1;  // in members_
+  int rank = -1;  // in the current generation (under mu_); -1: not in it
   std::string store_token;        // of the current generation, under mu_
   uint64_t ready_generation = 0;  // guarded by the pool's mu_
   std::mutex write_mu;
@@ -118,8 +119,9 @@ struct WorkerPool::Conn {
     open = false;
   }
   std::string Name() const {
-    return absl::StrCat("rank ", rank, " (", info.host(), " pid ", info.pid(),
-                        ")");
+    // "rank R (host pid N)", or "(host pid N)" outside the generation.
+    return absl::StrCat(rank >= 0 ? absl::StrCat("rank ", rank, " ") : "", "(",
+                        info.host(), " pid ", info.pid(), ")");
   }
 };
 
@@ -154,7 +156,7 @@ absl::Status WorkerError(int rank, const moe::v1::StepResult& result) {
 }  // namespace
 
 WorkerPool::WorkerPool(WorkerPoolOptions options)
-    : options_(std::move(options)), ranks_(options_.world_size) {
+    : options_(std::move(options)), members_(options_.world_size) {
   retry_thread_ = std::thread([this] { RetryLoop(); });
 }
 
@@ -184,7 +186,8 @@ WorkerPool::State WorkerPool::state() const {
 WorkerPool::State WorkerPool::StateLocked() const {
   State s;
   s.world_size = options_.world_size;
-  for (const auto& c : ranks_) s.connected += c != nullptr;
+  s.group_size = static_cast<int>(ranks_.size());
+  for (const auto& c : members_) s.connected += c != nullptr;
   s.ready_workers = ready_count_;
   s.ready = ready_;
   s.generation = generation_;
@@ -196,7 +199,7 @@ WorkerPool::State WorkerPool::StateLocked() const {
 grpc::Status WorkerPool::CheckDeviceLocked(
     const moe::v1::Register& info) const {
   if (info.device_identity().empty()) return grpc::Status::OK;
-  for (const auto& c : ranks_) {
+  for (const auto& c : members_) {
     if (c == nullptr || c->info.host() != info.host() ||
         c->info.device_identity() != info.device_identity() ||
         (info.shares_device() && c->info.shares_device())) {
@@ -240,10 +243,26 @@ void WorkerPool::FailPendingLocked(const absl::Status& status) {
 }
 
 void WorkerPool::StartGenerationLocked(Outbox* out) {
-  for (const auto& c : ranks_) {
-    // Wait for every rank; a stalled one could not join (it gets a new
-    // generation when it answers again).
-    if (c == nullptr || c->stalled) return;
+  std::vector<std::shared_ptr<Conn>> group;
+  for (const auto& c : members_) {
+    // A stalled worker could not join (it gets a new generation when it
+    // answers again).
+    if (c != nullptr && !c->stalled) group.push_back(c);
+  }
+  const int P = options_.world_size;
+  const int W = static_cast<int>(group.size());
+  if (W == 0) return;
+  if (W < P) {
+    // Fewer than configured: only once a full group has run and its last
+    // loss is regroup_after old (then also at once when a worker returns).
+    if (!formed_full_ || !lost_at_) return;
+    const Clock::time_point at = *lost_at_ + options_.regroup_after;
+    if (Clock::now() < at) {
+      if (!regroup_pending_ || regroup_at_ < at) regroup_at_ = at;
+      regroup_pending_ = true;
+      cv_.notify_all();
+      return;
+    }
   }
   const uint64_t ended = generation_;
   ++generation_;
@@ -251,18 +270,30 @@ void WorkerPool::StartGenerationLocked(Outbox* out) {
   store_.clear();
   EndWaitsLocked(GenerationMismatch("StoreGet", ended, generation_));
   regroup_pending_ = false;
+  if (W == P) {
+    formed_full_ = true;
+    lost_at_.reset();
+  }
+  for (const auto& c : members_) {
+    if (c == nullptr) continue;
+    // Left out of this generation: no rank, no store token, no heartbeat
+    // watch (it is already known to be stalled).
+    c->rank = -1;
+    c->store_token.clear();
+  }
+  ranks_ = std::move(group);
   FailPendingLocked(absl::UnavailableError(absl::StrCat(
       "worker group reconfigured (generation ", generation_, ")")));
-  const int P = options_.world_size;
   const int64_t E = options_.num_experts;
-  for (int r = 0; r < P; ++r) {
+  for (int r = 0; r < W; ++r) {
+    ranks_[r]->rank = r;
     moe::v1::RouterMessage msg;
     auto* a = msg.mutable_assignment();
     a->set_generation(generation_);
     a->set_rank(r);
-    a->set_world_size(P);
-    a->set_expert_begin(SplitBegin(r, P, E));
-    a->set_expert_end(SplitBegin(r + 1, P, E));
+    a->set_world_size(W);
+    a->set_expert_begin(SplitBegin(r, W, E));
+    a->set_expert_end(SplitBegin(r + 1, W, E));
     *a->mutable_model() = options_.model;
     a->set_heartbeat_interval_ms(options_.heartbeat_interval.count());
     a->set_connect_timeout_ms(options_.connect_timeout.count());
@@ -272,7 +303,25 @@ void WorkerPool::StartGenerationLocked(Outbox* out) {
     a->set_store_token(ranks_[r]->store_token);
     out->emplace_back(ranks_[r], std::move(msg));
   }
-  spdlog::info("worker group generation {}: {} ranks assigned", generation_, P);
+  if (W < P) {
+    spdlog::warn(
+        "worker group generation {}: {} ranks assigned, DEGRADED ({} of {} "
+        "configured workers; experts re-split over {}); it grows back when "
+        "workers return",
+        generation_, W, W, P, W);
+  } else {
+    spdlog::info("worker group generation {}: {} ranks assigned", generation_,
+                 W);
+  }
+}
+
+void WorkerPool::LostLocked() {
+  lost_at_ = Clock::now();
+  if (!formed_full_) return;
+  // The retry thread forms the smaller group when the time comes.
+  regroup_pending_ = true;
+  regroup_at_ = *lost_at_ + options_.regroup_after;
+  cv_.notify_all();
 }
 
 void WorkerPool::Send(Outbox& out) {
@@ -310,22 +359,26 @@ grpc::Status WorkerPool::Join(
         spdlog::error("{}", refusal_);
         return dup;
       }
-      for (int r = 0; r < options_.world_size; ++r) {
-        if (ranks_[r] == nullptr) {
-          conn->rank = r;
-          ranks_[r] = conn;
+      for (int i = 0; i < options_.world_size; ++i) {
+        if (members_[i] == nullptr) {
+          conn->slot = i;
+          members_[i] = conn;
           break;
         }
       }
-      if (conn->rank < 0) {
+      if (conn->slot < 0) {
         return grpc::Status(
             grpc::StatusCode::RESOURCE_EXHAUSTED,
             absl::StrCat("all ", options_.world_size,
                          " worker ranks are taken; retry to stand by"));
       }
-      spdlog::info("worker {} registered from {} ({} threads, {})",
-                   conn->Name(), ctx->peer(), conn->info.threads(),
-                   conn->info.device());
+      int connected = 0;
+      for (const auto& c : members_) connected += c != nullptr;
+      spdlog::info(
+          "worker {} registered from {} ({} of {} workers connected; {} "
+          "threads, {})",
+          conn->Name(), ctx->peer(), connected, options_.world_size,
+          conn->info.threads(), conn->info.device());
       StartGenerationLocked(&out);
       NotifyLocked(&notify);
     }
@@ -352,21 +405,27 @@ void WorkerPool::Remove(const std::shared_ptr<Conn>& conn) {
   std::vector<std::function<void()>> notify;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (conn->rank >= 0 && ranks_[conn->rank] == conn) {
-      ranks_[conn->rank] = nullptr;
-      if (conn->ready_generation == generation_ && ready_count_ > 0) {
-        --ready_count_;
-      }
+    if (conn->slot >= 0 && members_[conn->slot] == conn) {
+      members_[conn->slot] = nullptr;
       spdlog::warn("worker {} disconnected", conn->Name());
-      FailPendingLocked(absl::UnavailableError(
-          absl::StrCat("worker ", conn->Name(), " disconnected")));
-      // The generation's rendezvous cannot complete without it.
-      EndWaitsLocked(
-          grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                       absl::StrCat("worker ", conn->Name(),
-                                    " left generation ", generation_)));
-      conn->store_token.clear();
-      ready_ = false;
+      const bool in_group = conn->rank >= 0 &&
+                            conn->rank < static_cast<int>(ranks_.size()) &&
+                            ranks_[conn->rank] == conn;
+      if (in_group) {
+        if (conn->ready_generation == generation_ && ready_count_ > 0) {
+          --ready_count_;
+        }
+        FailPendingLocked(absl::UnavailableError(
+            absl::StrCat("worker ", conn->Name(), " disconnected")));
+        // The generation's rendezvous cannot complete without it.
+        EndWaitsLocked(
+            grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                         absl::StrCat("worker ", conn->Name(),
+                                      " left generation ", generation_)));
+        conn->store_token.clear();
+        ready_ = false;
+        LostLocked();
+      }
       NotifyLocked(&notify);
     }
   }
@@ -389,7 +448,7 @@ void WorkerPool::Seen(const std::shared_ptr<Conn>& conn) {
 
 std::string WorkerPool::StalledLocked() const {
   std::string out;
-  for (const auto& c : ranks_) {
+  for (const auto& c : members_) {
     if (c != nullptr && c->stalled) {
       absl::StrAppend(&out, "; worker ", c->Name(),
                       " not answering (no heartbeat for ",
@@ -431,6 +490,7 @@ void WorkerPool::CheckStallsLocked(Clock::time_point now,
     EndWaitsLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                 std::string(status.message())));
     ready_ = false;
+    LostLocked();
     NotifyLocked(notify);
   }
 }
@@ -441,17 +501,22 @@ void WorkerPool::OnReady(const std::shared_ptr<Conn>& conn,
   bool retry = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (ready.generation() != generation_ || ranks_[conn->rank] != conn) return;
+    if (ready.generation() != generation_ || conn->rank < 0 ||
+        ranks_[conn->rank] != conn) {
+      return;
+    }
     if (!ready.error().empty()) {
       spdlog::warn("worker {} failed generation {}: {}", conn->Name(),
                    ready.generation(), ready.error());
       retry = true;
     } else if (conn->ready_generation != generation_) {
       conn->ready_generation = generation_;
-      if (++ready_count_ == options_.world_size) {
-        spdlog::info("worker group generation {} ready", generation_);
+      if (++ready_count_ == static_cast<int>(ranks_.size())) {
+        spdlog::info("worker group generation {} ready ({} of {} workers)",
+                     generation_, ranks_.size(), options_.world_size);
         ready_ = true;
         refusal_.clear();
+        cv_.notify_all();  // steps held while the group re-formed
       }
       NotifyLocked(&notify);
     }
@@ -484,11 +549,33 @@ void WorkerPool::OnResult(const std::shared_ptr<Conn>& conn,
   cv_.notify_all();
 }
 
+std::string WorkerPool::NotReadyLocked() const {
+  const State st = StateLocked();
+  return absl::StrCat("worker group not ready: ", st.connected, " of ",
+                      st.world_size, " workers connected, ", st.ready_workers,
+                      " ready", StalledLocked());
+}
+
+absl::StatusOr<int> WorkerPool::AwaitGroup(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!ready_ && !shutdown_ && options_.hold_while_regrouping.count() > 0) {
+    // Held, not failed: a regroup takes about a rendezvous, and a client
+    // would only retry. Bounded by the flag and `deadline`; the
+    // requests behind this step wait in the batcher's bounded queue.
+    const Clock::time_point until =
+        std::min(deadline, Clock::now() + options_.hold_while_regrouping);
+    cv_.wait_until(lock, until, [&] { return ready_ || shutdown_; });
+  }
+  if (shutdown_) return absl::UnavailableError("router shutting down");
+  if (!ready_) return absl::UnavailableError(NotReadyLocked());
+  return static_cast<int>(ranks_.size());
+}
+
 absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
                                  Clock::time_point deadline,
                                  const std::function<void()>& overlap,
                                  std::vector<moe::v1::StepResult>* results) {
-  const int P = options_.world_size;
+  const int P = static_cast<int>(steps.size());
   auto pending = std::make_shared<Pending>();
   uint64_t id;
   {
@@ -496,12 +583,11 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
     std::vector<std::shared_ptr<Conn>> conns;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!ready_) {
-        const State st = StateLocked();
-        return absl::UnavailableError(
-            absl::StrCat("worker group not ready: ", st.connected, " of ", P,
-                         " workers connected, ", st.ready_workers, " ready",
-                         StalledLocked()));
+      if (!ready_) return absl::UnavailableError(NotReadyLocked());
+      if (P != static_cast<int>(ranks_.size())) {
+        return absl::UnavailableError(absl::StrCat(
+            "worker group re-formed with ", ranks_.size(),
+            " workers while a step for ", P, " was planned; retry"));
       }
       id = next_step_++;
       pending->generation = generation_;

@@ -5,6 +5,11 @@
 // generation, in which every worker rebuilds its collective group; in-flight
 // steps then fail with UNAVAILABLE. A step that every worker refused before
 // its collectives fails with the workers' own error and keeps the group.
+// Elastic: once a full group has formed, a worker gone (disconnected or
+// stalled) for longer than regroup_after no longer blocks the service: the
+// remaining workers form a group of their own (world size = workers there,
+// experts re-split evenly), and the group grows back, in a new generation,
+// as soon as workers return.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -15,11 +20,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "moe/v1/worker.grpc.pb.h"
 #include "server/worker_auth.h"
 
@@ -46,6 +53,11 @@ struct WorkerPoolOptions {
   std::chrono::milliseconds connect_timeout{2000};
   // Checked at the top of every WorkerControl call; null: open.
   const WorkerAuth* auth = nullptr;
+  // After a loss, how long before the workers left form a smaller group.
+  std::chrono::milliseconds regroup_after{5000};
+  // How long a step waits for a group that is not ready (bounded by its
+  // deadline) before failing UNAVAILABLE; 0: fail at once.
+  std::chrono::milliseconds hold_while_regrouping{0};
 };
 
 // The rank whose rendezvous key `key` is, or -1 for a key of no rank:
@@ -84,7 +96,10 @@ class WorkerPool final : public WorkerControlBase {
   size_t store_waits() const;
 
   struct State {
-    int world_size = 0;
+    int world_size = 0;  // configured (P)
+    // The current generation's world size: P, or fewer while degraded;
+    // 0 before any group formed.
+    int group_size = 0;
     int connected = 0;
     int ready_workers = 0;
     bool ready = false;
@@ -94,20 +109,35 @@ class WorkerPool final : public WorkerControlBase {
     std::string refusal;
     // "; worker rank R (...) not answering (...)" for each stalled rank.
     std::string stalled;
+    // Ready with fewer workers than configured.
+    bool degraded() const { return ready && group_size < world_size; }
   };
   State state() const;
   // Called (outside the pool's locks) after every change of membership or
   // readiness, with the state at the time it runs.
   void SetStateCallback(std::function<void(const State&)> callback);
 
-  // Sends steps[r] to rank r, all in one ordered send, runs `overlap` (the
-  // router's own share of the step) while the workers compute, and waits
-  // for every rank's answer until `deadline`. UNAVAILABLE when the group is
-  // not ready, a worker is lost or the deadline passes. When a worker reports
-  // an error, the first one comes back with its code and message, prefixed
-  // "worker rank R: "; the group is rebuilt unless every rank refused the
-  // step before its first collective (StepResult.collectives_broken unset).
-  // The error of a rank that refused the step can take until its peers'
+  // The world size to plan a step for: waits while the group is not ready,
+  // at most hold_while_regrouping and until `deadline` (the router passes
+  // none: the client's deadline bounds the wait on its side), then
+  // UNAVAILABLE.
+  // True when AwaitGroup waits for a group that is not ready (requests then
+  // queue instead of being refused at admission).
+  bool holds_steps() const {
+    return options_.hold_while_regrouping.count() > 0;
+  }
+  absl::StatusOr<int> AwaitGroup(
+      std::chrono::steady_clock::time_point deadline);
+
+  // Sends steps[r] to rank r (steps.size() is AwaitGroup's world size; a
+  // group re-formed since then fails the step UNAVAILABLE), all in one ordered
+  // send, runs `overlap` (the router's own share of the step) while the workers
+  // compute, and waits for every rank's answer until `deadline`. UNAVAILABLE
+  // when the group is not ready, a worker is lost or the deadline passes. When
+  // a worker reports an error, the first one comes back with its code and
+  // message, prefixed "worker rank R: "; the group is rebuilt unless every rank
+  // refused the step before its first collective (StepResult.collectives_broken
+  // unset). The error of a rank that refused the step can take until its peers'
   // collectives time out (the deadline) when the peers did not refuse it.
   absl::Status RunStep(std::vector<moe::v1::Step>& steps,
                        std::chrono::steady_clock::time_point deadline,
@@ -125,9 +155,15 @@ class WorkerPool final : public WorkerControlBase {
   using Outbox =
       std::vector<std::pair<std::shared_ptr<Conn>, moe::v1::RouterMessage>>;
 
-  // With mu_ held: a new generation if every rank is filled; the
-  // assignments to send (under send_mu_, after releasing mu_) go to `out`.
+  // With mu_ held: a new generation if every configured worker is there,
+  // or (see regroup_after) with those there; the assignments to send (under
+  // send_mu_, after releasing mu_) go to `out`.
   void StartGenerationLocked(Outbox* out);
+  // With mu_ held: a member of the current generation is gone (disconnected
+  // or stalled); the workers left may form a group after regroup_after.
+  void LostLocked();
+  // With mu_ held: the not-ready message (connected, ready, stalled).
+  std::string NotReadyLocked() const;
   void FailPendingLocked(const absl::Status& status);
   State StateLocked() const;
   // Queues a state notification to run after the locks are released.
@@ -169,8 +205,15 @@ class WorkerPool final : public WorkerControlBase {
   std::mutex send_mu_;
   mutable std::mutex mu_;
   std::condition_variable cv_;  // results, store keys, shutdown
+  // Registered workers, by slot (at most world_size; null: free slot).
+  std::vector<std::shared_ptr<Conn>> members_;
+  // The current generation's ranks (members, in slot order).
   std::vector<std::shared_ptr<Conn>> ranks_;
   uint64_t generation_ = 0;
+  bool formed_full_ = false;  // a group of world_size workers has formed
+  // When the last member of a generation was lost; a smaller group may
+  // form regroup_after later.
+  std::optional<std::chrono::steady_clock::time_point> lost_at_;
   bool ready_ = false;
   int ready_count_ = 0;
   std::string refusal_;  // see State::refusal

@@ -4,6 +4,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
+#include <csignal>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -114,6 +115,11 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealth(
 
 // Runs the agent until SIGINT/SIGTERM.
 void Serve(const WorkerOptions& opts, std::unique_ptr<StepExecutor> executor) {
+  // Gloo's TCP pairs write with writev, which raises SIGPIPE when a peer is
+  // gone (killed mid-exchange): that must be an error on the step, not the
+  // end of this worker too. Seen: a peer killed with SIGKILL took a second
+  // worker down silently, leaving one worker of three.
+  std::signal(SIGPIPE, SIG_IGN);
   WorkerAgent agent(opts, std::move(executor));
   OnShutdownSignal([&agent](int sig) {
     spdlog::info("signal {}: finishing the current step, then leaving", sig);

@@ -15,6 +15,16 @@
 #                                            the step timeout during the
 #                                            partition and succeed within 5 s
 #                                            after the heal
+#   netns.sh BUILD_DIR partition-router [S]  the router's link down S s (6):
+#                                            both workers register again
+#                                            and answers are correct within
+#                                            5 s of the heal
+#   netns.sh BUILD_DIR partition-regroup [S] worker 1's link down S s (10),
+#                                            longer than the router's
+#                                            --regroup-after-ms (2000) while
+#                                            requests flow: worker 0 alone
+#                                            serves before the heal, worker 1
+#                                            rejoins after it
 #
 # Prints one "trial:" line per partition (fail and recovery times, ms).
 # Exit 77 (skipped) without root, `ip` or network namespaces. Everything it
@@ -23,7 +33,7 @@
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
-  echo "usage: $0 BUILD_DIR form|partition-idle|partition-busy [SECONDS]" >&2
+  echo "usage: $0 BUILD_DIR form|partition-idle|partition-busy|partition-router|partition-regroup [SECONDS]" >&2
   exit 64
 fi
 if [[ "$(id -u)" -ne 0 ]]; then
@@ -36,7 +46,11 @@ if ! command -v ip >/dev/null; then
 fi
 BUILD="$(cd "$1" && pwd)"
 SCENARIO="$2"
-PARTITION_S="${3:-4}"
+case "$SCENARIO" in
+  partition-router) PARTITION_S="${3:-6}" ;;
+  partition-regroup) PARTITION_S="${3:-10}" ;;
+  *) PARTITION_S="${3:-4}" ;;
+esac
 ROUTER_BIN="$BUILD/server/moe-router"
 WORKER_BIN="$BUILD/worker/moe-worker"
 CLI_BIN="$BUILD/client/moe-cli"
@@ -128,12 +142,13 @@ start() {
 
 ROUTER_IP="$SUBNET.1"
 ROUTER_PID=
+ROUTER_EXTRA=()  # more router flags, per scenario
 start_cluster() {
   # Registration is closed by a worker token (the router insists).
   od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >"$TMP/worker-token"
   start router "${NODES[0]}" "$ROUTER_BIN" --listen "0.0.0.0:50051" \
     --num-workers 2 --step-timeout-ms "$STEP_TIMEOUT_MS" \
-    --worker-token-file "$TMP/worker-token" "${MODEL[@]}"
+    --worker-token-file "$TMP/worker-token" "${ROUTER_EXTRA[@]}" "${MODEL[@]}"
   ROUTER_PID="${PIDS[-1]}"
   # The reference: the same model with every expert in-process.
   start reference "${NODES[0]}" "$ROUTER_BIN" --listen "127.0.0.1:50052" \
@@ -221,8 +236,10 @@ form() {
   log "a loopback --collective-host from another namespace is refused"
 }
 
-partition() { ip -n "$HUB" link set p2 down; }
-heal() { ip -n "$HUB" link set p2 up; }
+# partition [PORT]: the hub's end of a node's link down (p0: the router,
+# p1: worker 0, p2: worker 1, the default); heal [PORT]: up again.
+partition() { ip -n "$HUB" link set "${1:-p2}" down; }
+heal() { ip -n "$HUB" link set "${1:-p2}" up; }
 
 # Idle: nothing is sent during the partition. Fail time: when worker 1
 # notices its dead stream (keepalive); recovery: first correct answer.
@@ -320,10 +337,134 @@ partition_busy() {
     die "no answer within 5 s of the heal (recovery $t_ok ms)"
 }
 
+# requests_loop: one request after another from the router's namespace
+# (timeout: step timeout + 1 s) until $TMP/stop exists; one line per request
+# in $TMP/requests: start_ms end_ms code fingerprint. Its pid is PIDS[-1].
+requests_loop() {
+  (
+    while [[ ! -f "$TMP/stop" ]]; do
+      s=$(now_ms)
+      rc=0
+      out="$(forward 50051 1 $((STEP_TIMEOUT_MS + 1000)))" || rc=$?
+      echo "$s $(now_ms) $rc $(fingerprint <<<"$out")" >>"$TMP/requests"
+    done
+  ) &
+  PIDS+=($!)
+}
+
+# The router's host cut off: both workers lose their streams (keepalive,
+# heartbeats); after the heal both register again and answers are correct
+# within 5 s. Register time: from the heal until the router has logged both
+# new registrations.
+partition_router() {
+  setup_network
+  start_cluster
+  wait_ready
+  check 1
+  local regs0 t0 t_heal t_ok=-1 t_reg=-1 out
+  regs0="$(grep -c "registered from" "$TMP/router.log" || true)"
+  t0=$(now_ms)
+  partition p0
+  log "the router partitioned for $PARTITION_S s"
+  sleep "$PARTITION_S"
+  heal p0
+  t_heal=$(now_ms)
+  log "healed"
+  while [[ $t_ok -lt 0 || $t_reg -lt 0 ]]; do
+    [[ $(now_ms) -lt $((t_heal + 10000)) ]] || break
+    if [[ $t_reg -lt 0 && "$(grep -c "registered from" "$TMP/router.log" ||
+      true)" -ge $((regs0 + 2)) ]]; then
+      t_reg=$(($(now_ms) - t_heal))
+    fi
+    if [[ $t_ok -lt 0 ]] && out="$(forward 50051 2 2000)"; then
+      same "$(fingerprint <<<"$out")" "$(reference 2)" || die "wrong answer"
+      t_ok=$(($(now_ms) - t_heal))
+    fi
+    sleep 0.1
+  done
+  echo "trial: scenario=partition-router partition_s=$PARTITION_S" \
+    "reregistered_ms=$t_reg recovery_ms=$t_ok"
+  [[ $t_reg -ge 0 ]] || die "the workers did not register again within 10 s"
+  [[ $t_ok -ge 0 && $t_ok -le 5000 ]] ||
+    die "no answer within 5 s of the heal (recovery $t_ok ms)"
+  check 3
+}
+
+# A worker's host cut off for longer than --regroup-after-ms while requests
+# flow: the router drops it (heartbeats), the other worker forms a group of
+# one and answers before the heal; after the heal the cut worker registers
+# again and the group is back to two.
+partition_regroup() {
+  ROUTER_EXTRA=(--regroup-after-ms 2000)
+  setup_network
+  start_cluster
+  wait_ready
+  check 1
+  local ref
+  ref="$(reference 1)"
+  requests_loop
+  sleep 1
+  local t_part t_heal t_full=-1 info
+  t_part=$(now_ms)
+  partition
+  log "worker 1 partitioned for $PARTITION_S s while requests flow"
+  sleep "$PARTITION_S"
+  heal
+  t_heal=$(now_ms)
+  log "healed"
+  while [[ $(now_ms) -lt $((t_heal + 20000)) ]]; do
+    info="$(ip netns exec "${NODES[0]}" "$CLI_BIN" info \
+      --target 127.0.0.1:50051 2>&1)" || true
+    if grep -q "workers: 2 (2 ready), ready: yes" <<<"$info" &&
+      ! grep -q "degraded" <<<"$info"; then
+      t_full=$(($(now_ms) - t_heal))
+      break
+    fi
+    sleep 0.2
+  done
+  sleep 1
+  touch "$TMP/stop"
+  wait "${PIDS[-1]}"
+  local s e rc fp t_fail=-1 t_served=-1 t_after=-1 failed=0
+  while read -r s e rc fp; do
+    if [[ $rc -eq 0 ]]; then
+      same "$fp" "$ref" || die "wrong answer: '$fp', reference '$ref'"
+    elif [[ $rc -ne 14 ]]; then
+      die "a request failed with code $rc, not UNAVAILABLE (14)"
+    fi
+    [[ $rc -ne 0 && $e -ge $t_part ]] && failed=$((failed + 1))
+    if [[ $rc -ne 0 && $e -ge $t_part && $t_fail -lt 0 ]]; then
+      t_fail=$((e - t_part))
+    fi
+    # Served by the group of one: started after the first failure, ended
+    # before the heal.
+    if [[ $rc -eq 0 && $t_fail -ge 0 && $e -lt $t_heal && $t_served -lt 0 ]]; then
+      t_served=$((e - t_part))
+    fi
+    if [[ $rc -eq 0 && $e -ge $t_heal && $t_after -lt 0 ]]; then
+      t_after=$((e - t_heal))
+    fi
+  done <"$TMP/requests"
+  echo "trial: scenario=partition-regroup partition_s=$PARTITION_S" \
+    "fail_ms=$t_fail served_alone_ms=$t_served full_again_ms=$t_full" \
+    "first_after_heal_ms=$t_after failed=$failed"
+  [[ $t_fail -ge 0 ]] || die "no request failed when worker 1 was cut off"
+  [[ $t_served -ge 0 ]] ||
+    die "worker 0 did not serve alone before the heal"
+  [[ $t_full -ge 0 ]] || die "worker 1 did not rejoin within 20 s of the heal"
+  [[ $t_after -ge 0 && $t_after -le 5000 ]] ||
+    die "no answer within 5 s of the heal ($t_after ms)"
+  grep -q "DEGRADED (1 of 2 configured workers" "$TMP/router.log" ||
+    die "the router did not log the group of one"
+  check 3
+}
+
 case "$SCENARIO" in
   form) form ;;
   partition-idle) partition_idle ;;
   partition-busy) partition_busy ;;
+  partition-router) partition_router ;;
+  partition-regroup) partition_regroup ;;
   *)
     echo "unknown scenario $SCENARIO" >&2
     exit 64

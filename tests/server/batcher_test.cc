@@ -227,8 +227,9 @@ TEST(BatcherTest, ShutdownAnswersQueuedRequestsUnavailableAtOnce) {
   Batcher::Options o;
   o.max_batch_tokens = 64;
   o.window = std::chrono::seconds(30);  // only a lone request may skip it
-  Batcher batcher(o, std::move(runners), nullptr, nullptr);
+  // Before the batcher: its threads answer into it until it is gone.
   Answers answers;
+  Batcher batcher(o, std::move(runners), nullptr, nullptr);
 
   // Nothing in flight: the first request starts at once despite the window.
   ASSERT_TRUE(batcher.Submit(Request(answers, "running")).ok());
@@ -274,8 +275,9 @@ TEST(BatcherTest, ExpiredQueuedRequestIsAnsweredDeadlineExceeded) {
   std::vector<std::unique_ptr<StepRunner>> runners;
   runners.push_back(std::make_unique<StepRunner>(
       std::make_unique<GatedBackend>(&gate), nullptr));
-  Batcher batcher({}, std::move(runners), nullptr, nullptr);
+  // Before the batcher: its threads answer into it until it is gone.
   Answers answers;
+  Batcher batcher({}, std::move(runners), nullptr, nullptr);
   auto r = Request(answers, "expired");
   r->deadline = r->arrival - milliseconds(1);
   ASSERT_TRUE(batcher.Submit(std::move(r)).ok());
@@ -327,8 +329,9 @@ TEST(BatcherTest, QueueIsBoundedByTokensAndRefusesAtOnce) {
   Batcher::Options o;
   o.max_batch_tokens = 1;  // one request per step
   o.max_queue_tokens = 3;
-  Batcher batcher(o, std::move(runners), nullptr, nullptr);
+  // Before the batcher: its threads answer into it until it is gone.
   Answers answers;
+  Batcher batcher(o, std::move(runners), nullptr, nullptr);
   ASSERT_TRUE(batcher.Submit(Request(answers, "running")).ok());
   ASSERT_TRUE(testing::WaitFor(
       [&] {

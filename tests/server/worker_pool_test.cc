@@ -92,8 +92,16 @@ class WorkerPoolTest : public ::testing::Test {
  protected:
   void SetUp() override { StartPool(64); }
   void StartPool(int max_store_waits_per_rank,
-                 milliseconds heartbeat = milliseconds(60000)) {
+                 milliseconds heartbeat = milliseconds(60000),
+                 milliseconds regroup_after = milliseconds(60000),
+                 milliseconds hold = milliseconds(0)) {
+    // A test that restarts the pool: the old server goes before the pool it
+    // serves (its callback methods belong to the pool).
+    server_.reset();
+    pool_.reset();
     WorkerPoolOptions o;
+    o.regroup_after = regroup_after;
+    o.hold_while_regrouping = hold;
     o.heartbeat_interval = heartbeat;
     o.heartbeat_misses = 4;
     o.world_size = 2;
@@ -471,6 +479,116 @@ TEST_F(WorkerPoolTest, StoreWaitsAreCappedPerRankAndAnsweredWhenSet) {
     ASSERT_EQ(r->values_size(), 1);
     EXPECT_EQ(r->values(0), "v-0");
   }
+}
+
+// Elastic regrouping: a full group loses a member; after regroup_after the
+// one left forms a group of its own with every expert, and the group grows
+// back to full, in a new generation, when a worker joins again.
+TEST_F(WorkerPoolTest, LostWorkerLeavesASmallerGroupThatGrowsBack) {
+  TearDown();
+  StartPool(64, milliseconds(60000), /*regroup_after=*/milliseconds(300));
+  FakeWorker& a = Join();
+  FakeWorker& b = Join();
+  moe::v1::Assignment aa, ab;
+  ExpectGeneration(a, b, &aa, &ab);
+  a.Ready(aa);
+  b.Ready(ab);
+  ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
+  EXPECT_FALSE(pool_->state().degraded());
+  EXPECT_EQ(pool_->state().group_size, 2);
+
+  const auto left = std::chrono::steady_clock::now();
+  EXPECT_TRUE(b.Leave().ok());
+  moe::v1::Assignment solo;
+  ASSERT_TRUE(a.NextAssignment(&solo));
+  EXPECT_GE(std::chrono::steady_clock::now() - left, milliseconds(250))
+      << "a smaller group before regroup_after";
+  EXPECT_EQ(solo.world_size(), 1);
+  EXPECT_EQ(solo.rank(), 0);
+  EXPECT_EQ(solo.expert_begin(), 0);
+  EXPECT_EQ(solo.expert_end(), 8) << "the lost worker's experts re-split";
+  EXPECT_GT(solo.generation(), aa.generation());
+  a.Ready(solo);
+  ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
+  WorkerPool::State st = pool_->state();
+  EXPECT_TRUE(st.degraded());
+  EXPECT_EQ(st.group_size, 1);
+  EXPECT_EQ(st.world_size, 2);
+  auto w = pool_->AwaitGroup(std::chrono::steady_clock::now());
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(*w, 1);
+  // A step planned for the old world size is refused, not misrouted.
+  EXPECT_EQ(RunStep(*pool_).code(), absl::StatusCode::kUnavailable);
+
+  FakeWorker& c = Join();
+  moe::v1::Assignment ga, gc;
+  ExpectGeneration(a, c, &ga, &gc);
+  EXPECT_GT(ga.generation(), solo.generation());
+  a.Ready(ga);
+  c.Ready(gc);
+  ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
+  st = pool_->state();
+  EXPECT_FALSE(st.degraded());
+  EXPECT_EQ(st.group_size, 2);
+}
+
+// Before any full group has formed, a worker short of the world size is
+// start-up, not a loss: no smaller group.
+TEST_F(WorkerPoolTest, NoSmallerGroupBeforeTheFirstFullOne) {
+  TearDown();
+  StartPool(64, milliseconds(60000), /*regroup_after=*/milliseconds(50));
+  Join();
+  ASSERT_TRUE(StateIs([](const auto& s) { return s.connected == 1; }));
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(pool_->state().generation, 0u);
+}
+
+// A step that finds the group re-forming waits for it (at most the hold and
+// its deadline) instead of failing at once.
+TEST_F(WorkerPoolTest, StepsAreHeldWhileTheGroupReforms) {
+  TearDown();
+  StartPool(64, milliseconds(60000), milliseconds(60000),
+            /*hold=*/milliseconds(5000));
+  using Clock = std::chrono::steady_clock;
+  FakeWorker& a = Join();
+  // Bounded by the step's deadline.
+  auto start = Clock::now();
+  auto w = pool_->AwaitGroup(start + milliseconds(200));
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_GE(Clock::now() - start, milliseconds(150));
+  EXPECT_LT(Clock::now() - start, milliseconds(3000));
+  // Released as soon as the group is ready.
+  std::atomic<bool> done{false};
+  absl::StatusOr<int> held = 0;
+  std::thread waiter([&] {
+    held = pool_->AwaitGroup(Clock::now() + milliseconds(20000));
+    done = true;
+  });
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_FALSE(done) << "not held";
+  FakeWorker& b = Join();
+  moe::v1::Assignment aa, ab;
+  ExpectGeneration(a, b, &aa, &ab);
+  a.Ready(aa);
+  b.Ready(ab);
+  waiter.join();
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(*held, 2);
+}
+
+// Bounded by the hold too.
+TEST_F(WorkerPoolTest, HoldEndsAfterTheFlagsTime) {
+  TearDown();
+  StartPool(64, milliseconds(60000), milliseconds(60000),
+            /*hold=*/milliseconds(200));
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto w = pool_->AwaitGroup(start + milliseconds(20000));
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(w.status().message().find("not ready"), std::string::npos)
+      << w.status();
+  EXPECT_GE(Clock::now() - start, milliseconds(150));
+  EXPECT_LT(Clock::now() - start, milliseconds(5000));
 }
 
 }  // namespace

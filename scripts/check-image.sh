@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Builds the CPU container image from the Dockerfile and runs it: a router
+# and two workers as containers, one forward from the image's moe-cli, and
+# the image's own HEALTHCHECK command. No image registry is needed: the
+# Debian base the Dockerfile names (debian:bookworm, debian:bookworm-slim) is
+# made here with debootstrap from Debian's package mirror and imported
+# under those names.
+#
+#   scripts/check-image.sh            (as root; installs podman, runc,
+#                                      debootstrap with apt-get if missing)
+#
+# Podman settings this machine needs: the runc runtime with the cgroupfs
+# manager (crun refuses hybrid cgroup hierarchies), ulimits at or below the
+# machine's hard limits, host networking, and the image in docker format (the
+# OCI format drops HEALTHCHECK and SHELL). Exit 77 (skipped), with the
+# reason, when podman cannot run a container here. Everything it made
+# (containers, images, the base, its temporary directory) is removed on
+# exit, also on failure or a signal. Env: MOE_IMAGE_KEEP_BASE=DIR reuses (or
+# makes and keeps) the debootstrap tree in DIR; MOE_DEBIAN_MIRROR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+log() { echo "[check-image $(date +%T)] $*"; }
+
+[[ "$(id -u)" -eq 0 ]] || skip "needs root (podman with runc, debootstrap)"
+missing=()
+for tool in podman runc debootstrap; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if ((${#missing[@]})); then
+  command -v apt-get >/dev/null || skip "no ${missing[*]} and no apt-get"
+  log "installing podman runc debootstrap"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends podman runc debootstrap uidmap ||
+    skip "could not install podman, runc, debootstrap"
+fi
+
+start_s=$SECONDS
+TAG="moe-check-$$"
+TMP="$(mktemp -d "/tmp/$TAG.XXXXXX")"
+IMAGE="localhost/moe-serve:$TAG"
+BASES=(docker.io/library/debian:bookworm docker.io/library/debian:bookworm-slim)
+MIRROR="${MOE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# Hard limits of this machine, so that a container asks for no more.
+NOFILE="$(ulimit -Hn)"
+NPROC="$(ulimit -Hu)"
+[[ "$NOFILE" == unlimited ]] && NOFILE=1048576
+[[ "$NPROC" == unlimited ]] && NPROC=1048576
+NOFILE=$((NOFILE < 65536 ? NOFILE : 65536))
+NPROC=$((NPROC < 32768 ? NPROC : 32768))
+# Every podman call: runc with cgroupfs, the image store of the machine.
+PODMAN=(podman --runtime runc --cgroup-manager cgroupfs)
+run_args() {
+  RUN_ARGS=(--network host --ulimit "nofile=$NOFILE:$NOFILE"
+    --ulimit "nproc=$NPROC:$NPROC")
+}
+run_args
+CONTAINERS=()
+MADE_BASES=()
+
+cleanup() {
+  local rc=$?
+  set +e
+  trap - EXIT INT TERM
+  if [[ $rc -ne 0 && $rc -ne 77 ]]; then
+    for c in "${CONTAINERS[@]}"; do
+      echo "--- $c (last 15 lines)"
+      "${PODMAN[@]}" logs --tail 15 "$c" 2>&1
+    done
+  fi
+  for c in "${CONTAINERS[@]}"; do "${PODMAN[@]}" rm -f -t 2 "$c" >/dev/null 2>&1; done
+  "${PODMAN[@]}" rmi -f "$IMAGE" >/dev/null 2>&1
+  for b in "${MADE_BASES[@]}"; do "${PODMAN[@]}" rmi -f "$b" >/dev/null 2>&1; done
+  # Intermediate images of this build, if any were left (--layers=false
+  # keeps none).
+  "${PODMAN[@]}" image prune -f --filter "label=moe-check=$TAG" >/dev/null 2>&1
+  rm -rf "$TMP"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Can podman run a container at all here? Asked with the smallest image
+# at hand: the host's /bin/sh and its libraries.
+probe_root="$TMP/probe"
+mkdir -p "$probe_root/bin"
+cp -L /bin/sh "$probe_root/bin/sh"
+for lib in $(ldd /bin/sh | awk '/\// {print ($3 ~ /^\// ? $3 : $1)}'); do
+  mkdir -p "$probe_root$(dirname "$lib")"
+  cp -L "$lib" "$probe_root$lib"
+done
+if ! tar -C "$probe_root" -c . | "${PODMAN[@]}" import -q - "localhost/moe-probe:$TAG" \
+  >"$TMP/probe.log" 2>&1; then
+  skip "podman cannot import an image: $(tail -n 3 "$TMP/probe.log")"
+fi
+MADE_BASES+=("localhost/moe-probe:$TAG")
+# runc may be refused a process limit the shell has (seen here: nproc
+# 65536 refused under a hard limit of 96364, 32768 allowed): halve it until
+# the probe runs.
+until "${PODMAN[@]}" run --rm "${RUN_ARGS[@]}" "localhost/moe-probe:$TAG" \
+  /bin/sh -c 'echo probe-ok' >"$TMP/probe.log" 2>&1 &&
+  grep -q probe-ok "$TMP/probe.log"; do
+  if grep -q "error setting rlimit" "$TMP/probe.log" && ((NPROC > 1024)); then
+    NPROC=$((NPROC / 2))
+    run_args
+    continue
+  fi
+  skip "podman cannot run a container here: $(tail -n 3 "$TMP/probe.log")"
+done
+log "podman runs containers (runc, cgroupfs, nofile $NOFILE, nproc $NPROC)"
+
+# The base: Debian bookworm from debootstrap, under the names the
+# Dockerfile's FROM lines use (bookworm-slim gets the same tree).
+# An image of that name not made by this script (it labels its own) is
+# someone else's: leave it alone.
+for b in "${BASES[@]}"; do
+  if "${PODMAN[@]}" image exists "$b" &&
+    [[ "$("${PODMAN[@]}" image inspect --format \
+      '{{index .Labels "moe.check-image"}}' "$b")" != base ]]; then
+    skip "an image $b that this script did not make exists; it would replace it"
+  fi
+done
+rootfs="${MOE_IMAGE_KEEP_BASE:-$TMP/rootfs}"
+if [[ ! -x "$rootfs/bin/bash" ]]; then
+  log "debootstrap bookworm from $MIRROR"
+  t0=$SECONDS
+  debootstrap --variant=minbase bookworm "$rootfs" "$MIRROR" \
+    >"$TMP/debootstrap.log" 2>&1 || {
+    tail -n 20 "$TMP/debootstrap.log"
+    echo "FAIL: debootstrap"
+    exit 1
+  }
+  rm -rf "$rootfs/var/cache/apt/archives/"*.deb "$rootfs/var/lib/apt/lists/"*
+  log "base made in $((SECONDS - t0)) s"
+fi
+tar -C "$rootfs" -c . | "${PODMAN[@]}" import -q \
+  --change "LABEL moe.check-image=base" - "${BASES[0]}" >/dev/null
+MADE_BASES+=("${BASES[0]}")
+"${PODMAN[@]}" tag "${BASES[0]}" "${BASES[1]}"
+MADE_BASES+=("${BASES[1]}")
+
+log "building the CPU image (docker format)"
+t0=$SECONDS
+"${PODMAN[@]}" build --format docker --pull=never --network host \
+  --layers=false --rm --force-rm \
+  --build-arg VARIANT=cpu --label "moe-check=$TAG" \
+  --ulimit "nofile=$NOFILE:$NOFILE" --ulimit "nproc=$NPROC:$NPROC" \
+  -t "$IMAGE" . >"$TMP/build.log" 2>&1 || {
+  tail -n 40 "$TMP/build.log"
+  echo "FAIL: podman build"
+  exit 1
+}
+build_s=$((SECONDS - t0))
+log "image built in $build_s s"
+healthcheck="$("${PODMAN[@]}" image inspect --format \
+  '{{json .Config.Healthcheck}}' "$IMAGE")"
+[[ "$healthcheck" == *moe-cli* ]] ||
+  { echo "FAIL: the image has no HEALTHCHECK (got $healthcheck)"; exit 1; }
+
+# A router and two workers on free loopback ports (host network).
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+PORT="$(free_port)"
+HEALTH="$(free_port)"
+# run_container NAME [PODMAN_RUN_FLAGS...] -- COMMAND...
+run_container() {
+  local name="$TAG-$1" flags=()
+  shift
+  while [[ "$1" != -- ]]; do
+    flags+=("$1")
+    shift
+  done
+  shift
+  # Podman logs an error when it finds no systemd to run the health timer
+  # on; the check below runs the HEALTHCHECK itself. Its stderr goes to a
+  # log, shown on failure.
+  "${PODMAN[@]}" run -d --name "$name" "${RUN_ARGS[@]}" "${flags[@]}" \
+    "$IMAGE" "$@" >/dev/null 2>>"$TMP/podman-run.log" || {
+    cat "$TMP/podman-run.log"
+    echo "FAIL: podman run $name"
+    exit 1
+  }
+  CONTAINERS+=("$name")
+}
+MODEL=(--synthetic --hidden 256 --inter 128 --experts 8 --top-k 2 --threads 1)
+# The image's HEALTHCHECK reads MOE_HEALTH_PORT.
+run_container router --env "MOE_HEALTH_PORT=$HEALTH" -- moe-router \
+  --listen "127.0.0.1:$PORT" --num-workers 2 \
+  --health-listen "127.0.0.1:$HEALTH" "${MODEL[@]}"
+for w in 0 1; do
+  run_container "worker$w" -- moe-worker --router "127.0.0.1:$PORT" --threads 1
+done
+cli() {
+  "${PODMAN[@]}" run --rm "${RUN_ARGS[@]}" --health-cmd none "$IMAGE" \
+    moe-cli "$@"
+}
+deadline=$((SECONDS + 90))
+until out="$(cli forward --target "127.0.0.1:$PORT" --layer 0 --random 7 \
+  --timeout-ms 5000 2>&1)"; do
+  ((SECONDS < deadline)) || {
+    echo "$out"
+    echo "FAIL: no answer from the containers within 90 s"
+    exit 1
+  }
+  sleep 1
+done
+echo "$out"
+grep -q "7 tokens x 256 -> y" <<<"$out" || { echo "FAIL: unexpected answer"; exit 1; }
+log "forward answered by a router and two workers in containers"
+
+# The image's HEALTHCHECK command, as the engine runs it (in the router's
+# container).
+"${PODMAN[@]}" healthcheck run "$TAG-router" >"$TMP/health.log" 2>&1 || {
+  cat "$TMP/health.log"
+  echo "FAIL: the image's HEALTHCHECK failed in the router's container"
+  exit 1
+}
+log "HEALTHCHECK passes (${healthcheck//\"/}) $(cat "$TMP/health.log")"
+log "PASS (image built in $build_s s, $((SECONDS - start_s)) s in all)"
