@@ -35,6 +35,7 @@ hidden=256
   --experts 8 --top-k 2 --threads 1 --num-workers 2 \
   --listen 127.0.0.1:0 --port-file "$out/port" \
   --health-listen 127.0.0.1:0 --health-port-file "$out/health_port" \
+  --metrics-listen 127.0.0.1:0 --metrics-port-file "$out/metrics_port" \
   >"$out/router.log" 2>&1 &
 router=$!
 pids+=("$router")
@@ -92,20 +93,48 @@ row "stream that never reads (${seconds} s)" \
   --format json >"$out/capacity.json" 2>/dev/null
 cap="$(python3 -c "import json; print(json.load(open('$out/capacity.json'))['requests_per_s'])")"
 rps="$(python3 -c "print(int(2 * $cap))")"
+scrape() {
+  python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$(cat "$out/metrics_port")/metrics', timeout=5).read().decode())"
+}
+scrape >"$out/metrics_before"
 "$build/client/moe-loadtest" --target "$target" --rps "$rps" --tokens 64 \
   -z "${seconds}s" --no_retry --timeout_ms 5000 --max_outstanding 8192 \
   --format json \
   >"$out/flood.json" 2>/dev/null || true
-flood="$(python3 - "$out/flood.json" <<'PY'
-import json, sys
+scrape >"$out/metrics_after"
+flood="$(python3 - "$out/flood.json" "$out/metrics_before" "$out/metrics_after" <<'PY'
+import json, re, sys
 r = json.load(open(sys.argv[1]))
+
+# The router's own time for the refusals (the flood's RESOURCE_EXHAUSTED
+# answers, from its request histogram): what saying no costs the service,
+# apart from the client's and the kernel's share on a saturated host.
+def buckets(path):
+    b = {}
+    for line in open(path):
+        m = re.match(r'moe_request_duration_seconds_bucket\{(.*)\} (\S+)', line)
+        if m and 'code="RESOURCE_EXHAUSTED"' in m.group(1):
+            le = re.search(r'le="([^"]+)"', m.group(1)).group(1)
+            b[float(le)] = b.get(float(le), 0) + float(m.group(2))
+    return b
+before, after = buckets(sys.argv[2]), buckets(sys.argv[3])
+delta = sorted((le, after[le] - before.get(le, 0)) for le in after)
+def quantile(q):
+    total = delta[-1][1] if delta else 0
+    for le, count in delta:
+        if total and count >= q * total:
+            return le
+    return float("nan")
+router_side = (f"; in the router: refusals p50 <= {quantile(0.5) * 1e3:g} ms, "
+               f"p99 <= {quantile(0.99) * 1e3:g} ms") if delta else ""
 codes = ", ".join(f"{k} {v}" for k, v in sorted(r["status_codes"].items()))
 l = r["latency_ms"]
 f = r["refused"]
 print(f"{r['ok']} ok of {r['requests']} ({codes}); answered p50 "
       f"{l['p50']:.1f} ms, p99 {l['p99']:.1f} ms, max {l['max']:.1f} ms; "
       f"refused p50 {f['p50_ms']:.1f} ms, p99 {f['p99_ms']:.1f} ms, "
-      f"max {f['max_ms']:.1f} ms; {r['requests_per_s']:.0f} req/s")
+      f"max {f['max_ms']:.1f} ms{router_side}; "
+      f"{r['requests_per_s']:.0f} req/s")
 PY
 )"
 row "open-loop flood at 2x capacity (${rps} req/s vs ${cap%.*} closed-loop)" \

@@ -113,12 +113,13 @@ void RouterMetrics::RequestStarted() { inflight_.Increment(); }
 void RouterMetrics::RequestDone(const std::string& method,
                                 grpc::StatusCode code, double seconds) {
   inflight_.Decrement();
-  requests_
-      .Add({{"method", method},
-            {"code",
-             absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}})
-      .Increment();
-  latency_.Add({{"method", method}}, LatencyBuckets()).Observe(seconds);
+  const std::string code_name =
+      absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+  requests_.Add({{"method", method}, {"code", code_name}}).Increment();
+  // By code too: a refusal's time (RESOURCE_EXHAUSTED) is the router's cost
+  // of saying no, which should stay far below an answer's.
+  latency_.Add({{"method", method}, {"code", code_name}}, LatencyBuckets())
+      .Observe(seconds);
 }
 
 void RouterMetrics::Queued(double seconds) { queue_.Observe(seconds); }
