@@ -12,7 +12,19 @@ namespace moe {
 
 void RemoteStep::BuildSteps(int64_t layer, const float* x, int64_t n, int64_t H,
                             int64_t E, const Routing& r, int P) {
-  PlanDispatch(r, n, P, E, &expert_ids_, &counts_);
+  const ReplicaMap* replicas = nullptr;
+  if (placement_ != nullptr) {
+    auto it = replicas_.find(layer);
+    if (it == replicas_.end()) {
+      it = replicas_
+               .emplace(layer, MakeReplicaMap(placement_->layers.at(layer), E))
+               .first;
+    }
+    replicas = &it->second;
+  }
+  PlanDispatch(r, n, P, E, &expert_ids_, &counts_, replicas);
+  worker_rows_ =
+      RowsPerRank(counts_, P, replicas != nullptr ? replicas->physical : E);
   const int64_t S = r.slots;
   steps_.resize(P);
   for (int q = 0; q < P; ++q) {

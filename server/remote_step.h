@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/placement.h"
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
 #include "moe/v1/worker.pb.h"
@@ -22,6 +24,11 @@ namespace moe {
 // the results put together. Keeps its message buffers between steps.
 class RemoteStep {
  public:
+  // `placement`: redundant experts on the workers (engine/placement.h), or
+  // null for contiguous ranges. Must outlive this.
+  explicit RemoteStep(const ExpertPlacement* placement = nullptr)
+      : placement_(placement) {}
+
   // Returns the gated shared-expert output [n, H] to add to y, or null.
   using SharedFn = std::function<absl::StatusOr<const float*>()>;
 
@@ -34,6 +41,9 @@ class RemoteStep {
                    const SharedFn& shared, StageClock& clock, float* y,
                    StageTimes* t);
 
+  // Rows each worker computed in the last step.
+  const std::vector<int64_t>& worker_rows() const { return worker_rows_; }
+
  private:
   // One Step per rank from the routing.
   void BuildSteps(int64_t layer, const float* x, int64_t n, int64_t hidden,
@@ -43,6 +53,9 @@ class RemoteStep {
   absl::Status GatherResults(int64_t n, int64_t hidden, double wall_us,
                              float* y, StageTimes* t) const;
 
+  const ExpertPlacement* placement_;
+  std::map<int64_t, ReplicaMap> replicas_;  // per layer, built on first use
+  std::vector<int64_t> worker_rows_;
   std::vector<moe::v1::Step> steps_;
   std::vector<moe::v1::StepResult> results_;
   std::vector<int32_t> expert_ids_;

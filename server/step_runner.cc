@@ -6,14 +6,19 @@
 namespace moe {
 
 absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(
-    const RouterModel& model, WorkerPool* pool) {
+    const RouterModel& model, WorkerPool* pool,
+    const ExpertPlacement* placement) {
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<ExpertBackend> backend,
                        model.ForkBackend());
-  return std::make_unique<StepRunner>(std::move(backend), pool);
+  return std::make_unique<StepRunner>(std::move(backend), pool, placement);
 }
 
-StepRunner::StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool)
-    : backend_(std::move(backend)), pool_(pool), local_(backend_.get()) {}
+StepRunner::StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool,
+                       const ExpertPlacement* placement)
+    : backend_(std::move(backend)),
+      pool_(pool),
+      local_(backend_.get()),
+      remote_(placement) {}
 
 absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
                              absl::Span<const int64_t> segment_ends,
@@ -42,8 +47,11 @@ absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
     MOE_RETURN_IF_ERROR(b.Shared(layer, x, n, shared_out_.data()));
     return shared_out_.data();
   };
-  return remote_.Run(*pool_, layer, x, n, H, c.num_experts, out->routing,
-                     deadline, shared, clock, out->y.data(), &out->times);
+  MOE_RETURN_IF_ERROR(remote_.Run(*pool_, layer, x, n, H, c.num_experts,
+                                  out->routing, deadline, shared, clock,
+                                  out->y.data(), &out->times));
+  out->worker_rows = remote_.worker_rows();
+  return absl::OkStatus();
 }
 
 }  // namespace moe

@@ -263,6 +263,15 @@ void WorkerPool::StartGenerationLocked(Outbox* out) {
     a->set_world_size(P);
     a->set_expert_begin(SplitBegin(r, P, E));
     a->set_expert_end(SplitBegin(r + 1, P, E));
+    if (const ExpertPlacement* pl = options_.placement.get(); pl != nullptr) {
+      a->set_redundant_experts(pl->redundant);
+      for (const auto& [layer, lp] : pl->layers) {
+        auto* slots = a->add_layer_slots();
+        slots->set_layer(static_cast<int32_t>(layer));
+        slots->mutable_experts()->Assign(lp.workers[r].begin(),
+                                         lp.workers[r].end());
+      }
+    }
     *a->mutable_model() = options_.model;
     a->set_heartbeat_interval_ms(options_.heartbeat_interval.count());
     a->set_connect_timeout_ms(options_.connect_timeout.count());

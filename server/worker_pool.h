@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/placement.h"
 #include "moe/v1/worker.grpc.pb.h"
 #include "server/worker_auth.h"
 
@@ -46,6 +47,9 @@ struct WorkerPoolOptions {
   std::chrono::milliseconds connect_timeout{2000};
   // Checked at the top of every WorkerControl call; null: open.
   const WorkerAuth* auth = nullptr;
+  // Redundant experts (engine/placement.h) for world_size workers, sent in
+  // each Assignment; null: experts in contiguous ranges.
+  std::shared_ptr<const ExpertPlacement> placement;
 };
 
 // The rank whose rendezvous key `key` is, or -1 for a key of no rank:

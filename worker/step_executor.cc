@@ -10,12 +10,13 @@
 
 namespace moe {
 
-LoadOptions WorkerLoadOptions(int64_t begin, int64_t end) {
+LoadOptions WorkerLoadOptions(const ExpertShard& shard) {
   LoadOptions opts;
   opts.load_gate = false;
   opts.load_shared = false;
-  opts.expert_begin = begin;
-  opts.expert_end = end;
+  opts.expert_begin = shard.begin;
+  opts.expert_end = shard.end;
+  opts.layer_experts = shard.layer_slots;
   return opts;
 }
 
@@ -41,13 +42,27 @@ absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(
   return StepExecutor::Create(device, threads, collective);
 }
 
-absl::Status StepExecutor::Load(const ModelSource& source, int64_t begin,
-                                int64_t end, WeightDType dtype,
+absl::Status StepExecutor::Load(const ModelSource& source,
+                                const ExpertShard& shard, WeightDType dtype,
                                 int64_t max_batch_tokens) {
-  LoadOptions opts = WorkerLoadOptions(begin, end);
+  const int64_t E = source.info().layer.num_experts;
+  if (shard.redundant < 0 ||
+      (shard.redundant > 0 && shard.layer_slots.empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("assignment: redundant_experts ", shard.redundant,
+                     " needs layer_slots for every MoE layer"));
+  }
+  for (int64_t layer : source.info().moe_layers) {
+    if (!shard.layer_slots.empty() && shard.layer_slots.count(layer) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "assignment: layer_slots has no entry for MoE layer ", layer));
+    }
+  }
+  LoadOptions opts = WorkerLoadOptions(shard);
   opts.dtype = dtype;
   MOE_RETURN_IF_ERROR(backend_->Load(source, opts, max_batch_tokens));
   max_tokens_ = max_batch_tokens;
+  physical_experts_ = E + shard.redundant;
   y_.resize(max_batch_tokens * source.info().layer.hidden);
   return absl::OkStatus();
 }
@@ -77,6 +92,7 @@ absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
   const int64_t H = backend_->config().hidden;
   EpStepInput in;
   MOE_RETURN_IF_ERROR(DecodeStep(step, H, &scratch_, &in));
+  in.experts = physical_experts_;
   const auto decoded = std::chrono::steady_clock::now();
   if (in.tokens > max_tokens_) {
     return absl::ResourceExhaustedError(

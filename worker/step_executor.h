@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,15 @@
 
 namespace moe {
 
+// The routed experts a worker holds: [begin, end) of every layer, or with
+// redundant experts (engine/placement.h) each layer's slot list, the
+// worker's share of E + `redundant` physical slots.
+struct ExpertShard {
+  int64_t begin = 0, end = 0;
+  int64_t redundant = 0;
+  std::map<int64_t, std::vector<int32_t>> layer_slots;
+};
+
 class StepExecutor {
  public:
   static absl::StatusOr<std::unique_ptr<StepExecutor>> Create(
@@ -38,9 +48,9 @@ class StepExecutor {
   // The collective this worker joins groups with (auto resolved).
   Collective collective() const { return collective_; }
 
-  // Loads experts [begin, end) of every MoE layer of `source`, replacing
-  // what was loaded before; workspaces are sized for max_batch_tokens.
-  absl::Status Load(const ModelSource& source, int64_t begin, int64_t end,
+  // Loads `shard` of every MoE layer of `source`, replacing what was loaded
+  // before; workspaces are sized for max_batch_tokens.
+  absl::Status Load(const ModelSource& source, const ExpertShard& shard,
                     WeightDType dtype, int64_t max_batch_tokens);
 
   // Joins a collective group through `store`.
@@ -70,14 +80,15 @@ class StepExecutor {
   Collective collective_;
   bool shares_device_;
   int64_t max_tokens_ = 0;
+  int64_t physical_experts_ = 0;  // E + R: what step ids and counts name
   bool collectives_intact_ = true;
   EpStep step_;
   std::vector<float> scratch_, y_;
 };
 
-// What a worker loads: experts [begin, end) of a layer, no gate and no
+// What a worker loads: its shard of the routed experts, no gate and no
 // shared expert (the router's).
-LoadOptions WorkerLoadOptions(int64_t begin, int64_t end);
+LoadOptions WorkerLoadOptions(const ExpertShard& shard);
 
 // "cpu" or "cuda:N" (builds with the CUDA backend only).
 absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/logging.h"
 #include "core/net_address.h"
 #include "core/status_macros.h"
@@ -20,6 +21,18 @@ std::string HostName() {
   char buf[256] = {};
   gethostname(buf, sizeof(buf) - 1);
   return buf;
+}
+
+// "[4, 8)", or "slots 0:[1,5,7] 1:[...]" with redundant experts.
+std::string ShardText(const ExpertShard& shard) {
+  if (shard.layer_slots.empty()) {
+    return absl::StrCat("[", shard.begin, ", ", shard.end, ")");
+  }
+  std::string out = "slots";
+  for (const auto& [layer, slots] : shard.layer_slots) {
+    absl::StrAppend(&out, " ", layer, ":[", absl::StrJoin(slots, ","), "]");
+  }
+  return out;
 }
 
 }  // namespace
@@ -94,9 +107,19 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
       (max_tokens <= 0 || options_.max_batch_tokens < max_tokens)) {
     max_tokens = options_.max_batch_tokens;
   }
-  const std::string key =
-      absl::StrCat(a.model().SerializeAsString(), "|", a.expert_begin(), "-",
-                   a.expert_end(), "|", max_tokens);
+  ExpertShard shard;
+  shard.begin = a.expert_begin();
+  shard.end = a.expert_end();
+  shard.redundant = a.redundant_experts();
+  std::string slots_key;
+  for (const moe::v1::LayerSlots& l : a.layer_slots()) {
+    shard.layer_slots[l.layer()].assign(l.experts().begin(), l.experts().end());
+    absl::StrAppend(&slots_key, l.layer(), ":", absl::StrJoin(l.experts(), ","),
+                    ";");
+  }
+  const std::string key = absl::StrCat(
+      a.model().SerializeAsString(), "|", a.expert_begin(), "-", a.expert_end(),
+      "|", a.redundant_experts(), "|", slots_key, "|", max_tokens);
   if (options_.metrics != nullptr) {
     options_.metrics->Group(a.rank(), a.world_size(), a.generation(), false);
   }
@@ -112,13 +135,12 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
     auto dtype = ParseWeightDType(a.model().weight_dtype());
     if (!dtype.ok()) return fail(dtype.status());
     spdlog::info(
-        "loading experts [{}, {}) of {} ({}, steps of at most {} "
+        "loading experts {} of {} ({}, steps of at most {} "
         "rows)",
-        a.expert_begin(), a.expert_end(), (*model)->info().source,
-        a.model().weight_dtype(), max_tokens);
+        ShardText(shard), (*model)->info().source, a.model().weight_dtype(),
+        max_tokens);
     loaded_key_.clear();
-    if (absl::Status s = executor_->Load(**model, a.expert_begin(),
-                                         a.expert_end(), *dtype, max_tokens);
+    if (absl::Status s = executor_->Load(**model, shard, *dtype, max_tokens);
         !s.ok()) {
       return fail(s);
     }
@@ -161,9 +183,8 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
   if (options_.metrics != nullptr) {
     options_.metrics->Group(a.rank(), a.world_size(), a.generation(), true);
   }
-  spdlog::info("generation {}: rank {} of {}, experts [{}, {}), ready",
-               a.generation(), a.rank(), a.world_size(), a.expert_begin(),
-               a.expert_end());
+  spdlog::info("generation {}: rank {} of {}, experts {}, ready",
+               a.generation(), a.rank(), a.world_size(), ShardText(shard));
 }
 
 void WorkerAgent::Execute(
