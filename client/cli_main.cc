@@ -3,7 +3,7 @@
 //       --random N) [--output OUT.safetensors] [--dtype f32|bf16|f16]
 //       [--timeout-ms T] [--routing] [--timing]
 //   moe-cli info | stats --layer L [--reset] [--save FILE.json] | placement
-//       | health [--service NAME]
+//       | rebalance | health [--service NAME]
 // Exits with the server's gRPC status code (e.g. 3 INVALID_ARGUMENT,
 // 14 UNAVAILABLE) and its message on failure; 64 for usage errors.
 #include <chrono>
@@ -272,6 +272,14 @@ int Placement(MoeClient& client) {
   return 0;
 }
 
+int Rebalance(MoeClient& client) {
+  auto r = client.Rebalance(Timeout());
+  if (!r.ok()) return Fail(r.status());
+  std::printf("placement %lu in force after %.3f s\n",
+              static_cast<unsigned long>(r->epoch()), r->seconds());
+  return 0;
+}
+
 int Health(MoeClient& client) {
   auto h = client.Health(absl::GetFlag(FLAGS_service), Timeout());
   if (!h.ok()) return Fail(h.status());
@@ -284,11 +292,14 @@ int Health(MoeClient& client) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "moe-cli forward|info|stats|placement|health --target HOST:PORT [...]\n"
+      "moe-cli forward|info|stats|placement|rebalance|health --target "
+      "HOST:PORT "
+      "[...]\n"
       "  forward --layer L (--input IN.safetensors | --random N) "
       "[--output OUT.safetensors] [--dtype f32|bf16|f16] [--timeout-ms T] "
       "[--routing] [--timing]\n"
-      "  stats --layer L [--reset] [--save FILE.json]\n  placement\n"
+      "  stats --layer L [--reset] [--save FILE.json]\n  placement\n  "
+      "rebalance\n"
       "  health [--service NAME]");
   moe::NormalizedArgs norm(argc, argv);
   std::vector<char*> rest = absl::ParseCommandLine(norm.argc(), norm.argv());
@@ -312,6 +323,7 @@ int main(int argc, char** argv) {
   if (cmd == "info") return moe::Info(client);
   if (cmd == "stats") return moe::Stats(client);
   if (cmd == "placement") return moe::Placement(client);
+  if (cmd == "rebalance") return moe::Rebalance(client);
   if (cmd == "health") return moe::Health(client);
   std::fprintf(stderr, "moe-cli: unknown command '%s'\n", cmd.c_str());
   return moe::kUsage;

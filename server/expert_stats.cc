@@ -123,6 +123,13 @@ void ExpertStatsBook::SetPlacement(
   placement_ = std::move(placement);
 }
 
+int64_t ExpertStatsBook::TotalSteps() {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t steps = 0;
+  for (const auto& [layer, l] : layers_) steps += l.steps;
+  return steps;
+}
+
 std::map<int64_t, std::vector<int64_t>> ExpertStatsBook::Counts() {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<int64_t, std::vector<int64_t>> out;

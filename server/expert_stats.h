@@ -48,6 +48,8 @@ class ExpertStatsBook {
   double WorkerImbalance(int64_t layer);
   // The placement in force, reported with every snapshot.
   void SetPlacement(std::shared_ptr<const ExpertPlacement> placement);
+  // Steps of every layer since start or the last reset.
+  int64_t TotalSteps();
   // Tokens per expert of every layer seen since start or the last reset.
   std::map<int64_t, std::vector<int64_t>> Counts();
 

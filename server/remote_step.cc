@@ -11,13 +11,19 @@
 namespace moe {
 
 void RemoteStep::BuildSteps(int64_t layer, const float* x, int64_t n, int64_t H,
-                            int64_t E, const Routing& r, int P) {
+                            int64_t E, const Routing& r, int P,
+                            const WorkerPool::PlacementInForce& placement) {
+  if (placement.epoch != replicas_epoch_) {
+    replicas_.clear();
+    replicas_epoch_ = placement.epoch;
+  }
   const ReplicaMap* replicas = nullptr;
-  if (placement_ != nullptr) {
+  if (placement.placement != nullptr) {
     auto it = replicas_.find(layer);
     if (it == replicas_.end()) {
       it = replicas_
-               .emplace(layer, MakeReplicaMap(placement_->layers.at(layer), E))
+               .emplace(layer, MakeReplicaMap(
+                                   placement.placement->layers.at(layer), E))
                .first;
     }
     replicas = &it->second;
@@ -34,6 +40,7 @@ void RemoteStep::BuildSteps(int64_t layer, const float* x, int64_t n, int64_t H,
                absl::MakeConstSpan(expert_ids_).subspan(b * S, (e - b) * S),
                absl::MakeConstSpan(r.weight).subspan(b * S, (e - b) * S),
                counts_, /*timeout_ms=*/0, &steps_[q]);
+    steps_[q].set_placement_epoch(placement.epoch);
   }
 }
 
@@ -63,16 +70,24 @@ absl::Status RemoteStep::Run(WorkerPool& pool, int64_t layer, const float* x,
                              std::chrono::steady_clock::time_point deadline,
                              const SharedFn& shared, StageClock& clock,
                              float* y, StageTimes* t) {
-  BuildSteps(layer, x, n, hidden, num_experts, routing,
-             pool.state().world_size);
-  t->plan_us = clock.Lap();
   absl::StatusOr<const float*> shared_y = nullptr;
   auto overlap = [&] {
     StageClock shared_clock;
     shared_y = shared();
     t->shared_us = shared_clock.Lap();
   };
-  MOE_RETURN_IF_ERROR(pool.RunStep(steps_, deadline, overlap, &results_));
+  // A rebalance can switch placements between planning and sending: plan
+  // again with the new one (each switch waits for the workers to load, so
+  // this settles at once).
+  absl::Status s;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    BuildSteps(layer, x, n, hidden, num_experts, routing,
+               pool.state().world_size, pool.placement());
+    t->plan_us += clock.Lap();
+    s = pool.RunStep(steps_, deadline, overlap, &results_);
+    if (!IsPlacementChanged(s)) break;
+  }
+  MOE_RETURN_IF_ERROR(s);
   MOE_RETURN_IF_ERROR(shared_y.status());
   const double wall_us = clock.Lap();
   MOE_RETURN_IF_ERROR(GatherResults(n, hidden, wall_us, y, t));

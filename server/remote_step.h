@@ -24,11 +24,6 @@ namespace moe {
 // the results put together. Keeps its message buffers between steps.
 class RemoteStep {
  public:
-  // `placement`: redundant experts on the workers (engine/placement.h), or
-  // null for contiguous ranges. Must outlive this.
-  explicit RemoteStep(const ExpertPlacement* placement = nullptr)
-      : placement_(placement) {}
-
   // Returns the gated shared-expert output [n, H] to add to y, or null.
   using SharedFn = std::function<absl::StatusOr<const float*>()>;
 
@@ -45,16 +40,19 @@ class RemoteStep {
   const std::vector<int64_t>& worker_rows() const { return worker_rows_; }
 
  private:
-  // One Step per rank from the routing.
+  // One Step per rank from the routing, planned with `placement` (the
+  // pool's, redundant experts: engine/placement.h; null: contiguous).
   void BuildSteps(int64_t layer, const float* x, int64_t n, int64_t hidden,
-                  int64_t num_experts, const Routing& routing, int world);
+                  int64_t num_experts, const Routing& routing, int world,
+                  const WorkerPool::PlacementInForce& placement);
   // Each rank's rows into y, and the slowest worker's stage times into t;
   // `wall_us`: the step's time on the worker group, seen from here.
   absl::Status GatherResults(int64_t n, int64_t hidden, double wall_us,
                              float* y, StageTimes* t) const;
 
-  const ExpertPlacement* placement_;
-  std::map<int64_t, ReplicaMap> replicas_;  // per layer, built on first use
+  // Per layer, built on first use, for placement epoch replicas_epoch_.
+  std::map<int64_t, ReplicaMap> replicas_;
+  uint64_t replicas_epoch_ = 0;
   std::vector<int64_t> worker_rows_;
   std::vector<moe::v1::Step> steps_;
   std::vector<moe::v1::StepResult> results_;

@@ -69,6 +69,10 @@ ABSL_FLAG(std::string, expert_load, "",
 ABSL_FLAG(std::string, expert_placement, "",
           "pin the placement: JSON {\"redundant_experts\": R, \"layers\": "
           "{\"<layer>\": [[experts of worker 0's slots], ...]}}");
+ABSL_FLAG(int64_t, rebalance_every_steps, 0,
+          "live rebalancing: a new placement from the load of the last K "
+          "steps, loaded by the workers in the background (0: only on a "
+          "Rebalance call)");
 ABSL_FLAG(int64_t, step_timeout_ms, 10000,
           "deadline of one step on the workers, collectives included");
 ABSL_FLAG(int64_t, heartbeat_interval_ms, 500,
@@ -155,6 +159,7 @@ RouterFlags ReadFlags() {
   f.redundant_experts = absl::GetFlag(FLAGS_redundant_experts);
   f.expert_load = absl::GetFlag(FLAGS_expert_load);
   f.expert_placement = absl::GetFlag(FLAGS_expert_placement);
+  f.rebalance_every_steps = absl::GetFlag(FLAGS_rebalance_every_steps);
   f.step_timeout_ms = absl::GetFlag(FLAGS_step_timeout_ms);
   f.heartbeat_interval_ms = absl::GetFlag(FLAGS_heartbeat_interval_ms);
   f.heartbeat_misses = absl::GetFlag(FLAGS_heartbeat_misses);
@@ -273,6 +278,7 @@ class Router {
   RouterMetrics metrics_{*registry_};
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<ExpertStatsBook> stats_;
+  std::unique_ptr<Rebalancer> rebalancer_;  // with workers
   std::unique_ptr<Batcher> batcher_;
   std::unique_ptr<TokenAuth> auth_;
   std::unique_ptr<MoeServiceImpl> service_;
@@ -364,9 +370,20 @@ absl::Status Router::MakeBatcher() {
   }
   std::vector<std::unique_ptr<StepRunner>> runners;
   for (int i = 0; i < o_.max_inflight_steps; ++i) {
-    MOE_ASSIGN_OR_RETURN(
-        auto runner, CreateStepRunner(*model_, pool_.get(), placement_.get()));
+    MOE_ASSIGN_OR_RETURN(auto runner, CreateStepRunner(*model_, pool_.get()));
     runners.push_back(std::move(runner));
+  }
+  if (pool_ != nullptr) {
+    Rebalancer::Options ro;
+    ro.pool = pool_.get();
+    ro.stats = stats_.get();
+    ro.metrics = &metrics_;
+    ro.info = model_->info();
+    ro.world = o_.num_workers;
+    ro.redundant =
+        placement_ != nullptr ? placement_->redundant : o_.redundant_experts;
+    ro.every_steps = o_.rebalance_every_steps;
+    rebalancer_ = std::make_unique<Rebalancer>(ro);
   }
   Batcher::Options bo;
   bo.max_batch_tokens = o_.max_batch_tokens;
@@ -387,6 +404,7 @@ absl::Status Router::MakeService() {
   so.batcher = batcher_.get();
   so.pool = pool_.get();
   so.stats = stats_.get();
+  so.rebalancer = rebalancer_.get();
   so.metrics = &metrics_;
   so.limits.max_request_tokens = o_.max_request_tokens;
   so.max_batch_tokens = o_.max_batch_tokens;

@@ -113,6 +113,17 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                     .Help("Experts of a layer with this many replicas in "
                           "the placement in force (--redundant-experts)")
                     .Register(r)),
+      rebalances_(prometheus::BuildCounter()
+                      .Name("moe_rebalances_total")
+                      .Help("Live rebalances of the expert placement by "
+                            "result (ok, failed)")
+                      .Register(r)),
+      rebalance_seconds_(prometheus::BuildHistogram()
+                             .Name("moe_rebalance_duration_seconds")
+                             .Help("Time of a live rebalance: placement, "
+                                   "background loading, switch")
+                             .Register(r)
+                             .Add({}, LatencyBuckets())),
       refusals_(prometheus::BuildCounter()
                     .Name("moe_admission_refusals_total")
                     .Help("Requests refused at admission by reason: "
@@ -169,6 +180,11 @@ void RouterMetrics::Placement(const ExpertPlacement& placement,
   for (const auto& [layer, lp] : placement.layers) {
     std::map<int64_t, int64_t> by_count;
     const ReplicaMap m = MakeReplicaMap(lp, num_experts);
+    // Every count a placement of this size can have, so that an earlier
+    // placement's counts do not linger.
+    for (int64_t c = 1; c <= m.physical - num_experts + 1; ++c) {
+      by_count[c] = 0;
+    }
     for (int64_t e = 0; e < num_experts; ++e) ++by_count[m.replicas(e)];
     for (const auto& [count, experts] : by_count) {
       replicas_
@@ -177,6 +193,11 @@ void RouterMetrics::Placement(const ExpertPlacement& placement,
           .Set(static_cast<double>(experts));
     }
   }
+}
+
+void RouterMetrics::Rebalanced(bool ok, double seconds) {
+  rebalances_.Add({{"result", ok ? "ok" : "failed"}}).Increment();
+  if (ok) rebalance_seconds_.Observe(seconds);
 }
 
 void RouterMetrics::Layer(int64_t layer, int64_t tokens, int64_t dropped,

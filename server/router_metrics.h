@@ -40,6 +40,8 @@ class RouterMetrics {
                   double max_over_mean);
   // The placement in force: experts by replica count, per layer.
   void Placement(const ExpertPlacement& placement, int64_t num_experts);
+  // A live rebalance, done or failed, and how long it took.
+  void Rebalanced(bool ok, double seconds);
   // Tokens waiting in the batcher's queue.
   void QueueTokens(int64_t tokens);
   // A request refused at admission; `reason`: queue_full or deadline.
@@ -65,6 +67,8 @@ class RouterMetrics {
   prometheus::Histogram& worker_rows_;
   prometheus::Family<prometheus::Gauge>& worker_max_over_mean_;
   prometheus::Family<prometheus::Gauge>& replicas_;
+  prometheus::Family<prometheus::Counter>& rebalances_;
+  prometheus::Histogram& rebalance_seconds_;
   prometheus::Family<prometheus::Counter>& refusals_;
 };
 

@@ -47,6 +47,15 @@ absl::Status CheckSizes(const RouterFlags& f) {
         "--redundant-experts, --expert-load and --expert-placement place "
         "experts on workers: they need --num-workers > 0");
   }
+  if (f.rebalance_every_steps < 0) {
+    return BadFlag("rebalance-every-steps", ">= 0 (0: only on request)",
+                   absl::StrCat(f.rebalance_every_steps));
+  }
+  if (f.num_workers == 0 && f.rebalance_every_steps > 0) {
+    return absl::InvalidArgumentError(
+        "--rebalance-every-steps places experts on workers: it needs "
+        "--num-workers > 0");
+  }
   if (!f.expert_placement.empty() && !f.expert_load.empty()) {
     return absl::InvalidArgumentError(
         "--expert-placement pins the placement; --expert-load computes one: "

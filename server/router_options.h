@@ -38,6 +38,7 @@ struct RouterFlags {
   int64_t redundant_experts = 0;
   std::string expert_load;
   std::string expert_placement;
+  int64_t rebalance_every_steps = 0;  // live rebalancing; 0: only on request
   int64_t step_timeout_ms = 10000;
   int64_t heartbeat_interval_ms = 500;
   int heartbeat_misses = 4;

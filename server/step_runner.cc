@@ -6,19 +6,14 @@
 namespace moe {
 
 absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(
-    const RouterModel& model, WorkerPool* pool,
-    const ExpertPlacement* placement) {
+    const RouterModel& model, WorkerPool* pool) {
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<ExpertBackend> backend,
                        model.ForkBackend());
-  return std::make_unique<StepRunner>(std::move(backend), pool, placement);
+  return std::make_unique<StepRunner>(std::move(backend), pool);
 }
 
-StepRunner::StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool,
-                       const ExpertPlacement* placement)
-    : backend_(std::move(backend)),
-      pool_(pool),
-      local_(backend_.get()),
-      remote_(placement) {}
+StepRunner::StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool)
+    : backend_(std::move(backend)), pool_(pool), local_(backend_.get()) {}
 
 absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
                              absl::Span<const int64_t> segment_ends,

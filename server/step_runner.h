@@ -29,10 +29,8 @@ class StepRunner {
     std::vector<int64_t> worker_rows;  // rows each worker computed
   };
 
-  // `pool` null: the router computes the experts (P = 0). `placement`:
-  // redundant experts on the pool's workers, or null.
-  StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool,
-             const ExpertPlacement* placement = nullptr);
+  // `pool` null: the router computes the experts (P = 0).
+  StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool);
 
   // `segment_ends`: the requests batched in this step (see TokenRouter).
   absl::Status Run(int64_t layer, const float* x, int64_t n,
@@ -49,7 +47,6 @@ class StepRunner {
 
 // A runner on a fork of the model's backend.
 absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(
-    const RouterModel& model, WorkerPool* pool,
-    const ExpertPlacement* placement = nullptr);
+    const RouterModel& model, WorkerPool* pool);
 
 }  // namespace moe

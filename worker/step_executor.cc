@@ -33,8 +33,8 @@ absl::StatusOr<std::unique_ptr<StepExecutor>> StepExecutor::Create(
   }
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<ExpertBackend> backend,
                        CreateExpertBackend(device, threads));
-  return std::unique_ptr<StepExecutor>(
-      new StepExecutor(std::move(backend), spec, collective, shares_device));
+  return std::unique_ptr<StepExecutor>(new StepExecutor(
+      std::move(backend), spec, collective, shares_device, device, threads));
 }
 
 absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(
@@ -42,10 +42,9 @@ absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(
   return StepExecutor::Create(device, threads, collective);
 }
 
-absl::Status StepExecutor::Load(const ModelSource& source,
-                                const ExpertShard& shard, WeightDType dtype,
-                                int64_t max_batch_tokens) {
-  const int64_t E = source.info().layer.num_experts;
+namespace {
+
+absl::Status CheckShard(const ModelSource& source, const ExpertShard& shard) {
   if (shard.redundant < 0 ||
       (shard.redundant > 0 && shard.layer_slots.empty())) {
     return absl::InvalidArgumentError(
@@ -58,12 +57,44 @@ absl::Status StepExecutor::Load(const ModelSource& source,
           "assignment: layer_slots has no entry for MoE layer ", layer));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status StepExecutor::Load(const ModelSource& source,
+                                const ExpertShard& shard, WeightDType dtype,
+                                int64_t max_batch_tokens,
+                                uint64_t placement_epoch) {
+  MOE_RETURN_IF_ERROR(CheckShard(source, shard));
+  {
+    std::lock_guard<std::mutex> lock(staged_mu_);
+    staged_.reset();
+  }
   LoadOptions opts = WorkerLoadOptions(shard);
   opts.dtype = dtype;
   MOE_RETURN_IF_ERROR(backend_->Load(source, opts, max_batch_tokens));
   max_tokens_ = max_batch_tokens;
-  physical_experts_ = E + shard.redundant;
+  staged_max_tokens_ = max_batch_tokens;
+  physical_experts_ = source.info().layer.num_experts + shard.redundant;
+  epoch_ = placement_epoch;
   y_.resize(max_batch_tokens * source.info().layer.hidden);
+  return absl::OkStatus();
+}
+
+absl::Status StepExecutor::Stage(const ModelSource& source,
+                                 const ExpertShard& shard, WeightDType dtype,
+                                 uint64_t epoch) {
+  MOE_RETURN_IF_ERROR(CheckShard(source, shard));
+  MOE_ASSIGN_OR_RETURN(std::unique_ptr<ExpertBackend> backend,
+                       CreateExpertBackend(device_, threads_));
+  LoadOptions opts = WorkerLoadOptions(shard);
+  opts.dtype = dtype;
+  MOE_RETURN_IF_ERROR(backend->Load(source, opts, staged_max_tokens_));
+  std::lock_guard<std::mutex> lock(staged_mu_);
+  staged_ = std::move(backend);
+  staged_epoch_ = epoch;
+  staged_physical_ = source.info().layer.num_experts + shard.redundant;
   return absl::OkStatus();
 }
 
@@ -84,6 +115,18 @@ absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
                                moe::v1::StepResult* result) {
   // Every refusal before step_.Run leaves the communicator untouched.
   collectives_intact_ = true;
+  if (step.placement_epoch() != epoch_) {
+    std::lock_guard<std::mutex> lock(staged_mu_);
+    if (staged_ == nullptr || staged_epoch_ != step.placement_epoch()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "step ", step.step_id(), " is planned for expert placement ",
+          step.placement_epoch(), ", this worker holds ", epoch_,
+          staged_ ? absl::StrCat(" and has staged ", staged_epoch_) : ""));
+    }
+    backend_ = std::move(staged_);
+    physical_experts_ = staged_physical_;
+    epoch_ = staged_epoch_;
+  }
   if (!backend_->HasLayer(step.layer())) {
     return absl::NotFoundError(
         absl::StrCat("worker has no weights for layer ", step.layer()));

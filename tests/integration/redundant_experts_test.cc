@@ -78,11 +78,6 @@ TEST(RedundantExperts, EveryGoldenCaseKeepsItsBits) {
   }
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 TEST(RedundantExperts, LoadFromStatsPlacesReplicasOnTheHotExperts) {
   // A synthetic model whose tokens go mostly to a few experts: its stats,
   // saved, place the next router's replicas.
