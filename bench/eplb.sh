@@ -6,7 +6,11 @@
 # `moe-cli stats --save`, then places R=4 redundant experts (EPLB) for the
 # second run. Prints, per run, the most loaded worker's rows over the mean
 # per step (averaged over the measured steps), tokens/s and errors, then the
-# bits of one request compared between the two.
+# bits of one request compared between the two. A third run starts with
+# the replicas on the coldest experts (the first run's load reversed: as if
+# the skew had moved) and --rebalance-every-steps 4 under the same load,
+# printing the per-second worker max/mean as live rebalancing catches up,
+# its errors, and its bits against the first run.
 #   bench/eplb.sh [BUILD_DIR] [SECONDS] [ZIPF] [R]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +39,28 @@ run() {  # name, extra router flags...
 run plain
 run replicas --redundant-experts "$redundant" --expert-load "$out/plain.stats.json"
 
+python3 - "$out" <<'PY'
+import json, sys
+d = sys.argv[1]
+stats = json.load(open(f"{d}/plain.stats.json"))
+for s in stats:
+    s["tokens_per_expert"] = list(reversed(s["tokens_per_expert"]))
+json.dump(stats, open(f"{d}/reversed.json", "w"))
+PY
+deploy/local/moe-local.sh --build-dir "$build" --workers 2 --port 0 --run \
+  "\"\$MOE_BIN/client/moe-loadtest\" --target \"\$MOE_TARGET\" -c 64 --tokens 32 \
+     -z ${seconds}s --no-retry --format json > $out/live.json 2>/dev/null &
+   for t in \$(seq 1 ${seconds}); do
+     sleep 1
+     \"\$MOE_BIN/client/moe-cli\" stats --target \"\$MOE_TARGET\" --reset |
+       sed -n 's/.*per step max\/mean \(.*\)/\1/p' | sed \"s/^/t=\${t}s /\" >> $out/live.timeline
+   done
+   wait
+   \"\$MOE_BIN/client/moe-cli\" forward --target \"\$MOE_TARGET\" --random 256 \
+     --output $out/live.y.safetensors >/dev/null" \
+  -- "${model[@]}" --redundant-experts "$redundant" \
+     --expert-load "$out/reversed.json" --rebalance-every-steps 4 >/dev/null
+
 python3 - "$out" "$zipf" "$redundant" <<'PY'
 import json, sys
 d, zipf, R = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -57,4 +83,12 @@ print(f"imbalance {i0:.3f} -> {i1:.3f}; tokens/s x{t1 / t0:.2f} "
 y0 = open(f"{d}/plain.y.safetensors", "rb").read()
 y1 = open(f"{d}/replicas.y.safetensors", "rb").read()
 print("one request's y, bit for bit:", "identical" if y0 == y1 else "DIFFERENT")
+live = json.load(open(f"{d}/live.json"))
+timeline = open(f"{d}/live.timeline").read().split("\n")
+print(f"live rebalancing from replicas on the coldest experts, worker max/mean "
+      f"per second: {', '.join(t for t in timeline if t)}")
+y2 = open(f"{d}/live.y.safetensors", "rb").read()
+print(f"live: {live['tokens_per_s']:.1f} tokens/s, {live['requests']} requests, "
+      f"errors {live['errors']} (no retries); y bit for bit: "
+      f"{'identical' if y2 == y0 else 'DIFFERENT'}")
 PY

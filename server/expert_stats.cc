@@ -88,6 +88,7 @@ void ExpertStatsBook::Record(int64_t layer, absl::Span<const int64_t> counts,
   Layer& l = layers_[layer];
   if (l.counts.empty()) l.counts.assign(experts_, 0);
   ++l.steps;
+  ++steps_ever_;
   l.tokens += tokens;
   l.dropped += dropped;
   for (size_t e = 0; e < counts.size() && e < l.counts.size(); ++e) {
@@ -125,9 +126,7 @@ void ExpertStatsBook::SetPlacement(
 
 int64_t ExpertStatsBook::TotalSteps() {
   std::lock_guard<std::mutex> lock(mu_);
-  int64_t steps = 0;
-  for (const auto& [layer, l] : layers_) steps += l.steps;
-  return steps;
+  return steps_ever_;
 }
 
 std::map<int64_t, std::vector<int64_t>> ExpertStatsBook::Counts() {

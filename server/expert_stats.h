@@ -48,7 +48,7 @@ class ExpertStatsBook {
   double WorkerImbalance(int64_t layer);
   // The placement in force, reported with every snapshot.
   void SetPlacement(std::shared_ptr<const ExpertPlacement> placement);
-  // Steps of every layer since start or the last reset.
+  // Steps of every layer since start (resets do not zero it).
   int64_t TotalSteps();
   // Tokens per expert of every layer seen since start or the last reset.
   std::map<int64_t, std::vector<int64_t>> Counts();
@@ -67,6 +67,7 @@ class ExpertStatsBook {
   int64_t experts_;
   std::mutex mu_;
   std::shared_ptr<const ExpertPlacement> placement_;
+  int64_t steps_ever_ = 0;
   std::map<int64_t, Layer> layers_;
 };
 

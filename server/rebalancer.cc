@@ -43,7 +43,6 @@ void Rebalancer::Loop() {
     if (stop_) break;
     Done done;
     const int64_t steps = options_.stats->TotalSteps();
-    if (steps < last_steps_) last_steps_ = 0;  // the stats were reset
     if (!requests_.empty()) {
       done = std::move(requests_.front());
       requests_.pop_front();
