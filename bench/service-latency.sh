@@ -55,7 +55,10 @@ lt, wire = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 p, n = sys.argv[3], sys.argv[4]
 p50, echo, mc = lt["latency_ms"]["p50"], wire["echo_rtt_ms"], wire["memcpy_ms"]
 st = lt.get("server_stage_us", {})
-keys = ["queue", "route", "plan", "dispatch", "experts", "combine", "shared", "wire", "total"]
+# The router's stages, then the critical worker's own clock (w_*).
+keys = ["queue", "route", "plan", "dispatch", "experts", "combine", "shared",
+        "wire", "total", "w_decode", "w_gather", "w_dispatch_wait",
+        "w_experts", "w_combine_wait", "w_sum"]
 stages = " ".join(f"{k} {st[k]:.0f}" for k in keys if k in st)
 print(f"{p:<3} {n:<5} {p50:10.2f} {echo:10.2f} {mc:10.2f} {p50 / echo:8.2f}  {stages}")
 PY

@@ -136,6 +136,15 @@ int Forward(MoeClient& client) {
         t.queue_us(), t.route_us(), t.plan_us(), t.dispatch_us(),
         t.experts_us(), t.combine_us(), t.shared_us(), t.wire_us(),
         t.total_us(), static_cast<long>(t.batch_tokens()), t.batch_requests());
+    if (t.has_critical_worker()) {
+      const auto& w = t.critical_worker();
+      std::printf(
+          "critical worker rank %d (us): decode %.0f gather %.0f "
+          "dispatch-wait %.0f experts %.0f combine-wait %.0f sum %.0f "
+          "step %.0f\n",
+          w.rank(), w.decode_us(), w.gather_us(), w.dispatch_wait_us(),
+          w.experts_us(), w.combine_wait_us(), w.sum_us(), w.step_us());
+    }
   }
   const std::string out = absl::GetFlag(FLAGS_output);
   if (!out.empty()) {

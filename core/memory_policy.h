@@ -5,8 +5,8 @@
 // 4096-token bf16 request spent ~90 ms of 277 in page faults on 2 cores).
 // Raising the thresholds keeps freed blocks in the heap for the next step:
 // memory stays at the high-water mark of the largest step, which the
-// service bounds by --max-batch-tokens anyway. Arenas are limited to one per
-// core, so that freed blocks are shared by the threads that need them.
+// service bounds by --max-batch-tokens anyway. One arena, so that freed
+// blocks are shared by the threads that need them (see the .cc for why).
 #pragma once
 
 namespace moe {

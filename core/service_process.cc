@@ -7,12 +7,14 @@
 #include "core/cli_args.h"
 #include "core/logging.h"
 #include "core/memory_policy.h"
+#include "core/openmp_policy.h"
 #include "core/shutdown_signal.h"
 
 namespace moe {
 
 void InitServiceProcess(int argc, char** argv, const char* usage,
                         const char* log_tag) {
+  ShortenOpenMpSpinning(argv);
   KeepFreedMemoryForReuse();
   BlockShutdownSignals();
   absl::SetProgramUsageMessage(usage);

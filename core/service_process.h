@@ -7,8 +7,9 @@
 
 namespace moe {
 
-// Call first in main: keeps freed memory for reuse
-// (core/memory_policy.h), blocks the shutdown signals before any thread
+// Call first in main: shortens OpenMP's idle spinning
+// (core/openmp_policy.h; may re-execute the binary), keeps freed memory for
+// reuse (core/memory_policy.h), blocks the shutdown signals before any thread
 // starts (core/shutdown_signal.h), parses the flags (hyphens or
 // underscores, core/cli_args.h) and sets spdlog's line format with
 // `log_tag` ("router", "worker %P").

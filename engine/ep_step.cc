@@ -54,6 +54,8 @@ absl::Status EpStep::Run(const EpStepInput& in, ExpertBackend& backend,
     times->experts_us =
         backend.ElapsedUs(EpMark::kDispatched, EpMark::kComputed);
     times->combine_us = backend.ElapsedUs(EpMark::kComputed, EpMark::kDone);
+    times->gather_us = backend.ElapsedUs(EpMark::kStart, EpMark::kGathered);
+    times->sum_us = backend.ElapsedUs(EpMark::kReturned, EpMark::kDone);
     times->expert_rows = plan_.received;
   }
   return absl::OkStatus();
@@ -80,6 +82,7 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
 
   backend.Mark(EpMark::kStart);
   MOE_RETURN_IF_ERROR(backend.Gather(in, p, x_resident, alone));
+  backend.Mark(EpMark::kGathered);
   // From here on the peers take part: a failure leaves them mid-step.
   comm_entered_ = !alone;
   if (!alone) {
@@ -93,6 +96,7 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
     MOE_RETURN_IF_ERROR(Exchange(backend, comm, out, p.recv_rows, back,
                                  p.send_rows, in.timeout));
   }
+  backend.Mark(EpMark::kReturned);
   MOE_RETURN_IF_ERROR(backend.Combine(in, p, back, y));
   backend.Mark(EpMark::kDone);
   comm_entered_ = true;  // Finish may wait on the communicator

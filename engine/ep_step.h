@@ -19,6 +19,8 @@ struct EpStepTimes {
   double dispatch_us = 0;   // gather + dispatch all-to-all
   double experts_us = 0;    // grouped SwiGLU
   double combine_us = 0;    // combine all-to-all + weighted sum
+  double gather_us = 0;     // of dispatch_us: rows packed by destination
+  double sum_us = 0;        // of combine_us: the weighted sum
   int64_t expert_rows = 0;  // rows this rank's experts computed
 };
 

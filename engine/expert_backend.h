@@ -32,8 +32,17 @@ enum class EpBuffer { kSend, kRecv, kOut, kBack, kStageSend, kStageRecv };
 inline constexpr int kNumEpBuffers = 6;
 
 // Points of a step whose times the backend can tell apart afterwards.
-enum class EpMark { kStart, kDispatched, kComputed, kDone };
-inline constexpr int kNumEpMarks = 4;
+// kGathered and kReturned split dispatch and combine into the local work
+// (packing rows, the weighted sum) and the time in the all-to-all.
+enum class EpMark {
+  kStart,
+  kGathered,
+  kDispatched,
+  kComputed,
+  kReturned,
+  kDone
+};
+inline constexpr int kNumEpMarks = 6;
 
 class ExpertBackend {
  public:

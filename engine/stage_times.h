@@ -5,6 +5,18 @@
 
 namespace moe {
 
+// One worker's own clock of a step (StepResult), for the critical one.
+struct WorkerStageTimes {
+  int rank = -1;  // -1: no workers
+  double decode_us = 0;
+  double gather_us = 0;
+  double dispatch_wait_us = 0;
+  double experts_us = 0;
+  double combine_wait_us = 0;
+  double sum_us = 0;
+  double step_us = 0;
+};
+
 struct StageTimes {
   double route_us = 0;     // gate GEMM + routing
   double plan_us = 0;      // sort by expert, build dispatch plan
@@ -14,6 +26,7 @@ struct StageTimes {
   double shared_us = 0;    // shared expert
   double wire_us = 0;      // rows between router and workers (no compute)
   double total_us = 0;
+  WorkerStageTimes critical_worker;  // the worker whose experts took longest
 };
 
 // Measures the time between construction and each Lap() call.

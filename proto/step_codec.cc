@@ -3,38 +3,46 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/bf16_rows.h"
 
 namespace moe {
 namespace {
 
-// Writes x as bf16 into `out` when every value is one (its low 16 bits are
-// zero: a bf16 client's rows, widened); false, with `out` untouched, when a
-// value is not. The check reads first and stops at the first such value
-// (the first one, for fp32 data), so fp32 rows cost no conversion.
-bool AsBf16IfExact(const float* x, size_t count, std::string* out) {
-  for (size_t i = 0; i < count; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, x + i, 4);
-    if ((bits & 0xFFFFu) != 0) return false;
-  }
-  out->resize(count * 2);
-  auto* dst = reinterpret_cast<uint16_t*>(out->data());
-  for (size_t i = 0; i < count; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, x + i, 4);
-    dst[i] = static_cast<uint16_t>(bits >> 16);
-  }
-  return true;
+// Sets `out` to exactly `bytes` bytes. The string is the reused message's:
+// at the same size as the last step it is only overwritten, with no
+// zero-fill of a fresh resize.
+char* SizeTo(std::string* out, size_t bytes) {
+  if (out->size() != bytes) out->resize(bytes);
+  return out->data();
 }
 
-// dst = src widened from bf16 (exact).
-void Bf16ToF32Rows(const char* src, size_t count, float* dst) {
-  for (size_t i = 0; i < count; ++i) {
-    uint16_t h;
-    std::memcpy(&h, src + 2 * i, 2);
-    const uint32_t bits = static_cast<uint32_t>(h) << 16;
-    std::memcpy(dst + i, &bits, 4);
+// Writes x as bf16 into `out` when every value is one (its low 16 bits are
+// zero: a bf16 client's rows, widened), in one pass that narrows and checks
+// together, a block at a time so that fp32 rows stop at their first block;
+// false, with `out` in an unspecified state, when a value is not.
+bool AsBf16IfExact(const float* x, size_t count, std::string* out) {
+  constexpr size_t kBlock = 4096;
+  // Check the first block before sizing `out`: fp32 rows fail here.
+  uint32_t low = 0;
+  const size_t head = std::min(count, kBlock);
+  for (size_t i = 0; i < head; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, 4);
+    low |= bits & 0xFFFFu;
   }
+  if (low != 0) return false;
+  auto* dst = reinterpret_cast<uint16_t*>(SizeTo(out, count * 2));
+  for (size_t b = 0; b < count; b += kBlock) {
+    const size_t e = std::min(count, b + kBlock);
+    for (size_t i = b; i < e; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, x + i, 4);
+      low |= bits & 0xFFFFu;
+      dst[i] = static_cast<uint16_t>(bits >> 16);
+    }
+    if (low != 0) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -43,13 +51,17 @@ void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
                 int64_t H, int64_t slots, absl::Span<const int32_t> expert_ids,
                 absl::Span<const float> weights,
                 absl::Span<const int64_t> counts, int64_t timeout_ms,
-                moe::v1::Step* step) {
-  step->Clear();
+                bool bf16_result, moe::v1::Step* step) {
+  // Not Clear(): the rows' string keeps its size for the next step of the
+  // same shape (see SizeTo).
+  step->set_generation(0);
   step->set_step_id(step_id);
   step->set_layer(static_cast<int32_t>(layer));
   step->set_slots(static_cast<int32_t>(slots));
   step->set_timeout_ms(timeout_ms);
+  step->set_result_dtype(bf16_result ? moe::v1::BF16 : moe::v1::F32);
   auto* rows = step->mutable_rows();
+  rows->clear_shape();
   rows->add_shape(tokens);
   rows->add_shape(H);
   const size_t count = static_cast<size_t>(tokens * H);
@@ -57,7 +69,12 @@ void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
     rows->set_dtype(moe::v1::BF16);
   } else {
     rows->set_dtype(moe::v1::F32);
-    rows->set_data(reinterpret_cast<const char*>(x), count * sizeof(float));
+    if (count > 0) {
+      std::memcpy(SizeTo(rows->mutable_data(), count * sizeof(float)), x,
+                  count * sizeof(float));
+    } else {
+      rows->clear_data();
+    }
   }
   step->mutable_expert_ids()->Assign(expert_ids.begin(), expert_ids.end());
   step->mutable_weights()->Assign(weights.begin(), weights.end());
@@ -88,7 +105,7 @@ absl::Status DecodeStep(const moe::v1::Step& step, int64_t H,
     // Grows only: a steady stream of steps stops allocating.
     if (scratch->size() < count) scratch->resize(count);
     if (width == 2) {
-      Bf16ToF32Rows(data, count, scratch->data());
+      Bf16BitsToF32(data, count, scratch->data());
     } else if (count > 0) {
       std::memcpy(scratch->data(), data, count * 4);
     }
@@ -104,33 +121,54 @@ absl::Status DecodeStep(const moe::v1::Step& step, int64_t H,
 }
 
 void EncodeStepResult(const float* y, int64_t tokens, int64_t H,
-                      const EpStepTimes& t, moe::v1::StepResult* result) {
-  // Results stay fp32: the router adds the shared expert in fp32, and a
-  // token's bits must not depend on the number of workers.
+                      const EpStepTimes& t, moe::v1::DType result_dtype,
+                      moe::v1::StepResult* result) {
+  // F32 unless the step asked for bf16: the router adds the shared expert
+  // in fp32, and a token's bits must not depend on the number of workers
+  // (the router's in-process path rounds to bf16 exactly as here).
   auto* out = result->mutable_rows();
-  out->set_dtype(moe::v1::F32);
   out->clear_shape();
   out->add_shape(tokens);
   out->add_shape(H);
-  out->set_data(reinterpret_cast<const char*>(y),
-                static_cast<size_t>(tokens * H) * sizeof(float));
+  const size_t count = static_cast<size_t>(tokens * H);
+  std::string* data = out->mutable_data();
+  if (result_dtype == moe::v1::BF16) {
+    out->set_dtype(moe::v1::BF16);
+    F32ToBf16Bits(y, count,
+                  reinterpret_cast<uint16_t*>(SizeTo(data, count * 2)));
+  } else {
+    out->set_dtype(moe::v1::F32);
+    if (count > 0) {
+      std::memcpy(SizeTo(data, count * sizeof(float)), y,
+                  count * sizeof(float));
+    } else {
+      data->clear();
+    }
+  }
   result->set_dispatch_us(t.dispatch_us);
   result->set_experts_us(t.experts_us);
   result->set_combine_us(t.combine_us);
+  result->set_gather_us(t.gather_us);
+  result->set_sum_us(t.sum_us);
   result->set_expert_rows(t.expert_rows);
 }
 
 absl::Status DecodeStepResult(const moe::v1::StepResult& res, int rank,
                               int64_t tokens, int64_t H, float* y) {
   const auto& rows = res.rows();
-  if (rows.dtype() != moe::v1::F32 || rows.shape_size() != 2 ||
-      rows.shape(0) != tokens || rows.shape(1) != H ||
-      rows.data().size() != static_cast<size_t>(tokens * H) * 4) {
+  const size_t width = rows.dtype() == moe::v1::F32    ? 4
+                       : rows.dtype() == moe::v1::BF16 ? 2
+                                                       : 0;
+  const size_t count = static_cast<size_t>(tokens * H);
+  if (width == 0 || rows.shape_size() != 2 || rows.shape(0) != tokens ||
+      rows.shape(1) != H || rows.data().size() != count * width) {
     return absl::InternalError(
         absl::StrCat("worker rank ", rank, " returned a malformed result"));
   }
-  if (!rows.data().empty()) {
-    std::memcpy(y, rows.data().data(), rows.data().size());
+  if (width == 2) {
+    Bf16BitsToF32(rows.data().data(), count, y);
+  } else if (count > 0) {
+    std::memcpy(y, rows.data().data(), count * 4);
   }
   return absl::OkStatus();
 }

@@ -17,12 +17,13 @@ namespace moe {
 // Router side: rank q's Step from its rows x [tokens, H] (fp32) and its
 // slots, with the whole (source, expert) count matrix. Rows travel as BF16
 // when that is lossless (every value a bf16: a bf16 client's), else F32.
+// With `bf16_result` the worker answers y_r rounded to bf16, as BF16.
 void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
                 int64_t hidden, int64_t slots,
                 absl::Span<const int32_t> expert_ids,
                 absl::Span<const float> weights,
                 absl::Span<const int64_t> counts, int64_t timeout_ms,
-                moe::v1::Step* step);
+                bool bf16_result, moe::v1::Step* step);
 
 // Worker side: a view of `step` as the engine's input. The spans point into
 // `step`, which must outlive `in`; F32 rows are used in place unless
@@ -32,12 +33,14 @@ void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
 absl::Status DecodeStep(const moe::v1::Step& step, int64_t hidden,
                         std::vector<float>* scratch, EpStepInput* in);
 
-// Worker side: y [tokens, H] and the step's times into `result`.
+// Worker side: y [tokens, H] and the step's times into `result`, as the
+// step's result_dtype asks (F32 exactly, or BF16 rounded to nearest even).
 void EncodeStepResult(const float* y, int64_t tokens, int64_t hidden,
-                      const EpStepTimes& times, moe::v1::StepResult* result);
+                      const EpStepTimes& times, moe::v1::DType result_dtype,
+                      moe::v1::StepResult* result);
 
-// Router side: rank `rank`'s rows of y, checked against the rows it was
-// sent; INTERNAL for a malformed result.
+// Router side: rank `rank`'s rows of y (F32 or BF16, widened exactly),
+// checked against the rows it was sent; INTERNAL for a malformed result.
 absl::Status DecodeStepResult(const moe::v1::StepResult& result, int rank,
                               int64_t tokens, int64_t hidden, float* y);
 

@@ -4,7 +4,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/bf16_rows.h"
 #include "core/dtype.h"
+#include "core/finite_check.h"
 
 namespace moe {
 namespace {
@@ -47,10 +49,10 @@ const char* WireDTypeName(moe::v1::DType dtype) {
   }
 }
 
-absl::StatusOr<DecodedMatrix> DecodeMatrix(const moe::v1::Tensor& t,
-                                           const std::string& field,
-                                           int64_t expected_cols,
-                                           bool require_finite) {
+absl::StatusOr<WireMatrix> CheckMatrix(const moe::v1::Tensor& t,
+                                       const std::string& field,
+                                       int64_t expected_cols,
+                                       bool require_finite) {
   const size_t esize = WireDTypeSize(t.dtype());
   if (esize == 0) {
     return absl::InvalidArgumentError(
@@ -85,21 +87,44 @@ absl::StatusOr<DecodedMatrix> DecodeMatrix(const moe::v1::Tensor& t,
         field, ".data: expected ", want, " bytes (", WireDTypeName(t.dtype()),
         " [", rows, ", ", cols, "]), got ", t.data().size()));
   }
-  DecodedMatrix m;
+  WireMatrix m;
   m.rows = rows;
   m.cols = cols;
-  m.data.resize(rows * cols);
-  ConvertToF32(ToCore(t.dtype()), t.data().data(), m.data.size(),
-               m.data.data());
+  m.dtype = t.dtype();
+  m.data = t.data().data();
   if (require_finite) {
-    for (size_t i = 0; i < m.data.size(); ++i) {
-      if (!std::isfinite(m.data[i])) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(field, ".data: non-finite value at [", i / cols, ", ",
-                         i % cols, "]"));
-      }
+    const DType core = ToCore(t.dtype());
+    const int64_t bad = FirstNonFiniteRow(core, m.data, rows, cols);
+    if (bad >= 0) {
+      const int64_t col = FirstNonFiniteInRow(
+          core, m.data + static_cast<size_t>(bad * cols) * esize, cols);
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".data: non-finite value at [", bad, ", ", col, "]"));
     }
   }
+  return m;
+}
+
+void DecodeRows(const WireMatrix& m, int64_t first, int64_t count, float* dst) {
+  const size_t esize = WireDTypeSize(m.dtype);
+  const char* src = m.data + static_cast<size_t>(first * m.cols) * esize;
+  const size_t n = static_cast<size_t>(count * m.cols);
+  // bf16, the hot case, through the vectorised loop of core/bf16_rows.
+  if (m.dtype == moe::v1::BF16) return Bf16BitsToF32(src, n, dst);
+  ConvertToF32(ToCore(m.dtype), src, n, dst);
+}
+
+absl::StatusOr<DecodedMatrix> DecodeMatrix(const moe::v1::Tensor& t,
+                                           const std::string& field,
+                                           int64_t expected_cols,
+                                           bool require_finite) {
+  auto view = CheckMatrix(t, field, expected_cols, require_finite);
+  if (!view.ok()) return view.status();
+  DecodedMatrix m;
+  m.rows = view->rows;
+  m.cols = view->cols;
+  m.data.resize(m.rows * m.cols);
+  DecodeRows(*view, 0, m.rows, m.data.data());
   return m;
 }
 
@@ -111,9 +136,14 @@ void EncodeMatrix(const float* data, int64_t rows, int64_t cols,
   out->add_shape(rows);
   out->add_shape(cols);
   std::string* bytes = out->mutable_data();
-  bytes->resize(static_cast<size_t>(rows * cols) * WireDTypeSize(dtype));
-  ConvertFromF32(ToCore(dtype), data, static_cast<size_t>(rows * cols),
-                 bytes->data());
+  const size_t n = static_cast<size_t>(rows * cols);
+  bytes->resize(n * WireDTypeSize(dtype));
+  if (dtype == moe::v1::BF16) {
+    // The same rounding as F32ToBf16, in a loop that vectorises.
+    F32ToBf16Bits(data, n, reinterpret_cast<uint16_t*>(bytes->data()));
+    return;
+  }
+  ConvertFromF32(ToCore(dtype), data, n, bytes->data());
 }
 
 }  // namespace moe

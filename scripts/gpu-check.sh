@@ -5,11 +5,13 @@
 #   bash scripts/gpu-check.sh BUNDLE_DIR OUT_DIR
 #
 # Steps: nvidia-smi; the host's CUDA libraries (libcudart, libcublasLt,
-# libnccl: which files are used, which are missing); every CUDA test case of
-# the bundle (the golden engine and distributed golden cases included); the
-# CUDA tests under compute-sanitizer (memcheck; racecheck, synccheck and
-# initcheck on the kernels test); the GPU benchmarks of README.md; the PyTorch
-# peer (bench/peers/torch_moe.py) when python3 has torch with CUDA. Each step
+# libcublas, libnccl: which files are used, which are missing); every CUDA
+# test case of the bundle (the golden engine and distributed golden cases
+# included); the CUDA tests under compute-sanitizer (memcheck; racecheck,
+# synccheck and initcheck on the kernels test; initcheck on the engine
+# test); the GPU benchmarks of README.md (the expert pass's two GEMM paths
+# included); the PyTorch peer (bench/peers/torch_moe.py) when python3 has
+# torch with CUDA. Each step
 # has a timeout and the whole run a budget (MOE_GPU_CHECK_BUDGET_S, 480 s);
 # OUT_DIR gets report.json, summary.txt and one log per step.
 #
@@ -112,6 +114,13 @@ ngpus=0
 # Which sonames the bundle needs (MANIFEST, from package.sh), else CUDA 13's.
 cuda_libs="$(sed -n 's/^cuda libraries: //p' "$bundle/MANIFEST" 2>/dev/null)"
 [[ -n "$cuda_libs" ]] || cuda_libs="libcudart.so.13 libcublasLt.so.13 libnccl.so.2"
+# cuBLAS itself (the grouped expert GEMM, engine/cuda/cublas_api.cc) is
+# dlopen'ed beside cuBLASLt, with the same major version.
+for lib in $cuda_libs; do
+  if [[ "$lib" == libcublasLt.so.* && " $cuda_libs " != *" libcublas.so."* ]]; then
+    cuda_libs+=" libcublas.so.${lib#libcublasLt.so.}"
+  fi
+done
 search=(/usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib64 /usr/local/cuda/lib)
 while IFS= read -r d; do [[ -d "$d" ]] && search+=("$d"); done < <(
   printf '%s\n' /usr/local/cuda-*/targets/x86_64-linux/lib | sort -rV)
@@ -225,6 +234,9 @@ for t in kernels_cuda_test engine_test; do
 done
 [[ " ${cuda_tests[*]} " == *" kernels_cuda_test "* ]] &&
   san_runs+=(racecheck:kernels_cuda_test synccheck:kernels_cuda_test initcheck:kernels_cuda_test)
+# initcheck on the engine too: the expert pass (both GEMM paths, graphs)
+# must read no row it did not write.
+[[ " ${cuda_tests[*]} " == *" engine_test "* ]] && san_runs+=(initcheck:engine_test)
 for run in "${san_runs[@]}"; do
   tool="${run%%:*}" t="${run#*:}"
   cmd=("${sanitizer:-compute-sanitizer}" --tool "$tool" --error-exitcode 1
@@ -246,6 +258,12 @@ for n in 8 128 512 4096; do
   benches+=("bench-layer-N$n|--device cuda ${layer[*]} --tokens $n")
 done
 benches+=("bench-experts-only|--device cuda --experts-only --hidden 7168 --inter 2048 --experts 32 --tokens 4096")
+# The expert pass at the layer's sizes, per-expert loop against the grouped
+# GEMM (and graph replay at decode sizes): rows = N x top-k for N = 8, 128
+# and 4096.
+for rows in 48 768 24576; do
+  benches+=("bench-experts-paths-R$rows|--device cuda --experts-only --hidden 2048 --inter 1408 --experts 64 --tokens $rows")
+done
 for b in "${benches[@]}"; do
   name="${b%%|*}"
   read -r -a args <<<"${b#*|}"

@@ -103,6 +103,7 @@ Batcher::Batcher(Options options,
       stats_(stats),
       metrics_(metrics) {
   staging_.resize(runners_.size());
+  outputs_.resize(runners_.size());
   for (size_t i = 0; i < runners_.size(); ++i) {
     threads_.emplace_back([this, i] { Loop(i); });
   }
@@ -227,16 +228,21 @@ void Batcher::RunBatch(size_t index,
     ends.push_back(n);
   }
   std::vector<float>& x = staging_[index];
-  x.resize(n * H);
+  if (x.size() < static_cast<size_t>(n * H)) x.resize(n * H);
   int64_t at = 0;
   for (const auto& r : batch) {
-    std::memcpy(x.data() + at * H, r->x.data.data(),
-                r->x.data.size() * sizeof(float));
+    DecodeRows(r->x, 0, r->x.rows, x.data() + at * H);
     at += r->x.rows;
   }
-  StepRunner::Output out;
-  const absl::Status s =
-      runner.Run(layer, x.data(), n, ends, start + options_.step_timeout, &out);
+  StepRunner::Output& out = outputs_[index];
+  // bf16 through and through: nothing finer than bf16 is wanted back.
+  const bool bf16 =
+      options_.bf16_steps &&
+      std::all_of(batch.begin(), batch.end(), [](const auto& r) {
+        return r->x.dtype == moe::v1::BF16 && r->output_dtype == moe::v1::BF16;
+      });
+  const absl::Status s = runner.Run(layer, x.data(), n, ends, bf16,
+                                    start + options_.step_timeout, &out);
   if (s.ok() && n > 0) {
     // The admission estimate's per-token cost of recent steps.
     const double per_token =
@@ -275,8 +281,7 @@ void Batcher::RunBatch(size_t index,
     const int64_t rows = r->x.rows;
     BatchResult res;
     if (s.ok()) {
-      res.y.assign(out.y.begin() + begin * H,
-                   out.y.begin() + (begin + rows) * H);
+      res.y = absl::MakeConstSpan(out.y).subspan(begin * H, rows * H);
       const int64_t S = out.routing.slots;
       res.routing.tokens = rows;
       res.routing.slots = S;

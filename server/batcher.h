@@ -28,9 +28,11 @@
 namespace moe {
 
 struct BatchResult {
-  std::vector<float> y;  // this request's rows, [n, H]
-  Routing routing;       // this request's tokens
-  StageTimes times;      // of the step the request rode in
+  // This request's rows [n, H]: a view of the step's output, valid only
+  // while `done` runs (the next step reuses the buffer).
+  absl::Span<const float> y;
+  Routing routing;   // this request's tokens
+  StageTimes times;  // of the step the request rode in
   double queue_us = 0;
   int64_t batch_tokens = 0;
   int batch_requests = 0;
@@ -99,7 +101,10 @@ absl::Status Admit(int64_t tokens, int64_t queued_tokens,
 
 struct BatchRequest {
   int64_t layer = 0;
-  DecodedMatrix x;
+  // The request's rows, viewed in the request message (which the caller
+  // keeps until `done` has run); decoded straight into the step's buffer.
+  WireMatrix x;
+  moe::v1::DType output_dtype = moe::v1::F32;  // what the client asked for
   std::chrono::steady_clock::time_point arrival;
   std::chrono::steady_clock::time_point deadline;  // the client's
   // Called exactly once: on a batcher thread, or on the thread calling
@@ -115,6 +120,9 @@ class Batcher {
     std::chrono::milliseconds step_timeout{10000};
     // Tokens queued at most (0: unbounded); see Admit.
     int64_t max_queue_tokens = 0;
+    // A step whose requests are all bf16 in and out runs with its routed
+    // sum in bf16 (StepRunner::Run's bf16_routed); false: always fp32.
+    bool bf16_steps = true;
   };
   // One runner per step allowed in flight.
   // `metrics` may be null.
@@ -161,7 +169,11 @@ class Batcher {
   // Scratch for SelectBatch, under mu_.
   std::vector<QueuedRequestView> views_;
   // Per-thread staging of the batch's rows.
+  // Per runner, reused by every step it runs: the step's rows (each
+  // request decoded straight from its message) and its output. Steady
+  // steps allocate neither.
   std::vector<std::vector<float>> staging_;
+  std::vector<StepRunner::Output> outputs_;
 };
 
 }  // namespace moe

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "core/finite_check.h"
 #include "core/moe_config.h"
 
 namespace moe {
@@ -37,6 +38,17 @@ void FillResponse(const moe::v1::ForwardRequest& req, moe::v1::DType out_dtype,
     t->set_combine_us(res.times.combine_us);
     t->set_shared_us(res.times.shared_us);
     t->set_wire_us(res.times.wire_us);
+    if (const WorkerStageTimes& w = res.times.critical_worker; w.rank >= 0) {
+      auto* c = t->mutable_critical_worker();
+      c->set_rank(w.rank);
+      c->set_decode_us(w.decode_us);
+      c->set_gather_us(w.gather_us);
+      c->set_dispatch_wait_us(w.dispatch_wait_us);
+      c->set_experts_us(w.experts_us);
+      c->set_combine_wait_us(w.combine_wait_us);
+      c->set_sum_us(w.sum_us);
+      c->set_step_us(w.step_us);
+    }
     t->set_total_us(
         std::chrono::duration<double, std::micro>(Clock::now() - arrival)
             .count());
@@ -94,11 +106,17 @@ class StreamReactor
     }
     entries_.emplace_back();
     Entry* entry = &entries_.back();
-    entry->request_id = request_.request_id();
+    // The entry keeps the request until it is answered: the step reads its
+    // rows in place.
+    entry->request.Swap(&request_);
+    entry->request_id = entry->request.request_id();
+    const auto& shape = entry->request.hidden_states().shape();
+    entry->tokens = shape.size() == 2 ? std::max<int64_t>(shape[0], 0) : 0;
+    outstanding_tokens_ += entry->tokens;
     ++outstanding_;
     lock.unlock();
     service_->Process(
-        "ForwardStream", request_, SteadyDeadline(ctx_->deadline()),
+        "ForwardStream", entry->request, SteadyDeadline(ctx_->deadline()),
         &entry->response,
         [this, entry](const grpc::Status& s) { Complete(entry, s); });
     lock.lock();
@@ -129,7 +147,9 @@ class StreamReactor
 
  private:
   struct Entry {
+    moe::v1::ForwardRequest request;  // until answered
     std::string request_id;
+    int64_t tokens = 0;  // counted in outstanding_tokens_ until answered
     moe::v1::ForwardResponse response;
     grpc::ByteBuffer wire;  // the serialized response, once ready
     bool ready = false;
@@ -137,6 +157,7 @@ class StreamReactor
 
   void Complete(Entry* entry, const grpc::Status& s) {
     // Nothing else touches the entry until it is marked ready.
+    moe::v1::ForwardRequest().Swap(&entry->request);  // its memory goes now
     if (!s.ok()) {
       entry->response.Clear();
       entry->response.set_request_id(entry->request_id);
@@ -158,6 +179,7 @@ class StreamReactor
     std::unique_lock<std::mutex> lock(mu_);
     entry->ready = true;
     --outstanding_;
+    outstanding_tokens_ -= entry->tokens;
     if (done_) {
       if (outstanding_ == 0) {
         lock.unlock();
@@ -166,12 +188,18 @@ class StreamReactor
       return;
     }
     WriteNextLocked();
+    MaybeReadLocked();  // the stream's queued tokens went down
     MaybeFinishLocked();
   }
 
   void MaybeReadLocked() {
     if (reading_ || reads_done_ || broken_ || finished_) return;
     if (static_cast<int>(entries_.size()) >= limit_) return;  // back-pressure
+    // Its share of the queue: one more request may pass the bound (its
+    // size is unknown until read), so a lone request larger than the bound
+    // is still served.
+    const int64_t token_limit = service_->options().stream_max_queued_tokens;
+    if (token_limit > 0 && outstanding_tokens_ >= token_limit) return;
     reading_ = true;
     StartRead(&read_buf_);
   }
@@ -214,6 +242,7 @@ class StreamReactor
   std::mutex mu_;
   std::deque<Entry> entries_;  // read, not yet written; deque keeps addresses
   int outstanding_ = 0;        // submitted, not yet completed
+  int64_t outstanding_tokens_ = 0;  // their tokens
   int64_t read_count_ = 0;
   int64_t bad_index_ = -1;  // the first message that did not parse
   bool reading_ = false;    // a read is started or being handled
@@ -229,18 +258,6 @@ class StreamReactor
 grpc::Status ToGrpcStatus(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
                       std::string(s.message()));
-}
-
-int64_t FirstNonFiniteRow(const float* y, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = y + r * cols;
-    // x - x is 0 for a finite x and NaN for NaN or an infinity: one pass
-    // the compiler vectorises, then a look at the single sum.
-    float acc = 0;
-    for (int64_t c = 0; c < cols; ++c) acc += row[c] - row[c];
-    if (acc != 0 || std::isnan(acc)) return r;
-  }
-  return -1;
 }
 
 Clock::time_point SteadyDeadline(
@@ -286,7 +303,8 @@ void MoeServiceImpl::Process(const char* method,
   }
   auto req = std::make_unique<BatchRequest>();
   req->layer = valid->layer;
-  req->x = std::move(valid->x);
+  req->x = valid->x;
+  req->output_dtype = valid->output_dtype;
   req->arrival = arrival;
   req->deadline = deadline;
   response->set_request_id(request.request_id());

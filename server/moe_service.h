@@ -35,6 +35,12 @@ struct MoeServiceOptions {
   // computing, or answered and waiting for the client to read): beyond
   // it, the stream is not read until the client drains its answers.
   int stream_max_inflight = 64;
+  // Tokens of one ForwardStream submitted and not yet answered (0: no
+  // bound). A stream that writes without pause would otherwise keep the
+  // batcher's token queue full on its own, so that every other client's
+  // request is refused as over --max-queue-tokens; the router sets half of
+  // that queue.
+  int64_t stream_max_queued_tokens = 0;
 };
 
 // ForwardStream is a raw (ByteBuffer) method, so that a message that does
@@ -89,9 +95,6 @@ class MoeServiceImpl final : public MoeServiceBase {
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& s);
-// The index of the first row of `y [rows, cols]` holding a NaN or an
-// infinity, or -1.
-int64_t FirstNonFiniteRow(const float* y, int64_t rows, int64_t cols);
 // A server context's deadline on the steady clock (far future if none).
 std::chrono::steady_clock::time_point SteadyDeadline(
     std::chrono::system_clock::time_point deadline);

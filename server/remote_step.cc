@@ -12,7 +12,8 @@ namespace moe {
 
 void RemoteStep::BuildSteps(int64_t layer, const float* x, int64_t n, int64_t H,
                             int64_t E, const Routing& r, int P,
-                            const WorkerPool::PlacementInForce& placement) {
+                            const WorkerPool::PlacementInForce& placement,
+                            bool bf16_result) {
   if (placement.epoch != replicas_epoch_) {
     replicas_.clear();
     replicas_epoch_ = placement.epoch;
@@ -39,7 +40,7 @@ void RemoteStep::BuildSteps(int64_t layer, const float* x, int64_t n, int64_t H,
     EncodeStep(/*step_id=*/0, layer, x + b * H, e - b, H, S,
                absl::MakeConstSpan(expert_ids_).subspan(b * S, (e - b) * S),
                absl::MakeConstSpan(r.weight).subspan(b * S, (e - b) * S),
-               counts_, /*timeout_ms=*/0, &steps_[q]);
+               counts_, /*timeout_ms=*/0, bf16_result, &steps_[q]);
     steps_[q].set_placement_epoch(placement.epoch);
   }
 }
@@ -48,14 +49,32 @@ absl::Status RemoteStep::GatherResults(int64_t n, int64_t H, double wall_us,
                                        float* y, StageTimes* t) const {
   const int P = static_cast<int>(results_.size());
   double slowest = 0;
+  int critical = 0;
   for (int q = 0; q < P; ++q) {
     const moe::v1::StepResult& res = results_[q];
     const int64_t b = SplitBegin(q, P, n), e = SplitBegin(q + 1, P, n);
     MOE_RETURN_IF_ERROR(DecodeStepResult(res, q, e - b, H, y + b * H));
-    t->dispatch_us = std::max(t->dispatch_us, res.dispatch_us());
-    t->experts_us = std::max(t->experts_us, res.experts_us());
-    t->combine_us = std::max(t->combine_us, res.combine_us());
+    if (res.experts_us() > results_[critical].experts_us()) critical = q;
     slowest = std::max(slowest, res.step_us());
+  }
+  // The stages of the worker whose experts took longest: the step's
+  // critical path. Another worker's combine wait also holds the time it
+  // waited for that worker's experts (uneven expert load), which is not
+  // exchange overhead and is already in experts.
+  if (P > 0) {
+    const moe::v1::StepResult& c = results_[critical];
+    t->dispatch_us = c.dispatch_us();
+    t->experts_us = c.experts_us();
+    t->combine_us = c.combine_us();
+    WorkerStageTimes& w = t->critical_worker;
+    w.rank = critical;
+    w.decode_us = c.decode_us();
+    w.gather_us = c.gather_us();
+    w.dispatch_wait_us = c.dispatch_us() - c.gather_us();
+    w.experts_us = c.experts_us();
+    w.combine_wait_us = c.combine_us() - c.sum_us();
+    w.sum_us = c.sum_us();
+    w.step_us = c.step_us();
   }
   // What neither the workers' own clocks nor the shared expert running
   // here meanwhile cover: the messages' trips (hidden when the shared
@@ -66,7 +85,7 @@ absl::Status RemoteStep::GatherResults(int64_t n, int64_t H, double wall_us,
 
 absl::Status RemoteStep::Run(WorkerPool& pool, int64_t layer, const float* x,
                              int64_t n, int64_t hidden, int64_t num_experts,
-                             const Routing& routing,
+                             const Routing& routing, bool bf16_result,
                              std::chrono::steady_clock::time_point deadline,
                              const SharedFn& shared, StageClock& clock,
                              float* y, StageTimes* t) {
@@ -79,15 +98,15 @@ absl::Status RemoteStep::Run(WorkerPool& pool, int64_t layer, const float* x,
   // A rebalance can switch placements between planning and sending: plan
   // again with the new one (each switch waits for the workers to load, so
   // this settles at once).
-  absl::Status s;
+  absl::Status status;
   for (int attempt = 0; attempt < 8; ++attempt) {
     BuildSteps(layer, x, n, hidden, num_experts, routing,
-               pool.state().world_size, pool.placement());
+               pool.state().world_size, pool.placement(), bf16_result);
     t->plan_us += clock.Lap();
-    s = pool.RunStep(steps_, deadline, overlap, &results_);
-    if (!IsPlacementChanged(s)) break;
+    status = pool.RunStep(steps_, deadline, overlap, &results_);
+    if (!IsPlacementChanged(status)) break;
   }
-  MOE_RETURN_IF_ERROR(s);
+  MOE_RETURN_IF_ERROR(status);
   MOE_RETURN_IF_ERROR(shared_y.status());
   const double wall_us = clock.Lap();
   MOE_RETURN_IF_ERROR(GatherResults(n, hidden, wall_us, y, t));

@@ -29,9 +29,11 @@ class RemoteStep {
 
   // `clock` was started with the step and lapped after routing (`t`'s
   // route_us); y is [n, H]. Fills the plan, worker, shared and combine
-  // times and the total.
+  // times and the total. `bf16_result`: the workers answer their rows
+  // rounded to bf16 (Step.result_dtype), half the bytes home.
   absl::Status Run(WorkerPool& pool, int64_t layer, const float* x, int64_t n,
                    int64_t hidden, int64_t num_experts, const Routing& routing,
+                   bool bf16_result,
                    std::chrono::steady_clock::time_point deadline,
                    const SharedFn& shared, StageClock& clock, float* y,
                    StageTimes* t);
@@ -44,8 +46,9 @@ class RemoteStep {
   // pool's, redundant experts: engine/placement.h; null: contiguous).
   void BuildSteps(int64_t layer, const float* x, int64_t n, int64_t hidden,
                   int64_t num_experts, const Routing& routing, int world,
-                  const WorkerPool::PlacementInForce& placement);
-  // Each rank's rows into y, and the slowest worker's stage times into t;
+                  const WorkerPool::PlacementInForce& placement,
+                  bool bf16_result);
+  // Each rank's rows into y, and the critical worker's stage times into t;
   // `wall_us`: the step's time on the worker group, seen from here.
   absl::Status GatherResults(int64_t n, int64_t hidden, double wall_us,
                              float* y, StageTimes* t) const;

@@ -38,12 +38,12 @@ absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,
         "hidden_states.shape[0]: ", t.shape(0), " tokens exceeds the limit of ",
         limits.max_request_tokens, " per request"));
   }
-  auto x = DecodeMatrix(t, "hidden_states", model.layer.hidden,
-                        /*require_finite=*/true);
+  auto x = CheckMatrix(t, "hidden_states", model.layer.hidden,
+                       /*require_finite=*/true);
   if (!x.ok()) return x.status();
   ValidForward v;
   v.layer = r.layer();
-  v.x = std::move(*x);
+  v.x = *x;
   v.output_dtype = out;
   return v;
 }

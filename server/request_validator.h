@@ -18,7 +18,9 @@ struct ForwardLimits {
 
 struct ValidForward {
   int64_t layer = 0;
-  DecodedMatrix x;
+  // The request's hidden states, checked (finite, [N, hidden]) and viewed
+  // in place: the request must outlive this.
+  WireMatrix x;
   moe::v1::DType output_dtype = moe::v1::F32;
 };
 

@@ -92,6 +92,11 @@ ABSL_FLAG(int, max_inflight_steps, 2, "steps in flight at once (pipelining)");
 ABSL_FLAG(int64_t, max_queue_tokens, 0,
           "tokens queued at most; the excess is refused at once with "
           "RESOURCE_EXHAUSTED (0: 8 x --max-batch-tokens)");
+ABSL_FLAG(std::string, dispatch_dtype, "auto",
+          "auto: a step whose requests are all bf16 in and out moves its "
+          "results from the workers in bf16 (the routed sum rounded to bf16 "
+          "wherever it is computed, so bits do not depend on the worker "
+          "count); f32: every step exact in fp32");
 ABSL_FLAG(int, max_stream_inflight, 64,
           "requests of one ForwardStream read and not yet written back; "
           "beyond it the stream is not read until the client drains");
@@ -168,6 +173,7 @@ RouterFlags ReadFlags() {
   f.batch_window_us = absl::GetFlag(FLAGS_batch_window_us);
   f.max_inflight_steps = absl::GetFlag(FLAGS_max_inflight_steps);
   f.max_queue_tokens = absl::GetFlag(FLAGS_max_queue_tokens);
+  f.dispatch_dtype = absl::GetFlag(FLAGS_dispatch_dtype);
   f.max_stream_inflight = absl::GetFlag(FLAGS_max_stream_inflight);
   f.threads = absl::GetFlag(FLAGS_threads);
   f.device = absl::GetFlag(FLAGS_device);
@@ -390,6 +396,7 @@ absl::Status Router::MakeBatcher() {
   bo.window = o_.batch_window;
   bo.step_timeout = o_.step_timeout;
   bo.max_queue_tokens = o_.max_queue_tokens;
+  bo.bf16_steps = o_.dispatch_dtype == "auto";
   batcher_ = std::make_unique<Batcher>(bo, std::move(runners), stats_.get(),
                                        &metrics_);
   return absl::OkStatus();
@@ -409,6 +416,7 @@ absl::Status Router::MakeService() {
   so.limits.max_request_tokens = o_.max_request_tokens;
   so.max_batch_tokens = o_.max_batch_tokens;
   so.stream_max_inflight = o_.max_stream_inflight;
+  so.stream_max_queued_tokens = o_.max_queue_tokens / 2;
   so.device = model_->device();
   so.auth = auth_.get();
   service_ = std::make_unique<MoeServiceImpl>(so);

@@ -90,6 +90,10 @@ absl::Status CheckSizes(const RouterFlags& f) {
                    absl::StrCat(f.max_queue_tokens));
   }
   MOE_RETURN_IF_ERROR(AtLeast("max-stream-inflight", f.max_stream_inflight, 1));
+  if (f.dispatch_dtype != "auto" && f.dispatch_dtype != "f32") {
+    return BadFlag("dispatch-dtype", "auto or f32",
+                   absl::StrCat("'", f.dispatch_dtype, "'"));
+  }
   MOE_RETURN_IF_ERROR(AtLeast("threads", f.threads, 0));
   MOE_RETURN_IF_ERROR(
       AtLeast("max-concurrent-streams", f.max_concurrent_streams, 1));

@@ -17,6 +17,7 @@ StepRunner::StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool)
 
 absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
                              absl::Span<const int64_t> segment_ends,
+                             bool bf16_routed,
                              std::chrono::steady_clock::time_point deadline,
                              Output* out) {
   ExpertBackend& b = *backend_;
@@ -26,11 +27,13 @@ absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
   }
   const MoeLayerConfig& c = b.config();
   const int64_t H = c.hidden;
-  out->y.resize(n * H);
+  // Grows only: a caller reusing `out` pays no allocation or zero-fill
+  // for steps no larger than one it has seen.
+  if (out->y.size() < static_cast<size_t>(n * H)) out->y.resize(n * H);
   out->times = StageTimes();
   if (pool_ == nullptr) {
     return local_.Forward(layer, x, n, segment_ends, out->y.data(),
-                          &out->routing, &out->times);
+                          &out->routing, &out->times, bf16_routed);
   }
   StageClock clock;
   MOE_RETURN_IF_ERROR(b.Route(layer, x, n, segment_ends, &out->routing));
@@ -43,8 +46,8 @@ absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
     return shared_out_.data();
   };
   MOE_RETURN_IF_ERROR(remote_.Run(*pool_, layer, x, n, H, c.num_experts,
-                                  out->routing, deadline, shared, clock,
-                                  out->y.data(), &out->times));
+                                  out->routing, bf16_routed, deadline, shared,
+                                  clock, out->y.data(), &out->times));
   out->worker_rows = remote_.worker_rows();
   return absl::OkStatus();
 }

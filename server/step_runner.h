@@ -23,7 +23,7 @@ namespace moe {
 class StepRunner {
  public:
   struct Output {
-    std::vector<float> y;  // [n, H]
+    std::vector<float> y;  // [n, H] in its first n * H values
     Routing routing;
     StageTimes times;
     std::vector<int64_t> worker_rows;  // rows each worker computed
@@ -33,8 +33,11 @@ class StepRunner {
   StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool);
 
   // `segment_ends`: the requests batched in this step (see TokenRouter).
+  // `bf16_routed`: the routed experts' sum is rounded to bf16 before the
+  // shared expert is added, wherever it was computed (workers then answer
+  // in bf16: half the bytes; see Step.result_dtype).
   absl::Status Run(int64_t layer, const float* x, int64_t n,
-                   absl::Span<const int64_t> segment_ends,
+                   absl::Span<const int64_t> segment_ends, bool bf16_routed,
                    std::chrono::steady_clock::time_point deadline, Output* out);
 
  private:

@@ -662,7 +662,11 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
       steps[r].set_step_id(id);
       steps[r].set_timeout_ms(std::max<int64_t>(left.count(), 1));
       msg.mutable_step()->Swap(&steps[r]);
-      if (!conns[r]->Write(msg)) {
+      const bool written = conns[r]->Write(msg);
+      // Write has serialized it: the step's buffers go back to the caller,
+      // to be overwritten by the next step instead of allocated anew.
+      msg.mutable_step()->Swap(&steps[r]);
+      if (!written) {
         std::lock_guard<std::mutex> lock(mu_);
         pending->aborted = true;
         if (pending->status.ok()) {

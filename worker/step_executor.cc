@@ -133,6 +133,13 @@ absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
   }
   const auto received = std::chrono::steady_clock::now();
   const int64_t H = backend_->config().hidden;
+  const moe::v1::DType result_dtype = step.result_dtype();
+  if (result_dtype != moe::v1::DTYPE_UNSPECIFIED &&
+      result_dtype != moe::v1::F32 && result_dtype != moe::v1::BF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step ", step.step_id(), ": result_dtype must be F32 or BF16, got ",
+        static_cast<int>(result_dtype)));
+  }
   EpStepInput in;
   MOE_RETURN_IF_ERROR(DecodeStep(step, H, &scratch_, &in));
   in.experts = physical_experts_;
@@ -147,7 +154,7 @@ absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
                              /*x_resident=*/false, y_.data(), &times);
   collectives_intact_ = step_.collectives_intact();
   MOE_RETURN_IF_ERROR(s);
-  EncodeStepResult(y_.data(), in.tokens, H, times, result);
+  EncodeStepResult(y_.data(), in.tokens, H, times, result_dtype, result);
   using Us = std::chrono::duration<double, std::micro>;
   result->set_decode_us(Us(decoded - received).count());
   result->set_step_us(Us(std::chrono::steady_clock::now() - received).count());

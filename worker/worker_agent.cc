@@ -215,6 +215,9 @@ void WorkerAgent::Execute(
   } else if (msg.has_step()) {
     const auto& step = msg.step();
     auto* result = out.mutable_result();
+    // The last result's row buffer, overwritten in place by a step of the
+    // same size (no allocation, no zero-fill).
+    result->mutable_rows()->mutable_data()->swap(result_rows_);
     result->set_generation(step.generation());
     result->set_step_id(step.step_id());
     absl::Status s;
@@ -250,6 +253,9 @@ void WorkerAgent::Execute(
   }
   std::lock_guard<std::mutex> lock(write_mu_);
   if (!writes_closed_) stream->Write(out);
+  if (out.has_result()) {
+    out.mutable_result()->mutable_rows()->mutable_data()->swap(result_rows_);
+  }
 }
 
 void WorkerAgent::StagePlacement(

@@ -105,7 +105,8 @@ class WorkerAgent {
   std::shared_ptr<moe::v1::WorkerControl::Stub> stub_;
 
   std::unique_ptr<StepExecutor> executor_;
-  std::string loaded_key_;  // what the executor holds: model + range
+  std::string loaded_key_;   // what the executor holds: model + range
+  std::string result_rows_;  // kept between steps (Execute)
   // Live rebalancing: loads a PlacementUpdate's slots in the background and
   // answers PlacementLoaded; the model is the last Assignment's.
   void StagePlacement(const moe::v1::PlacementUpdate& update,

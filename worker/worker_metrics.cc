@@ -63,9 +63,11 @@ void WorkerMetrics::Step(const moe::v1::StepResult& r) {
       .Increment();
   if (r.error_code() != 0) return;
   for (auto [stage, us] : {std::pair{"decode", r.decode_us()},
-                           {"dispatch", r.dispatch_us()},
+                           {"gather", r.gather_us()},
+                           {"dispatch_wait", r.dispatch_us() - r.gather_us()},
                            {"experts", r.experts_us()},
-                           {"combine", r.combine_us()},
+                           {"combine_wait", r.combine_us() - r.sum_us()},
+                           {"sum", r.sum_us()},
                            {"step", r.step_us()}}) {
     stages_.Add({{"stage", stage}}, Seconds()).Observe(us / 1e6);
   }

@@ -80,6 +80,16 @@ Summary Summarize(const RunResult& run, const RunSpec& spec) {
       s.stage_us["shared"] += t.shared_us();
       s.stage_us["wire"] += t.wire_us();
       s.stage_us["total"] += t.total_us();
+      if (t.has_critical_worker()) {
+        // The critical worker's own clock (prefixed w_).
+        const auto& w = t.critical_worker();
+        s.stage_us["w_decode"] += w.decode_us();
+        s.stage_us["w_gather"] += w.gather_us();
+        s.stage_us["w_dispatch_wait"] += w.dispatch_wait_us();
+        s.stage_us["w_experts"] += w.experts_us();
+        s.stage_us["w_combine_wait"] += w.combine_wait_us();
+        s.stage_us["w_sum"] += w.sum_us();
+      }
       batch_tokens += t.batch_tokens();
       batch_requests += t.batch_requests();
     }

@@ -183,7 +183,21 @@ class CudaBackend : public ExpertBackend {
           p.received, " in) exceeds the workspaces of ", name(), " sized for ",
           max_tokens_, " tokens"));
     }
-    if (experts_ == nullptr) MOE_RETURN_IF_ERROR(AllocateStepBuffers());
+    if (experts_ == nullptr) {
+      MOE_RETURN_IF_ERROR(AllocateStepBuffers());
+      // Both GEMM paths timed for every row bucket now, before this step's
+      // exchange is queued: timing waits for the stream, which must never
+      // wait on a peer outside the communicator's deadline.
+      for (const auto& [layer, w] : *layers_) {
+        if (w->experts.empty()) continue;
+        expert_ptrs_.clear();
+        for (const CudaExpert& e : w->experts) expert_ptrs_.push_back(&e);
+        MOE_RETURN_IF_ERROR(experts_->Calibrate(*lt_, expert_ptrs_,
+                                                grouped_.as<uint16_t>(),
+                                                grouped_out_.data(), stream_));
+        break;  // every layer has the same shapes
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -399,12 +413,12 @@ class CudaBackend : public ExpertBackend {
         add(T, c.num_experts, H, CUDA_R_32F, CUDA_R_32F);
       }
       if (w->has_shared && shared_experts_ != nullptr) {
-        add(T, 2 * c.shared_inter, H, CUDA_R_16BF, CUDA_R_32F);
+        add(T, 2 * c.shared_inter, H, CUDA_R_16BF, CUDA_R_16BF);
         add(T, H, c.shared_inter, CUDA_R_16BF, CUDA_R_32F);
         if (c.shared_gate) add(T, 1, H, CUDA_R_32F, CUDA_R_32F);
       }
       if (!w->experts.empty()) {
-        add(R, 2 * c.inter, H, CUDA_R_16BF, CUDA_R_32F);
+        add(R, 2 * c.inter, H, CUDA_R_16BF, CUDA_R_16BF);
         add(R, H, c.inter, CUDA_R_16BF, CUDA_R_16BF);
       }
     }
@@ -418,7 +432,11 @@ class CudaBackend : public ExpertBackend {
     const MoeLayerConfig& c = config_;
     const int64_t H = c.hidden, R = bounds_.rows,
                   S = max_tokens_ * bounds_.slots;
-    MOE_ASSIGN_OR_RETURN(experts_, CudaExperts::Create(R, H, c.inter));
+    int64_t local = 1;
+    for (const auto& [layer, w] : *layers_) {
+      local = std::max<int64_t>(local, w->experts.size());
+    }
+    MOE_ASSIGN_OR_RETURN(experts_, CudaExperts::Create(R, H, c.inter, local));
     for (DeviceBuffer* b :
          {&send_, &recv_, &grouped_, &grouped_out_, &out_, &back_}) {
       MOE_ASSIGN_OR_RETURN(*b, DeviceBuffer::Allocate(R * H * 2));

@@ -1,22 +1,84 @@
 #include "engine/cuda/cuda_experts.h"
 
+#include <atomic>
+#include <limits>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "engine/cuda/cuda_status.h"
 #include "kernels/cuda/kernels.h"
+#include "spdlog/spdlog.h"
 
 namespace moe {
+namespace {
+
+constexpr int kPointerArrays = 6;  // w13, x, gate_up; w2, h, out
+constexpr int kTimedReps = 3;
+
+bool Aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaExperts>> CudaExperts::Create(
-    int64_t max_rows, int64_t hidden, int64_t max_inter) {
+    int64_t max_rows, int64_t hidden, int64_t max_inter, int64_t max_experts,
+    const CudaExpertsOptions& options) {
   auto x = std::unique_ptr<CudaExperts>(new CudaExperts());
   x->max_rows_ = max_rows;
   x->hidden_ = hidden;
   x->max_inter_ = max_inter;
+  x->max_experts_ = std::max<int64_t>(max_experts, 1);
+  x->max_graph_rows_ = options.max_graph_rows;
+  x->paths_ = GemmPathTable(max_rows);
+  x->paths_.set_mode(options.gemm_path);
   MOE_ASSIGN_OR_RETURN(x->gate_up_,
-                       DeviceBuffer::Allocate(max_rows * 2 * max_inter * 4));
+                       DeviceBuffer::Allocate(max_rows * 2 * max_inter * 2));
   MOE_ASSIGN_OR_RETURN(x->h_, DeviceBuffer::Allocate(max_rows * max_inter * 2));
+  const int max_graphs = std::max(options.max_graphs, 0);
+  x->graphs_ = std::make_unique<GraphCache<cudaGraphExec_t>>(
+      max_graphs, [](cudaGraphExec_t g) { cudaGraphExecDestroy(g); });
+  for (cudaEvent_t& e : x->timing_) MOE_CUDA_OK(cudaEventCreate(&e));
+  MOE_CUDA_OK(cudaEventCreateWithFlags(&x->staged_, cudaEventDisableTiming));
+  // The grouped call pays off only over several experts; int sizes.
+  if (x->max_experts_ > 1 && max_rows <= std::numeric_limits<int>::max()) {
+    auto g = GroupedGemm::Create(static_cast<int>(x->max_experts_));
+    if (g.ok()) {
+      x->grouped_ = std::move(*g);
+      const size_t per_region = kPointerArrays * x->max_experts_;
+      MOE_ASSIGN_OR_RETURN(x->ptr_host_,
+                           PinnedBuffer::Allocate(per_region * sizeof(void*)));
+      MOE_ASSIGN_OR_RETURN(
+          x->ptr_dev_, DeviceBuffer::Allocate((1 + max_graphs) * per_region *
+                                              sizeof(void*)));
+      x->group_rows_.reserve(x->max_experts_);
+    } else {
+      static std::atomic<bool> logged{false};
+      if (!logged.exchange(true)) {
+        spdlog::info("expert GEMMs: per-expert cuBLASLt only ({})",
+                     std::string(g.status().message()));
+      }
+    }
+  }
   return x;
+}
+
+CudaExperts::~CudaExperts() {
+  graphs_.reset();  // destroys the graphs before what they point into
+  for (cudaEvent_t e : timing_) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+  if (staged_ != nullptr) cudaEventDestroy(staged_);
+}
+
+bool CudaExperts::GroupedFits(const Pass& p) const {
+  const int64_t I = p.experts.front()->inter;
+  // bf16 output only; 16-byte aligned pointers and row strides (the
+  // call's rule for bf16); room in the pointer arrays.
+  return grouped_ != nullptr && !p.out_f32 && p.experts.size() > 1 &&
+         static_cast<int64_t>(p.experts.size()) <= max_experts_ &&
+         hidden_ % 8 == 0 && I % 8 == 0 && Aligned16(p.in) && Aligned16(p.out);
 }
 
 absl::Status CudaExperts::Run(LtMatmul& lt,
@@ -28,31 +90,289 @@ absl::Status CudaExperts::Run(LtMatmul& lt,
     return absl::InvalidArgumentError(
         "expert offsets need one more entry than experts");
   }
-  const int64_t rows = offsets.back();
+  // Every row SiLU-mul reads, [offsets.front(), offsets.back()), is written
+  // by one expert's GEMM first: offsets must start at 0 or more and never
+  // go down.
+  for (size_t g = 0; g < experts.size(); ++g) {
+    if (offsets[g] < 0 || offsets[g + 1] < offsets[g]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expert offsets must be non-negative and non-decreasing; offsets[", g,
+          "..", g + 1, "] = ", offsets[g], ", ", offsets[g + 1]));
+    }
+  }
+  const int64_t rows = offsets.back() - offsets.front();
   if (rows == 0) return absl::OkStatus();
-  const int64_t H = hidden_, I = experts.front()->inter;
-  if (rows > max_rows_ || I > max_inter_) {
+  const int64_t I = experts.front()->inter;
+  if (offsets.back() > max_rows_ || I > max_inter_) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        rows, " rows of intermediate size ", I, " exceed the workspace (",
-        max_rows_, " rows, size ", max_inter_, ")"));
+        offsets.back(), " rows of intermediate size ", I,
+        " exceed the workspace (", max_rows_, " rows, size ", max_inter_, ")"));
   }
-  auto* gate_up = gate_up_.as<float>();
+  const Pass p{&lt, experts, offsets, in, out, out_f32, stream};
+  GemmPath path = GroupedFits(p) ? paths_.For(rows) : GemmPath::kLoop;
+  if (path == GemmPath::kUnmeasured) {
+    MOE_RETURN_IF_ERROR(Measure(p));
+    spdlog::info("expert GEMM paths measured: {}", PathSummary());
+    return absl::OkStatus();
+  }
+  // Graphs: not on the legacy stream (it cannot be captured).
+  if (rows <= max_graph_rows_ && stream != nullptr && graphs_->capacity() > 0) {
+    BuildKey(path, p);
+    const auto look = graphs_->Find(key_);
+    if (look.action == GraphCache<cudaGraphExec_t>::Action::kReplay) {
+      MOE_CUDA_OK(cudaGraphLaunch(look.exec, stream));
+      return absl::OkStatus();
+    }
+    if (look.action == GraphCache<cudaGraphExec_t>::Action::kCapture) {
+      return Capture(path, p, look.slot);
+    }
+  }
+  return RunEager(path, p);
+}
+
+void CudaExperts::BuildKey(GemmPath path, const Pass& p) {
+  auto word = [](const void* ptr) {
+    return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr));
+  };
+  key_.clear();
+  key_.push_back(static_cast<uint64_t>(path));
+  key_.push_back(p.out_f32 ? 1 : 0);
+  key_.push_back(static_cast<uint64_t>(p.experts.front()->inter));
+  key_.push_back(word(p.in));
+  key_.push_back(word(p.out));
+  key_.push_back(word(p.lt));  // its workspace and plans
+  key_.push_back(static_cast<uint64_t>(p.offsets.front()));
+  for (size_t g = 0; g < p.experts.size(); ++g) {
+    key_.push_back(word(p.experts[g]->w13.data()));
+    key_.push_back(word(p.experts[g]->w2.data()));
+    key_.push_back(static_cast<uint64_t>(p.offsets[g + 1] - p.offsets[g]));
+  }
+}
+
+absl::Status CudaExperts::RunLoop(const Pass& p) {
+  const int64_t H = hidden_, I = p.experts.front()->inter;
+  auto* gate_up = gate_up_.as<uint16_t>();
   auto* h = h_.as<uint16_t>();
-  const size_t out_size = out_f32 ? 4 : 2;
-  for (size_t g = 0; g < experts.size(); ++g) {
-    const int64_t off = offsets[g], m = offsets[g + 1] - off;
-    MOE_RETURN_IF_ERROR(lt.Run(m, 2 * I, H, in + off * H,
-                               experts[g]->w13.data(), gate_up + off * 2 * I,
-                               CUDA_R_16BF, CUDA_R_32F, stream));
+  const size_t out_size = p.out_f32 ? 4 : 2;
+  for (size_t g = 0; g < p.experts.size(); ++g) {
+    const int64_t off = p.offsets[g], m = p.offsets[g + 1] - off;
+    MOE_RETURN_IF_ERROR(
+        p.lt->Run(m, 2 * I, H, p.in + off * H, p.experts[g]->w13.data(),
+                  gate_up + off * 2 * I, CUDA_R_16BF, CUDA_R_16BF, p.stream));
   }
-  MOE_CUDA_OK(kernels::cuda::SiluMul(gate_up, rows, I, h, stream));
-  for (size_t g = 0; g < experts.size(); ++g) {
-    const int64_t off = offsets[g], m = offsets[g + 1] - off;
-    MOE_RETURN_IF_ERROR(lt.Run(m, H, I, h + off * I, experts[g]->w2.data(),
-                               static_cast<char*>(out) + off * H * out_size,
-                               CUDA_R_16BF, out_f32 ? CUDA_R_32F : CUDA_R_16BF,
-                               stream));
+  const int64_t first = p.offsets.front(),
+                rows = p.offsets.back() - p.offsets.front();
+  MOE_CUDA_OK(kernels::cuda::SiluMulBf16(gate_up + first * 2 * I, rows, I,
+                                         h + first * I, p.stream));
+  for (size_t g = 0; g < p.experts.size(); ++g) {
+    const int64_t off = p.offsets[g], m = p.offsets[g + 1] - off;
+    MOE_RETURN_IF_ERROR(
+        p.lt->Run(m, H, I, h + off * I, p.experts[g]->w2.data(),
+                  static_cast<char*>(p.out) + off * H * out_size, CUDA_R_16BF,
+                  p.out_f32 ? CUDA_R_32F : CUDA_R_16BF, p.stream));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CudaExperts::StagePointers(const Pass& p, int region) {
+  const int64_t H = hidden_, I = p.experts.front()->inter, E = max_experts_;
+  // The previous staging copy must have read the pinned arrays before they
+  // are overwritten (it has, unless passes are queued back to back).
+  MOE_CUDA_OK(cudaEventSynchronize(staged_));
+  const void** host = ptr_host_.as<const void*>();
+  auto* gate_up = gate_up_.as<uint16_t>();
+  auto* h = h_.as<uint16_t>();
+  auto* out = static_cast<uint16_t*>(p.out);
+  group_rows_.clear();
+  int i = 0;
+  for (size_t g = 0; g < p.experts.size(); ++g) {
+    const int64_t off = p.offsets[g], m = p.offsets[g + 1] - off;
+    if (m == 0) continue;  // no group for an expert without rows
+    group_rows_.push_back(static_cast<int>(m));
+    host[0 * E + i] = p.experts[g]->w13.data();
+    host[1 * E + i] = p.in + off * H;
+    host[2 * E + i] = gate_up + off * 2 * I;
+    host[3 * E + i] = p.experts[g]->w2.data();
+    host[4 * E + i] = h + off * I;
+    host[5 * E + i] = out + off * H;
+    ++i;
+  }
+  const size_t bytes = kPointerArrays * E * sizeof(void*);
+  MOE_CUDA_OK(cudaMemcpyAsync(ptr_dev_.as<char>() + region * bytes, host, bytes,
+                              cudaMemcpyHostToDevice, p.stream));
+  MOE_CUDA_OK(cudaEventRecord(staged_, p.stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaExperts::RunGrouped(const Pass& p, int region) {
+  const int64_t H = hidden_, I = p.experts.front()->inter, E = max_experts_;
+  void** base = ptr_dev_.as<void*>() + region * kPointerArrays * E;
+  auto in_ptrs = [&](int a) {
+    return reinterpret_cast<const void* const*>(base + a * E);
+  };
+  // cuBLAS may read the thread's last error after its launch: an unrelated
+  // one left by an earlier runtime call (kernels/cuda/launch.cuh) must not
+  // fail this call and turn the grouped path off for good.
+  (void)cudaGetLastError();
+  MOE_RETURN_IF_ERROR(grouped_->Run(group_rows_, static_cast<int>(2 * I),
+                                    static_cast<int>(H), in_ptrs(0), in_ptrs(1),
+                                    base + 2 * E, p.stream));
+  const int64_t first = p.offsets.front(),
+                rows = p.offsets.back() - p.offsets.front();
+  MOE_CUDA_OK(
+      kernels::cuda::SiluMulBf16(gate_up_.as<uint16_t>() + first * 2 * I, rows,
+                                 I, h_.as<uint16_t>() + first * I, p.stream));
+  (void)cudaGetLastError();
+  MOE_RETURN_IF_ERROR(grouped_->Run(group_rows_, static_cast<int>(H),
+                                    static_cast<int>(I), in_ptrs(3), in_ptrs(4),
+                                    base + 5 * E, p.stream));
+  return absl::OkStatus();
+}
+
+void CudaExperts::GroupedFailed(const absl::Status& s) {
+  paths_.DisableGrouped();
+  static std::atomic<bool> logged{false};
+  if (!logged.exchange(true)) {
+    spdlog::warn(
+        "expert GEMMs: cublasGemmGroupedBatchedEx failed ({}); the per-expert "
+        "cuBLASLt loop serves every shape from now on",
+        std::string(s.message()));
+  }
+}
+
+absl::Status CudaExperts::RunEager(GemmPath path, const Pass& p) {
+  if (path == GemmPath::kGrouped) {
+    absl::Status s = StagePointers(p, 0);
+    if (s.ok()) s = RunGrouped(p, 0);
+    if (s.ok()) return s;
+    GroupedFailed(s);
+    (void)cudaGetLastError();
+  }
+  return RunLoop(p);
+}
+
+absl::Status CudaExperts::Measure(const Pass& p) {
+  const int64_t rows = p.offsets.back() - p.offsets.front();
+  // Once each untimed (modules load lazily, plans get built), then both
+  // timed, interleaved, on this pass's own rows: the outputs are the same
+  // rows either way.
+  MOE_RETURN_IF_ERROR(RunLoop(p));
+  absl::Status gs = StagePointers(p, 0);
+  if (gs.ok()) gs = RunGrouped(p, 0);
+  double loop_us = 0, grouped_us = 0;
+  for (int rep = 0; rep < kTimedReps && gs.ok(); ++rep) {
+    MOE_CUDA_OK(cudaEventRecord(timing_[0], p.stream));
+    MOE_RETURN_IF_ERROR(RunLoop(p));
+    MOE_CUDA_OK(cudaEventRecord(timing_[1], p.stream));
+    gs = StagePointers(p, 0);
+    if (gs.ok()) gs = RunGrouped(p, 0);
+    MOE_CUDA_OK(cudaEventRecord(timing_[2], p.stream));
+    MOE_CUDA_OK(cudaEventSynchronize(timing_[2]));
+    float a = 0, b = 0;
+    MOE_CUDA_OK(cudaEventElapsedTime(&a, timing_[0], timing_[1]));
+    MOE_CUDA_OK(cudaEventElapsedTime(&b, timing_[1], timing_[2]));
+    loop_us += a * 1000.0 / kTimedReps;
+    grouped_us += b * 1000.0 / kTimedReps;
+  }
+  if (!gs.ok()) {
+    GroupedFailed(gs);
+    (void)cudaGetLastError();
+    paths_.Record(rows, loop_us, -1);
+    return RunLoop(p);  // the failed call may have written part of `out`
+  }
+  const GemmPath chosen = paths_.Record(rows, loop_us, grouped_us);
+  spdlog::debug(
+      "expert GEMMs, {} rows (bucket {}) over {} experts: per-expert loop "
+      "{:.1f} us, grouped {:.1f} us: {}",
+      rows, RowBucket(rows, max_rows_), p.experts.size(), loop_us, grouped_us,
+      GemmPathName(chosen));
+  // The last pass ran grouped: the output must be the chosen path's bits.
+  if (chosen == GemmPath::kLoop) return RunLoop(p);
+  return absl::OkStatus();
+}
+
+absl::Status CudaExperts::Calibrate(LtMatmul& lt,
+                                    absl::Span<const CudaExpert* const> experts,
+                                    uint16_t* in, void* out,
+                                    cudaStream_t stream) {
+  if (experts.empty() || paths_.mode() != GemmPathTable::Mode::kAuto) {
+    return absl::OkStatus();
+  }
+  const int64_t E = static_cast<int64_t>(experts.size());
+  std::vector<int64_t> offsets(E + 1);
+  const Pass probe{&lt, experts, offsets, in, out, false, stream};
+  if (!GroupedFits(probe) || experts.front()->inter > max_inter_) {
+    return absl::OkStatus();
+  }
+  // Defined inputs (bf16 0x3c3c, about 0.0115): the timing does not depend
+  // on them, but nothing may read uninitialised memory.
+  MOE_CUDA_OK(cudaMemsetAsync(in, 0x3c, max_rows_ * hidden_ * 2, stream));
+  for (const GemmPathChoice& c : paths_.choices()) {
+    if (c.chosen != GemmPath::kUnmeasured || !paths_.grouped_enabled()) {
+      continue;
+    }
+    for (int64_t g = 0; g <= E; ++g) offsets[g] = c.bucket * g / E;
+    MOE_RETURN_IF_ERROR(
+        Measure(Pass{&lt, experts, offsets, in, out, false, stream}));
+  }
+  MOE_CUDA_OK(cudaStreamSynchronize(stream));
+  spdlog::info("expert GEMM paths over {} experts: {}", E, PathSummary());
+  return absl::OkStatus();
+}
+
+std::string CudaExperts::PathSummary() const {
+  std::string out;
+  for (const GemmPathChoice& c : paths_.choices()) {
+    if (c.chosen == GemmPath::kUnmeasured) continue;
+    absl::StrAppend(&out, out.empty() ? "" : ", ", c.bucket, " rows ",
+                    std::string(GemmPathName(c.chosen)), " (loop ",
+                    absl::SixDigits(c.loop_us), " us, grouped ",
+                    absl::SixDigits(c.grouped_us), " us)");
+  }
+  if (!paths_.grouped_enabled()) absl::StrAppend(&out, "; grouped off");
+  return out;
+}
+
+absl::Status CudaExperts::Capture(GemmPath path, const Pass& p, int slot) {
+  const int region = 1 + slot;
+  // The graph's own pointer arrays, copied before the capture: replays read
+  // them, and nothing rewrites them while the key lives.
+  if (path == GemmPath::kGrouped) {
+    if (absl::Status s = StagePointers(p, region); !s.ok()) {
+      graphs_->MarkFailed(key_);
+      return s;
+    }
+  }
+  // Thread-local mode: other threads (other backends' streams) may keep
+  // allocating while this one captures.
+  cudaError_t e =
+      cudaStreamBeginCapture(p.stream, cudaStreamCaptureModeThreadLocal);
+  absl::Status s;
+  cudaGraph_t graph = nullptr;
+  if (e == cudaSuccess) {
+    s = path == GemmPath::kGrouped ? RunGrouped(p, region) : RunLoop(p);
+    e = cudaStreamEndCapture(p.stream, &graph);  // ends it even after errors
+  }
+  cudaGraphExec_t exec = nullptr;
+  if (s.ok() && e == cudaSuccess && graph != nullptr) {
+    e = cudaGraphInstantiate(&exec, graph, 0);
+  }
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (!s.ok() || e != cudaSuccess || exec == nullptr) {
+    (void)cudaGetLastError();
+    graphs_->MarkFailed(key_);
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      spdlog::warn(
+          "expert GEMMs: a {} pass could not be captured as a CUDA graph "
+          "({}{}); such shapes run eagerly",
+          GemmPathName(path), std::string(s.message()),
+          e == cudaSuccess ? "" : cudaGetErrorString(e));
+    }
+    return RunEager(path, p);  // nothing captured ran
+  }
+  graphs_->Insert(key_, exec);
+  MOE_CUDA_OK(cudaGraphLaunch(exec, p.stream));
   return absl::OkStatus();
 }
 

@@ -1,35 +1,133 @@
-// Grouped SwiGLU over experts on a GPU: for each expert's contiguous block
-// of bf16 rows, one cuBLASLt GEMM for gate and up together (fp32 out), one
-// fused SiLU-mul over all rows, one GEMM for down. Workspaces are sized once.
+// Grouped SwiGLU over experts on a GPU: each expert's contiguous block of
+// bf16 rows through gate and up together (one [2I, H] matrix, bf16 out), a
+// SiLU-mul that reads those bf16 values, then down. Two ways to run the
+// GEMMs, both kept:
+//  - the loop: one cuBLASLt matmul per expert and projection, with a plan
+//    per row bucket (engine/cuda/lt_matmul.h);
+//  - grouped: one cublasGemmGroupedBatchedEx per projection over every
+//    expert with rows (engine/cuda/grouped_gemm.h).
+// Each row bucket is timed both ways, by Calibrate or else at its first use,
+// and keeps the faster (engine/cuda/gemm_path.h; logged, and readable
+// through gemm_paths()). A
+// grouped call that fails is logged once and the loop serves from then on.
+// Passes of up to max_graph_rows rows (decode sizes) whose exact shape
+// repeats are captured once as a CUDA graph and replayed
+// (engine/cuda/graph_cache.h): the key holds every pointer and size the
+// capture baked in (rows, weights, LtMatmul and its workspace, per-expert
+// counts), and a replay reads device memory when it runs, so a replay does
+// exactly what an eager pass with that key would do.
+// Workspaces, pointer arrays and graph slots are sized once; weights are
+// immutable for the life of an instance (a reload makes a new one; or call
+// InvalidateGraphs). Not thread-safe: one per stream.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
+#include <array>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/cuda/cuda_weights.h"
+#include "engine/cuda/gemm_path.h"
+#include "engine/cuda/graph_cache.h"
+#include "engine/cuda/grouped_gemm.h"
 #include "engine/cuda/lt_matmul.h"
 
 namespace moe {
 
+struct CudaExpertsOptions {
+  GemmPathTable::Mode gemm_path = GemmPathTable::Mode::kAuto;
+  // Passes of at most this many rows are captured as graphs once their
+  // shape repeats; 0: never.
+  int64_t max_graph_rows = 256;
+  int max_graphs = 64;  // shapes remembered (graphs held) at once
+};
+
 class CudaExperts {
  public:
-  // Room for up to max_rows rows through experts of intermediate size up to
-  // max_inter.
-  static absl::StatusOr<std::unique_ptr<CudaExperts>> Create(int64_t max_rows,
-                                                             int64_t hidden,
-                                                             int64_t max_inter);
+  // Room for up to max_rows rows through up to max_experts experts of
+  // intermediate size up to max_inter.
+  static absl::StatusOr<std::unique_ptr<CudaExperts>> Create(
+      int64_t max_rows, int64_t hidden, int64_t max_inter,
+      int64_t max_experts = 1, const CudaExpertsOptions& options = {});
+  ~CudaExperts();
 
   // Rows [offsets[g], offsets[g+1]) of `in` (bf16 [rows, H]) go through
-  // experts[g] into the same rows of `out`, bf16 or (out_f32) fp32.
+  // experts[g] into the same rows of `out`, bf16 or (out_f32) fp32 (fp32
+  // output always takes the loop: the grouped call writes bf16 only).
   absl::Status Run(LtMatmul& lt, absl::Span<const CudaExpert* const> experts,
                    absl::Span<const int64_t> offsets, const uint16_t* in,
                    void* out, bool out_f32, cudaStream_t stream);
 
+  // Times both GEMM paths for every row bucket not measured yet, on that
+  // many rows spread evenly over `experts` (`in`, [max_rows, H], is filled
+  // with a constant first; `out` is overwritten), so that no step has to. It
+  // waits for the stream: call it only when nothing that may wait on another
+  // process (a collective) is queued there. Does nothing unless the grouped
+  // path can serve these experts in auto mode.
+  absl::Status Calibrate(LtMatmul& lt,
+                         absl::Span<const CudaExpert* const> experts,
+                         uint16_t* in, void* out, cudaStream_t stream);
+
+  // Benchmarks and tests: force a path (kAuto measures again only buckets
+  // not measured yet), or change the graph threshold (0: no graphs).
+  void set_gemm_mode(GemmPathTable::Mode m) { paths_.set_mode(m); }
+  void set_max_graph_rows(int64_t rows) { max_graph_rows_ = rows; }
+  bool grouped_available() const {
+    return grouped_ != nullptr && paths_.grouped_enabled();
+  }
+  const GemmPathTable& gemm_paths() const { return paths_; }
+  const GraphCache<cudaGraphExec_t>::Stats& graph_stats() const {
+    return graphs_->stats();
+  }
+  size_t graphs_held() const { return graphs_->graphs(); }
+  // Drops every captured graph (the weights or buffers they read changed).
+  void InvalidateGraphs() { graphs_->Clear(); }
+
  private:
-  int64_t max_rows_ = 0, hidden_ = 0, max_inter_ = 0;
-  DeviceBuffer gate_up_;  // fp32 [max_rows, 2 * max_inter]
+  CudaExperts() = default;
+
+  struct Pass {  // one Run's arguments
+    LtMatmul* lt;
+    absl::Span<const CudaExpert* const> experts;
+    absl::Span<const int64_t> offsets;
+    const uint16_t* in;
+    void* out;
+    bool out_f32;
+    cudaStream_t stream;
+  };
+  bool GroupedFits(const Pass& p) const;
+  absl::Status RunEager(GemmPath path, const Pass& p);
+  absl::Status RunLoop(const Pass& p);
+  // The pointer arrays of a grouped pass into region `region` (0: eager;
+  // 1 + slot: a graph's), copied on the pass's stream.
+  absl::Status StagePointers(const Pass& p, int region);
+  absl::Status RunGrouped(const Pass& p, int region);
+  absl::Status Measure(const Pass& p);
+  absl::Status Capture(GemmPath path, const Pass& p, int slot);
+  void BuildKey(GemmPath path, const Pass& p);
+  void GroupedFailed(const absl::Status& s);
+  std::string PathSummary() const;  // the measured buckets, for the log
+
+  int64_t max_rows_ = 0, hidden_ = 0, max_inter_ = 0, max_experts_ = 0;
+  int64_t max_graph_rows_ = 0;
+  DeviceBuffer gate_up_;  // bf16 [max_rows, 2 * max_inter]
   DeviceBuffer h_;        // bf16 [max_rows, max_inter]
+  GemmPathTable paths_{0};
+  std::unique_ptr<GroupedGemm> grouped_;  // null: no grouped call here
+  // Pointer arrays of the grouped call: 6 arrays of max_experts pointers
+  // per region, staged through pinned memory; region 0 for eager passes,
+  // one per graph slot.
+  PinnedBuffer ptr_host_;
+  DeviceBuffer ptr_dev_;
+  cudaEvent_t staged_ = nullptr;  // the last staging copy has been read
+  std::vector<int> group_rows_;   // rows of each expert with rows
+  std::array<cudaEvent_t, 3> timing_{};
+  std::unique_ptr<GraphCache<cudaGraphExec_t>> graphs_;
+  GraphCache<cudaGraphExec_t>::Key key_;
 };
 
 }  // namespace moe

@@ -62,6 +62,10 @@ cudaError_t ScatterRowsBf16(const uint16_t* src, int64_t cols,
 // h[r][i] = bf16(silu(g[r][i]) * g[r][inter + i]) from fp32 g [rows, 2*inter].
 cudaError_t SiluMul(const float* gate_up, int64_t rows, int64_t inter,
                     uint16_t* h, cudaStream_t stream);
+// The same from bf16 g [rows, 2*inter] (what the expert GEMMs write: half
+// the bytes to read), computed in fp32.
+cudaError_t SiluMulBf16(const uint16_t* gate_up, int64_t rows, int64_t inter,
+                        uint16_t* h, cudaStream_t stream);
 // y[t][:] = sum over s in [0, slots) with slot_row[t*slots+s] >= 0, in slot
 // order, of w[t*slots+s] * out[slot_row[...]][:] (weight 1 when w is null);
 // fp32 accumulation of bf16 expert outputs.

@@ -56,6 +56,18 @@ __global__ void SiluMulKernel(const float* gate_up, int64_t rows, int64_t inter,
   }
 }
 
+__global__ void SiluMulBf16Kernel(const uint16_t* gate_up, int64_t rows,
+                                  int64_t inter, uint16_t* h) {
+  const int64_t total = rows * inter;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / inter, c = i % inter;
+    const float g = Bf16ToF32(gate_up[r * 2 * inter + c]);
+    const float u = Bf16ToF32(gate_up[r * 2 * inter + inter + c]);
+    h[i] = F32ToBf16(g / (1.0f + expf(-g)) * u);
+  }
+}
+
 __global__ void CombineKernel(int64_t slots, int64_t cols, const float* w,
                               const int32_t* slot_row, const uint16_t* out,
                               float* y) {
@@ -132,6 +144,13 @@ cudaError_t SiluMul(const float* gate_up, int64_t rows, int64_t inter,
   if (rows == 0 || inter == 0) return cudaSuccess;
   return Launch(SiluMulKernel, dim3(StrideBlocks(rows * inter)), dim3(kBlock),
                 0, stream, gate_up, rows, inter, h);
+}
+
+cudaError_t SiluMulBf16(const uint16_t* gate_up, int64_t rows, int64_t inter,
+                        uint16_t* h, cudaStream_t stream) {
+  if (rows == 0 || inter == 0) return cudaSuccess;
+  return Launch(SiluMulBf16Kernel, dim3(StrideBlocks(rows * inter)),
+                dim3(kBlock), 0, stream, gate_up, rows, inter, h);
 }
 
 cudaError_t CombineSlots(int64_t tokens, int64_t slots, int64_t cols,

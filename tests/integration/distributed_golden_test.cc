@@ -2,11 +2,13 @@
 // router with P = 0 (in-process), 1, 2 and 3 CPU workers on loopback:
 // routing ids exact, y within the golden tolerance.
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "core/dtype.h"
 #ifdef MOE_HAVE_CUDA
 #include "engine/cuda/cuda_status.h"
 #endif
@@ -86,6 +88,63 @@ INSTANTIATE_TEST_SUITE_P(
       return absl::StrCat("P", std::get<0>(info.param), "_",
                           std::get<1>(info.param));
     });
+
+// A bf16 client's steps (Step.result_dtype BF16): the workers answer in
+// bf16 and the router's in-process path rounds the routed sum the same way,
+// so every worker count gives the same bits; the routing is the fp32
+// path's and y stays within the bf16 tolerance of the exact fp32 answer
+// for the same (bf16-valued) x.
+TEST(DistributedGolden, Bf16StepsGiveTheSameBitsForEveryWorkerCount) {
+  for (const char* name : {"deepseek_v3_like", "qwen2_moe_like", "mixtral_like",
+                           "expert_choice"}) {
+    SCOPED_TRACE(name);
+    auto c = testing::LoadGoldenCase(testing::GoldenDir() + "/" + name +
+                                     ".safetensors");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string dir = testing::MakeTempDir(std::string(name) + "_bf16_");
+    testing::HfWriteOptions o;
+    o.family = testing::FamiliesFor(c->config).back();
+    ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+    std::vector<float> x = c->x;
+    for (float& v : x) v = Bf16ToF32(F32ToBf16(v));
+
+    ForwardResult exact;
+    std::vector<float> first;
+    for (int workers : {0, 1, 2, 3}) {
+      SCOPED_TRACE(absl::StrCat("P=", workers));
+      testing::LocalCluster cluster;
+      testing::LocalCluster::Options co;
+      co.model_args = {"--model=" + dir};
+      co.workers = workers;
+      ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+      ForwardOptions fo;
+      fo.routing = true;
+      if (workers == 0) {
+        auto r =
+            cluster.client().Forward(static_cast<int32_t>(o.layer), x.data(),
+                                     c->tokens, c->config.hidden, fo);
+        ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+        exact = *r;
+      }
+      fo.dtype = moe::v1::BF16;
+      auto r = cluster.client().Forward(static_cast<int32_t>(o.layer), x.data(),
+                                        c->tokens, c->config.hidden, fo);
+      ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+      EXPECT_EQ(r->expert_ids, exact.expert_ids);
+      EXPECT_EQ(r->weights, exact.weights);
+      EXPECT_TRUE(testing::AllClose(r->y, exact.y, testing::kBf16Tol));
+      if (workers == 0) {
+        first = r->y;
+      } else {
+        ASSERT_EQ(r->y.size(), first.size());
+        EXPECT_EQ(0, std::memcmp(r->y.data(), first.data(),
+                                 first.size() * sizeof(float)))
+            << "bf16 bits differ from the in-process router's";
+      }
+    }
+    fs::remove_all(dir);
+  }
+}
 
 TEST(DistributedGolden, MoeCliForwardWritesTheGoldenOutput) {
   // The acceptance path: a checkpoint served by a router and 3 workers,

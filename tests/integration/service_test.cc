@@ -302,6 +302,30 @@ TEST_F(ServiceTest, ModelInfoDescribesTheService) {
   EXPECT_EQ(info->moe_layers_size(), 2);
 }
 
+TEST_F(ServiceTest, TimingBreaksDownTheCriticalWorkersStep) {
+  ForwardOptions fo;
+  fo.timing = true;
+  const auto x = Input(64, 7);
+  auto r = client().Forward(1, x.data(), 64, kHidden, fo);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->timing.has_critical_worker());
+  const auto& w = r->timing.critical_worker();
+  EXPECT_GE(w.rank(), 0);
+  EXPECT_LT(w.rank(), 2);
+  EXPECT_GT(w.experts_us(), 0);
+  for (double us : {w.decode_us(), w.gather_us(), w.dispatch_wait_us(),
+                    w.combine_wait_us(), w.sum_us()}) {
+    EXPECT_GE(us, 0);
+  }
+  // The router's stages are this worker's, split into its pieces.
+  EXPECT_NEAR(r->timing.dispatch_us(), w.gather_us() + w.dispatch_wait_us(),
+              1.0);
+  EXPECT_EQ(r->timing.experts_us(), w.experts_us());
+  EXPECT_GE(w.step_us() + 1.0, w.decode_us() + w.gather_us() +
+                                   w.dispatch_wait_us() + w.experts_us() +
+                                   w.combine_wait_us() + w.sum_us());
+}
+
 TEST_F(ServiceTest, CliReportsTheServersStatus) {
   auto bad = testing::RunCommand(
       {testing::CliBinary(), "forward", "--target=" + cluster_->target(),
@@ -315,6 +339,8 @@ TEST_F(ServiceTest, CliReportsTheServersStatus) {
       std::chrono::seconds(20));
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("timing (us)"), std::string::npos) << ok.output;
+  EXPECT_NE(ok.output.find("critical worker rank"), std::string::npos)
+      << ok.output;
   for (const char* cmd : {"info", "health"}) {
     auto r = testing::RunCommand(
         {testing::CliBinary(), cmd, "--target=" + cluster_->target()},

@@ -3,6 +3,7 @@
 // minor page faults per request (read from /proc/PID/stat), not the
 // hundreds that buffers mapped afresh each step would cost, and their RSS
 // stops growing.
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -83,6 +84,37 @@ TEST_P(SteadyStateTest, RequestsFaultAlmostNoNewPages) {
     EXPECT_LE(RssKb(pids[i]) - rss[i], 8 * 1024)
         << (i == 0 ? "router" : absl::StrCat("worker ", i - 1))
         << " grows in steady state";
+  }
+}
+
+std::string Environment(pid_t pid) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/environ"));
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
+// Idle OpenMP threads spin briefly, not libgomp's millisecond, while a step
+// waits on its peers (core/openmp_policy.h): the processes re-executed
+// themselves with GOMP_SPINCOUNT set, keeping their pid, and serve.
+TEST(ServiceProcessTest, OpenMpThreadsSpinBrieflyUnlessTheOperatorChose) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr ||
+      std::getenv("GOMP_SPINCOUNT") != nullptr) {
+    GTEST_SKIP() << "this environment sets OMP_WAIT_POLICY or GOMP_SPINCOUNT "
+                    "itself; the processes keep it";
+  }
+  testing::LocalCluster cluster;
+  testing::LocalCluster::Options o;
+  o.workers = 1;
+  o.model_args = {"--synthetic", "--hidden=64", "--inter=32", "--experts=4",
+                  "--top-k=2"};
+  ASSERT_TRUE(cluster.Start(o).ok()) << cluster.Logs();
+  std::vector<float> x(3 * 64);
+  FillSyntheticInput(3, x.size(), x.data());
+  ASSERT_TRUE(cluster.client().Forward(0, x.data(), 3, 64, {}).ok());
+  for (pid_t p : {cluster.router().pid(), cluster.worker(0).pid()}) {
+    const std::string env = Environment(p);
+    EXPECT_NE(env.find(std::string("GOMP_SPINCOUNT=10000\0", 21)),
+              std::string::npos)
+        << "pid " << p;
   }
 }
 

@@ -208,9 +208,11 @@ std::unique_ptr<BatchRequest> Request(Answers& answers,
                                       const std::string& name) {
   auto r = std::make_unique<BatchRequest>();
   r->layer = 0;
+  static const float kOnes[4] = {1, 1, 1, 1};
   r->x.rows = 1;
   r->x.cols = 4;
-  r->x.data.assign(4, 1.0f);
+  r->x.dtype = moe::v1::F32;
+  r->x.data = reinterpret_cast<const char*>(kOnes);
   r->arrival = Clock::now();
   r->deadline = r->arrival + std::chrono::minutes(1);
   r->done = answers.For(name);

@@ -282,9 +282,28 @@ TEST_F(CudaKernelTest, GatherScatterCombineSiluMul) {
                   1e-2 * (1 + std::fabs(gv * uv)));
     }
   }
+  // SiLU-mul from bf16 gate-up (the engine's path): the same as the fp32
+  // kernel on the same, bf16-rounded values, bit for bit.
+  std::vector<uint16_t> gu_bf(gu.size());
+  std::vector<float> gu_rounded(gu.size());
+  for (size_t i = 0; i < gu.size(); ++i) {
+    gu_bf[i] = F32ToBf16(gu[i]);
+    gu_rounded[i] = Bf16ToF32(gu_bf[i]);
+  }
+  DeviceBuffer d_gub = Up(gu_bf), d_gur = Up(gu_rounded);
+  auto d_hb = *DeviceBuffer::Allocate(rows * inter * 2);
+  ASSERT_EQ(kcu::SiluMulBf16(d_gub.as<uint16_t>(), rows, inter,
+                             d_hb.as<uint16_t>(), nullptr),
+            cudaSuccess);
+  ASSERT_EQ(
+      kcu::SiluMul(d_gur.as<float>(), rows, inter, d_h.as<uint16_t>(), nullptr),
+      cudaSuccess);
+  EXPECT_EQ(Down<uint16_t>(d_hb, rows * inter),
+            Down<uint16_t>(d_h, rows * inter));
 }
 
 TEST_F(CudaKernelTest, EmptyLaunchesAreNoOps) {
+  EXPECT_EQ(kcu::SiluMulBf16(nullptr, 0, 8, nullptr, nullptr), cudaSuccess);
   EXPECT_EQ(kcu::GatherRowsBf16(nullptr, 8, nullptr, 0, nullptr, nullptr),
             cudaSuccess);
   EXPECT_EQ(
