@@ -2,7 +2,8 @@
 //   moe-cli forward --target HOST:PORT --layer L (--input IN.safetensors |
 //       --random N) [--output OUT.safetensors] [--dtype f32|bf16|f16]
 //       [--timeout-ms T] [--routing] [--timing]
-//   moe-cli info | stats --layer L [--reset] | health [--service NAME]
+//   moe-cli info | stats --layer L [--reset] [--save FILE.json] | placement
+//       | rebalance | health [--service NAME]
 // Exits with the server's gRPC status code (e.g. 3 INVALID_ARGUMENT,
 // 14 UNAVAILABLE) and its message on failure; 64 for usage errors.
 #include <chrono>
@@ -22,6 +23,7 @@
 #include "core/safetensors.h"
 #include "core/synthetic_model.h"
 #include "core/tensor_io.h"
+#include "google/protobuf/util/json_util.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "service address host:port");
 ABSL_FLAG(std::string, tls_ca, "",
@@ -46,6 +48,9 @@ ABSL_FLAG(int64_t, timeout_ms, 30000, "deadline of each call");
 ABSL_FLAG(bool, routing, false, "forward: return each token's routing");
 ABSL_FLAG(bool, timing, false, "forward: return the time of each stage");
 ABSL_FLAG(bool, reset, false, "stats: zero the counters after reading");
+ABSL_FLAG(std::string, save, "",
+          "stats: also write every MoE layer's stats here as JSON (the "
+          "router's --expert-load)");
 ABSL_FLAG(std::string, service, "", "health: service name ('' = overall)");
 
 namespace moe {
@@ -185,6 +190,35 @@ int Info(MoeClient& client) {
   return 0;
 }
 
+// Every MoE layer's GetExpertStats, as a JSON array of ExpertStats.
+absl::Status SaveStats(MoeClient& client, const std::string& path) {
+  auto info = client.GetModelInfo(Timeout());
+  if (!info.ok()) return info.status();
+  std::vector<std::string> entries;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  opts.always_print_primitive_fields = true;
+  for (int32_t layer : info->moe_layers()) {
+    auto s = client.GetExpertStats(layer, false, Timeout());
+    if (!s.ok()) return s.status();
+    std::string json;
+    auto st = google::protobuf::util::MessageToJsonString(*s, &json, opts);
+    if (!st.ok()) return absl::InternalError(st.ToString());
+    entries.push_back(std::move(json));
+  }
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    return absl::NotFoundError(absl::StrCat("--save: cannot write ", path));
+  }
+  const std::string text =
+      absl::StrCat("[", absl::StrJoin(entries, ",\n"), "]\n");
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) {
+    return absl::DataLossError(absl::StrCat("--save: writing ", path));
+  }
+  return absl::OkStatus();
+}
+
 int Stats(MoeClient& client) {
   auto s = client.GetExpertStats(absl::GetFlag(FLAGS_layer),
                                  absl::GetFlag(FLAGS_reset), Timeout());
@@ -200,6 +234,62 @@ int Stats(MoeClient& client) {
       s->min_over_mean());
   std::printf("tokens per expert: [%s]\n",
               absl::StrJoin(s->tokens_per_expert(), ", ").c_str());
+  if (s->rows_per_worker_size() > 0) {
+    std::printf("rows per worker: [%s], per step max/mean %.3f\n",
+                absl::StrJoin(s->rows_per_worker(), ", ").c_str(),
+                s->worker_max_over_mean());
+  }
+  if (s->replicas_per_expert_size() > 0) {
+    std::printf("replicas per expert: [%s]\n",
+                absl::StrJoin(s->replicas_per_expert(), ", ").c_str());
+  }
+  const std::string save = absl::GetFlag(FLAGS_save);
+  if (!save.empty()) {
+    if (absl::Status st = SaveStats(client, save); !st.ok()) return Fail(st);
+  }
+  return 0;
+}
+
+// The placement in force: the logical expert in each slot of each worker,
+// per MoE layer, as `--expert-placement` JSON (empty layers: contiguous).
+int Placement(MoeClient& client) {
+  auto info = client.GetModelInfo(Timeout());
+  if (!info.ok()) return Fail(info.status());
+  std::vector<std::string> layers;
+  int64_t slots = 0;
+  for (int32_t layer : info->moe_layers()) {
+    auto s = client.GetExpertStats(layer, false, Timeout());
+    if (!s.ok()) return Fail(s.status());
+    std::vector<std::string> workers;
+    slots = 0;
+    for (const auto& w : s->placement()) {
+      workers.push_back(
+          absl::StrCat("[", absl::StrJoin(w.experts(), ","), "]"));
+      slots += w.experts_size();
+    }
+    if (workers.empty()) continue;
+    layers.push_back(
+        absl::StrCat("\"", layer, "\": [", absl::StrJoin(workers, ", "), "]"));
+  }
+  if (layers.empty()) {
+    std::printf("{\"redundant_experts\": 0, \"layers\": {}}\n");
+    std::fprintf(stderr,
+                 "moe-cli: no placement: experts in contiguous ranges over "
+                 "%d workers\n",
+                 info->num_workers());
+    return 0;
+  }
+  std::printf("{\"redundant_experts\": %ld, \"layers\": {%s}}\n",
+              static_cast<long>(slots - info->experts()),
+              absl::StrJoin(layers, ", ").c_str());
+  return 0;
+}
+
+int Rebalance(MoeClient& client) {
+  auto r = client.Rebalance(Timeout());
+  if (!r.ok()) return Fail(r.status());
+  std::printf("placement %lu in force after %.3f s\n",
+              static_cast<unsigned long>(r->epoch()), r->seconds());
   return 0;
 }
 
@@ -215,11 +305,15 @@ int Health(MoeClient& client) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "moe-cli forward|info|stats|health --target HOST:PORT [...]\n"
+      "moe-cli forward|info|stats|placement|rebalance|health --target "
+      "HOST:PORT "
+      "[...]\n"
       "  forward --layer L (--input IN.safetensors | --random N) "
       "[--output OUT.safetensors] [--dtype f32|bf16|f16] [--timeout-ms T] "
       "[--routing] [--timing]\n"
-      "  stats --layer L [--reset]\n  health [--service NAME]");
+      "  stats --layer L [--reset] [--save FILE.json]\n  placement\n  "
+      "rebalance\n"
+      "  health [--service NAME]");
   moe::NormalizedArgs norm(argc, argv);
   std::vector<char*> rest = absl::ParseCommandLine(norm.argc(), norm.argv());
   if (rest.size() != 2) {
@@ -241,6 +335,8 @@ int main(int argc, char** argv) {
   if (cmd == "forward") return moe::Forward(client);
   if (cmd == "info") return moe::Info(client);
   if (cmd == "stats") return moe::Stats(client);
+  if (cmd == "placement") return moe::Placement(client);
+  if (cmd == "rebalance") return moe::Rebalance(client);
   if (cmd == "health") return moe::Health(client);
   std::fprintf(stderr, "moe-cli: unknown command '%s'\n", cmd.c_str());
   return moe::kUsage;

@@ -24,6 +24,7 @@
 #include "client/moe_client.h"
 #include "core/cli_args.h"
 #include "core/status_macros.h"
+#include "core/tensor_io.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "service address host:port");
 ABSL_FLAG(std::string, tls_ca, "",
@@ -64,6 +65,10 @@ ABSL_FLAG(double, max_error_rate, 0,
 ABSL_FLAG(absl::Duration, progress_interval, absl::Seconds(1),
           "progress line period");
 ABSL_FLAG(uint64_t, seed, 1, "input and arrival seed");
+ABSL_FLAG(std::string, input, "",
+          "replay captured hidden states: safetensors file whose "
+          "--input-tensor [N, H] the requests sample their rows from");
+ABSL_FLAG(std::string, input_tensor, "x", "--input: name of the tensor");
 ABSL_FLAG(bool, no_retry, false,
           "do not retry requests that fail with UNAVAILABLE (the client "
           "library retries up to 4 attempts by default): every failure "
@@ -194,6 +199,19 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
 // The server's hidden size and the --layer list ('all': every MoE layer).
 absl::Status ApplyModelInfo(const moe::v1::ModelInfo& info, RunSpec* spec) {
   spec->hidden = info.hidden();
+  if (const std::string input = absl::GetFlag(FLAGS_input); !input.empty()) {
+    auto m = ReadMatrix(input, absl::GetFlag(FLAGS_input_tensor));
+    if (!m.ok()) {
+      return absl::Status(m.status().code(),
+                          absl::StrCat("--input: ", m.status().message()));
+    }
+    if (m->cols != info.hidden() || m->rows < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--input: ", input, " holds [", m->rows, ", ", m->cols,
+          "], the service wants rows of hidden size ", info.hidden()));
+    }
+    spec->rows = std::make_shared<const std::vector<float>>(std::move(m->data));
+  }
   const std::string layer = absl::GetFlag(FLAGS_layer);
   if (layer == "all") {
     spec->layers.assign(info.moe_layers().begin(), info.moe_layers().end());

@@ -130,6 +130,17 @@ absl::StatusOr<moe::v1::ExpertStats> MoeClient::GetExpertStats(
   return stats;
 }
 
+absl::StatusOr<moe::v1::RebalanceResponse> MoeClient::Rebalance(
+    std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout);
+  moe::v1::RebalanceResponse resp;
+  const grpc::Status s =
+      stub_->Rebalance(&ctx, moe::v1::RebalanceRequest(), &resp);
+  if (!s.ok()) return FromGrpc(s);
+  return resp;
+}
+
 absl::StatusOr<bool> MoeClient::Health(const std::string& service,
                                        std::chrono::milliseconds timeout) {
   auto stub = grpc::health::v1::Health::NewStub(channel_);

@@ -68,6 +68,10 @@ class MoeClient {
   absl::StatusOr<moe::v1::ExpertStats> GetExpertStats(
       int32_t layer, bool reset,
       std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  // Live rebalancing of the expert placement on the workers; answers once
+  // every worker has switched.
+  absl::StatusOr<moe::v1::RebalanceResponse> Rebalance(
+      std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // True when the service (or `service`, if not empty) reports SERVING.
   absl::StatusOr<bool> Health(
       const std::string& service = "",

@@ -71,6 +71,13 @@ class SyntheticModel : public ModelSource {
     t.owned.resize(static_cast<size_t>(n) * sizeof(float));
     auto* out = reinterpret_cast<float*>(t.owned.data());
     for (int64_t i = 0; i < n; ++i) out[i] = a * UniformAt(key, i);
+    if (role == WeightRole::kGate && spec_.gate_zipf != 0) {
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        const float scale = static_cast<float>(
+            std::pow(static_cast<double>(e + 1), -spec_.gate_zipf));
+        for (int64_t h = 0; h < c.hidden; ++h) out[e * c.hidden + h] *= scale;
+      }
+    }
     t.data = t.owned.data();
     return t;
   }
@@ -111,6 +118,11 @@ absl::StatusOr<SyntheticSpec> MakeSyntheticSpec(const SyntheticArgs& a) {
   MOE_ASSIGN_OR_RETURN(spec.layer, ParseMoeLayerConfigJson(j.dump()));
   spec.num_layers = a.layers;
   spec.seed = a.seed;
+  if (!(a.zipf >= 0 && a.zipf <= 8)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("synthetic zipf exponent ", a.zipf, " is not in [0, 8]"));
+  }
+  spec.gate_zipf = a.zipf;
   if (spec.num_layers < 1 || spec.num_layers > 1024) {
     return absl::InvalidArgumentError("'layers' must be in [1, 1024]");
   }

@@ -16,6 +16,12 @@ struct SyntheticSpec {
   MoeLayerConfig layer;
   int64_t num_layers = 1;  // MoE layers 0 .. num_layers-1
   uint64_t seed = 0;
+  // Skewed expert popularity for load-balancing work: gate row e is scaled
+  // by (e + 1)^-gate_zipf, so low-numbered experts' logits spread wider and
+  // win the top-k more often (0: every expert alike). Only the gate changes,
+  // so the routing math stays the layer's own, and only the router, which
+  // alone holds the gate, needs it.
+  double gate_zipf = 0;
 };
 
 absl::StatusOr<std::unique_ptr<ModelSource>> MakeSyntheticModel(
@@ -33,6 +39,7 @@ struct SyntheticArgs {
   int64_t layers = 1;
   uint64_t seed = 0;
   std::string options_json;  // may be empty
+  double zipf = 0;           // SyntheticSpec::gate_zipf
 };
 absl::StatusOr<SyntheticSpec> MakeSyntheticSpec(const SyntheticArgs& args);
 

@@ -83,7 +83,8 @@ absl::Status CpuBackend::CheckLayer(int64_t layer, bool need_gate,
         absl::StrCat("layer ", layer, " was loaded without its shared expert"));
   }
   if (need_all_experts &&
-      (w->expert_begin != 0 || w->expert_end != w->config.num_experts)) {
+      (w->expert_begin != 0 || w->expert_end != w->config.num_experts ||
+       w->num_local_experts() != w->config.num_experts)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "single-process layer ", layer, " needs all ", w->config.num_experts,
         " experts loaded, has [", w->expert_begin, ", ", w->expert_end, ")"));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/even_split.h"
+#include "engine/placement.h"
 #include "engine/token_router.h"
 #include "kernels/cpu/dispatch.h"
 
@@ -57,7 +58,8 @@ absl::Status PlanEpStep(const EpStepInput& in, int rank, int world, int64_t E,
   p->expert_end = SplitBegin(rank + 1, world, E);
 
   // Own slots in expert order, which is also destination-rank order since
-  // ranks own contiguous expert ranges; they must match the plan's counts.
+  // ranks own contiguous (physical) expert ranges; they must match the
+  // plan's counts.
   const int64_t num_slots = n * S;
   std::vector<int64_t>& offsets = p->slot_offsets;
   offsets.resize(E + 1);
@@ -121,18 +123,61 @@ absl::Status PlanEpStep(const EpStepInput& in, int rank, int world, int64_t E,
 
 void PlanDispatch(const Routing& r, int64_t n, int P, int64_t E,
                   std::vector<int32_t>* expert_ids,
-                  std::vector<int64_t>* counts) {
+                  std::vector<int64_t>* counts, const ReplicaMap* replicas) {
   const int64_t S = r.slots;
   expert_ids->resize(n * S);
-  counts->assign(P * E, 0);
-  for (int q = 0; q < P; ++q) {
-    const int64_t b = SplitBegin(q, P, n), e = SplitBegin(q + 1, P, n);
-    for (int64_t i = b * S; i < e * S; ++i) {
-      const bool go = r.dispatched[i] != 0;
-      (*expert_ids)[i] = go ? r.expert[i] : -1;
-      if (go) ++(*counts)[q * E + r.expert[i]];
+  if (replicas == nullptr) {
+    counts->assign(P * E, 0);
+    for (int q = 0; q < P; ++q) {
+      const int64_t b = SplitBegin(q, P, n), e = SplitBegin(q + 1, P, n);
+      for (int64_t i = b * S; i < e * S; ++i) {
+        const bool go = r.dispatched[i] != 0;
+        (*expert_ids)[i] = go ? r.expert[i] : -1;
+        if (go) ++(*counts)[q * E + r.expert[i]];
+      }
+    }
+    return;
+  }
+  const ReplicaMap& m = *replicas;
+  const int64_t phys = m.physical;
+  counts->assign(P * phys, 0);
+  std::vector<int64_t> rows(P, 0);
+  auto send = [&](int64_t i, int32_t slot) {
+    (*expert_ids)[i] = slot;
+    ++rows[m.worker_of[slot]];
+    ++(*counts)[SplitOwner(i / S, P, n) * phys + slot];
+  };
+  // Experts with one replica first: their rows are fixed.
+  for (int64_t i = 0; i < n * S; ++i) {
+    (*expert_ids)[i] = -1;
+    if (r.dispatched[i] != 0 && m.replicas(r.expert[i]) == 1) {
+      send(i, m.slot[m.offsets[r.expert[i]]]);
     }
   }
+  for (int64_t i = 0; i < n * S; ++i) {
+    if (r.dispatched[i] == 0) continue;
+    const int64_t e = r.expert[i];
+    if (m.replicas(e) == 1) continue;
+    int32_t best = m.slot[m.offsets[e]];
+    for (int64_t j = m.offsets[e] + 1; j < m.offsets[e + 1]; ++j) {
+      const int32_t s = m.slot[j];
+      if (rows[m.worker_of[s]] < rows[m.worker_of[best]]) best = s;
+    }
+    send(i, best);
+  }
+}
+
+std::vector<int64_t> RowsPerRank(absl::Span<const int64_t> counts, int P,
+                                 int64_t E) {
+  std::vector<int64_t> rows(P, 0);
+  for (int src = 0; src < P; ++src) {
+    for (int q = 0; q < P; ++q) {
+      for (int64_t e = SplitBegin(q, P, E); e < SplitBegin(q + 1, P, E); ++e) {
+        rows[q] += counts[src * E + e];
+      }
+    }
+  }
+  return rows;
 }
 
 EpBounds StepBounds(const MoeLayerConfig& c, int64_t tokens, int64_t segments) {

@@ -17,7 +17,8 @@
 
 namespace moe {
 
-struct Routing;  // engine/token_router.h
+struct Routing;     // engine/token_router.h
+struct ReplicaMap;  // engine/placement.h
 
 // One rank's part of a step. Spans point into memory the caller owns for
 // the duration of the step (the decoded message, or the router's routing).
@@ -31,7 +32,10 @@ struct EpStepInput {
   absl::Span<const int32_t> expert_ids;
   absl::Span<const float> weights;  // [tokens * slots] final weights
   // [world * E]: dispatched slots from each source rank to each expert.
+  // With redundant experts, expert ids and counts name physical slots
+  // (engine/placement.h) and E is `experts`.
   absl::Span<const int64_t> counts;
+  int64_t experts = 0;  // E + R physical expert slots; 0: the layer's E
   std::chrono::milliseconds timeout{10000};  // collectives' deadline
 };
 
@@ -59,6 +63,8 @@ struct EpPlan {
 
 // Plans rank `rank` of `world`'s part of `in`. `max_count` bounds every count
 // (no source sends one expert more rows than a full batch holds).
+// `num_experts` is the number of (physical) experts ids and counts name;
+// rank q owns [SplitBegin(q, world, num_experts), SplitBegin(q + 1, ...)).
 absl::Status PlanEpStep(const EpStepInput& in, int rank, int world,
                         int64_t num_experts, int64_t max_count, EpPlan* plan);
 
@@ -66,9 +72,23 @@ absl::Status PlanEpStep(const EpStepInput& in, int rank, int world,
 // by core/even_split.h) and writes each rank's expert ids (-1 where a slot is
 // not dispatched) into `expert_ids` [n * slots] and the (source, expert)
 // count matrix [world * E] into `counts`.
+//
+// With `replicas` (a layer's redundant placement over `world` workers), ids
+// and counts name physical slots [world * (E + R)] instead, and every
+// dispatched slot goes to one replica of its expert: first the slots of
+// experts with a single replica, then, in slot order, each slot of a
+// replicated expert to the replica whose worker has the fewest rows of this
+// step so far (ties to the lower worker). Deterministic, and the sum in slot
+// order on the workers makes the choice invisible in the output bits.
 void PlanDispatch(const Routing& routing, int64_t n, int world,
                   int64_t num_experts, std::vector<int32_t>* expert_ids,
-                  std::vector<int64_t>* counts);
+                  std::vector<int64_t>* counts,
+                  const ReplicaMap* replicas = nullptr);
+
+// Rows each of `world` ranks computes in a step with `counts` [world *
+// experts] (rank q's experts as in PlanEpStep).
+std::vector<int64_t> RowsPerRank(absl::Span<const int64_t> counts, int world,
+                                 int64_t experts);
 
 // Upper bounds of one step's sizes, from the routing rules, for `tokens`
 // tokens in at most `segments` independently routed requests.

@@ -65,8 +65,10 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
                                Communicator& comm, int64_t max_count,
                                bool x_resident, float* y) {
   const MoeLayerConfig& c = backend.config();
-  MOE_RETURN_IF_ERROR(PlanEpStep(in, comm.rank(), comm.size(), c.num_experts,
-                                 max_count, &plan_));
+  // Physical expert slots with redundant experts (engine/placement.h).
+  const int64_t experts = in.experts > 0 ? in.experts : c.num_experts;
+  MOE_RETURN_IF_ERROR(
+      PlanEpStep(in, comm.rank(), comm.size(), experts, max_count, &plan_));
   const EpPlan& p = plan_;
   MOE_RETURN_IF_ERROR(backend.Prepare(p));
   const auto deadline = std::chrono::steady_clock::now() + in.timeout;

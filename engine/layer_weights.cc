@@ -222,6 +222,27 @@ absl::StatusOr<std::pair<int64_t, int64_t>> ResolveExpertRange(
   return std::pair{begin, end};
 }
 
+absl::StatusOr<std::vector<int32_t>> ResolveExpertList(
+    const LoadOptions& options, int64_t layer, int64_t num_experts) {
+  auto it = options.layer_experts.find(layer);
+  if (it == options.layer_experts.end()) {
+    MOE_ASSIGN_OR_RETURN(auto range, ResolveExpertRange(options, num_experts));
+    std::vector<int32_t> ids;
+    for (int64_t e = range.first; e < range.second; ++e) {
+      ids.push_back(static_cast<int32_t>(e));
+    }
+    return ids;
+  }
+  for (int32_t e : it->second) {
+    if (e < 0 || e >= num_experts) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer ", layer, ": expert slot holds expert ", e,
+                       ", outside [0, ", num_experts, ")"));
+    }
+  }
+  return it->second;
+}
+
 absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     const ModelSource& source, int64_t layer, const LoadOptions& options) {
   const MoeLayerConfig& c = source.info().layer;
@@ -235,6 +256,8 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
   MOE_ASSIGN_OR_RETURN(w->dtype, ResolveWeightDType(options.dtype, source));
   MOE_ASSIGN_OR_RETURN(std::tie(w->expert_begin, w->expert_end),
                        ResolveExpertRange(options, c.num_experts));
+  MOE_ASSIGN_OR_RETURN(w->expert_ids,
+                       ResolveExpertList(options, layer, c.num_experts));
 
   if (options.load_gate) {
     MOE_ASSIGN_OR_RETURN(WeightTensor g,
@@ -260,7 +283,7 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     }
   }
 
-  const int64_t count = w->num_local_experts();
+  const int64_t count = static_cast<int64_t>(w->expert_ids.size());
   w->experts.resize(count);
   std::mutex mu;
   absl::Status first_error;
@@ -269,7 +292,7 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     num_threads(std::max(1, options.num_threads))
   for (int64_t i = 0; i < count; ++i) {
     if (failed.load()) continue;
-    auto e = LoadExpert(source, layer, w->expert_begin + i, false, w->dtype);
+    auto e = LoadExpert(source, layer, w->expert_ids[i], false, w->dtype);
     if (e.ok()) {
       w->experts[i] = std::move(*e);
     } else {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -63,9 +64,15 @@ struct LayerWeights {
 
   int64_t expert_begin = 0;  // routed experts [expert_begin, expert_end)
   int64_t expert_end = 0;
-  std::vector<ExpertWeights> experts;
+  // The logical expert of each local slot: [expert_begin, expert_end), or
+  // the slot list of a redundant placement (engine/placement.h), where an
+  // expert may sit in several workers' slots.
+  std::vector<int32_t> expert_ids;
+  std::vector<ExpertWeights> experts;  // one per local slot
 
-  int64_t num_local_experts() const { return expert_end - expert_begin; }
+  int64_t num_local_experts() const {
+    return static_cast<int64_t>(experts.size());
+  }
   // Bytes of one routed expert's packed weights.
   size_t expert_bytes() const {
     return experts.empty() ? 0 : experts.front().bytes();
@@ -78,6 +85,9 @@ struct LoadOptions {
   bool load_shared = true;                // router side: shared expert
   int64_t expert_begin = 0;
   int64_t expert_end = -1;  // -1: all experts
+  // Per MoE layer, the logical expert of each local slot (a redundant
+  // placement's slot list), instead of [expert_begin, expert_end).
+  std::map<int64_t, std::vector<int32_t>> layer_experts;
   int num_threads = 1;
   int64_t only_layer = -1;  // backends: load just this MoE layer (-1: all)
 };
@@ -86,6 +96,11 @@ struct LoadOptions {
 // INVALID_ARGUMENT when it is not inside [0, num_experts].
 absl::StatusOr<std::pair<int64_t, int64_t>> ResolveExpertRange(
     const LoadOptions& options, int64_t num_experts);
+
+// The logical expert of each local slot of `layer`: its layer_experts list
+// (INVALID_ARGUMENT for an id outside [0, num_experts)), else the range.
+absl::StatusOr<std::vector<int32_t>> ResolveExpertList(
+    const LoadOptions& options, int64_t layer, int64_t num_experts);
 
 absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     const ModelSource& source, int64_t layer, const LoadOptions& options);

@@ -259,7 +259,8 @@ void Batcher::RunBatch(size_t index,
         recent_seconds_per_token_.begin(), recent_seconds_per_token_.end());
   }
   if (s.ok() && stats_ != nullptr) {
-    stats_->Record(layer, out.routing.expert_counts, n, out.routing.dropped);
+    stats_->Record(layer, out.routing.expert_counts, n, out.routing.dropped,
+                   out.worker_rows);
   }
   if (metrics_ != nullptr) {
     for (const auto& r : batch)
@@ -268,6 +269,10 @@ void Batcher::RunBatch(size_t index,
       metrics_->Step(n, static_cast<int>(batch.size()), out.times);
       if (stats_ != nullptr) {
         metrics_->Layer(layer, n, out.routing.dropped, stats_->Balance(layer));
+        if (!out.worker_rows.empty()) {
+          metrics_->WorkerRows(layer, out.worker_rows,
+                               stats_->WorkerImbalance(layer));
+        }
       }
     }
   }

@@ -4,10 +4,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/placement.h"
 #include "moe/v1/moe.pb.h"
 
 namespace moe {
@@ -21,14 +25,33 @@ struct LoadBalance {
 };
 LoadBalance ComputeLoadBalance(absl::Span<const int64_t> counts);
 
+// Per MoE layer, the tokens routed to each expert, from the JSON that
+// `moe-cli stats --save` writes (GetExpertStats of each layer, one object
+// or an array of them; `tokens_per_expert` or `tokensPerExpert`, numbers or
+// the strings proto JSON writes for int64). INVALID_ARGUMENT naming what is
+// wrong.
+absl::StatusOr<std::map<int64_t, std::vector<double>>> ExpertLoadFromJson(
+    const std::string& text);
+
 class ExpertStatsBook {
  public:
   explicit ExpertStatsBook(int64_t num_experts) : experts_(num_experts) {}
+  // `worker_rows`: rows each worker computed in this step (empty without
+  // workers).
   void Record(int64_t layer, absl::Span<const int64_t> counts, int64_t tokens,
-              int64_t dropped);
+              int64_t dropped, absl::Span<const int64_t> worker_rows = {});
   moe::v1::ExpertStats Snapshot(int64_t layer, bool reset);
   // Load balance of the counts since start or the last reset.
   LoadBalance Balance(int64_t layer);
+  // Per step, the most loaded worker's rows over the mean, averaged since
+  // start or the last reset (0 before any step on workers).
+  double WorkerImbalance(int64_t layer);
+  // The placement in force, reported with every snapshot.
+  void SetPlacement(std::shared_ptr<const ExpertPlacement> placement);
+  // Steps of every layer since start (resets do not zero it).
+  int64_t TotalSteps();
+  // Tokens per expert of every layer seen since start or the last reset.
+  std::map<int64_t, std::vector<int64_t>> Counts();
 
  private:
   struct Layer {
@@ -36,9 +59,15 @@ class ExpertStatsBook {
     int64_t tokens = 0;
     int64_t dropped = 0;
     std::vector<int64_t> counts;
+    std::vector<int64_t> worker_rows;
+    // Sum over steps with rows of max worker rows / mean worker rows.
+    double worker_imbalance = 0;
+    int64_t worker_steps = 0;
   };
   int64_t experts_;
   std::mutex mu_;
+  std::shared_ptr<const ExpertPlacement> placement_;
+  int64_t steps_ever_ = 0;
   std::map<int64_t, Layer> layers_;
 };
 

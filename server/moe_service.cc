@@ -422,4 +422,27 @@ grpc::ServerUnaryReactor* MoeServiceImpl::GetExpertStats(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* MoeServiceImpl::Rebalance(
+    grpc::CallbackServerContext* ctx, const moe::v1::RebalanceRequest*,
+    moe::v1::RebalanceResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  if (grpc::Status s = Authorize(*ctx); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
+  }
+  if (options_.rebalancer == nullptr) {
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        "Rebalance places experts on workers: this router has none"));
+    return reactor;
+  }
+  // Answered from the rebalancer's thread once the workers have switched.
+  options_.rebalancer->Request(
+      [reactor, response](const absl::StatusOr<moe::v1::RebalanceResponse>& r) {
+        if (r.ok()) *response = *r;
+        reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpcStatus(r.status()));
+      });
+  return reactor;
+}
+
 }  // namespace moe

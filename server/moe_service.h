@@ -11,6 +11,7 @@
 #include "moe/v1/moe.grpc.pb.h"
 #include "server/batcher.h"
 #include "server/expert_stats.h"
+#include "server/rebalancer.h"
 #include "server/request_validator.h"
 #include "server/router_metrics.h"
 #include "server/router_model.h"
@@ -24,6 +25,7 @@ struct MoeServiceOptions {
   Batcher* batcher = nullptr;
   WorkerPool* pool = nullptr;  // null: no workers (P = 0)
   ExpertStatsBook* stats = nullptr;
+  Rebalancer* rebalancer = nullptr;  // null: no workers
   RouterMetrics* metrics = nullptr;  // may be null
   const TokenAuth* auth = nullptr;   // may be null: no token needed
   ForwardLimits limits;
@@ -49,7 +51,8 @@ using MoeServiceBase = moe::v1::MoeService::WithCallbackMethod_Forward<
     moe::v1::MoeService::WithRawCallbackMethod_ForwardStream<
         moe::v1::MoeService::WithCallbackMethod_GetModelInfo<
             moe::v1::MoeService::WithCallbackMethod_GetExpertStats<
-                moe::v1::MoeService::Service>>>>;
+                moe::v1::MoeService::WithCallbackMethod_Rebalance<
+                    moe::v1::MoeService::Service>>>>>;
 
 class MoeServiceImpl final : public MoeServiceBase {
  public:
@@ -69,6 +72,10 @@ class MoeServiceImpl final : public MoeServiceBase {
       grpc::CallbackServerContext* ctx,
       const moe::v1::GetExpertStatsRequest* request,
       moe::v1::ExpertStats* response) override;
+  grpc::ServerUnaryReactor* Rebalance(
+      grpc::CallbackServerContext* ctx,
+      const moe::v1::RebalanceRequest* request,
+      moe::v1::RebalanceResponse* response) override;
 
   // Validates and runs one request; fills `response` and then calls `done`
   // (possibly on another thread, possibly before returning). `method`

@@ -12,8 +12,26 @@ namespace moe {
 
 void RemoteStep::BuildSteps(int64_t layer, const float* x, int64_t n, int64_t H,
                             int64_t E, const Routing& r, int P,
+                            const WorkerPool::PlacementInForce& placement,
                             bool bf16_result) {
-  PlanDispatch(r, n, P, E, &expert_ids_, &counts_);
+  if (placement.epoch != replicas_epoch_) {
+    replicas_.clear();
+    replicas_epoch_ = placement.epoch;
+  }
+  const ReplicaMap* replicas = nullptr;
+  if (placement.placement != nullptr) {
+    auto it = replicas_.find(layer);
+    if (it == replicas_.end()) {
+      it = replicas_
+               .emplace(layer, MakeReplicaMap(
+                                   placement.placement->layers.at(layer), E))
+               .first;
+    }
+    replicas = &it->second;
+  }
+  PlanDispatch(r, n, P, E, &expert_ids_, &counts_, replicas);
+  worker_rows_ =
+      RowsPerRank(counts_, P, replicas != nullptr ? replicas->physical : E);
   const int64_t S = r.slots;
   steps_.resize(P);
   for (int q = 0; q < P; ++q) {
@@ -23,6 +41,7 @@ void RemoteStep::BuildSteps(int64_t layer, const float* x, int64_t n, int64_t H,
                absl::MakeConstSpan(expert_ids_).subspan(b * S, (e - b) * S),
                absl::MakeConstSpan(r.weight).subspan(b * S, (e - b) * S),
                counts_, /*timeout_ms=*/0, bf16_result, &steps_[q]);
+    steps_[q].set_placement_epoch(placement.epoch);
   }
 }
 
@@ -70,25 +89,33 @@ absl::Status RemoteStep::Run(WorkerPool& pool, int64_t layer, const float* x,
                              std::chrono::steady_clock::time_point deadline,
                              const SharedFn& shared, StageClock& clock,
                              float* y, StageTimes* t) {
-  // The group's world size now (fewer than configured while degraded),
-  // after waiting out a regroup if the router holds steps through one
-  // (--hold-while-regrouping-ms). The step's own time starts after the
-  // wait: holding must not eat the budget of the step it holds. A client
-  // whose deadline comes first gets DEADLINE_EXCEEDED from gRPC meanwhile.
-  const absl::StatusOr<int> world_size =
-      pool.AwaitGroup(std::chrono::steady_clock::time_point::max());
-  deadline += std::chrono::microseconds(static_cast<int64_t>(clock.Lap()));
-  MOE_RETURN_IF_ERROR(world_size.status());
-  BuildSteps(layer, x, n, hidden, num_experts, routing, *world_size,
-             bf16_result);
-  t->plan_us = clock.Lap();
   absl::StatusOr<const float*> shared_y = nullptr;
   auto overlap = [&] {
     StageClock shared_clock;
     shared_y = shared();
     t->shared_us = shared_clock.Lap();
   };
-  MOE_RETURN_IF_ERROR(pool.RunStep(steps_, deadline, overlap, &results_));
+  // A rebalance can switch placements between planning and sending: plan
+  // again with the new one (each switch waits for the workers to load, so
+  // this settles at once).
+  absl::Status status;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    // The group's world size now (fewer than configured while degraded),
+    // after waiting out a regroup if the router holds steps through one
+    // (--hold-while-regrouping-ms). The step's own time starts after the
+    // wait: holding must not eat the budget of the step it holds. A client
+    // whose deadline comes first gets DEADLINE_EXCEEDED from gRPC meanwhile.
+    const absl::StatusOr<int> world_size =
+        pool.AwaitGroup(std::chrono::steady_clock::time_point::max());
+    deadline += std::chrono::microseconds(static_cast<int64_t>(clock.Lap()));
+    MOE_RETURN_IF_ERROR(world_size.status());
+    BuildSteps(layer, x, n, hidden, num_experts, routing, *world_size,
+               pool.placement(), bf16_result);
+    t->plan_us += clock.Lap();
+    status = pool.RunStep(steps_, deadline, overlap, &results_);
+    if (!IsPlacementChanged(status)) break;
+  }
+  MOE_RETURN_IF_ERROR(status);
   MOE_RETURN_IF_ERROR(shared_y.status());
   const double wall_us = clock.Lap();
   MOE_RETURN_IF_ERROR(GatherResults(n, hidden, wall_us, y, t));

@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/placement.h"
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
 #include "moe/v1/worker.pb.h"
@@ -36,16 +38,25 @@ class RemoteStep {
                    const SharedFn& shared, StageClock& clock, float* y,
                    StageTimes* t);
 
+  // Rows each worker computed in the last step.
+  const std::vector<int64_t>& worker_rows() const { return worker_rows_; }
+
  private:
-  // One Step per rank from the routing.
+  // One Step per rank from the routing, planned with `placement` (the
+  // pool's, redundant experts: engine/placement.h; null: contiguous).
   void BuildSteps(int64_t layer, const float* x, int64_t n, int64_t hidden,
                   int64_t num_experts, const Routing& routing, int world,
+                  const WorkerPool::PlacementInForce& placement,
                   bool bf16_result);
   // Each rank's rows into y, and the critical worker's stage times into t;
   // `wall_us`: the step's time on the worker group, seen from here.
   absl::Status GatherResults(int64_t n, int64_t hidden, double wall_us,
                              float* y, StageTimes* t) const;
 
+  // Per layer, built on first use, for placement epoch replicas_epoch_.
+  std::map<int64_t, ReplicaMap> replicas_;
+  uint64_t replicas_epoch_ = 0;
+  std::vector<int64_t> worker_rows_;
   std::vector<moe::v1::Step> steps_;
   std::vector<moe::v1::StepResult> results_;
   std::vector<int32_t> expert_ids_;

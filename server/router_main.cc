@@ -28,6 +28,7 @@
 #include "proto/credentials.h"
 #include "proto/model_spec.h"
 #include "server/batcher.h"
+#include "server/expert_placement.h"
 #include "server/expert_stats.h"
 #include "server/health_service.h"
 #include "server/moe_service.h"
@@ -51,6 +52,9 @@ ABSL_FLAG(uint64_t, seed, 1, "synthetic: weight seed");
 ABSL_FLAG(std::string, moe_options, "",
           "synthetic: further layer options as JSON, e.g. "
           "{\"score_func\":\"sigmoid\",\"n_groups\":8,\"topk_groups\":4}");
+ABSL_FLAG(double, synthetic_zipf, 0,
+          "synthetic: skew expert popularity, gate row e scaled by "
+          "(e+1)^-S (0: even)");
 ABSL_FLAG(std::string, weight_dtype, "auto",
           "expert weights: auto (the checkpoint's own storage: FP8 stays "
           "FP8, bf16 stays bf16, else fp32; fp32 for --synthetic), f32, bf16 "
@@ -59,6 +63,19 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address (public API)");
 ABSL_FLAG(std::string, port_file, "",
           "write the bound port here once serving (for --listen host:0)");
 ABSL_FLAG(int, num_workers, 2, "expert workers P; 0 = experts in-process");
+ABSL_FLAG(int64_t, redundant_experts, 0,
+          "R extra expert slots (a multiple of --num-workers) for replicas "
+          "of the hottest experts, placed with EPLB");
+ABSL_FLAG(std::string, expert_load, "",
+          "per-expert load to place experts by: the JSON of "
+          "`moe-cli stats --save` (default: even load)");
+ABSL_FLAG(std::string, expert_placement, "",
+          "pin the placement: JSON {\"redundant_experts\": R, \"layers\": "
+          "{\"<layer>\": [[experts of worker 0's slots], ...]}}");
+ABSL_FLAG(int64_t, rebalance_every_steps, 0,
+          "live rebalancing: a new placement from the load of the last K "
+          "steps, loaded by the workers in the background (0: only on a "
+          "Rebalance call)");
 ABSL_FLAG(int64_t, step_timeout_ms, 10000,
           "deadline of one step on the workers, collectives included");
 ABSL_FLAG(int64_t, heartbeat_interval_ms, 500,
@@ -150,10 +167,15 @@ RouterFlags ReadFlags() {
   a.layers = absl::GetFlag(FLAGS_layers);
   a.seed = absl::GetFlag(FLAGS_seed);
   a.options_json = absl::GetFlag(FLAGS_moe_options);
+  a.zipf = absl::GetFlag(FLAGS_synthetic_zipf);
   f.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
   f.listen = absl::GetFlag(FLAGS_listen);
   f.port_file = absl::GetFlag(FLAGS_port_file);
   f.num_workers = absl::GetFlag(FLAGS_num_workers);
+  f.redundant_experts = absl::GetFlag(FLAGS_redundant_experts);
+  f.expert_load = absl::GetFlag(FLAGS_expert_load);
+  f.expert_placement = absl::GetFlag(FLAGS_expert_placement);
+  f.rebalance_every_steps = absl::GetFlag(FLAGS_rebalance_every_steps);
   f.step_timeout_ms = absl::GetFlag(FLAGS_step_timeout_ms);
   f.heartbeat_interval_ms = absl::GetFlag(FLAGS_heartbeat_interval_ms);
   f.heartbeat_misses = absl::GetFlag(FLAGS_heartbeat_misses);
@@ -269,12 +291,14 @@ class Router {
   std::unique_ptr<RouterModel> model_;
   std::unique_ptr<WorkerAuth> worker_auth_;
   std::unique_ptr<WorkerPool> pool_;
+  std::shared_ptr<const ExpertPlacement> placement_;  // null: contiguous
   // Metrics before the pool's callbacks: it reports from its first event.
   std::shared_ptr<prometheus::Registry> registry_ =
       std::make_shared<prometheus::Registry>();
   RouterMetrics metrics_{*registry_};
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<ExpertStatsBook> stats_;
+  std::unique_ptr<Rebalancer> rebalancer_;  // with workers
   std::unique_ptr<Batcher> batcher_;
   std::unique_ptr<TokenAuth> auth_;
   std::unique_ptr<MoeServiceImpl> service_;
@@ -322,8 +346,19 @@ absl::Status Router::MakePool() {
     if (!tokens.ok()) return Prefixed("--worker-token-file: ", tokens.status());
     worker_auth_ = std::make_unique<WorkerAuth>(*tokens);
   }
+  PlacementFlags pf;
+  pf.redundant = o_.redundant_experts;
+  pf.load_file = o_.expert_load;
+  pf.placement_file = o_.expert_placement;
+  MOE_ASSIGN_OR_RETURN(placement_,
+                       MakeRouterPlacement(model_->info(), o_.num_workers, pf));
+  if (placement_ != nullptr) {
+    spdlog::info("expert placement ({} redundant slots): {}",
+                 placement_->redundant, PlacementToJson(*placement_));
+  }
   WorkerPoolOptions po;
   po.world_size = o_.num_workers;
+  po.placement = placement_;
   po.num_experts = model_->info().layer.num_experts;
   // The resolved dtype (never "auto"): every worker loads what the router
   // reports.
@@ -352,11 +387,28 @@ absl::Status Router::StartMetrics() {
 }
 
 absl::Status Router::MakeBatcher() {
-  stats_ = std::make_unique<ExpertStatsBook>(model_->info().layer.num_experts);
+  const int64_t E = model_->info().layer.num_experts;
+  stats_ = std::make_unique<ExpertStatsBook>(E);
+  if (placement_ != nullptr) {
+    stats_->SetPlacement(placement_);
+    metrics_.Placement(*placement_, E);
+  }
   std::vector<std::unique_ptr<StepRunner>> runners;
   for (int i = 0; i < o_.max_inflight_steps; ++i) {
     MOE_ASSIGN_OR_RETURN(auto runner, CreateStepRunner(*model_, pool_.get()));
     runners.push_back(std::move(runner));
+  }
+  if (pool_ != nullptr) {
+    Rebalancer::Options ro;
+    ro.pool = pool_.get();
+    ro.stats = stats_.get();
+    ro.metrics = &metrics_;
+    ro.info = model_->info();
+    ro.world = o_.num_workers;
+    ro.redundant =
+        placement_ != nullptr ? placement_->redundant : o_.redundant_experts;
+    ro.every_steps = o_.rebalance_every_steps;
+    rebalancer_ = std::make_unique<Rebalancer>(ro);
   }
   Batcher::Options bo;
   bo.max_batch_tokens = o_.max_batch_tokens;
@@ -378,6 +430,7 @@ absl::Status Router::MakeService() {
   so.batcher = batcher_.get();
   so.pool = pool_.get();
   so.stats = stats_.get();
+  so.rebalancer = rebalancer_.get();
   so.metrics = &metrics_;
   so.limits.max_request_tokens = o_.max_request_tokens;
   so.max_batch_tokens = o_.max_batch_tokens;

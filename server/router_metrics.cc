@@ -1,5 +1,7 @@
 #include "server/router_metrics.h"
 
+#include <map>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -101,6 +103,33 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                         .Help("Tokens waiting in the batcher's queue")
                         .Register(r)
                         .Add({})),
+      worker_rows_(prometheus::BuildHistogram()
+                       .Name("moe_worker_step_rows")
+                       .Help("Rows each expert worker computes per step")
+                       .Register(r)
+                       .Add({}, CountBuckets(65536))),
+      worker_max_over_mean_(
+          prometheus::BuildGauge()
+              .Name("moe_layer_worker_max_over_mean")
+              .Help("Per step, the most loaded worker's rows over the mean "
+                    "worker's, averaged since start or the last stats reset")
+              .Register(r)),
+      replicas_(prometheus::BuildGauge()
+                    .Name("moe_layer_experts_by_replicas")
+                    .Help("Experts of a layer with this many replicas in "
+                          "the placement in force (--redundant-experts)")
+                    .Register(r)),
+      rebalances_(prometheus::BuildCounter()
+                      .Name("moe_rebalances_total")
+                      .Help("Live rebalances of the expert placement by "
+                            "result (ok, failed)")
+                      .Register(r)),
+      rebalance_seconds_(prometheus::BuildHistogram()
+                             .Name("moe_rebalance_duration_seconds")
+                             .Help("Time of a live rebalance: placement, "
+                                   "background loading, switch")
+                             .Register(r)
+                             .Add({}, LatencyBuckets())),
       refusals_(prometheus::BuildCounter()
                     .Name("moe_admission_refusals_total")
                     .Help("Requests refused at admission by reason: "
@@ -147,6 +176,37 @@ void RouterMetrics::Workers(int world_size, int connected, int ready,
 }
 
 void RouterMetrics::Group(int world_size) { group_size_.Set(world_size); }
+void RouterMetrics::WorkerRows(int64_t layer, absl::Span<const int64_t> rows,
+                               double max_over_mean) {
+  for (int64_t n : rows) worker_rows_.Observe(static_cast<double>(n));
+  worker_max_over_mean_.Add({{"layer", absl::StrCat(layer)}})
+      .Set(max_over_mean);
+}
+
+void RouterMetrics::Placement(const ExpertPlacement& placement,
+                              int64_t num_experts) {
+  for (const auto& [layer, lp] : placement.layers) {
+    std::map<int64_t, int64_t> by_count;
+    const ReplicaMap m = MakeReplicaMap(lp, num_experts);
+    // Every count a placement of this size can have, so that an earlier
+    // placement's counts do not linger.
+    for (int64_t c = 1; c <= m.physical - num_experts + 1; ++c) {
+      by_count[c] = 0;
+    }
+    for (int64_t e = 0; e < num_experts; ++e) ++by_count[m.replicas(e)];
+    for (const auto& [count, experts] : by_count) {
+      replicas_
+          .Add({{"layer", absl::StrCat(layer)},
+                {"replicas", absl::StrCat(count)}})
+          .Set(static_cast<double>(experts));
+    }
+  }
+}
+
+void RouterMetrics::Rebalanced(bool ok, double seconds) {
+  rebalances_.Add({{"result", ok ? "ok" : "failed"}}).Increment();
+  if (ok) rebalance_seconds_.Observe(seconds);
+}
 
 void RouterMetrics::Layer(int64_t layer, int64_t tokens, int64_t dropped,
                           const LoadBalance& b) {

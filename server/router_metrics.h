@@ -1,5 +1,6 @@
 // The router's Prometheus metrics. Per-expert counts stay in GetExpertStats;
-// labels here are bounded (method, status code, stage, layer).
+// labels here are bounded (method, status code, stage, layer, replica
+// count).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -7,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/types/span.h"
+#include "engine/placement.h"
 #include "engine/stage_times.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -33,6 +36,14 @@ class RouterMetrics {
   void Group(int world_size);
   void Layer(int64_t layer, int64_t tokens, int64_t dropped,
              const LoadBalance& balance);
+  // Expert parallelism: each worker's rows of one step of `layer`, and the
+  // most loaded worker over the mean, averaged over the layer's steps.
+  void WorkerRows(int64_t layer, absl::Span<const int64_t> rows,
+                  double max_over_mean);
+  // The placement in force: experts by replica count, per layer.
+  void Placement(const ExpertPlacement& placement, int64_t num_experts);
+  // A live rebalance, done or failed, and how long it took.
+  void Rebalanced(bool ok, double seconds);
   // Tokens waiting in the batcher's queue.
   void QueueTokens(int64_t tokens);
   // A request refused at admission; `reason`: queue_full or deadline.
@@ -56,6 +67,11 @@ class RouterMetrics {
   prometheus::Family<prometheus::Gauge>& layer_max_over_mean_;
   prometheus::Family<prometheus::Gauge>& layer_entropy_;
   prometheus::Gauge& queue_tokens_;
+  prometheus::Histogram& worker_rows_;
+  prometheus::Family<prometheus::Gauge>& worker_max_over_mean_;
+  prometheus::Family<prometheus::Gauge>& replicas_;
+  prometheus::Family<prometheus::Counter>& rebalances_;
+  prometheus::Histogram& rebalance_seconds_;
   prometheus::Family<prometheus::Counter>& refusals_;
 };
 

@@ -33,6 +33,34 @@ absl::Status CheckSizes(const RouterFlags& f) {
     return BadFlag("num-workers", "between 0 and 1024",
                    absl::StrCat(f.num_workers));
   }
+  if (f.redundant_experts < 0 ||
+      (f.num_workers > 0 && f.redundant_experts % f.num_workers != 0)) {
+    return BadFlag(
+        "redundant-experts",
+        absl::StrCat("a multiple of --num-workers ", f.num_workers, ", >= 0"),
+        absl::StrCat(f.redundant_experts));
+  }
+  if (f.num_workers == 0 &&
+      (f.redundant_experts > 0 || !f.expert_placement.empty() ||
+       !f.expert_load.empty())) {
+    return absl::InvalidArgumentError(
+        "--redundant-experts, --expert-load and --expert-placement place "
+        "experts on workers: they need --num-workers > 0");
+  }
+  if (f.rebalance_every_steps < 0) {
+    return BadFlag("rebalance-every-steps", ">= 0 (0: only on request)",
+                   absl::StrCat(f.rebalance_every_steps));
+  }
+  if (f.num_workers == 0 && f.rebalance_every_steps > 0) {
+    return absl::InvalidArgumentError(
+        "--rebalance-every-steps places experts on workers: it needs "
+        "--num-workers > 0");
+  }
+  if (!f.expert_placement.empty() && !f.expert_load.empty()) {
+    return absl::InvalidArgumentError(
+        "--expert-placement pins the placement; --expert-load computes one: "
+        "give one of them");
+  }
   MOE_RETURN_IF_ERROR(AtLeast("step-timeout-ms", f.step_timeout_ms, 1));
   if (f.heartbeat_interval_ms < 10 || f.heartbeat_interval_ms > 60000) {
     return BadFlag("heartbeat-interval-ms", "between 10 and 60000",

@@ -32,6 +32,13 @@ struct RouterFlags {
   std::string listen = "0.0.0.0:50051";
   std::string port_file;
   int num_workers = 2;
+  // Expert-parallel load balancing (engine/placement.h): R redundant expert
+  // slots, placed by EPLB from --expert-load (GetExpertStats JSON) or pinned
+  // by --expert-placement.
+  int64_t redundant_experts = 0;
+  std::string expert_load;
+  std::string expert_placement;
+  int64_t rebalance_every_steps = 0;  // live rebalancing; 0: only on request
   int64_t step_timeout_ms = 10000;
   int64_t heartbeat_interval_ms = 500;
   int heartbeat_misses = 4;

@@ -45,9 +45,11 @@ absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
     MOE_RETURN_IF_ERROR(b.Shared(layer, x, n, shared_out_.data()));
     return shared_out_.data();
   };
-  return remote_.Run(*pool_, layer, x, n, H, c.num_experts, out->routing,
-                     bf16_routed, deadline, shared, clock, out->y.data(),
-                     &out->times);
+  MOE_RETURN_IF_ERROR(remote_.Run(*pool_, layer, x, n, H, c.num_experts,
+                                  out->routing, bf16_routed, deadline, shared,
+                                  clock, out->y.data(), &out->times));
+  out->worker_rows = remote_.worker_rows();
+  return absl::OkStatus();
 }
 
 }  // namespace moe

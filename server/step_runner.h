@@ -26,6 +26,7 @@ class StepRunner {
     std::vector<float> y;  // [n, H] in its first n * H values
     Routing routing;
     StageTimes times;
+    std::vector<int64_t> worker_rows;  // rows each worker computed
   };
 
   // `pool` null: the router computes the experts (P = 0).

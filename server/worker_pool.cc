@@ -155,8 +155,19 @@ absl::Status WorkerError(int rank, const moe::v1::StepResult& result) {
 
 }  // namespace
 
+namespace {
+constexpr absl::string_view kPlacementChanged = "expert placement changed";
+}  // namespace
+
+bool IsPlacementChanged(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kAborted &&
+         absl::StartsWith(status.message(), kPlacementChanged);
+}
+
 WorkerPool::WorkerPool(WorkerPoolOptions options)
-    : options_(std::move(options)), members_(options_.world_size) {
+    : options_(std::move(options)),
+      members_(options_.world_size),
+      placement_(options_.placement) {
   retry_thread_ = std::thread([this] { RetryLoop(); });
 }
 
@@ -284,6 +295,15 @@ void WorkerPool::StartGenerationLocked(Outbox* out) {
   ranks_ = std::move(group);
   FailPendingLocked(absl::UnavailableError(absl::StrCat(
       "worker group reconfigured (generation ", generation_, ")")));
+  if (staging_.active && staging_.error.empty()) {
+    staging_.error =
+        absl::StrCat("worker group reconfigured (generation ", generation_,
+                     ") while loading placement ", staging_.epoch);
+  }
+  // The placement is made for the configured P workers: a smaller group
+  // (degraded, see regroup_after) splits the experts evenly instead, and
+  // the placement is back in force when the group is whole again.
+  const ExpertPlacement* placed = W == P ? placement_.get() : nullptr;
   const int64_t E = options_.num_experts;
   for (int r = 0; r < W; ++r) {
     ranks_[r]->rank = r;
@@ -294,6 +314,16 @@ void WorkerPool::StartGenerationLocked(Outbox* out) {
     a->set_world_size(W);
     a->set_expert_begin(SplitBegin(r, W, E));
     a->set_expert_end(SplitBegin(r + 1, W, E));
+    a->set_placement_epoch(placement_epoch_);
+    if (placed != nullptr) {
+      a->set_redundant_experts(placed->redundant);
+      for (const auto& [layer, lp] : placed->layers) {
+        auto* slots = a->add_layer_slots();
+        slots->set_layer(static_cast<int32_t>(layer));
+        slots->mutable_experts()->Assign(lp.workers[r].begin(),
+                                         lp.workers[r].end());
+      }
+    }
     *a->mutable_model() = options_.model;
     a->set_heartbeat_interval_ms(options_.heartbeat_interval.count());
     a->set_connect_timeout_ms(options_.connect_timeout.count());
@@ -394,6 +424,8 @@ grpc::Status WorkerPool::Join(
       OnReady(conn, msg.ready());
     } else if (msg.has_result()) {
       OnResult(conn, *msg.mutable_result());
+    } else if (msg.has_placement_loaded()) {
+      OnPlacementLoaded(conn, msg.placement_loaded());
     }
   }
   Remove(conn);
@@ -571,6 +603,124 @@ absl::StatusOr<int> WorkerPool::AwaitGroup(Clock::time_point deadline) {
   return static_cast<int>(ranks_.size());
 }
 
+WorkerPool::PlacementInForce WorkerPool::placement() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A degraded group runs without it (StartGenerationLocked).
+  const bool whole = static_cast<int>(ranks_.size()) == options_.world_size;
+  return {whole ? placement_ : nullptr, placement_epoch_};
+}
+
+void WorkerPool::OnPlacementLoaded(const std::shared_ptr<Conn>& conn,
+                                   const moe::v1::PlacementLoaded& loaded) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!staging_.active || loaded.epoch() != staging_.epoch ||
+      loaded.generation() != staging_.generation || conn->rank < 0 ||
+      ranks_[conn->rank] != conn) {
+    return;
+  }
+  if (!loaded.error().empty()) {
+    if (staging_.error.empty()) {
+      staging_.error =
+          absl::StrCat("worker rank ", conn->rank, " could not load placement ",
+                       loaded.epoch(), ": ", loaded.error());
+    }
+  } else if (!staging_.loaded[conn->rank]) {
+    staging_.loaded[conn->rank] = true;
+    --staging_.remaining;
+  }
+  cv_.notify_all();
+}
+
+absl::Status WorkerPool::Rebalance(std::shared_ptr<const ExpertPlacement> next,
+                                   Clock::time_point deadline,
+                                   uint64_t* epoch_out) {
+  const int P = options_.world_size;
+  for (const auto& [layer, lp] : next->layers) {
+    if (lp.world() != P) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("placement of layer ", layer, " is for ", lp.world(),
+                       " workers, the group has ", P));
+    }
+  }
+  uint64_t epoch = 0;
+  {
+    std::lock_guard<std::mutex> send_lock(send_mu_);
+    Outbox out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!ready_) {
+        return absl::UnavailableError(
+            "worker group not ready: cannot rebalance now");
+      }
+      if (static_cast<int>(ranks_.size()) != P) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "worker group degraded to ", ranks_.size(), " of ", P,
+            " workers: the placement is not in force; rebalance once the "
+            "group is whole"));
+      }
+      if (staging_.active) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("placement ", staging_.epoch, " is still loading"));
+      }
+      epoch = ++next_epoch_;
+      staging_ = Staging();
+      staging_.active = true;
+      staging_.epoch = epoch;
+      staging_.generation = generation_;
+      staging_.loaded.assign(P, false);
+      staging_.remaining = P;
+      for (int r = 0; r < P; ++r) {
+        moe::v1::RouterMessage msg;
+        auto* u = msg.mutable_placement();
+        u->set_generation(generation_);
+        u->set_epoch(epoch);
+        u->set_redundant_experts(next->redundant);
+        for (const auto& [layer, lp] : next->layers) {
+          auto* slots = u->add_layer_slots();
+          slots->set_layer(static_cast<int32_t>(layer));
+          slots->mutable_experts()->Assign(lp.workers[r].begin(),
+                                           lp.workers[r].end());
+        }
+        out.emplace_back(ranks_[r], std::move(msg));
+      }
+    }
+    Send(out);
+  }
+  absl::Status status;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_until(lock, deadline, [&] {
+      return shutdown_ || staging_.remaining == 0 || !staging_.error.empty();
+    });
+    if (shutdown_) {
+      status = absl::UnavailableError("router shutting down");
+    } else if (!staging_.error.empty()) {
+      status = absl::UnavailableError(staging_.error);
+    } else if (staging_.remaining > 0) {
+      status = absl::DeadlineExceededError(absl::StrCat(
+          staging_.remaining, " worker(s) still loading placement ", epoch));
+    }
+    if (!status.ok()) {
+      staging_.active = false;
+      return status;
+    }
+  }
+  // Switch between two sends: every step sent from here on names `epoch`.
+  std::lock_guard<std::mutex> send_lock(send_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (staging_.generation != generation_ || !staging_.error.empty()) {
+    staging_.active = false;
+    return absl::UnavailableError(absl::StrCat(
+        "worker group reconfigured while loading placement ", epoch));
+  }
+  placement_ = std::move(next);
+  placement_epoch_ = epoch;
+  staging_.active = false;
+  if (epoch_out != nullptr) *epoch_out = epoch;
+  spdlog::info("expert placement {} in force", epoch);
+  return absl::OkStatus();
+}
+
 absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
                                  Clock::time_point deadline,
                                  const std::function<void()>& overlap,
@@ -588,6 +738,11 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
         return absl::UnavailableError(absl::StrCat(
             "worker group re-formed with ", ranks_.size(),
             " workers while a step for ", P, " was planned; retry"));
+      }
+      if (!steps.empty() && steps[0].placement_epoch() != placement_epoch_) {
+        return absl::AbortedError(absl::StrCat(
+            kPlacementChanged, ": step planned for ",
+            steps[0].placement_epoch(), ", in force ", placement_epoch_));
       }
       id = next_step_++;
       pending->generation = generation_;

@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/placement.h"
 #include "moe/v1/worker.grpc.pb.h"
 #include "server/worker_auth.h"
 
@@ -58,7 +59,14 @@ struct WorkerPoolOptions {
   // How long a step waits for a group that is not ready (bounded by its
   // deadline) before failing UNAVAILABLE; 0: fail at once.
   std::chrono::milliseconds hold_while_regrouping{0};
+  // Redundant experts (engine/placement.h) for world_size workers, sent in
+  // each Assignment; null: experts in contiguous ranges.
+  std::shared_ptr<const ExpertPlacement> placement;
 };
+
+// RunStep's answer to steps planned with a placement that is no longer in
+// force (a rebalance switched meanwhile): plan them again.
+bool IsPlacementChanged(const absl::Status& status);
 
 // The rank whose rendezvous key `key` is, or -1 for a key of no rank:
 // Gloo's pair addresses ("R", "R/S", "rank_R": the keys
@@ -144,6 +152,25 @@ class WorkerPool final : public WorkerControlBase {
                        const std::function<void()>& overlap,
                        std::vector<moe::v1::StepResult>* results);
 
+  // The placement steps are planned with now (null: contiguous ranges), and
+  // its epoch, which every Step names.
+  struct PlacementInForce {
+    std::shared_ptr<const ExpertPlacement> placement;
+    uint64_t epoch = 0;
+  };
+  PlacementInForce placement() const;
+  // Live rebalancing: sends `next` to every rank of the current generation,
+  // which loads it while steps go on; once every rank has, `next` becomes
+  // the placement of every step sent from then on (RunStep refuses steps
+  // planned with an older one with IsPlacementChanged, to be planned
+  // again), so all ranks switch at the same step. UNAVAILABLE when the
+  // group is not ready or regroups meanwhile, DEADLINE_EXCEEDED when a rank
+  // is not done by `deadline`, FAILED_PRECONDITION while another rebalance
+  // runs, a worker's error when one could not load it.
+  absl::Status Rebalance(std::shared_ptr<const ExpertPlacement> next,
+                         std::chrono::steady_clock::time_point deadline,
+                         uint64_t* epoch);
+
   // Fails everything in flight and stops the retry thread.
   void Shutdown();
 
@@ -170,6 +197,8 @@ class WorkerPool final : public WorkerControlBase {
   void NotifyLocked(std::vector<std::function<void()>>* notify);
   void Send(Outbox& out);
   void OnReady(const std::shared_ptr<Conn>& conn, const moe::v1::Ready& ready);
+  void OnPlacementLoaded(const std::shared_ptr<Conn>& conn,
+                         const moe::v1::PlacementLoaded& loaded);
   void OnResult(const std::shared_ptr<Conn>& conn, moe::v1::StepResult& result);
   void Remove(const std::shared_ptr<Conn>& conn);
   // Any message from `conn` proves it alive; one that was stalled gets a
@@ -227,6 +256,19 @@ class WorkerPool final : public WorkerControlBase {
   // Ended waits to finish outside mu_, with their status.
   std::vector<std::pair<StoreWait*, grpc::Status>> ended_waits_;
   std::function<void(const State&)> state_callback_;
+  // The placement in force and its epoch, and a rebalance under way (all
+  // under mu_; switched under send_mu_ as well).
+  std::shared_ptr<const ExpertPlacement> placement_;
+  uint64_t placement_epoch_ = 0;
+  uint64_t next_epoch_ = 0;
+  struct Staging {
+    bool active = false;
+    uint64_t epoch = 0;
+    uint64_t generation = 0;
+    std::vector<bool> loaded;
+    int remaining = 0;
+    std::string error;
+  } staging_;
   std::mutex notify_mu_;  // keeps notifications in order
   std::thread retry_thread_;
 };

@@ -10,12 +10,13 @@
 
 namespace moe {
 
-LoadOptions WorkerLoadOptions(int64_t begin, int64_t end) {
+LoadOptions WorkerLoadOptions(const ExpertShard& shard) {
   LoadOptions opts;
   opts.load_gate = false;
   opts.load_shared = false;
-  opts.expert_begin = begin;
-  opts.expert_end = end;
+  opts.expert_begin = shard.begin;
+  opts.expert_end = shard.end;
+  opts.layer_experts = shard.layer_slots;
   return opts;
 }
 
@@ -32,8 +33,8 @@ absl::StatusOr<std::unique_ptr<StepExecutor>> StepExecutor::Create(
   }
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<ExpertBackend> backend,
                        CreateExpertBackend(device, threads));
-  return std::unique_ptr<StepExecutor>(
-      new StepExecutor(std::move(backend), spec, collective, shares_device));
+  return std::unique_ptr<StepExecutor>(new StepExecutor(
+      std::move(backend), spec, collective, shares_device, device, threads));
 }
 
 absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(
@@ -41,14 +42,59 @@ absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(
   return StepExecutor::Create(device, threads, collective);
 }
 
-absl::Status StepExecutor::Load(const ModelSource& source, int64_t begin,
-                                int64_t end, WeightDType dtype,
-                                int64_t max_batch_tokens) {
-  LoadOptions opts = WorkerLoadOptions(begin, end);
+namespace {
+
+absl::Status CheckShard(const ModelSource& source, const ExpertShard& shard) {
+  if (shard.redundant < 0 ||
+      (shard.redundant > 0 && shard.layer_slots.empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("assignment: redundant_experts ", shard.redundant,
+                     " needs layer_slots for every MoE layer"));
+  }
+  for (int64_t layer : source.info().moe_layers) {
+    if (!shard.layer_slots.empty() && shard.layer_slots.count(layer) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "assignment: layer_slots has no entry for MoE layer ", layer));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status StepExecutor::Load(const ModelSource& source,
+                                const ExpertShard& shard, WeightDType dtype,
+                                int64_t max_batch_tokens,
+                                uint64_t placement_epoch) {
+  MOE_RETURN_IF_ERROR(CheckShard(source, shard));
+  {
+    std::lock_guard<std::mutex> lock(staged_mu_);
+    staged_.reset();
+  }
+  LoadOptions opts = WorkerLoadOptions(shard);
   opts.dtype = dtype;
   MOE_RETURN_IF_ERROR(backend_->Load(source, opts, max_batch_tokens));
   max_tokens_ = max_batch_tokens;
+  staged_max_tokens_ = max_batch_tokens;
+  physical_experts_ = source.info().layer.num_experts + shard.redundant;
+  epoch_ = placement_epoch;
   y_.resize(max_batch_tokens * source.info().layer.hidden);
+  return absl::OkStatus();
+}
+
+absl::Status StepExecutor::Stage(const ModelSource& source,
+                                 const ExpertShard& shard, WeightDType dtype,
+                                 uint64_t epoch) {
+  MOE_RETURN_IF_ERROR(CheckShard(source, shard));
+  MOE_ASSIGN_OR_RETURN(std::unique_ptr<ExpertBackend> backend,
+                       CreateExpertBackend(device_, threads_));
+  LoadOptions opts = WorkerLoadOptions(shard);
+  opts.dtype = dtype;
+  MOE_RETURN_IF_ERROR(backend->Load(source, opts, staged_max_tokens_));
+  std::lock_guard<std::mutex> lock(staged_mu_);
+  staged_ = std::move(backend);
+  staged_epoch_ = epoch;
+  staged_physical_ = source.info().layer.num_experts + shard.redundant;
   return absl::OkStatus();
 }
 
@@ -69,6 +115,18 @@ absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
                                moe::v1::StepResult* result) {
   // Every refusal before step_.Run leaves the communicator untouched.
   collectives_intact_ = true;
+  if (step.placement_epoch() != epoch_) {
+    std::lock_guard<std::mutex> lock(staged_mu_);
+    if (staged_ == nullptr || staged_epoch_ != step.placement_epoch()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "step ", step.step_id(), " is planned for expert placement ",
+          step.placement_epoch(), ", this worker holds ", epoch_,
+          staged_ ? absl::StrCat(" and has staged ", staged_epoch_) : ""));
+    }
+    backend_ = std::move(staged_);
+    physical_experts_ = staged_physical_;
+    epoch_ = staged_epoch_;
+  }
   if (!backend_->HasLayer(step.layer())) {
     return absl::NotFoundError(
         absl::StrCat("worker has no weights for layer ", step.layer()));
@@ -84,6 +142,7 @@ absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
   }
   EpStepInput in;
   MOE_RETURN_IF_ERROR(DecodeStep(step, H, &scratch_, &in));
+  in.experts = physical_experts_;
   const auto decoded = std::chrono::steady_clock::now();
   if (in.tokens > max_tokens_) {
     return absl::ResourceExhaustedError(

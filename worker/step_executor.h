@@ -5,9 +5,12 @@
 // or CUDA workers staging through pinned memory, e.g. several on one GPU).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,15 @@
 
 namespace moe {
 
+// The routed experts a worker holds: [begin, end) of every layer, or with
+// redundant experts (engine/placement.h) each layer's slot list, the
+// worker's share of E + `redundant` physical slots.
+struct ExpertShard {
+  int64_t begin = 0, end = 0;
+  int64_t redundant = 0;
+  std::map<int64_t, std::vector<int32_t>> layer_slots;
+};
+
 class StepExecutor {
  public:
   static absl::StatusOr<std::unique_ptr<StepExecutor>> Create(
@@ -38,10 +50,16 @@ class StepExecutor {
   // The collective this worker joins groups with (auto resolved).
   Collective collective() const { return collective_; }
 
-  // Loads experts [begin, end) of every MoE layer of `source`, replacing
-  // what was loaded before; workspaces are sized for max_batch_tokens.
-  absl::Status Load(const ModelSource& source, int64_t begin, int64_t end,
-                    WeightDType dtype, int64_t max_batch_tokens);
+  // Loads `shard` of every MoE layer of `source`, replacing what was loaded
+  // before; workspaces are sized for max_batch_tokens.
+  absl::Status Load(const ModelSource& source, const ExpertShard& shard,
+                    WeightDType dtype, int64_t max_batch_tokens,
+                    uint64_t placement_epoch = 0);
+  // Live rebalancing, from any thread while steps run: loads `shard` into a
+  // backend of its own as the weights of placement `epoch`. The first Step
+  // that names `epoch` switches to it (and drops the old weights).
+  absl::Status Stage(const ModelSource& source, const ExpertShard& shard,
+                     WeightDType dtype, uint64_t epoch);
 
   // Joins a collective group through `store`.
   absl::StatusOr<std::unique_ptr<Communicator>> Connect(
@@ -59,25 +77,38 @@ class StepExecutor {
 
  private:
   StepExecutor(std::unique_ptr<ExpertBackend> backend, DeviceSpec spec,
-               Collective collective, bool shares_device)
+               Collective collective, bool shares_device, std::string device,
+               int threads)
       : backend_(std::move(backend)),
+        device_(std::move(device)),
+        threads_(threads),
         spec_(spec),
         collective_(collective),
         shares_device_(shares_device) {}
 
   std::unique_ptr<ExpertBackend> backend_;
+  std::string device_;
+  int threads_;
   DeviceSpec spec_;
   Collective collective_;
   bool shares_device_;
   int64_t max_tokens_ = 0;
+  int64_t physical_experts_ = 0;  // E + R: what step ids and counts name
+  uint64_t epoch_ = 0;            // placement epoch of backend_
+  // A staged placement's weights, waiting for its first step.
+  std::mutex staged_mu_;
+  std::unique_ptr<ExpertBackend> staged_;  // guarded by staged_mu_
+  uint64_t staged_epoch_ = 0;              // guarded by staged_mu_
+  int64_t staged_physical_ = 0;            // guarded by staged_mu_
+  std::atomic<int64_t> staged_max_tokens_{0};
   bool collectives_intact_ = true;
   EpStep step_;
   std::vector<float> scratch_, y_;
 };
 
-// What a worker loads: experts [begin, end) of a layer, no gate and no
+// What a worker loads: its shard of the routed experts, no gate and no
 // shared expert (the router's).
-LoadOptions WorkerLoadOptions(int64_t begin, int64_t end);
+LoadOptions WorkerLoadOptions(const ExpertShard& shard);
 
 // "cpu" or "cuda:N" (builds with the CUDA backend only).
 absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(

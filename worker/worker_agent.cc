@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/logging.h"
 #include "core/net_address.h"
 #include "core/status_macros.h"
@@ -20,6 +21,18 @@ std::string HostName() {
   char buf[256] = {};
   gethostname(buf, sizeof(buf) - 1);
   return buf;
+}
+
+// "[4, 8)", or "slots 0:[1,5,7] 1:[...]" with redundant experts.
+std::string ShardText(const ExpertShard& shard) {
+  if (shard.layer_slots.empty()) {
+    return absl::StrCat("[", shard.begin, ", ", shard.end, ")");
+  }
+  std::string out = "slots";
+  for (const auto& [layer, slots] : shard.layer_slots) {
+    absl::StrAppend(&out, " ", layer, ":[", absl::StrJoin(slots, ","), "]");
+  }
+  return out;
 }
 
 }  // namespace
@@ -94,9 +107,20 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
       (max_tokens <= 0 || options_.max_batch_tokens < max_tokens)) {
     max_tokens = options_.max_batch_tokens;
   }
+  ExpertShard shard;
+  shard.begin = a.expert_begin();
+  shard.end = a.expert_end();
+  shard.redundant = a.redundant_experts();
+  std::string slots_key;
+  for (const moe::v1::LayerSlots& l : a.layer_slots()) {
+    shard.layer_slots[l.layer()].assign(l.experts().begin(), l.experts().end());
+    absl::StrAppend(&slots_key, l.layer(), ":", absl::StrJoin(l.experts(), ","),
+                    ";");
+  }
   const std::string key =
       absl::StrCat(a.model().SerializeAsString(), "|", a.expert_begin(), "-",
-                   a.expert_end(), "|", max_tokens);
+                   a.expert_end(), "|", a.redundant_experts(), "|", slots_key,
+                   "|", max_tokens, "|", a.placement_epoch());
   if (options_.metrics != nullptr) {
     options_.metrics->Group(a.rank(), a.world_size(), a.generation(), false);
   }
@@ -112,18 +136,20 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
     auto dtype = ParseWeightDType(a.model().weight_dtype());
     if (!dtype.ok()) return fail(dtype.status());
     spdlog::info(
-        "loading experts [{}, {}) of {} ({}, steps of at most {} "
+        "loading experts {} of {} ({}, steps of at most {} "
         "rows)",
-        a.expert_begin(), a.expert_end(), (*model)->info().source,
-        a.model().weight_dtype(), max_tokens);
+        ShardText(shard), (*model)->info().source, a.model().weight_dtype(),
+        max_tokens);
     loaded_key_.clear();
-    if (absl::Status s = executor_->Load(**model, a.expert_begin(),
-                                         a.expert_end(), *dtype, max_tokens);
+    if (absl::Status s = executor_->Load(**model, shard, *dtype, max_tokens,
+                                         a.placement_epoch());
         !s.ok()) {
       return fail(s);
     }
     loaded_key_ = key;
   }
+  assigned_model_ = a.model();
+  rank_ = a.rank();
   // Gloo connects in attempts of at most connect_timeout_ms, retried with
   // fresh keys until the collective timeout, while this generation is the
   // newest: a peer that was stopped for a moment costs one short attempt,
@@ -161,9 +187,8 @@ void WorkerAgent::Assign(const moe::v1::Assignment& a, moe::v1::Ready* ready) {
   if (options_.metrics != nullptr) {
     options_.metrics->Group(a.rank(), a.world_size(), a.generation(), true);
   }
-  spdlog::info("generation {}: rank {} of {}, experts [{}, {}), ready",
-               a.generation(), a.rank(), a.world_size(), a.expert_begin(),
-               a.expert_end());
+  spdlog::info("generation {}: rank {} of {}, experts {}, ready",
+               a.generation(), a.rank(), a.world_size(), ShardText(shard));
 }
 
 void WorkerAgent::Execute(
@@ -179,6 +204,12 @@ void WorkerAgent::Execute(
     return;
   }
   moe::v1::WorkerMessage out;
+  if (msg.has_placement()) {
+    if (msg.placement().generation() == generation_) {
+      StagePlacement(msg.placement(), stream);
+    }
+    return;
+  }
   if (msg.has_assignment()) {
     Assign(msg.assignment(), out.mutable_ready());
   } else if (msg.has_step()) {
@@ -227,7 +258,50 @@ void WorkerAgent::Execute(
   }
 }
 
+void WorkerAgent::StagePlacement(
+    const moe::v1::PlacementUpdate& update,
+    grpc::ClientReaderWriter<moe::v1::WorkerMessage, moe::v1::RouterMessage>*
+        stream) {
+  if (loader_.joinable()) loader_.join();
+  loader_ = std::thread([this, update, model = assigned_model_, rank = rank_,
+                         stream] {
+    ExpertShard shard;
+    shard.redundant = update.redundant_experts();
+    for (const moe::v1::LayerSlots& l : update.layer_slots()) {
+      shard.layer_slots[l.layer()].assign(l.experts().begin(),
+                                          l.experts().end());
+    }
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status s = [&]() -> absl::Status {
+      MOE_ASSIGN_OR_RETURN(ModelLocation loc, ModelLocationOf(model));
+      MOE_ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> source, OpenModel(loc));
+      MOE_ASSIGN_OR_RETURN(WeightDType dtype,
+                           ParseWeightDType(model.weight_dtype()));
+      return executor_->Stage(*source, shard, dtype, update.epoch());
+    }();
+    moe::v1::WorkerMessage out;
+    auto* done = out.mutable_placement_loaded();
+    done->set_generation(update.generation());
+    done->set_epoch(update.epoch());
+    done->set_rank(rank);
+    if (!s.ok()) {
+      spdlog::error("placement {}: {}", update.epoch(), s.ToString());
+      done->set_error(std::string(s.message()));
+    } else {
+      spdlog::info("placement {} staged in {:.0f} ms: experts {}",
+                   update.epoch(),
+                   std::chrono::duration<double, std::milli>(
+                       std::chrono::steady_clock::now() - start)
+                       .count(),
+                   ShardText(shard));
+    }
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (!writes_closed_) stream->Write(out);
+  });
+}
+
 uint64_t WorkerAgent::GenerationOf(const moe::v1::RouterMessage& msg) {
+  if (msg.has_placement()) return msg.placement().generation();
   if (msg.has_assignment()) return msg.assignment().generation();
   if (msg.has_step()) return msg.step().generation();
   return 0;
@@ -371,6 +445,7 @@ void WorkerAgent::Session() {
     reader_cv.notify_all();
     queue.Close();
     executor.join();
+    if (loader_.joinable()) loader_.join();
     {
       std::lock_guard<std::mutex> lock(write_mu_);
       writes_closed_ = true;

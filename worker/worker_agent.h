@@ -107,6 +107,14 @@ class WorkerAgent {
   std::unique_ptr<StepExecutor> executor_;
   std::string loaded_key_;   // what the executor holds: model + range
   std::string result_rows_;  // kept between steps (Execute)
+  // Live rebalancing: loads a PlacementUpdate's slots in the background and
+  // answers PlacementLoaded; the model is the last Assignment's.
+  void StagePlacement(const moe::v1::PlacementUpdate& update,
+                      grpc::ClientReaderWriter<moe::v1::WorkerMessage,
+                                               moe::v1::RouterMessage>* stream);
+  moe::v1::ModelSpec assigned_model_;
+  int32_t rank_ = 0;
+  std::thread loader_;  // joined before the next one and at session end
   std::unique_ptr<Communicator> comm_;
   uint64_t generation_ = 0;
   // The newest generation the reader has seen: the executor skips

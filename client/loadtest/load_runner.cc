@@ -1,8 +1,10 @@
 #include "client/loadtest/load_runner.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -15,17 +17,29 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One encoded input per token count, made on first use.
+// One encoded input per token count, made on first use: synthetic, or n
+// rows drawn from the captured ones.
 class InputCache {
  public:
-  InputCache(int64_t hidden, moe::v1::DType dtype, uint64_t seed)
-      : hidden_(hidden), dtype_(dtype), seed_(seed) {}
+  InputCache(int64_t hidden, moe::v1::DType dtype, uint64_t seed,
+             std::shared_ptr<const std::vector<float>> rows)
+      : hidden_(hidden), dtype_(dtype), seed_(seed), rows_(std::move(rows)) {}
   std::shared_ptr<const moe::v1::Tensor> Get(int64_t n) {
     std::lock_guard<std::mutex> lock(mu_);
     auto& t = cache_[n];
     if (!t) {
       std::vector<float> x(n * hidden_);
-      FillSyntheticInput(seed_ + n, n * hidden_, x.data());
+      if (rows_ != nullptr && !rows_->empty()) {
+        const int64_t have = static_cast<int64_t>(rows_->size()) / hidden_;
+        std::mt19937_64 rng(seed_ + n);
+        std::uniform_int_distribution<int64_t> pick(0, have - 1);
+        for (int64_t i = 0; i < n; ++i) {
+          const float* src = rows_->data() + pick(rng) * hidden_;
+          std::copy(src, src + hidden_, x.data() + i * hidden_);
+        }
+      } else {
+        FillSyntheticInput(seed_ + n, n * hidden_, x.data());
+      }
       auto tensor = std::make_shared<moe::v1::Tensor>();
       EncodeMatrix(x.data(), n, hidden_, dtype_, tensor.get());
       t = tensor;
@@ -37,6 +51,7 @@ class InputCache {
   int64_t hidden_;
   moe::v1::DType dtype_;
   uint64_t seed_;
+  std::shared_ptr<const std::vector<float>> rows_;
   std::mutex mu_;
   std::map<int64_t, std::shared_ptr<const moe::v1::Tensor>> cache_;
 };
@@ -235,7 +250,7 @@ RunResult Run(MoeClient& client, const RunSpec& spec, Progress* progress) {
   plan.start = Clock::now();
   plan.measure_from = plan.start + spec.warmup;
   plan.end = plan.measure_from + spec.duration;
-  InputCache inputs(spec.hidden, spec.dtype, spec.seed);
+  InputCache inputs(spec.hidden, spec.dtype, spec.seed, spec.rows);
   Recorder rec(spec, progress, plan.measure_from);
   RunResult result;
   if (spec.rps > 0) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct RunSpec {
   int64_t hidden = 0;
   moe::v1::DType dtype = moe::v1::F32;
   uint64_t seed = 1;
+  // --input: captured hidden states [rows, hidden] that requests sample
+  // their tokens from (with replacement, seeded); null: synthetic inputs.
+  std::shared_ptr<const std::vector<float>> rows;
 };
 
 struct Sample {

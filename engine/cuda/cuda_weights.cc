@@ -77,6 +77,12 @@ absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
   w->config = c;
   MOE_ASSIGN_OR_RETURN(std::tie(w->expert_begin, w->expert_end),
                        ResolveExpertRange(options, c.num_experts));
+  if (options.layer_experts.count(layer) > 0) {
+    // Redundant experts (engine/placement.h) are CPU-only for now.
+    return absl::UnimplementedError(
+        "the CUDA backend loads contiguous expert ranges only, not the slot "
+        "list of a redundant placement (--redundant-experts)");
+  }
   if (options.load_gate) {
     MOE_ASSIGN_OR_RETURN(std::vector<float> gate,
                          Vector(source, layer, WeightRole::kGate));

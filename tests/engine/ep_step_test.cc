@@ -13,6 +13,7 @@
 #include "core/even_split.h"
 #include "engine/cpu_backend.h"
 #include "engine/local_moe.h"
+#include "engine/placement.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/compare.h"
@@ -180,15 +181,21 @@ class StagedCpuBackend : public CpuBackend {
   int staged_ = 0;
 };
 
-// Runs the case's step as 2 ranks over Gloo in this process; y [n, H].
-std::vector<float> RunTwoRanks(const testing::GoldenCase& g,
-                               const Routing& routing, bool staged) {
+// Runs the case's step as `world` ranks over Gloo in this process; y [n, H].
+// With `placement`, the ranks hold its slots (redundant experts) and the
+// plan picks replicas.
+std::vector<float> RunRanks(const testing::GoldenCase& g,
+                            const Routing& routing, bool staged, int world,
+                            const LayerPlacement* placement = nullptr) {
   const MoeLayerConfig& c = g.config;
-  const int world = 2;
   const int64_t n = g.tokens, H = c.hidden, S = routing.slots;
   std::vector<int32_t> ids;
   std::vector<int64_t> counts;
-  PlanDispatch(routing, n, world, c.num_experts, &ids, &counts);
+  ReplicaMap replicas;
+  if (placement != nullptr)
+    replicas = MakeReplicaMap(*placement, c.num_experts);
+  PlanDispatch(routing, n, world, c.num_experts, &ids, &counts,
+               placement != nullptr ? &replicas : nullptr);
   auto source = testing::MakeGoldenSource(g);
   gloo::rendezvous::HashStore store;
   std::vector<float> y(n * H, -1.0f);
@@ -203,6 +210,10 @@ std::vector<float> RunTwoRanks(const testing::GoldenCase& g,
     opts.load_shared = false;
     opts.expert_begin = SplitBegin(r, world, c.num_experts);
     opts.expert_end = SplitBegin(r + 1, world, c.num_experts);
+    if (placement != nullptr) {
+      opts.layer_experts[0] = placement->workers[r];
+      opts.expert_begin = opts.expert_end = 0;
+    }
     status[r] = backend->Load(*source, opts, n);
     if (!status[r].ok()) return;
     auto comm = CreateGlooCommunicator(r, world, "127.0.0.1", store,
@@ -220,6 +231,7 @@ std::vector<float> RunTwoRanks(const testing::GoldenCase& g,
     in.weights =
         absl::MakeConstSpan(routing.weight).subspan(b * S, (e - b) * S);
     in.counts = counts;
+    if (placement != nullptr) in.experts = replicas.physical;
     EpStep step;
     status[r] =
         step.Run(in, *backend, **comm, n, false, y.data() + b * H, nullptr);
@@ -227,15 +239,20 @@ std::vector<float> RunTwoRanks(const testing::GoldenCase& g,
       staged_calls[r] = static_cast<StagedCpuBackend&>(*backend).staged();
     }
   };
-  std::thread t0(rank, 0), t1(rank, 1);
-  t0.join();
-  t1.join();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) threads.emplace_back(rank, r);
+  for (auto& t : threads) t.join();
   for (int r = 0; r < world; ++r) EXPECT_TRUE(status[r].ok()) << status[r];
   if (staged) {
     EXPECT_GT(staged_calls[0] + staged_calls[1], 0)
         << "the step never staged through host buffers";
   }
   return y;
+}
+
+std::vector<float> RunTwoRanks(const testing::GoldenCase& g,
+                               const Routing& routing, bool staged) {
+  return RunRanks(g, routing, staged, 2);
 }
 
 void ExpectTwoRanksEqualOne(const MoeLayerConfig& c, int64_t n, bool staged) {
@@ -292,6 +309,44 @@ TEST(EpStep, HotExpertOnOneRankLeavesTheOtherEmpty) {
       step.Run(in, backend, *loopback, g.tokens, false, alone.data(), nullptr)
           .ok());
   EXPECT_EQ(y, alone);
+}
+
+// Redundant experts: every placement, whichever replica each slot goes to,
+// gives the single process's bits.
+TEST(EpStep, ReplicasDoNotChangeABit) {
+  MoeLayerConfig c = Base();  // E = 6
+  for (bool before : {false, true}) {
+    c.score_before_experts = before;
+    auto g = testing::RandomCase(c, 41, 3);
+    auto source = testing::MakeGoldenSource(g);
+    auto moe = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, g.tokens);
+    ASSERT_TRUE(moe.ok()) << moe.status();
+    std::vector<float> alone(g.tokens * c.hidden);
+    Routing routing;
+    ASSERT_TRUE(
+        (*moe)
+            ->Forward(0, g.x.data(), g.tokens, {}, alone.data(), &routing)
+            .ok());
+    // Load skewed towards experts 0 and 1 (so they get the replicas).
+    std::vector<double> load = {50, 30, 5, 5, 5, 5};
+    for (int world : {2, 3}) {
+      for (int64_t R : {int64_t{world}, int64_t{2 * world}}) {
+        auto p = ComputePlacement(load, world, R);
+        ASSERT_TRUE(p.ok()) << p.status();
+        ASSERT_TRUE(CheckPlacement(*p, c.num_experts, world, R).ok());
+        EXPECT_EQ(RunRanks(g, routing, false, world, &*p), alone)
+            << "bits differ with " << world << " ranks and R = " << R;
+      }
+    }
+    // Every replica used: every token's first slot to expert 0, which two
+    // workers hold.
+    LayerPlacement two;
+    two.workers = {{0, 1, 2, 0}, {3, 4, 5, 0}};
+    Routing hot = routing;
+    for (int64_t t = 0; t < g.tokens; ++t) hot.expert[t * hot.slots] = 0;
+    EXPECT_EQ(RunRanks(g, hot, false, 2, &two), RunRanks(g, hot, false, 2))
+        << "bits differ between the replicas of a hot expert";
+  }
 }
 
 }  // namespace

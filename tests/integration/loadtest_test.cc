@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "absl/strings/str_split.h"
+#include "core/safetensors.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testutil/http_get.h"
@@ -68,6 +69,36 @@ TEST_F(LoadtestTest, ClosedLoopCountsAddUp) {
   EXPECT_LE(lat["p99"].get<double>(), lat["max"].get<double>());
   EXPECT_GT(j["tokens_per_s"].get<double>(), 0);
   EXPECT_GT(j["server_stage_us"]["total"].get<double>(), 0);
+}
+
+TEST_F(LoadtestTest, InputReplaysTheFilesRows) {
+  // One captured row: every request's tokens are that row, so only its k
+  // experts see tokens (synthetic inputs would spread over all 8).
+  std::vector<float> row(64);
+  for (int i = 0; i < 64; ++i) row[i] = 0.05f * static_cast<float>(i % 7 - 3);
+  SafetensorsWriter w;
+  w.AddF32("x", {1, 64}, row);
+  const std::string path = cluster_->dir() + "/captured.safetensors";
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  ASSERT_TRUE(cluster_->client()
+                  .GetExpertStats(1, true, std::chrono::seconds(10))
+                  .ok());
+  auto r = Loadtest(
+      {"-c", "2", "-n", "20", "--tokens=1:9", "--layer=1", "--input=" + path});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto stats =
+      cluster_->client().GetExpertStats(1, true, std::chrono::seconds(10));
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  int used = 0;
+  for (int64_t c : stats->tokens_per_expert()) used += c > 0;
+  EXPECT_EQ(used, 2) << stats->DebugString();
+  // Rows of another width are refused naming the flag.
+  SafetensorsWriter narrow;
+  narrow.AddF32("x", {1, 8}, std::vector<float>(8, 1.0f));
+  ASSERT_TRUE(narrow.WriteFile(path).ok());
+  r = Loadtest({"-n", "1", "--input=" + path});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--input"), std::string::npos) << r.output;
 }
 
 TEST_F(LoadtestTest, ErrorsAreCountedByCode) {

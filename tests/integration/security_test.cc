@@ -86,6 +86,10 @@ TEST_F(SecurityTest, ClientWithCaAndTokenIsAnswered) {
   EXPECT_TRUE(
       Call(Client(certs_->ca, "old-token-still-valid")).ok());  // rotation
   EXPECT_TRUE(cluster_->client().GetModelInfo().ok());
+  // The admin call too (one worker: a placement of its experts).
+  auto r = cluster_->client().Rebalance();
+  EXPECT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(Call(Client(certs_->ca, kToken)).ok());
 }
 
 TEST_F(SecurityTest, PlaintextClientIsRefused) {
@@ -113,6 +117,8 @@ TEST_F(SecurityTest, MissingOrWrongTokenIsUnauthenticated) {
   EXPECT_EQ(client.GetModelInfo().status().code(),
             absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(client.GetExpertStats(0, false).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(client.Rebalance().status().code(),
             absl::StatusCode::kUnauthenticated);
   grpc::ClientContext ctx;
   client.Prepare(&ctx, std::chrono::seconds(10));

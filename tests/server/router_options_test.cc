@@ -124,6 +124,23 @@ TEST(RouterOptionsTest, BadValuesNameTheFlag) {
       {"no model", [](RouterFlags& f) { f.synthetic = false; },
        "give --model DIR or --synthetic"},
       {"synthetic", [](RouterFlags& f) { f.synthetic_args.top_k = 99; }, ""},
+      {"redundant not a multiple",
+       [](RouterFlags& f) { f.redundant_experts = 3; },
+       "--redundant-experts must be a multiple of --num-workers 2"},
+      {"redundant negative", [](RouterFlags& f) { f.redundant_experts = -2; },
+       "--redundant-experts"},
+      {"redundant without workers",
+       [](RouterFlags& f) {
+         f.num_workers = 0;
+         f.redundant_experts = 2;
+       },
+       "need --num-workers > 0"},
+      {"placement and load",
+       [](RouterFlags& f) {
+         f.expert_placement = "p.json";
+         f.expert_load = "l.json";
+       },
+       "give one of them"},
       {"dtype", [](RouterFlags& f) { f.weight_dtype = "f16"; },
        "--weight-dtype must be auto, f32, bf16 or fp8, got 'f16'"},
       {"device", [](RouterFlags& f) { f.device = "tpu"; },
