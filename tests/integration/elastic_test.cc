@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "core/synthetic_model.h"
 #include "engine/local_moe.h"
 #include "gtest/gtest.h"
@@ -135,9 +136,17 @@ LocalCluster::Options ThreeWorkers(LocalCluster& cluster) {
   return o;
 }
 
-TEST(Elastic, KilledWorkerLeavesTwoThatServeThenTheGroupGrowsBack) {
+// With redundant experts too: their placement is made for three workers,
+// so the group of two splits the experts evenly and the placement is back
+// in force (same bits) when the third returns.
+class ElasticTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ElasticTest, KilledWorkerLeavesTwoThatServeThenTheGroupGrowsBack) {
   LocalCluster cluster;
   LocalCluster::Options o = ThreeWorkers(cluster);  // --regroup-after-ms 5000
+  if (GetParam() > 0) {
+    o.router_args.push_back(absl::StrCat("--redundant-experts=", GetParam()));
+  }
   ASSERT_TRUE(cluster.Start(o).ok()) << cluster.Logs();
   ASSERT_TRUE(GroupIs(cluster, 3)) << cluster.Logs();
   const double generation = Metric(cluster, "moe_worker_group_generation");
@@ -209,6 +218,11 @@ TEST(Elastic, KilledWorkerLeavesTwoThatServeThenTheGroupGrowsBack) {
   }
   EXPECT_GT(ok, 18);
 }
+
+INSTANTIATE_TEST_SUITE_P(RedundantExperts, ElasticTest, ::testing::Values(0, 3),
+                         [](const auto& info) {
+                           return absl::StrCat("R", info.param);
+                         });
 
 TEST(Elastic, RequestsAreHeldWhileTheGroupReforms) {
   LocalCluster cluster;
