@@ -1,10 +1,9 @@
 #include "engine/cuda/cublaslt_api.h"
 
-#include <dlfcn.h>
-
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cuda/shared_library.h"
 
 #ifndef MOE_CUBLASLT_DIR
 #define MOE_CUBLASLT_DIR ""
@@ -14,50 +13,30 @@ namespace moe {
 namespace {
 
 absl::StatusOr<CublasLtApi> Load() {
-  const std::string soname = absl::StrCat("libcublasLt.so.", CUBLAS_VER_MAJOR);
   // The toolkit's directory from the build first, then the loader's search.
-  void* lib = nullptr;
-  std::string tried;
-  for (const std::string& path :
-       {std::string(MOE_CUBLASLT_DIR).empty()
-            ? std::string()
-            : absl::StrCat(MOE_CUBLASLT_DIR, "/", soname),
-        soname}) {
-    if (path.empty()) continue;
-    lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib != nullptr) break;
-    absl::StrAppend(&tried, tried.empty() ? "" : "; ", dlerror());
-  }
-  if (lib == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot load cuBLASLt: ", tried));
-  }
+  absl::StatusOr<SharedLibrary> lib =
+      SharedLibrary::Open(absl::StrCat("libcublasLt.so.", CUBLAS_VER_MAJOR),
+                          MOE_CUBLASLT_DIR, "cuBLASLt");
+  if (!lib.ok()) return lib.status();
   CublasLtApi api;
-  std::string missing;
-  auto get = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
-        dlsym(lib, name));
-    if (fn == nullptr) absl::StrAppend(&missing, " ", name);
-  };
-  get(api.Create, "cublasLtCreate");
-  get(api.Destroy, "cublasLtDestroy");
-  get(api.GetStatusName, "cublasLtGetStatusName");
-  get(api.GetStatusString, "cublasLtGetStatusString");
-  get(api.MatmulDescCreate, "cublasLtMatmulDescCreate");
-  get(api.MatmulDescDestroy, "cublasLtMatmulDescDestroy");
-  get(api.MatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
-  get(api.MatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
-  get(api.MatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
-  get(api.MatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute");
-  get(api.MatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
-  get(api.MatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
-  get(api.MatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
-  get(api.MatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
-  get(api.MatmulAlgoCheck, "cublasLtMatmulAlgoCheck");
-  get(api.Matmul, "cublasLtMatmul");
-  if (!missing.empty()) {
-    return absl::UnavailableError(absl::StrCat("cuBLASLt lacks:", missing));
-  }
+  lib->Get(api.Create, "cublasLtCreate");
+  lib->Get(api.Destroy, "cublasLtDestroy");
+  lib->Get(api.GetStatusName, "cublasLtGetStatusName");
+  lib->Get(api.GetStatusString, "cublasLtGetStatusString");
+  lib->Get(api.MatmulDescCreate, "cublasLtMatmulDescCreate");
+  lib->Get(api.MatmulDescDestroy, "cublasLtMatmulDescDestroy");
+  lib->Get(api.MatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
+  lib->Get(api.MatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
+  lib->Get(api.MatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
+  lib->Get(api.MatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute");
+  lib->Get(api.MatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
+  lib->Get(api.MatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
+  lib->Get(api.MatmulPreferenceSetAttribute,
+           "cublasLtMatmulPreferenceSetAttribute");
+  lib->Get(api.MatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+  lib->Get(api.MatmulAlgoCheck, "cublasLtMatmulAlgoCheck");
+  lib->Get(api.Matmul, "cublasLtMatmul");
+  if (absl::Status s = lib->Complete(); !s.ok()) return s;
   return api;  // the library stays loaded for the life of the process
 }
 
