@@ -102,9 +102,10 @@ scrape >"$out/metrics_before"
   --format json \
   >"$out/flood.json" 2>/dev/null || true
 scrape >"$out/metrics_after"
-flood="$(python3 - "$out/flood.json" "$out/metrics_before" "$out/metrics_after" <<'PY'
+flood="$(python3 - "$out/flood.json" "$out/metrics_before" "$out/metrics_after" "$out/capacity.json" <<'PY'
 import json, re, sys
 r = json.load(open(sys.argv[1]))
+cap_p99 = json.load(open(sys.argv[4]))["latency_ms"]["p99"]
 
 # The router's own time for the refusals (the flood's RESOURCE_EXHAUSTED
 # answers, from its request histogram): what saying no costs the service,
@@ -133,7 +134,8 @@ f = r["refused"]
 print(f"{r['ok']} ok of {r['requests']} ({codes}); answered p50 "
       f"{l['p50']:.1f} ms, p99 {l['p99']:.1f} ms, max {l['max']:.1f} ms; "
       f"refused p50 {f['p50_ms']:.1f} ms, p99 {f['p99_ms']:.1f} ms, "
-      f"max {f['max_ms']:.1f} ms{router_side}; "
+      f"max {f['max_ms']:.1f} ms{router_side}; answered p99 / closed-loop "
+      f"p99 at capacity {l['p99'] / cap_p99:.2f} ({cap_p99:.1f} ms); "
       f"{r['requests_per_s']:.0f} req/s")
 PY
 )"

@@ -151,17 +151,20 @@ TEST(Rebalance, EveryKStepsTheReplicasFollowTheSkew) {
       bool all = s->replicas_per_expert_size() == kE;
       for (int32_t e : hot) all = all && s->replicas_per_expert(e) == 2;
       if (all && i >= 1) {
-        // The rows now split evenly over the workers.
+        // The rows now split evenly over the workers. (A rebalance still
+        // loading from an older window may switch the placement between the
+        // check above and this step: then look again at the next steps.)
         ASSERT_TRUE(c.GetExpertStats(0, true).ok());
         ASSERT_TRUE(c.Forward(0, x.data(), 8, kH, {}).ok());
         auto after = c.GetExpertStats(0, false);
         ASSERT_TRUE(after.ok());
-        EXPECT_LE(after->worker_max_over_mean(), 1.10) << after->DebugString();
+        if (after->worker_max_over_mean() > 1.10) continue;
         EXPECT_LE(i, 40) << "took more than two rebalances";
         return;
       }
     }
-    FAIL() << "the replicas never followed the load";
+    FAIL() << "the replicas never followed the load, or the rows never split "
+              "evenly over the workers";
   };
   follow(first, hot1);
   follow(second, hot2);
