@@ -169,6 +169,9 @@ TEST(Drain, RouterAnswersItsRequestInFlightThenExits) {
   MoeClient health_client(health);
   ASSERT_TRUE(health_client.Health().value_or(false));
 
+  // The worker stays stopped for well under 2 s: longer, and the router's
+  // gRPC keepalive (1 s pings, 1 s timeout) drops its connection, which
+  // fails the request and ends the drain early.
   cluster.worker(0).Signal(SIGSTOP);
   auto answer = std::async(std::launch::async, [&] {
     std::vector<float> x(2 * 32, 0.5f);
@@ -177,13 +180,13 @@ TEST(Drain, RouterAnswersItsRequestInFlightThenExits) {
     absl::Status s = cluster.client().Forward(0, x.data(), 2, 32, fo).status();
     return std::make_pair(s, Clock::now());
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
   cluster.router().Signal(SIGTERM);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
   auto serving = health_client.Health();
   ASSERT_TRUE(serving.ok()) << serving.status() << cluster.Logs();
   EXPECT_FALSE(*serving);  // draining: not ready
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
   EXPECT_TRUE(cluster.router().Running()) << cluster.Logs();  // waits
 
   cluster.worker(0).Signal(SIGCONT);
