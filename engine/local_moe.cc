@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/loopback_communicator.h"
-#include "core/bf16_rows.h"
 #include "core/status_macros.h"
 
 namespace moe {
@@ -29,8 +28,7 @@ absl::StatusOr<std::unique_ptr<LocalMoe>> LocalMoe::Create(
 
 absl::Status LocalMoe::Forward(int64_t layer, const float* x, int64_t n,
                                absl::Span<const int64_t> segment_ends, float* y,
-                               Routing* routing, StageTimes* times,
-                               bool bf16_routed) {
+                               Routing* routing, StageTimes* times) {
   ExpertBackend& b = *backend_;
   MOE_RETURN_IF_ERROR(b.CheckLayer(layer, /*need_gate=*/true,
                                    /*need_shared=*/true,
@@ -65,7 +63,6 @@ absl::Status LocalMoe::Forward(int64_t layer, const float* x, int64_t n,
   t.dispatch_us = ep.dispatch_us;
   t.experts_us = ep.experts_us;
   t.combine_us = ep.combine_us;
-  if (bf16_routed) RoundToBf16(y, static_cast<size_t>(n * c.hidden));
   clock.Lap();
 
   if (c.has_shared() && n > 0) {

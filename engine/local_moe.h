@@ -35,13 +35,10 @@ class LocalMoe {
 
   // y [n, H] = MoE(x [n, H]) of `layer`. `segment_ends` as for
   // TokenRouter::Route. `routing` receives the routing decisions; `times`
-  // (optional) the stages. `bf16_routed`: the routed experts' sum is
-  // rounded to bf16 before the shared expert is added, as a worker group
-  // answering in bf16 does (the router's bf16 steps, Step.result_dtype).
+  // (optional) the stages.
   absl::Status Forward(int64_t layer, const float* x, int64_t n,
                        absl::Span<const int64_t> segment_ends, float* y,
-                       Routing* routing, StageTimes* times = nullptr,
-                       bool bf16_routed = false);
+                       Routing* routing, StageTimes* times = nullptr);
 
   ExpertBackend& backend() { return *backend_; }
 

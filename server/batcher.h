@@ -120,8 +120,9 @@ class Batcher {
     std::chrono::milliseconds step_timeout{10000};
     // Tokens queued at most (0: unbounded); see Admit.
     int64_t max_queue_tokens = 0;
-    // A step whose requests are all bf16 in and out runs with its routed
-    // sum in bf16 (StepRunner::Run's bf16_routed); false: always fp32.
+    // A step whose requests all want bf16 answers (and send bf16) gets the
+    // workers' answers in bf16 where that is lossless for the client
+    // (StepRunner::Run's bf16_out); false: always fp32.
     bool bf16_steps = true;
   };
   // One runner per step allowed in flight.

@@ -104,10 +104,10 @@ ABSL_FLAG(int64_t, max_queue_tokens, 0,
           "tokens queued at most; the excess is refused at once with "
           "RESOURCE_EXHAUSTED (0: 8 x --max-batch-tokens)");
 ABSL_FLAG(std::string, dispatch_dtype, "auto",
-          "auto: a step whose requests are all bf16 in and out moves its "
-          "results from the workers in bf16 (the routed sum rounded to bf16 "
-          "wherever it is computed, so bits do not depend on the worker "
-          "count); f32: every step exact in fp32");
+          "auto: a step whose requests are all bf16 in and out, in a layer "
+          "without shared experts, gets the workers' results in bf16 (half "
+          "the bytes; the same bits as rounding the fp32 answer); f32: "
+          "results always in fp32");
 ABSL_FLAG(int, max_stream_inflight, 64,
           "requests of one ForwardStream read and not yet written back; "
           "beyond it the stream is not read until the client drains");

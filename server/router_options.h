@@ -50,9 +50,10 @@ struct RouterFlags {
   int max_inflight_steps = 2;
   int64_t max_queue_tokens = 0;
   int max_stream_inflight = 64;
-  // "auto": a step whose requests are all bf16 in and out has its routed
-  // sum rounded to bf16 and answered by the workers in bf16; "f32": every
-  // step exact in fp32.
+  // "auto": a step whose requests are all bf16 in and out, in a layer
+  // without shared experts, gets the workers' results in bf16; "f32":
+  // results always in fp32. Either way the client's answer is the fp32
+  // answer rounded once.
   std::string dispatch_dtype = "auto";
   int threads = 0;
   std::string device = "cpu";

@@ -17,7 +17,7 @@ StepRunner::StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool)
 
 absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
                              absl::Span<const int64_t> segment_ends,
-                             bool bf16_routed,
+                             bool bf16_out,
                              std::chrono::steady_clock::time_point deadline,
                              Output* out) {
   ExpertBackend& b = *backend_;
@@ -33,7 +33,7 @@ absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
   out->times = StageTimes();
   if (pool_ == nullptr) {
     return local_.Forward(layer, x, n, segment_ends, out->y.data(),
-                          &out->routing, &out->times, bf16_routed);
+                          &out->routing, &out->times);
   }
   StageClock clock;
   MOE_RETURN_IF_ERROR(b.Route(layer, x, n, segment_ends, &out->routing));
@@ -46,8 +46,9 @@ absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
     return shared_out_.data();
   };
   MOE_RETURN_IF_ERROR(remote_.Run(*pool_, layer, x, n, H, c.num_experts,
-                                  out->routing, bf16_routed, deadline, shared,
-                                  clock, out->y.data(), &out->times));
+                                  out->routing, bf16_out && !c.has_shared(),
+                                  deadline, shared, clock, out->y.data(),
+                                  &out->times));
   out->worker_rows = remote_.worker_rows();
   return absl::OkStatus();
 }

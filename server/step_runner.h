@@ -33,11 +33,14 @@ class StepRunner {
   StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool);
 
   // `segment_ends`: the requests batched in this step (see TokenRouter).
-  // `bf16_routed`: the routed experts' sum is rounded to bf16 before the
-  // shared expert is added, wherever it was computed (workers then answer
-  // in bf16: half the bytes; see Step.result_dtype).
+  // `bf16_out`: every request of the step wants its answer in bf16. In a
+  // layer without shared experts the routed sum is the answer, so the
+  // workers send it in bf16 (Step.result_dtype, half the bytes): rounding
+  // it there is the answer's one rounding, the same bits as rounding the
+  // fp32 answer here. With shared experts it stays fp32 until the shared
+  // part is added, so the answer is still rounded once.
   absl::Status Run(int64_t layer, const float* x, int64_t n,
-                   absl::Span<const int64_t> segment_ends, bool bf16_routed,
+                   absl::Span<const int64_t> segment_ends, bool bf16_out,
                    std::chrono::steady_clock::time_point deadline, Output* out);
 
  private:
