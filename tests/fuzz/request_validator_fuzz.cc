@@ -1,9 +1,11 @@
 // libFuzzer target: Forward request validation. Each input is tried twice:
 // as protobuf bytes, and as a request assembled from the raw bytes (layer,
 // dtype, shape, data), which reaches the deep checks quickly.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "server/request_validator.h"
 
@@ -27,10 +29,19 @@ void Check(const moe::v1::ForwardRequest& req) {
   limits.max_request_tokens = 64;
   auto v = moe::ValidateForward(req, Model(), limits);
   if (!v.ok()) return;
-  // Accepted input must be exactly what was promised.
-  if (v->x.cols != 8 || v->x.rows > 64 ||
-      v->x.data.size() != static_cast<size_t>(v->x.rows * v->x.cols)) {
+  // Accepted input must be exactly what was promised: [N <= 64, 8] rows
+  // viewed in the request's own bytes, all of them finite once decoded.
+  const moe::WireMatrix& x = v->x;
+  if (x.cols != 8 || x.rows < 0 || x.rows > 64 ||
+      x.data != req.hidden_states().data().data() ||
+      req.hidden_states().data().size() !=
+          static_cast<size_t>(x.rows * x.cols) * moe::WireDTypeSize(x.dtype)) {
     __builtin_trap();
+  }
+  std::vector<float> rows(static_cast<size_t>(x.rows * x.cols));
+  moe::DecodeRows(x, 0, x.rows, rows.data());
+  for (float f : rows) {
+    if (!std::isfinite(f)) __builtin_trap();
   }
 }
 
