@@ -48,10 +48,14 @@ float Bf16ToF32(uint16_t bits) {
 }
 
 uint16_t F32ToBf16(float value) {
-  uint32_t u = std::bit_cast<uint32_t>(value);
-  if (std::isnan(value)) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fff + ((u >> 16) & 1);  // Round to nearest, ties to even.
-  return static_cast<uint16_t>(u >> 16);
+  // Branch-free, so that ConvertFromF32's loop vectorises (it narrows every
+  // bf16 answer and step row): a NaN keeps its top bits and gets the quiet
+  // bit; everything else rounds to nearest, ties to even (overflow goes to
+  // infinity, as IEEE rounding does).
+  const uint32_t u = std::bit_cast<uint32_t>(value);
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return static_cast<uint16_t>(nan ? (u >> 16) | 0x40u : rounded);
 }
 
 // IEEE half conversions in plain bit arithmetic (clang < 15 has no x86

@@ -1,18 +1,16 @@
 #include "core/tensor_io.h"
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
+#include "core/finite_check.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
 
 namespace moe {
 
 int64_t FirstNonFinite(const float* v, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(v[i])) return i;
-  }
-  return -1;
+  // One row of n: the vectorised check first, the position only if needed.
+  if (FirstNonFiniteRow(v, 1, n) < 0) return -1;
+  return FirstNonFiniteInRow(DType::kF32, v, n);
 }
 
 absl::StatusOr<Matrix> ReadMatrix(const std::string& path,

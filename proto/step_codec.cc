@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "core/bf16_rows.h"
+#include "core/dtype.h"
 
 namespace moe {
 namespace {
@@ -105,7 +105,7 @@ absl::Status DecodeStep(const moe::v1::Step& step, int64_t H,
     // Grows only: a steady stream of steps stops allocating.
     if (scratch->size() < count) scratch->resize(count);
     if (width == 2) {
-      Bf16BitsToF32(data, count, scratch->data());
+      ConvertToF32(DType::kBF16, data, count, scratch->data());
     } else if (count > 0) {
       std::memcpy(scratch->data(), data, count * 4);
     }
@@ -134,8 +134,7 @@ void EncodeStepResult(const float* y, int64_t tokens, int64_t H,
   std::string* data = out->mutable_data();
   if (result_dtype == moe::v1::BF16) {
     out->set_dtype(moe::v1::BF16);
-    F32ToBf16Bits(y, count,
-                  reinterpret_cast<uint16_t*>(SizeTo(data, count * 2)));
+    ConvertFromF32(DType::kBF16, y, count, SizeTo(data, count * 2));
   } else {
     out->set_dtype(moe::v1::F32);
     if (count > 0) {
@@ -166,7 +165,7 @@ absl::Status DecodeStepResult(const moe::v1::StepResult& res, int rank,
         absl::StrCat("worker rank ", rank, " returned a malformed result"));
   }
   if (width == 2) {
-    Bf16BitsToF32(rows.data().data(), count, y);
+    ConvertToF32(DType::kBF16, rows.data().data(), count, y);
   } else if (count > 0) {
     std::memcpy(y, rows.data().data(), count * 4);
   }

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "core/bf16_rows.h"
 #include "core/dtype.h"
 #include "core/finite_check.h"
 
@@ -109,8 +108,6 @@ void DecodeRows(const WireMatrix& m, int64_t first, int64_t count, float* dst) {
   const size_t esize = WireDTypeSize(m.dtype);
   const char* src = m.data + static_cast<size_t>(first * m.cols) * esize;
   const size_t n = static_cast<size_t>(count * m.cols);
-  // bf16, the hot case, through the vectorised loop of core/bf16_rows.
-  if (m.dtype == moe::v1::BF16) return Bf16BitsToF32(src, n, dst);
   ConvertToF32(ToCore(m.dtype), src, n, dst);
 }
 
@@ -138,11 +135,6 @@ void EncodeMatrix(const float* data, int64_t rows, int64_t cols,
   std::string* bytes = out->mutable_data();
   const size_t n = static_cast<size_t>(rows * cols);
   bytes->resize(n * WireDTypeSize(dtype));
-  if (dtype == moe::v1::BF16) {
-    // The same rounding as F32ToBf16, in a loop that vectorises.
-    F32ToBf16Bits(data, n, reinterpret_cast<uint16_t*>(bytes->data()));
-    return;
-  }
   ConvertFromF32(ToCore(dtype), data, n, bytes->data());
 }
 

@@ -20,7 +20,7 @@ TEST(ExpertStats, WorkerRowsAndTheirImbalancePerStep) {
   EXPECT_DOUBLE_EQ(s.worker_max_over_mean(), 1.25);
   EXPECT_EQ(s.placement_size(), 0);
   EXPECT_EQ(book.WorkerImbalance(0), 0);  // reset
-  EXPECT_EQ(book.TotalSteps(), 2);         // what rebalancing counts: kept
+  EXPECT_EQ(book.TotalSteps(), 2);        // what rebalancing counts: kept
 }
 
 TEST(ExpertStats, SnapshotCarriesThePlacement) {
