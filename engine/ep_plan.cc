@@ -56,6 +56,7 @@ absl::Status PlanEpStep(const EpStepInput& in, int rank, int world, int64_t E,
   p->slots = S;
   p->expert_begin = SplitBegin(rank, world, E);
   p->expert_end = SplitBegin(rank + 1, world, E);
+  p->dispatch = world > 1 ? in.dispatch : DispatchDType::kRowType;
 
   // Own slots in expert order, which is also destination-rank order since
   // ranks own contiguous (physical) expert ranges; they must match the

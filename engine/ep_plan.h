@@ -20,6 +20,14 @@ namespace moe {
 struct Routing;     // engine/token_router.h
 struct ReplicaMap;  // engine/placement.h
 
+// How rows cross the dispatch all-to-all (the router's --dispatch-dtype,
+// sent in every Step so that all ranks of a step agree): in the backend's
+// own row type (fp32 on a CPU, bf16 on a GPU; exact), as bf16 (rounded to
+// nearest even), or as FP8 rows (core/fp8_rows.h: e4m3 codes plus one fp32
+// scale per 128 channels). Expert outputs always go home in the row type.
+// At world size 1 nothing crosses, so every choice is the row type there.
+enum class DispatchDType { kRowType, kBf16, kFp8 };
+
 // One rank's part of a step. Spans point into memory the caller owns for
 // the duration of the step (the decoded message, or the router's routing).
 struct EpStepInput {
@@ -37,12 +45,15 @@ struct EpStepInput {
   absl::Span<const int64_t> counts;
   int64_t experts = 0;  // E + R physical expert slots; 0: the layer's E
   std::chrono::milliseconds timeout{10000};  // collectives' deadline
+  DispatchDType dispatch = DispatchDType::kRowType;
 };
 
 struct EpPlan {
   int64_t tokens = 0;                        // this rank's rows
   int64_t slots = 0;                         // slots per token
   int64_t expert_begin = 0, expert_end = 0;  // this rank's experts
+  // in.dispatch, or kRowType at world size 1 (nothing is exchanged).
+  DispatchDType dispatch = DispatchDType::kRowType;
   int64_t sent = 0;                // rows sent (this rank's dispatched slots)
   int64_t received = 0;            // rows received for this rank's experts
   std::vector<int64_t> order;      // [sent] slot ids in expert order

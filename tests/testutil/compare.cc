@@ -32,6 +32,37 @@ namespace moe::testing {
          << worst << "] got " << got[worst] << " want " << want[worst];
 }
 
+::testing::AssertionResult CloseToScale(const std::vector<float>& got,
+                                        const std::vector<float>& want,
+                                        ScaledTolerance tol) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure()
+           << "size " << got.size() << " != expected " << want.size();
+  }
+  double err2 = 0, want2 = 0, max_want = 0, max_err = 0;
+  size_t worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    err2 += err * err;
+    want2 += static_cast<double>(want[i]) * want[i];
+    max_want = std::max(max_want, std::fabs(static_cast<double>(want[i])));
+    if (!(err <= max_err)) {
+      max_err = std::isnan(err) ? 1e300 : err;
+      worst = i;
+    }
+  }
+  const double norm = std::sqrt(err2), want_norm = std::sqrt(want2);
+  if (norm <= tol.norm_rel * want_norm && max_err <= tol.max_frac * max_want) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "normwise error " << norm / want_norm << " (at most "
+         << tol.norm_rel << "), worst element [" << worst << "] got "
+         << got[worst] << " want " << want[worst] << ": " << max_err / max_want
+         << " of max |want| " << max_want << " (at most " << tol.max_frac
+         << ")";
+}
+
 ::testing::AssertionResult SameTokenRouting(
     const std::vector<int64_t>& want_idx, const std::vector<float>& want_w,
     const std::vector<int32_t>& got_idx, const std::vector<float>& got_w,
