@@ -15,7 +15,10 @@ constexpr float kE4M3Max = 448.0f;
 // Largest |value| of a group, compared as bit patterns: for non-negative
 // floats their order is the integers' order, and an integer max reduction
 // vectorises where a float one (NaN rules) does not. A NaN gives a NaN amax.
-float GroupAmax(const float* v, int64_t count) {
+// Built for AVX-512, AVX2 and the baseline, picked at load, as
+// core/dtype's bulk e4m3 loops (SSE2 has no unsigned 32-bit max).
+__attribute__((target_clones("arch=skylake-avx512", "avx2", "default"))) float
+GroupAmax(const float* v, int64_t count) {
   uint32_t amax = 0;
   for (int64_t i = 0; i < count; ++i) {
     amax = std::max(amax, std::bit_cast<uint32_t>(v[i]) & 0x7fffffffu);
