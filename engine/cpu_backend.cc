@@ -134,10 +134,17 @@ absl::Status CpuBackend::Gather(const EpStepInput& in, const EpPlan& p,
                                 ,
                                 bool rows_stay) {
   const int64_t H = config_.hidden;
+  pack_from_x_ = nullptr;
   // Rows that go nowhere and are not scaled need no copy: the experts read
   // them from x by pointer.
   in_place_x_ = rows_stay && !config_.score_before_experts ? in.rows : nullptr;
   if (in_place_x_ != nullptr) return absl::OkStatus();
+  // Rows that cross packed (bf16, FP8) and are not scaled are packed straight
+  // from x: an fp32 copy in between would be written and read once more.
+  const bool packed = p.dispatch != DispatchDType::kRowType;
+  pack_from_x_ = packed && !config_.score_before_experts ? in.rows : nullptr;
+  pack_src_row_ = p.src_row.data();
+  if (pack_from_x_ != nullptr) return absl::OkStatus();
   const float* scale = nullptr;
   if (config_.score_before_experts) {
     float* s = Reserve(scale_, p.sent);
@@ -199,22 +206,25 @@ void ForRowBlocks(int64_t n, int64_t hidden, int threads, RowFn row_fn) {
 
 absl::Status CpuBackend::PackRows(DispatchDType dispatch, const void* rows,
                                   int64_t n, void* packed) {
+  if (dispatch != DispatchDType::kFp8 && dispatch != DispatchDType::kBf16) {
+    return ExpertBackend::PackRows(dispatch, rows, n, packed);
+  }
   const int64_t H = config_.hidden;
+  const bool from_x = pack_from_x_ != nullptr && rows == send_.data();
   const auto* x = static_cast<const float*>(rows);
   auto* out = static_cast<uint8_t*>(packed);
   const int64_t bytes = DispatchRowBytes(dispatch, row_type(), H);
-  if (dispatch == DispatchDType::kFp8) {
-    ForRowBlocks(n, H, threads_, [&](int64_t first, int64_t count) {
-      QuantizeFp8Rows(x + first * H, count, H, out + first * bytes);
-    });
-  } else if (dispatch == DispatchDType::kBf16) {
-    ForRowBlocks(n, H, threads_, [&](int64_t first, int64_t count) {
-      ConvertFromF32(DType::kBF16, x + first * H, count * H,
-                     out + first * bytes);
-    });
-  } else {
-    return ExpertBackend::PackRows(dispatch, rows, n, packed);
-  }
+  ForRowBlocks(n, H, threads_, [&](int64_t first, int64_t count) {
+    for (int64_t j = first; j < first + count; ++j) {
+      const float* row =
+          from_x ? pack_from_x_ + pack_src_row_[j] * H : x + j * H;
+      if (dispatch == DispatchDType::kFp8) {
+        QuantizeFp8Rows(row, 1, H, out + j * bytes);
+      } else {
+        ConvertFromF32(DType::kBF16, row, H, out + j * bytes);
+      }
+    }
+  });
   return absl::OkStatus();
 }
 

@@ -84,6 +84,11 @@ class CpuBackend : public ExpertBackend {
   // Set by Gather when the rows to send are x's own rows, read in place:
   // row j of kSend is x + src_row[j] * H.
   const float* in_place_x_ = nullptr;
+  // Set by Gather when the rows to send are packed straight from x (a packed
+  // dispatch of unscaled rows): row j of kSend is x + src_row[j] * H, and
+  // kSend itself is not written.
+  const float* pack_from_x_ = nullptr;
+  const int64_t* pack_src_row_ = nullptr;
   std::array<std::chrono::steady_clock::time_point, kNumEpMarks> marks_;
 };
 

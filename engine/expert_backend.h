@@ -111,6 +111,8 @@ class ExpertBackend {
   // scaled by their weight when the layer scales expert inputs.
   // `rows_stay`: no exchange follows (world size 1), so a backend may leave
   // the rows where they are and have RunExperts read kSend's rows in place.
+  // Likewise, when the plan's dispatch is packed, a backend may leave kSend
+  // unfilled and have PackRows read the rows where they are.
   virtual absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
                               bool x_resident, bool rows_stay) = 0;
   // Grouped SwiGLU: rows of `in` through this rank's experts into the same

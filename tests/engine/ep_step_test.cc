@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <thread>
+#include <tuple>
 
 #include "comm/gloo_communicator.h"
 #include "comm/loopback_communicator.h"
@@ -168,7 +169,7 @@ class StagedCpuBackend : public CpuBackend {
   using CpuBackend::CpuBackend;
   bool device_memory() const override { return true; }
   absl::Status ReserveStaging() override {
-    const int64_t bytes = 4096 * 64;
+    const int64_t bytes = int64_t{1} << 22;  // every case here fits
     stage_send_.resize(bytes);
     stage_recv_.resize(bytes);
     SetBuffer(EpBuffer::kStageSend, stage_send_.data());
@@ -189,7 +190,8 @@ class StagedCpuBackend : public CpuBackend {
 std::vector<float> RunRanks(const testing::GoldenCase& g,
                             const Routing& routing, bool staged, int world,
                             const LayerPlacement* placement = nullptr,
-                            DispatchDType dispatch = DispatchDType::kRowType) {
+                            DispatchDType dispatch = DispatchDType::kRowType,
+                            int backend_threads = 1) {
   const MoeLayerConfig& c = g.config;
   const int64_t n = g.tokens, H = c.hidden, S = routing.slots;
   std::vector<int32_t> ids;
@@ -206,8 +208,8 @@ std::vector<float> RunRanks(const testing::GoldenCase& g,
   std::vector<int> staged_calls(world, 0);
   auto rank = [&](int r) {
     std::unique_ptr<CpuBackend> backend =
-        staged ? std::make_unique<StagedCpuBackend>(1)
-               : std::make_unique<CpuBackend>(1);
+        staged ? std::make_unique<StagedCpuBackend>(backend_threads)
+               : std::make_unique<CpuBackend>(backend_threads);
     LoadOptions opts;
     opts.load_gate = false;
     opts.load_shared = false;
@@ -381,49 +383,59 @@ std::vector<float> RunAlone(const testing::GoldenCase& g,
 // one full and one narrow group of 128. At world size 1 nothing crosses,
 // so there the flag changes nothing.
 TEST(EpStep, PackedDispatchIsTheExactStepOnRoundedRows) {
-  MoeLayerConfig c = Base();
-  c.hidden = 200;
-  auto g = testing::RandomCase(c, 37, 11);
-  const int64_t n = g.tokens, H = c.hidden;
-  auto source = testing::MakeGoldenSource(g);
-  auto moe = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, n);
-  ASSERT_TRUE(moe.ok()) << moe.status();
-  std::vector<float> exact(n * H);
-  Routing routing;
-  ASSERT_TRUE(
-      (*moe)->Forward(0, g.x.data(), n, {}, exact.data(), &routing).ok());
-  std::vector<uint8_t> packed(n * Fp8RowBytes(H));
-  std::vector<float> fp8_x(n * H), bf16_x(n * H);
-  QuantizeFp8Rows(g.x.data(), n, H, packed.data());
-  DequantizeFp8Rows(packed.data(), n, H, fp8_x.data());
-  for (int64_t i = 0; i < n * H; ++i) bf16_x[i] = Bf16ToF32(F32ToBf16(g.x[i]));
-  const std::vector<float> fp8_want = RunAlone(g, fp8_x, routing);
-  const std::vector<float> bf16_want = RunAlone(g, bf16_x, routing);
-  ASSERT_NE(fp8_want, exact);  // the rounding is visible in y
-  for (int world : {2, 3}) {
-    SCOPED_TRACE(world);
-    EXPECT_EQ(RunRanks(g, routing, false, world, nullptr, DispatchDType::kFp8),
-              fp8_want);
-    EXPECT_EQ(RunRanks(g, routing, false, world, nullptr, DispatchDType::kBf16),
-              bf16_want);
+  // Odd sizes; the second is large enough that packing runs on 2 threads.
+  for (auto [tokens, hidden, threads] :
+       {std::tuple{37, 200, 1}, std::tuple{301, 300, 2}}) {
+    SCOPED_TRACE(::testing::Message() << tokens << "x" << hidden);
+    MoeLayerConfig c = Base();
+    c.hidden = hidden;
+    auto g = testing::RandomCase(c, tokens, 11);
+    const int64_t n = g.tokens, H = c.hidden;
+    auto source = testing::MakeGoldenSource(g);
+    auto moe = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, n);
+    ASSERT_TRUE(moe.ok()) << moe.status();
+    std::vector<float> exact(n * H);
+    Routing routing;
+    ASSERT_TRUE(
+        (*moe)->Forward(0, g.x.data(), n, {}, exact.data(), &routing).ok());
+    std::vector<uint8_t> packed(n * Fp8RowBytes(H));
+    std::vector<float> fp8_x(n * H), bf16_x(n * H);
+    QuantizeFp8Rows(g.x.data(), n, H, packed.data());
+    DequantizeFp8Rows(packed.data(), n, H, fp8_x.data());
+    for (int64_t i = 0; i < n * H; ++i) {
+      bf16_x[i] = Bf16ToF32(F32ToBf16(g.x[i]));
+    }
+    const std::vector<float> fp8_want = RunAlone(g, fp8_x, routing);
+    const std::vector<float> bf16_want = RunAlone(g, bf16_x, routing);
+    ASSERT_NE(fp8_want, exact);  // the rounding is visible in y
+    for (int world : {2, 3}) {
+      SCOPED_TRACE(world);
+      EXPECT_EQ(RunRanks(g, routing, false, world, nullptr, DispatchDType::kFp8,
+                         threads),
+                fp8_want);
+      EXPECT_EQ(RunRanks(g, routing, false, world, nullptr,
+                         DispatchDType::kBf16, threads),
+                bf16_want);
+    }
+    EXPECT_EQ(
+        RunRanks(g, routing, true, 2, nullptr, DispatchDType::kFp8, threads),
+        fp8_want);
+    // World size 1: the plan says row type, nothing is quantised.
+    std::vector<int32_t> ids;
+    std::vector<int64_t> counts;
+    PlanDispatch(routing, n, 1, c.num_experts, &ids, &counts);
+    EpStepInput in =
+        OneRankInput(g.x, n, ids, routing.weight, counts, routing.slots);
+    in.dispatch = DispatchDType::kFp8;
+    CpuBackend backend(threads);
+    ASSERT_TRUE(backend.Load(*source, {}, n).ok());
+    auto loopback = CreateLoopbackCommunicator();
+    std::vector<float> alone(n * H);
+    EpStep step;
+    ASSERT_TRUE(
+        step.Run(in, backend, *loopback, n, false, alone.data(), nullptr).ok());
+    EXPECT_EQ(alone, exact);
   }
-  EXPECT_EQ(RunRanks(g, routing, true, 2, nullptr, DispatchDType::kFp8),
-            fp8_want);
-  // World size 1: the plan says row type, nothing is quantised.
-  EpStepInput in;
-  std::vector<int32_t> ids;
-  std::vector<int64_t> counts;
-  PlanDispatch(routing, n, 1, c.num_experts, &ids, &counts);
-  in = OneRankInput(g.x, n, ids, routing.weight, counts, routing.slots);
-  in.dispatch = DispatchDType::kFp8;
-  CpuBackend backend(1);
-  ASSERT_TRUE(backend.Load(*source, {}, n).ok());
-  auto loopback = CreateLoopbackCommunicator();
-  std::vector<float> alone(n * H);
-  EpStep step;
-  ASSERT_TRUE(
-      step.Run(in, backend, *loopback, n, false, alone.data(), nullptr).ok());
-  EXPECT_EQ(alone, exact);
 }
 
 // A backend without FP8 packing (CUDA's, so far) refuses the step before
@@ -455,7 +467,11 @@ TEST(EpStep, ABackendWithoutFp8PackingRefusesBeforeTheExchange) {
   PlanDispatch(routing, 9, 2, c.num_experts, &ids, &counts);
   gloo::rendezvous::HashStore store;
   std::vector<absl::Status> status(2);
-  std::vector<bool> intact(2, false);
+  bool intact[2] = {false, false};  // not vector<bool>: one word, two writers
+  // Both groups outlive both steps: no collective ever synchronises the
+  // ranks here, and a rank that dropped its end early would break the
+  // other's connect.
+  std::unique_ptr<Communicator> comms[2];
   auto rank = [&](int r) {
     NoPackingBackend backend(1);
     LoadOptions opts;
@@ -463,10 +479,15 @@ TEST(EpStep, ABackendWithoutFp8PackingRefusesBeforeTheExchange) {
     opts.load_shared = false;
     opts.expert_begin = SplitBegin(r, 2, c.num_experts);
     opts.expert_end = SplitBegin(r + 1, 2, c.num_experts);
-    ASSERT_TRUE(backend.Load(*source, opts, 9).ok());
+    status[r] = backend.Load(*source, opts, 9);
+    if (!status[r].ok()) return;
     auto comm = CreateGlooCommunicator(r, 2, "127.0.0.1", store,
                                        std::chrono::seconds(30));
-    ASSERT_TRUE(comm.ok()) << comm.status();
+    if (!comm.ok()) {
+      status[r] = comm.status();
+      return;
+    }
+    comms[r] = *std::move(comm);
     const int64_t b = SplitBegin(r, 2, 9), e = SplitBegin(r + 1, 2, 9);
     const int64_t S = routing.slots;
     EpStepInput in;
@@ -480,7 +501,7 @@ TEST(EpStep, ABackendWithoutFp8PackingRefusesBeforeTheExchange) {
     in.dispatch = DispatchDType::kFp8;
     std::vector<float> y((e - b) * c.hidden);
     EpStep step;
-    status[r] = step.Run(in, backend, **comm, 9, false, y.data(), nullptr);
+    status[r] = step.Run(in, backend, *comms[r], 9, false, y.data(), nullptr);
     intact[r] = step.collectives_intact();
   };
   std::thread t0(rank, 0), t1(rank, 1);
