@@ -557,12 +557,16 @@ void Router::LogListening() const {
   spdlog::info(
       "router listening on port {}{} ({} workers{}, max batch {} tokens, "
       "window "
-      "{} us, {} steps in flight{}{})",
+      "{} us, {} steps in flight{}{}{})",
       port_, o_.tls.cert.empty() ? "" : " (TLS)", o_.num_workers,
       worker_port_ ? absl::StrCat(" on port ", worker_port_,
                                   o_.tls.ca.empty() ? "" : " (mutual TLS)")
                    : "",
       o_.max_batch_tokens, o_.batch_window.count(), o_.max_inflight_steps,
+      // How rows and results travel, when not the default.
+      o_.dispatch_dtype == "auto"
+          ? ""
+          : absl::StrCat(", --dispatch-dtype ", o_.dispatch_dtype),
       health_port_ ? absl::StrCat(", health on port ", health_port_) : "",
       auth_ ? ", bearer tokens required" : "");
 }
