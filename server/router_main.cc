@@ -110,7 +110,7 @@ ABSL_FLAG(std::string, dispatch_dtype, "auto",
           "results always in fp32; bf16, fp8: as auto, and rows cross the "
           "workers' dispatch all-to-all as bf16, or as e4m3 with one fp32 "
           "scale per 128 channels (CPU workers; nothing crosses with "
-          "--num-workers 0)");
+          "--num-workers 0 or 1)");
 ABSL_FLAG(int, max_stream_inflight, 64,
           "requests of one ForwardStream read and not yet written back; "
           "beyond it the stream is not read until the client drains");
