@@ -67,8 +67,10 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   const MoeLayerConfig& c = backend.config();
   // Physical expert slots with redundant experts (engine/placement.h).
   const int64_t experts = in.experts > 0 ? in.experts : c.num_experts;
-  MOE_RETURN_IF_ERROR(
-      PlanEpStep(in, comm.rank(), comm.size(), experts, max_count, &plan_));
+  // A token's rows differ by slot when they are scaled before the experts:
+  // then each slot travels (and every rank agrees, by the layer's config).
+  MOE_RETURN_IF_ERROR(PlanEpStep(in, comm.rank(), comm.size(), experts,
+                                 max_count, !c.score_before_experts, &plan_));
   const EpPlan& p = plan_;
   MOE_RETURN_IF_ERROR(backend.Prepare(p));
   const auto deadline = std::chrono::steady_clock::now() + in.timeout;
@@ -93,8 +95,8 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   MOE_RETURN_IF_ERROR(backend.RunExperts(in.layer, p, recv, out));
   backend.Mark(EpMark::kComputed);
   if (!alone) {
-    MOE_RETURN_IF_ERROR(Exchange(backend, comm, out, p.recv_rows, back,
-                                 p.send_rows, in.timeout));
+    MOE_RETURN_IF_ERROR(Exchange(backend, comm, out, p.return_rows, back,
+                                 p.home_rows, in.timeout));
   }
   backend.Mark(EpMark::kReturned);
   MOE_RETURN_IF_ERROR(backend.Combine(in, p, back, y));

@@ -25,7 +25,8 @@
 namespace moe {
 
 // The step's buffers. Rows travel between them as `row_type()` elements of
-// width H: send [sent], recv [received], out [received], back [sent];
+// width H: send [sent], recv [arrived], out [received], back [home] (see
+// EpPlan);
 // stage_send / stage_recv are pinned host copies of send/recv (and out/back)
 // for a host communicator over a device backend.
 enum class EpBuffer { kSend, kRecv, kOut, kBack, kStageSend, kStageRecv };
@@ -95,8 +96,9 @@ class ExpertBackend {
   // the rows where they are and have RunExperts read kSend's rows in place.
   virtual absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
                               bool x_resident, bool rows_stay) = 0;
-  // Grouped SwiGLU: rows of `in` through this rank's experts into the same
-  // rows of `out` (both `row_type()` buffers of plan.received rows).
+  // Grouped SwiGLU: grouped row i reads row plan.grouped[i] of `in`
+  // (plan.arrived rows) and writes row plan.out_row[i] of `out`
+  // (plan.received rows).
   virtual absl::Status RunExperts(int64_t layer, const EpPlan& plan,
                                   const void* in, void* out) = 0;
   // y [tokens, H] (host fp32) = the weighted sum in slot order of the rows
