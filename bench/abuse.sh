@@ -87,8 +87,8 @@ row "stream that never reads (${seconds} s)" \
 
 # 2. Open-loop flood at ~2x capacity.
 # Capacity: closed loop with enough clients to fill every step. Requests of
-# 64 tokens, so that the router's queue bound (8 x --max-batch-tokens) is
-# reached at a few hundred requests outstanding.
+# 64 tokens, so that the router's queue bound ((--max-inflight-steps + 2) x
+# --max-batch-tokens) is reached at a few hundred requests outstanding.
 "$build/client/moe-loadtest" --target "$target" -c 256 --tokens 64 -z 4s \
   --format json >"$out/capacity.json" 2>/dev/null
 cap="$(python3 -c "import json; print(json.load(open('$out/capacity.json'))['requests_per_s'])")"

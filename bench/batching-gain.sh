@@ -21,7 +21,9 @@ run() {  # name, extra router flags...
     -- "${model[@]}" "$@" >/dev/null
 }
 run batched
-run unbatched --max-batch-tokens 8
+# Room for every client in the queue: the run measures one request per
+# step, not admission control.
+run unbatched --max-batch-tokens 8 --max-queue-tokens 512
 
 python3 - "$out" <<'PY'
 import json, sys

@@ -110,15 +110,15 @@ absl::Status CpuBackend::Shared(int64_t layer, const float* x, int64_t n,
 absl::Status CpuBackend::Prepare(const EpPlan& p) {
   const int64_t H = config_.hidden;
   Reserve(send_, p.sent * H);
-  Reserve(recv_, p.received * H);
+  Reserve(recv_, p.arrived * H);
   Reserve(out_, p.received * H);
-  Reserve(back_, p.sent * H);
+  Reserve(back_, p.home * H);
   Reserve(in_rows_, p.received);
   Reserve(out_rows_, p.received);
   if (p.dispatch != DispatchDType::kRowType) {
     const int64_t bytes = DispatchRowBytes(p.dispatch, row_type(), H);
     SetBuffer(EpBuffer::kSendPacked, Reserve(send_packed_, p.sent * bytes));
-    SetBuffer(EpBuffer::kRecvPacked, Reserve(recv_packed_, p.received * bytes));
+    SetBuffer(EpBuffer::kRecvPacked, Reserve(recv_packed_, p.arrived * bytes));
   }
   // Host buffers are never staged: kStageSend and kStageRecv stay null.
   SetBuffer(EpBuffer::kSend, send_.data());
@@ -160,15 +160,15 @@ absl::Status CpuBackend::RunExperts(int64_t layer, const EpPlan& p,
                                     const void* in, void* out) {
   MOE_ASSIGN_OR_RETURN(const LayerWeights* w, Find(layer));
   const int64_t H = config_.hidden;
-  // Grouped by expert through pointers: outputs land in the rows their
-  // inputs came in, ready to go back.
+  // Grouped by expert through pointers: a dispatched row is read by each of
+  // its slots here, and every output lands in its row of the way back.
   const float* src = static_cast<const float*>(in);
   float* dst = static_cast<float*>(out);
   const bool in_place = in_place_x_ != nullptr && in == send_.data();
   for (int64_t i = 0; i < p.received; ++i) {
     const int64_t row = p.grouped[i];
     in_rows_[i] = in_place ? in_place_x_ + p.src_row[row] * H : src + row * H;
-    out_rows_[i] = dst + row * H;
+    out_rows_[i] = dst + p.out_row[i] * H;
   }
   return runner_.RunRouted(*w, p.expert_offsets, in_rows_.data(),
                            out_rows_.data(), threads_);

@@ -46,10 +46,133 @@ absl::Status CheckInput(const EpStepInput& in, int world, int64_t E,
   return absl::OkStatus();
 }
 
+// The peers' ids, checked before anything is sized from them: rank `rank`'s
+// shard of them must be its own rows' ids, and every id an expert or -1.
+absl::Status CheckAllIds(const EpStepInput& in, int rank, int world,
+                         int64_t E) {
+  const int64_t S = in.slots;
+  const int64_t size = static_cast<int64_t>(in.all_expert_ids.size());
+  if (S <= 0 || size % S != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", in.step_id, ": all_expert_ids has ", size,
+                     " entries, not a multiple of ", S, " slots"));
+  }
+  const int64_t total = size / S;
+  const int64_t b = SplitBegin(rank, world, total);
+  const int64_t e = SplitBegin(rank + 1, world, total);
+  if (e - b != in.tokens ||
+      !std::equal(in.expert_ids.begin(), in.expert_ids.end(),
+                  in.all_expert_ids.begin() + b * S)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step ", in.step_id, ": rank ", rank,
+                     "'s share of all_expert_ids (", e - b, " of ", total,
+                     " tokens) is not its ", in.tokens, " rows' expert ids"));
+  }
+  for (int32_t id : in.all_expert_ids) {
+    if (id < -1 || id >= E) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "step ", in.step_id, ": expert id ", id, " outside [-1, ", E, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One dispatched row per (token, destination rank). Sending: this rank's
+// tokens with a slot on rank q, in token order, q by q. Receiving: the same
+// list of every source, derived from its ids (`all`), each row read by
+// every grouped row of its slots here; the grouped rows keep the
+// (expert, source, token, slot) order and the outputs the layout of
+// one-row-per-slot, so the bits do not change. Counts were checked against
+// the ids (CheckInput, CheckAllIds, the own-slot check), and the histogram
+// below against the counts, so no cursor passes its range.
+absl::Status PlanTokenRows(absl::Span<const int32_t> all, int rank, int world,
+                           int64_t E, const int64_t* counts, uint64_t step_id,
+                           EpPlan* p) {
+  const int64_t n = p->tokens, S = p->slots;
+  const int64_t eb = p->expert_begin, local = p->expert_end - eb;
+  const int64_t total =
+      static_cast<int64_t>(all.size()) / std::max<int64_t>(S, 1);
+  std::vector<int32_t>& rank_of = p->rank_of;
+  rank_of.resize(E);
+  for (int q = 0; q < world; ++q) {
+    for (int64_t e = SplitBegin(q, world, E); e < SplitBegin(q + 1, world, E);
+         ++e) {
+      rank_of[e] = q;
+    }
+  }
+  const int64_t own = SplitBegin(rank, world, total);
+  p->send_rows.assign(world, 0);
+  p->src_row.resize(p->home);  // a dispatched row holds at least one slot
+  p->sent = 0;
+  for (int q = 0; q < world; ++q) {
+    for (int64_t t = 0; t < n; ++t) {
+      const int32_t* ids = all.data() + (own + t) * S;
+      for (int64_t j = 0; j < S; ++j) {
+        if (ids[j] >= 0 && rank_of[ids[j]] == q) {
+          p->src_row[p->sent++] = t;
+          ++p->send_rows[q];
+          break;
+        }
+      }
+    }
+  }
+  p->src_row.resize(p->sent);  // keeps its capacity
+
+  // Receiving: per (source, local expert) cursors into the outputs' layout,
+  // first used to check the ids against the counts.
+  std::vector<int64_t>& cursor = p->cursor;
+  cursor.assign(world * local, 0);
+  for (int q = 0; q < world; ++q) {
+    for (int64_t i = SplitBegin(q, world, total) * S;
+         i < SplitBegin(q + 1, world, total) * S; ++i) {
+      const int64_t g = all[i] - eb;
+      if (all[i] >= 0 && g >= 0 && g < local) ++cursor[q * local + g];
+    }
+    for (int64_t g = 0; g < local; ++g) {
+      if (cursor[q * local + g] != counts[q * E + eb + g]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("step ", step_id, ": plan says rank ", q, " sends ",
+                         counts[q * E + eb + g], " rows to expert ", eb + g,
+                         ", its expert ids hold ", cursor[q * local + g]));
+      }
+    }
+  }
+  int64_t base = 0;
+  for (int q = 0; q < world; ++q) {
+    for (int64_t g = 0; g < local; ++g) {
+      cursor[q * local + g] = base;
+      base += counts[q * E + eb + g];
+    }
+  }
+  std::vector<int64_t>& expert_cursor = p->expert_cursor;
+  expert_cursor.assign(p->expert_offsets.begin(), p->expert_offsets.end() - 1);
+  p->recv_rows.assign(world, 0);
+  p->arrived = 0;
+  for (int q = 0; q < world; ++q) {
+    for (int64_t t = SplitBegin(q, world, total);
+         t < SplitBegin(q + 1, world, total); ++t) {
+      const int32_t* ids = all.data() + t * S;
+      int64_t row = -1;
+      for (int64_t j = 0; j < S; ++j) {
+        const int64_t g = ids[j] - eb;
+        if (ids[j] < 0 || g < 0 || g >= local) continue;
+        if (row < 0) {
+          row = p->arrived++;
+          ++p->recv_rows[q];
+        }
+        const int64_t pos = expert_cursor[g]++;
+        p->grouped[pos] = row;
+        p->out_row[pos] = cursor[q * local + g]++;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status PlanEpStep(const EpStepInput& in, int rank, int world, int64_t E,
-                        int64_t max_count, EpPlan* p) {
+                        int64_t max_count, bool one_row_per_token, EpPlan* p) {
   if (absl::Status s = CheckInput(in, world, E, max_count); !s.ok()) return s;
   const int64_t n = in.tokens, S = in.slots;
   p->tokens = n;
@@ -57,17 +180,23 @@ absl::Status PlanEpStep(const EpStepInput& in, int rank, int world, int64_t E,
   p->expert_begin = SplitBegin(rank, world, E);
   p->expert_end = SplitBegin(rank + 1, world, E);
   p->dispatch = world > 1 ? in.dispatch : DispatchDType::kRowType;
+  absl::Span<const int32_t> all = in.all_expert_ids;
+  p->one_row_per_token = one_row_per_token && (world == 1 || !all.empty());
+  if (p->one_row_per_token && !all.empty()) {
+    if (absl::Status s = CheckAllIds(in, rank, world, E); !s.ok()) return s;
+  }
+  if (all.empty()) all = in.expert_ids;  // world 1: every row is this rank's
 
   // Own slots in expert order, which is also destination-rank order since
   // ranks own contiguous (physical) expert ranges; they must match the
-  // plan's counts.
+  // plan's counts. Expert outputs come back in this order.
   const int64_t num_slots = n * S;
   std::vector<int64_t>& offsets = p->slot_offsets;
   offsets.resize(E + 1);
   p->order.resize(num_slots);
-  p->sent = kernels::cpu::SortSlotsByExpert(in.expert_ids.data(), num_slots, E,
+  p->home = kernels::cpu::SortSlotsByExpert(in.expert_ids.data(), num_slots, E,
                                             offsets.data(), p->order.data());
-  p->order.resize(p->sent);
+  p->order.resize(p->home);
   const int64_t* counts = in.counts.data();
   for (int64_t e = 0; e < E; ++e) {
     if (offsets[e + 1] - offsets[e] != counts[rank * E + e]) {
@@ -77,29 +206,45 @@ absl::Status PlanEpStep(const EpStepInput& in, int rank, int world, int64_t E,
                        ", its slots hold ", offsets[e + 1] - offsets[e]));
     }
   }
-  p->src_row.resize(p->sent);
-  for (int64_t j = 0; j < p->sent; ++j) p->src_row[j] = p->order[j] / S;
+  p->slot_row.assign(num_slots, -1);
+  for (int64_t j = 0; j < p->home; ++j) p->slot_row[p->order[j]] = j;
 
-  // Exchange sizes straight from the plan.
-  p->send_rows.assign(world, 0);
-  p->recv_rows.assign(world, 0);
+  // Expert outputs, straight from the counts: each rank's slots for this
+  // rank's experts go back to it, grouped here by (expert, source).
+  p->home_rows.assign(world, 0);
+  p->return_rows.assign(world, 0);
   for (int q = 0; q < world; ++q) {
     for (int64_t e = SplitBegin(q, world, E); e < SplitBegin(q + 1, world, E);
          ++e) {
-      p->send_rows[q] += counts[rank * E + e];
+      p->home_rows[q] += counts[rank * E + e];
     }
     for (int64_t e = p->expert_begin; e < p->expert_end; ++e) {
-      p->recv_rows[q] += counts[q * E + e];
+      p->return_rows[q] += counts[q * E + e];
     }
   }
   p->received = 0;
-  for (int64_t r : p->recv_rows) p->received += r;
-
-  // Received rows are ordered (source, expert); grouped, they are
-  // (expert, source).
+  for (int64_t r : p->return_rows) p->received += r;
   const int64_t local = p->expert_end - p->expert_begin;
   p->expert_offsets.assign(local + 1, 0);
+  for (int64_t g = 0; g < local; ++g) {
+    int64_t rows = 0;
+    for (int q = 0; q < world; ++q) rows += counts[q * E + p->expert_begin + g];
+    p->expert_offsets[g + 1] = p->expert_offsets[g] + rows;
+  }
   p->grouped.resize(p->received);
+  p->out_row.resize(p->received);
+  if (p->one_row_per_token) {
+    return PlanTokenRows(all, rank, world, E, counts, in.step_id, p);
+  }
+
+  // One row per slot: the dispatched rows are the outputs' rows, in the
+  // same (source, expert) order both ways.
+  p->sent = p->home;
+  p->src_row.resize(p->sent);
+  for (int64_t j = 0; j < p->sent; ++j) p->src_row[j] = p->order[j] / S;
+  p->send_rows = p->home_rows;
+  p->recv_rows = p->return_rows;
+  p->arrived = p->received;
   std::vector<int64_t>& cursor = p->cursor;
   cursor.resize(world);
   int64_t base = 0;
@@ -111,14 +256,11 @@ absl::Status PlanEpStep(const EpStepInput& in, int rank, int world, int64_t E,
   for (int64_t g = 0; g < local; ++g) {
     for (int q = 0; q < world; ++q) {
       for (int64_t i = 0; i < counts[q * E + p->expert_begin + g]; ++i) {
+        p->out_row[next] = cursor[q];
         p->grouped[next++] = cursor[q]++;
       }
     }
-    p->expert_offsets[g + 1] = next;
   }
-
-  p->slot_row.assign(num_slots, -1);
-  for (int64_t j = 0; j < p->sent; ++j) p->slot_row[p->order[j]] = j;
   return absl::OkStatus();
 }
 

@@ -44,40 +44,67 @@ struct EpStepInput {
   // (engine/placement.h) and E is `experts`.
   absl::Span<const int64_t> counts;
   int64_t experts = 0;  // E + R physical expert slots; 0: the layer's E
+  // [all tokens * slots]: the expert ids of every rank's rows (rank q's
+  // are its token shard, core/even_split.h), this rank's among them. With
+  // them each rank knows what every peer sends it, so a token goes to each
+  // rank once however many of its experts live there (see EpPlan). Empty:
+  // one row per dispatched slot (the layout the counts alone describe).
+  absl::Span<const int32_t> all_expert_ids;
   std::chrono::milliseconds timeout{10000};  // collectives' deadline
   DispatchDType dispatch = DispatchDType::kRowType;
 };
 
+// Rows cross the two all-to-alls differently. Dispatch: one row per token
+// and destination rank (a token whose k experts include three on rank q
+// goes to q once), in token order per destination; without the peers'
+// expert ids (EpStepInput::all_expert_ids) or when rows are scaled per slot
+// before the experts, one row per dispatched slot in expert order. Combine:
+// one row per dispatched slot (each expert's output), in expert order per
+// source, so that the source sums its slots in slot order exactly as a
+// single process does.
 struct EpPlan {
   int64_t tokens = 0;                        // this rank's rows
   int64_t slots = 0;                         // slots per token
   int64_t expert_begin = 0, expert_end = 0;  // this rank's experts
   // in.dispatch, or kRowType at world size 1 (nothing is exchanged).
   DispatchDType dispatch = DispatchDType::kRowType;
-  int64_t sent = 0;                // rows sent (this rank's dispatched slots)
-  int64_t received = 0;            // rows received for this rank's experts
-  std::vector<int64_t> order;      // [sent] slot ids in expert order
-  std::vector<int64_t> src_row;    // [sent] token of each sent row
-  std::vector<int64_t> send_rows;  // [world] rows to each rank
-  std::vector<int64_t> recv_rows;  // [world] rows from each rank
+  bool one_row_per_token = false;    // the dispatch layout (see above)
+  int64_t sent = 0;                  // rows this rank dispatches
+  int64_t arrived = 0;               // rows dispatched to this rank
+  int64_t received = 0;              // rows through this rank's experts
+  int64_t home = 0;                  // rows coming back: its dispatched slots
+  std::vector<int64_t> order;        // [home] own slot ids in expert order
+  std::vector<int64_t> src_row;      // [sent] token of each dispatched row
+  std::vector<int64_t> send_rows;    // [world] dispatched rows to each rank
+  std::vector<int64_t> recv_rows;    // [world] dispatched rows from each rank
+  std::vector<int64_t> return_rows;  // [world] expert outputs to each rank
+  std::vector<int64_t> home_rows;    // [world] outputs back from each rank
   // [local + 1] offsets of each local expert's rows when grouped.
   std::vector<int64_t> expert_offsets;
-  // [received] receive-buffer row of the i-th grouped row.
+  // [received] the dispatched (receive-buffer) row each grouped row reads,
+  // and the out-buffer row its output goes to.
   std::vector<int64_t> grouped;
+  std::vector<int64_t> out_row;
   // [tokens * slots] row of each slot in the buffer that comes back, or -1.
   std::vector<int64_t> slot_row;
   // Working space of PlanEpStep, kept so that a steady step allocates
   // nothing.
-  std::vector<int64_t> slot_offsets;  // [E + 1] own slots per expert
-  std::vector<int64_t> cursor;        // [world] next row from each source
+  std::vector<int64_t> slot_offsets;   // [E + 1] own slots per expert
+  std::vector<int64_t> cursor;         // [world] or [world * local] cursors
+  std::vector<int64_t> expert_cursor;  // [local]
+  std::vector<int32_t> rank_of;        // [E] owner of each expert
 };
 
 // Plans rank `rank` of `world`'s part of `in`. `max_count` bounds every count
 // (no source sends one expert more rows than a full batch holds).
 // `num_experts` is the number of (physical) experts ids and counts name;
 // rank q owns [SplitBegin(q, world, num_experts), SplitBegin(q + 1, ...)).
+// `one_row_per_token`: dispatch each token once per destination when
+// in.all_expert_ids allows it (false where rows are scaled per slot before
+// the experts, so a token's rows differ by slot).
 absl::Status PlanEpStep(const EpStepInput& in, int rank, int world,
-                        int64_t num_experts, int64_t max_count, EpPlan* plan);
+                        int64_t num_experts, int64_t max_count,
+                        bool one_row_per_token, EpPlan* plan);
 
 // The router's side: splits n routed tokens over `world` ranks (token shards
 // by core/even_split.h) and writes each rank's expert ids (-1 where a slot is

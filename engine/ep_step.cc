@@ -66,8 +66,10 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   const MoeLayerConfig& c = backend.config();
   // Physical expert slots with redundant experts (engine/placement.h).
   const int64_t experts = in.experts > 0 ? in.experts : c.num_experts;
-  MOE_RETURN_IF_ERROR(
-      PlanEpStep(in, comm.rank(), comm.size(), experts, max_count, &plan_));
+  // A token's rows differ by slot when they are scaled before the experts:
+  // then each slot travels (and every rank agrees, by the layer's config).
+  MOE_RETURN_IF_ERROR(PlanEpStep(in, comm.rank(), comm.size(), experts,
+                                 max_count, !c.score_before_experts, &plan_));
   const EpPlan& p = plan_;
   MOE_RETURN_IF_ERROR(backend.Prepare(p));
   const auto deadline = std::chrono::steady_clock::now() + in.timeout;
@@ -104,7 +106,7 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
         backend.buffer(EpBuffer::kRecvPacked), p.recv_rows, ElementType::kU8,
         DispatchRowBytes(p.dispatch, row_type, H), in.timeout));
     MOE_RETURN_IF_ERROR(backend.UnpackRows(
-        p.dispatch, backend.buffer(EpBuffer::kRecvPacked), p.received, recv));
+        p.dispatch, backend.buffer(EpBuffer::kRecvPacked), p.arrived, recv));
   } else if (!alone) {
     MOE_RETURN_IF_ERROR(Exchange(backend, comm, send, p.send_rows, recv,
                                  p.recv_rows, row_type, H, in.timeout));
@@ -114,8 +116,8 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   backend.Mark(EpMark::kComputed);
   // Expert outputs go home in the row type, whatever the dispatch was.
   if (!alone) {
-    MOE_RETURN_IF_ERROR(Exchange(backend, comm, out, p.recv_rows, back,
-                                 p.send_rows, row_type, H, in.timeout));
+    MOE_RETURN_IF_ERROR(Exchange(backend, comm, out, p.return_rows, back,
+                                 p.home_rows, row_type, H, in.timeout));
   }
   backend.Mark(EpMark::kReturned);
   MOE_RETURN_IF_ERROR(backend.Combine(in, p, back, y));

@@ -25,10 +25,11 @@
 namespace moe {
 
 // The step's buffers. Rows travel between them as `row_type()` elements of
-// width H: send [sent], recv [received], out [received], back [sent];
+// width H: send [sent], recv [arrived], out [received], back [home] (see
+// EpPlan);
 // stage_send / stage_recv are pinned host copies of send/recv (and out/back)
 // for a host communicator over a device backend. send_packed [sent] and
-// recv_packed [received] hold the rows as they cross the dispatch
+// recv_packed [arrived] hold the rows as they cross the dispatch
 // all-to-all when the plan's dispatch type is not the row type
 // (DispatchRowBytes each).
 enum class EpBuffer {
@@ -115,8 +116,9 @@ class ExpertBackend {
   // unfilled and have PackRows read the rows where they are.
   virtual absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
                               bool x_resident, bool rows_stay) = 0;
-  // Grouped SwiGLU: rows of `in` through this rank's experts into the same
-  // rows of `out` (both `row_type()` buffers of plan.received rows).
+  // Grouped SwiGLU: grouped row i reads row plan.grouped[i] of `in`
+  // (plan.arrived rows) and writes row plan.out_row[i] of `out`
+  // (plan.received rows).
   virtual absl::Status RunExperts(int64_t layer, const EpPlan& plan,
                                   const void* in, void* out) = 0;
   // y [tokens, H] (host fp32) = the weighted sum in slot order of the rows

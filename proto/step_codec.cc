@@ -49,6 +49,7 @@ bool AsBf16IfExact(const float* x, size_t count, std::string* out) {
 
 void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
                 int64_t H, int64_t slots, absl::Span<const int32_t> expert_ids,
+                absl::Span<const int32_t> all_expert_ids,
                 absl::Span<const float> weights,
                 absl::Span<const int64_t> counts, int64_t timeout_ms,
                 bool bf16_result, DispatchDType dispatch, moe::v1::Step* step) {
@@ -81,6 +82,8 @@ void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
     }
   }
   step->mutable_expert_ids()->Assign(expert_ids.begin(), expert_ids.end());
+  step->mutable_all_expert_ids()->Assign(all_expert_ids.begin(),
+                                         all_expert_ids.end());
   step->mutable_weights()->Assign(weights.begin(), weights.end());
   step->mutable_counts()->Assign(counts.begin(), counts.end());
 }
@@ -134,6 +137,8 @@ absl::Status DecodeStep(const moe::v1::Step& step, int64_t H,
   }
   in->expert_ids =
       absl::MakeConstSpan(step.expert_ids().data(), step.expert_ids_size());
+  in->all_expert_ids = absl::MakeConstSpan(step.all_expert_ids().data(),
+                                           step.all_expert_ids_size());
   in->weights = absl::MakeConstSpan(step.weights().data(), step.weights_size());
   in->counts = absl::MakeConstSpan(step.counts().data(), step.counts_size());
   in->timeout =

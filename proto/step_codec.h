@@ -15,13 +15,15 @@
 namespace moe {
 
 // Router side: rank q's Step from its rows x [tokens, H] (fp32) and its
-// slots, with the whole (source, expert) count matrix. Rows travel as BF16
+// slots, with the whole (source, expert) count matrix and every rank's
+// expert ids (`all_expert_ids`, its own among them). Rows travel as BF16
 // when that is lossless (every value a bf16: a bf16 client's), else F32.
 // With `bf16_result` the worker answers y_r rounded to bf16, as BF16.
 // `dispatch`: how the rows cross the workers' all-to-all.
 void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
                 int64_t hidden, int64_t slots,
                 absl::Span<const int32_t> expert_ids,
+                absl::Span<const int32_t> all_expert_ids,
                 absl::Span<const float> weights,
                 absl::Span<const int64_t> counts, int64_t timeout_ms,
                 bool bf16_result, DispatchDType dispatch, moe::v1::Step* step);

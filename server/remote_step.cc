@@ -39,6 +39,7 @@ void RemoteStep::BuildSteps(int64_t layer, const float* x, int64_t n, int64_t H,
     // Step id and timeout are the pool's to set.
     EncodeStep(/*step_id=*/0, layer, x + b * H, e - b, H, S,
                absl::MakeConstSpan(expert_ids_).subspan(b * S, (e - b) * S),
+               expert_ids_,
                absl::MakeConstSpan(r.weight).subspan(b * S, (e - b) * S),
                counts_, /*timeout_ms=*/0, bf16_result, dispatch_, &steps_[q]);
     steps_[q].set_placement_epoch(placement.epoch);

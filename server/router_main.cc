@@ -102,7 +102,8 @@ ABSL_FLAG(int64_t, batch_window_us, 500,
 ABSL_FLAG(int, max_inflight_steps, 2, "steps in flight at once (pipelining)");
 ABSL_FLAG(int64_t, max_queue_tokens, 0,
           "tokens queued at most; the excess is refused at once with "
-          "RESOURCE_EXHAUSTED (0: 8 x --max-batch-tokens)");
+          "RESOURCE_EXHAUSTED (0: (--max-inflight-steps + 2) x "
+          "--max-batch-tokens)");
 ABSL_FLAG(std::string, dispatch_dtype, "auto",
           "auto: a step whose requests are all bf16 in and out, in a layer "
           "without shared experts, gets the workers' results in bf16 (half "
@@ -439,7 +440,7 @@ absl::Status Router::MakeService() {
   so.limits.max_request_tokens = o_.max_request_tokens;
   so.max_batch_tokens = o_.max_batch_tokens;
   so.stream_max_inflight = o_.max_stream_inflight;
-  so.stream_max_queued_tokens = o_.max_queue_tokens / 2;
+  so.stream_max_queued_tokens = o_.stream_max_queued_tokens;
   so.device = model_->device();
   so.auth = auth_.get();
   service_ = std::make_unique<MoeServiceImpl>(so);

@@ -75,9 +75,9 @@ struct RouterFlags {
 };
 
 // Checked options: the flags as given, with the defaults that depend on
-// others resolved in place (max_request_tokens, max_queue_tokens: 8 x
-// max_batch_tokens when 0, threads: all cores when 0) and the typed forms
-// of the rest.
+// others resolved in place (max_request_tokens, max_queue_tokens:
+// (max_inflight_steps + 2) x max_batch_tokens when 0, threads: all cores
+// when 0) and the typed forms of the rest.
 struct RouterOptions : RouterFlags {
   ModelLocation location;
   WeightDType dtype = WeightDType::kAuto;  // resolved by RouterModel::Load
@@ -87,6 +87,11 @@ struct RouterOptions : RouterFlags {
   std::chrono::microseconds batch_window{0};
   // How long a drain (SIGTERM) waits for requests in flight at most.
   std::chrono::milliseconds drain_wait{30000};
+  // Tokens one ForwardStream may hold unanswered before it is no longer
+  // read: half the queue, so that one stream cannot fill it for everyone,
+  // but at least a step per step in flight and one more, so that a lone
+  // stream of full-size requests keeps the pipeline fed.
+  int64_t stream_max_queued_tokens = 0;
 
   // INVALID_ARGUMENT naming the first bad flag, the accepted values and the
   // value given. Reads no files: --tls-* and --auth-token-file are opened

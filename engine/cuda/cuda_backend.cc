@@ -177,7 +177,8 @@ class CudaBackend : public ExpertBackend {
 
   absl::Status Prepare(const EpPlan& p) override {
     if (p.tokens > bounds_.tokens || p.sent > bounds_.rows ||
-        p.received > bounds_.rows || p.slots > bounds_.slots) {
+        p.arrived > bounds_.rows || p.received > bounds_.rows ||
+        p.home > bounds_.rows || p.slots > bounds_.slots) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "a step of ", p.tokens, " tokens (", p.sent, " rows out, ",
           p.received, " in) exceeds the workspaces of ", name(), " sized for ",
@@ -214,25 +215,37 @@ class CudaBackend : public ExpertBackend {
     // is free.
     int32_t* src_row = host_i32_.as<int32_t>();
     int32_t* grouped = src_row + bounds_.rows;
-    int32_t* slot_row = grouped + bounds_.rows;
+    int32_t* out_row = grouped + bounds_.rows;
+    int32_t* slot_row = out_row + bounds_.rows;
     float* scale = host_f32_.as<float>();
     float* weights = scale + bounds_.rows;
     for (int64_t j = 0; j < p.sent; ++j) {
       src_row[j] = static_cast<int32_t>(p.src_row[j]);
-      scale[j] = in.weights[p.order[j]];
     }
-    identity_ = true;
+    // Scaled rows travel one per slot (EpPlan), in `order`.
+    if (config_.score_before_experts) {
+      for (int64_t j = 0; j < p.sent; ++j) scale[j] = in.weights[p.order[j]];
+    }
+    // A dispatched row may feed several grouped rows (one per slot of its
+    // token here): grouped is then no permutation, and the regroup gathers.
+    grouped_identity_ = p.arrived == p.received;
+    out_identity_ = true;
     for (int64_t i = 0; i < p.received; ++i) {
       grouped[i] = static_cast<int32_t>(p.grouped[i]);
-      identity_ = identity_ && p.grouped[i] == i;
+      out_row[i] = static_cast<int32_t>(p.out_row[i]);
+      grouped_identity_ = grouped_identity_ && p.grouped[i] == i;
+      out_identity_ = out_identity_ && p.out_row[i] == i;
     }
     for (int64_t i = 0; i < num_slots; ++i) {
       slot_row[i] = static_cast<int32_t>(p.slot_row[i]);
     }
     if (num_slots > 0) std::memcpy(weights, in.weights.data(), num_slots * 4);
     MOE_RETURN_IF_ERROR(Up(src_row_, src_row, p.sent * 4));
-    MOE_RETURN_IF_ERROR(Up(scale_, scale, p.sent * 4));
+    if (config_.score_before_experts) {
+      MOE_RETURN_IF_ERROR(Up(scale_, scale, p.sent * 4));
+    }
     MOE_RETURN_IF_ERROR(Up(grouped_idx_, grouped, p.received * 4));
+    MOE_RETURN_IF_ERROR(Up(out_row_idx_, out_row, p.received * 4));
     MOE_RETURN_IF_ERROR(Up(slot_row_, slot_row, num_slots * 4));
     MOE_RETURN_IF_ERROR(Up(weights_, weights, num_slots * 4));
     MOE_CUDA_OK(kcu::GatherRowsF32ToBf16(
@@ -248,22 +261,25 @@ class CudaBackend : public ExpertBackend {
     const int64_t H = config_.hidden;
     expert_ptrs_.clear();
     for (const CudaExpert& e : w->experts) expert_ptrs_.push_back(&e);
-    if (identity_) {
-      // Rows arrived grouped by expert already (one source): no regroup.
-      return experts_->Run(*lt_, expert_ptrs_, p.expert_offsets,
-                           static_cast<const uint16_t*>(in), out,
-                           /*out_f32=*/false, stream_);
+    // Regroup (source, token) -> (expert, source, token) unless the rows
+    // arrived grouped already (one source, one slot each), run, and put
+    // the outputs in their rows of the way back unless they are there.
+    const uint16_t* grouped_in = static_cast<const uint16_t*>(in);
+    if (!grouped_identity_) {
+      MOE_CUDA_OK(kcu::GatherRowsBf16(grouped_in, H, grouped_idx_.as<int32_t>(),
+                                      p.received, grouped_.as<uint16_t>(),
+                                      stream_));
+      grouped_in = grouped_.as<uint16_t>();
     }
-    // Regroup (source, expert) -> (expert, source), run, put back.
-    MOE_CUDA_OK(kcu::GatherRowsBf16(static_cast<const uint16_t*>(in), H,
-                                    grouped_idx_.as<int32_t>(), p.received,
-                                    grouped_.as<uint16_t>(), stream_));
-    MOE_RETURN_IF_ERROR(experts_->Run(
-        *lt_, expert_ptrs_, p.expert_offsets, grouped_.as<uint16_t>(),
-        grouped_out_.data(), /*out_f32=*/false, stream_));
-    MOE_CUDA_OK(kcu::ScatterRowsBf16(grouped_out_.as<uint16_t>(), H,
-                                     grouped_idx_.as<int32_t>(), p.received,
-                                     static_cast<uint16_t*>(out), stream_));
+    void* grouped_out = out_identity_ ? out : grouped_out_.data();
+    MOE_RETURN_IF_ERROR(experts_->Run(*lt_, expert_ptrs_, p.expert_offsets,
+                                      grouped_in, grouped_out,
+                                      /*out_f32=*/false, stream_));
+    if (!out_identity_) {
+      MOE_CUDA_OK(kcu::ScatterRowsBf16(grouped_out_.as<uint16_t>(), H,
+                                       out_row_idx_.as<int32_t>(), p.received,
+                                       static_cast<uint16_t*>(out), stream_));
+    }
     return absl::OkStatus();
   }
 
@@ -444,9 +460,10 @@ class CudaBackend : public ExpertBackend {
     MOE_ASSIGN_OR_RETURN(src_row_, DeviceBuffer::Allocate(R * 4));
     MOE_ASSIGN_OR_RETURN(scale_, DeviceBuffer::Allocate(R * 4));
     MOE_ASSIGN_OR_RETURN(grouped_idx_, DeviceBuffer::Allocate(R * 4));
+    MOE_ASSIGN_OR_RETURN(out_row_idx_, DeviceBuffer::Allocate(R * 4));
     MOE_ASSIGN_OR_RETURN(slot_row_, DeviceBuffer::Allocate(S * 4));
     MOE_ASSIGN_OR_RETURN(weights_, DeviceBuffer::Allocate(S * 4));
-    MOE_ASSIGN_OR_RETURN(host_i32_, PinnedBuffer::Allocate((2 * R + S) * 4));
+    MOE_ASSIGN_OR_RETURN(host_i32_, PinnedBuffer::Allocate((3 * R + S) * 4));
     MOE_ASSIGN_OR_RETURN(host_f32_, PinnedBuffer::Allocate((R + S) * 4));
     SetBuffer(EpBuffer::kSend, send_.data());
     SetBuffer(EpBuffer::kRecv, recv_.data());
@@ -500,12 +517,15 @@ class CudaBackend : public ExpertBackend {
   std::unique_ptr<CudaExperts> shared_experts_;  // shared: max_tokens rows
   DeviceBuffer x_, xb_, y_, shared_out_, raw_shared_, gate_logit_;
   DeviceBuffer send_, recv_, grouped_, grouped_out_, out_, back_;
-  DeviceBuffer src_row_, scale_, grouped_idx_, slot_row_, weights_;
+  DeviceBuffer src_row_, scale_, grouped_idx_, out_row_idx_, slot_row_,
+      weights_;
   PinnedBuffer host_x_, host_out_, host_i32_, host_f32_;
   PinnedBuffer stage_send_, stage_recv_;
   const float* resident_x_ = nullptr;  // host rows last uploaded to x_
   int64_t resident_n_ = -1;
-  bool identity_ = false;  // the received rows are grouped already
+  // The dispatched rows are the grouped rows already; the grouped outputs
+  // are in their rows of the way back already.
+  bool grouped_identity_ = false, out_identity_ = false;
   float* pending_y_ = nullptr;
   size_t pending_bytes_ = 0;
   std::vector<const CudaExpert*> expert_ptrs_;

@@ -117,28 +117,30 @@ TEST(PlanEpStep, RefusesAPlanThatDisagreesWithTheRows) {
   std::vector<int64_t> counts = {1, 2, 1};  // world 1, E = 3
   EpPlan p;
   ASSERT_TRUE(
-      PlanEpStep(OneRankInput(x, 2, ids, w, counts, 2), 0, 1, 3, 8, &p).ok());
-  EXPECT_EQ(p.sent, 4);
+      PlanEpStep(OneRankInput(x, 2, ids, w, counts, 2), 0, 1, 3, 8, true, &p)
+          .ok());
+  EXPECT_EQ(p.sent, 2);  // each token once
   EXPECT_EQ(p.received, 4);
   EXPECT_EQ(p.expert_offsets, (std::vector<int64_t>{0, 1, 3, 4}));
 
   counts = {2, 1, 1};  // says expert 0 gets two rows; the slots hold one
   absl::Status s =
-      PlanEpStep(OneRankInput(x, 2, ids, w, counts, 2), 0, 1, 3, 8, &p);
+      PlanEpStep(OneRankInput(x, 2, ids, w, counts, 2), 0, 1, 3, 8, true, &p);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("expert 0"), std::string::npos) << s;
 
   counts = {1, 2, 1};
   ids[3] = 3;  // no such expert
-  s = PlanEpStep(OneRankInput(x, 2, ids, w, counts, 2), 0, 1, 3, 8, &p);
+  s = PlanEpStep(OneRankInput(x, 2, ids, w, counts, 2), 0, 1, 3, 8, true, &p);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
 
   ids[3] = 2;
-  s = PlanEpStep(OneRankInput(x, 2, ids, w, counts, 2), 0, 1, 3, 1, &p);
+  s = PlanEpStep(OneRankInput(x, 2, ids, w, counts, 2), 0, 1, 3, 1, true, &p);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << "max_count 1";
 
   const std::vector<float> short_w(3, 0.5f);
-  s = PlanEpStep(OneRankInput(x, 2, ids, short_w, counts, 2), 0, 1, 3, 8, &p);
+  s = PlanEpStep(OneRankInput(x, 2, ids, short_w, counts, 2), 0, 1, 3, 8, true,
+                 &p);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -190,6 +192,7 @@ class StagedCpuBackend : public CpuBackend {
 std::vector<float> RunRanks(const testing::GoldenCase& g,
                             const Routing& routing, bool staged, int world,
                             const LayerPlacement* placement = nullptr,
+                            bool peers_ids = true,
                             DispatchDType dispatch = DispatchDType::kRowType,
                             int backend_threads = 1) {
   const MoeLayerConfig& c = g.config;
@@ -236,6 +239,7 @@ std::vector<float> RunRanks(const testing::GoldenCase& g,
     in.weights =
         absl::MakeConstSpan(routing.weight).subspan(b * S, (e - b) * S);
     in.counts = counts;
+    if (peers_ids) in.all_expert_ids = ids;
     if (placement != nullptr) in.experts = replicas.physical;
     in.dispatch = dispatch;
     EpStep step;
@@ -274,6 +278,104 @@ void ExpectTwoRanksEqualOne(const MoeLayerConfig& c, int64_t n, bool staged) {
   EXPECT_TRUE(testing::AllClose(alone, g.y, testing::kF32Tol));
   const std::vector<float> two = RunTwoRanks(g, routing, staged);
   EXPECT_EQ(two, alone) << "bits differ between 1 and 2 ranks";
+  // One row per slot (no peers' ids): the same bits.
+  EXPECT_EQ(RunRanks(g, routing, staged, 2, nullptr, /*peers_ids=*/false),
+            alone)
+      << "bits differ between 1 and 2 ranks, one row per slot";
+  EXPECT_EQ(RunRanks(g, routing, staged, 3), alone)
+      << "bits differ between 1 and 3 ranks";
+}
+
+// Two ranks, E = 4 (rank 0: experts 0-1, rank 1: 2-3), k = 3, 4 tokens
+// (two per rank). Each token crosses to a rank once however many of its
+// experts live there; the outputs keep one row per slot.
+TEST(PlanEpStep, SendsATokenOncePerRank) {
+  const std::vector<int32_t> all = {0, 1,  2,    // token 0 (rank 0's)
+                                    1, -1, 0,    // token 1: rank 0 only
+                                    3, 2,  1,    // token 2 (rank 1's)
+                                    2, 3,  -1};  // token 3: rank 1 only
+  std::vector<int64_t> counts(2 * 4, 0);
+  for (int64_t i = 0; i < 12; ++i) {
+    if (all[i] >= 0) ++counts[(i / 6) * 4 + all[i]];
+  }
+  const std::vector<float> x(2 * 4, 1.0f), w(6, 0.5f);
+  std::vector<EpPlan> plans(2);
+  for (int r = 0; r < 2; ++r) {
+    EpStepInput in;
+    in.tokens = 2;
+    in.rows = x.data();
+    in.slots = 3;
+    in.expert_ids = absl::MakeConstSpan(all).subspan(r * 6, 6);
+    in.all_expert_ids = all;
+    in.weights = w;
+    in.counts = counts;
+    ASSERT_TRUE(PlanEpStep(in, r, 2, 4, 8, true, &plans[r]).ok());
+    EXPECT_TRUE(plans[r].one_row_per_token);
+  }
+  const EpPlan& a = plans[0];
+  const EpPlan& b = plans[1];
+  // Rank 0 sends both tokens to itself, token 0 to rank 1; rank 1 sends
+  // token 2 to rank 0 and both to itself.
+  EXPECT_EQ(a.send_rows, (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(a.src_row, (std::vector<int64_t>{0, 1, 0}));
+  EXPECT_EQ(b.send_rows, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(b.src_row, (std::vector<int64_t>{0, 0, 1}));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(plans[r].recv_rows[0], plans[0].send_rows[r]);
+    EXPECT_EQ(plans[r].recv_rows[1], plans[1].send_rows[r]);
+    EXPECT_EQ(plans[r].return_rows[0], plans[0].home_rows[r]);
+    EXPECT_EQ(plans[r].return_rows[1], plans[1].home_rows[r]);
+  }
+  // Rank 0's experts: expert 0 gets token 0 (row 0), token 1 (row 1);
+  // expert 1 gets token 0 (row 0), token 1 (row 1), token 2 (row 2, from
+  // rank 1). Its outputs go back in (source, expert, token) order.
+  EXPECT_EQ(a.arrived, 3);
+  EXPECT_EQ(a.received, 5);
+  EXPECT_EQ(a.expert_offsets, (std::vector<int64_t>{0, 2, 5}));
+  EXPECT_EQ(a.grouped, (std::vector<int64_t>{0, 1, 0, 1, 2}));
+  EXPECT_EQ(a.out_row, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  // Rank 1's: expert 2 gets token 0 (row 0), token 2 (row 1), token 3
+  // (row 2); expert 3 gets token 2 (row 1), token 3 (row 2). Outputs to
+  // rank 0 first (one: token 0's expert 2), then rank 1's by expert.
+  EXPECT_EQ(b.arrived, 3);
+  EXPECT_EQ(b.grouped, (std::vector<int64_t>{0, 1, 2, 1, 2}));
+  EXPECT_EQ(b.out_row, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  // Rank 0's slots come back: its own in expert order, token 0's expert 2
+  // from rank 1 last.
+  EXPECT_EQ(a.slot_row, (std::vector<int64_t>{0, 2, 4, 3, -1, 1}));
+
+  // Peers' ids that disagree with the counts, or with the rank's own rows,
+  // are refused before anything is sized from them.
+  std::vector<int32_t> bad = all;
+  bad[8] = 0;  // token 2's third slot: expert 1 -> 0, counts unchanged
+  EpStepInput in;
+  in.tokens = 2;
+  in.rows = x.data();
+  in.slots = 3;
+  in.expert_ids = absl::MakeConstSpan(all).subspan(0, 6);
+  in.all_expert_ids = bad;
+  in.weights = w;
+  in.counts = counts;
+  EpPlan p;
+  absl::Status s = PlanEpStep(in, 0, 2, 4, 8, true, &p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("its expert ids hold"), std::string::npos) << s;
+  in.all_expert_ids = all;
+  in.expert_ids = absl::MakeConstSpan(all).subspan(6, 6);
+  s = PlanEpStep(in, 0, 2, 4, 8, true, &p);  // rank 1's ids, not rank 0's
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("share of all_expert_ids"), std::string::npos)
+      << s;
+  // Without the peers' ids, or with rows scaled per slot: one row per slot.
+  in.expert_ids = absl::MakeConstSpan(all).subspan(0, 6);
+  in.all_expert_ids = {};
+  ASSERT_TRUE(PlanEpStep(in, 0, 2, 4, 8, true, &p).ok());
+  EXPECT_FALSE(p.one_row_per_token);
+  EXPECT_EQ(p.sent, 5);
+  in.all_expert_ids = all;
+  ASSERT_TRUE(PlanEpStep(in, 0, 2, 4, 8, false, &p).ok());
+  EXPECT_FALSE(p.one_row_per_token);
+  EXPECT_EQ(p.send_rows, p.home_rows);
 }
 
 TEST(EpStep, TwoRanksOverGlooGiveTheSingleProcessBits) {
@@ -410,16 +512,18 @@ TEST(EpStep, PackedDispatchIsTheExactStepOnRoundedRows) {
     ASSERT_NE(fp8_want, exact);  // the rounding is visible in y
     for (int world : {2, 3}) {
       SCOPED_TRACE(world);
-      EXPECT_EQ(RunRanks(g, routing, false, world, nullptr, DispatchDType::kFp8,
-                         threads),
-                fp8_want);
-      EXPECT_EQ(RunRanks(g, routing, false, world, nullptr,
-                         DispatchDType::kBf16, threads),
-                bf16_want);
+      for (bool peers_ids : {true, false}) {  // both dispatch layouts
+        EXPECT_EQ(RunRanks(g, routing, false, world, nullptr, peers_ids,
+                           DispatchDType::kFp8, threads),
+                  fp8_want);
+        EXPECT_EQ(RunRanks(g, routing, false, world, nullptr, peers_ids,
+                           DispatchDType::kBf16, threads),
+                  bf16_want);
+      }
     }
-    EXPECT_EQ(
-        RunRanks(g, routing, true, 2, nullptr, DispatchDType::kFp8, threads),
-        fp8_want);
+    EXPECT_EQ(RunRanks(g, routing, true, 2, nullptr, true, DispatchDType::kFp8,
+                       threads),
+              fp8_want);
     // World size 1: the plan says row type, nothing is quantised.
     std::vector<int32_t> ids;
     std::vector<int64_t> counts;

@@ -14,7 +14,7 @@ moe::v1::Step Encoded(DispatchDType dispatch) {
   const std::vector<int32_t> ids = {0, 1};
   const std::vector<int64_t> counts = {1, 1};
   moe::v1::Step step;
-  EncodeStep(7, 0, x.data(), 2, 4, 1, ids, w, counts, 100, false, dispatch,
+  EncodeStep(7, 0, x.data(), 2, 4, 1, ids, ids, w, counts, 100, false, dispatch,
              &step);
   return step;
 }

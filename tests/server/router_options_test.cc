@@ -135,11 +135,27 @@ TEST(RouterOptionsTest, EdgeValuesAreValid) {
   EXPECT_TRUE(RouterOptions::FromFlags(f).ok());
 }
 
-TEST(RouterOptionsTest, QueueBoundDefaultsToEightSteps) {
-  auto o = RouterOptions::FromFlags(Good());
+TEST(RouterOptionsTest, QueueBoundDefaultsToTheStepsInFlightAndTwoMore) {
+  RouterFlags f = Good();
+  f.max_inflight_steps = 3;
+  auto o = RouterOptions::FromFlags(f);
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->max_queue_tokens, 8 * o->max_batch_tokens);
+  EXPECT_EQ(o->max_queue_tokens, 5 * o->max_batch_tokens);
   EXPECT_EQ(o->max_stream_inflight, 64);
+  // A lone stream keeps every step in flight and the next one fed.
+  EXPECT_EQ(o->stream_max_queued_tokens, 4 * o->max_batch_tokens);
+}
+
+TEST(RouterOptionsTest, StreamHoldsHalfOfALargeQueueAndNeverMoreThanIt) {
+  RouterFlags f = Good();
+  f.max_queue_tokens = 32 * f.max_batch_tokens;
+  auto o = RouterOptions::FromFlags(f);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->stream_max_queued_tokens, 16 * o->max_batch_tokens);
+  f.max_queue_tokens = f.max_batch_tokens;
+  o = RouterOptions::FromFlags(f);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->stream_max_queued_tokens, f.max_batch_tokens);
 }
 
 TEST(RouterOptionsTest, BadValuesNameTheFlag) {
@@ -194,7 +210,8 @@ TEST(RouterOptionsTest, BadValuesNameTheFlag) {
        "--max-request-tokens must be"},
       {"queue < request",
        [](RouterFlags& f) { f.max_queue_tokens = f.max_batch_tokens - 1; },
-       "--max-queue-tokens must be 0 (8 x --max-batch-tokens) or at least"},
+       "--max-queue-tokens must be 0 ((--max-inflight-steps + 2) x "
+       "--max-batch-tokens) or at least"},
       {"queue < 0", [](RouterFlags& f) { f.max_queue_tokens = -1; },
        "--max-queue-tokens must be"},
       {"stream inflight", [](RouterFlags& f) { f.max_stream_inflight = 0; },
