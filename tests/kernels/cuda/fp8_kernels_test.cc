@@ -24,7 +24,7 @@ namespace {
 namespace k = kernels;
 namespace kcu = kernels::cuda;
 
-class Fp8KernelTest : public ::testing::Test {
+class CudaFp8KernelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (absl::Status s = CudaDeviceAvailable(); !s.ok()) {
@@ -83,7 +83,7 @@ class Fp8KernelTest : public ::testing::Test {
   }
 };
 
-TEST_F(Fp8KernelTest, GatheredRowsQuantiseAsTheHostRuleSays) {
+TEST_F(CudaFp8KernelTest, GatheredRowsQuantiseAsTheHostRuleSays) {
   const int64_t cols = 300, ld = 304;  // a partial third block, padding
   const std::vector<int> seg_rows = {5, 0, 17, 1, 9};
   const int64_t rows = 32, src_rows = 40;
@@ -120,7 +120,7 @@ TEST_F(Fp8KernelTest, GatheredRowsQuantiseAsTheHostRuleSays) {
   EXPECT_EQ(Down<float>(scale, floats), want_scale);
 }
 
-TEST_F(Fp8KernelTest, RefusesSegmentsThatDoNotCoverTheRows) {
+TEST_F(CudaFp8KernelTest, RefusesSegmentsThatDoNotCoverTheRows) {
   const auto seg = Segments({3, 4});
   EXPECT_EQ(kcu::QuantizeRowsFp8(nullptr, 16, nullptr, 8, seg, 16, nullptr,
                                  nullptr, nullptr),
@@ -130,7 +130,7 @@ TEST_F(Fp8KernelTest, RefusesSegmentsThatDoNotCoverTheRows) {
             cudaErrorInvalidValue);  // row stride below the row
 }
 
-TEST_F(Fp8KernelTest, SiluMulQuantisesHForTheDownProjection) {
+TEST_F(CudaFp8KernelTest, SiluMulQuantisesHForTheDownProjection) {
   const int64_t inter = 200, up = 256, gu_ld = 512, ld = 208, rows = 11;
   const std::vector<int> seg_rows = {4, 7};
   const auto gate_up = RandomBf16(rows * gu_ld, 3);
@@ -180,7 +180,7 @@ TEST_F(Fp8KernelTest, SiluMulQuantisesHForTheDownProjection) {
   }
 }
 
-TEST_F(Fp8KernelTest, DequantisesBlockScaledWeightsAsTheCpuDoes) {
+TEST_F(CudaFp8KernelTest, DequantisesBlockScaledWeightsAsTheCpuDoes) {
   const int64_t rows = 200, cols = 272, code_ld = 272;
   const int64_t sld = k::Fp8WeightScaleLd(cols);
   std::mt19937 rng(4);
