@@ -11,9 +11,11 @@
 // column-major [cols, rows] matrices of engine/cuda/lt_matmul.h):
 //  - weights, W [n, k], one scale per 128 x 128 block: block (rb, kb) at
 //    rb * Fp8WeightScaleLd(k) + kb, the k-blocks of a row of blocks
-//    contiguous and their stride rounded up to 4 floats (16 bytes), as
-//    PyTorch's _scaled_mm checks for BlockWise128x128 and NVIDIA's
-//    LtBlk128x128Fp8Matmul sample allocates;
+//    contiguous and their stride rounded up to 4 floats (16 bytes): the
+//    cuBLAS documentation's "scaling factors layouts" as PyTorch quotes it
+//    (pytorch/pytorch#166752: without the rounding, silent wrong answers
+//    where ceil(k / 128) % 4 != 0), and what NVIDIA's LtBlk128x128Fp8Matmul
+//    sample allocates;
 //  - activations, X [m, k], one scale per row per 128 columns: (row r,
 //    block kb) at kb * m + r ("outer-dim-major": the m scales of a block
 //    contiguous), m being the row count of that one matmul. Each expert's
