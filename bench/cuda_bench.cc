@@ -151,21 +151,22 @@ absl::StatusOr<double> TimeFp8Experts(const ExpertsBenchArgs& a,
                      "FP8 experts, which this device cannot run: ",
                      choice.reason));
   }
-  const int64_t Ip = Fp8InterPad(I), Ik = Fp8DownK(I);
+  const int64_t Hk = Fp8Pad(H), Ip = Fp8InterPad(I), Ik = Fp8DownK(I);
   std::vector<CudaExpert> experts(E);
   std::vector<const CudaExpert*> ptrs;
   for (int64_t e = 0; e < E; ++e) {
     CudaExpert& x = experts[e];
     x.fp8 = true;
     x.inter = I;
+    x.hidden_k = Hk;
     x.inter_pad = Ip;
     x.down_k = Ik;
-    MOE_ASSIGN_OR_RETURN(x.w13, UploadFp8Pattern(2 * Ip * H, a.seed + 3 * e));
+    MOE_ASSIGN_OR_RETURN(x.w13, UploadFp8Pattern(2 * Ip * Hk, a.seed + 3 * e));
     MOE_ASSIGN_OR_RETURN(x.w2, UploadFp8Pattern(H * Ik, a.seed + 3 * e + 1));
     // Codes up to 1 times 0.02: weights of the bf16 pattern's size.
     MOE_ASSIGN_OR_RETURN(
         x.w13_scale,
-        UploadScales(kernels::Fp8WeightScaleFloats(2 * Ip, H), 0.02f));
+        UploadScales(kernels::Fp8WeightScaleFloats(2 * Ip, Hk), 0.02f));
     MOE_ASSIGN_OR_RETURN(
         x.w2_scale, UploadScales(kernels::Fp8WeightScaleFloats(H, Ik), 0.02f));
     ptrs.push_back(&x);

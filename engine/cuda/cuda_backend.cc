@@ -463,7 +463,7 @@ class CudaBackend : public ExpertBackend {
       }
       if (w->has_shared && shared_experts_ != nullptr) {
         if (fp8_) {  // bf16 out, widened to fp32 (engine/cuda/cuda_experts.h)
-          add(T, 2 * Fp8InterPad(c.shared_inter), H, CUDA_R_8F_E4M3,
+          add(T, 2 * Fp8InterPad(c.shared_inter), Fp8Pad(H), CUDA_R_8F_E4M3,
               CUDA_R_16BF);
           add(T, H, Fp8DownK(c.shared_inter), CUDA_R_8F_E4M3, CUDA_R_16BF);
         } else {
@@ -474,7 +474,8 @@ class CudaBackend : public ExpertBackend {
       }
       if (!w->experts.empty()) {
         if (fp8_) {
-          add(R, 2 * Fp8InterPad(c.inter), H, CUDA_R_8F_E4M3, CUDA_R_16BF);
+          add(R, 2 * Fp8InterPad(c.inter), Fp8Pad(H), CUDA_R_8F_E4M3,
+              CUDA_R_16BF);
           add(R, H, Fp8DownK(c.inter), CUDA_R_8F_E4M3, CUDA_R_16BF);
         } else {
           add(R, 2 * c.inter, H, CUDA_R_16BF, CUDA_R_16BF);

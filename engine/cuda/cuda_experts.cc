@@ -43,9 +43,10 @@ absl::StatusOr<std::unique_ptr<CudaExperts>> CudaExperts::Create(
   MOE_ASSIGN_OR_RETURN(x->h_, DeviceBuffer::Allocate(max_rows * max_inter * 2));
   if (options.fp8) {
     namespace k = kernels;
-    const int64_t Ik = Fp8DownK(max_inter), E = x->max_experts_;
+    const int64_t Hk = Fp8Pad(hidden), Ik = Fp8DownK(max_inter);
+    const int64_t E = x->max_experts_;
     x->fp8_ = true;
-    MOE_ASSIGN_OR_RETURN(x->xq_, DeviceBuffer::Allocate(max_rows * hidden));
+    MOE_ASSIGN_OR_RETURN(x->xq_, DeviceBuffer::Allocate(max_rows * Hk));
     MOE_ASSIGN_OR_RETURN(
         x->xq_scale_,
         DeviceBuffer::Allocate(k::Fp8ActScaleFloats(max_rows, E, hidden) * 4));
@@ -200,6 +201,7 @@ absl::Status CudaExperts::RunFp8(const Pass& p) {
   namespace k = kernels;
   const CudaExpert& e0 = *p.experts.front();
   const int64_t H = hidden_, I = e0.inter, Ip = e0.inter_pad, Ik = e0.down_k;
+  const int64_t Hk = e0.hidden_k;
   const int64_t first = p.offsets.front(),
                 rows = p.offsets.back() - p.offsets.front();
   // Rows, gate-up, h and the scale tables count from the pass's first row;
@@ -217,12 +219,12 @@ absl::Status CudaExperts::RunFp8(const Pass& p) {
   MOE_CUDA_OK(
       k::cuda::QuantizeRowsFp8(p.gather != nullptr ? p.in : p.in + first * H, H,
                                p.gather != nullptr ? p.gather + first : nullptr,
-                               rows, seg, H, xq, xs, p.stream));
+                               rows, seg, Hk, xq, xs, p.stream));
   for (int32_t g = 0; g < seg.count; ++g) {
     const int64_t off = p.offsets[g] - first,
                   m = p.offsets[g + 1] - first - off;
     const CudaExpert& e = *p.experts[g];
-    MOE_RETURN_IF_ERROR(p.lt->RunFp8(m, 2 * Ip, H, xq + off * H,
+    MOE_RETURN_IF_ERROR(p.lt->RunFp8(m, 2 * Ip, Hk, xq + off * Hk,
                                      xs + k::Fp8SegmentScaleBase(off, g, H),
                                      e.w13.data(), e.w13_scale.as<float>(),
                                      gate_up + off * 2 * Ip, p.stream));

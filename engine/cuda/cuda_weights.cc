@@ -45,6 +45,7 @@ absl::Status UploadFp8Expert(const WeightTensor& w1, const WeightTensor& w3,
                        Upload(img.w2_scale.data(), img.w2_scale.size() * 4));
   if (path == Fp8GpuPath::kBlockScaled) {
     e->fp8 = true;
+    e->hidden_k = img.hidden_k;
     e->inter_pad = img.inter_pad;
     e->down_k = img.down_k;
     e->w13 = std::move(w13);
@@ -54,15 +55,16 @@ absl::Status UploadFp8Expert(const WeightTensor& w1, const WeightTensor& w3,
     return absl::OkStatus();
   }
   const int64_t H = img.hidden, I = img.inter, Ip = img.inter_pad;
-  const int64_t ld13 = kernels::Fp8WeightScaleLd(H);
+  const int64_t Hk = img.hidden_k;
+  const int64_t ld13 = kernels::Fp8WeightScaleLd(Hk);
   MOE_ASSIGN_OR_RETURN(e->w13, DeviceBuffer::Allocate(2 * I * H * 2));
   MOE_ASSIGN_OR_RETURN(e->w2, DeviceBuffer::Allocate(H * I * 2));
   namespace kcu = kernels::cuda;
-  MOE_CUDA_OK(kcu::DequantizeFp8ToBf16(w13.as<uint8_t>(), I, H, H,
+  MOE_CUDA_OK(kcu::DequantizeFp8ToBf16(w13.as<uint8_t>(), I, H, Hk,
                                        w13_scale.as<float>(), ld13,
                                        e->w13.as<uint16_t>(), H, nullptr));
   MOE_CUDA_OK(kcu::DequantizeFp8ToBf16(
-      w13.as<uint8_t>() + Ip * H, I, H, H,
+      w13.as<uint8_t>() + Ip * Hk, I, H, Hk,
       w13_scale.as<float>() + Ip / kernels::kFp8Block * ld13, ld13,
       e->w13.as<uint16_t>() + I * H, H, nullptr));
   MOE_CUDA_OK(kcu::DequantizeFp8ToBf16(

@@ -19,14 +19,15 @@ namespace moe {
 
 struct CudaExpert {
   DeviceBuffer w13;  // bf16 [2*inter, H]: W1 rows then W3 rows (fp8: E4M3
-                     // [2*inter_pad, H])
+                     // [2*inter_pad, hidden_k])
   DeviceBuffer w2;   // bf16 [H, inter] (fp8: E4M3 [H, down_k])
   int64_t inter = 0;
   // Block-scaled FP8 (engine/cuda/fp8_image.h): the scales of w13 and w2
-  // (kernels/fp8_rule.h layouts), W3's first row and w2's row length.
+  // (kernels/fp8_rule.h layouts), w13's row length, W3's first row and
+  // w2's row length.
   bool fp8 = false;
   DeviceBuffer w13_scale, w2_scale;
-  int64_t inter_pad = 0, down_k = 0;
+  int64_t hidden_k = 0, inter_pad = 0, down_k = 0;
   size_t bytes() const {
     return w13.size() + w2.size() + w13_scale.size() + w2_scale.size();
   }

@@ -102,27 +102,28 @@ absl::StatusOr<Fp8ExpertImage> PackFp8Expert(const WeightTensor& w1,
   Fp8ExpertImage e;
   e.hidden = H;
   e.inter = I;
+  e.hidden_k = Fp8Pad(H);
   e.inter_pad = Fp8InterPad(I);
   e.down_k = Fp8DownK(I);
-  const int64_t Ip = e.inter_pad, Ik = e.down_k;
-  const int64_t ld13 = k::Fp8WeightScaleLd(H), ld2 = k::Fp8WeightScaleLd(Ik);
-  e.w13.assign(2 * Ip * H, 0);
+  const int64_t Hk = e.hidden_k, Ip = e.inter_pad, Ik = e.down_k;
+  const int64_t ld13 = k::Fp8WeightScaleLd(Hk), ld2 = k::Fp8WeightScaleLd(Ik);
+  e.w13.assign(2 * Ip * Hk, 0);
   // Blocks of padding rows only keep scale 1 (their codes are 0).
-  e.w13_scale.assign(k::Fp8WeightScaleFloats(2 * Ip, H), 1.0f);
+  e.w13_scale.assign(k::Fp8WeightScaleFloats(2 * Ip, Hk), 1.0f);
   e.w2.assign(H * Ik, 0);
   e.w2_scale.assign(k::Fp8WeightScaleFloats(H, Ik), 1.0f);
   MOE_ASSIGN_OR_RETURN(Fp8Values v1, BlockCodes(w1));
   MOE_ASSIGN_OR_RETURN(Fp8Values v3, BlockCodes(w3));
   MOE_ASSIGN_OR_RETURN(Fp8Values v2, BlockCodes(w2));
-  Place(v1, I, H, 0, H, e.w13.data(), ld13, e.w13_scale.data());
-  Place(v3, I, H, Ip, H, e.w13.data(), ld13, e.w13_scale.data());
+  Place(v1, I, H, 0, Hk, e.w13.data(), ld13, e.w13_scale.data());
+  Place(v3, I, H, Ip, Hk, e.w13.data(), ld13, e.w13_scale.data());
   Place(v2, H, I, 0, Ik, e.w2.data(), ld2, e.w2_scale.data());
   return e;
 }
 
 float Fp8W13Value(const Fp8ExpertImage& e, int64_t row, int64_t col) {
-  const int64_t ld = k::Fp8WeightScaleLd(e.hidden);
-  return k::E4M3ToF32(e.w13[row * e.hidden + col]) *
+  const int64_t ld = k::Fp8WeightScaleLd(e.hidden_k);
+  return k::E4M3ToF32(e.w13[row * e.hidden_k + col]) *
          e.w13_scale[row / k::kFp8Block * ld + col / k::kFp8Block];
 }
 

@@ -4,13 +4,16 @@
 // no CUDA types: built into the CPU engine and tested on the CPU.
 //
 // The device form (scale layouts: kernels/fp8_rule.h):
-//  - w13 [2 Ip, H] E4M3, Ip = I rounded up to 128: W1's rows, zero rows up
-//    to Ip, W3's rows, zero rows up to 2 Ip. cuBLASLt's 128 x 128 weight
-//    blocks must not straddle W1 and W3 (their scales differ), so W3
-//    starts on a block boundary; the gate-up output is [rows, 2 Ip] and the
-//    SiLU-mul reads u at column Ip + i.
-//  - w2 [H, Ik] E4M3, Ik = I rounded up to 16 (FP8 rows 16-byte aligned),
-//    zero columns past I; the SiLU-mul writes h [rows, Ik] with zeros there.
+//  - w13 [2 Ip, Hk] E4M3, Ip = I and Hk = H rounded up to 128: W1's rows,
+//    zero rows up to Ip, W3's rows, zero rows up to 2 Ip, zero columns past
+//    H. cuBLASLt's 128 x 128 weight blocks must not straddle W1 and W3
+//    (their scales differ), so W3 starts on a block boundary; the gate-up
+//    output is [rows, 2 Ip] and the SiLU-mul reads u at column Ip + i.
+//  - w2 [H, Ik] E4M3, Ik = Ip, zero columns past I; the SiLU-mul writes h
+//    [rows, Ik] with zeros there.
+//  Every K is a whole number of 128-blocks (the quantised rows are padded
+//  with zeros to match), so no matmul has a partial scale block along K;
+//  real models (H, I multiples of 128) pad nothing.
 //  - one fp32 scale per 128 x 128 block of each, as the checkpoint ships
 //    them (DeepSeek-V3's weight_scale_inv) when its blocks tile ours, else
 //    requantised from the dequantised values in 128 x 128 blocks (amax /
@@ -46,15 +49,18 @@ struct Fp8PathChoice {
 Fp8PathChoice ChooseFp8GpuPath(int cc_major, int cc_minor, int64_t hidden,
                                int64_t local_experts);
 
-inline int64_t Fp8InterPad(int64_t inter) { return (inter + 127) / 128 * 128; }
-inline int64_t Fp8DownK(int64_t inter) { return (inter + 15) / 16 * 16; }
+// A dimension rounded up to whole 128-blocks.
+inline int64_t Fp8Pad(int64_t n) { return (n + 127) / 128 * 128; }
+inline int64_t Fp8InterPad(int64_t inter) { return Fp8Pad(inter); }
+inline int64_t Fp8DownK(int64_t inter) { return Fp8Pad(inter); }
 
 struct Fp8ExpertImage {
   int64_t hidden = 0, inter = 0;
+  int64_t hidden_k = 0;          // Hk
   int64_t inter_pad = 0;         // Ip
   int64_t down_k = 0;            // Ik
-  std::vector<uint8_t> w13;      // [2 Ip, H]
-  std::vector<float> w13_scale;  // Fp8WeightScaleFloats(2 Ip, H)
+  std::vector<uint8_t> w13;      // [2 Ip, Hk]
+  std::vector<float> w13_scale;  // Fp8WeightScaleFloats(2 Ip, Hk)
   std::vector<uint8_t> w2;       // [H, Ik]
   std::vector<float> w2_scale;   // Fp8WeightScaleFloats(H, Ik)
 };
@@ -65,9 +71,9 @@ absl::StatusOr<Fp8ExpertImage> PackFp8Expert(const WeightTensor& w1,
                                              const WeightTensor& w3,
                                              const WeightTensor& w2);
 
-// The value the device multiplies for w13 element [row, col] (row < 2 Ip)
-// or w2 element [row, col] (col < Ik): code times block scale. For host
-// references and tests.
+// The value the device multiplies for w13 element [row, col] (row < 2 Ip,
+// col < Hk) or w2 element [row, col] (col < Ik): code times block scale. For
+// host references and tests.
 float Fp8W13Value(const Fp8ExpertImage& e, int64_t row, int64_t col);
 float Fp8W2Value(const Fp8ExpertImage& e, int64_t row, int64_t col);
 

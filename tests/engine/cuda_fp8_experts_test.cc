@@ -23,7 +23,7 @@
 namespace moe {
 namespace {
 
-// I = 200: W3 at row 256, h rows of 208; H = 384: three K blocks.
+// I = 200: W3 at row 256, h rows of 256; H = 384: three K blocks.
 constexpr int64_t kH = 384, kI = 200, kE = 5, kMaxRows = 96;
 
 class CudaFp8ExpertsTest : public ::testing::Test {
@@ -51,6 +51,7 @@ class CudaFp8ExpertsTest : public ::testing::Test {
       CudaExpert& x = experts_[e];
       x.fp8 = true;
       x.inter = kI;
+      x.hidden_k = img.hidden_k;
       x.inter_pad = img.inter_pad;
       x.down_k = img.down_k;
       x.w13 = Up(img.w13);

@@ -123,10 +123,10 @@ void ExpectSameValues(const Fp8ExpertImage& e, const WeightTensor& w1,
   auto v1 = WeightsAsF32(w1), v3 = WeightsAsF32(w3), v2 = WeightsAsF32(w2);
   ASSERT_TRUE(v1.ok() && v3.ok() && v2.ok());
   for (int64_t r = 0; r < 2 * e.inter_pad; ++r) {
-    for (int64_t c = 0; c < H; ++c) {
+    for (int64_t c = 0; c < e.hidden_k; ++c) {
       float want = 0;
-      if (r < I) want = v1->data[r * H + c];
-      if (r >= e.inter_pad && r - e.inter_pad < I) {
+      if (r < I && c < H) want = v1->data[r * H + c];
+      if (r >= e.inter_pad && r - e.inter_pad < I && c < H) {
         want = v3->data[(r - e.inter_pad) * H + c];
       }
       ASSERT_EQ(Fp8W13Value(e, r, c), want) << "w13 [" << r << ", " << c << "]";
@@ -141,8 +141,8 @@ void ExpectSameValues(const Fp8ExpertImage& e, const WeightTensor& w1,
 }
 
 TEST(PackFp8Expert, KeepsCheckpointCodesAndScalesInPlace) {
-  // I = 200: W3 starts at row 256 (Ip), h rows are 208 (Ik) long; H = 272
-  // has a partial third column block.
+  // I = 200: W3 starts at row 256 (Ip), h rows are 256 (Ik) long; H = 272
+  // pads to 384 (Hk): no matmul gets a partial block along K.
   const int64_t H = 272, I = 200;
   const auto f1 = Random(I * H, 1, 0.3f), f3 = Random(I * H, 2, 0.1f),
              f2 = Random(H * I, 3, 0.2f);
@@ -151,27 +151,28 @@ TEST(PackFp8Expert, KeepsCheckpointCodesAndScalesInPlace) {
   const WeightTensor w2 = Fp8Tensor("w2", f2, H, I, 128, 128);
   auto e = PackFp8Expert(w1, w3, w2);
   ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->hidden_k, 384);
   EXPECT_EQ(e->inter_pad, 256);
-  EXPECT_EQ(e->down_k, 208);
-  ASSERT_EQ(e->w13.size(), static_cast<size_t>(2 * 256 * H));
+  EXPECT_EQ(e->down_k, 256);
+  ASSERT_EQ(e->w13.size(), static_cast<size_t>(2 * 256 * 384));
   ASSERT_EQ(e->w13_scale.size(),
-            static_cast<size_t>(kernels::Fp8WeightScaleFloats(512, H)));
-  ASSERT_EQ(e->w2.size(), static_cast<size_t>(H * 208));
+            static_cast<size_t>(kernels::Fp8WeightScaleFloats(512, 384)));
+  ASSERT_EQ(e->w2.size(), static_cast<size_t>(H * 256));
   ASSERT_EQ(e->w2_scale.size(),
-            static_cast<size_t>(kernels::Fp8WeightScaleFloats(H, 208)));
+            static_cast<size_t>(kernels::Fp8WeightScaleFloats(H, 256)));
   // Codes byte for byte: W1 row 5, W3 row 7 at row Ip + 7, W2 row 9.
   const auto* c1 = reinterpret_cast<const uint8_t*>(w1.data);
   const auto* c3 = reinterpret_cast<const uint8_t*>(w3.data);
   const auto* c2 = reinterpret_cast<const uint8_t*>(w2.data);
-  EXPECT_EQ(std::memcmp(e->w13.data() + 5 * H, c1 + 5 * H, H), 0);
-  EXPECT_EQ(std::memcmp(e->w13.data() + (256 + 7) * H, c3 + 7 * H, H), 0);
-  EXPECT_EQ(std::memcmp(e->w2.data() + 9 * 208, c2 + 9 * I, I), 0);
+  EXPECT_EQ(std::memcmp(e->w13.data() + 5 * 384, c1 + 5 * H, H), 0);
+  EXPECT_EQ(std::memcmp(e->w13.data() + (256 + 7) * 384, c3 + 7 * H, H), 0);
+  EXPECT_EQ(std::memcmp(e->w2.data() + 9 * 256, c2 + 9 * I, I), 0);
   // Scales where cuBLASLt reads them: W3's block (1, 2) at row block 2 + 1.
   const int64_t ld = kernels::Fp8WeightScaleLd(H);
   EXPECT_EQ(ld, 4);
   EXPECT_EQ(e->w13_scale[(2 + 1) * ld + 2], w3.block_scale[1 * 3 + 2]);
   EXPECT_EQ(e->w13_scale[0 * ld + 1], w1.block_scale[1]);
-  EXPECT_EQ(e->w2_scale[2 * kernels::Fp8WeightScaleLd(208) + 1],
+  EXPECT_EQ(e->w2_scale[2 * kernels::Fp8WeightScaleLd(256) + 1],
             w2.block_scale[2 * 2 + 1]);
   ExpectSameValues(*e, w1, w3, w2);
 }
@@ -183,8 +184,9 @@ TEST(PackFp8Expert, QuantisesFloatWeightsAsTheCpuDoes) {
   const WeightTensor w2 = F32Tensor("w2", Random(H * I, 6, 0.2f), H, I);
   auto e = PackFp8Expert(w1, w3, w2);
   ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->hidden_k, 128);
   EXPECT_EQ(e->inter_pad, 128);
-  EXPECT_EQ(e->down_k, 32);
+  EXPECT_EQ(e->down_k, 128);
   for (const auto& [t, rows, cols, value] :
        {std::tuple{&w1, I, H, 0}, {&w3, I, H, 1}, {&w2, H, I, 2}}) {
     auto q = WeightsAsFp8(*t);
