@@ -110,21 +110,25 @@ class CudaBackend : public ExpertBackend {
                        : "dequantised to bf16 on the device at load",
                    c.reason);
     }
-    absl::Status s = LoadAs(source, o, max_tokens, path);
-    if (!s.ok() && path == Fp8GpuPath::kBlockScaled) {
-      // cuBLASLt found no block-scaled algorithm for these shapes (plans
-      // are built at load): the bf16 form serves them instead.
+    bool uploaded = false;
+    absl::Status s = LoadAs(source, o, max_tokens, path, &uploaded);
+    if (!s.ok() && uploaded && path == Fp8GpuPath::kBlockScaled) {
+      // The weights are there but the workspaces or plans are not: cuBLASLt
+      // found no block-scaled algorithm for these shapes (plans are built
+      // at load). The bf16 form serves them instead.
       spdlog::warn(
           "{}: block-scaled FP8 experts could not be set up ({}); FP8 "
           "experts dequantised to bf16 on the device instead",
           name(), std::string(s.message()));
-      s = LoadAs(source, o, max_tokens, Fp8GpuPath::kDequantBf16);
+      s = LoadAs(source, o, max_tokens, Fp8GpuPath::kDequantBf16, &uploaded);
     }
     return s;
   }
 
+  // Uploads the weights in the form `path` says (*uploaded once done), then
+  // sizes the workspaces and builds the plans.
   absl::Status LoadAs(const ModelSource& source, const LoadOptions& options,
-                      int64_t max_tokens, Fp8GpuPath path) {
+                      int64_t max_tokens, Fp8GpuPath path, bool* uploaded) {
     auto layers = std::make_shared<Layers>();
     bool gate = false;
     for (int64_t layer : source.info().moe_layers) {
@@ -142,6 +146,7 @@ class CudaBackend : public ExpertBackend {
     // non-blocking step stream does not wait for: finish them before any
     // step can read them.
     MOE_CUDA_OK(cudaDeviceSynchronize());
+    *uploaded = true;
     return AllocateWorkspaces(gate);
   }
 
