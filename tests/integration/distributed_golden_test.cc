@@ -134,8 +134,6 @@ TEST(DistributedGolden, Bf16AnswersAreTheF32AnswerRoundedOnceForEveryP) {
       testing::LocalCluster cluster;
       testing::LocalCluster::Options co;
       co.model_args = {"--model=" + dir};
-      // After LocalCluster's own --weight-dtype=bf16: the last one counts.
-      if (fp8) co.model_args.push_back("--weight-dtype=fp8");
       co.workers = workers;
       ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
       ForwardOptions fo;
