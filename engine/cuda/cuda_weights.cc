@@ -54,22 +54,18 @@ absl::Status UploadFp8Expert(const WeightTensor& w1, const WeightTensor& w3,
     e->w2_scale = std::move(w2_scale);
     return absl::OkStatus();
   }
-  const int64_t H = img.hidden, I = img.inter, Ip = img.inter_pad;
-  const int64_t Hk = img.hidden_k;
-  const int64_t ld13 = kernels::Fp8WeightScaleLd(Hk);
+  const int64_t H = img.hidden, I = img.inter;
   MOE_ASSIGN_OR_RETURN(e->w13, DeviceBuffer::Allocate(2 * I * H * 2));
   MOE_ASSIGN_OR_RETURN(e->w2, DeviceBuffer::Allocate(H * I * 2));
-  namespace kcu = kernels::cuda;
-  MOE_CUDA_OK(kcu::DequantizeFp8ToBf16(w13.as<uint8_t>(), I, H, Hk,
-                                       w13_scale.as<float>(), ld13,
-                                       e->w13.as<uint16_t>(), H, nullptr));
-  MOE_CUDA_OK(kcu::DequantizeFp8ToBf16(
-      w13.as<uint8_t>() + Ip * Hk, I, H, Hk,
-      w13_scale.as<float>() + Ip / kernels::kFp8Block * ld13, ld13,
-      e->w13.as<uint16_t>() + I * H, H, nullptr));
-  MOE_CUDA_OK(kcu::DequantizeFp8ToBf16(
-      w2c.as<uint8_t>(), H, I, img.down_k, w2_scale.as<float>(),
-      kernels::Fp8WeightScaleLd(img.down_k), e->w2.as<uint16_t>(), I, nullptr));
+  for (const Fp8DequantPart& part : Fp8DequantParts(img)) {
+    const DeviceBuffer& codes = part.to_w2 ? w2c : w13;
+    const DeviceBuffer& scale = part.to_w2 ? w2_scale : w13_scale;
+    DeviceBuffer& dst = part.to_w2 ? e->w2 : e->w13;
+    MOE_CUDA_OK(kernels::cuda::DequantizeFp8ToBf16(
+        codes.as<uint8_t>() + part.code_offset, part.rows, part.cols,
+        part.code_ld, scale.as<float>() + part.scale_offset, part.scale_ld,
+        dst.as<uint16_t>() + part.dst_offset, part.dst_ld, nullptr));
+  }
   // The E4M3 copies are freed on return: the kernels must be done with them.
   MOE_CUDA_OK(cudaStreamSynchronize(nullptr));
   return absl::OkStatus();

@@ -121,6 +121,19 @@ absl::StatusOr<Fp8ExpertImage> PackFp8Expert(const WeightTensor& w1,
   return e;
 }
 
+std::vector<Fp8DequantPart> Fp8DequantParts(const Fp8ExpertImage& e) {
+  const int64_t H = e.hidden, I = e.inter, Hk = e.hidden_k;
+  const int64_t ld13 = k::Fp8WeightScaleLd(Hk);
+  Fp8DequantPart w1{false, I, H, 0, Hk, 0, ld13, 0, H};
+  // W3 starts on a 128-row block: its scales on a row of blocks of their own.
+  Fp8DequantPart w3{
+      false, I,     H, e.inter_pad * Hk, Hk, e.inter_pad / k::kFp8Block * ld13,
+      ld13,  I * H, H};
+  Fp8DequantPart w2{true, H, I, 0, e.down_k, 0, k::Fp8WeightScaleLd(e.down_k),
+                    0,    I};
+  return {w1, w3, w2};
+}
+
 float Fp8W13Value(const Fp8ExpertImage& e, int64_t row, int64_t col) {
   const int64_t ld = k::Fp8WeightScaleLd(e.hidden_k);
   return k::E4M3ToF32(e.w13[row * e.hidden_k + col]) *

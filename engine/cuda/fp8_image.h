@@ -71,6 +71,21 @@ absl::StatusOr<Fp8ExpertImage> PackFp8Expert(const WeightTensor& w1,
                                              const WeightTensor& w3,
                                              const WeightTensor& w2);
 
+// Devices without block-scaled FP8 dequantise the image into the bf16 form
+// of the other path (w13 bf16 [2I, H], w2 bf16 [H, I]) with one kernel per
+// part: rows x cols codes at code_offset (row stride code_ld), their scales
+// from scale_offset (rows of blocks scale_ld apart), written at dst_offset
+// (row stride dst_ld) of w13 or (to_w2) w2.
+struct Fp8DequantPart {
+  bool to_w2 = false;
+  int64_t rows = 0, cols = 0;
+  int64_t code_offset = 0, code_ld = 0;
+  int64_t scale_offset = 0, scale_ld = 0;
+  int64_t dst_offset = 0, dst_ld = 0;
+};
+// W1, W3 and W2, in that order.
+std::vector<Fp8DequantPart> Fp8DequantParts(const Fp8ExpertImage& e);
+
 // The value the device multiplies for w13 element [row, col] (row < 2 Ip,
 // col < Hk) or w2 element [row, col] (col < Ik): code times block scale. For
 // host references and tests.

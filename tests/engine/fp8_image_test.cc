@@ -6,6 +6,7 @@
 // block shapes, and shape errors that name the tensor.
 #include "engine/cuda/fp8_image.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -234,6 +235,42 @@ TEST(PackFp8Expert, RequantisesBlocksThatDoNotTileByRows) {
   auto kept = PackFp8Expert(k1, w3, w2);
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(std::memcmp(kept->w13.data(), k1.data, I * H), 0);
+}
+
+TEST(Fp8DequantParts, GiveTheBf16FormTheCpuDequantisesTo) {
+  // What a GPU without block-scaled FP8 uploads: each part applied as
+  // kernels/cuda/fp8.cu's DequantizeFp8ToBf16 applies it (that kernel is
+  // held to this formula by CudaFp8KernelTest) must give, bit for bit, the
+  // bf16 values the bf16 path gets from the same checkpoint.
+  const int64_t H = 272, I = 200;
+  const WeightTensor w1 =
+      Fp8Tensor("w1", Random(I * H, 11, 0.3f), I, H, 128, 128);
+  const WeightTensor w3 =
+      Fp8Tensor("w3", Random(I * H, 12, 0.2f), I, H, 128, 128);
+  const WeightTensor w2 =
+      Fp8Tensor("w2", Random(H * I, 13, 0.1f), H, I, 128, 128);
+  auto e = PackFp8Expert(w1, w3, w2);
+  ASSERT_TRUE(e.ok()) << e.status();
+  std::vector<uint16_t> w13(2 * I * H, 0xffff), down(H * I, 0xffff);
+  for (const Fp8DequantPart& p : Fp8DequantParts(*e)) {
+    const uint8_t* codes = (p.to_w2 ? e->w2 : e->w13).data() + p.code_offset;
+    const float* scale =
+        (p.to_w2 ? e->w2_scale : e->w13_scale).data() + p.scale_offset;
+    uint16_t* dst = (p.to_w2 ? down : w13).data() + p.dst_offset;
+    for (int64_t r = 0; r < p.rows; ++r) {
+      for (int64_t c = 0; c < p.cols; ++c) {
+        dst[r * p.dst_ld + c] =
+            F32ToBf16(kernels::E4M3ToF32(codes[r * p.code_ld + c]) *
+                      scale[r / kernels::kFp8Block * p.scale_ld +
+                            c / kernels::kFp8Block]);
+      }
+    }
+  }
+  auto b1 = WeightsAsBf16(w1), b3 = WeightsAsBf16(w3), b2 = WeightsAsBf16(w2);
+  ASSERT_TRUE(b1.ok() && b3.ok() && b2.ok());
+  EXPECT_TRUE(std::equal(b1->data, b1->data + I * H, w13.begin()));
+  EXPECT_TRUE(std::equal(b3->data, b3->data + I * H, w13.begin() + I * H));
+  EXPECT_TRUE(std::equal(b2->data, b2->data + H * I, down.begin()));
 }
 
 TEST(PackFp8Expert, RefusesMismatchedShapesNamingTheTensor) {
