@@ -32,6 +32,36 @@ namespace moe::testing {
          << worst << "] got " << got[worst] << " want " << want[worst];
 }
 
+::testing::AssertionResult RmsClose(const std::vector<float>& got,
+                                    const std::vector<float>& want,
+                                    RmsTolerance tol) {
+  if (got.size() != want.size() || want.empty()) {
+    return ::testing::AssertionFailure()
+           << "size " << got.size() << " vs expected " << want.size();
+  }
+  double se = 0, sw = 0, worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    se += err * err;
+    sw += static_cast<double>(want[i]) * want[i];
+    if (!(err <= worst)) {  // NaN wins
+      worst = std::isnan(err) ? 1e300 : err;
+      at = i;
+    }
+  }
+  const double rms = std::sqrt(sw / want.size());
+  const double rel = sw > 0 ? std::sqrt(se / sw) : std::sqrt(se);
+  const double max_units = rms > 0 ? worst / rms : worst;
+  auto r = rel <= tol.rel_rms && max_units <= tol.max_over_rms
+               ? ::testing::AssertionSuccess()
+               : ::testing::AssertionFailure();
+  return r << "relative RMS error " << rel << " (at most " << tol.rel_rms
+           << "), largest error " << max_units << " rms (at most "
+           << tol.max_over_rms << ") at [" << at << "] got " << got[at]
+           << " want " << want[at];
+}
+
 ::testing::AssertionResult SameTokenRouting(
     const std::vector<int64_t>& want_idx, const std::vector<float>& want_w,
     const std::vector<int32_t>& got_idx, const std::vector<float>& got_w,
