@@ -23,10 +23,12 @@
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/cuda_weights.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/fp8_image.h"
 #include "engine/cuda/lt_matmul.h"
 #include "engine/cuda/row_bucket.h"
 #include "engine/local_moe.h"
 #include "gloo/rendezvous/hash_store.h"
+#include "kernels/fp8_rule.h"
 #include "nlohmann/json.hpp"
 
 namespace moe::bench {
@@ -106,6 +108,80 @@ class PatternUploader {
   static constexpr int64_t kPattern = int64_t{1} << 22;
   std::vector<uint16_t> host_;
 };
+
+// E4M3 bytes from one host pattern (finite codes of magnitude up to 1, both
+// signs; no NaN), as PatternUploader does for bf16.
+absl::StatusOr<DeviceBuffer> UploadFp8Pattern(int64_t bytes, uint64_t seed) {
+  static constexpr int64_t kPattern = int64_t{1} << 22;
+  std::vector<uint8_t> host(kPattern);
+  std::mt19937_64 rng(seed);
+  for (auto& c : host) c = static_cast<uint8_t>(rng() & 0xb7);  // exp <= 6
+  MOE_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(bytes));
+  for (int64_t done = 0; done < bytes; done += kPattern) {
+    MOE_CUDA_OK(cudaMemcpy(b.as<uint8_t>() + done, host.data(),
+                           std::min(kPattern, bytes - done),
+                           cudaMemcpyHostToDevice));
+  }
+  return b;
+}
+
+absl::StatusOr<DeviceBuffer> UploadScales(int64_t count, float value) {
+  std::vector<float> host(count, value);
+  MOE_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(count * 4));
+  MOE_CUDA_OK(
+      cudaMemcpy(b.data(), host.data(), count * 4, cudaMemcpyHostToDevice));
+  return b;
+}
+
+// Mean ms of the engine's block-scaled FP8 pass (engine/cuda/cuda_experts.h)
+// over the same bf16 rows and offsets: E4M3 experts in the device form of
+// engine/cuda/fp8_image.h, activations quantised per row per 128 channels
+// inside the pass. FAILED_PRECONDITION off sm_90.
+absl::StatusOr<double> TimeFp8Experts(const ExpertsBenchArgs& a,
+                                      const std::vector<int64_t>& offsets,
+                                      const DeviceBuffer& in, LtMatmul& lt,
+                                      cudaStream_t stream, Timer& timer) {
+  const int64_t H = a.hidden, I = a.inter, E = a.experts;
+  cudaDeviceProp prop;
+  MOE_CUDA_OK(cudaGetDeviceProperties(&prop, a.device));
+  const Fp8PathChoice choice = ChooseFp8GpuPath(prop.major, prop.minor, H, E);
+  if (choice.path != Fp8GpuPath::kBlockScaled) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--weight-dtype fp8 --experts-only times block-scaled "
+                     "FP8 experts, which this device cannot run: ",
+                     choice.reason));
+  }
+  const int64_t Hk = Fp8Pad(H), Ip = Fp8InterPad(I), Ik = Fp8DownK(I);
+  std::vector<CudaExpert> experts(E);
+  std::vector<const CudaExpert*> ptrs;
+  for (int64_t e = 0; e < E; ++e) {
+    CudaExpert& x = experts[e];
+    x.fp8 = true;
+    x.inter = I;
+    x.hidden_k = Hk;
+    x.inter_pad = Ip;
+    x.down_k = Ik;
+    MOE_ASSIGN_OR_RETURN(x.w13, UploadFp8Pattern(2 * Ip * Hk, a.seed + 3 * e));
+    MOE_ASSIGN_OR_RETURN(x.w2, UploadFp8Pattern(H * Ik, a.seed + 3 * e + 1));
+    // Codes up to 1 times 0.02: weights of the bf16 pattern's size.
+    MOE_ASSIGN_OR_RETURN(
+        x.w13_scale,
+        UploadScales(kernels::Fp8WeightScaleFloats(2 * Ip, Hk), 0.02f));
+    MOE_ASSIGN_OR_RETURN(
+        x.w2_scale, UploadScales(kernels::Fp8WeightScaleFloats(H, Ik), 0.02f));
+    ptrs.push_back(&x);
+  }
+  CudaExpertsOptions o;
+  o.fp8 = true;
+  o.max_graph_rows = 0;  // timed as the bf16 paths are, without graphs
+  MOE_ASSIGN_OR_RETURN(auto pass, CudaExperts::Create(a.rows, H, I, E, o));
+  MOE_ASSIGN_OR_RETURN(DeviceBuffer out,
+                       DeviceBuffer::Allocate(a.rows * H * 2));
+  return timer.MeanMs(stream, a.reps, [&] {
+    return pass->Run(lt, ptrs, offsets, in.as<uint16_t>(), out.data(),
+                     /*out_f32=*/false, stream);
+  });
+}
 
 // TFLOP/s of the dense D [m, n] = X [m, k] W [n, k]^T in bf16 with fp32
 // accumulation: the reference every MoE figure is divided by.
@@ -341,6 +417,22 @@ absl::Status RunCudaExperts(const ExpertsBenchArgs& a) {
                       {"ref_dense_tflops", dense},
                       {"tflops_vs_dense", tflops / dense},
                       {"step_allocations", allocations}};
+  if (a.fp8) {
+    MOE_ASSIGN_OR_RETURN(double fp8_ms, TimeFp8Experts(a, offsets, in, *lt,
+                                                       stream.get(), timer));
+    const bool vs_grouped = grouped_ms > 0;
+    const double base_ms = vs_grouped ? grouped_ms : ms;
+    const double fp8_tflops = 6.0 * H * I * rows / (fp8_ms * 1e-3) / 1e12;
+    std::printf(
+        "FP8 block-scaled experts (E4M3 weights and activations, per-expert "
+        "cuBLASLt) %.3f ms, %.2f TFLOP/s: %.2fx the bf16 %s (%.3f ms)\n",
+        fp8_ms, fp8_tflops, base_ms / fp8_ms,
+        vs_grouped ? "grouped GEMM" : "engine pass", base_ms);
+    j["fp8_ms"] = fp8_ms;
+    j["fp8_tflops"] = fp8_tflops;
+    j["fp8_speedup_vs_bf16"] = base_ms / fp8_ms;
+    j["fp8_baseline"] = vs_grouped ? "bf16_grouped" : "bf16_engine";
+  }
   std::printf("%s\n", j.dump().c_str());
   return absl::OkStatus();
 }

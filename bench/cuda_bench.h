@@ -24,6 +24,10 @@ struct ExpertsBenchArgs {
   int64_t rows = 4096;  // routed rows over all local experts
   int reps = 20;
   uint64_t seed = 1;
+  // Also time the same pass with block-scaled FP8 experts (sm_90), reported
+  // against the bf16 grouped GEMM (the engine's bf16 pass where cuBLAS has
+  // no grouped call).
+  bool fp8 = false;
 };
 absl::Status RunCudaExperts(const ExpertsBenchArgs& args);
 

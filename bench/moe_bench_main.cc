@@ -162,6 +162,15 @@ absl::Status RunCuda(const DeviceSpec& device) {
     a.rows = absl::GetFlag(FLAGS_tokens);
     a.reps = reps;
     a.seed = seed;
+    MOE_ASSIGN_OR_RETURN(WeightDType dtype,
+                         ParseWeightDType(absl::GetFlag(FLAGS_weight_dtype)));
+    if (dtype == WeightDType::kF32) {
+      return absl::InvalidArgumentError(
+          "--experts-only times bf16 experts, and block-scaled FP8 experts "
+          "next to them with --weight-dtype fp8; --weight-dtype f32 is not "
+          "a GPU expert dtype");
+    }
+    a.fp8 = dtype == WeightDType::kFP8;
     return bench::RunCudaExperts(a);
   }
   MOE_ASSIGN_OR_RETURN(SyntheticSpec spec, SyntheticSpecFromFlags());
@@ -402,8 +411,8 @@ int main(int argc, char** argv) {
       "  moe-bench --synthetic --hidden H --inter I --experts E --top-k K "
       "[--shared-inter S] --tokens N [--weight-dtype auto|f32|bf16|fp8] "
       "[--reps R]\n"
-      "  moe-bench --device cuda[:N] [--experts-only] --hidden H --inter I "
-      "--experts E --top-k K --tokens N\n"
+      "  moe-bench --device cuda[:N] [--experts-only [--weight-dtype fp8]] "
+      "--hidden H --inter I --experts E --top-k K --tokens N\n"
       "  moe-bench --collective [--gpus G] --hidden H --experts E --top-k K "
       "--tokens N");
   moe::NormalizedArgs args(argc, argv);

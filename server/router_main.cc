@@ -58,7 +58,8 @@ ABSL_FLAG(double, synthetic_zipf, 0,
 ABSL_FLAG(std::string, weight_dtype, "auto",
           "expert weights: auto (the checkpoint's own storage: FP8 stays "
           "FP8, bf16 stays bf16, else fp32; fp32 for --synthetic), f32, bf16 "
-          "or fp8 (e4m3 with 128x128 block scales; CPU only)");
+          "or fp8 (e4m3 with 128x128 block scales; on a GPU block-scaled "
+          "FP8 matmuls on sm_90, dequantised to bf16 elsewhere)");
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address (public API)");
 ABSL_FLAG(std::string, port_file, "",
           "write the bound port here once serving (for --listen host:0)");

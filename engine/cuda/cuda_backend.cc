@@ -15,8 +15,10 @@
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/cuda_weights.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/fp8_image.h"
 #include "engine/cuda/lt_matmul.h"
 #include "kernels/cuda/kernels.h"
+#include "spdlog/spdlog.h"
 
 namespace moe {
 namespace {
@@ -73,6 +75,7 @@ class CudaBackend : public ExpertBackend {
     b->layers_ = layers_;
     b->config_ = config_;
     b->max_tokens_ = max_tokens_;
+    b->fp8_ = fp8_;
     MOE_RETURN_IF_ERROR(b->AllocateWorkspaces(router_ != nullptr));
     return std::unique_ptr<ExpertBackend>(std::move(b));
   }
@@ -80,28 +83,70 @@ class CudaBackend : public ExpertBackend {
 
   absl::Status Load(const ModelSource& source, const LoadOptions& options,
                     int64_t max_tokens) override {
-    if (options.dtype != WeightDType::kBF16) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name(), " keeps expert weights in bf16; weight dtype ",
-                       WeightDTypeName(options.dtype),
-                       " is not supported on a GPU (use --weight-dtype bf16)"));
+    MOE_ASSIGN_OR_RETURN(WeightDType dtype,
+                         ResolveWeightDType(options.dtype, source));
+    if (dtype != WeightDType::kBF16 && dtype != WeightDType::kFP8) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name(), " keeps expert weights in bf16 or fp8; weight dtype ",
+          WeightDTypeName(dtype),
+          " is not supported on a GPU (use --weight-dtype bf16 or fp8)"));
     }
     MOE_CUDA_OK(cudaSetDevice(device_));
+    LoadOptions o = options;
+    o.dtype = dtype;
+    Fp8GpuPath path = Fp8GpuPath::kDequantBf16;
+    if (dtype == WeightDType::kFP8) {
+      cudaDeviceProp prop;
+      MOE_CUDA_OK(cudaGetDeviceProperties(&prop, device_));
+      MOE_ASSIGN_OR_RETURN(
+          auto range, ResolveExpertRange(o, source.info().layer.num_experts));
+      const Fp8PathChoice c =
+          ChooseFp8GpuPath(prop.major, prop.minor, source.info().layer.hidden,
+                           range.second - range.first);
+      path = c.path;
+      spdlog::info("{}: FP8 experts {} ({})", name(),
+                   path == Fp8GpuPath::kBlockScaled
+                       ? "kept as E4M3"
+                       : "dequantised to bf16 on the device at load",
+                   c.reason);
+    }
+    bool uploaded = false;
+    absl::Status s = LoadAs(source, o, max_tokens, path, &uploaded);
+    if (!s.ok() && uploaded && path == Fp8GpuPath::kBlockScaled) {
+      // The weights are there but the workspaces or plans are not: cuBLASLt
+      // found no block-scaled algorithm for these shapes (plans are built
+      // at load). The bf16 form serves them instead.
+      spdlog::warn(
+          "{}: block-scaled FP8 experts could not be set up ({}); FP8 "
+          "experts dequantised to bf16 on the device instead",
+          name(), std::string(s.message()));
+      s = LoadAs(source, o, max_tokens, Fp8GpuPath::kDequantBf16, &uploaded);
+    }
+    return s;
+  }
+
+  // Uploads the weights in the form `path` says (*uploaded once done), then
+  // sizes the workspaces and builds the plans.
+  absl::Status LoadAs(const ModelSource& source, const LoadOptions& options,
+                      int64_t max_tokens, Fp8GpuPath path, bool* uploaded) {
     auto layers = std::make_shared<Layers>();
     bool gate = false;
     for (int64_t layer : source.info().moe_layers) {
       if (options.only_layer >= 0 && layer != options.only_layer) continue;
       MOE_ASSIGN_OR_RETURN((*layers)[layer],
-                           UploadLayerWeights(source, layer, options));
+                           UploadLayerWeights(source, layer, options, path));
       gate = gate || (*layers)[layer]->has_gate;
     }
     layers_ = std::move(layers);
     config_ = source.info().layer;
     max_tokens_ = max_tokens;
+    fp8_ =
+        options.dtype == WeightDType::kFP8 && path == Fp8GpuPath::kBlockScaled;
     // Weights were copied on the legacy default stream, which the
     // non-blocking step stream does not wait for: finish them before any
     // step can read them.
     MOE_CUDA_OK(cudaDeviceSynchronize());
+    *uploaded = true;
     return AllocateWorkspaces(gate);
   }
 
@@ -263,18 +308,24 @@ class CudaBackend : public ExpertBackend {
     for (const CudaExpert& e : w->experts) expert_ptrs_.push_back(&e);
     // Regroup (source, token) -> (expert, source, token) unless the rows
     // arrived grouped already (one source, one slot each), run, and put
-    // the outputs in their rows of the way back unless they are there.
+    // the outputs in their rows of the way back unless they are there. FP8
+    // experts gather as they quantise (one kernel, no bf16 copy).
     const uint16_t* grouped_in = static_cast<const uint16_t*>(in);
+    const int32_t* gather = nullptr;
     if (!grouped_identity_) {
-      MOE_CUDA_OK(kcu::GatherRowsBf16(grouped_in, H, grouped_idx_.as<int32_t>(),
-                                      p.received, grouped_.as<uint16_t>(),
-                                      stream_));
-      grouped_in = grouped_.as<uint16_t>();
+      if (fp8_) {
+        gather = grouped_idx_.as<int32_t>();
+      } else {
+        MOE_CUDA_OK(kcu::GatherRowsBf16(grouped_in, H,
+                                        grouped_idx_.as<int32_t>(), p.received,
+                                        grouped_.as<uint16_t>(), stream_));
+        grouped_in = grouped_.as<uint16_t>();
+      }
     }
     void* grouped_out = out_identity_ ? out : grouped_out_.data();
     MOE_RETURN_IF_ERROR(experts_->Run(*lt_, expert_ptrs_, p.expert_offsets,
                                       grouped_in, grouped_out,
-                                      /*out_f32=*/false, stream_));
+                                      /*out_f32=*/false, stream_, gather));
     if (!out_identity_) {
       MOE_CUDA_OK(kcu::ScatterRowsBf16(grouped_out_.as<uint16_t>(), H,
                                        out_row_idx_.as<int32_t>(), p.received,
@@ -384,8 +435,9 @@ class CudaBackend : public ExpertBackend {
     if (with_gate) {
       MOE_ASSIGN_OR_RETURN(router_, CudaRouter::Create(c, T));
       if (c.has_shared()) {
-        MOE_ASSIGN_OR_RETURN(shared_experts_,
-                             CudaExperts::Create(T, H, c.shared_inter));
+        MOE_ASSIGN_OR_RETURN(
+            shared_experts_,
+            CudaExperts::Create(T, H, c.shared_inter, 1, ExpertsOptions()));
       }
     }
     for (DeviceBuffer* b : {&x_, &y_, &shared_out_, &raw_shared_}) {
@@ -429,13 +481,25 @@ class CudaBackend : public ExpertBackend {
         add(T, c.num_experts, H, CUDA_R_32F, CUDA_R_32F);
       }
       if (w->has_shared && shared_experts_ != nullptr) {
-        add(T, 2 * c.shared_inter, H, CUDA_R_16BF, CUDA_R_16BF);
-        add(T, H, c.shared_inter, CUDA_R_16BF, CUDA_R_32F);
+        if (fp8_) {  // bf16 out, widened to fp32 (engine/cuda/cuda_experts.h)
+          add(T, 2 * Fp8InterPad(c.shared_inter), Fp8Pad(H), CUDA_R_8F_E4M3,
+              CUDA_R_16BF);
+          add(T, H, Fp8DownK(c.shared_inter), CUDA_R_8F_E4M3, CUDA_R_16BF);
+        } else {
+          add(T, 2 * c.shared_inter, H, CUDA_R_16BF, CUDA_R_16BF);
+          add(T, H, c.shared_inter, CUDA_R_16BF, CUDA_R_32F);
+        }
         if (c.shared_gate) add(T, 1, H, CUDA_R_32F, CUDA_R_32F);
       }
       if (!w->experts.empty()) {
-        add(R, 2 * c.inter, H, CUDA_R_16BF, CUDA_R_16BF);
-        add(R, H, c.inter, CUDA_R_16BF, CUDA_R_16BF);
+        if (fp8_) {
+          add(R, 2 * Fp8InterPad(c.inter), Fp8Pad(H), CUDA_R_8F_E4M3,
+              CUDA_R_16BF);
+          add(R, H, Fp8DownK(c.inter), CUDA_R_8F_E4M3, CUDA_R_16BF);
+        } else {
+          add(R, 2 * c.inter, H, CUDA_R_16BF, CUDA_R_16BF);
+          add(R, H, c.inter, CUDA_R_16BF, CUDA_R_16BF);
+        }
       }
     }
     MOE_CUDA_OK(cudaSetDevice(device_));
@@ -452,7 +516,8 @@ class CudaBackend : public ExpertBackend {
     for (const auto& [layer, w] : *layers_) {
       local = std::max<int64_t>(local, w->experts.size());
     }
-    MOE_ASSIGN_OR_RETURN(experts_, CudaExperts::Create(R, H, c.inter, local));
+    MOE_ASSIGN_OR_RETURN(
+        experts_, CudaExperts::Create(R, H, c.inter, local, ExpertsOptions()));
     for (DeviceBuffer* b :
          {&send_, &recv_, &grouped_, &grouped_out_, &out_, &back_}) {
       MOE_ASSIGN_OR_RETURN(*b, DeviceBuffer::Allocate(R * H * 2));
@@ -494,6 +559,12 @@ class CudaBackend : public ExpertBackend {
     return absl::OkStatus();
   }
 
+  CudaExpertsOptions ExpertsOptions() const {
+    CudaExpertsOptions o;
+    o.fp8 = fp8_;
+    return o;
+  }
+
   absl::Status Up(DeviceBuffer& d, const void* h, int64_t bytes) {
     if (bytes > 0) {
       MOE_CUDA_OK(
@@ -526,6 +597,7 @@ class CudaBackend : public ExpertBackend {
   // The dispatched rows are the grouped rows already; the grouped outputs
   // are in their rows of the way back already.
   bool grouped_identity_ = false, out_identity_ = false;
+  bool fp8_ = false;  // experts are block-scaled FP8 (sm_90)
   float* pending_y_ = nullptr;
   size_t pending_bytes_ = 0;
   std::vector<const CudaExpert*> expert_ptrs_;

@@ -1,5 +1,6 @@
 #include "engine/cuda/cuda_experts.h"
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <string>
@@ -8,6 +9,7 @@
 #include "core/status_macros.h"
 #include "engine/cuda/cuda_status.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/fp8_rule.h"
 #include "spdlog/spdlog.h"
 
 namespace moe {
@@ -33,9 +35,28 @@ absl::StatusOr<std::unique_ptr<CudaExperts>> CudaExperts::Create(
   x->max_graph_rows_ = options.max_graph_rows;
   x->paths_ = GemmPathTable(max_rows);
   x->paths_.set_mode(options.gemm_path);
+  // FP8 experts write gate-up rows of 2 Ip (W3 on a 128-row boundary).
+  const int64_t gate_up_cols =
+      2 * (options.fp8 ? Fp8InterPad(max_inter) : max_inter);
   MOE_ASSIGN_OR_RETURN(x->gate_up_,
-                       DeviceBuffer::Allocate(max_rows * 2 * max_inter * 2));
+                       DeviceBuffer::Allocate(max_rows * gate_up_cols * 2));
   MOE_ASSIGN_OR_RETURN(x->h_, DeviceBuffer::Allocate(max_rows * max_inter * 2));
+  if (options.fp8) {
+    namespace k = kernels;
+    const int64_t Hk = Fp8Pad(hidden), Ik = Fp8DownK(max_inter);
+    const int64_t E = x->max_experts_;
+    x->fp8_ = true;
+    MOE_ASSIGN_OR_RETURN(x->xq_, DeviceBuffer::Allocate(max_rows * Hk));
+    MOE_ASSIGN_OR_RETURN(
+        x->xq_scale_,
+        DeviceBuffer::Allocate(k::Fp8ActScaleFloats(max_rows, E, hidden) * 4));
+    MOE_ASSIGN_OR_RETURN(x->hq_, DeviceBuffer::Allocate(max_rows * Ik));
+    MOE_ASSIGN_OR_RETURN(
+        x->hq_scale_,
+        DeviceBuffer::Allocate(k::Fp8ActScaleFloats(max_rows, E, Ik) * 4));
+    MOE_ASSIGN_OR_RETURN(x->down_,
+                         DeviceBuffer::Allocate(max_rows * hidden * 2));
+  }
   const int max_graphs = std::max(options.max_graphs, 0);
   x->graphs_ = std::make_unique<GraphCache<cudaGraphExec_t>>(
       max_graphs, [](cudaGraphExec_t g) { cudaGraphExecDestroy(g); });
@@ -76,7 +97,8 @@ bool CudaExperts::GroupedFits(const Pass& p) const {
   const int64_t I = p.experts.front()->inter;
   // bf16 output only; 16-byte aligned pointers and row strides (the
   // call's rule for bf16); room in the pointer arrays.
-  return grouped_ != nullptr && !p.out_f32 && p.experts.size() > 1 &&
+  return grouped_ != nullptr && !p.experts.front()->fp8 && !p.out_f32 &&
+         p.experts.size() > 1 &&
          static_cast<int64_t>(p.experts.size()) <= max_experts_ &&
          hidden_ % 8 == 0 && I % 8 == 0 && Aligned16(p.in) && Aligned16(p.out);
 }
@@ -85,10 +107,35 @@ absl::Status CudaExperts::Run(LtMatmul& lt,
                               absl::Span<const CudaExpert* const> experts,
                               absl::Span<const int64_t> offsets,
                               const uint16_t* in, void* out, bool out_f32,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, const int32_t* gather) {
   if (offsets.size() != experts.size() + 1) {
     return absl::InvalidArgumentError(
         "expert offsets need one more entry than experts");
+  }
+  if (!experts.empty()) {
+    const bool fp8 = experts.front()->fp8;
+    for (const CudaExpert* e : experts) {
+      if (e->fp8 != fp8 || e->inter != experts.front()->inter) {
+        return absl::InvalidArgumentError(
+            "one expert pass needs experts of one dtype and one size");
+      }
+    }
+    if (gather != nullptr && !fp8) {
+      return absl::InvalidArgumentError(
+          "a gathered expert pass needs FP8 experts");
+    }
+    if (fp8 && !fp8_) {
+      return absl::FailedPreconditionError(
+          "FP8 experts in a pass created without FP8 workspaces");
+    }
+    if (fp8 &&
+        static_cast<int64_t>(experts.size()) >
+            std::min<int64_t>(max_experts_, kernels::cuda::kMaxFp8Segments)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          experts.size(), " FP8 experts in one pass exceed the workspaces (",
+          std::min<int64_t>(max_experts_, kernels::cuda::kMaxFp8Segments),
+          ")"));
+    }
   }
   // Every row SiLU-mul reads, [offsets.front(), offsets.back()), is written
   // by one expert's GEMM first: offsets must start at 0 or more and never
@@ -108,7 +155,7 @@ absl::Status CudaExperts::Run(LtMatmul& lt,
         offsets.back(), " rows of intermediate size ", I,
         " exceed the workspace (", max_rows_, " rows, size ", max_inter_, ")"));
   }
-  const Pass p{&lt, experts, offsets, in, out, out_f32, stream};
+  const Pass p{&lt, experts, offsets, in, out, out_f32, stream, gather};
   GemmPath path = GroupedFits(p) ? paths_.For(rows) : GemmPath::kLoop;
   if (path == GemmPath::kUnmeasured) {
     MOE_RETURN_IF_ERROR(Measure(p));
@@ -137,6 +184,7 @@ void CudaExperts::BuildKey(GemmPath path, const Pass& p) {
   key_.clear();
   key_.push_back(static_cast<uint64_t>(path));
   key_.push_back(p.out_f32 ? 1 : 0);
+  key_.push_back(word(p.gather));
   key_.push_back(static_cast<uint64_t>(p.experts.front()->inter));
   key_.push_back(word(p.in));
   key_.push_back(word(p.out));
@@ -149,7 +197,59 @@ void CudaExperts::BuildKey(GemmPath path, const Pass& p) {
   }
 }
 
+absl::Status CudaExperts::RunFp8(const Pass& p) {
+  namespace k = kernels;
+  const CudaExpert& e0 = *p.experts.front();
+  const int64_t H = hidden_, I = e0.inter, Ip = e0.inter_pad, Ik = e0.down_k;
+  const int64_t Hk = e0.hidden_k;
+  const int64_t first = p.offsets.front(),
+                rows = p.offsets.back() - p.offsets.front();
+  // Rows, gate-up, h and the scale tables count from the pass's first row;
+  // only `in` (ungathered) and `out` are indexed by absolute row.
+  k::cuda::Fp8Segments seg;
+  seg.count = static_cast<int32_t>(p.experts.size());
+  for (int32_t g = 0; g < seg.count; ++g) {
+    seg.end[g] = static_cast<int32_t>(p.offsets[g + 1] - first);
+  }
+  auto* xq = xq_.as<uint8_t>();
+  auto* xs = xq_scale_.as<float>();
+  auto* gate_up = gate_up_.as<uint16_t>();
+  auto* hq = hq_.as<uint8_t>();
+  auto* hs = hq_scale_.as<float>();
+  MOE_CUDA_OK(
+      k::cuda::QuantizeRowsFp8(p.gather != nullptr ? p.in : p.in + first * H, H,
+                               p.gather != nullptr ? p.gather + first : nullptr,
+                               rows, seg, Hk, xq, xs, p.stream));
+  for (int32_t g = 0; g < seg.count; ++g) {
+    const int64_t off = p.offsets[g] - first,
+                  m = p.offsets[g + 1] - first - off;
+    const CudaExpert& e = *p.experts[g];
+    MOE_RETURN_IF_ERROR(p.lt->RunFp8(m, 2 * Ip, Hk, xq + off * Hk,
+                                     xs + k::Fp8SegmentScaleBase(off, g, H),
+                                     e.w13.data(), e.w13_scale.as<float>(),
+                                     gate_up + off * 2 * Ip, p.stream));
+  }
+  MOE_CUDA_OK(k::cuda::SiluMulQuantFp8(gate_up, 2 * Ip, Ip, I, rows, seg, Ik,
+                                       hq, hs, p.stream));
+  auto* out_bf16 = p.out_f32 ? down_.as<uint16_t>()
+                             : static_cast<uint16_t*>(p.out) + first * H;
+  for (int32_t g = 0; g < seg.count; ++g) {
+    const int64_t off = p.offsets[g] - first,
+                  m = p.offsets[g + 1] - first - off;
+    const CudaExpert& e = *p.experts[g];
+    MOE_RETURN_IF_ERROR(p.lt->RunFp8(
+        m, H, Ik, hq + off * Ik, hs + k::Fp8SegmentScaleBase(off, g, I),
+        e.w2.data(), e.w2_scale.as<float>(), out_bf16 + off * H, p.stream));
+  }
+  if (p.out_f32) {
+    MOE_CUDA_OK(k::cuda::ConvertBf16ToF32(
+        out_bf16, rows * H, static_cast<float*>(p.out) + first * H, p.stream));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaExperts::RunLoop(const Pass& p) {
+  if (p.experts.front()->fp8) return RunFp8(p);
   const int64_t H = hidden_, I = p.experts.front()->inter;
   auto* gate_up = gate_up_.as<uint16_t>();
   auto* h = h_.as<uint16_t>();

@@ -16,6 +16,12 @@
 // capture baked in (rows, weights, LtMatmul and its workspace, per-expert
 // counts), and a replay reads device memory when it runs, so a replay does
 // exactly what an eager pass with that key would do.
+// Block-scaled FP8 experts (CudaExpert::fp8, engine/cuda/fp8_image.h) run
+// the loop only (cuBLAS has no grouped block-scaled FP8 call): the rows are
+// quantised to E4M3 with per-row per-128 scales as they are gathered, one
+// cuBLASLt block-scaled matmul per expert writes bf16 gate-up values, the
+// SiLU-mul quantises h the same way, and the down matmuls write bf16 (fp32
+// output through a bf16 scratch, widened).
 // Workspaces, pointer arrays and graph slots are sized once; weights are
 // immutable for the life of an instance (a reload makes a new one; or call
 // InvalidateGraphs). Not thread-safe: one per stream.
@@ -44,6 +50,8 @@ struct CudaExpertsOptions {
   // shape repeats; 0: never.
   int64_t max_graph_rows = 256;
   int max_graphs = 64;  // shapes remembered (graphs held) at once
+  // Workspaces for block-scaled FP8 experts too (E4M3 rows, their scales).
+  bool fp8 = false;
 };
 
 class CudaExperts {
@@ -58,9 +66,12 @@ class CudaExperts {
   // Rows [offsets[g], offsets[g+1]) of `in` (bf16 [rows, H]) go through
   // experts[g] into the same rows of `out`, bf16 or (out_f32) fp32 (fp32
   // output always takes the loop: the grouped call writes bf16 only).
+  // With `gather` (device, FP8 experts only), row r of the pass is
+  // in[gather[r]]: the gather is fused into the quantisation.
   absl::Status Run(LtMatmul& lt, absl::Span<const CudaExpert* const> experts,
                    absl::Span<const int64_t> offsets, const uint16_t* in,
-                   void* out, bool out_f32, cudaStream_t stream);
+                   void* out, bool out_f32, cudaStream_t stream,
+                   const int32_t* gather = nullptr);
 
   // Times both GEMM paths for every row bucket not measured yet, on that
   // many rows spread evenly over `experts` (`in`, [max_rows, H], is filled
@@ -98,7 +109,9 @@ class CudaExperts {
     void* out;
     bool out_f32;
     cudaStream_t stream;
+    const int32_t* gather = nullptr;
   };
+  absl::Status RunFp8(const Pass& p);
   bool GroupedFits(const Pass& p) const;
   absl::Status RunEager(GemmPath path, const Pass& p);
   absl::Status RunLoop(const Pass& p);
@@ -116,6 +129,10 @@ class CudaExperts {
   int64_t max_graph_rows_ = 0;
   DeviceBuffer gate_up_;  // bf16 [max_rows, 2 * max_inter]
   DeviceBuffer h_;        // bf16 [max_rows, max_inter]
+  // FP8 (options.fp8): E4M3 rows [max_rows, H] and h [max_rows, Ik], their
+  // scale tables, the down projection's bf16 output when fp32 is asked.
+  bool fp8_ = false;
+  DeviceBuffer xq_, xq_scale_, hq_, hq_scale_, down_;
   GemmPathTable paths_{0};
   std::unique_ptr<GroupedGemm> grouped_;  // null: no grouped call here
   // Pointer arrays of the grouped call: 6 arrays of max_experts pointers

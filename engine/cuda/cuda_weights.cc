@@ -9,6 +9,8 @@
 #include "core/status_macros.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/weight_values.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/fp8_rule.h"
 
 namespace moe {
 namespace {
@@ -27,8 +29,51 @@ absl::StatusOr<WeightTensor> Fetch(const ModelSource& src, int64_t layer,
   return t;
 }
 
+// FP8 experts: E4M3 codes and block scales as engine/cuda/fp8_image.h lays
+// them out; kept as they are (block-scaled path), or dequantised on the
+// device into the bf16 form of the other path, W1 and W3 rows fused.
+absl::Status UploadFp8Expert(const WeightTensor& w1, const WeightTensor& w3,
+                             const WeightTensor& w2, Fp8GpuPath path,
+                             CudaExpert* e) {
+  MOE_ASSIGN_OR_RETURN(Fp8ExpertImage img, PackFp8Expert(w1, w3, w2));
+  DeviceBuffer w13, w13_scale, w2c, w2_scale;
+  MOE_ASSIGN_OR_RETURN(w13, Upload(img.w13.data(), img.w13.size()));
+  MOE_ASSIGN_OR_RETURN(w13_scale,
+                       Upload(img.w13_scale.data(), img.w13_scale.size() * 4));
+  MOE_ASSIGN_OR_RETURN(w2c, Upload(img.w2.data(), img.w2.size()));
+  MOE_ASSIGN_OR_RETURN(w2_scale,
+                       Upload(img.w2_scale.data(), img.w2_scale.size() * 4));
+  if (path == Fp8GpuPath::kBlockScaled) {
+    e->fp8 = true;
+    e->hidden_k = img.hidden_k;
+    e->inter_pad = img.inter_pad;
+    e->down_k = img.down_k;
+    e->w13 = std::move(w13);
+    e->w13_scale = std::move(w13_scale);
+    e->w2 = std::move(w2c);
+    e->w2_scale = std::move(w2_scale);
+    return absl::OkStatus();
+  }
+  const int64_t H = img.hidden, I = img.inter;
+  MOE_ASSIGN_OR_RETURN(e->w13, DeviceBuffer::Allocate(2 * I * H * 2));
+  MOE_ASSIGN_OR_RETURN(e->w2, DeviceBuffer::Allocate(H * I * 2));
+  for (const Fp8DequantPart& part : Fp8DequantParts(img)) {
+    const DeviceBuffer& codes = part.to_w2 ? w2c : w13;
+    const DeviceBuffer& scale = part.to_w2 ? w2_scale : w13_scale;
+    DeviceBuffer& dst = part.to_w2 ? e->w2 : e->w13;
+    MOE_CUDA_OK(kernels::cuda::DequantizeFp8ToBf16(
+        codes.as<uint8_t>() + part.code_offset, part.rows, part.cols,
+        part.code_ld, scale.as<float>() + part.scale_offset, part.scale_ld,
+        dst.as<uint16_t>() + part.dst_offset, part.dst_ld, nullptr));
+  }
+  // The E4M3 copies are freed on return: the kernels must be done with them.
+  MOE_CUDA_OK(cudaStreamSynchronize(nullptr));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CudaExpert> UploadExpert(const ModelSource& src, int64_t layer,
-                                        int64_t expert, bool shared) {
+                                        int64_t expert, bool shared,
+                                        WeightDType dtype, Fp8GpuPath path) {
   const MoeLayerConfig& c = src.info().layer;
   CudaExpert e;
   e.inter = shared ? c.shared_inter : c.inter;
@@ -44,6 +89,10 @@ absl::StatusOr<CudaExpert> UploadExpert(const ModelSource& src, int64_t layer,
       WeightTensor w2,
       Fetch(src, layer, shared ? WeightRole::kSharedW2 : WeightRole::kW2,
             expert));
+  if (dtype == WeightDType::kFP8) {
+    MOE_RETURN_IF_ERROR(UploadFp8Expert(w1, w3, w2, path, &e));
+    return e;
+  }
   MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v1, WeightsAsBf16(w1));
   MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v3, WeightsAsBf16(w3));
   MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v2, WeightsAsBf16(w2));
@@ -66,8 +115,15 @@ absl::StatusOr<std::vector<float>> Vector(const ModelSource& src, int64_t layer,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
-    const ModelSource& source, int64_t layer, const LoadOptions& options) {
+    const ModelSource& source, int64_t layer, const LoadOptions& options,
+    Fp8GpuPath fp8_path) {
   const MoeLayerConfig& c = source.info().layer;
+  if (options.dtype != WeightDType::kBF16 &&
+      options.dtype != WeightDType::kFP8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a GPU keeps expert weights in bf16 or fp8; weight dtype ",
+        WeightDTypeName(options.dtype), " is not supported on a GPU"));
+  }
   if (!source.info().HasLayer(layer)) {
     return absl::NotFoundError(
         absl::StrCat("layer ", layer, " is not an MoE layer"));
@@ -97,7 +153,8 @@ absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
     w->has_gate = true;
   }
   if (options.load_shared && c.has_shared()) {
-    MOE_ASSIGN_OR_RETURN(w->shared, UploadExpert(source, layer, -1, true));
+    MOE_ASSIGN_OR_RETURN(w->shared, UploadExpert(source, layer, -1, true,
+                                                 options.dtype, fp8_path));
     if (c.shared_gate) {
       MOE_ASSIGN_OR_RETURN(std::vector<float> g,
                            Vector(source, layer, WeightRole::kSharedGate));
@@ -106,7 +163,8 @@ absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
     w->has_shared = true;
   }
   for (int64_t e = w->expert_begin; e < w->expert_end; ++e) {
-    MOE_ASSIGN_OR_RETURN(CudaExpert x, UploadExpert(source, layer, e, false));
+    MOE_ASSIGN_OR_RETURN(CudaExpert x, UploadExpert(source, layer, e, false,
+                                                    options.dtype, fp8_path));
     w->experts.push_back(std::move(x));
   }
   return w;

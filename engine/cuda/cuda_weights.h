@@ -1,6 +1,9 @@
 // One MoE layer's weights on a GPU, uploaded once: experts in bf16 (gate and
-// up fused into one [2I, H] matrix, then down [H, I]), the router's gate,
-// expert bias and shared-expert gate in fp32.
+// up fused into one [2I, H] matrix, then down [H, I]) or, with FP8 weights
+// on sm_90, E4M3 with 128 x 128 block scales in the form of
+// engine/cuda/fp8_image.h; the router's gate, expert bias and shared-expert
+// gate in fp32. FP8 weights on other devices are uploaded as E4M3 and
+// dequantised to the bf16 form on the device.
 #pragma once
 
 #include <memory>
@@ -9,15 +12,25 @@
 #include "absl/status/statusor.h"
 #include "core/model_source.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/fp8_image.h"
 #include "engine/layer_weights.h"
 
 namespace moe {
 
 struct CudaExpert {
-  DeviceBuffer w13;  // bf16 [2*inter, H]: W1 rows then W3 rows
-  DeviceBuffer w2;   // bf16 [H, inter]
+  DeviceBuffer w13;  // bf16 [2*inter, H]: W1 rows then W3 rows (fp8: E4M3
+                     // [2*inter_pad, hidden_k])
+  DeviceBuffer w2;   // bf16 [H, inter] (fp8: E4M3 [H, down_k])
   int64_t inter = 0;
-  size_t bytes() const { return w13.size() + w2.size(); }
+  // Block-scaled FP8 (engine/cuda/fp8_image.h): the scales of w13 and w2
+  // (kernels/fp8_rule.h layouts), w13's row length, W3's first row and
+  // w2's row length.
+  bool fp8 = false;
+  DeviceBuffer w13_scale, w2_scale;
+  int64_t hidden_k = 0, inter_pad = 0, down_k = 0;
+  size_t bytes() const {
+    return w13.size() + w2.size() + w13_scale.size() + w2_scale.size();
+  }
 };
 
 struct CudaLayerWeights {
@@ -35,9 +48,11 @@ struct CudaLayerWeights {
   int64_t num_local_experts() const { return expert_end - expert_begin; }
 };
 
-// Uploads to the current CUDA device. `options` as for LoadLayerWeights
-// (the dtype is always bf16 on the GPU).
+// Uploads to the current CUDA device. `options` as for LoadLayerWeights,
+// with dtype kBF16 or kFP8 (resolved: never kAuto); `fp8_path` says how
+// this device keeps FP8 experts (ignored for bf16).
 absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
-    const ModelSource& source, int64_t layer, const LoadOptions& options);
+    const ModelSource& source, int64_t layer, const LoadOptions& options,
+    Fp8GpuPath fp8_path = Fp8GpuPath::kDequantBf16);
 
 }  // namespace moe

@@ -97,6 +97,31 @@ absl::Status LtMatmul::BuildPlan(const Key& key, int64_t rows, Plan* out) {
     st = api_->MatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
                                       sizeof(tb));
   }
+  if (in_t == CUDA_R_8F_E4M3) {
+    // W = cuBLASLt's A (one scale per 128 x 128 block), X = its B (one per
+    // 128 values of each column of the column-major view, i.e. per row per
+    // 128 channels); both as int32_t, as the attributes are declared.
+    const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      st = api_->MatmulDescSetAttribute(
+          p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode));
+    }
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      st = api_->MatmulDescSetAttribute(
+          p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode));
+    }
+    // Real device memory behind the scale pointers while the heuristic
+    // looks (it reads none); each call sets its own (SetScales).
+    const void* placeholder = workspace_.data();
+    for (auto attr : {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                      CUBLASLT_MATMUL_DESC_B_SCALE_POINTER}) {
+      if (st == CUBLAS_STATUS_SUCCESS) {
+        st = api_->MatmulDescSetAttribute(p.desc, attr, &placeholder,
+                                          sizeof(placeholder));
+      }
+    }
+  }
   if (st == CUBLAS_STATUS_SUCCESS) {
     st = api_->MatrixLayoutCreate(&p.w, in_t, k, n, k);
   }
@@ -186,10 +211,45 @@ absl::Status LtMatmul::Warm(absl::Span<const LtShape> shapes) {
   return absl::OkStatus();
 }
 
+absl::Status LtMatmul::SetScales(Plan& p, const float* x_scale,
+                                 const float* w_scale) {
+  const void* a = w_scale;
+  const void* b = x_scale;
+  MOE_CUBLAS_OK(api_->MatmulDescSetAttribute(
+      p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a, sizeof(a)));
+  MOE_CUBLAS_OK(api_->MatmulDescSetAttribute(
+      p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b, sizeof(b)));
+  return absl::OkStatus();
+}
+
 absl::Status LtMatmul::Run(int64_t m, int64_t n, int64_t k, const void* x,
                            const void* w, void* d, cudaDataType_t in,
                            cudaDataType_t out, cudaStream_t stream) {
+  if (in == CUDA_R_8F_E4M3) {
+    return absl::InvalidArgumentError(
+        "E4M3 matmuls need their block scales: LtMatmul::RunFp8");
+  }
+  return RunImpl(m, n, k, x, nullptr, w, nullptr, d, in, out, stream);
+}
+
+absl::Status LtMatmul::RunFp8(int64_t m, int64_t n, int64_t k, const void* x,
+                              const float* x_scale, const void* w,
+                              const float* w_scale, void* d,
+                              cudaStream_t stream) {
+  if (x_scale == nullptr || w_scale == nullptr) {
+    return absl::InvalidArgumentError(
+        "a block-scaled FP8 matmul needs both scale tables");
+  }
+  return RunImpl(m, n, k, x, x_scale, w, w_scale, d, CUDA_R_8F_E4M3,
+                 CUDA_R_16BF, stream);
+}
+
+absl::Status LtMatmul::RunImpl(int64_t m, int64_t n, int64_t k, const void* x,
+                               const float* x_scale, const void* w,
+                               const float* w_scale, void* d, cudaDataType_t in,
+                               cudaDataType_t out, cudaStream_t stream) {
   if (m == 0 || n == 0) return absl::OkStatus();
+  const bool scaled = in == CUDA_R_8F_E4M3;
   const Key key{RowBucket(m, max_rows_),
                 n,
                 k,
@@ -206,6 +266,12 @@ absl::Status LtMatmul::Run(int64_t m, int64_t n, int64_t k, const void* x,
     // built for this call only.
     Plan own;
     MOE_RETURN_IF_ERROR(BuildPlan(key, m, &own));
+    if (scaled) {
+      if (absl::Status s = SetScales(own, x_scale, w_scale); !s.ok()) {
+        Destroy(own);
+        return s;
+      }
+    }
     const cublasStatus_t st = api_->Matmul(
         handle_, own.desc, &alpha, w, own.w, x, own.x, &beta, d, own.d, d,
         own.d, &own.algo, workspace_.data(), workspace_.size(), stream);
@@ -215,6 +281,7 @@ absl::Status LtMatmul::Run(int64_t m, int64_t n, int64_t k, const void* x,
     }
     return absl::OkStatus();
   }
+  if (scaled) MOE_RETURN_IF_ERROR(SetScales(*p, x_scale, w_scale));
   MOE_CUBLAS_OK(api_->Matmul(handle_, p->desc, &alpha, w, p->w, x, p->x, &beta,
                              d, p->d, d, p->d, &p->algo, workspace_.data(),
                              workspace_.size(), stream));

@@ -48,12 +48,23 @@ class LtMatmul {
       size_t workspace_bytes = size_t{32} << 20);
   ~LtMatmul();
 
-  // X and W of type `in` (CUDA_R_16BF, or CUDA_R_32F for the fp32 router),
+  // X and W of type `in` (CUDA_R_16BF, or CUDA_R_32F for the fp32 router;
+  // CUDA_R_8F_E4M3 only through RunFp8),
   // D of type `out` (CUDA_R_32F or CUDA_R_16BF); fp32 accumulation, no
   // TF32. Does nothing when m is 0.
   absl::Status Run(int64_t m, int64_t n, int64_t k, const void* x,
                    const void* w, void* d, cudaDataType_t in,
                    cudaDataType_t out, cudaStream_t stream);
+
+  // Block-scaled FP8 (sm_90 only; kernels/fp8_rule.h has the layouts): X
+  // and W E4M3 (CUDA_R_8F_E4M3), W with one fp32 scale per 128 x 128 block
+  // (CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F), X with one per row per
+  // 128 columns (CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, the table of this
+  // call's m rows), fp32 accumulation, D bf16. Pointers 16-byte aligned, k
+  // and n multiples of 16 and 8 (the caller's layout guarantees both).
+  absl::Status RunFp8(int64_t m, int64_t n, int64_t k, const void* x,
+                      const float* x_scale, const void* w, const float* w_scale,
+                      void* d, cudaStream_t stream);
 
   // Caps the row buckets at the largest max_rows of `shapes` (and of earlier
   // calls), then builds the plans of every bucket of each shape, for 16-byte
@@ -80,6 +91,12 @@ class LtMatmul {
   // Descriptor and layouts for `rows` rows, and the heuristic's algorithm.
   absl::Status BuildPlan(const Key& key, int64_t rows, Plan* p);
   absl::Status SetRows(Plan& p, int64_t rows);
+  absl::Status RunImpl(int64_t m, int64_t n, int64_t k, const void* x,
+                       const float* x_scale, const void* w,
+                       const float* w_scale, void* d, cudaDataType_t in,
+                       cudaDataType_t out, cudaStream_t stream);
+  // Where the block-scaled matmul of `p` reads its scales (E4M3 plans).
+  absl::Status SetScales(Plan& p, const float* x_scale, const float* w_scale);
   bool AlgoValid(const Plan& p);
   void Destroy(Plan& p);
   void EvictOldest();

@@ -78,5 +78,50 @@ cudaError_t AddRows(float* y, const float* add, const float* gate_logit,
                     int64_t rows, int64_t cols, cudaStream_t stream);
 cudaError_t ConvertF32ToBf16(const float* src, int64_t count, uint16_t* dst,
                              cudaStream_t stream);
+// dst[i] = fp32 value of bf16 src[i].
+cudaError_t ConvertBf16ToF32(const uint16_t* src, int64_t count, float* dst,
+                             cudaStream_t stream);
+
+// FP8 (kernels/cuda/fp8.cu), with the encoding, scale rule and scale
+// layouts of kernels/fp8_rule.h. The rows of an expert pass form segments,
+// one per expert, each its own cuBLASLt matmul with its own activation
+// scale table: end[g] is the row (from the pass's first row) where segment
+// g ends, ascending, end[count - 1] the pass's row count. Passed by value:
+// the most segments one pass may have is kMaxFp8Segments.
+inline constexpr int32_t kMaxFp8Segments = 256;
+struct Fp8Segments {
+  int32_t count = 0;
+  int32_t end[kMaxFp8Segments] = {};
+};
+
+// Gathers and quantises activation rows, per row per 128 columns:
+// row j = src[src_row ? src_row[j] : j] (bf16, `cols` values, row stride
+// cols) becomes dst[j] (E4M3, row stride dst_ld >= cols, columns past cols
+// written 0) with its block scales at
+// Fp8ActScaleIndex(Fp8SegmentScaleBase(begin, g, cols), m, j - begin, kb)
+// of `scale`, for j in segment g = [begin, begin + m).
+cudaError_t QuantizeRowsFp8(const uint16_t* src, int64_t cols,
+                            const int32_t* src_row, int64_t rows,
+                            const Fp8Segments& segments, int64_t dst_ld,
+                            uint8_t* dst, float* scale, cudaStream_t stream);
+
+// SiLU-mul quantised for the down projection: h[r][i] = silu(g) * u in
+// fp32, g = gate_up[r * gu_ld + i], u = gate_up[r * gu_ld + up + i] (bf16,
+// what the gate-up GEMM wrote), i < inter, stored as QuantizeRowsFp8 stores
+// row r (row stride h_ld >= inter, columns past inter written 0).
+cudaError_t SiluMulQuantFp8(const uint16_t* gate_up, int64_t gu_ld, int64_t up,
+                            int64_t inter, int64_t rows,
+                            const Fp8Segments& segments, int64_t h_ld,
+                            uint8_t* h, float* scale, cudaStream_t stream);
+
+// Block-scaled FP8 weights to bf16: dst[i][j] = bf16(E4M3ToF32(codes[i *
+// code_ld + j]) * scale[(i / 128) * scale_ld + j / 128]) for i < rows,
+// j < cols (the layout of Fp8WeightScaleLd; rounded once, as the CPU's
+// dequantisation rounds).
+cudaError_t DequantizeFp8ToBf16(const uint8_t* codes, int64_t rows,
+                                int64_t cols, int64_t code_ld,
+                                const float* scale, int64_t scale_ld,
+                                uint16_t* dst, int64_t dst_ld,
+                                cudaStream_t stream);
 
 }  // namespace moe::kernels::cuda

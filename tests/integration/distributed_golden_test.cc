@@ -24,12 +24,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// (workers P, device): CPU router and workers, or a GPU each (bf16).
+// (workers P, device): CPU router and workers, or a GPU each (bf16; or
+// cuda_fp8: FP8 weights, held to kFp8GpuTol, tests/testutil/compare.h).
 class DistributedGoldenTest
     : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
 
 TEST_P(DistributedGoldenTest, EveryCaseMatches) {
-  const auto& [workers, device] = GetParam();
+  const auto& [workers, kind] = GetParam();
+  const bool fp8 = kind == "cuda_fp8";
+  const std::string device = fp8 ? "cuda" : kind;
   if (device == "cuda") {
 #ifdef MOE_HAVE_CUDA
     // One GPU is enough: workers that share it exchange through pinned
@@ -55,6 +58,8 @@ TEST_P(DistributedGoldenTest, EveryCaseMatches) {
     testing::LocalCluster cluster;
     testing::LocalCluster::Options co;
     co.model_args = {"--model=" + dir};
+    // After LocalCluster's own --weight-dtype=bf16: the last one counts.
+    if (fp8) co.model_args.push_back("--weight-dtype=fp8");
     co.workers = workers;
     co.device = device;
 #ifdef MOE_HAVE_CUDA
@@ -67,7 +72,11 @@ TEST_P(DistributedGoldenTest, EveryCaseMatches) {
         cluster.client().Forward(static_cast<int32_t>(o.layer), c->x.data(),
                                  c->tokens, c->config.hidden, fo);
     ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
-    EXPECT_TRUE(testing::AllClose(r->y, c->y, tol));
+    if (fp8) {
+      EXPECT_TRUE(testing::RmsClose(r->y, c->y, testing::kFp8GpuTol));
+    } else {
+      EXPECT_TRUE(testing::AllClose(r->y, c->y, tol));
+    }
     if (c->config.routing == RoutingMode::kExpertChoice) {
       EXPECT_TRUE(testing::SameExpertChoice(*c, r->expert_ids, r->weights,
                                             r->tokens, r->slots));
@@ -85,6 +94,17 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(0, 1, 2, 3),
                        ::testing::Values(std::string("cpu"),
                                          std::string("cuda"))),
+    [](const auto& info) {
+      return absl::StrCat("P", std::get<0>(info.param), "_",
+                          std::get<1>(info.param));
+    });
+
+// FP8 weights on the GPU: the router alone, and one worker (the GPU check
+// runs each CUDA test binary within a time limit; P is covered above).
+INSTANTIATE_TEST_SUITE_P(
+    Fp8Workers, DistributedGoldenTest,
+    ::testing::Combine(::testing::Values(0, 1),
+                       ::testing::Values(std::string("cuda_fp8"))),
     [](const auto& info) {
       return absl::StrCat("P", std::get<0>(info.param), "_",
                           std::get<1>(info.param));
@@ -154,7 +174,7 @@ TEST(DistributedGolden, Bf16AnswersAreTheF32AnswerRoundedOnceForEveryP) {
 // (tests/testutil/compare.h), the same at every P (rows are quantised one
 // by one).
 TEST(DistributedGolden, PackedDispatchKeepsRoutingExactAndYWithinItsTolerance) {
-  const std::pair<const char*, testing::ScaledTolerance> kDispatch[] = {
+  const std::pair<const char*, testing::RmsTolerance> kDispatch[] = {
       {"fp8", testing::kFp8DispatchTol}, {"bf16", testing::kBf16DispatchTol}};
   for (const std::string& path : testing::RequireGoldenFiles()) {
     auto c = testing::LoadGoldenCase(path);
@@ -192,7 +212,7 @@ TEST(DistributedGolden, PackedDispatchKeepsRoutingExactAndYWithinItsTolerance) {
           EXPECT_EQ(r->y, exact.y) << "one worker exchanges nothing";
           continue;
         }
-        EXPECT_TRUE(testing::CloseToScale(r->y, c->y, tol));
+        EXPECT_TRUE(testing::RmsClose(r->y, c->y, tol));
         if (workers == 2) {
           first = *r;
         } else {

@@ -32,35 +32,34 @@ namespace moe::testing {
          << worst << "] got " << got[worst] << " want " << want[worst];
 }
 
-::testing::AssertionResult CloseToScale(const std::vector<float>& got,
-                                        const std::vector<float>& want,
-                                        ScaledTolerance tol) {
-  if (got.size() != want.size()) {
+::testing::AssertionResult RmsClose(const std::vector<float>& got,
+                                    const std::vector<float>& want,
+                                    RmsTolerance tol) {
+  if (got.size() != want.size() || want.empty()) {
     return ::testing::AssertionFailure()
-           << "size " << got.size() << " != expected " << want.size();
+           << "size " << got.size() << " vs expected " << want.size();
   }
-  double err2 = 0, want2 = 0, max_want = 0, max_err = 0;
-  size_t worst = 0;
+  double se = 0, sw = 0, worst = 0;
+  size_t at = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
-    err2 += err * err;
-    want2 += static_cast<double>(want[i]) * want[i];
-    max_want = std::max(max_want, std::fabs(static_cast<double>(want[i])));
-    if (!(err <= max_err)) {
-      max_err = std::isnan(err) ? 1e300 : err;
-      worst = i;
+    se += err * err;
+    sw += static_cast<double>(want[i]) * want[i];
+    if (!(err <= worst)) {  // NaN wins
+      worst = std::isnan(err) ? 1e300 : err;
+      at = i;
     }
   }
-  const double norm = std::sqrt(err2), want_norm = std::sqrt(want2);
-  if (norm <= tol.norm_rel * want_norm && max_err <= tol.max_frac * max_want) {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure()
-         << "normwise error " << norm / want_norm << " (at most "
-         << tol.norm_rel << "), worst element [" << worst << "] got "
-         << got[worst] << " want " << want[worst] << ": " << max_err / max_want
-         << " of max |want| " << max_want << " (at most " << tol.max_frac
-         << ")";
+  const double rms = std::sqrt(sw / want.size());
+  const double rel = sw > 0 ? std::sqrt(se / sw) : std::sqrt(se);
+  const double max_units = rms > 0 ? worst / rms : worst;
+  auto r = rel <= tol.rel_rms && max_units <= tol.max_over_rms
+               ? ::testing::AssertionSuccess()
+               : ::testing::AssertionFailure();
+  return r << "relative RMS error " << rel << " (at most " << tol.rel_rms
+           << "), largest error " << max_units << " rms (at most "
+           << tol.max_over_rms << ") at [" << at << "] got " << got[at]
+           << " want " << want[at];
 }
 
 ::testing::AssertionResult SameTokenRouting(

@@ -18,34 +18,44 @@ struct Tolerance {
 inline constexpr Tolerance kF32Tol{1e-4, 1e-3};
 inline constexpr Tolerance kBf16Tol{5e-2, 2e-2};
 
-// A tolerance relative to the size of the whole output, for errors that
-// scale with the layer's activations rather than with each element:
-// ||got - want||_2 <= norm_rel * ||want||_2, and every |got - want| <=
-// max_frac * max |want|.
-struct ScaledTolerance {
-  double norm_rel;
-  double max_frac;
+// FP8 errors are a fraction of the values a sum adds, not of the sum: a
+// small output built from large terms can be off by more than itself. So
+// FP8 layers are held to the relative RMS error over the whole output and
+// to a largest error in units of the reference's RMS.
+struct RmsTolerance {
+  double rel_rms;       // sqrt(sum err^2 / sum want^2) at most this
+  double max_over_rms;  // every |err| <= this * rms(want)
 };
-// Rows that crossed the dispatch as FP8 (router --dispatch-dtype fp8): the
-// experts read every value rounded to e4m3, 3 mantissa bits, a relative
-// error of at most 2^-4 and about 2.6% RMS, so y is off by a few percent of
-// its own size. Measured over every golden case with 2 and 3 workers:
-// normwise at most 3.9% (mixtral_like, deepseek_v3_like), elementwise at
-// most 5.6% of max |y| (one_hot_expert); the bounds leave 1.5x to 2x.
-inline constexpr ScaledTolerance kFp8DispatchTol{0.06, 0.10};
-// As bf16 (--dispatch-dtype bf16): 7 mantissa bits, 16x finer (measured at
-// most 0.34% normwise and 0.35% of max |y|).
-inline constexpr ScaledTolerance kBf16DispatchTol{0.006, 0.01};
+// The GPU's block-scaled FP8 layer (E4M3 weights, E4M3 activations per row
+// per 128 channels, bf16 between the GEMMs) against the fp32 reference. Its
+// host emulation (tests/engine/fp8_gpu_emulation_test.cc) measured, over
+// the golden cases, relative RMS 0.056-0.072 and a largest error of 0.63
+// rms (with FP8 weights alone, activations unquantised: 0.046-0.065); the
+// bound leaves room for the GPU's own accumulation order.
+inline constexpr RmsTolerance kFp8GpuTol{0.10, 1.0};
+// The GPU's FP8 layer against its host emulation: the same roundings, in
+// another order (an E4M3 or bf16 rounding may fall the other way).
+inline constexpr RmsTolerance kFp8EmulationTol{0.02, 0.2};
+// Rows that crossed the workers' dispatch as FP8 (router --dispatch-dtype
+// fp8), fp32 everywhere else: the experts read every value rounded to
+// e4m3, 3 mantissa bits (at most 2^-4 relative, about 2.6% RMS). Measured
+// over every golden case with 2 and 3 workers (DistributedGolden): relative
+// RMS 0.018-0.039, largest error 0.06-0.27 rms; the bounds leave about 1.5x
+// and 1.9x.
+inline constexpr RmsTolerance kFp8DispatchTol{0.06, 0.5};
+// As bf16 (--dispatch-dtype bf16): 7 mantissa bits, 16x finer; measured
+// 0.0011-0.0034 and 0.006-0.023 rms.
+inline constexpr RmsTolerance kBf16DispatchTol{0.006, 0.05};
 
 // Every |got - want| <= atol + rtol * |want|; reports the worst element.
 ::testing::AssertionResult AllClose(const std::vector<float>& got,
                                     const std::vector<float>& want,
                                     Tolerance tol);
 
-// Within `tol`; reports the normwise error and the worst element.
-::testing::AssertionResult CloseToScale(const std::vector<float>& got,
-                                        const std::vector<float>& want,
-                                        ScaledTolerance tol);
+// got against want at an RmsTolerance; reports both figures.
+::testing::AssertionResult RmsClose(const std::vector<float>& got,
+                                    const std::vector<float>& want,
+                                    RmsTolerance tol);
 
 // Token-choice routing: per token, the same set of expert ids, and each
 // expert's weight within 1e-5 + 1e-4 relative. ids/weights are [n, k].

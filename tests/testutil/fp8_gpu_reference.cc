@@ -1,0 +1,140 @@
+#include "tests/testutil/fp8_gpu_reference.h"
+
+#include <cmath>
+#include <map>
+
+#include "core/dtype.h"
+#include "core/status_macros.h"
+#include "kernels/fp8_rule.h"
+
+namespace moe::testing {
+namespace {
+
+namespace k = kernels;
+
+float Bf(float v) { return Bf16ToF32(F32ToBf16(v)); }
+
+// Row quantised as the device quantises it, returned as the values the
+// matmul multiplies (code times its block's scale).
+std::vector<float> QuantisedRow(const float* v, int64_t cols) {
+  std::vector<float> q(cols);
+  for (int64_t b = 0; b < k::Fp8Blocks(cols); ++b) {
+    const int64_t c0 = b * k::kFp8Block;
+    const int64_t c1 = std::min(cols, c0 + k::kFp8Block);
+    float amax = 0;
+    for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(v[c]));
+    const float s = k::Fp8BlockScale(amax);
+    for (int64_t c = c0; c < c1; ++c) {
+      q[c] = k::E4M3ToF32(k::E4M3FromF32(v[c] / s)) * s;
+    }
+  }
+  return q;
+}
+
+absl::StatusOr<Fp8ExpertImage> Image(const ModelSource& src, bool shared,
+                                     int64_t e) {
+  MOE_ASSIGN_OR_RETURN(
+      WeightTensor w1,
+      src.Get(0, shared ? WeightRole::kSharedW1 : WeightRole::kW1, e));
+  MOE_ASSIGN_OR_RETURN(
+      WeightTensor w3,
+      src.Get(0, shared ? WeightRole::kSharedW3 : WeightRole::kW3, e));
+  MOE_ASSIGN_OR_RETURN(
+      WeightTensor w2,
+      src.Get(0, shared ? WeightRole::kSharedW2 : WeightRole::kW2, e));
+  return PackFp8Expert(w1, w3, w2);
+}
+
+}  // namespace
+
+void Fp8ExpertRows(const Fp8ExpertImage& e, const float* x, int64_t m,
+                   float* y) {
+  const int64_t H = e.hidden, I = e.inter;
+  for (int64_t r = 0; r < m; ++r) {
+    const std::vector<float> xq = QuantisedRow(x + r * H, H);
+    std::vector<float> h(I);
+    for (int64_t i = 0; i < I; ++i) {
+      double g = 0, u = 0;
+      for (int64_t c = 0; c < H; ++c) {
+        g += double(xq[c]) * Fp8W13Value(e, i, c);
+        u += double(xq[c]) * Fp8W13Value(e, e.inter_pad + i, c);
+      }
+      const float gb = Bf(static_cast<float>(g));
+      const float ub = Bf(static_cast<float>(u));
+      h[i] = gb / (1.0f + std::exp(-gb)) * ub;
+    }
+    const std::vector<float> hq = QuantisedRow(h.data(), I);
+    for (int64_t j = 0; j < H; ++j) {
+      double o = 0;
+      for (int64_t i = 0; i < I; ++i) o += double(hq[i]) * Fp8W2Value(e, j, i);
+      y[r * H + j] = Bf(static_cast<float>(o));
+    }
+  }
+}
+
+absl::StatusOr<std::vector<float>> EmulateCudaFp8Layer(const GoldenCase& c) {
+  const MoeLayerConfig& cfg = c.config;
+  const int64_t n = c.tokens, H = cfg.hidden;
+  auto src = MakeGoldenSource(c);
+  std::map<int64_t, Fp8ExpertImage> experts;
+  auto expert = [&](int64_t e) -> absl::StatusOr<const Fp8ExpertImage*> {
+    auto it = experts.find(e);
+    if (it == experts.end()) {
+      MOE_ASSIGN_OR_RETURN(Fp8ExpertImage img, Image(*src, false, e));
+      it = experts.emplace(e, std::move(img)).first;
+    }
+    return &it->second;
+  };
+  // Each token's (expert, weight) slots, from the case's routing.
+  std::vector<std::vector<std::pair<int64_t, float>>> slots(n);
+  if (cfg.routing == RoutingMode::kExpertChoice) {
+    const int64_t E = c.top_shape[0], C = c.top_shape[1];
+    std::vector<double> sum(n, 0.0);
+    for (int64_t i = 0; i < E * C; ++i) sum[c.top_idx[i]] += c.top_w[i];
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t j = 0; j < C; ++j) {
+        const int64_t t = c.top_idx[e * C + j];
+        slots[t].push_back(
+            {e, static_cast<float>(c.top_w[e * C + j] / (sum[t] + 1e-9))});
+      }
+    }
+  } else {
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t s = 0; s < cfg.top_k; ++s) {
+        slots[t].push_back(
+            {c.top_idx[t * cfg.top_k + s], c.top_w[t * cfg.top_k + s]});
+      }
+    }
+  }
+  std::vector<float> y(n * H, 0.0f), xb(H), o(H);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* x = c.x.data() + t * H;
+    for (const auto& [e, w] : slots[t]) {
+      if (w == 0.0f) continue;  // dropped: weight 0, not computed
+      MOE_ASSIGN_OR_RETURN(const Fp8ExpertImage* img, expert(e));
+      const float a = cfg.score_before_experts ? w : 1.0f;
+      for (int64_t j = 0; j < H; ++j) xb[j] = Bf(x[j] * a);
+      Fp8ExpertRows(*img, xb.data(), 1, o.data());
+      const float b = cfg.score_before_experts ? 1.0f : w;
+      for (int64_t j = 0; j < H; ++j) y[t * H + j] += b * o[j];
+    }
+  }
+  if (cfg.has_shared()) {
+    MOE_ASSIGN_OR_RETURN(Fp8ExpertImage shared, Image(*src, true, -1));
+    for (int64_t t = 0; t < n; ++t) {
+      const float* x = c.x.data() + t * H;
+      for (int64_t j = 0; j < H; ++j) xb[j] = Bf(x[j]);
+      Fp8ExpertRows(shared, xb.data(), 1, o.data());
+      float g = 1.0f;
+      if (cfg.shared_gate) {
+        double d = 0;
+        for (int64_t j = 0; j < H; ++j) d += double(c.sgate[j]) * x[j];
+        g = static_cast<float>(1.0 / (1.0 + std::exp(-d)));
+      }
+      for (int64_t j = 0; j < H; ++j) y[t * H + j] += g * o[j];
+    }
+  }
+  return y;
+}
+
+}  // namespace moe::testing
