@@ -13,9 +13,10 @@
 
 namespace moe {
 
-enum class ElementType { kF32, kBF16 };
+// kU8: opaque bytes (packed FP8 rows, core/fp8_rows.h).
+enum class ElementType { kF32, kBF16, kU8 };
 inline size_t ElementSize(ElementType t) {
-  return t == ElementType::kF32 ? 4 : 2;
+  return t == ElementType::kF32 ? 4 : t == ElementType::kBF16 ? 2 : 1;
 }
 
 class Communicator {

@@ -58,8 +58,9 @@ class NcclCommunicator : public Communicator {
       return absl::InvalidArgumentError("all-to-all counts need one per rank");
     }
     MOE_CUDA_OK(cudaSetDevice(device_));
-    const ncclDataType_t t =
-        type == ElementType::kF32 ? ncclFloat32 : ncclBfloat16;
+    const ncclDataType_t t = type == ElementType::kF32    ? ncclFloat32
+                             : type == ElementType::kBF16 ? ncclBfloat16
+                                                          : ncclUint8;
     const size_t es = ElementSize(type);
     auto s = static_cast<cudaStream_t>(stream);
     ncclResult_t r = ncclGroupStart();

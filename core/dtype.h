@@ -42,6 +42,12 @@ float F8E4M3ToF32(uint8_t bits);
 // E4M3FN, round to nearest even; beyond 448 saturates to +-448 (the format
 // has no infinity; quantisers scale into range first), NaN gives 0x7f.
 uint8_t F32ToF8E4M3(float value);
+// dst[i] = F32ToF8E4M3(src[i] / scale): the codes of values quantised with
+// one scale (FP8 dispatch rows, core/fp8_rows.h).
+void QuantizeF8E4M3(const float* src, size_t count, float scale, uint8_t* dst);
+// dst[i] = F8E4M3ToF32(src[i]) * scale.
+void DequantizeF8E4M3(const uint8_t* src, size_t count, float scale,
+                      float* dst);
 float F8E5M2ToF32(uint8_t bits);
 
 // Converts `count` elements of a floating-point `src` to fp32. Returns false

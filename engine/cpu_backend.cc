@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/dtype.h"
+#include "core/fp8_rows.h"
 #include "core/status_macros.h"
 #include "kernels/cpu/dispatch.h"
 
@@ -113,6 +115,11 @@ absl::Status CpuBackend::Prepare(const EpPlan& p) {
   Reserve(back_, p.home * H);
   Reserve(in_rows_, p.received);
   Reserve(out_rows_, p.received);
+  if (p.dispatch != DispatchDType::kRowType) {
+    const int64_t bytes = DispatchRowBytes(p.dispatch, row_type(), H);
+    SetBuffer(EpBuffer::kSendPacked, Reserve(send_packed_, p.sent * bytes));
+    SetBuffer(EpBuffer::kRecvPacked, Reserve(recv_packed_, p.arrived * bytes));
+  }
   // Host buffers are never staged: kStageSend and kStageRecv stay null.
   SetBuffer(EpBuffer::kSend, send_.data());
   SetBuffer(EpBuffer::kRecv, recv_.data());
@@ -127,10 +134,17 @@ absl::Status CpuBackend::Gather(const EpStepInput& in, const EpPlan& p,
                                 ,
                                 bool rows_stay) {
   const int64_t H = config_.hidden;
+  pack_from_x_ = nullptr;
   // Rows that go nowhere and are not scaled need no copy: the experts read
   // them from x by pointer.
   in_place_x_ = rows_stay && !config_.score_before_experts ? in.rows : nullptr;
   if (in_place_x_ != nullptr) return absl::OkStatus();
+  // Rows that cross packed (bf16, FP8) and are not scaled are packed straight
+  // from x: an fp32 copy in between would be written and read once more.
+  const bool packed = p.dispatch != DispatchDType::kRowType;
+  pack_from_x_ = packed && !config_.score_before_experts ? in.rows : nullptr;
+  pack_src_row_ = p.src_row.data();
+  if (pack_from_x_ != nullptr) return absl::OkStatus();
   const float* scale = nullptr;
   if (config_.score_before_experts) {
     float* s = Reserve(scale_, p.sent);
@@ -166,6 +180,71 @@ absl::Status CpuBackend::Combine(const EpStepInput& in, const EpPlan& p,
                    config_.score_before_experts ? nullptr : in.weights.data(),
                    p.slot_row.data(), static_cast<const float*>(back), y,
                    threads_);
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Rows [n] of width `hidden` through `row_fn(first, count)` on `threads`
+// threads; small steps stay on the calling thread (a parallel region costs
+// more than converting them).
+template <typename RowFn>
+void ForRowBlocks(int64_t n, int64_t hidden, int threads, RowFn row_fn) {
+  constexpr int64_t kSerialElems = 1 << 16;
+  if (threads <= 1 || n * hidden < kSerialElems) {
+    row_fn(0, n);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; ++t) {
+    const int64_t b = n * t / threads, e = n * (t + 1) / threads;
+    if (e > b) row_fn(b, e - b);
+  }
+}
+
+}  // namespace
+
+absl::Status CpuBackend::PackRows(DispatchDType dispatch, const void* rows,
+                                  int64_t n, void* packed) {
+  if (dispatch != DispatchDType::kFp8 && dispatch != DispatchDType::kBf16) {
+    return ExpertBackend::PackRows(dispatch, rows, n, packed);
+  }
+  const int64_t H = config_.hidden;
+  const bool from_x = pack_from_x_ != nullptr && rows == send_.data();
+  const auto* x = static_cast<const float*>(rows);
+  auto* out = static_cast<uint8_t*>(packed);
+  const int64_t bytes = DispatchRowBytes(dispatch, row_type(), H);
+  ForRowBlocks(n, H, threads_, [&](int64_t first, int64_t count) {
+    for (int64_t j = first; j < first + count; ++j) {
+      const float* row =
+          from_x ? pack_from_x_ + pack_src_row_[j] * H : x + j * H;
+      if (dispatch == DispatchDType::kFp8) {
+        QuantizeFp8Rows(row, 1, H, out + j * bytes);
+      } else {
+        ConvertFromF32(DType::kBF16, row, H, out + j * bytes);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::UnpackRows(DispatchDType dispatch, const void* packed,
+                                    int64_t n, void* rows) {
+  const int64_t H = config_.hidden;
+  const auto* in = static_cast<const uint8_t*>(packed);
+  auto* x = static_cast<float*>(rows);
+  const int64_t bytes = DispatchRowBytes(dispatch, row_type(), H);
+  if (dispatch == DispatchDType::kFp8) {
+    ForRowBlocks(n, H, threads_, [&](int64_t first, int64_t count) {
+      DequantizeFp8Rows(in + first * bytes, count, H, x + first * H);
+    });
+  } else if (dispatch == DispatchDType::kBf16) {
+    ForRowBlocks(n, H, threads_, [&](int64_t first, int64_t count) {
+      ConvertToF32(DType::kBF16, in + first * bytes, count * H, x + first * H);
+    });
+  } else {
+    return ExpertBackend::UnpackRows(dispatch, packed, n, rows);
+  }
   return absl::OkStatus();
 }
 

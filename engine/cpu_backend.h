@@ -46,6 +46,10 @@ class CpuBackend : public ExpertBackend {
                           void* out) override;
   absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
                        const void* back, float* y) override;
+  absl::Status PackRows(DispatchDType dispatch, const void* rows, int64_t n,
+                        void* packed) override;
+  absl::Status UnpackRows(DispatchDType dispatch, const void* packed, int64_t n,
+                          void* rows) override;
 
   absl::Status CopyToHost(const void* src, void* dst, size_t bytes) override;
   absl::Status CopyFromHost(const void* src, void* dst, size_t bytes) override;
@@ -72,12 +76,19 @@ class CpuBackend : public ExpertBackend {
   ExpertRunner runner_;
   // Step buffers, fp32 rows of width H.
   std::vector<float> send_, recv_, out_, back_;
+  // The rows as they cross the dispatch when it is packed (bf16, FP8).
+  std::vector<uint8_t> send_packed_, recv_packed_;
   std::vector<float> scale_;
   std::vector<const float*> in_rows_;
   std::vector<float*> out_rows_;
   // Set by Gather when the rows to send are x's own rows, read in place:
   // row j of kSend is x + src_row[j] * H.
   const float* in_place_x_ = nullptr;
+  // Set by Gather when the rows to send are packed straight from x (a packed
+  // dispatch of unscaled rows): row j of kSend is x + src_row[j] * H, and
+  // kSend itself is not written.
+  const float* pack_from_x_ = nullptr;
+  const int64_t* pack_src_row_ = nullptr;
   std::array<std::chrono::steady_clock::time_point, kNumEpMarks> marks_;
 };
 

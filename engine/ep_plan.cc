@@ -179,6 +179,7 @@ absl::Status PlanEpStep(const EpStepInput& in, int rank, int world, int64_t E,
   p->slots = S;
   p->expert_begin = SplitBegin(rank, world, E);
   p->expert_end = SplitBegin(rank + 1, world, E);
+  p->dispatch = world > 1 ? in.dispatch : DispatchDType::kRowType;
   absl::Span<const int32_t> all = in.all_expert_ids;
   p->one_row_per_token = one_row_per_token && (world == 1 || !all.empty());
   if (p->one_row_per_token && !all.empty()) {

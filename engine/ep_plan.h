@@ -20,6 +20,14 @@ namespace moe {
 struct Routing;     // engine/token_router.h
 struct ReplicaMap;  // engine/placement.h
 
+// How rows cross the dispatch all-to-all (the router's --dispatch-dtype,
+// sent in every Step so that all ranks of a step agree): in the backend's
+// own row type (fp32 on a CPU, bf16 on a GPU; exact), as bf16 (rounded to
+// nearest even), or as FP8 rows (core/fp8_rows.h: e4m3 codes plus one fp32
+// scale per 128 channels). Expert outputs always go home in the row type.
+// At world size 1 nothing crosses, so every choice is the row type there.
+enum class DispatchDType { kRowType, kBf16, kFp8 };
+
 // One rank's part of a step. Spans point into memory the caller owns for
 // the duration of the step (the decoded message, or the router's routing).
 struct EpStepInput {
@@ -43,6 +51,7 @@ struct EpStepInput {
   // one row per dispatched slot (the layout the counts alone describe).
   absl::Span<const int32_t> all_expert_ids;
   std::chrono::milliseconds timeout{10000};  // collectives' deadline
+  DispatchDType dispatch = DispatchDType::kRowType;
 };
 
 // Rows cross the two all-to-alls differently. Dispatch: one row per token
@@ -57,10 +66,12 @@ struct EpPlan {
   int64_t tokens = 0;                        // this rank's rows
   int64_t slots = 0;                         // slots per token
   int64_t expert_begin = 0, expert_end = 0;  // this rank's experts
-  bool one_row_per_token = false;            // the dispatch layout (see above)
-  int64_t sent = 0;                          // rows this rank dispatches
-  int64_t arrived = 0;                       // rows dispatched to this rank
-  int64_t received = 0;                      // rows through this rank's experts
+  // in.dispatch, or kRowType at world size 1 (nothing is exchanged).
+  DispatchDType dispatch = DispatchDType::kRowType;
+  bool one_row_per_token = false;    // the dispatch layout (see above)
+  int64_t sent = 0;                  // rows this rank dispatches
+  int64_t arrived = 0;               // rows dispatched to this rank
+  int64_t received = 0;              // rows through this rank's experts
   int64_t home = 0;                  // rows coming back: its dispatched slots
   std::vector<int64_t> order;        // [home] own slot ids in expert order
   std::vector<int64_t> src_row;      // [sent] token of each dispatched row

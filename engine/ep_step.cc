@@ -11,14 +11,13 @@ absl::Status EpStep::Exchange(ExpertBackend& backend, Communicator& comm,
                               const void* send,
                               absl::Span<const int64_t> send_rows, void* recv,
                               absl::Span<const int64_t> recv_rows,
+                              ElementType type, int64_t row_elems,
                               std::chrono::milliseconds timeout) {
-  const int64_t H = backend.config().hidden;
-  const ElementType type = backend.row_type();
   send_elems_.resize(send_rows.size());
   recv_elems_.resize(recv_rows.size());
   for (size_t q = 0; q < send_rows.size(); ++q) {
-    send_elems_[q] = send_rows[q] * H;
-    recv_elems_[q] = recv_rows[q] * H;
+    send_elems_[q] = send_rows[q] * row_elems;
+    recv_elems_[q] = recv_rows[q] * row_elems;
   }
   if (!backend.device_memory() || comm.device_memory()) {
     return comm.AllToAllV(send, send_elems_, recv, recv_elems_, type, timeout,
@@ -82,21 +81,43 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   void* out = backend.buffer(EpBuffer::kOut);
   void* back = alone ? out : backend.buffer(EpBuffer::kBack);
 
+  const int64_t H = c.hidden;
+  const ElementType row_type = backend.row_type();
+  // Rows are packed for the dispatch unless they already travel as asked
+  // (bf16 rows of a bf16 backend); the plan says row type at world size 1.
+  const bool packed =
+      p.dispatch == DispatchDType::kFp8 ||
+      (p.dispatch == DispatchDType::kBf16 && row_type != ElementType::kBF16);
+
   backend.Mark(EpMark::kStart);
   MOE_RETURN_IF_ERROR(backend.Gather(in, p, x_resident, alone));
+  if (packed) {
+    // Before the first collective, so that a backend without this packing
+    // refuses the step with the group intact.
+    MOE_RETURN_IF_ERROR(backend.PackRows(
+        p.dispatch, send, p.sent, backend.buffer(EpBuffer::kSendPacked)));
+  }
   backend.Mark(EpMark::kGathered);
   // From here on the peers take part: a failure leaves them mid-step.
   comm_entered_ = !alone;
-  if (!alone) {
+  if (packed) {
+    MOE_RETURN_IF_ERROR(Exchange(
+        backend, comm, backend.buffer(EpBuffer::kSendPacked), p.send_rows,
+        backend.buffer(EpBuffer::kRecvPacked), p.recv_rows, ElementType::kU8,
+        DispatchRowBytes(p.dispatch, row_type, H), in.timeout));
+    MOE_RETURN_IF_ERROR(backend.UnpackRows(
+        p.dispatch, backend.buffer(EpBuffer::kRecvPacked), p.arrived, recv));
+  } else if (!alone) {
     MOE_RETURN_IF_ERROR(Exchange(backend, comm, send, p.send_rows, recv,
-                                 p.recv_rows, in.timeout));
+                                 p.recv_rows, row_type, H, in.timeout));
   }
   backend.Mark(EpMark::kDispatched);
   MOE_RETURN_IF_ERROR(backend.RunExperts(in.layer, p, recv, out));
   backend.Mark(EpMark::kComputed);
+  // Expert outputs go home in the row type, whatever the dispatch was.
   if (!alone) {
     MOE_RETURN_IF_ERROR(Exchange(backend, comm, out, p.return_rows, back,
-                                 p.home_rows, in.timeout));
+                                 p.home_rows, row_type, H, in.timeout));
   }
   backend.Mark(EpMark::kReturned);
   MOE_RETURN_IF_ERROR(backend.Combine(in, p, back, y));

@@ -45,12 +45,13 @@ class EpStep {
   absl::Status RunPieces(const EpStepInput& in, ExpertBackend& backend,
                          Communicator& comm, int64_t max_count, bool x_resident,
                          float* y);
-  // The all-to-all of `rows` rows per rank, staged through pinned host
-  // memory when the backend's buffers are on a device and the communicator
-  // moves host memory.
+  // The all-to-all of `rows` rows per rank, each `row_elems` elements of
+  // `type`, staged through pinned host memory when the backend's buffers
+  // are on a device and the communicator moves host memory.
   absl::Status Exchange(ExpertBackend& backend, Communicator& comm,
                         const void* send, absl::Span<const int64_t> send_rows,
                         void* recv, absl::Span<const int64_t> recv_rows,
+                        ElementType type, int64_t row_elems,
                         std::chrono::milliseconds timeout);
 
   EpPlan plan_;

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/device_spec.h"
+#include "core/fp8_rows.h"
 #include "core/status_macros.h"
 #include "engine/cpu_backend.h"
 #ifdef MOE_HAVE_CUDA
@@ -9,6 +10,52 @@
 #endif
 
 namespace moe {
+
+int64_t DispatchRowBytes(DispatchDType dispatch, ElementType row_type,
+                         int64_t hidden) {
+  switch (dispatch) {
+    case DispatchDType::kBf16:
+      return 2 * hidden;
+    case DispatchDType::kFp8:
+      return Fp8RowBytes(hidden);
+    case DispatchDType::kRowType:
+      break;
+  }
+  return static_cast<int64_t>(ElementSize(row_type)) * hidden;
+}
+
+const char* DispatchDTypeName(DispatchDType dispatch) {
+  switch (dispatch) {
+    case DispatchDType::kBf16:
+      return "bf16";
+    case DispatchDType::kFp8:
+      return "fp8";
+    case DispatchDType::kRowType:
+      break;
+  }
+  return "row type";
+}
+
+namespace {
+
+absl::Status NotBuiltHere(DispatchDType dispatch, const std::string& name) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--dispatch-dtype ", DispatchDTypeName(dispatch),
+      " (a router flag) is not built for the ", name,
+      " backend yet; start the router with --dispatch-dtype auto or f32"));
+}
+
+}  // namespace
+
+absl::Status ExpertBackend::PackRows(DispatchDType dispatch, const void*,
+                                     int64_t, void*) {
+  return NotBuiltHere(dispatch, name());
+}
+
+absl::Status ExpertBackend::UnpackRows(DispatchDType dispatch, const void*,
+                                       int64_t, void*) {
+  return NotBuiltHere(dispatch, name());
+}
 
 absl::StatusOr<std::unique_ptr<ExpertBackend>> CreateExpertBackend(
     const std::string& device, int threads) {

@@ -28,9 +28,27 @@ namespace moe {
 // width H: send [sent], recv [arrived], out [received], back [home] (see
 // EpPlan);
 // stage_send / stage_recv are pinned host copies of send/recv (and out/back)
-// for a host communicator over a device backend.
-enum class EpBuffer { kSend, kRecv, kOut, kBack, kStageSend, kStageRecv };
-inline constexpr int kNumEpBuffers = 6;
+// for a host communicator over a device backend. send_packed [sent] and
+// recv_packed [arrived] hold the rows as they cross the dispatch
+// all-to-all when the plan's dispatch type is not the row type
+// (DispatchRowBytes each).
+enum class EpBuffer {
+  kSend,
+  kRecv,
+  kOut,
+  kBack,
+  kStageSend,
+  kStageRecv,
+  kSendPacked,
+  kRecvPacked
+};
+inline constexpr int kNumEpBuffers = 8;
+
+// Bytes of one row of width `hidden` in the dispatch all-to-all.
+int64_t DispatchRowBytes(DispatchDType dispatch, ElementType row_type,
+                         int64_t hidden);
+// The router flag's spelling: "row type", "bf16", "fp8".
+const char* DispatchDTypeName(DispatchDType dispatch);
 
 // Points of a step whose times the backend can tell apart afterwards.
 // kGathered and kReturned split dispatch and combine into the local work
@@ -94,6 +112,8 @@ class ExpertBackend {
   // scaled by their weight when the layer scales expert inputs.
   // `rows_stay`: no exchange follows (world size 1), so a backend may leave
   // the rows where they are and have RunExperts read kSend's rows in place.
+  // Likewise, when the plan's dispatch is packed, a backend may leave kSend
+  // unfilled and have PackRows read the rows where they are.
   virtual absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
                               bool x_resident, bool rows_stay) = 0;
   // Grouped SwiGLU: grouped row i reads row plan.grouped[i] of `in`
@@ -105,6 +125,16 @@ class ExpertBackend {
   // that came back.
   virtual absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
                                const void* back, float* y) = 0;
+
+  // Packed dispatch (EpPlan::dispatch not the row type): `n` rows of
+  // `rows` (kSend) into `packed` (kSendPacked) as `dispatch` rows, and back
+  // from kRecvPacked into kRecv after the exchange. Backends that cannot
+  // refuse with FAILED_PRECONDITION naming the router flag (the default),
+  // before the step's first collective.
+  virtual absl::Status PackRows(DispatchDType dispatch, const void* rows,
+                                int64_t n, void* packed);
+  virtual absl::Status UnpackRows(DispatchDType dispatch, const void* packed,
+                                  int64_t n, void* rows);
 
   void* buffer(EpBuffer which) const {
     return buffers_[static_cast<int>(which)];

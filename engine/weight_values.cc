@@ -136,10 +136,11 @@ absl::StatusOr<Fp8Values> WeightsAsFp8(const WeightTensor& t) {
       // An all-zero block keeps scale 1: its codes are all zero anyway.
       const float scale = amax > 0.0f ? amax / kE4M3Max : 1.0f;
       v.scale[rb * v.scale_cols + q] = scale;
+      // The bulk form of F32ToF8E4M3(value / scale), vectorised; FP8
+      // dispatch quantises its rows with the same loop (core/fp8_rows.h).
       for (int64_t i = r0; i < r1; ++i) {
-        for (int64_t j = c0; j < c1; ++j) {
-          v.owned[i * cols + j] = F32ToF8E4M3(f.data[i * cols + j] / scale);
-        }
+        QuantizeF8E4M3(f.data + i * cols + c0, c1 - c0, scale,
+                       v.owned.data() + i * cols + c0);
       }
     }
   }

@@ -52,7 +52,7 @@ void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
                 absl::Span<const int32_t> all_expert_ids,
                 absl::Span<const float> weights,
                 absl::Span<const int64_t> counts, int64_t timeout_ms,
-                bool bf16_result, moe::v1::Step* step) {
+                bool bf16_result, DispatchDType dispatch, moe::v1::Step* step) {
   // Not Clear(): the rows' string keeps its size for the next step of the
   // same shape (see SizeTo).
   step->set_generation(0);
@@ -61,6 +61,10 @@ void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
   step->set_slots(static_cast<int32_t>(slots));
   step->set_timeout_ms(timeout_ms);
   step->set_result_dtype(bf16_result ? moe::v1::BF16 : moe::v1::F32);
+  step->set_dispatch_dtype(
+      dispatch == DispatchDType::kFp8    ? moe::v1::DISPATCH_FP8
+      : dispatch == DispatchDType::kBf16 ? moe::v1::DISPATCH_BF16
+                                         : moe::v1::DISPATCH_ROW_TYPE);
   auto* rows = step->mutable_rows();
   rows->clear_shape();
   rows->add_shape(tokens);
@@ -95,6 +99,23 @@ absl::Status DecodeStep(const moe::v1::Step& step, int64_t H,
       rows.data().size() != static_cast<size_t>(rows.shape(0) * H) * width) {
     return absl::InvalidArgumentError(absl::StrCat(
         "step ", step.step_id(), ": rows must be F32 or BF16 [N, ", H, "]"));
+  }
+  switch (step.dispatch_dtype()) {
+    case moe::v1::DISPATCH_ROW_TYPE:
+      in->dispatch = DispatchDType::kRowType;
+      break;
+    case moe::v1::DISPATCH_BF16:
+      in->dispatch = DispatchDType::kBf16;
+      break;
+    case moe::v1::DISPATCH_FP8:
+      in->dispatch = DispatchDType::kFp8;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("step ", step.step_id(),
+                       ": dispatch_dtype must be ROW_TYPE, BF16 "
+                       "or FP8, got ",
+                       static_cast<int>(step.dispatch_dtype())));
   }
   in->step_id = step.step_id();
   in->layer = step.layer();

@@ -19,19 +19,20 @@ namespace moe {
 // expert ids (`all_expert_ids`, its own among them). Rows travel as BF16
 // when that is lossless (every value a bf16: a bf16 client's), else F32.
 // With `bf16_result` the worker answers y_r rounded to bf16, as BF16.
+// `dispatch`: how the rows cross the workers' all-to-all.
 void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
                 int64_t hidden, int64_t slots,
                 absl::Span<const int32_t> expert_ids,
                 absl::Span<const int32_t> all_expert_ids,
                 absl::Span<const float> weights,
                 absl::Span<const int64_t> counts, int64_t timeout_ms,
-                bool bf16_result, moe::v1::Step* step);
+                bool bf16_result, DispatchDType dispatch, moe::v1::Step* step);
 
 // Worker side: a view of `step` as the engine's input. The spans point into
 // `step`, which must outlive `in`; F32 rows are used in place unless
 // misaligned, BF16 rows are widened into `scratch` (which only grows).
 // INVALID_ARGUMENT naming the field when the rows are not F32 or BF16
-// [N, hidden].
+// [N, hidden], or dispatch_dtype is not one of DispatchDtype's values.
 absl::Status DecodeStep(const moe::v1::Step& step, int64_t hidden,
                         std::vector<float>* scratch, EpStepInput* in);
 

@@ -41,7 +41,7 @@ void RemoteStep::BuildSteps(int64_t layer, const float* x, int64_t n, int64_t H,
                absl::MakeConstSpan(expert_ids_).subspan(b * S, (e - b) * S),
                expert_ids_,
                absl::MakeConstSpan(r.weight).subspan(b * S, (e - b) * S),
-               counts_, /*timeout_ms=*/0, bf16_result, &steps_[q]);
+               counts_, /*timeout_ms=*/0, bf16_result, dispatch_, &steps_[q]);
     steps_[q].set_placement_epoch(placement.epoch);
   }
 }

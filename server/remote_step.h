@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/ep_plan.h"
 #include "engine/placement.h"
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
@@ -24,6 +25,10 @@ namespace moe {
 // the results put together. Keeps its message buffers between steps.
 class RemoteStep {
  public:
+  // `dispatch`: how rows cross the workers' all-to-all (--dispatch-dtype).
+  explicit RemoteStep(DispatchDType dispatch = DispatchDType::kRowType)
+      : dispatch_(dispatch) {}
+
   // Returns the gated shared-expert output [n, H] to add to y, or null.
   using SharedFn = std::function<absl::StatusOr<const float*>()>;
 
@@ -53,6 +58,7 @@ class RemoteStep {
   absl::Status GatherResults(int64_t n, int64_t hidden, double wall_us,
                              float* y, StageTimes* t) const;
 
+  DispatchDType dispatch_;
   // Per layer, built on first use, for placement epoch replicas_epoch_.
   std::map<int64_t, ReplicaMap> replicas_;
   uint64_t replicas_epoch_ = 0;

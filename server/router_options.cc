@@ -101,8 +101,9 @@ absl::Status CheckSizes(const RouterFlags& f) {
                    absl::StrCat(f.max_queue_tokens));
   }
   MOE_RETURN_IF_ERROR(AtLeast("max-stream-inflight", f.max_stream_inflight, 1));
-  if (f.dispatch_dtype != "auto" && f.dispatch_dtype != "f32") {
-    return BadFlag("dispatch-dtype", "auto or f32",
+  if (f.dispatch_dtype != "auto" && f.dispatch_dtype != "f32" &&
+      f.dispatch_dtype != "bf16" && f.dispatch_dtype != "fp8") {
+    return BadFlag("dispatch-dtype", "auto, f32, bf16 or fp8",
                    absl::StrCat("'", f.dispatch_dtype, "'"));
   }
   MOE_RETURN_IF_ERROR(AtLeast("threads", f.threads, 0));
@@ -196,6 +197,10 @@ absl::StatusOr<RouterOptions> RouterOptions::FromFlags(const RouterFlags& f) {
   MOE_RETURN_IF_ERROR(CheckWorkerRegistration(f));
   static_cast<RouterFlags&>(o) = f;
   o.step_timeout = std::chrono::milliseconds(f.step_timeout_ms);
+  o.dispatch = f.dispatch_dtype == "fp8"    ? DispatchDType::kFp8
+               : f.dispatch_dtype == "bf16" ? DispatchDType::kBf16
+                                            : DispatchDType::kRowType;
+  o.bf16_results = f.dispatch_dtype != "f32";
   o.max_request_tokens =
       f.max_request_tokens > 0 ? f.max_request_tokens : f.max_batch_tokens;
   o.batch_window = std::chrono::microseconds(f.batch_window_us);

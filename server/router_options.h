@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "core/model_location.h"
 #include "core/synthetic_model.h"
+#include "engine/ep_plan.h"
 #include "engine/layer_weights.h"
 #include "proto/credentials.h"
 
@@ -53,7 +54,8 @@ struct RouterFlags {
   // "auto": a step whose requests are all bf16 in and out, in a layer
   // without shared experts, gets the workers' results in bf16; "f32":
   // results always in fp32. Either way the client's answer is the fp32
-  // answer rounded once.
+  // answer rounded once. "bf16", "fp8": as auto, and the rows cross the
+  // workers' dispatch all-to-all as bf16, or as FP8 rows (core/fp8_rows.h).
   std::string dispatch_dtype = "auto";
   int threads = 0;
   std::string device = "cpu";
@@ -79,6 +81,8 @@ struct RouterFlags {
 struct RouterOptions : RouterFlags {
   ModelLocation location;
   WeightDType dtype = WeightDType::kAuto;  // resolved by RouterModel::Load
+  DispatchDType dispatch = DispatchDType::kRowType;  // of dispatch_dtype
+  bool bf16_results = true;  // dispatch_dtype is not "f32"
   std::chrono::milliseconds step_timeout{0};
   std::chrono::microseconds batch_window{0};
   // How long a drain (SIGTERM) waits for requests in flight at most.

@@ -6,14 +6,18 @@
 namespace moe {
 
 absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(
-    const RouterModel& model, WorkerPool* pool) {
+    const RouterModel& model, WorkerPool* pool, DispatchDType dispatch) {
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<ExpertBackend> backend,
                        model.ForkBackend());
-  return std::make_unique<StepRunner>(std::move(backend), pool);
+  return std::make_unique<StepRunner>(std::move(backend), pool, dispatch);
 }
 
-StepRunner::StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool)
-    : backend_(std::move(backend)), pool_(pool), local_(backend_.get()) {}
+StepRunner::StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool,
+                       DispatchDType dispatch)
+    : backend_(std::move(backend)),
+      pool_(pool),
+      local_(backend_.get()),
+      remote_(dispatch) {}
 
 absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
                              absl::Span<const int64_t> segment_ends,

@@ -7,10 +7,13 @@
 
 #include <functional>
 #include <thread>
+#include <tuple>
 
 #include "comm/gloo_communicator.h"
 #include "comm/loopback_communicator.h"
+#include "core/dtype.h"
 #include "core/even_split.h"
+#include "core/fp8_rows.h"
 #include "engine/cpu_backend.h"
 #include "engine/local_moe.h"
 #include "engine/placement.h"
@@ -168,7 +171,7 @@ class StagedCpuBackend : public CpuBackend {
   using CpuBackend::CpuBackend;
   bool device_memory() const override { return true; }
   absl::Status ReserveStaging() override {
-    const int64_t bytes = 4096 * 64;
+    const int64_t bytes = int64_t{1} << 22;  // every case here fits
     stage_send_.resize(bytes);
     stage_recv_.resize(bytes);
     SetBuffer(EpBuffer::kStageSend, stage_send_.data());
@@ -189,7 +192,9 @@ class StagedCpuBackend : public CpuBackend {
 std::vector<float> RunRanks(const testing::GoldenCase& g,
                             const Routing& routing, bool staged, int world,
                             const LayerPlacement* placement = nullptr,
-                            bool peers_ids = true) {
+                            bool peers_ids = true,
+                            DispatchDType dispatch = DispatchDType::kRowType,
+                            int backend_threads = 1) {
   const MoeLayerConfig& c = g.config;
   const int64_t n = g.tokens, H = c.hidden, S = routing.slots;
   std::vector<int32_t> ids;
@@ -206,8 +211,8 @@ std::vector<float> RunRanks(const testing::GoldenCase& g,
   std::vector<int> staged_calls(world, 0);
   auto rank = [&](int r) {
     std::unique_ptr<CpuBackend> backend =
-        staged ? std::make_unique<StagedCpuBackend>(1)
-               : std::make_unique<CpuBackend>(1);
+        staged ? std::make_unique<StagedCpuBackend>(backend_threads)
+               : std::make_unique<CpuBackend>(backend_threads);
     LoadOptions opts;
     opts.load_gate = false;
     opts.load_shared = false;
@@ -236,6 +241,7 @@ std::vector<float> RunRanks(const testing::GoldenCase& g,
     in.counts = counts;
     if (peers_ids) in.all_expert_ids = ids;
     if (placement != nullptr) in.experts = replicas.physical;
+    in.dispatch = dispatch;
     EpStep step;
     status[r] =
         step.Run(in, *backend, **comm, n, false, y.data() + b * H, nullptr);
@@ -448,6 +454,172 @@ TEST(EpStep, ReplicasDoNotChangeABit) {
     for (int64_t t = 0; t < g.tokens; ++t) hot.expert[t * hot.slots] = 0;
     EXPECT_EQ(RunRanks(g, hot, false, 2, &two), RunRanks(g, hot, false, 2))
         << "bits differ between the replicas of a hot expert";
+  }
+}
+
+// The single process's y for `routing` on rows `x` (one rank, loopback).
+std::vector<float> RunAlone(const testing::GoldenCase& g,
+                            const std::vector<float>& x,
+                            const Routing& routing) {
+  auto source = testing::MakeGoldenSource(g);
+  CpuBackend backend(1);
+  EXPECT_TRUE(backend.Load(*source, {}, g.tokens).ok());
+  std::vector<int32_t> ids;
+  std::vector<int64_t> counts;
+  PlanDispatch(routing, g.tokens, 1, g.config.num_experts, &ids, &counts);
+  EpStepInput in =
+      OneRankInput(x, g.tokens, ids, routing.weight, counts, routing.slots);
+  auto loopback = CreateLoopbackCommunicator();
+  std::vector<float> y(g.tokens * g.config.hidden);
+  EpStep step;
+  EXPECT_TRUE(
+      step.Run(in, backend, *loopback, g.tokens, false, y.data(), nullptr)
+          .ok());
+  return y;
+}
+
+// FP8 and bf16 dispatch change nothing but the rows the experts read: the
+// step over 2 and 3 ranks (and staged through host buffers) gives, bit for
+// bit, the single process's y on x's rows rounded the same way (FP8: e4m3
+// codes with one scale per 128 channels, core/fp8_rows.h), at a width of
+// one full and one narrow group of 128. At world size 1 nothing crosses,
+// so there the flag changes nothing.
+TEST(EpStep, PackedDispatchIsTheExactStepOnRoundedRows) {
+  // Odd sizes; the second is large enough that packing runs on 2 threads.
+  for (auto [tokens, hidden, threads] :
+       {std::tuple{37, 200, 1}, std::tuple{301, 300, 2}}) {
+    SCOPED_TRACE(::testing::Message() << tokens << "x" << hidden);
+    MoeLayerConfig c = Base();
+    c.hidden = hidden;
+    auto g = testing::RandomCase(c, tokens, 11);
+    const int64_t n = g.tokens, H = c.hidden;
+    auto source = testing::MakeGoldenSource(g);
+    auto moe = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, n);
+    ASSERT_TRUE(moe.ok()) << moe.status();
+    std::vector<float> exact(n * H);
+    Routing routing;
+    ASSERT_TRUE(
+        (*moe)->Forward(0, g.x.data(), n, {}, exact.data(), &routing).ok());
+    std::vector<uint8_t> packed(n * Fp8RowBytes(H));
+    std::vector<float> fp8_x(n * H), bf16_x(n * H);
+    QuantizeFp8Rows(g.x.data(), n, H, packed.data());
+    DequantizeFp8Rows(packed.data(), n, H, fp8_x.data());
+    for (int64_t i = 0; i < n * H; ++i) {
+      bf16_x[i] = Bf16ToF32(F32ToBf16(g.x[i]));
+    }
+    const std::vector<float> fp8_want = RunAlone(g, fp8_x, routing);
+    const std::vector<float> bf16_want = RunAlone(g, bf16_x, routing);
+    ASSERT_NE(fp8_want, exact);  // the rounding is visible in y
+    for (int world : {2, 3}) {
+      SCOPED_TRACE(world);
+      for (bool peers_ids : {true, false}) {  // both dispatch layouts
+        EXPECT_EQ(RunRanks(g, routing, false, world, nullptr, peers_ids,
+                           DispatchDType::kFp8, threads),
+                  fp8_want);
+        EXPECT_EQ(RunRanks(g, routing, false, world, nullptr, peers_ids,
+                           DispatchDType::kBf16, threads),
+                  bf16_want);
+      }
+    }
+    EXPECT_EQ(RunRanks(g, routing, true, 2, nullptr, true, DispatchDType::kFp8,
+                       threads),
+              fp8_want);
+    // World size 1: the plan says row type, nothing is quantised.
+    std::vector<int32_t> ids;
+    std::vector<int64_t> counts;
+    PlanDispatch(routing, n, 1, c.num_experts, &ids, &counts);
+    EpStepInput in =
+        OneRankInput(g.x, n, ids, routing.weight, counts, routing.slots);
+    in.dispatch = DispatchDType::kFp8;
+    CpuBackend backend(threads);
+    ASSERT_TRUE(backend.Load(*source, {}, n).ok());
+    auto loopback = CreateLoopbackCommunicator();
+    std::vector<float> alone(n * H);
+    EpStep step;
+    ASSERT_TRUE(
+        step.Run(in, backend, *loopback, n, false, alone.data(), nullptr).ok());
+    EXPECT_EQ(alone, exact);
+  }
+}
+
+// A backend without FP8 packing (CUDA's, so far) refuses the step before
+// the first collective, naming the router flag: every rank refuses, none
+// waits on a peer, and the group stays usable.
+class NoPackingBackend : public CpuBackend {
+ public:
+  using CpuBackend::CpuBackend;
+  std::string name() const override { return "cuda:0"; }
+  absl::Status PackRows(DispatchDType d, const void* rows, int64_t n,
+                        void* packed) override {
+    return ExpertBackend::PackRows(d, rows, n, packed);
+  }
+};
+
+TEST(EpStep, ABackendWithoutFp8PackingRefusesBeforeTheExchange) {
+  MoeLayerConfig c = Base();
+  auto g = testing::RandomCase(c, 9, 4);
+  auto source = testing::MakeGoldenSource(g);
+  Routing routing;
+  {
+    auto moe = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, 9);
+    ASSERT_TRUE(moe.ok()) << moe.status();
+    std::vector<float> y(9 * c.hidden);
+    ASSERT_TRUE((*moe)->Forward(0, g.x.data(), 9, {}, y.data(), &routing).ok());
+  }
+  std::vector<int32_t> ids;
+  std::vector<int64_t> counts;
+  PlanDispatch(routing, 9, 2, c.num_experts, &ids, &counts);
+  gloo::rendezvous::HashStore store;
+  std::vector<absl::Status> status(2);
+  bool intact[2] = {false, false};  // not vector<bool>: one word, two writers
+  // Both groups outlive both steps: no collective ever synchronises the
+  // ranks here, and a rank that dropped its end early would break the
+  // other's connect.
+  std::unique_ptr<Communicator> comms[2];
+  auto rank = [&](int r) {
+    NoPackingBackend backend(1);
+    LoadOptions opts;
+    opts.load_gate = false;
+    opts.load_shared = false;
+    opts.expert_begin = SplitBegin(r, 2, c.num_experts);
+    opts.expert_end = SplitBegin(r + 1, 2, c.num_experts);
+    status[r] = backend.Load(*source, opts, 9);
+    if (!status[r].ok()) return;
+    auto comm = CreateGlooCommunicator(r, 2, "127.0.0.1", store,
+                                       std::chrono::seconds(30));
+    if (!comm.ok()) {
+      status[r] = comm.status();
+      return;
+    }
+    comms[r] = *std::move(comm);
+    const int64_t b = SplitBegin(r, 2, 9), e = SplitBegin(r + 1, 2, 9);
+    const int64_t S = routing.slots;
+    EpStepInput in;
+    in.tokens = e - b;
+    in.rows = g.x.data() + b * c.hidden;
+    in.slots = S;
+    in.expert_ids = absl::MakeConstSpan(ids).subspan(b * S, (e - b) * S);
+    in.weights =
+        absl::MakeConstSpan(routing.weight).subspan(b * S, (e - b) * S);
+    in.counts = counts;
+    in.dispatch = DispatchDType::kFp8;
+    std::vector<float> y((e - b) * c.hidden);
+    EpStep step;
+    status[r] = step.Run(in, backend, *comms[r], 9, false, y.data(), nullptr);
+    intact[r] = step.collectives_intact();
+  };
+  std::thread t0(rank, 0), t1(rank, 1);
+  t0.join();
+  t1.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(status[r].code(), absl::StatusCode::kFailedPrecondition)
+        << status[r];
+    EXPECT_NE(status[r].message().find("--dispatch-dtype fp8"),
+              std::string::npos)
+        << status[r];
+    EXPECT_NE(status[r].message().find("cuda:0"), std::string::npos)
+        << status[r];
+    EXPECT_TRUE(intact[r]);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/dtype.h"
@@ -157,6 +158,67 @@ TEST(DistributedGolden, Bf16AnswersAreTheF32AnswerRoundedOnceForEveryP) {
       EXPECT_EQ(
           0, std::memcmp(r->y.data(), once.data(), once.size() * sizeof(float)))
           << "a bf16 answer is not the fp32 answer rounded once";
+    }
+    fs::remove_all(dir);
+  }
+}
+
+// --dispatch-dtype fp8 and bf16: every golden case through a router with 2
+// and 3 CPU workers, whose dispatch all-to-all carries each row as e4m3
+// codes plus one fp32 scale per 128 channels, or as bf16. The router routes
+// on the unquantised x, so the routing is bit for bit the exact path's (the
+// router alone, P = 0, where nothing crosses and the flag changes nothing:
+// y there is within the fp32 tolerance; nor with one worker, P = 1: the
+// same bits). y carries the rounding of the
+// experts' inputs: within kFp8DispatchTol / kBf16DispatchTol
+// (tests/testutil/compare.h), the same at every P (rows are quantised one
+// by one).
+TEST(DistributedGolden, PackedDispatchKeepsRoutingExactAndYWithinItsTolerance) {
+  const std::pair<const char*, testing::RmsTolerance> kDispatch[] = {
+      {"fp8", testing::kFp8DispatchTol}, {"bf16", testing::kBf16DispatchTol}};
+  for (const std::string& path : testing::RequireGoldenFiles()) {
+    auto c = testing::LoadGoldenCase(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    SCOPED_TRACE(c->name);
+    const std::string dir = testing::MakeTempDir(c->name + "_packed_");
+    testing::HfWriteOptions o;
+    o.family = testing::FamiliesFor(c->config).back();
+    ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+    for (const auto& [dtype, tol] : kDispatch) {
+      SCOPED_TRACE(dtype);
+      ForwardResult exact, first;
+      for (int workers : {0, 1, 2, 3}) {
+        SCOPED_TRACE(absl::StrCat("P=", workers));
+        testing::LocalCluster cluster;
+        testing::LocalCluster::Options co;
+        co.model_args = {"--model=" + dir};
+        co.workers = workers;
+        co.router_args = {absl::StrCat("--dispatch-dtype=", dtype)};
+        ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+        ForwardOptions fo;
+        fo.routing = true;
+        auto r =
+            cluster.client().Forward(static_cast<int32_t>(o.layer), c->x.data(),
+                                     c->tokens, c->config.hidden, fo);
+        ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+        if (workers == 0) {
+          EXPECT_TRUE(testing::AllClose(r->y, c->y, testing::kF32Tol));
+          exact = *r;
+          continue;
+        }
+        EXPECT_EQ(r->expert_ids, exact.expert_ids);
+        EXPECT_EQ(r->weights, exact.weights);
+        if (workers == 1) {
+          EXPECT_EQ(r->y, exact.y) << "one worker exchanges nothing";
+          continue;
+        }
+        EXPECT_TRUE(testing::RmsClose(r->y, c->y, tol));
+        if (workers == 2) {
+          first = *r;
+        } else {
+          EXPECT_EQ(r->y, first.y) << "P=3 differs from P=2";
+        }
+      }
     }
     fs::remove_all(dir);
   }

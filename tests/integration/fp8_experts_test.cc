@@ -97,5 +97,33 @@ TEST(Fp8Experts, RouterWithTwoWorkersMatchesTheDequantisedReference) {
   fs::remove_all(m.dir);
 }
 
+// FP8 weights and FP8 dispatch together, the DeepSeek-V3 deployment: the
+// rows cross the workers' all-to-all as e4m3 plus one scale per 128
+// channels. Routing stays exact (the router routes on unquantised x); y is
+// within the FP8 dispatch tolerance of the dequantised-weight reference
+// (tests/testutil/compare.h, measured on every golden case).
+TEST(Fp8Experts, Fp8DispatchWithTwoWorkersKeepsRoutingAndItsTolerance) {
+  Fp8Model m = MakeModel("fp8_dispatch_");
+  ASSERT_FALSE(m.dir.empty());
+  testing::LocalCluster cluster;
+  testing::LocalCluster::Options co;
+  co.model_args = {"--model=" + m.dir};
+  co.workers = 2;
+  co.router_args = {"--weight-dtype=fp8", "--dispatch-dtype=fp8"};
+  ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+  ForwardOptions fo;
+  fo.routing = true;
+  auto r = cluster.client().Forward(1, m.c.x.data(), m.c.tokens,
+                                    m.c.config.hidden, fo);
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+  EXPECT_TRUE(testing::RmsClose(r->y, m.c.y, testing::kFp8DispatchTol));
+  // The quantised rows did change y: the exchange really was FP8.
+  EXPECT_FALSE(testing::AllClose(r->y, m.c.y, testing::kF32Tol));
+  EXPECT_TRUE(testing::SameTokenRouting(m.c.top_idx, m.c.top_w, r->expert_ids,
+                                        r->weights, m.c.tokens,
+                                        m.c.config.top_k, r->slots));
+  fs::remove_all(m.dir);
+}
+
 }  // namespace
 }  // namespace moe

@@ -98,6 +98,29 @@ TEST(RouterOptionsTest, WeightDTypeDefaultsToAutoAndTakesFp8) {
   EXPECT_EQ(o->dtype, WeightDType::kFP8);
 }
 
+TEST(RouterOptionsTest, DispatchDTypeTakesBf16AndFp8) {
+  RouterFlags f = Good();
+  auto o = RouterOptions::FromFlags(f);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->dispatch, DispatchDType::kRowType);
+  EXPECT_TRUE(o->bf16_results);
+  f.dispatch_dtype = "f32";
+  o = RouterOptions::FromFlags(f);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->dispatch, DispatchDType::kRowType);
+  EXPECT_FALSE(o->bf16_results);
+  f.dispatch_dtype = "bf16";
+  o = RouterOptions::FromFlags(f);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->dispatch, DispatchDType::kBf16);
+  EXPECT_TRUE(o->bf16_results);
+  f.dispatch_dtype = "fp8";
+  o = RouterOptions::FromFlags(f);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->dispatch, DispatchDType::kFp8);
+  EXPECT_TRUE(o->bf16_results);
+}
+
 TEST(RouterOptionsTest, EdgeValuesAreValid) {
   RouterFlags f = Good();
   f.num_workers = 0;
@@ -157,6 +180,8 @@ TEST(RouterOptionsTest, BadValuesNameTheFlag) {
          f.expert_load = "l.json";
        },
        "give one of them"},
+      {"dispatch dtype", [](RouterFlags& f) { f.dispatch_dtype = "e4m3"; },
+       "--dispatch-dtype must be auto, f32, bf16 or fp8, got 'e4m3'"},
       {"dtype", [](RouterFlags& f) { f.weight_dtype = "f16"; },
        "--weight-dtype must be auto, f32, bf16 or fp8, got 'f16'"},
       {"device", [](RouterFlags& f) { f.device = "tpu"; },
