@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 
 #if defined(__CUDACC__)
@@ -102,9 +103,11 @@ MOE_HOST_DEVICE inline float E4M3ToF32(uint8_t c) {
 }
 
 // The scale of a block whose largest |value| is amax: values are stored as
-// E4M3FromF32(v / scale). An all-zero block keeps 1 (its codes are 0).
+// E4M3FromF32(v / scale). An all-zero block keeps 1 (its codes are 0). The
+// scale is at least the smallest normal float (as core/fp8_rows): amax / 448
+// of a block of subnormals can underflow to 0, and v / 0 would be NaN.
 MOE_HOST_DEVICE inline float Fp8BlockScale(float amax) {
-  return amax > 0.0f ? amax / kE4M3Max : 1.0f;
+  return amax > 0.0f ? fmaxf(amax / kE4M3Max, 1.17549435e-38f) : 1.0f;
 }
 
 MOE_HOST_DEVICE inline int64_t Fp8Blocks(int64_t cols) {

@@ -73,6 +73,11 @@ TEST(Fp8Rule, ScaleIsAmaxOver448AndOneForZeroBlocks) {
   EXPECT_EQ(Fp8BlockScale(0.0f), 1.0f);
   EXPECT_EQ(Fp8BlockScale(448.0f), 1.0f);
   EXPECT_EQ(Fp8BlockScale(2.0f), 2.0f / 448.0f);
+  // A block of subnormals: amax / 448 would underflow to 0 (and v / 0 to
+  // NaN); the scale stops at the smallest normal float, as core/fp8_rows.
+  const float tiny = 1e-44f;
+  EXPECT_EQ(Fp8BlockScale(tiny), 1.17549435e-38f);
+  EXPECT_EQ(E4M3FromF32(tiny / Fp8BlockScale(tiny)), 0);
   // The block's largest value encodes as the largest code.
   const float amax = 3.7f, s = Fp8BlockScale(amax);
   EXPECT_EQ(E4M3FromF32(amax / s), 0x7e);
