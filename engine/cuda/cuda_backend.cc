@@ -475,32 +475,30 @@ class CudaBackend : public ExpertBackend {
       }
       shapes.push_back(LtShape{rows, n, k, in, out});
     };
+    // An expert pass's two GEMMs. FP8 passes answer bf16 (widened to fp32
+    // for the shared expert, engine/cuda/cuda_experts.h); bf16 ones answer
+    // `down_out` from the down GEMM.
+    auto add_experts = [&](int64_t rows, int64_t inter,
+                           cudaDataType_t down_out) {
+      if (fp8_) {
+        add(rows, 2 * Fp8InterPad(inter), Fp8Pad(H), CUDA_R_8F_E4M3,
+            CUDA_R_16BF);
+        add(rows, H, Fp8DownK(inter), CUDA_R_8F_E4M3, CUDA_R_16BF);
+      } else {
+        add(rows, 2 * inter, H, CUDA_R_16BF, CUDA_R_16BF);
+        add(rows, H, inter, CUDA_R_16BF, down_out);
+      }
+    };
     for (const auto& [layer, w] : *layers_) {
       const MoeLayerConfig& c = w->config;
       if (w->has_gate && router_ != nullptr) {
         add(T, c.num_experts, H, CUDA_R_32F, CUDA_R_32F);
       }
       if (w->has_shared && shared_experts_ != nullptr) {
-        if (fp8_) {  // bf16 out, widened to fp32 (engine/cuda/cuda_experts.h)
-          add(T, 2 * Fp8InterPad(c.shared_inter), Fp8Pad(H), CUDA_R_8F_E4M3,
-              CUDA_R_16BF);
-          add(T, H, Fp8DownK(c.shared_inter), CUDA_R_8F_E4M3, CUDA_R_16BF);
-        } else {
-          add(T, 2 * c.shared_inter, H, CUDA_R_16BF, CUDA_R_16BF);
-          add(T, H, c.shared_inter, CUDA_R_16BF, CUDA_R_32F);
-        }
+        add_experts(T, c.shared_inter, CUDA_R_32F);
         if (c.shared_gate) add(T, 1, H, CUDA_R_32F, CUDA_R_32F);
       }
-      if (!w->experts.empty()) {
-        if (fp8_) {
-          add(R, 2 * Fp8InterPad(c.inter), Fp8Pad(H), CUDA_R_8F_E4M3,
-              CUDA_R_16BF);
-          add(R, H, Fp8DownK(c.inter), CUDA_R_8F_E4M3, CUDA_R_16BF);
-        } else {
-          add(R, 2 * c.inter, H, CUDA_R_16BF, CUDA_R_16BF);
-          add(R, H, c.inter, CUDA_R_16BF, CUDA_R_16BF);
-        }
-      }
+      if (!w->experts.empty()) add_experts(R, c.inter, CUDA_R_16BF);
     }
     MOE_CUDA_OK(cudaSetDevice(device_));
     return lt_->Warm(shapes);
