@@ -50,10 +50,10 @@ TEST_P(DistributedGoldenTest, EveryCaseMatches) {
     auto c = testing::LoadGoldenCase(path);
     ASSERT_TRUE(c.ok()) << c.status();
     SCOPED_TRACE(c->name);
-    const std::string dir = testing::MakeTempDir(c->name + "_ckpt_");
-    testing::HfWriteOptions o;
-    o.family = testing::FamiliesFor(c->config).back();
-    ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+    const testing::HfWriteOptions o;  // the case at its default layer
+    auto written = testing::WriteCaseCheckpoint(*c, c->name + "_ckpt_", o);
+    ASSERT_TRUE(written.ok()) << written.status();
+    const std::string& dir = *written;
 
     testing::LocalCluster cluster;
     testing::LocalCluster::Options co;
@@ -121,10 +121,11 @@ TEST(DistributedGolden, Bf16AnswersAreTheF32AnswerRoundedOnceForEveryP) {
     auto c = testing::LoadGoldenCase(testing::GoldenDir() + "/" + name +
                                      ".safetensors");
     ASSERT_TRUE(c.ok()) << c.status();
-    const std::string dir = testing::MakeTempDir(std::string(name) + "_bf16_");
-    testing::HfWriteOptions o;
-    o.family = testing::FamiliesFor(c->config).back();
-    ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+    const testing::HfWriteOptions o;  // the case at its default layer
+    auto written =
+        testing::WriteCaseCheckpoint(*c, std::string(name) + "_bf16_", o);
+    ASSERT_TRUE(written.ok()) << written.status();
+    const std::string& dir = *written;
     std::vector<float> x = c->x;
     for (float& v : x) v = Bf16ToF32(F32ToBf16(v));
 
@@ -180,10 +181,10 @@ TEST(DistributedGolden, PackedDispatchKeepsRoutingExactAndYWithinItsTolerance) {
     auto c = testing::LoadGoldenCase(path);
     ASSERT_TRUE(c.ok()) << c.status();
     SCOPED_TRACE(c->name);
-    const std::string dir = testing::MakeTempDir(c->name + "_packed_");
-    testing::HfWriteOptions o;
-    o.family = testing::FamiliesFor(c->config).back();
-    ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+    const testing::HfWriteOptions o;  // the case at its default layer
+    auto written = testing::WriteCaseCheckpoint(*c, c->name + "_packed_", o);
+    ASSERT_TRUE(written.ok()) << written.status();
+    const std::string& dir = *written;
     for (const auto& [dtype, tol] : kDispatch) {
       SCOPED_TRACE(dtype);
       ForwardResult exact, first;

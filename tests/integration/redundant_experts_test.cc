@@ -57,10 +57,10 @@ TEST(RedundantExperts, EveryGoldenCaseKeepsItsBits) {
     auto c = testing::LoadGoldenCase(path);
     ASSERT_TRUE(c.ok()) << c.status();
     SCOPED_TRACE(c->name);
-    const std::string dir = testing::MakeTempDir(c->name + "_eplb_");
-    testing::HfWriteOptions o;
-    o.family = testing::FamiliesFor(c->config).back();
-    ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+    const testing::HfWriteOptions o;  // the case at its default layer
+    auto written = testing::WriteCaseCheckpoint(*c, c->name + "_eplb_", o);
+    ASSERT_TRUE(written.ok()) << written.status();
+    const std::string& dir = *written;
     const Answer base = Serve(dir, 2, {}, *c, o.layer);
     ASSERT_FALSE(base.y.empty());
     EXPECT_TRUE(testing::AllClose(base.y, c->y, testing::kF32Tol));

@@ -292,4 +292,16 @@ std::string MakeTempDir(const std::string& prefix) {
   return made != nullptr ? std::string(made) : std::string();
 }
 
+absl::StatusOr<std::string> WriteCaseCheckpoint(const GoldenCase& c,
+                                                const std::string& prefix,
+                                                HfWriteOptions o) {
+  const std::string dir = MakeTempDir(prefix);
+  if (dir.empty()) {
+    return absl::InternalError("cannot make a temp dir for " + prefix);
+  }
+  o.family = FamiliesFor(c.config).back();
+  if (absl::Status s = WriteHfCheckpoint(c, o, dir); !s.ok()) return s;
+  return dir;
+}
+
 }  // namespace moe::testing

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/dtype.h"
 #include "core/hf_config.h"
 #include "tests/testutil/golden_case.h"
@@ -40,5 +41,12 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
 
 // A fresh empty directory under the test temp dir.
 std::string MakeTempDir(const std::string& prefix);
+
+// `c` written as a checkpoint (options `o`, in the last family that
+// expresses it exactly) into a fresh directory named from `prefix`; that
+// directory.
+absl::StatusOr<std::string> WriteCaseCheckpoint(const GoldenCase& c,
+                                                const std::string& prefix,
+                                                HfWriteOptions o = {});
 
 }  // namespace moe::testing
