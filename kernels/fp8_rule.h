@@ -24,15 +24,11 @@
 //    boundary: Fp8SegmentScaleBase.
 #pragma once
 
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define MOE_HOST_DEVICE __host__ __device__
-#else
-#define MOE_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace moe::kernels {
 

@@ -19,11 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define MOE_HOST_DEVICE __host__ __device__
-#else
-#define MOE_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace moe::kernels {
 
