@@ -20,6 +20,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/row_bucket.h"
 #include "gtest/gtest.h"
+#include "tests/testutil/cuda_test_util.h"
 
 namespace moe {
 namespace {
@@ -43,8 +44,8 @@ class CudaExpertsTest : public ::testing::Test {
       for (int64_t i = 0; i < 2 * kI * kH; ++i) w13_[e].push_back(Bf(w(rng)));
       for (int64_t i = 0; i < kH * kI; ++i) w2_[e].push_back(Bf(w(rng)));
       experts_[e].inter = kI;
-      experts_[e].w13 = Up(w13_[e]);
-      experts_[e].w2 = Up(w2_[e]);
+      experts_[e].w13 = testing::Upload(w13_[e]);
+      experts_[e].w2 = testing::Upload(w2_[e]);
       ptrs_.push_back(&experts_[e]);
     }
     auto lt = LtMatmul::Create();
@@ -58,13 +59,6 @@ class CudaExpertsTest : public ::testing::Test {
   }
 
   static uint16_t Bf(float v) { return F32ToBf16(v); }
-  DeviceBuffer Up(const std::vector<uint16_t>& v) {
-    auto b = *DeviceBuffer::Allocate(v.size() * 2);
-    EXPECT_EQ(
-        cudaMemcpy(b.data(), v.data(), v.size() * 2, cudaMemcpyHostToDevice),
-        cudaSuccess);
-    return b;
-  }
   // Fresh random rows into in_ (on the stream, so ordered with the passes),
   // and a sentinel over out_.
   std::vector<uint16_t> NewInput(uint64_t seed) {
@@ -140,13 +134,6 @@ class CudaExpertsTest : public ::testing::Test {
   DeviceBuffer in_, out_;
 };
 
-std::vector<int64_t> Offsets(int64_t first,
-                             const std::vector<int64_t>& counts) {
-  std::vector<int64_t> o = {first};
-  for (int64_t c : counts) o.push_back(o.back() + c);
-  return o;
-}
-
 TEST_F(CudaExpertsTest, GroupedAndLoopGiveTheSameRowsOnOddCounts) {
   auto loop = Make(GemmPathTable::Mode::kLoop, 0);
   auto grouped = Make(GemmPathTable::Mode::kGrouped, 0);
@@ -161,7 +148,7 @@ TEST_F(CudaExpertsTest, GroupedAndLoopGiveTheSameRowsOnOddCounts) {
                                                    {0, 0, 1, 0, 0, 0}};
   for (int64_t first : {0, 3}) {
     for (const auto& counts : cases) {
-      const auto offsets = Offsets(first, counts);
+      const auto offsets = testing::GroupOffsets(first, counts);
       SCOPED_TRACE(::testing::Message()
                    << "first " << first << ", last " << offsets.back());
       const auto x = NewInput(offsets.back() + first);
@@ -197,7 +184,8 @@ TEST_F(CudaExpertsTest, AutoModeTimesBothPathsPerBucketAndKeepsOne) {
   if (!x->grouped_available()) {
     GTEST_SKIP() << "no cublasGemmGroupedBatchedEx in this cuBLAS";
   }
-  const auto offsets = Offsets(0, {5, 0, 11, 2, 9, 3});  // 30 rows: bucket 32
+  const auto offsets =
+      testing::GroupOffsets(0, {5, 0, 11, 2, 9, 3});  // 30 rows: bucket 32
   const auto in = NewInput(1);
   ASSERT_TRUE(Run(*x, offsets).ok());
   const auto first = Out();
@@ -257,7 +245,7 @@ TEST_F(CudaExpertsTest, CalibrateMeasuresEveryBucketBeforeAnyPass) {
   // Passes after it are right whichever path each bucket kept.
   for (const auto& counts : std::vector<std::vector<int64_t>>{
            {0, 0, 1, 0, 0, 0}, {9, 0, 4, 11, 0, 3}, {16, 16, 16, 16, 16, 16}}) {
-    const auto offsets = Offsets(0, counts);
+    const auto offsets = testing::GroupOffsets(0, counts);
     const auto in = NewInput(offsets.back());
     ASSERT_TRUE(Run(*x, offsets).ok());
     const auto y = Out();
@@ -296,7 +284,7 @@ TEST_F(CudaExpertsTest, GraphReplaysEqualEagerPassesOverAHundredSteps) {
       } else {
         counts = repeating[step % 3];
       }
-      const auto offsets = Offsets(0, counts);
+      const auto offsets = testing::GroupOffsets(0, counts);
       NewInput(1000 + step);
       ASSERT_TRUE(Run(*eager, offsets).ok()) << "step " << step;
       const auto a = Out();

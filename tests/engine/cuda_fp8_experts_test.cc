@@ -18,6 +18,7 @@
 #include "engine/cuda/fp8_image.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/compare.h"
+#include "tests/testutil/cuda_test_util.h"
 #include "tests/testutil/fp8_gpu_reference.h"
 
 namespace moe {
@@ -54,10 +55,10 @@ class CudaFp8ExpertsTest : public ::testing::Test {
       x.hidden_k = img.hidden_k;
       x.inter_pad = img.inter_pad;
       x.down_k = img.down_k;
-      x.w13 = Up(img.w13);
-      x.w13_scale = Up(img.w13_scale);
-      x.w2 = Up(img.w2);
-      x.w2_scale = Up(img.w2_scale);
+      x.w13 = testing::Upload(img.w13);
+      x.w13_scale = testing::Upload(img.w13_scale);
+      x.w2 = testing::Upload(img.w2);
+      x.w2_scale = testing::Upload(img.w2_scale);
       ptrs_.push_back(&x);
     }
     auto lt = LtMatmul::Create();
@@ -82,14 +83,6 @@ class CudaFp8ExpertsTest : public ::testing::Test {
     std::memcpy(t.owned.data(), v.data(), t.owned.size());
     t.data = t.owned.data();
     return t;
-  }
-  template <typename T>
-  DeviceBuffer Up(const std::vector<T>& v) {
-    auto b = *DeviceBuffer::Allocate(v.size() * sizeof(T));
-    EXPECT_EQ(cudaMemcpy(b.data(), v.data(), v.size() * sizeof(T),
-                         cudaMemcpyHostToDevice),
-              cudaSuccess);
-    return b;
   }
   std::vector<uint16_t> NewInput(uint64_t seed) {
     std::mt19937_64 rng(seed);
@@ -151,13 +144,6 @@ class CudaFp8ExpertsTest : public ::testing::Test {
   DeviceBuffer in_, out_;
 };
 
-std::vector<int64_t> Offsets(int64_t first,
-                             const std::vector<int64_t>& counts) {
-  std::vector<int64_t> o = {first};
-  for (int64_t c : counts) o.push_back(o.back() + c);
-  return o;
-}
-
 TEST_F(CudaFp8ExpertsTest, MatchesTheHostEmulationOnOddCounts) {
   auto x = Make(0);
   ASSERT_TRUE(x);
@@ -166,7 +152,7 @@ TEST_F(CudaFp8ExpertsTest, MatchesTheHostEmulationOnOddCounts) {
         {3, {17, 0, 9, 31, 2}},
         {0, {0, 0, 1, 0, 0}},
         {5, {1, 1, 1, 1, 1}}}) {
-    const auto offsets = Offsets(first, counts);
+    const auto offsets = testing::GroupOffsets(first, counts);
     SCOPED_TRACE(::testing::Message() << "first " << first);
     const auto in = NewInput(offsets.back());
     ASSERT_TRUE(x->Run(*lt_, ptrs_, offsets, in_.as<uint16_t>(), out_.data(),
@@ -187,13 +173,13 @@ TEST_F(CudaFp8ExpertsTest, MatchesTheHostEmulationOnOddCounts) {
 TEST_F(CudaFp8ExpertsTest, FusedGatherGivesTheBitsOfTheGatheredRows) {
   auto x = Make(0);
   ASSERT_TRUE(x);
-  const auto offsets = Offsets(2, {6, 0, 13, 4, 9});
+  const auto offsets = testing::GroupOffsets(2, {6, 0, 13, 4, 9});
   const int64_t rows = offsets.back();
   const auto in = NewInput(7);
   std::vector<int32_t> gather(rows);
   std::iota(gather.begin(), gather.end(), 0);
   std::shuffle(gather.begin(), gather.end(), std::mt19937(8));
-  DeviceBuffer d_gather = Up(gather);
+  DeviceBuffer d_gather = testing::Upload(gather);
   ASSERT_TRUE(x->Run(*lt_, ptrs_, offsets, in_.as<uint16_t>(), out_.data(),
                      false, stream_, d_gather.as<int32_t>())
                   .ok());
@@ -243,7 +229,7 @@ TEST_F(CudaFp8ExpertsTest, GraphReplaysEqualEagerPasses) {
   const std::vector<std::vector<int64_t>> shapes = {{1, 0, 2, 0, 1},
                                                     {3, 3, 0, 1, 2}};
   for (int step = 0; step < 12; ++step) {
-    const auto offsets = Offsets(0, shapes[step % 2]);
+    const auto offsets = testing::GroupOffsets(0, shapes[step % 2]);
     NewInput(100 + step);
     ASSERT_TRUE(eager
                     ->Run(*lt_, ptrs_, offsets, in_.as<uint16_t>(), out_.data(),
@@ -270,7 +256,7 @@ TEST_F(CudaFp8ExpertsTest, RefusesAGatherOverBf16Experts) {
   bf16.inter = kI;
   const std::vector<const CudaExpert*> one = {&bf16};
   const std::vector<int64_t> whole = {0, 1};
-  DeviceBuffer idx = Up(std::vector<int32_t>{0});
+  DeviceBuffer idx = testing::Upload(std::vector<int32_t>{0});
   const absl::Status s = x->Run(*lt_, one, whole, in_.as<uint16_t>(),
                                 out_.data(), false, stream_, idx.as<int32_t>());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;

@@ -14,6 +14,7 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/routing_rule.h"
 #include "tests/kernels/routing_edge_cases.h"
+#include "tests/testutil/cuda_test_util.h"
 
 namespace moe {
 namespace {
@@ -26,20 +27,6 @@ class CudaKernelTest : public ::testing::Test {
   void SetUp() override {
     if (absl::Status s = CudaDeviceAvailable(); !s.ok())
       GTEST_SKIP() << s.message();
-  }
-  template <typename T>
-  DeviceBuffer Up(const std::vector<T>& v) {
-    auto b = DeviceBuffer::Allocate(std::max<size_t>(v.size() * sizeof(T), 1));
-    EXPECT_TRUE(b.ok());
-    cudaMemcpy(b->data(), v.data(), v.size() * sizeof(T),
-               cudaMemcpyHostToDevice);
-    return std::move(*b);
-  }
-  template <typename T>
-  std::vector<T> Down(const DeviceBuffer& b, size_t n) {
-    std::vector<T> v(n);
-    cudaMemcpy(v.data(), b.data(), n * sizeof(T), cudaMemcpyDeviceToHost);
-    return v;
   }
   static std::vector<float> Random(size_t n, uint64_t seed, float scale = 1) {
     std::mt19937_64 rng(seed);
@@ -84,10 +71,11 @@ TEST_F(CudaKernelTest, RoutingMatchesTheCpuPath) {
     kc::SelectTopK(p, scores.data(), n, idx_cpu.data(), w_cpu.data(), 1);
     kc::NormalizeAndScale(n, rc.k, rc.renorm, rc.scale, w_cpu.data());
     // GPU.
-    DeviceBuffer d_logits = Up(logits), d_bias = Up(bias);
+    DeviceBuffer d_logits = testing::Upload(logits),
+                 d_bias = testing::Upload(bias);
     auto d_idx = *DeviceBuffer::Allocate(n * rc.k * 4);
     auto d_w = *DeviceBuffer::Allocate(n * rc.k * 4);
-    auto d_counts = Up(std::vector<int32_t>(rc.E, 0));
+    auto d_counts = testing::Upload(std::vector<int32_t>(rc.E, 0));
     kcu::RouteArgs a;
     a.logits = d_logits.as<float>();
     a.tokens = n;
@@ -105,9 +93,9 @@ TEST_F(CudaKernelTest, RoutingMatchesTheCpuPath) {
     a.counts = d_counts.as<int32_t>();
     ASSERT_EQ(kcu::RouteTopK(a, nullptr), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const auto idx = Down<int32_t>(d_idx, n * rc.k);
-    const auto w = Down<float>(d_w, n * rc.k);
-    const auto counts = Down<int32_t>(d_counts, rc.E);
+    const auto idx = testing::Download<int32_t>(d_idx, n * rc.k);
+    const auto w = testing::Download<float>(d_w, n * rc.k);
+    const auto counts = testing::Download<int32_t>(d_counts, rc.E);
     EXPECT_EQ(idx, idx_cpu);
     for (size_t i = 0; i < w.size(); ++i)
       EXPECT_NEAR(w[i], w_cpu[i], 1e-5 * (1 + std::fabs(w_cpu[i])));
@@ -122,7 +110,8 @@ TEST_F(CudaKernelTest, RoutingMatchesTheCpuPath) {
 TEST_F(CudaKernelTest, RoutingNanEdgeCasesFollowTheSharedRule) {
   for (const testing::RouteEdgeCase& rc : testing::RouteEdgeCases()) {
     SCOPED_TRACE(rc.name);
-    DeviceBuffer d_logits = Up(rc.logits), d_bias = Up(rc.bias);
+    DeviceBuffer d_logits = testing::Upload(rc.logits),
+                 d_bias = testing::Upload(rc.bias);
     auto d_idx = *DeviceBuffer::Allocate(rc.top_k * 4);
     auto d_w = *DeviceBuffer::Allocate(rc.top_k * 4);
     kcu::RouteArgs a;
@@ -141,8 +130,8 @@ TEST_F(CudaKernelTest, RoutingNanEdgeCasesFollowTheSharedRule) {
     a.weights = d_w.as<float>();
     ASSERT_EQ(kcu::RouteTopK(a, nullptr), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(Down<int32_t>(d_idx, rc.top_k), rc.idx);
-    const auto w = Down<float>(d_w, rc.top_k);
+    EXPECT_EQ(testing::Download<int32_t>(d_idx, rc.top_k), rc.idx);
+    const auto w = testing::Download<float>(d_w, rc.top_k);
     for (int j = 0; j < rc.top_k; ++j) {
       EXPECT_TRUE(testing::WeightMatches(w[j], rc.w[j]))
           << "slot " << j << ": " << w[j] << " vs " << rc.w[j];
@@ -157,7 +146,7 @@ TEST_F(CudaKernelTest, RoutingSharedMemoryLimit) {
   const int E = kcu::kMaxRouteExperts, n = 3;
   ASSERT_TRUE(kernels::RouteFitsSharedMemory(E, 0));
   const auto logits = Random(n * E, 9, 3);
-  DeviceBuffer d_logits = Up(logits);
+  DeviceBuffer d_logits = testing::Upload(logits);
   auto d_idx = *DeviceBuffer::Allocate(n * 8 * 4);
   auto d_w = *DeviceBuffer::Allocate(n * 8 * 4);
   kcu::RouteArgs a;
@@ -176,7 +165,7 @@ TEST_F(CudaKernelTest, RoutingSharedMemoryLimit) {
   p.num_experts = E;
   p.top_k = 8;
   kc::SelectTopK(p, scores.data(), n, idx_cpu.data(), w_cpu.data(), 1);
-  EXPECT_EQ(Down<int32_t>(d_idx, n * 8), idx_cpu);
+  EXPECT_EQ(testing::Download<int32_t>(d_idx, n * 8), idx_cpu);
   a.n_groups = E;  // groups of one expert: (2E + G) * 4 + E + G > 48 KB
   a.topk_groups = 8;
   ASSERT_FALSE(kernels::RouteFitsSharedMemory(E, E));
@@ -190,8 +179,8 @@ TEST_F(CudaKernelTest, RoutingSharedMemoryLimit) {
 // consumed by it either.
 TEST_F(CudaKernelTest, StaleErrorDoesNotFailTheNextLaunch) {
   const int64_t rows = 5, cols = 40;
-  DeviceBuffer d_src = Up(std::vector<uint16_t>(rows * cols, 1));
-  DeviceBuffer d_row = Up(std::vector<int32_t>{4, 3, 2, 1, 0});
+  DeviceBuffer d_src = testing::Upload(std::vector<uint16_t>(rows * cols, 1));
+  DeviceBuffer d_row = testing::Upload(std::vector<int32_t>{4, 3, 2, 1, 0});
   auto d_dst = *DeviceBuffer::Allocate(rows * cols * 2);
   int device = 0;
   ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
@@ -220,13 +209,14 @@ TEST_F(CudaKernelTest, GatherScatterCombineSiluMul) {
   for (int64_t j = 0; j < rows; ++j)
     src_row[j] = static_cast<int32_t>((j * 7) % tokens);
   const auto scale = Random(rows, 2);
-  DeviceBuffer d_src = Up(src), d_row = Up(src_row), d_scale = Up(scale);
+  DeviceBuffer d_src = testing::Upload(src), d_row = testing::Upload(src_row),
+               d_scale = testing::Upload(scale);
   auto d_g = *DeviceBuffer::Allocate(rows * cols * 2);
   ASSERT_EQ(kcu::GatherRowsF32ToBf16(d_src.as<float>(), cols,
                                      d_row.as<int32_t>(), d_scale.as<float>(),
                                      rows, d_g.as<uint16_t>(), nullptr),
             cudaSuccess);
-  const auto g = Down<uint16_t>(d_g, rows * cols);
+  const auto g = testing::Download<uint16_t>(d_g, rows * cols);
   for (int64_t j = 0; j < rows; ++j) {
     for (int64_t c = 0; c < cols; ++c) {
       EXPECT_EQ(g[j * cols + c],
@@ -237,7 +227,7 @@ TEST_F(CudaKernelTest, GatherScatterCombineSiluMul) {
   std::vector<int32_t> perm(rows);
   for (int64_t j = 0; j < rows; ++j)
     perm[j] = static_cast<int32_t>((j * 5) % rows);
-  DeviceBuffer d_perm = Up(perm);
+  DeviceBuffer d_perm = testing::Upload(perm);
   auto d_a = *DeviceBuffer::Allocate(rows * cols * 2);
   auto d_b = *DeviceBuffer::Allocate(rows * cols * 2);
   ASSERT_EQ(kcu::GatherRowsBf16(d_g.as<uint16_t>(), cols, d_perm.as<int32_t>(),
@@ -246,12 +236,12 @@ TEST_F(CudaKernelTest, GatherScatterCombineSiluMul) {
   ASSERT_EQ(kcu::ScatterRowsBf16(d_a.as<uint16_t>(), cols, d_perm.as<int32_t>(),
                                  rows, d_b.as<uint16_t>(), nullptr),
             cudaSuccess);
-  EXPECT_EQ(Down<uint16_t>(d_b, rows * cols), g);
+  EXPECT_EQ(testing::Download<uint16_t>(d_b, rows * cols), g);
   // Combine in slot order against the CPU kernel on the same bf16 values.
   std::vector<int32_t> slot_row = {0,  3, -1, 12, 1, 2, -1, -1,
                                    -1, 4, 5,  6,  7, 8, 9};
   const auto wts = Random(tokens * slots, 3);
-  DeviceBuffer d_sr = Up(slot_row), d_w = Up(wts);
+  DeviceBuffer d_sr = testing::Upload(slot_row), d_w = testing::Upload(wts);
   auto d_y = *DeviceBuffer::Allocate(tokens * cols * 4);
   ASSERT_EQ(kcu::CombineSlots(tokens, slots, cols, d_w.as<float>(),
                               d_sr.as<int32_t>(), d_g.as<uint16_t>(),
@@ -262,18 +252,18 @@ TEST_F(CudaKernelTest, GatherScatterCombineSiluMul) {
   std::vector<int64_t> sr64(slot_row.begin(), slot_row.end());
   kc::CombineSlots(tokens, slots, cols, wts.data(), sr64.data(), gf.data(),
                    y_cpu.data(), 1);
-  const auto y = Down<float>(d_y, tokens * cols);
+  const auto y = testing::Download<float>(d_y, tokens * cols);
   for (size_t i = 0; i < y.size(); ++i)
     EXPECT_NEAR(y[i], y_cpu[i], 1e-5 * (1 + std::fabs(y_cpu[i])));
   // SiLU-mul.
   const int64_t inter = 19;
   const auto gu = Random(rows * 2 * inter, 4, 4);
-  DeviceBuffer d_gu = Up(gu);
+  DeviceBuffer d_gu = testing::Upload(gu);
   auto d_h = *DeviceBuffer::Allocate(rows * inter * 2);
   ASSERT_EQ(
       kcu::SiluMul(d_gu.as<float>(), rows, inter, d_h.as<uint16_t>(), nullptr),
       cudaSuccess);
-  const auto h = Down<uint16_t>(d_h, rows * inter);
+  const auto h = testing::Download<uint16_t>(d_h, rows * inter);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < inter; ++c) {
       const float gv = gu[r * 2 * inter + c],
@@ -290,7 +280,8 @@ TEST_F(CudaKernelTest, GatherScatterCombineSiluMul) {
     gu_bf[i] = F32ToBf16(gu[i]);
     gu_rounded[i] = Bf16ToF32(gu_bf[i]);
   }
-  DeviceBuffer d_gub = Up(gu_bf), d_gur = Up(gu_rounded);
+  DeviceBuffer d_gub = testing::Upload(gu_bf),
+               d_gur = testing::Upload(gu_rounded);
   auto d_hb = *DeviceBuffer::Allocate(rows * inter * 2);
   ASSERT_EQ(kcu::SiluMulBf16(d_gub.as<uint16_t>(), rows, inter,
                              d_hb.as<uint16_t>(), nullptr),
@@ -298,8 +289,8 @@ TEST_F(CudaKernelTest, GatherScatterCombineSiluMul) {
   ASSERT_EQ(
       kcu::SiluMul(d_gur.as<float>(), rows, inter, d_h.as<uint16_t>(), nullptr),
       cudaSuccess);
-  EXPECT_EQ(Down<uint16_t>(d_hb, rows * inter),
-            Down<uint16_t>(d_h, rows * inter));
+  EXPECT_EQ(testing::Download<uint16_t>(d_hb, rows * inter),
+            testing::Download<uint16_t>(d_h, rows * inter));
 }
 
 TEST_F(CudaKernelTest, EmptyLaunchesAreNoOps) {

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/fp8_rule.h"
+#include "tests/testutil/cuda_test_util.h"
 
 namespace moe {
 namespace {
@@ -30,23 +31,6 @@ class CudaFp8KernelTest : public ::testing::Test {
     if (absl::Status s = CudaDeviceAvailable(); !s.ok()) {
       GTEST_SKIP() << s.message();
     }
-  }
-  template <typename T>
-  DeviceBuffer Up(const std::vector<T>& v) {
-    auto b = DeviceBuffer::Allocate(std::max<size_t>(v.size() * sizeof(T), 1));
-    EXPECT_TRUE(b.ok());
-    EXPECT_EQ(cudaMemcpy(b->data(), v.data(), v.size() * sizeof(T),
-                         cudaMemcpyHostToDevice),
-              cudaSuccess);
-    return std::move(*b);
-  }
-  template <typename T>
-  std::vector<T> Down(const DeviceBuffer& b, size_t n) {
-    std::vector<T> v(n);
-    EXPECT_EQ(
-        cudaMemcpy(v.data(), b.data(), n * sizeof(T), cudaMemcpyDeviceToHost),
-        cudaSuccess);
-    return v;
   }
   static std::vector<uint16_t> RandomBf16(size_t n, uint64_t seed) {
     std::mt19937_64 rng(seed);
@@ -108,16 +92,16 @@ TEST_F(CudaFp8KernelTest, GatheredRowsQuantiseAsTheHostRuleSays) {
     }
     begin += seg_rows[g];
   }
-  DeviceBuffer d_src = Up(src), d_idx = Up(idx);
-  DeviceBuffer codes = Up(std::vector<uint8_t>(rows * ld, 0xaa));
-  DeviceBuffer scale = Up(std::vector<float>(floats, -1.0f));
+  DeviceBuffer d_src = testing::Upload(src), d_idx = testing::Upload(idx);
+  DeviceBuffer codes = testing::Upload(std::vector<uint8_t>(rows * ld, 0xaa));
+  DeviceBuffer scale = testing::Upload(std::vector<float>(floats, -1.0f));
   ASSERT_EQ(kcu::QuantizeRowsFp8(
                 d_src.as<uint16_t>(), cols, d_idx.as<int32_t>(), rows, seg, ld,
                 codes.as<uint8_t>(), scale.as<float>(), nullptr),
             cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(Down<uint8_t>(codes, rows * ld), want_codes);
-  EXPECT_EQ(Down<float>(scale, floats), want_scale);
+  EXPECT_EQ(testing::Download<uint8_t>(codes, rows * ld), want_codes);
+  EXPECT_EQ(testing::Download<float>(scale, floats), want_scale);
 }
 
 TEST_F(CudaFp8KernelTest, RefusesSegmentsThatDoNotCoverTheRows) {
@@ -136,16 +120,16 @@ TEST_F(CudaFp8KernelTest, SiluMulQuantisesHForTheDownProjection) {
   const auto gate_up = RandomBf16(rows * gu_ld, 3);
   const auto seg = Segments(seg_rows);
   const int64_t floats = k::Fp8ActScaleFloats(rows, seg.count, inter);
-  DeviceBuffer d_gu = Up(gate_up);
-  DeviceBuffer codes = Up(std::vector<uint8_t>(rows * ld, 0xaa));
-  DeviceBuffer scale = Up(std::vector<float>(floats, -1.0f));
+  DeviceBuffer d_gu = testing::Upload(gate_up);
+  DeviceBuffer codes = testing::Upload(std::vector<uint8_t>(rows * ld, 0xaa));
+  DeviceBuffer scale = testing::Upload(std::vector<float>(floats, -1.0f));
   ASSERT_EQ(
       kcu::SiluMulQuantFp8(d_gu.as<uint16_t>(), gu_ld, up, inter, rows, seg, ld,
                            codes.as<uint8_t>(), scale.as<float>(), nullptr),
       cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const auto got_codes = Down<uint8_t>(codes, rows * ld);
-  const auto got_scale = Down<float>(scale, floats);
+  const auto got_codes = testing::Download<uint8_t>(codes, rows * ld);
+  const auto got_scale = testing::Download<float>(scale, floats);
   int64_t begin = 0;
   for (int g = 0; g < seg.count; ++g) {
     const int64_t base = k::Fp8SegmentScaleBase(begin, g, inter);
@@ -191,14 +175,15 @@ TEST_F(CudaFp8KernelTest, DequantisesBlockScaledWeightsAsTheCpuDoes) {
   }
   std::vector<float> scale(k::Fp8WeightScaleFloats(rows, cols));
   for (auto& s : scale) s = 0.001f * (1 + rng() % 1000);
-  DeviceBuffer d_codes = Up(codes), d_scale = Up(scale);
-  DeviceBuffer out = Up(std::vector<uint16_t>(rows * cols, 0));
+  DeviceBuffer d_codes = testing::Upload(codes),
+               d_scale = testing::Upload(scale);
+  DeviceBuffer out = testing::Upload(std::vector<uint16_t>(rows * cols, 0));
   ASSERT_EQ(kcu::DequantizeFp8ToBf16(d_codes.as<uint8_t>(), rows, cols, code_ld,
                                      d_scale.as<float>(), sld,
                                      out.as<uint16_t>(), cols, nullptr),
             cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const auto got = Down<uint16_t>(out, rows * cols);
+  const auto got = testing::Download<uint16_t>(out, rows * cols);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
       const float v =
