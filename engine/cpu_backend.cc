@@ -134,17 +134,14 @@ absl::Status CpuBackend::Gather(const EpStepInput& in, const EpPlan& p,
                                 ,
                                 bool rows_stay) {
   const int64_t H = config_.hidden;
-  pack_from_x_ = nullptr;
   // Rows that go nowhere and are not scaled need no copy: the experts read
   // them from x by pointer.
   in_place_x_ = rows_stay && !config_.score_before_experts ? in.rows : nullptr;
   if (in_place_x_ != nullptr) return absl::OkStatus();
   // Rows that cross packed (bf16, FP8) and are not scaled are packed straight
-  // from x: an fp32 copy in between would be written and read once more.
-  const bool packed = p.dispatch != DispatchDType::kRowType;
-  pack_from_x_ = packed && !config_.score_before_experts ? in.rows : nullptr;
-  pack_src_row_ = p.src_row.data();
-  if (pack_from_x_ != nullptr) return absl::OkStatus();
+  // from x (PackRows): an fp32 copy in between would be written and read
+  // once more.
+  if (PacksFromX(p)) return absl::OkStatus();
   const float* scale = nullptr;
   if (config_.score_before_experts) {
     float* s = Reserve(scale_, p.sent);
@@ -204,20 +201,25 @@ void ForRowBlocks(int64_t n, int64_t hidden, int threads, RowFn row_fn) {
 
 }  // namespace
 
-absl::Status CpuBackend::PackRows(DispatchDType dispatch, const void* rows,
-                                  int64_t n, void* packed) {
+bool CpuBackend::PacksFromX(const EpPlan& p) const {
+  return p.dispatch != DispatchDType::kRowType && !config_.score_before_experts;
+}
+
+absl::Status CpuBackend::PackRows(const EpStepInput& in, const EpPlan& p,
+                                  void* packed) {
+  const DispatchDType dispatch = p.dispatch;
   if (dispatch != DispatchDType::kFp8 && dispatch != DispatchDType::kBf16) {
-    return ExpertBackend::PackRows(dispatch, rows, n, packed);
+    return ExpertBackend::PackRows(in, p, packed);
   }
   const int64_t H = config_.hidden;
-  const bool from_x = pack_from_x_ != nullptr && rows == send_.data();
-  const auto* x = static_cast<const float*>(rows);
+  // Row j: x's row src_row[j], or (scaled rows) Gather's row j of kSend.
+  const bool from_x = PacksFromX(p);
   auto* out = static_cast<uint8_t*>(packed);
   const int64_t bytes = DispatchRowBytes(dispatch, row_type(), H);
-  ForRowBlocks(n, H, threads_, [&](int64_t first, int64_t count) {
+  ForRowBlocks(p.sent, H, threads_, [&](int64_t first, int64_t count) {
     for (int64_t j = first; j < first + count; ++j) {
       const float* row =
-          from_x ? pack_from_x_ + pack_src_row_[j] * H : x + j * H;
+          from_x ? in.rows + p.src_row[j] * H : send_.data() + j * H;
       if (dispatch == DispatchDType::kFp8) {
         QuantizeFp8Rows(row, 1, H, out + j * bytes);
       } else {
@@ -228,8 +230,10 @@ absl::Status CpuBackend::PackRows(DispatchDType dispatch, const void* rows,
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::UnpackRows(DispatchDType dispatch, const void* packed,
-                                    int64_t n, void* rows) {
+absl::Status CpuBackend::UnpackRows(const EpPlan& p, const void* packed,
+                                    void* rows) {
+  const DispatchDType dispatch = p.dispatch;
+  const int64_t n = p.arrived;
   const int64_t H = config_.hidden;
   const auto* in = static_cast<const uint8_t*>(packed);
   auto* x = static_cast<float*>(rows);
@@ -243,7 +247,7 @@ absl::Status CpuBackend::UnpackRows(DispatchDType dispatch, const void* packed,
       ConvertToF32(DType::kBF16, in + first * bytes, count * H, x + first * H);
     });
   } else {
-    return ExpertBackend::UnpackRows(dispatch, packed, n, rows);
+    return ExpertBackend::UnpackRows(p, packed, rows);
   }
   return absl::OkStatus();
 }

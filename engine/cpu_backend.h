@@ -46,9 +46,9 @@ class CpuBackend : public ExpertBackend {
                           void* out) override;
   absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
                        const void* back, float* y) override;
-  absl::Status PackRows(DispatchDType dispatch, const void* rows, int64_t n,
+  absl::Status PackRows(const EpStepInput& in, const EpPlan& plan,
                         void* packed) override;
-  absl::Status UnpackRows(DispatchDType dispatch, const void* packed, int64_t n,
+  absl::Status UnpackRows(const EpPlan& plan, const void* packed,
                           void* rows) override;
 
   absl::Status CopyToHost(const void* src, void* dst, size_t bytes) override;
@@ -67,6 +67,9 @@ class CpuBackend : public ExpertBackend {
  private:
   using Layers = std::map<int64_t, std::unique_ptr<LayerWeights>>;
   absl::StatusOr<const LayerWeights*> Find(int64_t layer) const;
+  // A packed dispatch of unscaled rows: Gather leaves kSend unwritten and
+  // PackRows reads x's rows (in.rows + src_row[j] * H) itself.
+  bool PacksFromX(const EpPlan& plan) const;
 
   int threads_;
   MoeLayerConfig config_;
@@ -84,11 +87,6 @@ class CpuBackend : public ExpertBackend {
   // Set by Gather when the rows to send are x's own rows, read in place:
   // row j of kSend is x + src_row[j] * H.
   const float* in_place_x_ = nullptr;
-  // Set by Gather when the rows to send are packed straight from x (a packed
-  // dispatch of unscaled rows): row j of kSend is x + src_row[j] * H, and
-  // kSend itself is not written.
-  const float* pack_from_x_ = nullptr;
-  const int64_t* pack_src_row_ = nullptr;
   std::array<std::chrono::steady_clock::time_point, kNumEpMarks> marks_;
 };
 

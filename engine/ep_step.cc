@@ -94,8 +94,8 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   if (packed) {
     // Before the first collective, so that a backend without this packing
     // refuses the step with the group intact.
-    MOE_RETURN_IF_ERROR(backend.PackRows(
-        p.dispatch, send, p.sent, backend.buffer(EpBuffer::kSendPacked)));
+    MOE_RETURN_IF_ERROR(
+        backend.PackRows(in, p, backend.buffer(EpBuffer::kSendPacked)));
   }
   backend.Mark(EpMark::kGathered);
   // From here on the peers take part: a failure leaves them mid-step.
@@ -105,8 +105,8 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
         backend, comm, backend.buffer(EpBuffer::kSendPacked), p.send_rows,
         backend.buffer(EpBuffer::kRecvPacked), p.recv_rows, ElementType::kU8,
         DispatchRowBytes(p.dispatch, row_type, H), in.timeout));
-    MOE_RETURN_IF_ERROR(backend.UnpackRows(
-        p.dispatch, backend.buffer(EpBuffer::kRecvPacked), p.arrived, recv));
+    MOE_RETURN_IF_ERROR(
+        backend.UnpackRows(p, backend.buffer(EpBuffer::kRecvPacked), recv));
   } else if (!alone) {
     MOE_RETURN_IF_ERROR(Exchange(backend, comm, send, p.send_rows, recv,
                                  p.recv_rows, row_type, H, in.timeout));

@@ -47,14 +47,13 @@ absl::Status NotBuiltHere(DispatchDType dispatch, const std::string& name) {
 
 }  // namespace
 
-absl::Status ExpertBackend::PackRows(DispatchDType dispatch, const void*,
-                                     int64_t, void*) {
-  return NotBuiltHere(dispatch, name());
+absl::Status ExpertBackend::PackRows(const EpStepInput&, const EpPlan& plan,
+                                     void*) {
+  return NotBuiltHere(plan.dispatch, name());
 }
 
-absl::Status ExpertBackend::UnpackRows(DispatchDType dispatch, const void*,
-                                       int64_t, void*) {
-  return NotBuiltHere(dispatch, name());
+absl::Status ExpertBackend::UnpackRows(const EpPlan& plan, const void*, void*) {
+  return NotBuiltHere(plan.dispatch, name());
 }
 
 absl::StatusOr<std::unique_ptr<ExpertBackend>> CreateExpertBackend(

@@ -113,7 +113,7 @@ class ExpertBackend {
   // `rows_stay`: no exchange follows (world size 1), so a backend may leave
   // the rows where they are and have RunExperts read kSend's rows in place.
   // Likewise, when the plan's dispatch is packed, a backend may leave kSend
-  // unfilled and have PackRows read the rows where they are.
+  // unfilled and have PackRows read the rows where they are (in.rows).
   virtual absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
                               bool x_resident, bool rows_stay) = 0;
   // Grouped SwiGLU: grouped row i reads row plan.grouped[i] of `in`
@@ -126,15 +126,16 @@ class ExpertBackend {
   virtual absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
                                const void* back, float* y) = 0;
 
-  // Packed dispatch (EpPlan::dispatch not the row type): `n` rows of
-  // `rows` (kSend) into `packed` (kSendPacked) as `dispatch` rows, and back
-  // from kRecvPacked into kRecv after the exchange. Backends that cannot
-  // refuse with FAILED_PRECONDITION naming the router flag (the default),
-  // before the step's first collective.
-  virtual absl::Status PackRows(DispatchDType dispatch, const void* rows,
-                                int64_t n, void* packed);
-  virtual absl::Status UnpackRows(DispatchDType dispatch, const void* packed,
-                                  int64_t n, void* rows);
+  // Packed dispatch (plan.dispatch not the row type): the plan.sent rows
+  // Gather prepared into `packed` (kSendPacked) as plan.dispatch rows, and
+  // the plan.arrived rows of `packed` (kRecvPacked) back into `rows` (kRecv)
+  // after the exchange. Backends that cannot refuse with
+  // FAILED_PRECONDITION naming the router flag (the default), before the
+  // step's first collective.
+  virtual absl::Status PackRows(const EpStepInput& in, const EpPlan& plan,
+                                void* packed);
+  virtual absl::Status UnpackRows(const EpPlan& plan, const void* packed,
+                                  void* rows);
 
   void* buffer(EpBuffer which) const {
     return buffers_[static_cast<int>(which)];

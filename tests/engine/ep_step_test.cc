@@ -549,9 +549,9 @@ class NoPackingBackend : public CpuBackend {
  public:
   using CpuBackend::CpuBackend;
   std::string name() const override { return "cuda:0"; }
-  absl::Status PackRows(DispatchDType d, const void* rows, int64_t n,
+  absl::Status PackRows(const EpStepInput& in, const EpPlan& plan,
                         void* packed) override {
-    return ExpertBackend::PackRows(d, rows, n, packed);
+    return ExpertBackend::PackRows(in, plan, packed);
   }
 };
 
