@@ -29,7 +29,10 @@ rows = [l.split() for l in open(sys.argv[1]) if l[:1].isdigit()]
 p50 = {(r[0], r[1]): float(r[2]) for r in rows}
 for n in ["1", "8", "64", "512"]:
     if ("0", n) in p50 and ("2", n) in p50:
-        d = dict(zip(*[iter(next(r for r in rows if r[:2] == ["2", n])[6:])] * 2))
+        row = next(r for r in rows if r[:2] == ["2", n])
+        dc = float(row[-1]) / 1000 if "dispatch+combine" in row else float("nan")
+        d = dict(zip(*[iter(row[6:row.index("|") if "|" in row else None])] * 2))
+        mean = (float(d.get("dispatch", 0)) + float(d.get("combine", 0))) / 1000
         print(f"N={n:<4} distributed/in-process p50 {p50[('2', n)] / p50[('0', n)]:.2f}x"
-              f"  (P=2 dispatch+combine {(float(d.get('dispatch', 0)) + float(d.get('combine', 0))) / 1000:.2f} ms)")
+              f"  (P=2 dispatch+combine p50 {dc:.2f} ms, mean {mean:.2f} ms)")
 PY

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One client, one request at a time, against a router with P workers on
-# loopback: per (P, N) the service's p50, the server's stage table (mean us),
+# loopback: per (P, N) the service's p50, the server's stage table (mean us)
+# with the median step's dispatch + combine,
 # and two references timed in the same run: a memcpy of the request's
 # activation bytes and a gRPC echo of the same payload (moe-wire-bench).
 # bench/data-path.sh and bench/dist-overhead.sh call it with their layers.
@@ -60,6 +61,10 @@ keys = ["queue", "route", "plan", "dispatch", "experts", "combine", "shared",
         "wire", "total", "w_decode", "w_gather", "w_dispatch_wait",
         "w_experts", "w_combine_wait", "w_sum"]
 stages = " ".join(f"{k} {st[k]:.0f}" for k in keys if k in st)
+# The median step's exchange with the workers (dispatch + combine).
+dc = lt.get("server_stage_p50_us", {}).get("dispatch+combine")
+if dc is not None and p != "0":
+    stages += f" | p50 dispatch+combine {dc:.0f}"
 print(f"{p:<3} {n:<5} {p50:10.2f} {echo:10.2f} {mc:10.2f} {p50 / echo:8.2f}  {stages}")
 PY
   done

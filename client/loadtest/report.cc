@@ -50,6 +50,7 @@ Summary Summarize(const RunResult& run, const RunSpec& spec) {
   s.server_timing = spec.server_timing;
   s.error_messages = run.errors;
   std::vector<double> ok_lat, admitted_lat, refused_lat;
+  std::map<std::string, std::vector<double>> stage_samples;
   int64_t tokens = 0;
   double batch_tokens = 0, batch_requests = 0;
   for (const Sample& x : run.samples) {
@@ -71,24 +72,31 @@ Summary Summarize(const RunResult& run, const RunSpec& spec) {
     ok_lat.push_back(x.latency_ms);
     if (spec.server_timing) {
       const auto& t = x.timing;
-      s.stage_us["queue"] += t.queue_us();
-      s.stage_us["route"] += t.route_us();
-      s.stage_us["plan"] += t.plan_us();
-      s.stage_us["dispatch"] += t.dispatch_us();
-      s.stage_us["experts"] += t.experts_us();
-      s.stage_us["combine"] += t.combine_us();
-      s.stage_us["shared"] += t.shared_us();
-      s.stage_us["wire"] += t.wire_us();
-      s.stage_us["total"] += t.total_us();
+      auto add = [&](const char* k, double us) {
+        s.stage_us[k] += us;
+        stage_samples[k].push_back(us);
+      };
+      add("queue", t.queue_us());
+      add("route", t.route_us());
+      add("plan", t.plan_us());
+      add("dispatch", t.dispatch_us());
+      add("experts", t.experts_us());
+      add("combine", t.combine_us());
+      add("shared", t.shared_us());
+      add("wire", t.wire_us());
+      add("total", t.total_us());
+      // The exchange with the workers and back, per step: its median is
+      // the decode-latency figure (a mean of the two medians is not).
+      add("dispatch+combine", t.dispatch_us() + t.combine_us());
       if (t.has_critical_worker()) {
         // The critical worker's own clock (prefixed w_).
         const auto& w = t.critical_worker();
-        s.stage_us["w_decode"] += w.decode_us();
-        s.stage_us["w_gather"] += w.gather_us();
-        s.stage_us["w_dispatch_wait"] += w.dispatch_wait_us();
-        s.stage_us["w_experts"] += w.experts_us();
-        s.stage_us["w_combine_wait"] += w.combine_wait_us();
-        s.stage_us["w_sum"] += w.sum_us();
+        add("w_decode", w.decode_us());
+        add("w_gather", w.gather_us());
+        add("w_dispatch_wait", w.dispatch_wait_us());
+        add("w_experts", w.experts_us());
+        add("w_combine_wait", w.combine_wait_us());
+        add("w_sum", w.sum_us());
       }
       batch_tokens += t.batch_tokens();
       batch_requests += t.batch_requests();
@@ -96,6 +104,10 @@ Summary Summarize(const RunResult& run, const RunSpec& spec) {
   }
   if (s.ok > 0) {
     for (auto& [k, v] : s.stage_us) v /= s.ok;
+    for (auto& [k, v] : stage_samples) {
+      std::sort(v.begin(), v.end());
+      s.stage_p50_us[k] = Percentile(v, 0.50);
+    }
     s.mean_batch_tokens = batch_tokens / s.ok;
     s.mean_batch_requests = batch_requests / s.ok;
   }
@@ -180,10 +192,13 @@ std::string FormatText(const Summary& s) {
   for (const auto& m : s.error_messages)
     absl::StrAppend(&out, "  error: ", m, "\n");
   if (s.server_timing && s.ok > 0) {
-    out += "server stages (mean us):";
-    for (const char* k : {"queue", "route", "plan", "dispatch", "experts",
-                          "combine", "shared", "wire", "total"}) {
-      absl::StrAppendFormat(&out, " %s %.0f", k, s.stage_us.at(k));
+    for (const auto* stat : {&s.stage_us, &s.stage_p50_us}) {
+      out += stat == &s.stage_us ? "server stages (mean us):"
+                                 : "\nserver stages (p50 us): ";
+      for (const char* k : {"queue", "route", "plan", "dispatch", "experts",
+                            "combine", "shared", "wire", "total"}) {
+        absl::StrAppendFormat(&out, " %s %.0f", k, stat->at(k));
+      }
     }
     absl::StrAppendFormat(
         &out, "\nsteps carried %.1f tokens from %.1f requests on average\n",
@@ -226,6 +241,7 @@ nlohmann::json ToJson(const Summary& s) {
   j["histogram"] = h;
   if (s.server_timing) {
     j["server_stage_us"] = s.stage_us;
+    j["server_stage_p50_us"] = s.stage_p50_us;
     j["mean_batch_tokens"] = s.mean_batch_tokens;
     j["mean_batch_requests"] = s.mean_batch_requests;
   }

@@ -38,6 +38,8 @@ struct Summary {
   bool server_timing = false;
   // Mean per-stage server time (us) over successful requests.
   std::map<std::string, double> stage_us;
+  // Median per-stage server time (us) over the same requests.
+  std::map<std::string, double> stage_p50_us;
   double mean_batch_tokens = 0;
   double mean_batch_requests = 0;
 };
