@@ -95,14 +95,23 @@ void ParallelGemm(const float* const* a_rows, int64_t m, int64_t k,
   if (m <= 0) return;
   const int64_t panels = NumPanels(n_out);
   const int64_t row_blocks = (m + kRowBlock - 1) / kRowBlock;
-  const int64_t tasks = row_blocks * panels;
+  // Each task packs its rows of A once: give it as many panels as still
+  // leaves kTasksPerThread tasks a thread (all of them for tall GEMMs such
+  // as the gate's; one each for a decode step's few rows). Which panels a
+  // call computes does not change any output bit.
+  const int64_t chunk = std::clamp<int64_t>(
+      row_blocks * panels / (std::max(num_threads, 1) * kTasksPerThread), 1,
+      panels);
+  const int64_t chunks = (panels + chunk - 1) / chunk;
+  const int64_t tasks = row_blocks * chunks;
 #pragma omp parallel for schedule(dynamic, 1) \
     num_threads(std::max(1, std::min <int>(num_threads, tasks)))
   for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t rb = t / panels, pn = t % panels;
+    const int64_t rb = t / chunks, p0 = t % chunks * chunk;
     const int64_t r0 = rb * kRowBlock, r1 = std::min(m, r0 + kRowBlock);
-    GemmPanels(a_rows + r0, r1 - r0, k, packed, format, pn, pn + 1,
-               Epilogue::kStore, n_out, out_rows + r0);
+    GemmPanels(a_rows + r0, r1 - r0, k, packed, format, p0,
+               std::min(p0 + chunk, panels), Epilogue::kStore, n_out,
+               out_rows + r0);
   }
 }
 

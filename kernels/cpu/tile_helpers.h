@@ -12,14 +12,74 @@
 
 namespace moe::kernels::cpu::internal {
 
-// dst[kk * rows + r] = a_rows[r][kk] for r < rows, kk < k.
-static inline void PackATile(const float* const* a_rows, int rows, int64_t k,
-                             float* dst) {
+// dst[kk * rows + r] = a_rows[r][kk] for r < rows, kk < k: the scalar form,
+// for the tail and for ISAs without the vector one below.
+static inline void PackATileScalar(const float* const* a_rows, int rows,
+                                   int64_t k_begin, int64_t k, float* dst) {
   for (int r = 0; r < rows; ++r) {
     const float* src = a_rows[r];
     float* d = dst + r;
-    for (int64_t kk = 0; kk < k; ++kk) d[kk * rows] = src[kk];
+    for (int64_t kk = k_begin; kk < k; ++kk) d[kk * rows] = src[kk];
   }
+}
+
+#if defined(__AVX512F__)
+// v[j] <- column j of the 16 x 16 matrix whose row i is v[i].
+static inline void Transpose16x16(__m512 v[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+  // v[4q + c] = rows 4q..4q+3 of columns c, c + 4, c + 8, c + 12.
+  for (int q = 0; q < 4; ++q) {
+    const __m512d a = _mm512_castps_pd(t[4 * q]),
+                  b = _mm512_castps_pd(t[4 * q + 1]),
+                  c = _mm512_castps_pd(t[4 * q + 2]),
+                  d = _mm512_castps_pd(t[4 * q + 3]);
+    v[4 * q] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    v[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    v[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    v[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  // t[c] (c < 4) = rows 0..7 of columns c, c + 8; t[c + 4]: of c + 4,
+  // c + 12; t[8 + ...] the same for rows 8..15.
+  for (int h = 0; h < 2; ++h) {
+    for (int c = 0; c < 4; ++c) {
+      t[8 * h + c] = _mm512_shuffle_f32x4(v[8 * h + c], v[8 * h + 4 + c], 0x88);
+      t[8 * h + 4 + c] =
+          _mm512_shuffle_f32x4(v[8 * h + c], v[8 * h + 4 + c], 0xdd);
+    }
+  }
+  for (int c = 0; c < 8; ++c) {
+    v[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    v[c + 8] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
+  }
+}
+#endif
+
+// dst[kk * rows + r] = a_rows[r][kk] for r < rows <= 16, kk < k. With
+// AVX-512, 16 steps of K at a time through a register transpose: the scalar
+// form's strided stores made packing A as slow as the GEMM itself for
+// GEMMs of one or two panels (the gate, experts with small I). Moves values
+// only: the packed tile is bit for bit the scalar form's.
+static inline void PackATile(const float* const* a_rows, int rows, int64_t k,
+                             float* dst) {
+  int64_t kk = 0;
+#if defined(__AVX512F__)
+  const __mmask16 lanes = static_cast<__mmask16>((1u << rows) - 1);
+  for (; kk + 16 <= k; kk += 16) {
+    __m512 v[16];
+    for (int r = 0; r < 16; ++r) {
+      v[r] = r < rows ? _mm512_loadu_ps(a_rows[r] + kk) : _mm512_setzero_ps();
+    }
+    Transpose16x16(v);
+    for (int j = 0; j < 16; ++j) {
+      _mm512_mask_storeu_ps(dst + (kk + j) * rows, lanes, v[j]);
+    }
+  }
+#endif
+  PackATileScalar(a_rows, rows, kk, k, dst);
 }
 
 // Prefetches the cache lines of weight step `kk` of a panel block (32

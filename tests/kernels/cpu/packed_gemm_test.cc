@@ -3,6 +3,7 @@
 #include "kernels/cpu/packed_gemm.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,7 +36,8 @@ class IsaTest : public ::testing::TestWithParam<const char*> {
 TEST_P(IsaTest, StoreMatchesNaive) {
   for (int64_t m : {1, 5, 6, 12, 13, 31}) {
     for (int64_t n : {1, 31, 32, 33, 70}) {
-      for (int64_t k : {1, 7, 64}) {
+      // 64 and 300: whole 16-step blocks of A's vector packing, and a tail.
+      for (int64_t k : {1, 7, 64, 300}) {
         for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16}) {
           auto a = Random(m * k, m * 100 + k);
           auto w = Random(n * k, n * 7 + k);
@@ -237,6 +239,42 @@ TEST(PackedGemm, DispatcherPicksTheBestIsa) {
     EXPECT_EQ(isa, "avx512");
   }
   EXPECT_FALSE(SetGemmIsa("sse9"));
+}
+
+// ParallelGemm hands each task a run of panels for its rows; however the
+// runs fall (threads, sizes), every output is the bit of one GemmPanels call
+// over all panels.
+TEST(ParallelGemm, EveryTaskSplitGivesTheSameBits) {
+  for (int64_t m : {1, 13, 200, 1000}) {
+    for (int64_t n : {32, 64, 100, 2048}) {
+      const int64_t k = 70;
+      auto a = Random(m * k, m + n), w = Random(n * k, n);
+      std::vector<const float*> w_rows(n), a_rows(m);
+      for (int64_t j = 0; j < n; ++j) w_rows[j] = w.data() + j * k;
+      for (int64_t i = 0; i < m; ++i) a_rows[i] = a.data() + i * k;
+      std::vector<float> packed(PackedElements(n, k));
+      PackRowsF32(w_rows.data(), n, k, k, packed.data());
+      auto run = [&](int threads) {
+        std::vector<float> c(m * n, -9.0f);
+        std::vector<float*> c_rows(m);
+        for (int64_t i = 0; i < m; ++i) c_rows[i] = c.data() + i * n;
+        if (threads == 0) {
+          GemmPanels(a_rows.data(), m, k, packed.data(), WeightFormat::kF32, 0,
+                     NumPanels(n), Epilogue::kStore, n, c_rows.data());
+        } else {
+          ParallelGemm(a_rows.data(), m, k, packed.data(), WeightFormat::kF32,
+                       n, c_rows.data(), threads);
+        }
+        return c;
+      };
+      const std::vector<float> want = run(0);
+      for (int threads : {1, 2, 3}) {
+        const std::vector<float> got = run(threads);
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4))
+            << "m=" << m << " n=" << n << " threads=" << threads;
+      }
+    }
+  }
 }
 
 TEST(GroupedSwiglu, PlanCoversEveryRowAndPanelOnce) {
