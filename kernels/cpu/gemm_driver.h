@@ -11,6 +11,9 @@
 //   DecodeFp8(w, kc, scale, prefetch, out) writing kc x 32 fp32 weights.
 // Not a standalone header: no include guard on purpose.
 
+// Weights up to this size (a short-K GEMM's panels) are read from L2.
+constexpr int64_t kShortKWeightBytes = 256 << 10;
+
 // W elements between consecutive panels: FP8 panels carry their scales.
 template <typename W>
 int64_t PanelStride(int64_t k) {
@@ -31,8 +34,30 @@ void Run(const float* const* a_rows, int64_t m, int64_t k, const W* packed,
     const int rows = static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
     PackATile(a_rows + i, rows, k, apack + i * k);
   }
-  // Partial C tiles of all m rows for one panel: [tile][kTileRows][32].
   const int64_t tiles = (m + kTileRows - 1) / kTileRows;
+  if constexpr (sizeof(W) != 1) {
+    // Short K (the down projection at small I): all the panels' weights sit
+    // in L2, and the cost is writing C. Row tile outer, panel inner, so each
+    // output row is written front to back instead of 128 bytes every n_out
+    // columns across all m rows. The same tile calls: the same bits.
+    if (k <= kKBlock && (panel_end - panel_begin) * PanelStride<W>(k) *
+                                static_cast<int64_t>(sizeof(W)) <=
+                            kShortKWeightBytes) {
+      float* ctile = ThreadScratch(kScratchC, kTileRows * kPanelWidth);
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t i = t * kTileRows;
+        const int rows =
+            static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
+        for (int64_t p = panel_begin; p < panel_end; ++p) {
+          const W* w = packed + p * PanelStride<W>(k);
+          kTiles<W>[rows - 1](apack + i * k, k, w, ctile, true, w, nullptr);
+          StoreTile(ctile, rows, p, epilogue, n_out, out_rows + i);
+        }
+      }
+      return;
+    }
+  }
+  // Partial C tiles of all m rows for one panel: [tile][kTileRows][32].
   float* ctile = ThreadScratch(kScratchC, tiles * kTileRows * kPanelWidth);
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     const W* w = packed + p * PanelStride<W>(k);

@@ -59,6 +59,15 @@ static inline void StoreTile(const float* tile, int rows, int64_t panel,
   }
   const int64_t col0 = panel * kPanelWidth;
   const int64_t width = n_out - col0 < kPanelWidth ? n_out - col0 : kPanelWidth;
+  if (width == kPanelWidth) {
+    // A constant size: inlined as vector moves. A call per 128-byte row was
+    // most of a short-K GEMM's time (the down projection at small I).
+    for (int r = 0; r < rows; ++r) {
+      std::memcpy(out_rows[r] + col0, tile + r * kPanelWidth,
+                  kPanelWidth * sizeof(float));
+    }
+    return;
+  }
   for (int r = 0; r < rows; ++r) {
     std::memcpy(out_rows[r] + col0, tile + r * kPanelWidth,
                 static_cast<size_t>(width) * sizeof(float));

@@ -277,6 +277,34 @@ TEST(ParallelGemm, EveryTaskSplitGivesTheSameBits) {
   }
 }
 
+// A short-K call whose weights fit in L2 runs row tile by row tile; a wider
+// call (more panels) runs panel by panel. Both orders give the same bits.
+TEST_P(IsaTest, ShortKOrderGivesTheSameBits) {
+  const int64_t m = 37, n = 2048;
+  for (int64_t k : {16, 100, 256}) {
+    auto a = Random(m * k, k), w = Random(n * k, k + 1);
+    std::vector<const float*> w_rows(n), a_rows(m);
+    for (int64_t j = 0; j < n; ++j) w_rows[j] = w.data() + j * k;
+    for (int64_t i = 0; i < m; ++i) a_rows[i] = a.data() + i * k;
+    std::vector<float> packed(PackedElements(n, k));
+    PackRowsF32(w_rows.data(), n, k, k, packed.data());
+    std::vector<float> whole(m * n), by_panel(m * n);
+    std::vector<float*> whole_rows(m), panel_rows(m);
+    for (int64_t i = 0; i < m; ++i) {
+      whole_rows[i] = whole.data() + i * n;
+      panel_rows[i] = by_panel.data() + i * n;
+    }
+    GemmPanels(a_rows.data(), m, k, packed.data(), WeightFormat::kF32, 0,
+               NumPanels(n), Epilogue::kStore, n, whole_rows.data());
+    for (int64_t q = 0; q < NumPanels(n); ++q) {
+      GemmPanels(a_rows.data(), m, k, packed.data(), WeightFormat::kF32, q,
+                 q + 1, Epilogue::kStore, n, panel_rows.data());
+    }
+    ASSERT_EQ(0, std::memcmp(whole.data(), by_panel.data(), whole.size() * 4))
+        << "k=" << k;
+  }
+}
+
 TEST(GroupedSwiglu, PlanCoversEveryRowAndPanelOnce) {
   const int64_t offsets[] = {0, 0, 300, 301, 301, 350};
   GroupedSwiglu p;
