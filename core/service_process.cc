@@ -9,6 +9,7 @@
 #include "core/memory_policy.h"
 #include "core/openmp_policy.h"
 #include "core/shutdown_signal.h"
+#include "core/thread_slice.h"
 
 namespace moe {
 
@@ -16,6 +17,9 @@ void InitServiceProcess(int argc, char** argv, const char* usage,
                         const char* log_tag) {
   ShortenOpenMpSpinning(argv);
   KeepFreedMemoryForReuse();
+  // Every thread starts as one that hands data on (gRPC's, Gloo's, ours);
+  // the threads that compute say so around their math.
+  SetThreadRole(ThreadRole::kLatency);
   BlockShutdownSignals();
   absl::SetProgramUsageMessage(usage);
   NormalizedArgs args(argc, argv);

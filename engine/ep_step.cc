@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/status_macros.h"
+#include "core/thread_slice.h"
 
 namespace moe {
 
@@ -13,6 +14,9 @@ absl::Status EpStep::Exchange(ExpertBackend& backend, Communicator& comm,
                               absl::Span<const int64_t> recv_rows,
                               ElementType type, int64_t row_elems,
                               std::chrono::milliseconds timeout) {
+  // Waiting on the peers: the thread wakes when their rows land, at once
+  // rather than behind a computing thread (core/thread_slice.h).
+  const ScopedThreadRole waiting(ThreadRole::kLatency, ThreadRole::kCompute);
   send_elems_.resize(send_rows.size());
   recv_elems_.resize(recv_rows.size());
   for (size_t q = 0; q < send_rows.size(); ++q) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/logging.h"
+#include "core/thread_slice.h"
 
 namespace moe {
 namespace {
@@ -205,7 +206,11 @@ void Batcher::Loop(size_t index) {
     // Requests whose client gave up while queued cost no work.
     BatchResult none;
     for (auto& r : expired) r->done(Expired(*r, now), none);
-    if (!batch.empty()) RunBatch(index, batch);
+    if (!batch.empty()) {
+      const ScopedThreadRole computing(ThreadRole::kCompute,
+                                       ThreadRole::kLatency);
+      RunBatch(index, batch);
+    }
     lock.lock();
     if (!batch.empty()) {
       --steps_in_flight_;

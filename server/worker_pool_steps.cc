@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/logging.h"
+#include "core/thread_slice.h"
 #include "server/worker_pool.h"
 #include "server/worker_pool_internal.h"
 
@@ -119,7 +120,9 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
   {
     std::unique_lock<std::mutex> lock(mu_);
     // A worker's collectives time out at the deadline and report it; the
-    // grace covers the report's trip back.
+    // grace covers the report's trip back. The last answer wakes this
+    // thread: at once, not behind a computing one (core/thread_slice.h).
+    const ScopedThreadRole waiting(ThreadRole::kLatency, ThreadRole::kCompute);
     const bool finished =
         cv_.wait_until(lock, deadline + std::chrono::seconds(1),
                        [&] { return pending->done(); });

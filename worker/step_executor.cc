@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/gloo_communicator.h"
 #include "core/status_macros.h"
+#include "core/thread_slice.h"
 #include "proto/step_codec.h"
 #ifdef MOE_HAVE_CUDA
 #include "comm/nccl_communicator.h"
@@ -101,6 +102,10 @@ absl::Status StepExecutor::Stage(const ModelSource& source,
 absl::StatusOr<std::unique_ptr<Communicator>> StepExecutor::Connect(
     int rank, int world, const std::string& host,
     gloo::rendezvous::Store& store, std::chrono::milliseconds timeout) {
+  // The transport threads the communicator starts (Gloo's event loop,
+  // NCCL's proxy) inherit this thread's slice: they only move data, and each
+  // step waits on them (core/thread_slice.h).
+  const ScopedThreadRole transport(ThreadRole::kLatency, ThreadRole::kCompute);
   if (collective_ == Collective::kGloo) {
     return CreateGlooCommunicator(rank, world, host, store, timeout);
   }

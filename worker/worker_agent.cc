@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "core/net_address.h"
 #include "core/status_macros.h"
+#include "core/thread_slice.h"
 #include "proto/model_spec.h"
 #include "worker/router_store.h"
 
@@ -394,6 +395,10 @@ void WorkerAgent::Session() {
     std::thread executor([&] {
       while (auto msg = queue.Pop()) {
         if (stopping_) break;  // queued behind the last step: not started
+        // Waiting for the next step, this thread wakes as a latency one
+        // (core/thread_slice.h); running it, it computes.
+        const ScopedThreadRole computing(ThreadRole::kCompute,
+                                         ThreadRole::kLatency);
         Execute(*msg, stream.get());
       }
       if (!stopping_) return;

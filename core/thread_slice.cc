@@ -1,0 +1,58 @@
+#include "core/thread_slice.h"
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__linux__)
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace moe {
+namespace {
+
+#if defined(__linux__) && defined(SYS_sched_setattr) && \
+    defined(SYS_sched_getattr)
+// The kernel's struct sched_attr (include/uapi/linux/sched/types.h); glibc
+// 2.36 has no wrapper for it.
+struct SchedAttr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime;  // SCHED_OTHER/BATCH since 6.12: the slice, ns
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+  uint32_t sched_util_min;
+  uint32_t sched_util_max;
+};
+
+// The shortest slice the kernel takes (it clamps to 0.1-100 ms).
+constexpr uint64_t kLatencySliceNs = 100'000;
+#endif
+
+}  // namespace
+
+bool SetThreadRole(ThreadRole role) {
+#if defined(__linux__) && defined(SYS_sched_setattr) && \
+    defined(SYS_sched_getattr)
+  SchedAttr attr;
+  std::memset(&attr, 0, sizeof(attr));
+  if (syscall(SYS_sched_getattr, 0, &attr, sizeof(attr), 0) != 0) return false;
+  if (attr.sched_policy != SCHED_OTHER && attr.sched_policy != SCHED_BATCH) {
+    return false;  // real-time or idle: the operator's choice, left alone
+  }
+  attr.size = sizeof(attr);
+  attr.sched_flags = 0;
+  // 0: the kernel's default slice.
+  attr.sched_runtime = role == ThreadRole::kLatency ? kLatencySliceNs : 0;
+  return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
+#else
+  (void)role;
+  return false;
+#endif
+}
+
+}  // namespace moe
