@@ -151,6 +151,23 @@ uint8_t F32ToF8E4M3(float value) { return EncodeE4M3(value); }
 #define MOE_VECTOR_CLONES \
   __attribute__((target_clones("arch=skylake-avx512", "avx2", "default")))
 
+// bf16 rows: every bf16 answer, step row and packed combine goes through
+// these (the baseline build narrows one value at a time: SSE2 has no
+// unsigned 32 -> 16 pack).
+namespace {
+
+MOE_VECTOR_CLONES
+void NarrowToBf16(const float* src, size_t count, uint16_t* dst) {
+  for (size_t i = 0; i < count; ++i) dst[i] = F32ToBf16(src[i]);
+}
+
+MOE_VECTOR_CLONES
+void WidenFromBf16(const uint16_t* src, size_t count, float* dst) {
+  for (size_t i = 0; i < count; ++i) dst[i] = Bf16ToF32(src[i]);
+}
+
+}  // namespace
+
 MOE_VECTOR_CLONES
 void QuantizeF8E4M3(const float* src, size_t count, float scale, uint8_t* dst) {
   for (size_t i = 0; i < count; ++i) dst[i] = EncodeE4M3(src[i] / scale);
@@ -174,11 +191,9 @@ bool ConvertToF32(DType src_dtype, const void* src, size_t count, float* dst) {
       // have none.
       if (count > 0) std::memcpy(dst, src, count * sizeof(float));
       return true;
-    case DType::kBF16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < count; ++i) dst[i] = Bf16ToF32(s[i]);
+    case DType::kBF16:
+      WidenFromBf16(static_cast<const uint16_t*>(src), count, dst);
       return true;
-    }
     case DType::kF16: {
       const auto* s = static_cast<const uint16_t*>(src);
       for (size_t i = 0; i < count; ++i) dst[i] = F16ToF32(s[i]);
@@ -212,11 +227,9 @@ bool ConvertFromF32(DType dst_dtype, const float* src, size_t count,
       // have none.
       if (count > 0) std::memcpy(dst, src, count * sizeof(float));
       return true;
-    case DType::kBF16: {
-      auto* d = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < count; ++i) d[i] = F32ToBf16(src[i]);
+    case DType::kBF16:
+      NarrowToBf16(src, count, static_cast<uint16_t*>(dst));
       return true;
-    }
     case DType::kF16: {
       auto* d = static_cast<uint16_t*>(dst);
       for (size_t i = 0; i < count; ++i) d[i] = F32ToF16(src[i]);

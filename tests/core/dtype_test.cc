@@ -35,6 +35,31 @@ TEST(DType, Bf16RoundsToNearestEven) {
             std::numeric_limits<float>::infinity());
 }
 
+// The row converters (vector builds, picked at load) give each value's
+// scalar answer: every 2^32 / 4099th bit pattern (all exponents, NaNs,
+// infinities, ties), at odd lengths and offsets.
+TEST(DType, Bf16RowsMatchTheScalarConversion) {
+  std::vector<float> f;
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) {
+    f.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
+  }
+  f.push_back(1.00390625f);
+  f.push_back(-std::numeric_limits<float>::infinity());
+  for (size_t offset : {size_t{0}, size_t{3}}) {
+    const size_t n = f.size() - offset;
+    std::vector<uint16_t> b(n);
+    ASSERT_TRUE(ConvertFromF32(DType::kBF16, f.data() + offset, n, b.data()));
+    std::vector<float> back(n);
+    ASSERT_TRUE(ConvertToF32(DType::kBF16, b.data(), n, back.data()));
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(b[i], F32ToBf16(f[offset + i])) << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(back[i]),
+                std::bit_cast<uint32_t>(Bf16ToF32(b[i])))
+          << i;
+    }
+  }
+}
+
 TEST(DType, F16Conversions) {
   EXPECT_EQ(F16ToF32(0x3c00), 1.0f);
   EXPECT_EQ(F16ToF32(0xc000), -2.0f);
