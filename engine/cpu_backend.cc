@@ -119,6 +119,9 @@ absl::Status CpuBackend::Prepare(const EpPlan& p) {
     const int64_t bytes = DispatchRowBytes(p.dispatch, row_type(), H);
     SetBuffer(EpBuffer::kSendPacked, Reserve(send_packed_, p.sent * bytes));
     SetBuffer(EpBuffer::kRecvPacked, Reserve(recv_packed_, p.arrived * bytes));
+    // Expert outputs home as bf16 (PacksOutputs).
+    SetBuffer(EpBuffer::kOutPacked, Reserve(out_packed_, p.received * H));
+    SetBuffer(EpBuffer::kBackPacked, Reserve(back_packed_, p.home * H));
   }
   // Host buffers are never staged: kStageSend and kStageRecv stay null.
   SetBuffer(EpBuffer::kSend, send_.data());
@@ -173,10 +176,14 @@ absl::Status CpuBackend::RunExperts(int64_t layer, const EpPlan& p,
 
 absl::Status CpuBackend::Combine(const EpStepInput& in, const EpPlan& p,
                                  const void* back, float* y) {
-  kc::CombineSlots(p.tokens, p.slots, config_.hidden,
-                   config_.score_before_experts ? nullptr : in.weights.data(),
-                   p.slot_row.data(), static_cast<const float*>(back), y,
-                   threads_);
+  const float* w = config_.score_before_experts ? nullptr : in.weights.data();
+  if (PacksOutputs(p.dispatch, row_type())) {
+    kc::CombineSlots(p.tokens, p.slots, config_.hidden, w, p.slot_row.data(),
+                     static_cast<const uint16_t*>(back), y, threads_);
+  } else {
+    kc::CombineSlots(p.tokens, p.slots, config_.hidden, w, p.slot_row.data(),
+                     static_cast<const float*>(back), y, threads_);
+  }
   return absl::OkStatus();
 }
 
@@ -249,6 +256,17 @@ absl::Status CpuBackend::UnpackRows(const EpPlan& p, const void* packed,
   } else {
     return ExpertBackend::UnpackRows(p, packed, rows);
   }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::PackOutputs(const EpPlan& p, const void* out,
+                                     void* packed) {
+  const int64_t H = config_.hidden;
+  const auto* src = static_cast<const float*>(out);
+  auto* dst = static_cast<uint16_t*>(packed);
+  ForRowBlocks(p.received, H, threads_, [&](int64_t first, int64_t count) {
+    ConvertFromF32(DType::kBF16, src + first * H, count * H, dst + first * H);
+  });
   return absl::OkStatus();
 }
 

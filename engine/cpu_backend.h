@@ -50,6 +50,8 @@ class CpuBackend : public ExpertBackend {
                         void* packed) override;
   absl::Status UnpackRows(const EpPlan& plan, const void* packed,
                           void* rows) override;
+  absl::Status PackOutputs(const EpPlan& plan, const void* out,
+                           void* packed) override;
 
   absl::Status CopyToHost(const void* src, void* dst, size_t bytes) override;
   absl::Status CopyFromHost(const void* src, void* dst, size_t bytes) override;
@@ -81,6 +83,7 @@ class CpuBackend : public ExpertBackend {
   std::vector<float> send_, recv_, out_, back_;
   // The rows as they cross the dispatch when it is packed (bf16, FP8).
   std::vector<uint8_t> send_packed_, recv_packed_;
+  std::vector<uint16_t> out_packed_, back_packed_;  // bf16 expert outputs
   std::vector<float> scale_;
   std::vector<const float*> in_rows_;
   std::vector<float*> out_rows_;

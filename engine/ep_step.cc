@@ -92,6 +92,10 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   const bool packed =
       p.dispatch == DispatchDType::kFp8 ||
       (p.dispatch == DispatchDType::kBf16 && row_type != ElementType::kBF16);
+  // A packed dispatch comes home packed too: fp32 expert outputs travel as
+  // bf16 (DeepEP's FP8 dispatch, BF16 combine) and are widened before the
+  // weighted sum, which stays fp32 and in slot order.
+  const bool packed_back = PacksOutputs(p.dispatch, row_type);
 
   backend.Mark(EpMark::kStart);
   MOE_RETURN_IF_ERROR(backend.Gather(in, p, x_resident, alone));
@@ -118,8 +122,17 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   backend.Mark(EpMark::kDispatched);
   MOE_RETURN_IF_ERROR(backend.RunExperts(in.layer, p, recv, out));
   backend.Mark(EpMark::kComputed);
-  // Expert outputs go home in the row type, whatever the dispatch was.
-  if (!alone) {
+  // Expert outputs go home in the row type, or as bf16 after a packed
+  // dispatch. Every slot's output is rounded, the rows that stay on this
+  // rank too, so y does not depend on which rank computed what.
+  if (packed_back) {
+    void* out_packed = backend.buffer(EpBuffer::kOutPacked);
+    back = backend.buffer(EpBuffer::kBackPacked);  // Combine reads bf16
+    MOE_RETURN_IF_ERROR(backend.PackOutputs(p, out, out_packed));
+    MOE_RETURN_IF_ERROR(Exchange(backend, comm, out_packed, p.return_rows, back,
+                                 p.home_rows, ElementType::kBF16, H,
+                                 in.timeout));
+  } else if (!alone) {
     MOE_RETURN_IF_ERROR(Exchange(backend, comm, out, p.return_rows, back,
                                  p.home_rows, row_type, H, in.timeout));
   }

@@ -56,6 +56,15 @@ absl::Status ExpertBackend::UnpackRows(const EpPlan& plan, const void*, void*) {
   return NotBuiltHere(plan.dispatch, name());
 }
 
+absl::Status ExpertBackend::PackOutputs(const EpPlan&, const void*, void*) {
+  return absl::InternalError(absl::StrCat(
+      "the ", name(), " backend cannot send its expert outputs as bf16"));
+}
+
+bool PacksOutputs(DispatchDType dispatch, ElementType row_type) {
+  return dispatch != DispatchDType::kRowType && row_type == ElementType::kF32;
+}
+
 absl::StatusOr<std::unique_ptr<ExpertBackend>> CreateExpertBackend(
     const std::string& device, int threads) {
   MOE_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(device));

@@ -40,9 +40,17 @@ enum class EpBuffer {
   kStageSend,
   kStageRecv,
   kSendPacked,
-  kRecvPacked
+  kRecvPacked,
+  kOutPacked,
+  kBackPacked
 };
-inline constexpr int kNumEpBuffers = 8;
+inline constexpr int kNumEpBuffers = 10;
+
+// Whether a step's expert outputs go home as bf16: after a packed dispatch
+// (bf16, FP8) on a backend computing in fp32, as DeepEP pairs its FP8
+// dispatch with a BF16 combine. Half the bytes home; the weighted sum
+// stays fp32 and in slot order over the rounded outputs.
+bool PacksOutputs(DispatchDType dispatch, ElementType row_type);
 
 // Bytes of one row of width `hidden` in the dispatch all-to-all.
 int64_t DispatchRowBytes(DispatchDType dispatch, ElementType row_type,
@@ -122,7 +130,8 @@ class ExpertBackend {
   virtual absl::Status RunExperts(int64_t layer, const EpPlan& plan,
                                   const void* in, void* out) = 0;
   // y [tokens, H] (host fp32) = the weighted sum in slot order of the rows
-  // that came back.
+  // that came back: `back` holds them in the row type, or as bf16 where
+  // PacksOutputs(plan.dispatch, row_type()).
   virtual absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
                                const void* back, float* y) = 0;
 
@@ -136,6 +145,12 @@ class ExpertBackend {
                                 void* packed);
   virtual absl::Status UnpackRows(const EpPlan& plan, const void* packed,
                                   void* rows);
+  // Packed combine (PacksOutputs): the plan.received expert outputs of
+  // `out` (kOut) as bf16 into `packed` (kOutPacked); the exchange brings
+  // the plan.home rows into kBackPacked, which Combine then reads as bf16.
+  // Backends whose rows are bf16 never pack (the default refuses, INTERNAL).
+  virtual absl::Status PackOutputs(const EpPlan& plan, const void* out,
+                                   void* packed);
 
   void* buffer(EpBuffer which) const {
     return buffers_[static_cast<int>(which)];

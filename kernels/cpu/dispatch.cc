@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 namespace moe::kernels::cpu {
@@ -50,9 +51,17 @@ void GatherRows(const float* src, int64_t cols, const int64_t* src_row,
   }
 }
 
-void CombineSlots(int64_t n, int64_t slots, int64_t cols, const float* w,
-                  const int64_t* slot_row, const float* expert_out, float* y,
-                  int num_threads) {
+namespace {
+
+inline float Widen(float v) { return v; }
+inline float Widen(uint16_t bf16) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bf16) << 16);
+}
+
+template <typename T>
+void CombineSlotsOf(int64_t n, int64_t slots, int64_t cols, const float* w,
+                    const int64_t* slot_row, const T* expert_out, float* y,
+                    int num_threads) {
 #pragma omp parallel for schedule(static) \
     num_threads(ThreadsFor(n, num_threads))
   for (int64_t t = 0; t < n; ++t) {
@@ -62,10 +71,24 @@ void CombineSlots(int64_t n, int64_t slots, int64_t cols, const float* w,
       const int64_t row = slot_row[t * slots + s];
       if (row < 0) continue;
       const float a = w != nullptr ? w[t * slots + s] : 1.0f;
-      const float* o = expert_out + row * cols;
-      for (int64_t c = 0; c < cols; ++c) yt[c] += a * o[c];
+      const T* o = expert_out + row * cols;
+      for (int64_t c = 0; c < cols; ++c) yt[c] += a * Widen(o[c]);
     }
   }
+}
+
+}  // namespace
+
+void CombineSlots(int64_t n, int64_t slots, int64_t cols, const float* w,
+                  const int64_t* slot_row, const float* expert_out, float* y,
+                  int num_threads) {
+  CombineSlotsOf(n, slots, cols, w, slot_row, expert_out, y, num_threads);
+}
+
+void CombineSlots(int64_t n, int64_t slots, int64_t cols, const float* w,
+                  const int64_t* slot_row, const uint16_t* expert_out, float* y,
+                  int num_threads) {
+  CombineSlotsOf(n, slots, cols, w, slot_row, expert_out, y, num_threads);
 }
 
 }  // namespace moe::kernels::cpu

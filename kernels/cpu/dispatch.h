@@ -24,5 +24,10 @@ void GatherRows(const float* src, int64_t cols, const int64_t* src_row,
 void CombineSlots(int64_t n, int64_t slots, int64_t cols, const float* w,
                   const int64_t* slot_row, const float* expert_out, float* y,
                   int num_threads);
+// The same over bf16 expert outputs (bits), each widened exactly to fp32:
+// the bits of widening them first and summing those.
+void CombineSlots(int64_t n, int64_t slots, int64_t cols, const float* w,
+                  const int64_t* slot_row, const uint16_t* expert_out, float* y,
+                  int num_threads);
 
 }  // namespace moe::kernels::cpu

@@ -458,11 +458,32 @@ TEST(EpStep, ReplicasDoNotChangeABit) {
 }
 
 // The single process's y for `routing` on rows `x` (one rank, loopback).
+// The CPU backend with every expert output rounded to bf16, as a packed
+// combine sends them home.
+class RoundedOutputsBackend : public CpuBackend {
+ public:
+  using CpuBackend::CpuBackend;
+  absl::Status RunExperts(int64_t layer, const EpPlan& p, const void* in,
+                          void* out) override {
+    absl::Status s = CpuBackend::RunExperts(layer, p, in, out);
+    float* rows = static_cast<float*>(out);
+    for (int64_t i = 0; i < p.received * config().hidden; ++i) {
+      rows[i] = Bf16ToF32(F32ToBf16(rows[i]));
+    }
+    return s;
+  }
+};
+
+// The single process's step on rows `x`; with `round_outputs`, each expert
+// output rounded to bf16 before the weighted sum.
 std::vector<float> RunAlone(const testing::GoldenCase& g,
-                            const std::vector<float>& x,
-                            const Routing& routing) {
+                            const std::vector<float>& x, const Routing& routing,
+                            bool round_outputs = false) {
   auto source = testing::MakeGoldenSource(g);
-  CpuBackend backend(1);
+  std::unique_ptr<CpuBackend> owned =
+      round_outputs ? std::make_unique<RoundedOutputsBackend>(1)
+                    : std::make_unique<CpuBackend>(1);
+  CpuBackend& backend = *owned;
   EXPECT_TRUE(backend.Load(*source, {}, g.tokens).ok());
   std::vector<int32_t> ids;
   std::vector<int64_t> counts;
@@ -478,12 +499,14 @@ std::vector<float> RunAlone(const testing::GoldenCase& g,
   return y;
 }
 
-// FP8 and bf16 dispatch change nothing but the rows the experts read: the
-// step over 2 and 3 ranks (and staged through host buffers) gives, bit for
-// bit, the single process's y on x's rows rounded the same way (FP8: e4m3
-// codes with one scale per 128 channels, core/fp8_rows.h), at a width of
-// one full and one narrow group of 128. At world size 1 nothing crosses,
-// so there the flag changes nothing.
+// FP8 and bf16 dispatch change nothing but the rows the experts read and
+// the precision their outputs come home in: the step over 2 and 3 ranks
+// (and staged through host buffers) gives, bit for bit, the single
+// process's y on x's rows rounded the same way (FP8: e4m3 codes with one
+// scale per 128 channels, core/fp8_rows.h), every expert output rounded to
+// bf16 before the fp32 weighted sum, at a width of one full and one narrow
+// group of 128. At world size 1 nothing crosses, so there the flag changes
+// nothing.
 TEST(EpStep, PackedDispatchIsTheExactStepOnRoundedRows) {
   // Odd sizes; the second is large enough that packing runs on 2 threads.
   for (auto [tokens, hidden, threads] :
@@ -507,8 +530,10 @@ TEST(EpStep, PackedDispatchIsTheExactStepOnRoundedRows) {
     for (int64_t i = 0; i < n * H; ++i) {
       bf16_x[i] = Bf16ToF32(F32ToBf16(g.x[i]));
     }
-    const std::vector<float> fp8_want = RunAlone(g, fp8_x, routing);
-    const std::vector<float> bf16_want = RunAlone(g, bf16_x, routing);
+    const std::vector<float> fp8_want = RunAlone(g, fp8_x, routing, true);
+    const std::vector<float> bf16_want = RunAlone(g, bf16_x, routing, true);
+    // The combine's rounding alone is visible too.
+    ASSERT_NE(bf16_want, RunAlone(g, bf16_x, routing));
     ASSERT_NE(fp8_want, exact);  // the rounding is visible in y
     for (int world : {2, 3}) {
       SCOPED_TRACE(world);
