@@ -2,8 +2,10 @@
 // the engine's DispatchDType, and refused by name when it is none of them.
 #include "proto/step_codec.h"
 
+#include <cstring>
 #include <vector>
 
+#include "core/dtype.h"
 #include "gtest/gtest.h"
 
 namespace moe {
@@ -34,6 +36,33 @@ TEST(StepCodec, DispatchDTypeTravelsInTheStep) {
             moe::v1::DISPATCH_FP8);
   EXPECT_EQ(Encoded(DispatchDType::kRowType).dispatch_dtype(),
             moe::v1::DISPATCH_ROW_TYPE);
+}
+
+// Rows whose values are all bf16 travel as BF16 (half the bytes), others
+// as F32, whatever block of the rows the first wider value sits in; both
+// decode to x's exact bits.
+TEST(StepCodec, RowsTravelAsBf16ExactlyWhenEveryValueIsOne) {
+  const int64_t tokens = 37, H = 300;  // 11100 values: three 4096-blocks
+  std::vector<float> x(tokens * H);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = Bf16ToF32(F32ToBf16(static_cast<float>(i % 977) * -0.37f + 1.5f));
+  }
+  const std::vector<float> w(tokens, 1.0f);
+  const std::vector<int32_t> ids(tokens, 0);
+  const std::vector<int64_t> counts = {tokens};
+  for (long wider : {-1L, 5L, 4100L, 11099L}) {
+    SCOPED_TRACE(wider);
+    std::vector<float> v = x;
+    if (wider >= 0) v[wider] = 1.0f + 1.0f / 1024;  // not a bf16
+    moe::v1::Step step;
+    EncodeStep(1, 0, v.data(), tokens, H, 1, ids, ids, w, counts, 100, false,
+               DispatchDType::kRowType, &step);
+    EXPECT_EQ(step.rows().dtype(), wider < 0 ? moe::v1::BF16 : moe::v1::F32);
+    std::vector<float> scratch;
+    EpStepInput in;
+    ASSERT_TRUE(DecodeStep(step, H, &scratch, &in).ok());
+    ASSERT_EQ(0, std::memcmp(in.rows, v.data(), v.size() * 4));
+  }
 }
 
 TEST(StepCodec, AnUnknownDispatchDTypeIsRefusedByName) {
