@@ -72,7 +72,19 @@ void CombineSlotsOf(int64_t n, int64_t slots, int64_t cols, const float* w,
       if (row < 0) continue;
       const float a = w != nullptr ? w[t * slots + s] : 1.0f;
       const T* o = expert_out + row * cols;
-      for (int64_t c = 0; c < cols; ++c) yt[c] += a * Widen(o[c]);
+      // The next slot's row (of this token, or the next token's first):
+      // rows sit anywhere in expert order, and the hardware prefetcher
+      // starts over at each one.
+      const int64_t next_slot = t * slots + s + 1;
+      const T* next = next_slot < n * slots && slot_row[next_slot] >= 0
+                          ? expert_out + slot_row[next_slot] * cols
+                          : nullptr;
+      constexpr int64_t kLine = 64 / sizeof(T);
+      for (int64_t c0 = 0; c0 < cols; c0 += kLine) {
+        if (next != nullptr) __builtin_prefetch(next + c0);
+        const int64_t c1 = c0 + kLine < cols ? c0 + kLine : cols;
+        for (int64_t c = c0; c < c1; ++c) yt[c] += a * Widen(o[c]);
+      }
     }
   }
 }
