@@ -93,8 +93,8 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
       p.dispatch == DispatchDType::kFp8 ||
       (p.dispatch == DispatchDType::kBf16 && row_type != ElementType::kBF16);
   // A packed dispatch comes home packed too: fp32 expert outputs travel as
-  // bf16 (DeepEP's FP8 dispatch, BF16 combine) and are widened before the
-  // weighted sum, which stays fp32 and in slot order.
+  // bf16 (DeepEP's FP8 dispatch, BF16 combine), and the weighted sum reads
+  // them as bf16, widened exactly, still fp32 and in slot order.
   const bool packed_back = PacksOutputs(p.dispatch, row_type);
 
   backend.Mark(EpMark::kStart);
