@@ -26,6 +26,17 @@ void InitServiceProcess(int argc, char** argv, const char* usage,
   absl::ParseCommandLine(args.argc(), args.argv());
   spdlog::set_pattern(std::string("[%Y-%m-%d %H:%M:%S.%e] [") + log_tag +
                       "] [%l] %v");
+  if (const double slice_us = ThreadSliceUs();
+      slice_us > 0 && slice_us <= 100) {
+    spdlog::info(
+        "threads that hand data on run with a {:.0f} us scheduler "
+        "slice; computing threads with the kernel's default",
+        slice_us);
+  } else {
+    spdlog::info(
+        "this kernel keeps no per-thread scheduler slice (Linux "
+        "6.12+): every thread runs with its default");
+  }
 }
 
 int ExitCodeOf(const absl::Status& s, int exit_code) {

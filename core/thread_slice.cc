@@ -2,6 +2,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <fstream>
+#include <string>
 
 #if defined(__linux__)
 #include <sched.h>
@@ -34,6 +37,22 @@ constexpr uint64_t kLatencySliceNs = 100'000;
 #endif
 
 }  // namespace
+
+double ThreadSliceUs() {
+  std::ifstream in("/proc/thread-self/sched");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("se.slice", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) return -1;
+    try {
+      return std::stod(line.substr(colon + 1)) / 1000.0;
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+  return -1;
+}
 
 bool SetThreadRole(ThreadRole role) {
 #if defined(__linux__) && defined(SYS_sched_setattr) && \

@@ -22,6 +22,12 @@ enum class ThreadRole {
 // kernel refused (not Linux; a policy other than SCHED_OTHER/SCHED_BATCH).
 bool SetThreadRole(ThreadRole role);
 
+// The calling thread's scheduler slice in microseconds as the kernel reports
+// it (/proc/thread-self/sched, Linux 6.6+), or -1 where it does not: tells
+// whether the latency role took effect (kernels before 6.12 accept the call
+// and keep their default slice).
+double ThreadSliceUs();
+
 // Sets `role` for the calling thread for the scope's life, then `after`.
 class ScopedThreadRole {
  public:

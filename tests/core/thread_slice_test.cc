@@ -32,6 +32,7 @@ TEST(ThreadSlice, RolesSetTheSliceAndNewThreadsInheritIt) {
     GTEST_SKIP() << "this kernel keeps no custom slice for SCHED_OTHER";
   }
   EXPECT_EQ(SliceNs(), 100'000);
+  EXPECT_EQ(ThreadSliceUs(), 100.0);
   long long child = 0;
   std::thread([&] { child = SliceNs(); }).join();
   EXPECT_EQ(child, 100'000);
