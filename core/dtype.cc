@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/vector_clones.h"
+
 namespace moe {
 namespace {
 
@@ -145,11 +147,6 @@ inline uint8_t EncodeE4M3(float value) {
 float F8E4M3ToF32(uint8_t bits) { return DecodeE4M3(bits); }
 
 uint8_t F32ToF8E4M3(float value) { return EncodeE4M3(value); }
-
-// Built for AVX-512, AVX2 and the baseline, picked at load (GCC function
-// multiversioning): the same source, 4 to 16 values per instruction.
-#define MOE_VECTOR_CLONES \
-  __attribute__((target_clones("arch=skylake-avx512", "avx2", "default")))
 
 // bf16 rows: every bf16 answer, step row and packed combine goes through
 // these (the baseline build narrows one value at a time: SSE2 has no

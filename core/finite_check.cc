@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/vector_clones.h"
+
 namespace moe {
 namespace {
 
@@ -20,10 +22,8 @@ Bits BitsAt(const char* p, int64_t i) {
 // bits (the baseline's SSE2 has no unsigned 32-bit max), built for AVX-512,
 // AVX2 and the baseline (GCC function multiversioning): every request and
 // every answer goes through it.
-#define MOE_FINITE_CLONES \
-  __attribute__((target_clones("arch=skylake-avx512", "avx2", "default")))
 
-MOE_FINITE_CLONES
+MOE_VECTOR_CLONES
 bool RowHasNonFinite32(const char* row, int64_t cols) {
   uint32_t bad = 0;
   for (int64_t c = 0; c < cols; ++c) {
@@ -32,7 +32,7 @@ bool RowHasNonFinite32(const char* row, int64_t cols) {
   return bad != 0;
 }
 
-MOE_FINITE_CLONES
+MOE_VECTOR_CLONES
 bool RowHasNonFinite16(const char* row, int64_t cols, uint16_t exponent) {
   uint16_t bad = 0;
   for (int64_t c = 0; c < cols; ++c) {

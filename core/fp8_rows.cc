@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "core/vector_clones.h"
 
 namespace moe {
 namespace {
@@ -17,8 +18,7 @@ constexpr float kE4M3Max = 448.0f;
 // vectorises where a float one (NaN rules) does not. A NaN gives a NaN amax.
 // Built for AVX-512, AVX2 and the baseline, picked at load, as
 // core/dtype's bulk e4m3 loops (SSE2 has no unsigned 32-bit max).
-__attribute__((target_clones("arch=skylake-avx512", "avx2", "default"))) float
-GroupAmax(const float* v, int64_t count) {
+MOE_VECTOR_CLONES float GroupAmax(const float* v, int64_t count) {
   uint32_t amax = 0;
   for (int64_t i = 0; i < count; ++i) {
     amax = std::max(amax, std::bit_cast<uint32_t>(v[i]) & 0x7fffffffu);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/dtype.h"
+#include "core/vector_clones.h"
 
 namespace moe {
 namespace {
@@ -16,16 +17,11 @@ char* SizeTo(std::string* out, size_t bytes) {
   return out->data();
 }
 
-// Writes x as bf16 into `out` when every value is one (its low 16 bits are
-// zero: a bf16 client's rows, widened), in one pass that narrows and checks
-// together, a block at a time so that fp32 rows stop at their first block;
-// false, with `out` in an unspecified state, when a value is not.
 // dst[i] = the top half of x[i]'s bits; returns the OR of the low halves
-// (0: every value was a bf16). Built for AVX-512, AVX2 and the baseline
-// (GCC function multiversioning): the baseline narrows one value at a time.
-__attribute__((target_clones("arch=skylake-avx512", "avx2", "default")))
-uint32_t
-TopHalves(const float* x, size_t count, uint16_t* dst) {
+// (0: every value was a bf16). The baseline build narrows one value at a
+// time, hence the vector builds.
+MOE_VECTOR_CLONES uint32_t TopHalves(const float* x, size_t count,
+                                     uint16_t* dst) {
   uint32_t low = 0;
   for (size_t i = 0; i < count; ++i) {
     uint32_t bits;
@@ -36,6 +32,10 @@ TopHalves(const float* x, size_t count, uint16_t* dst) {
   return low;
 }
 
+// Writes x as bf16 into `out` when every value is one (its low 16 bits are
+// zero: a bf16 client's rows, widened), in one pass that narrows and checks
+// together, a block at a time so that fp32 rows stop at their first block;
+// false, with `out` in an unspecified state, when a value is not.
 bool AsBf16IfExact(const float* x, size_t count, std::string* out) {
   constexpr size_t kBlock = 4096;
   // Check the first block before sizing `out`: fp32 rows fail here.
