@@ -27,7 +27,7 @@ void InitServiceProcess(int argc, char** argv, const char* usage,
   spdlog::set_pattern(std::string("[%Y-%m-%d %H:%M:%S.%e] [") + log_tag +
                       "] [%l] %v");
   if (const double slice_us = ThreadSliceUs();
-      slice_us > 0 && slice_us <= 100) {
+      slice_us > 0 && slice_us <= kLatencySliceUs) {
     spdlog::info(
         "threads that hand data on run with a {:.0f} us scheduler "
         "slice; computing threads with the kernel's default",

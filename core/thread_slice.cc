@@ -31,9 +31,6 @@ struct SchedAttr {
   uint32_t sched_util_min;
   uint32_t sched_util_max;
 };
-
-// The shortest slice the kernel takes (it clamps to 0.1-100 ms).
-constexpr uint64_t kLatencySliceNs = 100'000;
 #endif
 
 }  // namespace
@@ -66,7 +63,9 @@ bool SetThreadRole(ThreadRole role) {
   attr.size = sizeof(attr);
   attr.sched_flags = 0;
   // 0: the kernel's default slice.
-  attr.sched_runtime = role == ThreadRole::kLatency ? kLatencySliceNs : 0;
+  attr.sched_runtime = role == ThreadRole::kLatency
+                           ? static_cast<uint64_t>(kLatencySliceUs * 1000)
+                           : 0;
   return syscall(SYS_sched_setattr, 0, &attr, 0) == 0;
 #else
   (void)role;

@@ -12,6 +12,10 @@
 
 namespace moe {
 
+// The latency role's slice: the shortest the kernel takes (it clamps custom
+// slices to 0.1-100 ms).
+inline constexpr double kLatencySliceUs = 100;
+
 enum class ThreadRole {
   kLatency,  // wakes, hands data on, sleeps: a 0.1 ms slice
   kCompute,  // runs the math: the kernel's default slice
