@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "comm/loopback_communicator.h"
 #include "core/status_macros.h"
 #include "core/thread_slice.h"
 
@@ -46,27 +47,65 @@ absl::Status EpStep::Run(const EpStepInput& in, ExpertBackend& backend,
                          Communicator& comm, int64_t max_count, bool x_resident,
                          float* y, EpStepTimes* times) {
   comm_entered_ = false;
-  absl::Status s = RunPieces(in, backend, comm, max_count, x_resident, y);
+  const void* back = nullptr;
+  absl::Status s = RunPieces(in, backend, comm, max_count, x_resident,
+                             /*direct=*/false, y, &back);
   collectives_intact_ = s.ok() || !comm_entered_;
   if (!s.ok()) {
     backend.Drain();
     return s;
   }
-  if (times != nullptr) {
-    times->dispatch_us = backend.ElapsedUs(EpMark::kStart, EpMark::kDispatched);
-    times->experts_us =
-        backend.ElapsedUs(EpMark::kDispatched, EpMark::kComputed);
-    times->combine_us = backend.ElapsedUs(EpMark::kComputed, EpMark::kDone);
-    times->gather_us = backend.ElapsedUs(EpMark::kStart, EpMark::kGathered);
-    times->sum_us = backend.ElapsedUs(EpMark::kReturned, EpMark::kDone);
-    times->expert_rows = plan_.received;
-  }
+  ReadTimes(backend, times);
   return absl::OkStatus();
+}
+
+absl::Status EpStep::RunDirect(const EpStepInput& in, ExpertBackend& backend,
+                               int rank, int world, int64_t max_count,
+                               DirectOutputs* out, EpStepTimes* times) {
+  if (self_ == nullptr || self_->rank() != rank || self_->size() != world) {
+    self_ = CreateLoopbackCommunicator(rank, world);
+  }
+  comm_entered_ = false;
+  collectives_intact_ = true;  // the group's communicator is never touched
+  const void* back = nullptr;
+  absl::Status s =
+      RunPieces(in, backend, *self_, max_count, /*x_resident=*/false,
+                /*direct=*/true, /*y=*/nullptr, &back);
+  const ElementType type = PacksOutputs(plan_.dispatch, backend.row_type())
+                               ? ElementType::kBF16
+                               : backend.row_type();
+  if (s.ok() && backend.device_memory()) {
+    const size_t bytes = static_cast<size_t>(plan_.home) *
+                         backend.config().hidden * ElementSize(type);
+    if (host_back_.size() < bytes) host_back_.resize(bytes);
+    s = backend.CopyToHost(back, host_back_.data(), bytes);
+    back = host_back_.data();
+  }
+  if (!s.ok()) {
+    backend.Drain();
+    return s;
+  }
+  out->type = type;
+  out->rows = back;
+  out->slot_row = plan_.slot_row;
+  ReadTimes(backend, times);
+  return absl::OkStatus();
+}
+
+void EpStep::ReadTimes(ExpertBackend& backend, EpStepTimes* times) const {
+  if (times == nullptr) return;
+  times->dispatch_us = backend.ElapsedUs(EpMark::kStart, EpMark::kDispatched);
+  times->experts_us = backend.ElapsedUs(EpMark::kDispatched, EpMark::kComputed);
+  times->combine_us = backend.ElapsedUs(EpMark::kComputed, EpMark::kDone);
+  times->gather_us = backend.ElapsedUs(EpMark::kStart, EpMark::kGathered);
+  times->sum_us = backend.ElapsedUs(EpMark::kReturned, EpMark::kDone);
+  times->expert_rows = plan_.received;
 }
 
 absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
                                Communicator& comm, int64_t max_count,
-                               bool x_resident, float* y) {
+                               bool x_resident, bool direct, float* y,
+                               const void** back_out) {
   const MoeLayerConfig& c = backend.config();
   // Physical expert slots with redundant experts (engine/placement.h).
   const int64_t experts = in.experts > 0 ? in.experts : c.num_experts;
@@ -77,13 +116,15 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   const EpPlan& p = plan_;
   MOE_RETURN_IF_ERROR(backend.Prepare(p));
   const auto deadline = std::chrono::steady_clock::now() + in.timeout;
-  // At world size 1 every row stays: the received rows are the sent ones,
-  // and the rows going back are the expert outputs.
-  const bool alone = comm.size() == 1;
+  // At world size 1, and in a direct step, every row stays: the received
+  // rows are the sent ones, and the rows going back are the expert outputs.
+  // A direct step still packs and unpacks them as the dispatch asks, so
+  // that its outputs have the bits of the all-to-all path.
+  const bool stays = comm.size() == 1 || direct;
   void* send = backend.buffer(EpBuffer::kSend);
-  void* recv = alone ? send : backend.buffer(EpBuffer::kRecv);
+  void* recv = stays ? send : backend.buffer(EpBuffer::kRecv);
   void* out = backend.buffer(EpBuffer::kOut);
-  void* back = alone ? out : backend.buffer(EpBuffer::kBack);
+  void* back = stays ? out : backend.buffer(EpBuffer::kBack);
 
   const int64_t H = c.hidden;
   const ElementType row_type = backend.row_type();
@@ -98,7 +139,8 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   const bool packed_back = PacksOutputs(p.dispatch, row_type);
 
   backend.Mark(EpMark::kStart);
-  MOE_RETURN_IF_ERROR(backend.Gather(in, p, x_resident, alone));
+  // Rows read in place only when nothing is done to them on the way.
+  MOE_RETURN_IF_ERROR(backend.Gather(in, p, x_resident, stays && !packed));
   if (packed) {
     // Before the first collective, so that a backend without this packing
     // refuses the step with the group intact.
@@ -107,15 +149,18 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   }
   backend.Mark(EpMark::kGathered);
   // From here on the peers take part: a failure leaves them mid-step.
-  comm_entered_ = !alone;
+  comm_entered_ = !stays;
   if (packed) {
-    MOE_RETURN_IF_ERROR(Exchange(
-        backend, comm, backend.buffer(EpBuffer::kSendPacked), p.send_rows,
-        backend.buffer(EpBuffer::kRecvPacked), p.recv_rows, ElementType::kU8,
-        DispatchRowBytes(p.dispatch, row_type, H), in.timeout));
-    MOE_RETURN_IF_ERROR(
-        backend.UnpackRows(p, backend.buffer(EpBuffer::kRecvPacked), recv));
-  } else if (!alone) {
+    void* arrived = backend.buffer(EpBuffer::kSendPacked);
+    if (!stays) {
+      arrived = backend.buffer(EpBuffer::kRecvPacked);
+      MOE_RETURN_IF_ERROR(
+          Exchange(backend, comm, backend.buffer(EpBuffer::kSendPacked),
+                   p.send_rows, arrived, p.recv_rows, ElementType::kU8,
+                   DispatchRowBytes(p.dispatch, row_type, H), in.timeout));
+    }
+    MOE_RETURN_IF_ERROR(backend.UnpackRows(p, arrived, recv));
+  } else if (!stays) {
     MOE_RETURN_IF_ERROR(Exchange(backend, comm, send, p.send_rows, recv,
                                  p.recv_rows, row_type, H, in.timeout));
   }
@@ -127,17 +172,21 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   // rank too, so y does not depend on which rank computed what.
   if (packed_back) {
     void* out_packed = backend.buffer(EpBuffer::kOutPacked);
-    back = backend.buffer(EpBuffer::kBackPacked);  // Combine reads bf16
     MOE_RETURN_IF_ERROR(backend.PackOutputs(p, out, out_packed));
-    MOE_RETURN_IF_ERROR(Exchange(backend, comm, out_packed, p.return_rows, back,
-                                 p.home_rows, ElementType::kBF16, H,
-                                 in.timeout));
-  } else if (!alone) {
+    back = out_packed;  // Combine reads bf16
+    if (!stays) {
+      back = backend.buffer(EpBuffer::kBackPacked);
+      MOE_RETURN_IF_ERROR(Exchange(backend, comm, out_packed, p.return_rows,
+                                   back, p.home_rows, ElementType::kBF16, H,
+                                   in.timeout));
+    }
+  } else if (!stays) {
     MOE_RETURN_IF_ERROR(Exchange(backend, comm, out, p.return_rows, back,
                                  p.home_rows, row_type, H, in.timeout));
   }
   backend.Mark(EpMark::kReturned);
-  MOE_RETURN_IF_ERROR(backend.Combine(in, p, back, y));
+  *back_out = back;
+  if (y != nullptr) MOE_RETURN_IF_ERROR(backend.Combine(in, p, back, y));
   backend.Mark(EpMark::kDone);
   comm_entered_ = true;  // Finish may wait on the communicator
   return backend.Finish(comm, deadline);

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "comm/communicator.h"
@@ -24,6 +26,16 @@ struct EpStepTimes {
   int64_t expert_rows = 0;  // rows this rank's experts computed
 };
 
+// A direct step's expert outputs on the host: plan().home rows of width H
+// in `type` (the row type, or bf16 where PacksOutputs), row slot_row[t *
+// slots + s] for slot s of token t (-1: a slot of another rank). Valid until
+// the step's next Run or RunDirect.
+struct DirectOutputs {
+  ElementType type = ElementType::kF32;
+  const void* rows = nullptr;
+  absl::Span<const int64_t> slot_row;
+};
+
 class EpStep {
  public:
   // y [in.tokens, H] (host fp32) for rank comm.rank() of comm.size().
@@ -32,6 +44,17 @@ class EpStep {
   absl::Status Run(const EpStepInput& in, ExpertBackend& backend,
                    Communicator& comm, int64_t max_count, bool x_resident,
                    float* y, EpStepTimes* times);
+
+  // A direct step (docs/architecture.md, "Direct steps"): the router sent
+  // rank `rank` of `world` the rows of exactly the tokens with a slot on its
+  // experts (every other slot -1, the counts of its own rows only), and sums
+  // the outputs itself. The step's pieces run as in Run, the rounding of a
+  // packed dispatch included, with nothing exchanged (the group's
+  // communicator is not touched); it stops before the weighted sum and
+  // leaves each slot's expert output in `out`.
+  absl::Status RunDirect(const EpStepInput& in, ExpertBackend& backend,
+                         int rank, int world, int64_t max_count,
+                         DirectOutputs* out, EpStepTimes* times);
 
   const EpPlan& plan() const { return plan_; }
   // After Run: whether `comm` is still in step with its peers. True when
@@ -42,9 +65,13 @@ class EpStep {
   bool collectives_intact() const { return collectives_intact_; }
 
  private:
+  // The step's pieces in order. `direct`: nothing crosses ranks (see
+  // RunDirect). With y null it stops before the weighted sum, the outputs
+  // left in *back.
   absl::Status RunPieces(const EpStepInput& in, ExpertBackend& backend,
                          Communicator& comm, int64_t max_count, bool x_resident,
-                         float* y);
+                         bool direct, float* y, const void** back);
+  void ReadTimes(ExpertBackend& backend, EpStepTimes* times) const;
   // The all-to-all of `rows` rows per rank, each `row_elems` elements of
   // `type`, staged through pinned host memory when the backend's buffers
   // are on a device and the communicator moves host memory.
@@ -55,6 +82,10 @@ class EpStep {
                         std::chrono::milliseconds timeout);
 
   EpPlan plan_;
+  // Direct steps: this rank's own exchanges, and the outputs on the host
+  // when the backend's buffers are on a device (grow only).
+  std::unique_ptr<Communicator> self_;
+  std::vector<char> host_back_;
   std::vector<int64_t> send_elems_, recv_elems_;
   bool comm_entered_ = false;  // this Run reached its first collective
   bool collectives_intact_ = true;

@@ -15,10 +15,12 @@
 #include "core/even_split.h"
 #include "core/fp8_rows.h"
 #include "engine/cpu_backend.h"
+#include "engine/direct_plan.h"
 #include "engine/local_moe.h"
 #include "engine/placement.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/dispatch.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/reference_moe.h"
 
@@ -158,6 +160,29 @@ TEST(LoopbackCommunicator, MovesNothingInPlaceAndCopiesOtherwise) {
                               ElementType::kF32, std::chrono::seconds(1))
                   .ok());
   EXPECT_EQ(comm->AllToAllV(a.data(), three, b.data(), two, ElementType::kF32,
+                            std::chrono::seconds(1))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Rank 1 of 3, as a direct step's communicator: what the rank sends itself
+// is copied, anything to or from another rank is refused.
+TEST(LoopbackCommunicator, AsOneRankOfAGroupMovesNothingAcross) {
+  auto comm = CreateLoopbackCommunicator(1, 3);
+  EXPECT_EQ(comm->rank(), 1);
+  EXPECT_EQ(comm->size(), 3);
+  std::vector<float> a = {1, 2}, b(2, 0);
+  const int64_t self[] = {0, 2, 0}, across[] = {1, 1, 0};
+  ASSERT_TRUE(comm->AllToAllV(a.data(), self, b.data(), self, ElementType::kF32,
+                              std::chrono::seconds(1))
+                  .ok());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(comm->AllToAllV(a.data(), across, b.data(), self, ElementType::kF32,
+                            std::chrono::seconds(1))
+                .code(),
+            absl::StatusCode::kInternal);
+  const int64_t one[] = {2};
+  EXPECT_EQ(comm->AllToAllV(a.data(), one, b.data(), one, ElementType::kF32,
                             std::chrono::seconds(1))
                 .code(),
             absl::StatusCode::kInvalidArgument);
@@ -645,6 +670,207 @@ TEST(EpStep, ABackendWithoutFp8PackingRefusesBeforeTheExchange) {
     EXPECT_NE(status[r].message().find("cuda:0"), std::string::npos)
         << status[r];
     EXPECT_TRUE(intact[r]);
+  }
+}
+
+// Direct steps (engine/direct_plan.h): the step as `world` ranks with no
+// collective. Each rank gets the rows of the tokens with a slot on it and
+// returns its slots' outputs in slot order; the outputs, put together in
+// rank order, are summed as the router sums them. y [n, H]; `idle`: the
+// ranks that got no rows.
+std::vector<float> RunDirectRanks(
+    const testing::GoldenCase& g, const Routing& routing, int world,
+    bool staged = false, const LayerPlacement* placement = nullptr,
+    DispatchDType dispatch = DispatchDType::kRowType, int* idle = nullptr) {
+  const MoeLayerConfig& c = g.config;
+  const int64_t n = g.tokens, H = c.hidden, S = routing.slots;
+  std::vector<int32_t> ids;
+  std::vector<int64_t> counts;
+  ReplicaMap replicas;
+  if (placement != nullptr) {
+    replicas = MakeReplicaMap(*placement, c.num_experts);
+  }
+  PlanDispatch(routing, n, world, c.num_experts, &ids, &counts,
+               placement != nullptr ? &replicas : nullptr);
+  const int64_t experts =
+      placement != nullptr ? replicas.physical : c.num_experts;
+  DirectPlan d;
+  PlanDirectStep(ids, n, S, world, experts, &d);
+  auto source = testing::MakeGoldenSource(g);
+  std::vector<char> outputs;
+  ElementType type = ElementType::kF32;
+  if (idle != nullptr) *idle = 0;
+  for (int r = 0; r < world; ++r) {
+    const int64_t first = d.token_offsets[r];
+    const int64_t tokens = d.token_offsets[r + 1] - first;
+    if (tokens == 0) {
+      if (idle != nullptr) ++*idle;
+      EXPECT_EQ(d.row_offsets[r + 1], d.row_offsets[r]);
+      continue;
+    }
+    std::unique_ptr<CpuBackend> backend =
+        staged ? std::make_unique<StagedCpuBackend>(1)
+               : std::make_unique<CpuBackend>(1);
+    LoadOptions opts;
+    opts.load_gate = false;
+    opts.load_shared = false;
+    opts.expert_begin = SplitBegin(r, world, c.num_experts);
+    opts.expert_end = SplitBegin(r + 1, world, c.num_experts);
+    if (placement != nullptr) {
+      opts.layer_experts[0] = placement->workers[r];
+      opts.expert_begin = opts.expert_end = 0;
+    }
+    EXPECT_TRUE(backend->Load(*source, opts, n).ok());
+    std::vector<float> rows(tokens * H);
+    for (int64_t i = 0; i < tokens; ++i) {
+      std::copy_n(g.x.data() + d.token[first + i] * H, H, rows.data() + i * H);
+    }
+    std::vector<int32_t> rank_ids;
+    std::vector<float> rank_w;
+    std::vector<int64_t> rank_counts;
+    DirectRankSlots(d, r, world, experts, ids, routing.weight, &rank_ids,
+                    &rank_w, &rank_counts);
+    EpStepInput in;
+    in.tokens = tokens;
+    in.rows = rows.data();
+    in.slots = S;
+    in.expert_ids = rank_ids;
+    in.weights = rank_w;
+    in.counts = rank_counts;
+    in.experts = experts;
+    in.dispatch = dispatch;
+    EpStep step;
+    DirectOutputs out;
+    EpStepTimes times;
+    absl::Status s = step.RunDirect(in, *backend, r, world, n, &out, &times);
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) return {};
+    EXPECT_TRUE(step.collectives_intact());
+    EXPECT_EQ(times.expert_rows, d.row_offsets[r + 1] - d.row_offsets[r]);
+    type = out.type;
+    // Slot order, as the worker returns them (EncodeDirectResult).
+    const size_t row_bytes = H * ElementSize(type);
+    outputs.resize(d.row_offsets[world] * row_bytes);
+    char* dst = outputs.data() + d.row_offsets[r] * row_bytes;
+    for (int64_t i = 0; i < tokens * S; ++i) {
+      if (out.slot_row[i] < 0) continue;
+      std::memcpy(
+          dst, static_cast<const char*>(out.rows) + out.slot_row[i] * row_bytes,
+          row_bytes);
+      dst += row_bytes;
+    }
+    EXPECT_EQ(dst, outputs.data() + d.row_offsets[r + 1] * row_bytes);
+  }
+  std::vector<float> y(n * H, -1.0f);
+  const float* w = c.score_before_experts ? nullptr : routing.weight.data();
+  if (type == ElementType::kBF16) {
+    kernels::cpu::CombineSlots(
+        n, S, H, w, d.slot_row.data(),
+        reinterpret_cast<const uint16_t*>(outputs.data()), y.data(), 1);
+  } else {
+    kernels::cpu::CombineSlots(n, S, H, w, d.slot_row.data(),
+                               reinterpret_cast<const float*>(outputs.data()),
+                               y.data(), 1);
+  }
+  return y;
+}
+
+// The router's plan of a direct step: each rank gets a token once however
+// many of its slots it computes, ranks' tokens ascending, and every slot's
+// output row is where its rank returns it.
+TEST(PlanDirectStep, EachRankGetsItsTokensOnceAndRowsInSlotOrder) {
+  // E = 4 over two ranks (0-1, 2-3), 3 slots.
+  const std::vector<int32_t> ids = {0,  2,  1,   // token 0: both ranks
+                                    3,  -1, 2,   // token 1: rank 1 only
+                                    -1, -1, -1,  // token 2: nowhere
+                                    1,  0,  3};  // token 3: both
+  DirectPlan d;
+  PlanDirectStep(ids, 4, 3, 2, 4, &d);
+  EXPECT_EQ(d.token_offsets, (std::vector<int64_t>{0, 2, 5}));
+  EXPECT_EQ(d.token, (std::vector<int64_t>{0, 3, 0, 1, 3}));
+  EXPECT_EQ(d.row_offsets, (std::vector<int64_t>{0, 4, 8}));
+  EXPECT_EQ(d.slot_row,
+            (std::vector<int64_t>{0, 4, 1, 5, -1, 6, -1, -1, -1, 2, 3, 7}));
+  std::vector<int32_t> rank_ids;
+  std::vector<float> w(12, 0.5f), rank_w;
+  std::vector<int64_t> counts;
+  DirectRankSlots(d, 1, 2, 4, ids, w, &rank_ids, &rank_w, &counts);
+  EXPECT_EQ(rank_ids, (std::vector<int32_t>{-1, 2, -1, 3, -1, 2, -1, -1, 3}));
+  EXPECT_EQ(counts, (std::vector<int64_t>{0, 0, 0, 0, 0, 0, 2, 2}));
+  EXPECT_EQ(rank_w.size(), 9u);
+}
+
+// A direct step has the bits of the single process (and so of the
+// all-to-all path) at 2 and 3 ranks: odd sizes, one token, rows scaled
+// before the experts, staged through host buffers, and redundant experts.
+TEST(EpStep, DirectStepsGiveTheSingleProcessBits) {
+  for (bool before : {false, true}) {
+    MoeLayerConfig c = Base();
+    c.score_before_experts = before;
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{41}}) {
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " before=" << before);
+      auto g = testing::RandomCase(c, n, 5 + n);
+      auto source = testing::MakeGoldenSource(g);
+      auto moe = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, n);
+      ASSERT_TRUE(moe.ok()) << moe.status();
+      std::vector<float> alone(n * c.hidden);
+      Routing routing;
+      ASSERT_TRUE(
+          (*moe)->Forward(0, g.x.data(), n, {}, alone.data(), &routing).ok());
+      for (int world : {2, 3}) {
+        EXPECT_EQ(RunDirectRanks(g, routing, world), alone) << world;
+      }
+      EXPECT_EQ(RunDirectRanks(g, routing, 2, /*staged=*/true), alone);
+      LayerPlacement two;
+      two.workers = {{0, 1, 2, 0}, {3, 4, 5, 1}};
+      EXPECT_EQ(RunDirectRanks(g, routing, 2, false, &two), alone);
+    }
+  }
+}
+
+// A hot expert: every slot on rank 0's experts leaves rank 1 without a row,
+// so it is not part of the step at all.
+TEST(EpStep, DirectStepLeavesARankWithNoSlotOut) {
+  MoeLayerConfig c = Base();
+  auto g = testing::RandomCase(c, 9, 2);
+  auto source = testing::MakeGoldenSource(g);
+  auto moe = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, 9);
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  std::vector<float> y(9 * c.hidden);
+  Routing routing;
+  ASSERT_TRUE((*moe)->Forward(0, g.x.data(), 9, {}, y.data(), &routing).ok());
+  for (int64_t i = 0; i < 9 * routing.slots; ++i) {
+    routing.expert[i] = static_cast<int32_t>(i % routing.slots);  // 0 and 1
+  }
+  int idle = -1;
+  const std::vector<float> direct = RunDirectRanks(
+      g, routing, 2, false, nullptr, DispatchDType::kRowType, &idle);
+  EXPECT_EQ(idle, 1);
+  EXPECT_EQ(direct, RunRanks(g, routing, false, 2));
+}
+
+// Packed dispatch: a direct step rounds rows and outputs exactly as the
+// all-to-all does, so its y is the all-to-all path's, bit for bit.
+TEST(EpStep, DirectStepsRoundAsThePackedAllToAll) {
+  MoeLayerConfig c = Base();
+  c.hidden = 200;  // one full and one narrow group of 128
+  auto g = testing::RandomCase(c, 23, 8);
+  auto source = testing::MakeGoldenSource(g);
+  auto moe = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, 23);
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  std::vector<float> exact(23 * c.hidden);
+  Routing routing;
+  ASSERT_TRUE(
+      (*moe)->Forward(0, g.x.data(), 23, {}, exact.data(), &routing).ok());
+  for (DispatchDType dispatch : {DispatchDType::kBf16, DispatchDType::kFp8}) {
+    SCOPED_TRACE(DispatchDTypeName(dispatch));
+    for (int world : {2, 3}) {
+      const std::vector<float> direct =
+          RunDirectRanks(g, routing, world, false, nullptr, dispatch);
+      EXPECT_NE(direct, exact);
+      EXPECT_EQ(direct,
+                RunRanks(g, routing, false, world, nullptr, true, dispatch));
+    }
   }
 }
 
