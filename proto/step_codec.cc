@@ -188,6 +188,55 @@ void EncodeStepResult(const float* y, int64_t tokens, int64_t H,
   result->set_expert_rows(t.expert_rows);
 }
 
+void EncodeDirectResult(const DirectOutputs& o, int64_t tokens, int64_t S,
+                        int64_t H, const EpStepTimes& t,
+                        moe::v1::StepResult* result) {
+  const size_t row_bytes = static_cast<size_t>(H) * ElementSize(o.type);
+  int64_t rows = 0;
+  for (int64_t i = 0; i < tokens * S; ++i) rows += o.slot_row[i] >= 0;
+  auto* out = result->mutable_rows();
+  out->clear_shape();
+  out->add_shape(rows);
+  out->add_shape(H);
+  out->set_dtype(o.type == ElementType::kBF16 ? moe::v1::BF16 : moe::v1::F32);
+  char* dst = SizeTo(out->mutable_data(), rows * row_bytes);
+  const char* src = static_cast<const char*>(o.rows);
+  for (int64_t i = 0; i < tokens * S; ++i) {
+    if (o.slot_row[i] < 0) continue;
+    std::memcpy(dst, src + o.slot_row[i] * row_bytes, row_bytes);
+    dst += row_bytes;
+  }
+  result->set_dispatch_us(t.dispatch_us);
+  result->set_experts_us(t.experts_us);
+  result->set_combine_us(t.combine_us);
+  result->set_gather_us(t.gather_us);
+  result->set_sum_us(t.sum_us);
+  result->set_expert_rows(t.expert_rows);
+}
+
+absl::Status DecodeDirectResult(const moe::v1::StepResult& res, int rank,
+                                int64_t rows, int64_t H, ElementType* type,
+                                std::vector<char>* dst, int64_t first_row) {
+  const auto& r = res.rows();
+  const bool known = r.dtype() == moe::v1::F32 || r.dtype() == moe::v1::BF16;
+  const ElementType t =
+      r.dtype() == moe::v1::BF16 ? ElementType::kBF16 : ElementType::kF32;
+  const size_t row_bytes = static_cast<size_t>(H) * ElementSize(t);
+  if (!known || r.shape_size() != 2 || r.shape(0) != rows || r.shape(1) != H ||
+      r.data().size() != rows * row_bytes) {
+    return absl::InternalError(absl::StrCat(
+        "worker rank ", rank, " returned a malformed direct-step result"));
+  }
+  *type = t;
+  const size_t need = (first_row + rows) * row_bytes;
+  if (dst->size() < need) dst->resize(need);
+  if (rows > 0) {
+    std::memcpy(dst->data() + first_row * row_bytes, r.data().data(),
+                rows * row_bytes);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DecodeStepResult(const moe::v1::StepResult& res, int rank,
                               int64_t tokens, int64_t H, float* y) {
   const auto& rows = res.rows();

@@ -42,6 +42,21 @@ void EncodeStepResult(const float* y, int64_t tokens, int64_t hidden,
                       const EpStepTimes& times, moe::v1::DType result_dtype,
                       moe::v1::StepResult* result);
 
+// Worker side, a direct step: the expert outputs of `out` into `result`'s
+// rows in slot order (for each of the `tokens` tokens, each slot with a
+// row), F32 or BF16 as they are, and the step's times.
+void EncodeDirectResult(const DirectOutputs& out, int64_t tokens, int64_t slots,
+                        int64_t hidden, const EpStepTimes& times,
+                        moe::v1::StepResult* result);
+
+// Router side, a direct step: rank `rank`'s `rows` expert outputs into
+// rows [first_row, first_row + rows) of `dst` (grown to hold them) as they
+// travelled, F32 or BF16 (into `*type`; the caller checks that every rank
+// agrees); INTERNAL for a malformed result.
+absl::Status DecodeDirectResult(const moe::v1::StepResult& result, int rank,
+                                int64_t rows, int64_t hidden, ElementType* type,
+                                std::vector<char>* dst, int64_t first_row);
+
 // Router side: rank `rank`'s rows of y (F32 or BF16, widened exactly),
 // checked against the rows it was sent; INTERNAL for a malformed result.
 absl::Status DecodeStepResult(const moe::v1::StepResult& result, int rank,

@@ -155,11 +155,19 @@ absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
                      " rows exceed this worker's ", max_tokens_));
   }
   EpStepTimes times;
-  absl::Status s = step_.Run(in, *backend_, comm, max_tokens_,
-                             /*x_resident=*/false, y_.data(), &times);
-  collectives_intact_ = step_.collectives_intact();
-  MOE_RETURN_IF_ERROR(s);
-  EncodeStepResult(y_.data(), in.tokens, H, times, result_dtype, result);
+  if (step.direct()) {
+    // No collective: the group stays intact whatever happens here.
+    DirectOutputs outputs;
+    MOE_RETURN_IF_ERROR(step_.RunDirect(in, *backend_, comm.rank(), comm.size(),
+                                        max_tokens_, &outputs, &times));
+    EncodeDirectResult(outputs, in.tokens, in.slots, H, times, result);
+  } else {
+    absl::Status s = step_.Run(in, *backend_, comm, max_tokens_,
+                               /*x_resident=*/false, y_.data(), &times);
+    collectives_intact_ = step_.collectives_intact();
+    MOE_RETURN_IF_ERROR(s);
+    EncodeStepResult(y_.data(), in.tokens, H, times, result_dtype, result);
+  }
   using Us = std::chrono::duration<double, std::micro>;
   result->set_decode_us(Us(decoded - received).count());
   result->set_step_us(Us(std::chrono::steady_clock::now() - received).count());

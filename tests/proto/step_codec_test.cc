@@ -75,5 +75,49 @@ TEST(StepCodec, AnUnknownDispatchDTypeIsRefusedByName) {
   EXPECT_NE(s.message().find("dispatch_dtype"), std::string::npos) << s;
 }
 
+// A direct step's result: the rows of the worker's slots in slot order
+// (whatever order its buffer holds them in), F32 or BF16 as they are, and
+// back into the router's buffer at the rank's offset; a result of the wrong
+// size is refused.
+TEST(StepCodec, DirectResultsTravelInSlotOrder) {
+  constexpr int64_t H = 3;
+  // Two tokens, two slots: buffer rows 2, -, 0, 1 (expert order).
+  const std::vector<float> rows = {10, 11, 12, 20, 21, 22, 30, 31, 32};
+  const std::vector<int64_t> slot_row = {2, -1, 0, 1};
+  DirectOutputs out;
+  out.type = ElementType::kF32;
+  out.rows = rows.data();
+  out.slot_row = slot_row;
+  EpStepTimes times;
+  times.expert_rows = 3;
+  moe::v1::StepResult result;
+  EncodeDirectResult(out, 2, 2, H, times, &result);
+  EXPECT_EQ(result.rows().dtype(), moe::v1::F32);
+  EXPECT_EQ(result.expert_rows(), 3);
+  std::vector<char> dst;
+  ElementType type = ElementType::kBF16;
+  ASSERT_TRUE(DecodeDirectResult(result, 1, 3, H, &type, &dst, 1).ok());
+  EXPECT_EQ(type, ElementType::kF32);
+  ASSERT_EQ(dst.size(), 4 * H * sizeof(float));
+  std::vector<float> got(3 * H);
+  std::memcpy(got.data(), dst.data() + H * sizeof(float), got.size() * 4);
+  EXPECT_EQ(got, (std::vector<float>{30, 31, 32, 10, 11, 12, 20, 21, 22}));
+
+  // bf16 rows travel as they are.
+  const std::vector<uint16_t> half = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  out.type = ElementType::kBF16;
+  out.rows = half.data();
+  EncodeDirectResult(out, 2, 2, H, times, &result);
+  EXPECT_EQ(result.rows().dtype(), moe::v1::BF16);
+  ASSERT_TRUE(DecodeDirectResult(result, 0, 3, H, &type, &dst, 0).ok());
+  EXPECT_EQ(type, ElementType::kBF16);
+  std::vector<uint16_t> got_half(3 * H);
+  std::memcpy(got_half.data(), dst.data(), got_half.size() * 2);
+  EXPECT_EQ(got_half, (std::vector<uint16_t>{7, 8, 9, 1, 2, 3, 4, 5, 6}));
+
+  EXPECT_EQ(DecodeDirectResult(result, 0, 2, H, &type, &dst, 0).code(),
+            absl::StatusCode::kInternal);
+}
+
 }  // namespace
 }  // namespace moe
