@@ -1,6 +1,7 @@
 // The router's side of a step run on the workers, for any router device:
 // each rank's Step (its token shard, slots and the full per-(source,
-// expert) count matrix, from engine/ep_plan.h's PlanDispatch), the shared
+// expert) count matrix, from engine/ep_plan.h's PlanDispatch; or, for a
+// direct step, the rows its experts need, engine/direct_plan.h), the shared
 // expert meanwhile, and the ranks' results put together.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/direct_plan.h"
 #include "engine/ep_plan.h"
 #include "engine/placement.h"
 #include "engine/stage_times.h"
@@ -23,11 +25,17 @@ namespace moe {
 // Everything of a routed step that happens on the worker group: the plan,
 // the step on every rank, the shared expert on this thread meanwhile, and
 // the results put together. Keeps its message buffers between steps.
+struct RemoteStepOptions {
+  // How rows cross the workers' all-to-all (--dispatch-dtype).
+  DispatchDType dispatch = DispatchDType::kRowType;
+  // Steps of at most this many tokens over 2 or more workers are direct
+  // (--direct-step-tokens); 0: none.
+  int64_t direct_step_tokens = 0;
+};
+
 class RemoteStep {
  public:
-  // `dispatch`: how rows cross the workers' all-to-all (--dispatch-dtype).
-  explicit RemoteStep(DispatchDType dispatch = DispatchDType::kRowType)
-      : dispatch_(dispatch) {}
+  explicit RemoteStep(RemoteStepOptions options = {}) : options_(options) {}
 
   // Returns the gated shared-expert output [n, H] to add to y, or null.
   using SharedFn = std::function<absl::StatusOr<const float*>()>;
@@ -37,7 +45,7 @@ class RemoteStep {
   // times and the total. `bf16_result`: the workers answer their rows
   // rounded to bf16 (Step.result_dtype), half the bytes home.
   absl::Status Run(WorkerPool& pool, int64_t layer, const float* x, int64_t n,
-                   int64_t hidden, int64_t num_experts, const Routing& routing,
+                   const MoeLayerConfig& config, const Routing& routing,
                    bool bf16_result,
                    std::chrono::steady_clock::time_point deadline,
                    const SharedFn& shared, StageClock& clock, float* y,
@@ -53,12 +61,28 @@ class RemoteStep {
                   int64_t num_experts, const Routing& routing, int world,
                   const WorkerPool::PlacementInForce& placement,
                   bool bf16_result);
+  // A direct step's Steps instead (expert_ids_ and counts_ planned).
+  void BuildDirectSteps(int64_t layer, const float* x, int64_t n,
+                        int64_t hidden, const Routing& routing, int world,
+                        int64_t experts, uint64_t epoch);
   // Each rank's rows into y, and the critical worker's stage times into t;
   // `wall_us`: the step's time on the worker group, seen from here.
   absl::Status GatherResults(int64_t n, int64_t hidden, double wall_us,
                              float* y, StageTimes* t) const;
+  // A direct step's: every rank's expert outputs, summed here in slot order.
+  absl::Status SumDirectResults(const MoeLayerConfig& config,
+                                const Routing& routing, double wall_us,
+                                float* y, StageTimes* t);
+  // The critical worker's stage times into t, and the wire time.
+  void CriticalWorkerTimes(double wall_us, StageTimes* t) const;
 
-  DispatchDType dispatch_;
+  RemoteStepOptions options_;
+  bool direct_ = false;  // the last step was direct
+  DirectPlan direct_plan_;
+  std::vector<float> direct_rows_, direct_weights_;
+  std::vector<int32_t> direct_ids_;
+  std::vector<int64_t> direct_counts_;
+  std::vector<char> direct_out_;
   // Per layer, built on first use, for placement epoch replicas_epoch_.
   std::map<int64_t, ReplicaMap> replicas_;
   uint64_t replicas_epoch_ = 0;

@@ -105,6 +105,11 @@ ABSL_FLAG(int64_t, max_queue_tokens, 0,
           "tokens queued at most; the excess is refused at once with "
           "RESOURCE_EXHAUSTED (0: (--max-inflight-steps + 2) x "
           "--max-batch-tokens)");
+ABSL_FLAG(int64_t, direct_step_tokens, 64,
+          "steps of at most this many tokens skip the workers' all-to-alls: "
+          "the router sends each worker the rows its experts need and sums "
+          "their outputs itself, in slot order (the same bits); 0: always "
+          "the all-to-alls (with 2 or more workers)");
 ABSL_FLAG(std::string, dispatch_dtype, "auto",
           "auto: a step whose requests are all bf16 in and out, in a layer "
           "without shared experts, gets the workers' results in bf16 (half "
@@ -192,6 +197,7 @@ RouterFlags ReadFlags() {
   f.max_inflight_steps = absl::GetFlag(FLAGS_max_inflight_steps);
   f.max_queue_tokens = absl::GetFlag(FLAGS_max_queue_tokens);
   f.dispatch_dtype = absl::GetFlag(FLAGS_dispatch_dtype);
+  f.direct_step_tokens = absl::GetFlag(FLAGS_direct_step_tokens);
   f.max_stream_inflight = absl::GetFlag(FLAGS_max_stream_inflight);
   f.threads = absl::GetFlag(FLAGS_threads);
   f.device = absl::GetFlag(FLAGS_device);
@@ -400,8 +406,9 @@ absl::Status Router::MakeBatcher() {
   }
   std::vector<std::unique_ptr<StepRunner>> runners;
   for (int i = 0; i < o_.max_inflight_steps; ++i) {
-    MOE_ASSIGN_OR_RETURN(auto runner,
-                         CreateStepRunner(*model_, pool_.get(), o_.dispatch));
+    MOE_ASSIGN_OR_RETURN(
+        auto runner, CreateStepRunner(*model_, pool_.get(),
+                                      {o_.dispatch, o_.direct_step_tokens}));
     runners.push_back(std::move(runner));
   }
   if (pool_ != nullptr) {

@@ -106,6 +106,7 @@ absl::Status CheckSizes(const RouterFlags& f) {
     return BadFlag("dispatch-dtype", "auto, f32, bf16 or fp8",
                    absl::StrCat("'", f.dispatch_dtype, "'"));
   }
+  MOE_RETURN_IF_ERROR(AtLeast("direct-step-tokens", f.direct_step_tokens, 0));
   MOE_RETURN_IF_ERROR(AtLeast("threads", f.threads, 0));
   MOE_RETURN_IF_ERROR(
       AtLeast("max-concurrent-streams", f.max_concurrent_streams, 1));

@@ -57,6 +57,12 @@ struct RouterFlags {
   // answer rounded once. "bf16", "fp8": as auto, and the rows cross the
   // workers' dispatch all-to-all as bf16, or as FP8 rows (core/fp8_rows.h).
   std::string dispatch_dtype = "auto";
+  // Steps of at most this many tokens are direct (docs/architecture.md,
+  // "Direct steps"): each worker gets the rows its experts need from the
+  // router and returns their outputs, which the router sums; no all-to-all
+  // between workers. 0: every step takes the all-to-alls. Only with 2 or
+  // more workers (one worker exchanges nothing anyway).
+  int64_t direct_step_tokens = 64;
   int threads = 0;
   std::string device = "cpu";
   TlsFiles tls;

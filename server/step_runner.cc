@@ -6,18 +6,18 @@
 namespace moe {
 
 absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(
-    const RouterModel& model, WorkerPool* pool, DispatchDType dispatch) {
+    const RouterModel& model, WorkerPool* pool, RemoteStepOptions remote) {
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<ExpertBackend> backend,
                        model.ForkBackend());
-  return std::make_unique<StepRunner>(std::move(backend), pool, dispatch);
+  return std::make_unique<StepRunner>(std::move(backend), pool, remote);
 }
 
 StepRunner::StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool,
-                       DispatchDType dispatch)
+                       RemoteStepOptions remote)
     : backend_(std::move(backend)),
       pool_(pool),
       local_(backend_.get()),
-      remote_(dispatch) {}
+      remote_(remote) {}
 
 absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
                              absl::Span<const int64_t> segment_ends,
@@ -49,10 +49,9 @@ absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
     MOE_RETURN_IF_ERROR(b.Shared(layer, x, n, shared_out_.data()));
     return shared_out_.data();
   };
-  MOE_RETURN_IF_ERROR(remote_.Run(*pool_, layer, x, n, H, c.num_experts,
-                                  out->routing, bf16_out && !c.has_shared(),
-                                  deadline, shared, clock, out->y.data(),
-                                  &out->times));
+  MOE_RETURN_IF_ERROR(remote_.Run(*pool_, layer, x, n, c, out->routing,
+                                  bf16_out && !c.has_shared(), deadline, shared,
+                                  clock, out->y.data(), &out->times));
   out->worker_rows = remote_.worker_rows();
   return absl::OkStatus();
 }

@@ -29,10 +29,11 @@ class StepRunner {
     std::vector<int64_t> worker_rows;  // rows each worker computed
   };
 
-  // `pool` null: the router computes the experts (P = 0). `dispatch`: how
-  // rows cross the workers' all-to-all (nothing crosses at P = 0).
+  // `pool` null: the router computes the experts (P = 0). `remote`: how
+  // rows cross the workers' all-to-all and which steps skip it (nothing
+  // crosses at P = 0).
   StepRunner(std::unique_ptr<ExpertBackend> backend, WorkerPool* pool,
-             DispatchDType dispatch = DispatchDType::kRowType);
+             RemoteStepOptions remote = {});
 
   // `segment_ends`: the requests batched in this step (see TokenRouter).
   // `bf16_out`: every request of the step wants its answer in bf16. In a
@@ -55,7 +56,6 @@ class StepRunner {
 
 // A runner on a fork of the model's backend.
 absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(
-    const RouterModel& model, WorkerPool* pool,
-    DispatchDType dispatch = DispatchDType::kRowType);
+    const RouterModel& model, WorkerPool* pool, RemoteStepOptions remote = {});
 
 }  // namespace moe

@@ -85,6 +85,7 @@ struct WorkerPool::Pending {
   int remaining = 0;       // ranks yet to answer
   int failed = 0;          // ranks that answered with an error
   bool broken = false;     // some rank's collective group is broken
+  bool direct = false;     // every rank's step is direct: no collective
   // No more answers will come: a worker was lost, the generation changed or
   // the router is shutting down.
   bool aborted = false;

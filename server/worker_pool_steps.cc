@@ -31,6 +31,11 @@ namespace {
 constexpr absl::string_view kPlacementChanged = "expert placement changed";
 }  // namespace
 
+bool IdleInDirectStep(const moe::v1::Step& step) {
+  return step.direct() && step.rows().shape_size() > 0 &&
+         step.rows().shape(0) == 0;
+}
+
 bool IsPlacementChanged(const absl::Status& status) {
   return status.code() == absl::StatusCode::kAborted &&
          absl::StartsWith(status.message(), kPlacementChanged);
@@ -88,12 +93,24 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
       pending->results.resize(P);
       pending->have.assign(P, false);
       pending->remaining = P;
+      // A direct step with no rows for a rank is not sent (its result
+      // stays empty); a direct step touches no collective, so however it
+      // fails, the group stays.
+      pending->direct = true;
+      for (int r = 0; r < P; ++r) {
+        pending->direct = pending->direct && steps[r].direct();
+        if (IdleInDirectStep(steps[r])) {
+          pending->have[r] = true;
+          --pending->remaining;
+        }
+      }
       pending_[id] = pending;
       conns = ranks_;
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - Clock::now());
     for (int r = 0; r < P; ++r) {
+      if (IdleInDirectStep(steps[r])) continue;
       moe::v1::RouterMessage msg;
       steps[r].set_generation(pending->generation);
       steps[r].set_step_id(id);
@@ -152,9 +169,9 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
     // the collectives while another refused) may leave ranks mid-collective
     // or out of step: rebuild the group, unless a disconnect or a new
     // generation already took care of it.
-    const bool intact = finished && !pending->aborted &&
-                        pending->remaining == 0 && pending->failed == P &&
-                        !pending->broken;
+    const bool intact =
+        finished && !pending->aborted && pending->remaining == 0 &&
+        (pending->failed == P || pending->direct) && !pending->broken;
     regroup =
         !status.ok() && !intact && pending->generation == generation_ && ready_;
     if (regroup) {

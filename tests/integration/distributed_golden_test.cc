@@ -225,6 +225,53 @@ TEST(DistributedGolden, PackedDispatchKeepsRoutingExactAndYWithinItsTolerance) {
   }
 }
 
+// Direct steps (--direct-step-tokens; every golden case is small enough
+// for the default): each worker gets the rows its experts need from the
+// router and the router sums the outputs. Every case through 2 and 3
+// workers, exact and with packed dispatch, gives the bits of the
+// all-to-all path (--direct-step-tokens=0), routing included.
+TEST(DistributedGolden, DirectStepsGiveTheAllToAllBits) {
+  for (const std::string& path : testing::RequireGoldenFiles()) {
+    auto c = testing::LoadGoldenCase(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    SCOPED_TRACE(c->name);
+    const testing::HfWriteOptions o;  // the case at its default layer
+    auto written = testing::WriteCaseCheckpoint(*c, c->name + "_direct_", o);
+    ASSERT_TRUE(written.ok()) << written.status();
+    const std::string& dir = *written;
+    for (const char* dtype : {"f32", "bf16", "fp8"}) {
+      for (int workers : {2, 3}) {
+        SCOPED_TRACE(absl::StrCat(dtype, " P=", workers));
+        ForwardResult r[2];
+        for (int direct : {0, 1}) {
+          testing::LocalCluster cluster;
+          testing::LocalCluster::Options co;
+          co.model_args = {"--model=" + dir};
+          co.workers = workers;
+          co.router_args = {
+              absl::StrCat("--dispatch-dtype=", dtype),
+              absl::StrCat("--direct-step-tokens=", direct ? c->tokens : 0)};
+          ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+          ForwardOptions fo;
+          fo.routing = true;
+          auto got = cluster.client().Forward(static_cast<int32_t>(o.layer),
+                                              c->x.data(), c->tokens,
+                                              c->config.hidden, fo);
+          ASSERT_TRUE(got.ok()) << got.status() << "\n" << cluster.Logs();
+          r[direct] = *std::move(got);
+        }
+        EXPECT_EQ(r[1].expert_ids, r[0].expert_ids);
+        EXPECT_EQ(r[1].weights, r[0].weights);
+        EXPECT_EQ(r[1].y, r[0].y) << "a direct step changed the answer";
+        if (std::string(dtype) == "f32") {
+          EXPECT_TRUE(testing::AllClose(r[1].y, c->y, testing::kF32Tol));
+        }
+      }
+    }
+    fs::remove_all(dir);
+  }
+}
+
 TEST(DistributedGolden, MoeCliForwardWritesTheGoldenOutput) {
   // The acceptance path: a checkpoint served by a router and 3 workers,
   // queried with moe-cli forward, files in and out.

@@ -209,6 +209,9 @@ class RefusedStep : public ::testing::Test {
     o.workers = 2;
     o.router_args = MetricsArgs(cluster);
     o.router_args.push_back(absl::StrCat("--step-timeout-ms=", kStepTimeoutMs));
+    // Every step through the all-to-alls, whose failures these tests are
+    // about (direct steps: OneWorkerRefusingADirectStepKeepsTheGroup).
+    o.router_args.push_back("--direct-step-tokens=0");
     return o;
   }
 
@@ -298,6 +301,39 @@ TEST_F(RefusedStep, OneWorkerRefusesRebuildsTheGroup) {
   } while (!small.ok() && Clock::now() - start < std::chrono::seconds(20));
   EXPECT_TRUE(small.ok()) << small << "\n" << cluster.Logs();
   EXPECT_GT(Generation(cluster), generation) << cluster.Logs();
+}
+
+// A direct step touches no collective: one worker refusing it (over its
+// --max-batch-tokens) fails the step with that worker's error at once, and
+// the group stays as it is.
+TEST_F(RefusedStep, OneWorkerRefusingADirectStepKeepsTheGroup) {
+  LocalCluster cluster;
+  LocalCluster::Options o = ClusterOptions(cluster);
+  o.router_args.back() = "--direct-step-tokens=64";
+  ASSERT_TRUE(cluster.Start(o).ok()) << cluster.Logs();
+  cluster.KillWorker(1, SIGTERM);
+  ASSERT_TRUE(
+      cluster.StartWorker({absl::StrCat("--max-batch-tokens=", kWorkerLimit)})
+          .ok());
+  ASSERT_TRUE(cluster.WaitReady(std::chrono::seconds(30)).ok())
+      << cluster.Logs();
+  ASSERT_TRUE(Forward(cluster, 4, 1).ok()) << cluster.Logs();
+  const double generation = Generation(cluster);
+  ASSERT_GT(generation, 0) << cluster.Logs();
+
+  const auto start = Clock::now();
+  absl::Status big = Forward(cluster, 40, 2);
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted) << big << "\n"
+                                                              << cluster.Logs();
+  EXPECT_NE(big.message().find("exceed this worker's 8"), std::string::npos)
+      << big;
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(kStepTimeoutMs))
+      << "the refusal waited for a collective timeout";
+  for (int i = 0; i < 3; ++i) {
+    absl::Status small = Forward(cluster, 5 + i, 3 + i);
+    EXPECT_TRUE(small.ok()) << small << "\n" << cluster.Logs();
+  }
+  EXPECT_EQ(Generation(cluster), generation) << cluster.Logs();
 }
 
 TEST(WorkerFailure, RouterWaitingForWorkersSaysUnavailable) {
