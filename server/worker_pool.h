@@ -68,7 +68,7 @@ struct WorkerPoolOptions {
 // force (a rebalance switched meanwhile): plan them again.
 bool IsPlacementChanged(const absl::Status& status);
 
-// A direct step that gives its rank no rows: RunStep does not send it.
+// A direct step that gives its rank no rows: RunStep need not send it.
 bool IdleInDirectStep(const moe::v1::Step& step);
 
 // The rank whose rendezvous key `key` is, or -1 for a key of no rank:
@@ -151,8 +151,10 @@ class WorkerPool final : public WorkerControlBase {
   // unset). The error of a rank that refused the step can take until its peers'
   // collectives time out (the deadline) when the peers did not refuse it.
   // Direct steps (Step.direct) touch no collective: a rank with no rows
-  // (IdleInDirectStep) is not sent its step and its result stays empty, and
-  // a failure leaves the group as it is.
+  // (IdleInDirectStep) that already had a step of this generation and
+  // placement epoch is not sent its step, and its result stays empty (one
+  // whose placement moved gets it, to switch with the others); a failure
+  // leaves the group as it is.
   absl::Status RunStep(std::vector<moe::v1::Step>& steps,
                        std::chrono::steady_clock::time_point deadline,
                        const std::function<void()>& overlap,

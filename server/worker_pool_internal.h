@@ -62,6 +62,12 @@ struct WorkerPool::Conn {
   // for heartbeat_misses intervals (set under the pool's mu_).
   std::atomic<int64_t> last_seen{Clock::now().time_since_epoch().count()};
   std::atomic<bool> stalled{false};
+  // The generation and placement epoch of the last Step written (under the
+  // pool's send_mu_): a rank with no rows in a direct step still gets it
+  // when the epoch moved since, so that it switches placements with the
+  // steps (a worker keeps one staged placement, and a newer one replaces
+  // it).
+  uint64_t step_generation = 0, step_epoch = 0;
 
   bool Write(const moe::v1::RouterMessage& m) {
     std::lock_guard<std::mutex> lock(write_mu);

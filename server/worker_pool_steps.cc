@@ -75,6 +75,7 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
   {
     std::lock_guard<std::mutex> send_lock(send_mu_);
     std::vector<std::shared_ptr<Conn>> conns;
+    std::vector<bool> skip;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!ready_) return absl::UnavailableError(NotReadyLocked());
@@ -94,23 +95,30 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
       pending->have.assign(P, false);
       pending->remaining = P;
       // A direct step with no rows for a rank is not sent (its result
-      // stays empty); a direct step touches no collective, so however it
-      // fails, the group stays.
+      // stays empty), unless the rank has had no step of this generation
+      // and placement yet: a worker switches placements at the first step
+      // naming the new one, and keeps one staged, so an idle worker must
+      // not fall a placement behind. A direct step touches no collective,
+      // so however it fails, the group stays.
       pending->direct = true;
+      conns = ranks_;
+      skip.assign(P, false);
       for (int r = 0; r < P; ++r) {
         pending->direct = pending->direct && steps[r].direct();
-        if (IdleInDirectStep(steps[r])) {
+        skip[r] = IdleInDirectStep(steps[r]) &&
+                  conns[r]->step_generation == generation_ &&
+                  conns[r]->step_epoch == steps[r].placement_epoch();
+        if (skip[r]) {
           pending->have[r] = true;
           --pending->remaining;
         }
       }
       pending_[id] = pending;
-      conns = ranks_;
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - Clock::now());
     for (int r = 0; r < P; ++r) {
-      if (IdleInDirectStep(steps[r])) continue;
+      if (skip[r]) continue;
       moe::v1::RouterMessage msg;
       steps[r].set_generation(pending->generation);
       steps[r].set_step_id(id);
@@ -120,6 +128,10 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
       // Write has serialized it: the step's buffers go back to the caller,
       // to be overwritten by the next step instead of allocated anew.
       msg.mutable_step()->Swap(&steps[r]);
+      if (written) {
+        conns[r]->step_generation = pending->generation;
+        conns[r]->step_epoch = steps[r].placement_epoch();
+      }
       if (!written) {
         std::lock_guard<std::mutex> lock(mu_);
         pending->aborted = true;

@@ -62,16 +62,35 @@ class FakeWorker {
     m.mutable_ready()->set_error(error);
     EXPECT_TRUE(stream_->Write(m));
   }
+  // Answers every Step with an empty result until the stream ends; counts
+  // the steps into `steps`.
+  void AnswerSteps(std::atomic<int>* steps) {
+    moe::v1::RouterMessage m;
+    while (stream_->Read(&m)) {
+      if (!m.has_step()) continue;
+      ++*steps;
+      moe::v1::WorkerMessage r;
+      r.mutable_result()->set_generation(m.step().generation());
+      r.mutable_result()->set_step_id(m.step().step_id());
+      if (!stream_->Write(r)) return;
+    }
+  }
   void Heartbeat() {
     moe::v1::WorkerMessage m;
     m.mutable_heartbeat();
     EXPECT_TRUE(stream_->Write(m));
   }
+  // Ends the worker's side of the stream (the router then ends its side),
+  // from another thread than one in AnswerSteps, which then returns.
+  void HalfClose() {
+    if (!writes_done_) stream_->WritesDone();
+    writes_done_ = true;
+  }
   // Closes the stream; the router's status of it.
   grpc::Status Leave() {
     if (left_) return status_;
     left_ = true;
-    stream_->WritesDone();
+    HalfClose();
     moe::v1::RouterMessage m;
     while (stream_->Read(&m)) {
     }
@@ -84,7 +103,7 @@ class FakeWorker {
   std::unique_ptr<
       grpc::ClientReaderWriter<moe::v1::WorkerMessage, moe::v1::RouterMessage>>
       stream_;
-  bool left_ = false;
+  bool left_ = false, writes_done_ = false;
   grpc::Status status_;
 };
 
@@ -589,6 +608,50 @@ TEST_F(WorkerPoolTest, HoldEndsAfterTheFlagsTime) {
       << w.status();
   EXPECT_GE(Clock::now() - start, milliseconds(150));
   EXPECT_LT(Clock::now() - start, milliseconds(5000));
+}
+
+// A direct step with no rows for a rank goes only to ranks that need it:
+// once a rank has had a step of this generation and placement, an idle one
+// is not sent (and not waited for); all-to-all steps go to every rank.
+TEST_F(WorkerPoolTest, DirectStepsSkipAnIdleRankThatHasThePlacement) {
+  FakeWorker& a = Join();
+  FakeWorker& b = Join();
+  moe::v1::Assignment aa, ab;
+  ExpectGeneration(a, b, &aa, &ab);
+  a.Ready(aa);
+  b.Ready(ab);
+  ASSERT_TRUE(StateIs([](const WorkerPool::State& s) { return s.ready; }));
+  std::atomic<int> got[2] = {0, 0};  // steps per rank
+  std::thread ta([&] { a.AnswerSteps(&got[aa.rank()]); });
+  std::thread tb([&] { b.AnswerSteps(&got[ab.rank()]); });
+  auto run = [&](bool direct, int64_t rank1_rows) {
+    std::vector<moe::v1::Step> steps(2);
+    for (int r = 0; r < 2; ++r) {
+      steps[r].set_direct(direct);
+      steps[r].mutable_rows()->add_shape(r == 1 ? rank1_rows : 1);
+      steps[r].mutable_rows()->add_shape(4);
+    }
+    std::vector<moe::v1::StepResult> results;
+    return pool_->RunStep(
+        steps, std::chrono::steady_clock::now() + milliseconds(5000), [] {},
+        &results);
+  };
+  // Rank 1's first step of the generation goes even without rows.
+  ASSERT_TRUE(run(true, 0).ok());
+  EXPECT_EQ(got[0], 1);
+  EXPECT_EQ(got[1], 1);
+  ASSERT_TRUE(run(true, 0).ok());  // then it is left out
+  EXPECT_EQ(got[0], 2);
+  EXPECT_EQ(got[1], 1);
+  ASSERT_TRUE(run(true, 3).ok());  // rows: sent
+  EXPECT_EQ(got[1], 2);
+  ASSERT_TRUE(run(false, 0).ok());  // an all-to-all step: every rank
+  EXPECT_EQ(got[0], 4);
+  EXPECT_EQ(got[1], 3);
+  a.HalfClose();  // the router ends each stream: the answering threads end
+  b.HalfClose();
+  ta.join();
+  tb.join();
 }
 
 }  // namespace
