@@ -55,6 +55,15 @@ bool AsBf16IfExact(const float* x, size_t count, std::string* out) {
   return true;
 }
 
+void SetStepTimes(const EpStepTimes& t, moe::v1::StepResult* result) {
+  result->set_dispatch_us(t.dispatch_us);
+  result->set_experts_us(t.experts_us);
+  result->set_combine_us(t.combine_us);
+  result->set_gather_us(t.gather_us);
+  result->set_sum_us(t.sum_us);
+  result->set_expert_rows(t.expert_rows);
+}
+
 }  // namespace
 
 void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
@@ -180,12 +189,7 @@ void EncodeStepResult(const float* y, int64_t tokens, int64_t H,
       data->clear();
     }
   }
-  result->set_dispatch_us(t.dispatch_us);
-  result->set_experts_us(t.experts_us);
-  result->set_combine_us(t.combine_us);
-  result->set_gather_us(t.gather_us);
-  result->set_sum_us(t.sum_us);
-  result->set_expert_rows(t.expert_rows);
+  SetStepTimes(t, result);
 }
 
 void EncodeDirectResult(const DirectOutputs& o, int64_t tokens, int64_t S,
@@ -206,12 +210,7 @@ void EncodeDirectResult(const DirectOutputs& o, int64_t tokens, int64_t S,
     std::memcpy(dst, src + o.slot_row[i] * row_bytes, row_bytes);
     dst += row_bytes;
   }
-  result->set_dispatch_us(t.dispatch_us);
-  result->set_experts_us(t.experts_us);
-  result->set_combine_us(t.combine_us);
-  result->set_gather_us(t.gather_us);
-  result->set_sum_us(t.sum_us);
-  result->set_expert_rows(t.expert_rows);
+  SetStepTimes(t, result);
 }
 
 absl::Status DecodeDirectResult(const moe::v1::StepResult& res, int rank,

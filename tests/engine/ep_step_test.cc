@@ -211,6 +211,26 @@ class StagedCpuBackend : public CpuBackend {
   int staged_ = 0;
 };
 
+// Rank r of `world`'s backend (posing as a device when `staged`) and its
+// shard of the experts: an even range, or its slots of `placement`.
+std::unique_ptr<CpuBackend> RankBackend(bool staged, int threads) {
+  if (staged) return std::make_unique<StagedCpuBackend>(threads);
+  return std::make_unique<CpuBackend>(threads);
+}
+LoadOptions ShardOptions(const MoeLayerConfig& c, int r, int world,
+                         const LayerPlacement* placement) {
+  LoadOptions opts;
+  opts.load_gate = false;
+  opts.load_shared = false;
+  opts.expert_begin = SplitBegin(r, world, c.num_experts);
+  opts.expert_end = SplitBegin(r + 1, world, c.num_experts);
+  if (placement != nullptr) {
+    opts.layer_experts[0] = placement->workers[r];
+    opts.expert_begin = opts.expert_end = 0;
+  }
+  return opts;
+}
+
 // Runs the case's step as `world` ranks over Gloo in this process; y [n, H].
 // With `placement`, the ranks hold its slots (redundant experts) and the
 // plan picks replicas.
@@ -235,19 +255,8 @@ std::vector<float> RunRanks(const testing::GoldenCase& g,
   std::vector<absl::Status> status(world);
   std::vector<int> staged_calls(world, 0);
   auto rank = [&](int r) {
-    std::unique_ptr<CpuBackend> backend =
-        staged ? std::make_unique<StagedCpuBackend>(backend_threads)
-               : std::make_unique<CpuBackend>(backend_threads);
-    LoadOptions opts;
-    opts.load_gate = false;
-    opts.load_shared = false;
-    opts.expert_begin = SplitBegin(r, world, c.num_experts);
-    opts.expert_end = SplitBegin(r + 1, world, c.num_experts);
-    if (placement != nullptr) {
-      opts.layer_experts[0] = placement->workers[r];
-      opts.expert_begin = opts.expert_end = 0;
-    }
-    status[r] = backend->Load(*source, opts, n);
+    std::unique_ptr<CpuBackend> backend = RankBackend(staged, backend_threads);
+    status[r] = backend->Load(*source, ShardOptions(c, r, world, placement), n);
     if (!status[r].ok()) return;
     auto comm = CreateGlooCommunicator(r, world, "127.0.0.1", store,
                                        std::chrono::seconds(30));
@@ -708,19 +717,9 @@ std::vector<float> RunDirectRanks(
       EXPECT_EQ(d.row_offsets[r + 1], d.row_offsets[r]);
       continue;
     }
-    std::unique_ptr<CpuBackend> backend =
-        staged ? std::make_unique<StagedCpuBackend>(1)
-               : std::make_unique<CpuBackend>(1);
-    LoadOptions opts;
-    opts.load_gate = false;
-    opts.load_shared = false;
-    opts.expert_begin = SplitBegin(r, world, c.num_experts);
-    opts.expert_end = SplitBegin(r + 1, world, c.num_experts);
-    if (placement != nullptr) {
-      opts.layer_experts[0] = placement->workers[r];
-      opts.expert_begin = opts.expert_end = 0;
-    }
-    EXPECT_TRUE(backend->Load(*source, opts, n).ok());
+    std::unique_ptr<CpuBackend> backend = RankBackend(staged, 1);
+    EXPECT_TRUE(
+        backend->Load(*source, ShardOptions(c, r, world, placement), n).ok());
     std::vector<float> rows(tokens * H);
     for (int64_t i = 0; i < tokens; ++i) {
       std::copy_n(g.x.data() + d.token[first + i] * H, H, rows.data() + i * H);
