@@ -47,8 +47,15 @@ void WorkerPool::OnResult(const std::shared_ptr<Conn>& conn,
   auto it = pending_.find(result.step_id());
   if (it == pending_.end()) return;  // the step already failed or finished
   Pending& p = *it->second;
+  // `conn->rank` is its rank in the current generation. A step of an
+  // earlier one was aborted when the generation changed, and the conn's
+  // rank may be past the end of that step's (smaller) group: a late
+  // answer to it goes nowhere.
   const int r = conn->rank;
-  if (result.generation() != p.generation || r < 0 || p.have[r]) return;
+  if (result.generation() != p.generation || p.aborted || r < 0 ||
+      r >= static_cast<int>(p.results.size()) || p.have[r]) {
+    return;
+  }
   p.have[r] = true;
   --p.remaining;
   if (result.error_code() != 0) {
