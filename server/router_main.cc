@@ -26,11 +26,11 @@
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 #include "proto/credentials.h"
+#include "proto/health_server.h"
 #include "proto/model_spec.h"
 #include "server/batcher.h"
 #include "server/expert_placement.h"
 #include "server/expert_stats.h"
-#include "server/health_service.h"
 #include "server/moe_service.h"
 #include "server/router_metrics.h"
 #include "server/router_model.h"
@@ -64,6 +64,10 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address (public API)");
 ABSL_FLAG(std::string, port_file, "",
           "write the bound port here once serving (for --listen host:0)");
 ABSL_FLAG(int, num_workers, 2, "expert workers P; 0 = experts in-process");
+ABSL_FLAG(int, group_size, 0,
+          "a LeaderWorkerSet group's size, this router included (give "
+          "$(LWS_GROUP_SIZE)): sets --num-workers to N - 1, so that the "
+          "group's size is the one setting; 0 = use --num-workers");
 ABSL_FLAG(int64_t, redundant_experts, 0,
           "R extra expert slots (a multiple of --num-workers) for replicas "
           "of the hottest experts, placed with EPLB");
@@ -182,6 +186,10 @@ RouterFlags ReadFlags() {
   f.listen = absl::GetFlag(FLAGS_listen);
   f.port_file = absl::GetFlag(FLAGS_port_file);
   f.num_workers = absl::GetFlag(FLAGS_num_workers);
+  if (const int group = absl::GetFlag(FLAGS_group_size); group != 0) {
+    // 0 workers is not a group; below 1 stays invalid for the check.
+    f.num_workers = group >= 2 ? group - 1 : -1;
+  }
   f.redundant_experts = absl::GetFlag(FLAGS_redundant_experts);
   f.expert_load = absl::GetFlag(FLAGS_expert_load);
   f.expert_placement = absl::GetFlag(FLAGS_expert_placement);
@@ -256,19 +264,6 @@ absl::StatusOr<std::unique_ptr<TokenAuth>> MakeAuth(const std::string& file) {
   return std::make_unique<TokenAuth>(tokens);
 }
 
-// Keeps the reflection plugin (added to every builder by
-// InitProtoReflectionServerBuilderPlugin) off one server.
-class WithoutReflection : public grpc::ServerBuilderOption {
- public:
-  void UpdateArguments(grpc::ChannelArguments*) override {}
-  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
-                         plugins) override {
-    std::erase_if(*plugins, [](const auto& p) {
-      return p->name().find("reflection") != std::string::npos;
-    });
-  }
-};
-
 // One router process: its parts in the order they are built (and the
 // reverse of the order they are destroyed in).
 class Router {
@@ -286,10 +281,13 @@ class Router {
   absl::Status StartMetrics();
   absl::Status MakeBatcher();
   absl::Status MakeService();
+  absl::Status StartHealth();
   absl::Status StartServers(const ServerCredentials& creds);
   absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
       grpc::ServerBuilder& b, const std::string& what,
       const std::string& address, const int& port);
+  // The health services of every port (public, workers', probes').
+  std::vector<grpc::HealthCheckServiceInterface*> HealthServices();
   void ReportReadiness();
   // `full`: every configured worker is in the group (not degraded).
   void SetReady(bool ready, bool full);
@@ -313,7 +311,7 @@ class Router {
   std::unique_ptr<Batcher> batcher_;
   std::unique_ptr<TokenAuth> auth_;
   std::unique_ptr<MoeServiceImpl> service_;
-  std::unique_ptr<HealthService> health_;  // --health-listen's
+  std::unique_ptr<HealthServer> health_;  // --health-listen's
   std::vector<std::unique_ptr<grpc::Server>> servers_;
   int port_ = 0, worker_port_ = 0, health_port_ = 0;
   std::mutex ready_mu_;
@@ -322,6 +320,9 @@ class Router {
 };
 
 int Router::Start() {
+  // The probe port first: `liveness` answers while a large checkpoint
+  // loads, so a startup probe does not kill the router for loading.
+  if (int rc = ExitCodeOf(StartHealth(), 1)) return rc;
   if (int rc = ExitCodeOf(Prefixed("loading the model: ", LoadModel()), 1)) {
     return rc;
   }
@@ -392,8 +393,8 @@ absl::Status Router::MakePool() {
 
 absl::Status Router::StartMetrics() {
   MOE_ASSIGN_OR_RETURN(
-      exposer_,
-      StartMetricsEndpoint(o_.metrics_listen, o_.metrics_port_file, registry_));
+      exposer_, StartMetricsEndpoint(o_.metrics_listen, o_.metrics_port_file,
+                                     registry_, "router"));
   return absl::OkStatus();
 }
 
@@ -506,36 +507,40 @@ absl::Status Router::StartServers(const ServerCredentials& creds) {
     servers_.push_back(std::move(server));
     MOE_RETURN_IF_ERROR(WritePortFile(o_.worker_port_file, worker_port_));
   }
-  if (!o_.health_listen.empty()) {
-    // Plaintext, health only: for probes that speak neither TLS nor tokens.
-    // Our own health service (gRPC's default one needs another service
-    // beside it), and no reflection: the port tells nothing else.
-    grpc::ServerBuilder b;
-    b.AddListeningPort(o_.health_listen, grpc::InsecureServerCredentials(),
-                       &health_port_);
-    health_ = std::make_unique<HealthService>();
-    b.RegisterService(health_.get());
-    b.SetOption(health_->MakeHealthCheckOption());
-    b.SetOption(std::make_unique<WithoutReflection>());
-    MOE_ASSIGN_OR_RETURN(
-        auto server,
-        StartServer(b, "--health-listen ", o_.health_listen, health_port_));
-    servers_.push_back(std::move(server));
-    MOE_RETURN_IF_ERROR(WritePortFile(o_.health_port_file, health_port_));
-  }
   return absl::OkStatus();
+}
+
+absl::Status Router::StartHealth() {
+  if (o_.health_listen.empty()) return absl::OkStatus();
+  // Plaintext, health only: for probes that speak neither TLS nor tokens.
+  // NOT_SERVING (but alive) until ReportReadiness.
+  MOE_ASSIGN_OR_RETURN(health_, HealthServer::Start(o_.health_listen));
+  for (const char* name : {"", "moe.v1.MoeService", "full-capacity"}) {
+    health_->service().SetServingStatus(name, false);
+  }
+  health_port_ = health_->port();
+  return WritePortFile(o_.health_port_file, health_port_);
+}
+
+std::vector<grpc::HealthCheckServiceInterface*> Router::HealthServices() {
+  std::vector<grpc::HealthCheckServiceInterface*> out;
+  for (auto& s : servers_) out.push_back(s->GetHealthCheckService());
+  if (health_) out.push_back(health_->server().GetHealthCheckService());
+  return out;
 }
 
 void Router::SetReady(bool ready, bool full) {
   std::lock_guard<std::mutex> lock(ready_mu_);
   if (draining_) ready = false;
-  for (auto& s : servers_) {
-    s->GetHealthCheckService()->SetServingStatus(ready);  // overall ("")
-    s->GetHealthCheckService()->SetServingStatus("moe.v1.MoeService", ready);
+  // Each status by name: the all-services setter would take "liveness"
+  // down with readiness, and probes would kill a router that waits for its
+  // workers.
+  for (grpc::HealthCheckServiceInterface* h : HealthServices()) {
+    h->SetServingStatus("", ready);  // overall
+    h->SetServingStatus("moe.v1.MoeService", ready);
     // Serving with every configured worker: NOT_SERVING while degraded
     // (fewer workers, less capacity), for alerts rather than routing.
-    s->GetHealthCheckService()->SetServingStatus("full-capacity",
-                                                 ready && full);
+    h->SetServingStatus("full-capacity", ready && full);
   }
   if (ready != was_ready_)
     spdlog::info("router {}", ready ? "ready" : "not ready");
@@ -545,8 +550,8 @@ void Router::SetReady(bool ready, bool full) {
 // Every server has its own health service; all tell the same story: ready
 // at once without workers, else when the pool's group is.
 void Router::ReportReadiness() {
-  for (auto& s : servers_)
-    s->GetHealthCheckService()->SetServingStatus("liveness", true);
+  for (grpc::HealthCheckServiceInterface* h : HealthServices())
+    h->SetServingStatus(kLivenessService, true);
   {
     std::lock_guard<std::mutex> lock(ready_mu_);
     was_ready_ = pool_ == nullptr;
@@ -637,6 +642,7 @@ void Router::Drain(int sig) {
   for (size_t i = 1; i < servers_.size(); ++i) {
     servers_[i]->Shutdown(std::chrono::system_clock::now());
   }
+  if (health_) health_->Shutdown();
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       Clock::now() - start)
                       .count();

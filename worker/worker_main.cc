@@ -1,7 +1,6 @@
 // moe-worker: owns a shard of the experts of every MoE layer, joins the
 // router's collective group and runs its part of each step.
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
 #include <csignal>
@@ -18,6 +17,7 @@
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 #include "proto/credentials.h"
+#include "proto/health_server.h"
 #include "worker/worker_agent.h"
 #include "worker/worker_options.h"
 
@@ -92,24 +92,15 @@ WorkerFlags ReadFlags() {
 // Serves grpc.health.v1 on --health-listen ('liveness' always, overall
 // SERVING once in a ready group, through `agent->on_ready`); null when it
 // is not given.
-absl::StatusOr<std::unique_ptr<grpc::Server>> StartHealth(
+absl::StatusOr<std::unique_ptr<HealthServer>> StartHealth(
     const WorkerProcessOptions& o, WorkerOptions* agent) {
   if (o.health_listen.empty()) return nullptr;
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder b;
-  int port = 0;
-  b.AddListeningPort(o.health_listen, grpc::InsecureServerCredentials(), &port);
-  std::unique_ptr<grpc::Server> health = b.BuildAndStart();
-  if (!health || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on --health-listen ", o.health_listen));
-  }
-  auto* svc = health->GetHealthCheckService();
-  svc->SetServingStatus("liveness", true);
-  svc->SetServingStatus(false);
-  agent->on_ready = [svc](bool ready) { svc->SetServingStatus(ready); };
-  MOE_RETURN_IF_ERROR(WritePortFile(o.health_port_file, port));
-  spdlog::info("health on port {}", port);
+  MOE_ASSIGN_OR_RETURN(auto health, HealthServer::Start(o.health_listen));
+  HealthService* svc = &health->service();
+  svc->SetServingStatus("", false);
+  agent->on_ready = [svc](bool ready) { svc->SetServingStatus("", ready); };
+  MOE_RETURN_IF_ERROR(WritePortFile(o.health_port_file, health->port()));
+  spdlog::info("health on port {}", health->port());
   return health;
 }
 
@@ -158,8 +149,8 @@ int Main() {
   auto registry = std::make_shared<prometheus::Registry>();
   WorkerMetrics metrics(*registry);
   opts.metrics = &metrics;
-  auto exposer =
-      StartMetricsEndpoint(o->metrics_listen, o->metrics_port_file, registry);
+  auto exposer = StartMetricsEndpoint(o->metrics_listen, o->metrics_port_file,
+                                      registry, "worker");
   if (int rc = ExitCodeOf(exposer.status(), 1)) return rc;
   auto creds = MakeChannelCredentials(o->tls);
   if (!creds.ok()) {

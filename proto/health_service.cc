@@ -1,4 +1,4 @@
-#include "server/health_service.h"
+#include "proto/health_service.h"
 
 #include <grpcpp/ext/health_check_service_server_builder_option.h>
 
@@ -119,6 +119,7 @@ void HealthService::SetServingStatus(bool serving) {
   std::lock_guard<std::mutex> lock(mu_);
   if (shutdown_) return;
   for (auto& [name, status] : statuses_) {
+    if (name == kLivenessService) continue;
     SetLocked(name, serving ? HealthCheckResponse::SERVING
                             : HealthCheckResponse::NOT_SERVING);
   }

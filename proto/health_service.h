@@ -20,6 +20,9 @@
 
 namespace moe {
 
+// The service that is SERVING while the process runs (probes' liveness).
+inline constexpr char kLivenessService[] = "liveness";
+
 class HealthService final : public grpc::health::v1::Health::CallbackService {
  public:
   using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
@@ -30,7 +33,10 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   // A service's status ("" is the server's overall one); unknown services
   // are NOT_FOUND to Check and SERVICE_UNKNOWN to Watch until set.
   void SetServingStatus(const std::string& service, bool serving);
-  // Every known service.
+  // Every known service except "liveness", which says only that the
+  // process runs: it stays SERVING until Shutdown, whatever readiness
+  // does (a probe that kills on it must not kill a process that waits for
+  // its peers).
   void SetServingStatus(bool serving);
   // NOT_SERVING for good (further sets are ignored).
   void Shutdown();

@@ -1,0 +1,60 @@
+#include "proto/health_server.h"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace moe {
+namespace {
+
+// A health-only port tells nothing else: no reflection even where the
+// binary links it.
+class WithoutReflection : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
+                         plugins) override {
+    std::erase_if(*plugins, [](const auto& p) {
+      return p->name().find("reflection") != std::string::npos;
+    });
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
+    const std::string& address) {
+  std::unique_ptr<HealthServer> h(new HealthServer());
+  h->service_ = std::make_unique<HealthService>();
+  h->service_->SetServingStatus(kLivenessService, true);
+  grpc::ServerBuilder b;
+  b.AddListeningPort(address, grpc::InsecureServerCredentials(), &h->port_);
+  // Our own health service, registered as a service and handed to the
+  // builder as the server's health-check service: gRPC's default one is
+  // added only beside another service, and without a registered service
+  // the callback server refuses to start ("At least one of the completion
+  // queues must be frequently polled").
+  b.RegisterService(h->service_.get());
+  b.SetOption(h->service_->MakeHealthCheckOption());
+  b.SetOption(std::make_unique<WithoutReflection>());
+  h->server_ = b.BuildAndStart();
+  if (!h->server_ || h->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on --health-listen ", address));
+  }
+  return h;
+}
+
+HealthServer::~HealthServer() { Shutdown(); }
+
+void HealthServer::Shutdown() {
+  if (!server_) return;
+  service_->Shutdown();
+  // Watches never end by themselves: cancel them now.
+  server_->Shutdown(std::chrono::system_clock::now());
+  server_.reset();
+}
+
+}  // namespace moe
