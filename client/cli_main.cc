@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "client/moe_client.h"
 #include "core/cli_args.h"
+#include "core/flag_help.h"
 #include "core/safetensors.h"
 #include "core/synthetic_model.h"
 #include "core/tensor_io.h"
@@ -314,6 +316,10 @@ int main(int argc, char** argv) {
       "  stats --layer L [--reset] [--save FILE.json]\n  placement\n  "
       "rebalance\n"
       "  health [--service NAME]");
+  if (moe::PrintHelpIfAsked(
+          argc, argv, std::string(absl::ProgramUsageMessage()), std::cout)) {
+    return 0;
+  }
   moe::NormalizedArgs norm(argc, argv);
   std::vector<char*> rest = absl::ParseCommandLine(norm.argc(), norm.argv());
   if (rest.size() != 2) {

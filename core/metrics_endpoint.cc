@@ -1,17 +1,20 @@
 #include "core/metrics_endpoint.h"
 
 #include <exception>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/logging.h"
 #include "core/port_file.h"
+#include "core/process_metrics.h"
 #include "core/status_macros.h"
 
 namespace moe {
 
 absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetricsEndpoint(
     const std::string& listen, const std::string& port_file,
-    const std::shared_ptr<prometheus::Registry>& registry) {
+    const std::shared_ptr<prometheus::Registry>& registry,
+    const char* component) {
   if (listen.empty()) return nullptr;
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
@@ -21,6 +24,10 @@ absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetricsEndpoint(
         absl::StrCat("--metrics-listen ", listen, ": ", e.what()));
   }
   exposer->RegisterCollectable(registry);
+  // The exposer keeps weak pointers: this one lives as long as the exposer.
+  static std::vector<std::shared_ptr<prometheus::Collectable>> process_metrics;
+  process_metrics.push_back(MakeProcessMetrics(component));
+  exposer->RegisterCollectable(process_metrics.back());
   const int port = exposer->GetListeningPorts().at(0);
   MOE_RETURN_IF_ERROR(WritePortFile(port_file, port));
   spdlog::info("metrics on port {} (/metrics)", port);

@@ -10,11 +10,13 @@
 
 namespace moe {
 
-// Serves `registry` on `listen` and writes the bound port to `port_file`
-// (when given); null when `listen` is empty. UNAVAILABLE naming the flag
-// when it cannot listen.
+// Serves `registry`, the process_* metrics and moe_build_info (labelled
+// `component`: core/process_metrics.h) on `listen` and writes the bound port
+// to `port_file` (when given); null when `listen` is empty. UNAVAILABLE
+// naming the flag when it cannot listen.
 absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetricsEndpoint(
     const std::string& listen, const std::string& port_file,
-    const std::shared_ptr<prometheus::Registry>& registry);
+    const std::shared_ptr<prometheus::Registry>& registry,
+    const char* component);
 
 }  // namespace moe

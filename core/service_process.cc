@@ -1,10 +1,13 @@
 #include "core/service_process.h"
 
+#include <cstdlib>
+#include <iostream>
 #include <string>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "core/cli_args.h"
+#include "core/flag_help.h"
 #include "core/logging.h"
 #include "core/memory_policy.h"
 #include "core/openmp_policy.h"
@@ -22,6 +25,7 @@ void InitServiceProcess(int argc, char** argv, const char* usage,
   SetThreadRole(ThreadRole::kLatency);
   BlockShutdownSignals();
   absl::SetProgramUsageMessage(usage);
+  if (PrintHelpIfAsked(argc, argv, usage, std::cout)) std::exit(0);
   NormalizedArgs args(argc, argv);
   absl::ParseCommandLine(args.argc(), args.argv());
   spdlog::set_pattern(std::string("[%Y-%m-%d %H:%M:%S.%e] [") + log_tag +

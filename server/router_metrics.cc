@@ -135,7 +135,26 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                     .Help("Requests refused at admission by reason: "
                           "queue_full (--max-queue-tokens), deadline (the "
                           "queue ahead outlasts the request's deadline)")
-                    .Register(r)) {}
+                    .Register(r)) {
+  // Series present at zero from the start, so that rates and alert rules
+  // see 0 rather than nothing until the first event.
+  for (const char* reason : {"queue_full", "deadline"}) {
+    refusals_.Add({{"reason", reason}});
+  }
+  for (const char* result : {"ok", "failed"}) {
+    rebalances_.Add({{"result", result}});
+  }
+  for (const char* method : {"Forward", "ForwardStream"}) {
+    for (grpc::StatusCode code :
+         {grpc::StatusCode::OK, grpc::StatusCode::UNAVAILABLE,
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          grpc::StatusCode::DEADLINE_EXCEEDED, grpc::StatusCode::INTERNAL}) {
+      requests_.Add({{"method", method},
+                     {"code", absl::StatusCodeToString(
+                                  static_cast<absl::StatusCode>(code))}});
+    }
+  }
+}
 
 void RouterMetrics::RequestStarted() { inflight_.Increment(); }
 

@@ -27,8 +27,12 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                  .Register(r)),
       stages_(prometheus::BuildHistogram()
                   .Name("moe_worker_stage_duration_seconds")
-                  .Help("dispatch (permute + all-to-all), experts (grouped "
-                        "SwiGLU), combine (all-to-all back + weighted sum)")
+                  .Help("A step's stages on this worker: decode (rows out "
+                        "of the message), gather (rows packed by destination), "
+                        "dispatch_wait (in the all-to-all to the experts), "
+                        "experts (grouped SwiGLU), combine_wait (in the "
+                        "all-to-all back), sum (weighted sum of the slots), "
+                        "step (received to result encoded)")
                   .Register(r)),
       rows_(prometheus::BuildHistogram()
                 .Name("moe_worker_expert_rows")
@@ -54,7 +58,14 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                  .Name("moe_worker_ready")
                  .Help("1 when in a ready collective group")
                  .Register(r)
-                 .Add({})) {}
+                 .Add({})) {
+  // Present at zero from the start (rates and alerts see 0, not nothing).
+  for (absl::StatusCode code :
+       {absl::StatusCode::kOk, absl::StatusCode::kUnavailable,
+        absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kInternal}) {
+    steps_.Add({{"code", absl::StatusCodeToString(code)}});
+  }
+}
 
 void WorkerMetrics::Step(const moe::v1::StepResult& r) {
   steps_

@@ -75,5 +75,32 @@ TEST(BadFlagsTest, WorkerRefusesBadValues) {
       });
 }
 
+// --help prints the binary's own flags as users spell them, each with its
+// description, and exits 0 (Abseil's printed "No flags matched" and exit 1).
+TEST(HelpTest, EveryBinaryListsItsFlagsAndExitsZero) {
+  struct Want {
+    std::string binary, flag, description;
+  };
+  for (const Want& w : std::vector<Want>{
+           {testing::RouterBinary(), "--num-workers=", "expert workers P"},
+           {testing::WorkerBinary(), "--health-listen", "liveness"},
+           {testing::CliBinary(), "--target", ""},
+           {testing::LoadtestBinary(), "--concurrency", ""},
+       }) {
+    for (const char* arg : {"--help", "--helpfull"}) {
+      testing::CommandResult r =
+          testing::RunCommand({w.binary, arg}, std::chrono::seconds(20));
+      EXPECT_EQ(r.exit_code, 0) << w.binary << " " << arg << "\n" << r.output;
+      EXPECT_NE(r.output.find("  " + w.flag), std::string::npos)
+          << w.binary << "\n"
+          << r.output;
+      EXPECT_NE(r.output.find(w.description), std::string::npos) << w.binary;
+      EXPECT_EQ(r.output.find("No flags matched"), std::string::npos);
+      // Abseil's own flags are not the binary's options.
+      EXPECT_EQ(r.output.find("--flagfile"), std::string::npos) << w.binary;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moe
