@@ -8,7 +8,8 @@
 """
 
 from ._client import AsyncMoeClient, MoeClient, MoeError
-from ._tensors import MoeArray, Routing, Timing
+from ._tensors import MoeArray, Routing, Timing, WorkerTiming
 
-__all__ = ["MoeClient", "AsyncMoeClient", "MoeError", "MoeArray", "Routing", "Timing"]
+__all__ = ["MoeClient", "AsyncMoeClient", "MoeError", "MoeArray", "Routing", "Timing",
+           "WorkerTiming"]
 __version__ = "0.1.0"

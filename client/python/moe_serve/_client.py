@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from typing import Any, Iterable, List, Optional, Sequence
 
 import grpc
@@ -10,6 +12,25 @@ from ._stubs import health_pb2, health_pb2_grpc, moe_pb2, moe_pb2_grpc
 from ._tensors import decode, encode, wire_name
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+# The C++ client's policy (client/moe_client.cc kRetryServiceConfig): every
+# moe.v1.MoeService call is tried up to 4 times on UNAVAILABLE (a router
+# draining, a worker group regrouping after a lost worker), backing off from
+# 0.1 s to 1 s. gRPC retries only before the first response arrives and
+# while the request fits the 16 MiB retry buffer, so an answered call is
+# never sent twice.
+RETRY_SERVICE_CONFIG = json.dumps({
+    "methodConfig": [{
+        "name": [{"service": "moe.v1.MoeService"}],
+        "retryPolicy": {
+            "maxAttempts": 4,
+            "initialBackoff": "0.1s",
+            "maxBackoff": "1s",
+            "backoffMultiplier": 2,
+            "retryableStatusCodes": ["UNAVAILABLE"],
+        },
+    }]
+})
 _WIRE = {"f32": moe_pb2.F32, "bf16": moe_pb2.BF16, "f16": moe_pb2.F16}
 
 
@@ -37,9 +58,15 @@ def _read(v):
         return f.read()
 
 
-def _channel_args(target, tls_ca, tls_cert, tls_key, tls_server_name):
+def _channel_args(target, tls_ca, tls_cert, tls_key, tls_server_name, retry):
     options = [("grpc.max_send_message_length", -1),
                ("grpc.max_receive_message_length", -1)]
+    if retry:
+        options += [("grpc.enable_retries", 1),
+                    ("grpc.service_config", RETRY_SERVICE_CONFIG),
+                    ("grpc.per_rpc_retry_buffer_size", 16 << 20)]
+    else:
+        options.append(("grpc.enable_retries", 0))
     if tls_server_name:
         options.append(("grpc.ssl_target_name_override", tls_server_name))
     creds = None
@@ -78,12 +105,12 @@ def _request(layer, x, routing, timing, dtype, output_dtype, request_id=""):
 class _Base:
     def __init__(self, target: str, *, tls_ca=None, tls_cert=None, tls_key=None,
                  token: Optional[str] = None, timeout: Optional[float] = None,
-                 tls_server_name: Optional[str] = None):
+                 tls_server_name: Optional[str] = None, retry: bool = True):
         self.target = target
         self.timeout = timeout
         self._metadata = (("authorization", f"Bearer {token.strip()}"),) if token else None
         self._creds, self._options = _channel_args(target, tls_ca, tls_cert, tls_key,
-                                                   tls_server_name)
+                                                   tls_server_name, retry)
 
     def _t(self, timeout):
         return self.timeout if timeout is None else timeout
@@ -94,7 +121,9 @@ class MoeClient(_Base):
 
     `tls_ca` (PEM path or bytes) turns TLS on; `tls_cert`/`tls_key` add a
     client certificate; `token` is sent as `authorization: Bearer ...`;
-    `timeout` (seconds) is every call's default deadline.
+    `timeout` (seconds) is every call's default deadline. `retry` (default
+    on) retries a call that fails with UNAVAILABLE before any response, as
+    the C++ client does (RETRY_SERVICE_CONFIG); off, every failure is seen.
     """
 
     def __init__(self, target: str, **kw):

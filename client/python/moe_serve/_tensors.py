@@ -57,6 +57,20 @@ class Routing:
 
 
 @dataclass
+class WorkerTiming:
+    """One worker's part of the step (the slowest worker's, in
+    `Timing.critical_worker`), in microseconds of its own clock."""
+    rank: int = 0
+    decode_us: float = 0.0
+    gather_us: float = 0.0
+    dispatch_wait_us: float = 0.0
+    experts_us: float = 0.0
+    combine_wait_us: float = 0.0
+    sum_us: float = 0.0
+    step_us: float = 0.0
+
+
+@dataclass
 class Timing:
     """Where the time of the step went, in microseconds."""
     queue_us: float
@@ -72,6 +86,8 @@ class Timing:
     # Rows between router and workers (0 without workers); servers before it
     # existed leave it 0.
     wire_us: float = 0.0
+    # The worker whose experts took longest; None without workers.
+    critical_worker: Optional[WorkerTiming] = None
 
 
 class MoeArray(np.ndarray):
@@ -150,6 +166,22 @@ def _to_numpy(t: moe_pb2.Tensor, keep_bf16_bits: bool) -> np.ndarray:
     raise ValueError(f"unknown dtype {t.dtype} in the response")
 
 
+def _known_fields(cls, msg) -> dict:
+    """The fields of `msg` that dataclass `cls` has (a newer server's extra
+    ones are skipped)."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    return {f.name: getattr(msg, f.name) for f in msg.DESCRIPTOR.fields
+            if f.name in known and f.message_type is None}
+
+
+def _timing(t) -> Timing:
+    timing = Timing(**_known_fields(Timing, t))
+    if t.HasField("critical_worker"):
+        timing.critical_worker = WorkerTiming(
+            **_known_fields(WorkerTiming, t.critical_worker))
+    return timing
+
+
 def decode(resp: moe_pb2.ForwardResponse, kind: _Kind, routing: bool, timing: bool):
     out = resp.output
     extras = {}
@@ -162,10 +194,7 @@ def decode(resp: moe_pb2.ForwardResponse, kind: _Kind, routing: bool, timing: bo
     if timing:
         t = resp.timing
         # Fields this client knows; a newer server's extra ones are skipped.
-        known = {f.name for f in dataclasses.fields(Timing)}
-        extras["timing"] = Timing(**{f.name: getattr(t, f.name)
-                                     for f in t.DESCRIPTOR.fields
-                                     if f.name in known})
+        extras["timing"] = _timing(t)
     if kind.is_torch:
         if out.dtype == moe_pb2.BF16:
             bits = np.frombuffer(out.data, dtype="<i2").reshape(tuple(out.shape)).copy()

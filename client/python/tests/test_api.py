@@ -40,6 +40,9 @@ def test_dtypes_and_extras(synthetic):
     assert ((0 <= y.routing.expert_ids) & (y.routing.expert_ids < 8)).all()
     np.testing.assert_allclose(y.routing.weights.sum(1), 1, rtol=1e-5)
     assert y.timing.total_us > 0 and y.timing.batch_requests >= 1
+    # Two workers: the critical path's worker and its own stages.
+    cw = y.timing.critical_worker
+    assert cw is not None and cw.rank in (0, 1) and cw.step_us > 0, y.timing
     assert c.forward(0, x).routing is None
     y16 = c.forward(0, x.astype(np.float16))
     assert y16.dtype == np.float16
