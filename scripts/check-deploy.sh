@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Offline checks of everything that ships besides the binaries: YAML style,
-# shell scripts, the Dockerfile, every Kubernetes layout rendered and
-# validated against the API schemas, and the compose file.
+# shell scripts, the Dockerfile, every Kubernetes layout rendered, validated
+# against the API schemas and checked for dangling references, and the
+# compose file. Running the layouts is scripts/check-k8s.sh's (the
+# Kubernetes base, with probes and Services simulated) and
+# scripts/check-image.sh's (the compose file under podman-compose).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +21,8 @@ need shellcheck || missing+=(shellcheck)
 need node || missing+=(nodejs)
 need npm || missing+=(npm)
 need kubectl || missing+=(kubernetes-client)
+python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
+need promtool || missing+=(prometheus)
 ((${#missing[@]} == 0)) || install "${missing[@]}"
 
 echo "== yamllint"
@@ -33,6 +38,14 @@ echo "== Kubernetes"
 for layout in overlays/cpu overlays/gpu lws; do
   printf '%s: ' "$layout"
   kubectl kustomize "deploy/k8s/$layout" | node deploy/validate/validate.mjs k8s -
+  # Every ConfigMap, Secret, PVC and Service a pod names is in the render;
+  # one setting for the number of workers.
+  printf '%s ' "$layout"
+  kubectl kustomize "deploy/k8s/$layout" | python3 deploy/validate/k8s_refs.py -
 done
 echo "== compose"
 node deploy/validate/validate.mjs compose deploy/compose/docker-compose.yaml
+echo "== monitoring"
+promtool check rules deploy/monitoring/alerts.yaml
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print("grafana dashboard:", len(d["panels"]), "panels")' \
+  deploy/monitoring/grafana-dashboard.json

@@ -28,7 +28,7 @@ log() { echo "[check-image $(date +%T)] $*"; }
 
 [[ "$(id -u)" -eq 0 ]] || skip "needs root (podman with runc, debootstrap)"
 missing=()
-for tool in podman runc debootstrap; do
+for tool in podman runc debootstrap podman-compose; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 if ((${#missing[@]})); then
@@ -36,8 +36,8 @@ if ((${#missing[@]})); then
   log "installing podman runc debootstrap"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    --no-install-recommends podman runc debootstrap uidmap ||
-    skip "could not install podman, runc, debootstrap"
+    --no-install-recommends podman runc debootstrap uidmap podman-compose ||
+    skip "could not install podman, runc, debootstrap, podman-compose"
 fi
 
 start_s=$SECONDS
@@ -74,6 +74,15 @@ cleanup() {
     done
   fi
   for c in "${CONTAINERS[@]}"; do "${PODMAN[@]}" rm -f -t 2 "$c" >/dev/null 2>&1; done
+  if [[ -n "${COMPOSE_UP:-}" ]]; then
+    if [[ $rc -ne 0 && $rc -ne 77 ]]; then
+      for s in router worker-0 worker-1; do
+        echo "--- compose $s (last 15 lines)"
+        "${PODMAN[@]}" logs --tail 15 "${TAG}_${s}_1" 2>&1
+      done
+    fi
+    compose down -t 2 >/dev/null 2>&1
+  fi
   "${PODMAN[@]}" rmi -f "$IMAGE" >/dev/null 2>&1
   for b in "${MADE_BASES[@]}"; do "${PODMAN[@]}" rmi -f "$b" >/dev/null 2>&1; done
   # Intermediate images of this build, if any were left (--layers=false
@@ -223,4 +232,62 @@ log "forward answered by a router and two workers in containers"
   exit 1
 }
 log "HEALTHCHECK passes (${healthcheck//\"/}) $(cat "$TMP/health.log")"
+
+# The compose file as an operator starts it: podman-compose up with this
+# image, on the project's own network (service names resolve), with the
+# health checks the compose file declares.
+cat >"$TMP/containers.conf" <<CONF
+[containers]
+default_ulimits = ["nofile=$NOFILE:$NOFILE", "nproc=$NPROC:$NPROC"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+CONF
+compose() {
+  CONTAINERS_CONF="$TMP/containers.conf" MOE_IMAGE="$IMAGE" \
+    MOE_PUBLIC_PORT="$COMPOSE_PORT" MOE_METRICS_PORT="$COMPOSE_METRICS" \
+    podman-compose -p "$TAG" -f deploy/compose/docker-compose.yaml "$@"
+}
+COMPOSE_PORT="$(free_port)"
+COMPOSE_METRICS="$(free_port)"
+log "compose: podman-compose up (deploy/compose/docker-compose.yaml)"
+COMPOSE_UP=1
+compose up -d >"$TMP/compose.log" 2>&1 || {
+  tail -n 30 "$TMP/compose.log"
+  echo "FAIL: podman-compose up"
+  exit 1
+}
+in_compose() {
+  local service="$1"
+  shift
+  "${PODMAN[@]}" exec "${TAG}_${service}_1" "$@"
+}
+deadline=$((SECONDS + 120))
+until out="$(in_compose router moe-cli forward --target 127.0.0.1:50051 \
+  --layer 1 --random 9 --timeout-ms 5000 2>&1)"; do
+  ((SECONDS < deadline)) || {
+    echo "$out"
+    echo "FAIL: the compose layout answered no forward within 120 s"
+    exit 1
+  }
+  sleep 2
+done
+echo "$out"
+grep -q "9 tokens x 1024 -> y" <<<"$out" || { echo "FAIL: unexpected answer"; exit 1; }
+for s in router worker-0 worker-1; do
+  # The health check compose declares for the service, as the engine runs it.
+  "${PODMAN[@]}" healthcheck run "${TAG}_${s}_1" >"$TMP/health.log" 2>&1 || {
+    cat "$TMP/health.log"
+    echo "FAIL: compose's health check failed in $s"
+    exit 1
+  }
+  # Ready: the overall status of each probe port.
+  in_compose "$s" moe-cli health --target 127.0.0.1:50052 --timeout-ms 3000 \
+    >"$TMP/health.log" 2>&1 || {
+    cat "$TMP/health.log"
+    echo "FAIL: $s's health port is not SERVING"
+    exit 1
+  }
+done
+log "compose: router and two workers answer, health checks pass"
 log "PASS (image built in $build_s s, $((SECONDS - start_s)) s in all)"

@@ -21,5 +21,8 @@ bash scripts/python-test.sh "$build"
 bash scripts/package.sh "$build/moe-serve.tar.gz" --build "$build"
 bash scripts/bundle-test.sh "$build/moe-serve.tar.gz"
 bash scripts/check-deploy.sh
+# The Kubernetes CPU layout started as an operator would, probes and
+# Services simulated, a worker killed mid-run (about 70 s).
+bash scripts/check-k8s.sh "$build"
 bash scripts/check-image.sh || [[ $? -eq 77 ]]  # 77: skipped, reason printed
 bash scripts/fuzz.sh

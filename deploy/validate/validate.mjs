@@ -100,7 +100,8 @@ function validateCompose(path) {
       if (!(dep in services)) fail(where, `depends_on unknown service ${dep}`);
     }
     for (const p of s.ports ?? []) {
-      if (!/^\d+(:\d+)?$/.test(String(p))) fail(where, `bad port mapping ${p}`);
+      // HOST:CONTAINER, the host port a number or ${VAR:-number}.
+      if (!/^(\d+|\$\{\w+:-\d+\})(:\d+)?$/.test(String(p))) fail(where, `bad port mapping ${p}`);
     }
     if (s.profiles !== undefined && !Array.isArray(s.profiles)) fail(where, "profiles must be a list");
   }
