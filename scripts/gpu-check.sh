@@ -193,6 +193,12 @@ for lib in $cuda_libs; do
   # libnccl.so.2.27.7): what the loader will map, not just where.
   real="$(readlink -f "$hit")"
   ver="${real##*/}"; ver="${ver#*.so.}"
+  # A library installed as its bare soname (pip wheels): NCCL names its
+  # version inside.
+  if [[ "$ver" != *.* && "$lib" == libnccl.so* ]]; then
+    inner="$(grep -aom1 'NCCL version [0-9][0-9.a-z+]*' "$real" 2>/dev/null | head -n 1)"
+    [[ -n "$inner" ]] && ver="${inner#NCCL version }"
+  fi
   echo "$lib: version $ver ($hit -> $real)" >>"$versions"
   d="$(dirname "$hit")"
   # The loader's default directories stay off LD_LIBRARY_PATH: putting them
