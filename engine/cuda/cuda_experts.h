@@ -7,8 +7,9 @@
 //  - grouped: one cublasGemmGroupedBatchedEx per projection over every
 //    expert with rows (engine/cuda/grouped_gemm.h).
 // Each row bucket is timed both ways, by Calibrate or else at its first use,
-// and keeps the faster (engine/cuda/gemm_path.h; logged, and readable
-// through gemm_paths()). A
+// and keeps the faster, in a table shared by every instance of the same
+// sizes on the device (SharedGemmPathTable, engine/cuda/gemm_path.h; logged,
+// and readable through gemm_paths()). A
 // grouped call that fails is logged once and the loop serves from then on.
 // Passes of up to max_graph_rows rows (decode sizes) are captured once per
 // key as a CUDA graph and replayed (engine/cuda/graph_cache.h). Grouped
@@ -16,7 +17,8 @@
 // row bucket of groups of a row bucket of rows each, the row map and the
 // groups' weight pointers uploaded before each pass, so the key is the two
 // buckets and the buffers, not the per-expert counts, and one graph serves
-// every pass of them. Loop passes (and grouped ones too large to pad) bake
+// every pass of them (and the grouped side of a graph-sized bucket is timed
+// in that padded form). Loop passes (and grouped ones too large to pad) bake
 // their sizes and weights in: their key holds every pointer and size (rows,
 // weights, LtMatmul and its workspace, per-expert counts). A replay reads
 // device memory when it runs, so it does exactly what an eager pass with
