@@ -373,7 +373,8 @@ absl::Status RunCudaExperts(const ExpertsBenchArgs& a) {
   for (int i = 0; i < 2; ++i) MOE_RETURN_IF_ERROR(pass());
   MOE_ASSIGN_OR_RETURN(double ms, timer.MeanMs(stream.get(), a.reps, pass));
   std::string chosen = "loop";
-  for (const GemmPathChoice& c : swiglu->gemm_paths().choices()) {
+  const GemmPathTable paths = swiglu->gemm_paths();
+  for (const GemmPathChoice& c : paths.choices()) {
     if (c.bucket == RowBucket(rows, rows)) chosen = GemmPathName(c.chosen);
   }
   const bool graphed = swiglu->graph_stats().replays > 0;

@@ -52,7 +52,7 @@ absl::Status EpStep::Run(const EpStepInput& in, ExpertBackend& backend,
                              /*direct=*/false, y, &back);
   collectives_intact_ = s.ok() || !comm_entered_;
   if (!s.ok()) {
-    backend.Drain();
+    backend.Drain(comm, deadline_);
     return s;
   }
   ReadTimes(backend, times);
@@ -77,12 +77,22 @@ absl::Status EpStep::RunDirect(const EpStepInput& in, ExpertBackend& backend,
   if (s.ok() && backend.device_memory()) {
     const size_t bytes = static_cast<size_t>(plan_.home) *
                          backend.config().hidden * ElementSize(type);
-    if (host_back_.size() < bytes) host_back_.resize(bytes);
-    s = backend.CopyToHost(back, host_back_.data(), bytes);
-    back = host_back_.data();
+    // Through the backend's pinned staging when the rows are its row type
+    // (stage buffers hold `back`'s rows, EpBuffer): a copy into pageable
+    // memory would be staged by the driver again.
+    void* host = nullptr;
+    if (type == backend.row_type() && backend.ReserveStaging().ok()) {
+      host = backend.buffer(EpBuffer::kStageRecv);
+    }
+    if (host == nullptr) {
+      if (host_back_.size() < bytes) host_back_.resize(bytes);
+      host = host_back_.data();
+    }
+    s = backend.CopyToHost(back, host, bytes);
+    back = host;
   }
   if (!s.ok()) {
-    backend.Drain();
+    backend.Drain(*self_, deadline_);
     return s;
   }
   out->type = type;
@@ -111,11 +121,13 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   const int64_t experts = in.experts > 0 ? in.experts : c.num_experts;
   // A token's rows differ by slot when they are scaled before the experts:
   // then each slot travels (and every rank agrees, by the layer's config).
+  // Before anything is queued: Drain after a failed piece is bounded by it.
+  const auto deadline = std::chrono::steady_clock::now() + in.timeout;
+  deadline_ = deadline;
   MOE_RETURN_IF_ERROR(PlanEpStep(in, comm.rank(), comm.size(), experts,
                                  max_count, !c.score_before_experts, &plan_));
   const EpPlan& p = plan_;
   MOE_RETURN_IF_ERROR(backend.Prepare(p));
-  const auto deadline = std::chrono::steady_clock::now() + in.timeout;
   // At world size 1, and in a direct step, every row stays: the received
   // rows are the sent ones, and the rows going back are the expert outputs.
   // A direct step still packs and unpacks them as the dispatch asks, so

@@ -88,6 +88,8 @@ class EpStep {
   std::vector<char> host_back_;
   std::vector<int64_t> send_elems_, recv_elems_;
   bool comm_entered_ = false;  // this Run reached its first collective
+  // The running step's deadline, set before its first piece.
+  std::chrono::steady_clock::time_point deadline_{};
   bool collectives_intact_ = true;
 };
 

@@ -170,8 +170,11 @@ class ExpertBackend {
   virtual absl::Status Finish(
       Communicator& comm, std::chrono::steady_clock::time_point deadline) = 0;
   // After a failed piece: waits for the work already queued, so that the
-  // next step's buffers are not written behind its back.
-  virtual void Drain() {}
+  // next step's buffers are not written behind its back; by `deadline`,
+  // through `comm` (which aborts a collective still waiting then), never
+  // on the queue alone.
+  virtual void Drain(Communicator& comm,
+                     std::chrono::steady_clock::time_point deadline) {}
   // Microseconds between two marks of the finished step.
   virtual double ElapsedUs(EpMark from, EpMark to) const = 0;
 

@@ -10,7 +10,8 @@
 # 1. Inside that environment, ldd must resolve every library of every binary
 #    and test either into the bundle's lib/ or to a host library (glibc,
 #    libstdc++, libgcc_s, CUDA/NVIDIA); the run paths must be $ORIGIN ones.
-# 2. Runs the unit test executables and two integration tests from the
+# 2. Every test filter of scripts/gpu-check.sh matches at least one case.
+# 3. Runs the unit test executables and two integration tests from the
 #    bundle. CUDA cases skip cleanly on a machine without a GPU.
 set -euo pipefail
 
@@ -91,7 +92,34 @@ done
 ((bad == 0)) || { echo "bundle-test: library check failed" >&2; exit 1; }
 echo "bundle-test: $checked files: every library from lib/ or the host (CUDA: ${cuda_dir:-none})"
 
-# --- 2. tests ---------------------------------------------------------------
+# --- 2. the GPU check's filters ---------------------------------------------
+# Every gtest filter of scripts/gpu-check.sh selects at least one case of
+# its binary, and every case it excludes exists: a renamed test must not
+# silently drop out of the only run that has a GPU. CUDA builds only.
+if [[ -n "$cudart" ]]; then
+  listed() {  # BINARY FILTER: the number of cases it selects
+    "${run_env[@]}" "$b/tests/$1" --gtest_list_tests "--gtest_filter=$2" 2>/dev/null | grep -c '^  '
+  }
+  nfilters=0
+  while IFS=$'\t' read -r bin filter; do
+    [[ -x "$b/tests/$bin" ]] || { echo "bundle-test: gpu-check runs $bin, missing from the bundle" >&2; bad=1; continue; }
+    pos="${filter%%-*}"
+    if (($(listed "$bin" "$pos") == 0)); then
+      echo "bundle-test: gpu-check filter '$pos' matches no case of $bin" >&2; bad=1
+    fi
+    if [[ "$filter" == *-* ]]; then
+      IFS=: read -r -a negs <<<"${filter#*-}"
+      for n in "${negs[@]}"; do
+        (($(listed "$bin" "$n") > 0)) || { echo "bundle-test: gpu-check excludes '$n', no case of $bin" >&2; bad=1; }
+      done
+    fi
+    nfilters=$((nfilters + 1))
+  done < <(bash "$b/scripts/gpu-check.sh" --list-filters)
+  ((bad == 0)) || { echo "bundle-test: gpu-check filter check failed" >&2; exit 1; }
+  echo "bundle-test: $nfilters gpu-check filters each select at least one case"
+fi
+
+# --- 3. tests ---------------------------------------------------------------
 # Every unit test executable, plus two integration tests: distributed_golden
 # (the golden cases through router and workers started from bin/ via
 # MOE_BIN_DIR) and service (the public API end to end). The other integration

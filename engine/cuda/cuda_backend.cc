@@ -15,8 +15,10 @@
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/cuda_weights.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/device_queue.h"
 #include "engine/cuda/fp8_image.h"
 #include "engine/cuda/lt_matmul.h"
+#include "engine/cuda/step_setup.h"
 #include "kernels/cuda/kernels.h"
 #include "spdlog/spdlog.h"
 
@@ -24,6 +26,14 @@ namespace moe {
 namespace {
 
 namespace kcu = kernels::cuda;
+
+// What the first step allocates (CudaBackend::AllocateStepBuffers).
+struct StepBuffers {
+  std::unique_ptr<CudaExperts> experts;  // routed: step rows
+  DeviceBuffer send, recv, grouped, grouped_out, out, back;
+  DeviceBuffer src_row, scale, grouped_idx, out_row_idx, slot_row, weights;
+  PinnedBuffer host_i32, host_f32;
+};
 
 class CudaBackend : public ExpertBackend {
  public:
@@ -33,6 +43,7 @@ class CudaBackend : public ExpertBackend {
     for (cudaEvent_t& e : marks_) {
       if (e != nullptr) cudaEventDestroy(e);
     }
+    if (drained_ != nullptr) cudaEventDestroy(drained_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
@@ -40,6 +51,7 @@ class CudaBackend : public ExpertBackend {
     MOE_CUDA_OK(cudaSetDevice(device_));
     MOE_CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     for (cudaEvent_t& e : marks_) MOE_CUDA_OK(cudaEventCreate(&e));
+    MOE_CUDA_OK(cudaEventCreateWithFlags(&drained_, cudaEventDisableTiming));
     MOE_ASSIGN_OR_RETURN(lt_, LtMatmul::Create());
     return absl::OkStatus();
   }
@@ -229,21 +241,17 @@ class CudaBackend : public ExpertBackend {
           p.received, " in) exceeds the workspaces of ", name(), " sized for ",
           max_tokens_, " tokens"));
     }
-    if (experts_ == nullptr) {
-      MOE_RETURN_IF_ERROR(AllocateStepBuffers());
-      // Both GEMM paths timed for every row bucket now, before this step's
-      // exchange is queued: timing waits for the stream, which must never
-      // wait on a peer outside the communicator's deadline.
-      for (const auto& [layer, w] : *layers_) {
-        if (w->experts.empty()) continue;
-        expert_ptrs_.clear();
-        for (const CudaExpert& e : w->experts) expert_ptrs_.push_back(&e);
-        MOE_RETURN_IF_ERROR(experts_->Calibrate(*lt_, expert_ptrs_,
-                                                grouped_.as<uint16_t>(),
-                                                grouped_out_.data(), stream_));
-        break;  // every layer has the same shapes
-      }
-    }
+    // The step's buffers at the first step, kept only once allocated and
+    // calibrated whole: after a failure (out of memory) the backend is as
+    // before the step, and the next step tries again.
+    MOE_RETURN_IF_ERROR(
+        step_.Ensure([&] { return AllocateStepBuffers(); },
+                     [&](StepBuffers& b) { return Calibrate(b); }));
+    StepBuffers& b = sb();
+    SetBuffer(EpBuffer::kSend, b.send.data());
+    SetBuffer(EpBuffer::kRecv, b.recv.data());
+    SetBuffer(EpBuffer::kOut, b.out.data());
+    SetBuffer(EpBuffer::kBack, b.back.data());
     return absl::OkStatus();
   }
 
@@ -258,11 +266,11 @@ class CudaBackend : public ExpertBackend {
     // The plan's index arrays through pinned staging, one upload each. The
     // previous step finished (Finish) before this one began, so the staging
     // is free.
-    int32_t* src_row = host_i32_.as<int32_t>();
+    int32_t* src_row = sb().host_i32.as<int32_t>();
     int32_t* grouped = src_row + bounds_.rows;
     int32_t* out_row = grouped + bounds_.rows;
     int32_t* slot_row = out_row + bounds_.rows;
-    float* scale = host_f32_.as<float>();
+    float* scale = sb().host_f32.as<float>();
     float* weights = scale + bounds_.rows;
     for (int64_t j = 0; j < p.sent; ++j) {
       src_row[j] = static_cast<int32_t>(p.src_row[j]);
@@ -285,18 +293,18 @@ class CudaBackend : public ExpertBackend {
       slot_row[i] = static_cast<int32_t>(p.slot_row[i]);
     }
     if (num_slots > 0) std::memcpy(weights, in.weights.data(), num_slots * 4);
-    MOE_RETURN_IF_ERROR(Up(src_row_, src_row, p.sent * 4));
+    MOE_RETURN_IF_ERROR(Up(sb().src_row, src_row, p.sent * 4));
     if (config_.score_before_experts) {
-      MOE_RETURN_IF_ERROR(Up(scale_, scale, p.sent * 4));
+      MOE_RETURN_IF_ERROR(Up(sb().scale, scale, p.sent * 4));
     }
-    MOE_RETURN_IF_ERROR(Up(grouped_idx_, grouped, p.received * 4));
-    MOE_RETURN_IF_ERROR(Up(out_row_idx_, out_row, p.received * 4));
-    MOE_RETURN_IF_ERROR(Up(slot_row_, slot_row, num_slots * 4));
-    MOE_RETURN_IF_ERROR(Up(weights_, weights, num_slots * 4));
+    MOE_RETURN_IF_ERROR(Up(sb().grouped_idx, grouped, p.received * 4));
+    MOE_RETURN_IF_ERROR(Up(sb().out_row_idx, out_row, p.received * 4));
+    MOE_RETURN_IF_ERROR(Up(sb().slot_row, slot_row, num_slots * 4));
+    MOE_RETURN_IF_ERROR(Up(sb().weights, weights, num_slots * 4));
     MOE_CUDA_OK(kcu::GatherRowsF32ToBf16(
-        x_.as<float>(), H, src_row_.as<int32_t>(),
-        config_.score_before_experts ? scale_.as<float>() : nullptr, p.sent,
-        send_.as<uint16_t>(), stream_));
+        x_.as<float>(), H, sb().src_row.as<int32_t>(),
+        config_.score_before_experts ? sb().scale.as<float>() : nullptr, p.sent,
+        sb().send.as<uint16_t>(), stream_));
     return absl::OkStatus();
   }
 
@@ -314,22 +322,22 @@ class CudaBackend : public ExpertBackend {
     const int32_t* gather = nullptr;
     if (!grouped_identity_) {
       if (fp8_) {
-        gather = grouped_idx_.as<int32_t>();
+        gather = sb().grouped_idx.as<int32_t>();
       } else {
-        MOE_CUDA_OK(kcu::GatherRowsBf16(grouped_in, H,
-                                        grouped_idx_.as<int32_t>(), p.received,
-                                        grouped_.as<uint16_t>(), stream_));
-        grouped_in = grouped_.as<uint16_t>();
+        MOE_CUDA_OK(kcu::GatherRowsBf16(
+            grouped_in, H, sb().grouped_idx.as<int32_t>(), p.received,
+            sb().grouped.as<uint16_t>(), stream_));
+        grouped_in = sb().grouped.as<uint16_t>();
       }
     }
-    void* grouped_out = out_identity_ ? out : grouped_out_.data();
-    MOE_RETURN_IF_ERROR(experts_->Run(*lt_, expert_ptrs_, p.expert_offsets,
-                                      grouped_in, grouped_out,
-                                      /*out_f32=*/false, stream_, gather));
+    void* grouped_out = out_identity_ ? out : sb().grouped_out.data();
+    MOE_RETURN_IF_ERROR(sb().experts->Run(*lt_, expert_ptrs_, p.expert_offsets,
+                                          grouped_in, grouped_out,
+                                          /*out_f32=*/false, stream_, gather));
     if (!out_identity_) {
-      MOE_CUDA_OK(kcu::ScatterRowsBf16(grouped_out_.as<uint16_t>(), H,
-                                       out_row_idx_.as<int32_t>(), p.received,
-                                       static_cast<uint16_t*>(out), stream_));
+      MOE_CUDA_OK(kcu::ScatterRowsBf16(
+          sb().grouped_out.as<uint16_t>(), H, sb().out_row_idx.as<int32_t>(),
+          p.received, static_cast<uint16_t*>(out), stream_));
     }
     return absl::OkStatus();
   }
@@ -339,8 +347,8 @@ class CudaBackend : public ExpertBackend {
     const int64_t H = config_.hidden;
     MOE_CUDA_OK(kcu::CombineSlots(
         p.tokens, p.slots, H,
-        config_.score_before_experts ? nullptr : weights_.as<float>(),
-        slot_row_.as<int32_t>(), static_cast<const uint16_t*>(back),
+        config_.score_before_experts ? nullptr : sb().weights.as<float>(),
+        sb().slot_row.as<int32_t>(), static_cast<const uint16_t*>(back),
         y_.as<float>(), stream_));
     if (p.tokens > 0) {
       MOE_CUDA_OK(cudaMemcpyAsync(host_out_.data(), y_.data(), p.tokens * H * 4,
@@ -387,8 +395,7 @@ class CudaBackend : public ExpertBackend {
     const cudaEvent_t done = marks_[static_cast<int>(EpMark::kDone)];
     // A device collective can wait forever on a lost peer: the communicator
     // polls with the deadline and aborts. Then nothing can block the stream.
-    MOE_RETURN_IF_ERROR(comm.Await(done, deadline));
-    MOE_CUDA_OK(cudaStreamSynchronize(stream_));
+    MOE_RETURN_IF_ERROR(AwaitQueue(queue_, comm, done, deadline));
     if (pending_bytes_ > 0) {
       std::memcpy(pending_y_, host_out_.data(), pending_bytes_);
     }
@@ -396,12 +403,13 @@ class CudaBackend : public ExpertBackend {
     return absl::OkStatus();
   }
 
-  void Drain() override {
+  void Drain(Communicator& comm,
+             std::chrono::steady_clock::time_point deadline) override {
     // Work queued before a failure still writes the step's buffers: let it
-    // end before the next step reuses them. The error that brought us here
-    // is the one reported.
-    cudaStreamSynchronize(stream_);
-    (void)cudaGetLastError();
+    // end before the next step reuses them, by the step's deadline (an
+    // exchange waiting on a peer that left is aborted then). The error that
+    // brought us here is the one reported.
+    DrainQueue(queue_, comm, deadline);
     pending_bytes_ = 0;
   }
 
@@ -416,6 +424,25 @@ class CudaBackend : public ExpertBackend {
   }
 
  private:
+  // The stream as DeviceQueue (engine/cuda/device_queue.h): Finish and
+  // Drain wait through the communicator first.
+  class StreamQueue : public DeviceQueue {
+   public:
+    explicit StreamQueue(CudaBackend* b) : b_(b) {}
+    absl::StatusOr<void*> MarkDone() override {
+      MOE_CUDA_OK(cudaEventRecord(b_->drained_, b_->stream_));
+      return static_cast<void*>(b_->drained_);
+    }
+    absl::Status Synchronize() override {
+      MOE_CUDA_OK(cudaStreamSynchronize(b_->stream_));
+      return absl::OkStatus();
+    }
+    void ClearError() override { (void)cudaGetLastError(); }
+
+   private:
+    CudaBackend* b_;
+  };
+
   absl::StatusOr<const CudaLayerWeights*> Find(int64_t layer) const {
     auto it = layers_->find(layer);
     if (it == layers_->end()) {
@@ -447,7 +474,7 @@ class CudaBackend : public ExpertBackend {
     MOE_ASSIGN_OR_RETURN(gate_logit_, DeviceBuffer::Allocate(T * 4));
     MOE_ASSIGN_OR_RETURN(host_x_, PinnedBuffer::Allocate(T * H * 4));
     MOE_ASSIGN_OR_RETURN(host_out_, PinnedBuffer::Allocate(T * H * 4));
-    experts_.reset();
+    step_.Reset();
     stage_send_ = PinnedBuffer();
     stage_recv_ = PinnedBuffer();
     for (int i = 0; i < kNumEpBuffers; ++i) {
@@ -504,9 +531,9 @@ class CudaBackend : public ExpertBackend {
     return lt_->Warm(shapes);
   }
 
-  // The step's buffers, from the step bounds, once: on the first step, so
-  // that a router whose experts run on workers never holds them.
-  absl::Status AllocateStepBuffers() {
+  // The step's buffers, from the step bounds (Prepare keeps them once this
+  // and Calibrate succeeded).
+  absl::StatusOr<std::unique_ptr<StepBuffers>> AllocateStepBuffers() {
     const MoeLayerConfig& c = config_;
     const int64_t H = c.hidden, R = bounds_.rows,
                   S = max_tokens_ * bounds_.slots;
@@ -514,26 +541,40 @@ class CudaBackend : public ExpertBackend {
     for (const auto& [layer, w] : *layers_) {
       local = std::max<int64_t>(local, w->experts.size());
     }
-    MOE_ASSIGN_OR_RETURN(
-        experts_, CudaExperts::Create(R, H, c.inter, local, ExpertsOptions()));
-    for (DeviceBuffer* b :
-         {&send_, &recv_, &grouped_, &grouped_out_, &out_, &back_}) {
-      MOE_ASSIGN_OR_RETURN(*b, DeviceBuffer::Allocate(R * H * 2));
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    auto b = std::make_unique<StepBuffers>();
+    MOE_ASSIGN_OR_RETURN(b->experts, CudaExperts::Create(R, H, c.inter, local,
+                                                         ExpertsOptions()));
+    for (DeviceBuffer* d : {&b->send, &b->recv, &b->grouped, &b->grouped_out,
+                            &b->out, &b->back}) {
+      MOE_ASSIGN_OR_RETURN(*d, DeviceBuffer::Allocate(R * H * 2));
     }
-    MOE_ASSIGN_OR_RETURN(src_row_, DeviceBuffer::Allocate(R * 4));
-    MOE_ASSIGN_OR_RETURN(scale_, DeviceBuffer::Allocate(R * 4));
-    MOE_ASSIGN_OR_RETURN(grouped_idx_, DeviceBuffer::Allocate(R * 4));
-    MOE_ASSIGN_OR_RETURN(out_row_idx_, DeviceBuffer::Allocate(R * 4));
-    MOE_ASSIGN_OR_RETURN(slot_row_, DeviceBuffer::Allocate(S * 4));
-    MOE_ASSIGN_OR_RETURN(weights_, DeviceBuffer::Allocate(S * 4));
-    MOE_ASSIGN_OR_RETURN(host_i32_, PinnedBuffer::Allocate((3 * R + S) * 4));
-    MOE_ASSIGN_OR_RETURN(host_f32_, PinnedBuffer::Allocate((R + S) * 4));
-    SetBuffer(EpBuffer::kSend, send_.data());
-    SetBuffer(EpBuffer::kRecv, recv_.data());
-    SetBuffer(EpBuffer::kOut, out_.data());
-    SetBuffer(EpBuffer::kBack, back_.data());
+    for (DeviceBuffer* d :
+         {&b->src_row, &b->scale, &b->grouped_idx, &b->out_row_idx}) {
+      MOE_ASSIGN_OR_RETURN(*d, DeviceBuffer::Allocate(R * 4));
+    }
+    MOE_ASSIGN_OR_RETURN(b->slot_row, DeviceBuffer::Allocate(S * 4));
+    MOE_ASSIGN_OR_RETURN(b->weights, DeviceBuffer::Allocate(S * 4));
+    MOE_ASSIGN_OR_RETURN(b->host_i32, PinnedBuffer::Allocate((3 * R + S) * 4));
+    MOE_ASSIGN_OR_RETURN(b->host_f32, PinnedBuffer::Allocate((R + S) * 4));
+    return b;
+  }
+
+  // Both GEMM paths timed for every row bucket now, before this step's
+  // exchange is queued: timing waits for the stream, which must never wait
+  // on a peer outside the communicator's deadline.
+  absl::Status Calibrate(StepBuffers& b) {
+    for (const auto& [layer, w] : *layers_) {  // all of the same shapes
+      if (w->experts.empty()) continue;
+      expert_ptrs_.clear();
+      for (const CudaExpert& e : w->experts) expert_ptrs_.push_back(&e);
+      return b.experts->Calibrate(*lt_, expert_ptrs_, b.grouped.as<uint16_t>(),
+                                  b.grouped_out.data(), stream_);
+    }
     return absl::OkStatus();
   }
+
+  StepBuffers& sb() const { return *step_.get(); }
 
   // x [n, H] (host fp32) into the device's activation buffer, through pinned
   // staging.
@@ -560,6 +601,7 @@ class CudaBackend : public ExpertBackend {
   CudaExpertsOptions ExpertsOptions() const {
     CudaExpertsOptions o;
     o.fp8 = fp8_;
+    o.device = device_;
     return o;
   }
 
@@ -574,6 +616,7 @@ class CudaBackend : public ExpertBackend {
   int device_;
   cudaStream_t stream_ = nullptr;
   std::array<cudaEvent_t, kNumEpMarks> marks_{};
+  cudaEvent_t drained_ = nullptr;  // Drain's marker after the queued work
   std::unique_ptr<LtMatmul> lt_;
   MoeLayerConfig config_;
   int64_t max_tokens_ = 0;
@@ -582,13 +625,11 @@ class CudaBackend : public ExpertBackend {
   // Shared with forks; immutable once loaded.
   std::shared_ptr<const Layers> layers_ = std::make_shared<Layers>();
   std::unique_ptr<CudaRouter> router_;
-  std::unique_ptr<CudaExperts> experts_;         // routed: step rows
   std::unique_ptr<CudaExperts> shared_experts_;  // shared: max_tokens rows
   DeviceBuffer x_, xb_, y_, shared_out_, raw_shared_, gate_logit_;
-  DeviceBuffer send_, recv_, grouped_, grouped_out_, out_, back_;
-  DeviceBuffer src_row_, scale_, grouped_idx_, out_row_idx_, slot_row_,
-      weights_;
-  PinnedBuffer host_x_, host_out_, host_i32_, host_f32_;
+  PinnedBuffer host_x_, host_out_;
+  StepSetup<StepBuffers> step_;
+  StreamQueue queue_{this};
   PinnedBuffer stage_send_, stage_recv_;
   const float* resident_x_ = nullptr;  // host rows last uploaded to x_
   int64_t resident_n_ = -1;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -33,8 +34,14 @@ absl::StatusOr<std::unique_ptr<CudaExperts>> CudaExperts::Create(
   x->max_inter_ = max_inter;
   x->max_experts_ = std::max<int64_t>(max_experts, 1);
   x->max_graph_rows_ = options.max_graph_rows;
-  x->paths_ = GemmPathTable(max_rows);
-  x->paths_.set_mode(options.gemm_path);
+  x->mode_ = options.gemm_path;
+  x->paths_ = options.paths;
+  if (x->paths_ == nullptr) {
+    int device = options.device;
+    if (device < 0) MOE_CUDA_OK(cudaGetDevice(&device));
+    x->paths_ = SharedGemmPathTable::For(
+        {device, max_rows, hidden, max_inter, x->max_experts_, options.fp8});
+  }
   // FP8 experts write gate-up rows of 2 Ip (W3 on a 128-row boundary).
   const int64_t gate_up_cols =
       2 * (options.fp8 ? Fp8InterPad(max_inter) : max_inter);
@@ -74,6 +81,18 @@ absl::StatusOr<std::unique_ptr<CudaExperts>> CudaExperts::Create(
           x->ptr_dev_, DeviceBuffer::Allocate((1 + max_graphs) * per_region *
                                               sizeof(void*)));
       x->group_rows_.reserve(x->max_experts_);
+      // Padded passes may take up to 4 x max_graph_rows rows (the buckets'
+      // rounding up): within the workspaces.
+      if (options.max_graph_rows > 0) {
+        const int64_t P = std::min(max_rows, 4 * options.max_graph_rows);
+        MOE_ASSIGN_OR_RETURN(x->pad_in_,
+                             DeviceBuffer::Allocate(P * hidden * 2));
+        MOE_ASSIGN_OR_RETURN(x->pad_out_,
+                             DeviceBuffer::Allocate(P * hidden * 2));
+        MOE_ASSIGN_OR_RETURN(x->pad_map_, DeviceBuffer::Allocate(P * 4));
+        MOE_ASSIGN_OR_RETURN(x->pad_map_host_, PinnedBuffer::Allocate(P * 4));
+        x->max_padded_rows_ = P;
+      }
     } else {
       static std::atomic<bool> logged{false};
       if (!logged.exchange(true)) {
@@ -156,13 +175,20 @@ absl::Status CudaExperts::Run(LtMatmul& lt,
         " exceed the workspace (", max_rows_, " rows, size ", max_inter_, ")"));
   }
   const Pass p{&lt, experts, offsets, in, out, out_f32, stream, gather};
-  GemmPath path = GroupedFits(p) ? paths_.For(rows) : GemmPath::kLoop;
+  GemmPath path = GroupedFits(p) ? PathFor(rows) : GemmPath::kLoop;
   if (path == GemmPath::kUnmeasured) {
     MOE_RETURN_IF_ERROR(Measure(p));
     spdlog::info("expert GEMM paths measured: {}", PathSummary());
     return absl::OkStatus();
   }
-  // Graphs: not on the legacy stream (it cannot be captured).
+  // Graphs: not on the legacy stream (it cannot be captured). Grouped
+  // passes of graph sizes always run padded, captured or not, so that a
+  // replay and an eager pass are the same kernels, hence the same bits.
+  if (rows <= max_graph_rows_ && stream != nullptr &&
+      path == GemmPath::kGrouped && gather == nullptr &&
+      PlanPaddedPass(offsets, max_padded_rows_, &pad_)) {
+    return RunPadded(p);
+  }
   if (rows <= max_graph_rows_ && stream != nullptr && graphs_->capacity() > 0) {
     BuildKey(path, p);
     const auto look = graphs_->Find(key_);
@@ -329,8 +355,16 @@ absl::Status CudaExperts::RunGrouped(const Pass& p, int region) {
   return absl::OkStatus();
 }
 
+GemmPath CudaExperts::PathFor(int64_t rows) const {
+  if (mode_ == GemmPathTable::Mode::kLoop || !paths_->grouped_enabled()) {
+    return GemmPath::kLoop;
+  }
+  if (mode_ == GemmPathTable::Mode::kGrouped) return GemmPath::kGrouped;
+  return paths_->For(rows);
+}
+
 void CudaExperts::GroupedFailed(const absl::Status& s) {
-  paths_.DisableGrouped();
+  paths_->DisableGrouped();
   static std::atomic<bool> logged{false};
   if (!logged.exchange(true)) {
     spdlog::warn(
@@ -353,19 +387,26 @@ absl::Status CudaExperts::RunEager(GemmPath path, const Pass& p) {
 
 absl::Status CudaExperts::Measure(const Pass& p) {
   const int64_t rows = p.offsets.back() - p.offsets.front();
+  // The grouped form Run would use: padded at graph sizes.
+  const bool padded = rows <= max_graph_rows_ && p.stream != nullptr &&
+                      p.gather == nullptr &&
+                      PlanPaddedPass(p.offsets, max_padded_rows_, &pad_);
+  auto run_grouped = [&] {
+    absl::Status s = padded ? StagePadded(p) : StagePointers(p, 0);
+    if (s.ok()) s = padded ? RunPaddedBody(p) : RunGrouped(p, 0);
+    return s;
+  };
   // Once each untimed (modules load lazily, plans get built), then both
   // timed, interleaved, on this pass's own rows: the outputs are the same
   // rows either way.
   MOE_RETURN_IF_ERROR(RunLoop(p));
-  absl::Status gs = StagePointers(p, 0);
-  if (gs.ok()) gs = RunGrouped(p, 0);
+  absl::Status gs = run_grouped();
   double loop_us = 0, grouped_us = 0;
   for (int rep = 0; rep < kTimedReps && gs.ok(); ++rep) {
     MOE_CUDA_OK(cudaEventRecord(timing_[0], p.stream));
     MOE_RETURN_IF_ERROR(RunLoop(p));
     MOE_CUDA_OK(cudaEventRecord(timing_[1], p.stream));
-    gs = StagePointers(p, 0);
-    if (gs.ok()) gs = RunGrouped(p, 0);
+    gs = run_grouped();
     MOE_CUDA_OK(cudaEventRecord(timing_[2], p.stream));
     MOE_CUDA_OK(cudaEventSynchronize(timing_[2]));
     float a = 0, b = 0;
@@ -377,10 +418,12 @@ absl::Status CudaExperts::Measure(const Pass& p) {
   if (!gs.ok()) {
     GroupedFailed(gs);
     (void)cudaGetLastError();
-    paths_.Record(rows, loop_us, -1);
+    paths_->Record(rows, loop_us, -1);
     return RunLoop(p);  // the failed call may have written part of `out`
   }
-  const GemmPath chosen = paths_.Record(rows, loop_us, grouped_us);
+  // The table's choice: another instance sharing it may have measured the
+  // bucket first, and its choice stands.
+  const GemmPath chosen = paths_->Record(rows, loop_us, grouped_us);
   spdlog::debug(
       "expert GEMMs, {} rows (bucket {}) over {} experts: per-expert loop "
       "{:.1f} us, grouped {:.1f} us: {}",
@@ -395,7 +438,7 @@ absl::Status CudaExperts::Calibrate(LtMatmul& lt,
                                     absl::Span<const CudaExpert* const> experts,
                                     uint16_t* in, void* out,
                                     cudaStream_t stream) {
-  if (experts.empty() || paths_.mode() != GemmPathTable::Mode::kAuto) {
+  if (experts.empty() || mode_ != GemmPathTable::Mode::kAuto) {
     return absl::OkStatus();
   }
   const int64_t E = static_cast<int64_t>(experts.size());
@@ -407,8 +450,10 @@ absl::Status CudaExperts::Calibrate(LtMatmul& lt,
   // Defined inputs (bf16 0x3c3c, about 0.0115): the timing does not depend
   // on them, but nothing may read uninitialised memory.
   MOE_CUDA_OK(cudaMemsetAsync(in, 0x3c, max_rows_ * hidden_ * 2, stream));
-  for (const GemmPathChoice& c : paths_.choices()) {
-    if (c.chosen != GemmPath::kUnmeasured || !paths_.grouped_enabled()) {
+  const GemmPathTable before = paths_->Snapshot();
+  for (const GemmPathChoice& c : before.choices()) {
+    if (paths_->For(c.bucket) != GemmPath::kUnmeasured ||
+        !paths_->grouped_enabled()) {
       continue;
     }
     for (int64_t g = 0; g <= E; ++g) offsets[g] = c.bucket * g / E;
@@ -422,14 +467,15 @@ absl::Status CudaExperts::Calibrate(LtMatmul& lt,
 
 std::string CudaExperts::PathSummary() const {
   std::string out;
-  for (const GemmPathChoice& c : paths_.choices()) {
+  const GemmPathTable paths = paths_->Snapshot();
+  for (const GemmPathChoice& c : paths.choices()) {
     if (c.chosen == GemmPath::kUnmeasured) continue;
     absl::StrAppend(&out, out.empty() ? "" : ", ", c.bucket, " rows ",
                     std::string(GemmPathName(c.chosen)), " (loop ",
                     absl::SixDigits(c.loop_us), " us, grouped ",
                     absl::SixDigits(c.grouped_us), " us)");
   }
-  if (!paths_.grouped_enabled()) absl::StrAppend(&out, "; grouped off");
+  if (!paths.grouped_enabled()) absl::StrAppend(&out, "; grouped off");
   return out;
 }
 
@@ -443,6 +489,17 @@ absl::Status CudaExperts::Capture(GemmPath path, const Pass& p, int slot) {
       return s;
     }
   }
+  return CaptureWith(
+      p, path == GemmPath::kGrouped ? "grouped" : "loop",
+      [&] {
+        return path == GemmPath::kGrouped ? RunGrouped(p, region) : RunLoop(p);
+      },
+      [&] { return RunEager(path, p); });
+}
+
+absl::Status CudaExperts::CaptureWith(const Pass& p, const char* what,
+                                      absl::FunctionRef<absl::Status()> body,
+                                      absl::FunctionRef<absl::Status()> eager) {
   // Thread-local mode: other threads (other backends' streams) may keep
   // allocating while this one captures.
   cudaError_t e =
@@ -450,7 +507,7 @@ absl::Status CudaExperts::Capture(GemmPath path, const Pass& p, int slot) {
   absl::Status s;
   cudaGraph_t graph = nullptr;
   if (e == cudaSuccess) {
-    s = path == GemmPath::kGrouped ? RunGrouped(p, region) : RunLoop(p);
+    s = body();
     e = cudaStreamEndCapture(p.stream, &graph);  // ends it even after errors
   }
   cudaGraphExec_t exec = nullptr;
@@ -466,14 +523,100 @@ absl::Status CudaExperts::Capture(GemmPath path, const Pass& p, int slot) {
       spdlog::warn(
           "expert GEMMs: a {} pass could not be captured as a CUDA graph "
           "({}{}); such shapes run eagerly",
-          GemmPathName(path), std::string(s.message()),
+          what, std::string(s.message()),
           e == cudaSuccess ? "" : cudaGetErrorString(e));
     }
-    return RunEager(path, p);  // nothing captured ran
+    return eager();  // nothing captured ran
   }
   graphs_->Insert(key_, exec);
   MOE_CUDA_OK(cudaGraphLaunch(exec, p.stream));
   return absl::OkStatus();
+}
+
+absl::Status CudaExperts::StagePadded(const Pass& p) {
+  const int64_t H = hidden_, I = p.experts.front()->inter, E = max_experts_;
+  const int64_t G = pad_.groups, C = pad_.group_rows, P = pad_.rows();
+  // The previous staging copies must have read the pinned arrays.
+  MOE_CUDA_OK(cudaEventSynchronize(staged_));
+  const void** host = ptr_host_.as<const void*>();
+  auto* in = pad_in_.as<uint16_t>();
+  auto* gate_up = gate_up_.as<uint16_t>();
+  auto* h = h_.as<uint16_t>();
+  auto* out = pad_out_.as<uint16_t>();
+  for (int64_t i = 0; i < G; ++i) {
+    const CudaExpert& e = *p.experts[pad_.expert[i]];
+    host[0 * E + i] = e.w13.data();
+    host[1 * E + i] = in + i * C * H;
+    host[2 * E + i] = gate_up + i * C * 2 * I;
+    host[3 * E + i] = e.w2.data();
+    host[4 * E + i] = h + i * C * I;
+    host[5 * E + i] = out + i * C * H;
+  }
+  std::memcpy(pad_map_host_.data(), pad_.row.data(), P * 4);
+  group_rows_.assign(G, static_cast<int>(C));
+  // Region 0, as eager passes: the stream orders these copies between the
+  // passes that read them, graph replays included.
+  const size_t bytes = kPointerArrays * E * sizeof(void*);
+  MOE_CUDA_OK(cudaMemcpyAsync(ptr_dev_.data(), host, bytes,
+                              cudaMemcpyHostToDevice, p.stream));
+  MOE_CUDA_OK(cudaMemcpyAsync(pad_map_.data(), pad_map_host_.data(), P * 4,
+                              cudaMemcpyHostToDevice, p.stream));
+  MOE_CUDA_OK(cudaEventRecord(staged_, p.stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaExperts::RunPaddedBody(const Pass& p) {
+  namespace k = kernels::cuda;
+  const int64_t H = hidden_, I = p.experts.front()->inter, E = max_experts_;
+  const int64_t P = pad_.rows();
+  void** base = ptr_dev_.as<void*>();
+  auto in_ptrs = [&](int a) {
+    return reinterpret_cast<const void* const*>(base + a * E);
+  };
+  MOE_CUDA_OK(k::GatherRowsBf16(p.in, H, pad_map_.as<int32_t>(), P,
+                                pad_in_.as<uint16_t>(), p.stream));
+  (void)cudaGetLastError();  // see RunGrouped
+  MOE_RETURN_IF_ERROR(grouped_->Run(group_rows_, static_cast<int>(2 * I),
+                                    static_cast<int>(H), in_ptrs(0), in_ptrs(1),
+                                    base + 2 * E, p.stream));
+  MOE_CUDA_OK(k::SiluMulBf16(gate_up_.as<uint16_t>(), P, I, h_.as<uint16_t>(),
+                             p.stream));
+  (void)cudaGetLastError();
+  MOE_RETURN_IF_ERROR(grouped_->Run(group_rows_, static_cast<int>(H),
+                                    static_cast<int>(I), in_ptrs(3), in_ptrs(4),
+                                    base + 5 * E, p.stream));
+  MOE_CUDA_OK(k::ScatterRowsBf16(pad_out_.as<uint16_t>(), H,
+                                 pad_map_.as<int32_t>(), P,
+                                 static_cast<uint16_t*>(p.out), p.stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaExperts::RunPaddedEager(const Pass& p) {
+  absl::Status s = RunPaddedBody(p);
+  if (s.ok()) return s;
+  GroupedFailed(s);
+  (void)cudaGetLastError();
+  return RunLoop(p);
+}
+
+absl::Status CudaExperts::RunPadded(const Pass& p) {
+  MOE_RETURN_IF_ERROR(StagePadded(p));
+  auto word = [](const void* ptr) {
+    return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr));
+  };
+  const uint64_t buffers[] = {word(p.in), word(p.out)};
+  key_ = PaddedGraphKey(pad_, p.experts.front()->inter, buffers);
+  const auto look = graphs_->Find(key_);
+  if (look.action == GraphCache<cudaGraphExec_t>::Action::kReplay) {
+    MOE_CUDA_OK(cudaGraphLaunch(look.exec, p.stream));
+    return absl::OkStatus();
+  }
+  if (look.action == GraphCache<cudaGraphExec_t>::Action::kCapture) {
+    return CaptureWith(
+        p, "padded grouped", [&] { return RunPaddedBody(p); },
+        [&] { return RunPaddedEager(p); });
+  }
+  return RunPaddedEager(p);
 }
 
 }  // namespace moe

@@ -7,15 +7,22 @@
 //  - grouped: one cublasGemmGroupedBatchedEx per projection over every
 //    expert with rows (engine/cuda/grouped_gemm.h).
 // Each row bucket is timed both ways, by Calibrate or else at its first use,
-// and keeps the faster (engine/cuda/gemm_path.h; logged, and readable
-// through gemm_paths()). A
+// and keeps the faster, in a table shared by every instance of the same
+// sizes on the device (SharedGemmPathTable, engine/cuda/gemm_path.h; logged,
+// and readable through gemm_paths()). A
 // grouped call that fails is logged once and the loop serves from then on.
-// Passes of up to max_graph_rows rows (decode sizes) whose exact shape
-// repeats are captured once as a CUDA graph and replayed
-// (engine/cuda/graph_cache.h): the key holds every pointer and size the
-// capture baked in (rows, weights, LtMatmul and its workspace, per-expert
-// counts), and a replay reads device memory when it runs, so a replay does
-// exactly what an eager pass with that key would do.
+// Passes of up to max_graph_rows rows (decode sizes) are captured once per
+// key as a CUDA graph and replayed (engine/cuda/graph_cache.h). Grouped
+// passes run padded (engine/cuda/padded_pass.h): the experts with rows as a
+// row bucket of groups of a row bucket of rows each, the row map and the
+// groups' weight pointers uploaded before each pass, so the key is the two
+// buckets and the buffers, not the per-expert counts, and one graph serves
+// every pass of them (and the grouped side of a graph-sized bucket is timed
+// in that padded form). Loop passes (and grouped ones too large to pad) bake
+// their sizes and weights in: their key holds every pointer and size (rows,
+// weights, LtMatmul and its workspace, per-expert counts). A replay reads
+// device memory when it runs, so it does exactly what an eager pass with
+// that key would do.
 // Block-scaled FP8 experts (CudaExpert::fp8, engine/cuda/fp8_image.h) run
 // the loop only (cuBLAS has no grouped block-scaled FP8 call): the rows are
 // quantised to E4M3 with per-row per-128 scales as they are gathered, one
@@ -34,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/cuda/cuda_weights.h"
@@ -41,6 +49,7 @@
 #include "engine/cuda/graph_cache.h"
 #include "engine/cuda/grouped_gemm.h"
 #include "engine/cuda/lt_matmul.h"
+#include "engine/cuda/padded_pass.h"
 
 namespace moe {
 
@@ -52,6 +61,11 @@ struct CudaExpertsOptions {
   int max_graphs = 64;  // shapes remembered (graphs held) at once
   // Workspaces for block-scaled FP8 experts too (E4M3 rows, their scales).
   bool fp8 = false;
+  // The row-bucket path table. Null: the process's table for this device
+  // and these sizes (SharedGemmPathTable::For), shared with every other
+  // instance of them, so that all measure once and choose alike.
+  std::shared_ptr<SharedGemmPathTable> paths;
+  int device = -1;  // for that table's key; < 0: the current device
 };
 
 class CudaExperts {
@@ -85,12 +99,13 @@ class CudaExperts {
 
   // Benchmarks and tests: force a path (kAuto measures again only buckets
   // not measured yet), or change the graph threshold (0: no graphs).
-  void set_gemm_mode(GemmPathTable::Mode m) { paths_.set_mode(m); }
+  void set_gemm_mode(GemmPathTable::Mode m) { mode_ = m; }
   void set_max_graph_rows(int64_t rows) { max_graph_rows_ = rows; }
   bool grouped_available() const {
-    return grouped_ != nullptr && paths_.grouped_enabled();
+    return grouped_ != nullptr && paths_->grouped_enabled();
   }
-  const GemmPathTable& gemm_paths() const { return paths_; }
+  // A copy of the (shared) table as it is now.
+  GemmPathTable gemm_paths() const { return paths_->Snapshot(); }
   const GraphCache<cudaGraphExec_t>::Stats& graph_stats() const {
     return graphs_->stats();
   }
@@ -121,6 +136,17 @@ class CudaExperts {
   absl::Status RunGrouped(const Pass& p, int region);
   absl::Status Measure(const Pass& p);
   absl::Status Capture(GemmPath path, const Pass& p, int slot);
+  // Captures body() as the graph of key_ and runs it; eager() instead when
+  // the capture fails (the key then runs eagerly for good).
+  absl::Status CaptureWith(const Pass& p, const char* what,
+                           absl::FunctionRef<absl::Status()> body,
+                           absl::FunctionRef<absl::Status()> eager);
+  // A grouped pass in its padded form (pad_): staged, then replayed,
+  // captured or run.
+  absl::Status RunPadded(const Pass& p);
+  absl::Status StagePadded(const Pass& p);
+  absl::Status RunPaddedBody(const Pass& p);
+  absl::Status RunPaddedEager(const Pass& p);
   void BuildKey(GemmPath path, const Pass& p);
   void GroupedFailed(const absl::Status& s);
   std::string PathSummary() const;  // the measured buckets, for the log
@@ -133,7 +159,9 @@ class CudaExperts {
   // scale tables, the down projection's bf16 output when fp32 is asked.
   bool fp8_ = false;
   DeviceBuffer xq_, xq_scale_, hq_, hq_scale_, down_;
-  GemmPathTable paths_{0};
+  std::shared_ptr<SharedGemmPathTable> paths_;
+  GemmPathTable::Mode mode_ = GemmPathTable::Mode::kAuto;  // this instance's
+  GemmPath PathFor(int64_t rows) const;
   std::unique_ptr<GroupedGemm> grouped_;  // null: no grouped call here
   // Pointer arrays of the grouped call: 6 arrays of max_experts pointers
   // per region, staged through pinned memory; region 0 for eager passes,
@@ -144,6 +172,13 @@ class CudaExperts {
   std::vector<int> group_rows_;   // rows of each expert with rows
   std::array<cudaEvent_t, 3> timing_{};
   std::unique_ptr<GraphCache<cudaGraphExec_t>> graphs_;
+  // Padded grouped passes (graphs only): at most max_padded_rows_ rows,
+  // gathered into pad_in_ and scattered from pad_out_ (bf16 [rows, H]) by
+  // the row map pad_map_ (int32, staged through pad_map_host_).
+  int64_t max_padded_rows_ = 0;
+  DeviceBuffer pad_in_, pad_out_, pad_map_;
+  PinnedBuffer pad_map_host_;
+  PaddedPass pad_;
   GraphCache<cudaGraphExec_t>::Key key_;
 };
 

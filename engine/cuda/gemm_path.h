@@ -9,7 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "engine/cuda/row_bucket.h"
@@ -58,13 +62,16 @@ class GemmPathTable {
   }
 
   // The timings of rows' bucket; the faster path wins (the loop on a tie
-  // or when grouped_us < 0, i.e. the grouped call failed). Returns it.
+  // or when grouped_us < 0, i.e. the grouped call failed). Returns the
+  // bucket's path: a bucket measured already keeps its first choice, so
+  // that every pass sharing the table runs one path per bucket.
   GemmPath Record(int64_t rows, double loop_us, double grouped_us) {
     GemmPathChoice* c = Find(rows);
     const GemmPath p = grouped_us >= 0 && grouped_us < loop_us
                            ? GemmPath::kGrouped
                            : GemmPath::kLoop;
     if (c == nullptr) return p;
+    if (c->chosen != GemmPath::kUnmeasured) return c->chosen;
     c->loop_us = loop_us;
     c->grouped_us = grouped_us;
     c->chosen = p;
@@ -99,6 +106,65 @@ class GemmPathTable {
   int64_t max_rows_ = 0;
   Mode mode_ = Mode::kAuto;
   bool grouped_enabled_ = true;
+};
+
+// One GemmPathTable shared by every expert pass of one shape on one device
+// (the backend's forks, one per step runner, included), so that the same
+// request gets the same kernels, hence the same bits, whichever runner
+// serves it: the first pass to measure a bucket decides it for all.
+// Thread-safe.
+class SharedGemmPathTable {
+ public:
+  // What a table is shared over: the device and the pass's sizes.
+  struct Key {
+    int device = 0;
+    int64_t max_rows = 0, hidden = 0, inter = 0, experts = 0;
+    bool fp8 = false;
+    bool operator<(const Key& o) const {
+      return std::tie(device, max_rows, hidden, inter, experts, fp8) <
+             std::tie(o.device, o.max_rows, o.hidden, o.inter, o.experts,
+                      o.fp8);
+    }
+  };
+
+  explicit SharedGemmPathTable(int64_t max_rows) : table_(max_rows) {}
+
+  // The process's table for `key`, made at the first call and kept for the
+  // life of the process: a reload or a new fork does not measure again.
+  static std::shared_ptr<SharedGemmPathTable> For(const Key& key) {
+    static std::mutex mu;
+    static std::map<Key, std::shared_ptr<SharedGemmPathTable>>* tables =
+        new std::map<Key, std::shared_ptr<SharedGemmPathTable>>();
+    std::lock_guard<std::mutex> lock(mu);
+    auto& t = (*tables)[key];
+    if (t == nullptr) t = std::make_shared<SharedGemmPathTable>(key.max_rows);
+    return t;
+  }
+
+  GemmPath For(int64_t rows) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return table_.For(rows);
+  }
+  GemmPath Record(int64_t rows, double loop_us, double grouped_us) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return table_.Record(rows, loop_us, grouped_us);
+  }
+  void DisableGrouped() {
+    std::lock_guard<std::mutex> lock(mu_);
+    table_.DisableGrouped();
+  }
+  bool grouped_enabled() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return table_.grouped_enabled();
+  }
+  GemmPathTable Snapshot() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return table_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  GemmPathTable table_;  // always in kAuto mode: users force paths locally
 };
 
 }  // namespace moe

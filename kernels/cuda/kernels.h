@@ -51,11 +51,15 @@ cudaError_t GatherRowsF32ToBf16(const float* src, int64_t cols,
                                 const int32_t* src_row, const float* scale,
                                 int64_t rows, uint16_t* dst,
                                 cudaStream_t stream);
-// dst[j][:] = src[src_row[j]][:] (bf16 rows).
+// dst[j][:] = src[src_row[j]][:] (bf16 rows); zeros where src_row[j] < 0
+// (padding rows, engine/cuda/padded_pass.h).
+// The row kernels here move 16 bytes per thread and access (8 bf16 values)
+// when cols is a multiple of 8 and the row pointers are 16-byte aligned,
+// else one value; the results are the same bits either way.
 cudaError_t GatherRowsBf16(const uint16_t* src, int64_t cols,
                            const int32_t* src_row, int64_t rows, uint16_t* dst,
                            cudaStream_t stream);
-// dst[dst_row[j]][:] = src[j][:] (bf16 rows).
+// dst[dst_row[j]][:] = src[j][:] (bf16 rows); nothing for dst_row[j] < 0.
 cudaError_t ScatterRowsBf16(const uint16_t* src, int64_t cols,
                             const int32_t* dst_row, int64_t rows, uint16_t* dst,
                             cudaStream_t stream);

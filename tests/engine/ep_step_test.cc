@@ -453,6 +453,112 @@ TEST(EpStep, HotExpertOnOneRankLeavesTheOtherEmpty) {
   EXPECT_EQ(y, alone);
 }
 
+// A backend whose piece `fail_at` fails (once), as a device backend's does
+// when an allocation, a launch or a collective fails; it records the Drain
+// that must follow.
+class FailingBackend : public CpuBackend {
+ public:
+  enum Piece { kNone, kPrepare, kGather, kExperts, kCombine, kFinish };
+  using CpuBackend::CpuBackend;
+  Piece fail_at = kNone;
+  int drains = 0;
+  Communicator* drained_comm = nullptr;
+  std::chrono::steady_clock::time_point drained_deadline{};
+
+  absl::Status Prepare(const EpPlan& plan) override {
+    return Fail(kPrepare) ? Error() : CpuBackend::Prepare(plan);
+  }
+  absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
+                      bool x_resident, bool rows_stay) override {
+    return Fail(kGather) ? Error()
+                         : CpuBackend::Gather(in, plan, x_resident, rows_stay);
+  }
+  absl::Status RunExperts(int64_t layer, const EpPlan& plan, const void* in,
+                          void* out) override {
+    return Fail(kExperts) ? Error()
+                          : CpuBackend::RunExperts(layer, plan, in, out);
+  }
+  absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
+                       const void* back, float* y) override {
+    return Fail(kCombine) ? Error() : CpuBackend::Combine(in, plan, back, y);
+  }
+  absl::Status Finish(Communicator& comm,
+                      std::chrono::steady_clock::time_point deadline) override {
+    return Fail(kFinish) ? Error() : CpuBackend::Finish(comm, deadline);
+  }
+  void Drain(Communicator& comm,
+             std::chrono::steady_clock::time_point deadline) override {
+    ++drains;
+    drained_comm = &comm;
+    drained_deadline = deadline;
+  }
+
+ private:
+  bool Fail(Piece p) {
+    if (p != fail_at) return false;
+    fail_at = kNone;
+    return true;
+  }
+  static absl::Status Error() {
+    return absl::ResourceExhaustedError("injected: out of device memory");
+  }
+};
+
+// A failure at each piece of a step: the error is the piece's, the backend
+// drains through the step's communicator by the step's deadline (never
+// unbounded), and the same backend and step then give the exact answer.
+TEST(EpStep, AFailedPieceDrainsByTheDeadlineAndTheNextStepIsExact) {
+  MoeLayerConfig c = Base();
+  auto g = testing::RandomCase(c, 7, 8);
+  auto source = testing::MakeGoldenSource(g);
+  Routing routing;
+  {
+    auto moe = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, 7);
+    ASSERT_TRUE(moe.ok()) << moe.status();
+    std::vector<float> y(7 * c.hidden);
+    ASSERT_TRUE((*moe)->Forward(0, g.x.data(), 7, {}, y.data(), &routing).ok());
+  }
+  std::vector<int32_t> ids;
+  std::vector<int64_t> counts;
+  PlanDispatch(routing, 7, 1, c.num_experts, &ids, &counts);
+  EpStepInput in =
+      OneRankInput(g.x, 7, ids, routing.weight, counts, routing.slots);
+  in.timeout = std::chrono::milliseconds(1500);
+  auto loopback = CreateLoopbackCommunicator();
+  std::vector<float> want(7 * c.hidden);
+  {
+    CpuBackend clean(1);
+    ASSERT_TRUE(clean.Load(*source, {}, 7).ok());
+    EpStep step;
+    ASSERT_TRUE(
+        step.Run(in, clean, *loopback, 7, false, want.data(), nullptr).ok());
+  }
+  for (auto piece : {FailingBackend::kPrepare, FailingBackend::kGather,
+                     FailingBackend::kExperts, FailingBackend::kCombine,
+                     FailingBackend::kFinish}) {
+    SCOPED_TRACE(static_cast<int>(piece));
+    FailingBackend backend(1);
+    ASSERT_TRUE(backend.Load(*source, {}, 7).ok());
+    EpStep step;
+    backend.fail_at = piece;
+    std::vector<float> y(7 * c.hidden, -1.0f);
+    const auto before = std::chrono::steady_clock::now();
+    const absl::Status s =
+        step.Run(in, backend, *loopback, 7, false, y.data(), nullptr);
+    const auto after = std::chrono::steady_clock::now();
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_EQ(backend.drains, 1);
+    EXPECT_EQ(backend.drained_comm, loopback.get());
+    EXPECT_GE(backend.drained_deadline, before + in.timeout);
+    EXPECT_LE(backend.drained_deadline, after + in.timeout);
+    // Usable as before: the next step on the same backend is exact.
+    ASSERT_TRUE(
+        step.Run(in, backend, *loopback, 7, false, y.data(), nullptr).ok());
+    EXPECT_EQ(y, want);
+    EXPECT_EQ(backend.drains, 1);
+  }
+}
+
 // Redundant experts: every placement, whichever replica each slot goes to,
 // gives the single process's bits.
 TEST(EpStep, ReplicasDoNotChangeABit) {

@@ -23,6 +23,13 @@ std::string Binary(const char* built) {
   return (std::filesystem::path(dir) / std::filesystem::path(built).filename())
       .string();
 }
+
+// The router's --direct-step-tokens value for `o`, or "" for its default.
+std::string DirectStepTokens(const LocalCluster::Options& o) {
+  if (o.direct_step_tokens >= 0) return absl::StrCat(o.direct_step_tokens);
+  const char* env = std::getenv("MOE_TEST_DIRECT_STEP_TOKENS");
+  return env == nullptr ? "" : env;
+}
 }  // namespace
 
 std::string RouterBinary() { return Binary(MOE_ROUTER_BIN); }
@@ -61,6 +68,9 @@ absl::Status LocalCluster::Start(const Options& options) {
     argv.push_back("--health-port-file=" + dir_ + "/health_port");
   }
   argv.insert(argv.end(), options.model_args.begin(), options.model_args.end());
+  if (const std::string direct = DirectStepTokens(options); !direct.empty()) {
+    argv.push_back("--direct-step-tokens=" + direct);
+  }
   argv.insert(argv.end(), options.router_args.begin(),
               options.router_args.end());
   auto router = ChildProcess::Start(argv, dir_ + "/router.log");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ class LocalCluster {
     std::string device = "cpu";
     int gpus = 1;
     int worker_threads = 1;
+    // The router's --direct-step-tokens, before router_args (which may
+    // override it); < 0: env MOE_TEST_DIRECT_STEP_TOKENS when set (the GPU
+    // check forces the all-to-all path of whole test binaries with 0), else
+    // the router's default.
+    int64_t direct_step_tokens = -1;
     std::chrono::milliseconds ready_timeout{60000};
   };
 
