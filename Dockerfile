@@ -2,8 +2,8 @@
 # moe-serve images: moe-router, moe-worker, moe-cli, moe-loadtest, moe-bench.
 #   CPU (default):  docker build -t moe-serve:cpu .
 #   CUDA:           docker build --build-arg VARIANT=cuda \
-#                     --build-arg BUILD_IMAGE=nvidia/cuda:12.6.3-devel-ubuntu24.04 \
-#                     --build-arg RUNTIME_IMAGE=nvidia/cuda:12.6.3-runtime-ubuntu24.04 \
+#                     --build-arg BUILD_IMAGE=nvidia/cuda:13.0.0-devel-ubuntu24.04 \
+#                     --build-arg RUNTIME_IMAGE=nvidia/cuda:13.0.0-runtime-ubuntu24.04 \
 #                     -t moe-serve:cuda .
 # The CPU variant builds on Debian bookworm and runs on bookworm-slim; the
 # CUDA variant builds on NVIDIA's devel image and runs on its runtime image.

@@ -290,4 +290,29 @@ for s in router worker-0 worker-1; do
   }
 done
 log "compose: router and two workers answer, health checks pass"
+
+# The CUDA variant: built when NVIDIA's base images are in the local store
+# (podman pull them, or load them from a tarball, beforehand); this check
+# pulls nothing.
+CUDA_BASES=(docker.io/nvidia/cuda:13.0.0-devel-ubuntu24.04
+  docker.io/nvidia/cuda:13.0.0-runtime-ubuntu24.04)
+if "${PODMAN[@]}" image exists "${CUDA_BASES[0]}" &&
+  "${PODMAN[@]}" image exists "${CUDA_BASES[1]}"; then
+  log "building the CUDA image"
+  "${PODMAN[@]}" build --format docker --pull=never --network host \
+    --layers=false --rm --force-rm --build-arg VARIANT=cuda \
+    --build-arg BUILD_IMAGE="${CUDA_BASES[0]}" \
+    --build-arg RUNTIME_IMAGE="${CUDA_BASES[1]}" --label "moe-check=$TAG" \
+    --ulimit "nofile=$NOFILE:$NOFILE" --ulimit "nproc=$NPROC:$NPROC" \
+    -t "$IMAGE-cuda" . >"$TMP/build-cuda.log" 2>&1 || {
+    tail -n 40 "$TMP/build-cuda.log"
+    echo "FAIL: podman build (CUDA variant)"
+    exit 1
+  }
+  "${PODMAN[@]}" rmi -f "$IMAGE-cuda" >/dev/null 2>&1
+  log "CUDA image built"
+else
+  log "CUDA image: NOT BUILT (${CUDA_BASES[*]} are not in the local image" \
+    "store, and this machine reaches no image registry)"
+fi
 log "PASS (image built in $build_s s, $((SECONDS - start_s)) s in all)"

@@ -35,7 +35,10 @@ router_args=("$@")
 bin="$build_dir"
 for b in server/moe-router worker/moe-worker client/moe-cli; do
   if [[ ! -x "$bin/$b" ]]; then
-    echo "moe-local: $bin/$b not found; build first (cmake --build $build_dir)" >&2
+    echo "moe-local: $bin/$b not found; build first:" >&2
+    echo "  bash scripts/install-deps.sh" >&2
+    echo "  cmake -S . -B $build_dir -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOE_BUILD_TESTS=OFF" >&2
+    echo "  cmake --build $build_dir --target moe-router moe-worker moe-cli" >&2
     exit 1
   fi
 done
