@@ -126,9 +126,9 @@ TEST(WeightDType, Parses) {
   EXPECT_EQ(*ParseWeightDType("fp8"), WeightDType::kFP8);
   EXPECT_EQ(*ParseWeightDType("auto"), WeightDType::kAuto);
   EXPECT_EQ(*ParseWeightDType("mxfp4"), WeightDType::kMXFP4);
-  for (WeightDType d : {WeightDType::kF32, WeightDType::kBF16,
-                        WeightDType::kFP8, WeightDType::kAuto,
-                        WeightDType::kMXFP4}) {
+  for (WeightDType d :
+       {WeightDType::kF32, WeightDType::kBF16, WeightDType::kFP8,
+        WeightDType::kAuto, WeightDType::kMXFP4}) {
     EXPECT_EQ(*ParseWeightDType(WeightDTypeName(d)), d);
   }
   auto bad = ParseWeightDType("int4");
