@@ -149,13 +149,19 @@ void HalfTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
 #undef MOE_STORE
 }
 
-// MXFP4 tile for decode-sized row counts (one or two rows per expert):
-// both halves of a step widen from one 16-byte load, and each 32-step
-// block's sums are scaled once onto the tile, which stays in L1 (8 more
-// accumulators would not fit in 16 ymm registers): per step 16 shuffle,
-// convert and logic ops and 4 FMAs a row, against HalfTile's 28 for one
-// row. Sums, not products, are scaled: within fp32 rounding of the fp32
-// kernel on dequantised weights, not bit-equal.
+// MXFP4 tile for decode-sized row counts (one or two rows per expert). A
+// step's 16 bytes go to both 128-bit lanes, low nibbles in lane 0 (columns
+// 0-15), high nibbles in lane 1 (16-31); one in-lane pshufb looks them up
+// (twice the E2M1 values, integers), and four more in-lane pshufbs move
+// bytes 4j..4j+3 of each lane into the top bytes of dwords (the value times
+// 2^24, sign included), converted to fp32: accumulator j holds columns
+// 4j..4j+3 and 16+4j..16+4j+3. No lane-crossing shuffles, 5 shuffles and 4
+// converts a step, against 8 and 4 with pmovsx. Each 32-step block's sums
+// are scaled (2^-24 and the E8M0 halves) once onto the tile, which stays in
+// L1 (8 more accumulators would not fit in 16 ymm registers). Sums, not
+// products, are scaled: within fp32 rounding of the fp32 kernel on
+// dequantised weights, not bit-equal (and finite while the block's sums
+// are: |a| below about 2^95, against fp32's 2^128).
 template <int MR>
 void Mxfp4FewRows(const float* ap, int64_t k, const Mxfp4Byte* w, float* tile,
                   bool first, const Mxfp4Byte* prefetch, const uint8_t* scale) {
@@ -165,9 +171,18 @@ void Mxfp4FewRows(const float* ap, int64_t k, const Mxfp4Byte* w, float* tile,
       _mm256_storeu_ps(tile + i, _mm256_setzero_ps());
     }
   }
-  const __m128i table =
-      _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-  const __m128i nibble = _mm_set1_epi8(0x0f);
+  const __m256i table =
+      _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
+                       0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  constexpr char z = -128;  // pshufb: a zero byte
+#define MOE_TOP(j)                                                            \
+  _mm256_setr_epi8(z, z, z, 4 * j, z, z, z, 4 * j + 1, z, z, z, 4 * j + 2, z, \
+                   z, z, 4 * j + 3, z, z, z, 4 * j, z, z, z, 4 * j + 1, z, z, \
+                   z, 4 * j + 2, z, z, z, 4 * j + 3)
+  const __m256i top0 = MOE_TOP(0), top1 = MOE_TOP(1), top2 = MOE_TOP(2),
+                top3 = MOE_TOP(3);
+#undef MOE_TOP
   alignas(32) float s[kPanelWidth];
   for (int64_t q = 0; q < k; q += kMxBlock) {
     const int64_t q_end = k - q < kMxBlock ? k : q + kMxBlock;
@@ -175,17 +190,16 @@ void Mxfp4FewRows(const float* ap, int64_t k, const Mxfp4Byte* w, float* tile,
     a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = _mm256_setzero_ps();
     for (int64_t kk = q; kk < q_end; ++kk) {
       PrefetchStep(prefetch, kk);
-      const __m128i x = _mm_loadu_si128(
-          reinterpret_cast<const __m128i*>(w + kk * kStepElems<Mxfp4Byte>));
-      const __m128i vl = _mm_shuffle_epi8(table, _mm_and_si128(x, nibble));
-      const __m128i vh =
-          _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(x, 4), nibble));
-      const __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(vl));
-      const __m256 w1 =
-          _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(vl, 8)));
-      const __m256 w2 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(vh));
-      const __m256 w3 =
-          _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(vh, 8)));
+      const __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(w + kk * kStepElems<Mxfp4Byte>)));
+      const __m256i v = _mm256_shuffle_epi8(
+          table,
+          _mm256_and_si256(_mm256_blend_epi32(x, _mm256_srli_epi16(x, 4), 0xf0),
+                           nibble));
+      const __m256 w0 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, top0));
+      const __m256 w1 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, top1));
+      const __m256 w2 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, top2));
+      const __m256 w3 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, top3));
       const __m256 r0 = _mm256_broadcast_ss(ap + kk * MR);
       a0 = _mm256_fmadd_ps(r0, w0, a0);
       a1 = _mm256_fmadd_ps(r0, w1, a1);
@@ -203,12 +217,17 @@ void Mxfp4FewRows(const float* ap, int64_t k, const Mxfp4Byte* w, float* tile,
     HalfScales(sq, 0, s);
     HalfScales(sq, 1, s + kHalfPanel);
     const __m256 acc[2][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}};
+    const __m256 unshift = _mm256_set1_ps(1.0f / 16777216.0f);  // 2^-24
     for (int r = 0; r < MR; ++r) {
-      for (int i = 0; i < 4; ++i) {
-        float* t = tile + r * kPanelWidth + 8 * i;
-        _mm256_storeu_ps(t,
-                         _mm256_fmadd_ps(acc[r][i], _mm256_load_ps(s + 8 * i),
-                                         _mm256_loadu_ps(t)));
+      float* t = tile + r * kPanelWidth;
+      for (int j = 0; j < 4; ++j) {
+        // Columns 4j.. and 16+4j..: the two halves of accumulator j.
+        const __m256 sc = _mm256_loadu2_m128(s + kHalfPanel + 4 * j, s + 4 * j);
+        const __m256 cur =
+            _mm256_loadu2_m128(t + kHalfPanel + 4 * j, t + 4 * j);
+        _mm256_storeu2_m128(
+            t + kHalfPanel + 4 * j, t + 4 * j,
+            _mm256_fmadd_ps(_mm256_mul_ps(acc[r][j], unshift), sc, cur));
       }
     }
   }
