@@ -79,7 +79,7 @@ absl::Status CheckWeightTensor(const WeightTensor& t, const MoeLayerConfig& c,
         absl::StrCat(t.name, ": shape ", ShapeString(t.shape), ", expected ",
                      ShapeString(want), " for ", WeightRoleName(role)));
   }
-  if (!IsFloatingPoint(t.dtype)) {
+  if (!IsFloatingPoint(t.dtype) && !t.is_mxfp4()) {
     return absl::InvalidArgumentError(
         absl::StrCat(t.name, ": dtype ", DTypeName(t.dtype),
                      " is not a floating-point type"));

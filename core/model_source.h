@@ -41,6 +41,13 @@ struct WeightTensor {
   std::vector<float> block_scale;
   int64_t block_rows = 0;
   int64_t block_cols = 0;
+  // MXFP4 weights (kernels/mxfp4_rule.h; made by engine/weight_values.h's
+  // MakeMxfp4Tensor): `shape` is the logical [out, in], `dtype` kU8, `data`
+  // out * in / 2 bytes of E2M1 code pairs (row-major, element 2j in the low
+  // nibble) and `mx_scale` the out * in / 32 E8M0 bytes, one per 32
+  // consecutive values of a row. Empty for every other tensor.
+  std::vector<uint8_t> mx_scale;
+  bool is_mxfp4() const { return !mx_scale.empty(); }
   int64_t numel() const;
 };
 

@@ -110,6 +110,41 @@ absl::StatusOr<PackedWeight> PackFp8(const WeightTensor* a,
   return p;
 }
 
+// MXFP4: code pairs and E8M0 scales, picked by `order` like the rows.
+absl::StatusOr<PackedWeight> PackMxfp4(const WeightTensor* a,
+                                       const WeightTensor* b, int64_t row_len,
+                                       const std::vector<int64_t>& order,
+                                       int64_t k) {
+  PackedWeight p;
+  p.format = kc::WeightFormat::kMXFP4;
+  p.n = static_cast<int64_t>(order.size());
+  p.k = k;
+  p.data = AlignedBuffer(kc::PackedBytes(p.format, p.n, k));
+  if (!p.data.allocated()) {
+    return absl::ResourceExhaustedError("out of memory packing weights");
+  }
+  Mxfp4Values va, vb;
+  MOE_ASSIGN_OR_RETURN(va, WeightsAsMxfp4(*a));
+  if (b != nullptr) {
+    MOE_ASSIGN_OR_RETURN(vb, WeightsAsMxfp4(*b));
+  }
+  std::vector<const uint8_t*> rows(order.size()), scales(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int64_t o = order[i];
+    if (o == INT64_MIN) {
+      rows[i] = nullptr;
+      scales[i] = nullptr;
+    } else {
+      const Mxfp4Values& v = o >= 0 ? va : vb;
+      const int64_t r = o >= 0 ? o : -1 - o;
+      rows[i] = v.row_pairs(r);
+      scales[i] = v.row_scales(r);
+    }
+  }
+  kc::PackRowsMXFP4(rows.data(), scales.data(), p.n, k, row_len, p.data.data());
+  return p;
+}
+
 absl::StatusOr<PackedWeight> Pack(const WeightTensor* a, const WeightTensor* b,
                                   int64_t row_len,
                                   const std::vector<int64_t>& order, int64_t k,
@@ -122,6 +157,8 @@ absl::StatusOr<PackedWeight> Pack(const WeightTensor* a, const WeightTensor* b,
                                  kc::WeightFormat::kBF16);
     case WeightDType::kFP8:
       return PackFp8(a, b, row_len, order, k);
+    case WeightDType::kMXFP4:
+      return PackMxfp4(a, b, row_len, order, k);
     case WeightDType::kAuto:
       break;
   }
@@ -172,6 +209,8 @@ absl::string_view WeightDTypeName(WeightDType d) {
       return "bf16";
     case WeightDType::kFP8:
       return "fp8";
+    case WeightDType::kMXFP4:
+      return "mxfp4";
     case WeightDType::kAuto:
       break;
   }
@@ -186,9 +225,12 @@ absl::StatusOr<WeightDType> ParseWeightDType(absl::string_view text) {
   if (text == "fp8" || text == "f8" || text == "f8_e4m3") {
     return WeightDType::kFP8;
   }
+  if (text == "mxfp4" || text == "mx_fp4" || text == "fp4") {
+    return WeightDType::kMXFP4;
+  }
   if (text == "auto") return WeightDType::kAuto;
-  return absl::InvalidArgumentError(
-      absl::StrCat("weight dtype '", text, "' is not auto, f32, bf16 or fp8"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "weight dtype '", text, "' is not auto, f32, bf16, fp8 or mxfp4"));
 }
 
 absl::StatusOr<WeightDType> ResolveWeightDType(WeightDType requested,
@@ -200,6 +242,7 @@ absl::StatusOr<WeightDType> ResolveWeightDType(WeightDType requested,
   }
   MOE_ASSIGN_OR_RETURN(WeightTensor t,
                        source.Get(info.moe_layers.front(), WeightRole::kW1, 0));
+  if (t.is_mxfp4()) return WeightDType::kMXFP4;
   switch (t.dtype) {
     case DType::kF8E4M3:
       return WeightDType::kFP8;
@@ -208,6 +251,45 @@ absl::StatusOr<WeightDType> ResolveWeightDType(WeightDType requested,
     default:
       return WeightDType::kF32;
   }
+}
+
+absl::StatusOr<WeightDType> SharedExpertDType(WeightDType routed,
+                                              const ModelSource& source) {
+  if (routed != WeightDType::kMXFP4) return routed;
+  const ModelInfo& info = source.info();
+  if (info.moe_layers.empty() || !info.layer.has_shared()) return routed;
+  MOE_ASSIGN_OR_RETURN(WeightTensor t, source.Get(info.moe_layers.front(),
+                                                  WeightRole::kSharedW1, -1));
+  if (t.is_mxfp4()) return WeightDType::kMXFP4;
+  switch (t.dtype) {
+    case DType::kF8E4M3:
+      return WeightDType::kFP8;
+    case DType::kBF16:
+      return WeightDType::kBF16;
+    default:
+      return WeightDType::kF32;
+  }
+}
+
+int64_t PackedExpertBytes(const MoeLayerConfig& config, WeightDType dtype) {
+  const kc::WeightFormat f =
+      dtype == WeightDType::kBF16    ? kc::WeightFormat::kBF16
+      : dtype == WeightDType::kFP8   ? kc::WeightFormat::kFP8
+      : dtype == WeightDType::kMXFP4 ? kc::WeightFormat::kMXFP4
+                                     : kc::WeightFormat::kF32;
+  const int64_t ip = kc::PaddedInter(config.inter);
+  return kc::PackedBytes(f, 2 * ip, config.hidden) +
+         kc::PackedBytes(f, config.hidden, ip);
+}
+
+absl::StatusOr<PackedWeight> PackWeight(const WeightTensor& t,
+                                        WeightDType dtype) {
+  if (t.shape.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": a packed weight must be 2-D"));
+  }
+  return Pack(&t, nullptr, t.shape[1], IdentityOrder(t.shape[0]), t.shape[1],
+              dtype);
 }
 
 absl::StatusOr<std::pair<int64_t, int64_t>> ResolveExpertRange(
@@ -274,8 +356,10 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     }
   }
   if (options.load_shared && c.has_shared()) {
+    MOE_ASSIGN_OR_RETURN(WeightDType shared_dtype,
+                         SharedExpertDType(w->dtype, source));
     MOE_ASSIGN_OR_RETURN(w->shared,
-                         LoadExpert(source, layer, -1, true, w->dtype));
+                         LoadExpert(source, layer, -1, true, shared_dtype));
     w->has_shared = true;
     if (c.shared_gate) {
       MOE_ASSIGN_OR_RETURN(w->shared_gate,

@@ -18,24 +18,33 @@
 namespace moe {
 
 // The experts' storage in memory. kFP8: e4m3 codes plus fp32 scales per
-// 128 x 128 block (see kernels/cpu/packed_gemm.h). kAuto: whatever the
-// checkpoint stores (FP8 stays FP8, bf16 stays bf16, anything else fp32),
-// resolved by ResolveWeightDType before anything is loaded.
-enum class WeightDType { kF32, kBF16, kFP8, kAuto };
+// 128 x 128 block (see kernels/cpu/packed_gemm.h). kMXFP4: E2M1 codes with
+// one E8M0 scale per 32 input values (kernels/mxfp4_rule.h), routed experts
+// only: the shared expert keeps its checkpoint's storage (as under kAuto).
+// kAuto: whatever the checkpoint stores (MXFP4 stays MXFP4, FP8 stays FP8,
+// bf16 stays bf16, anything else fp32), resolved by ResolveWeightDType
+// before anything is loaded.
+enum class WeightDType { kF32, kBF16, kFP8, kAuto, kMXFP4 };
 absl::string_view WeightDTypeName(WeightDType d);
-// "f32", "bf16", "fp8" or "auto" (and a few spellings of each).
+// "f32", "bf16", "fp8", "mxfp4" or "auto" (and a few spellings of each).
 absl::StatusOr<WeightDType> ParseWeightDType(absl::string_view text);
 // `requested`, or for kAuto the storage type of `source`'s routed experts
-// (expert 0 of its first MoE layer): F8_E4M3 -> kFP8, BF16 -> kBF16, others
-// -> kF32.
+// (expert 0 of its first MoE layer): MXFP4 -> kMXFP4, F8_E4M3 -> kFP8, BF16
+// -> kBF16, others -> kF32.
 absl::StatusOr<WeightDType> ResolveWeightDType(WeightDType requested,
                                                const ModelSource& source);
+// The shared expert's dtype when the routed experts' is `routed` (resolved):
+// the same, except under kMXFP4, where the shared expert keeps the storage
+// type of its checkpoint tensor (as kAuto resolves it).
+absl::StatusOr<WeightDType> SharedExpertDType(WeightDType routed,
+                                              const ModelSource& source);
 
 struct PackedWeight {
   kernels::cpu::WeightFormat format = kernels::cpu::WeightFormat::kF32;
   int64_t n = 0;  // output features
   int64_t k = 0;  // input features (padded for the down projection)
-  // kFP8: e4m3 codes with their scales inside each panel.
+  // kFP8: e4m3 codes with their scales inside each panel; kMXFP4: E2M1
+  // code pairs and E8M0 scales inside each panel.
   AlignedBuffer data;
   const void* ptr() const { return data.data(); }
   size_t bytes() const { return data.size(); }
@@ -101,6 +110,17 @@ absl::StatusOr<std::pair<int64_t, int64_t>> ResolveExpertRange(
 // (INVALID_ARGUMENT for an id outside [0, num_experts)), else the range.
 absl::StatusOr<std::vector<int32_t>> ResolveExpertList(
     const LoadOptions& options, int64_t layer, int64_t num_experts);
+
+// Bytes one routed expert of `config` takes packed for the CPU kernels in
+// `dtype` (resolved: not kAuto): what LayerWeights::expert_bytes() gives,
+// from the sizes alone (GetModelInfo reports it without holding experts).
+int64_t PackedExpertBytes(const MoeLayerConfig& config, WeightDType dtype);
+
+// Packs one plain 2-D weight [n, k] (rows in order, k = its width) for the
+// CPU kernels in `dtype` (not kAuto). For tests and for loaders that pack a
+// tensor made by MakeMxfp4Tensor (engine/weight_values.h) directly.
+absl::StatusOr<PackedWeight> PackWeight(const WeightTensor& t,
+                                        WeightDType dtype);
 
 absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     const ModelSource& source, int64_t layer, const LoadOptions& options);

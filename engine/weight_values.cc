@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "kernels/cpu/packed_gemm.h"
+#include "kernels/mxfp4_rule.h"
 
 namespace moe {
 namespace {
@@ -47,6 +49,45 @@ absl::Status CheckBlockScales(const WeightTensor& t) {
   return absl::OkStatus();
 }
 
+namespace kn = kernels;
+
+// An MXFP4 tensor's shape, sizes and scales: the refusals a loader's bad
+// input gets, each naming the tensor.
+absl::Status CheckMxfp4(const WeightTensor& t) {
+  if (t.shape.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": MXFP4 weights must be 2-D [out, in]"));
+  }
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  if (cols % kn::kMxBlock != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": MXFP4 input width ", cols,
+                     " is not a multiple of ", kn::kMxBlock));
+  }
+  if (static_cast<int64_t>(t.mx_scale.size()) != rows * (cols / kn::kMxBlock)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": ", t.mx_scale.size(),
+                     " MXFP4 scales, expected ", rows * (cols / kn::kMxBlock),
+                     " (", rows, " x ", cols / kn::kMxBlock, ")"));
+  }
+  if (!t.owned.empty() &&
+      static_cast<int64_t>(t.owned.size()) != rows * cols / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": ", t.owned.size(),
+                     " bytes of MXFP4 codes, expected ", rows * cols / 2));
+  }
+  for (size_t i = 0; i < t.mx_scale.size(); ++i) {
+    if (t.mx_scale[i] == kn::kE8M0NaN) {
+      const int64_t blocks = cols / kn::kMxBlock;
+      return absl::InvalidArgumentError(absl::StrCat(
+          t.name, ": MXFP4 scale of row ", static_cast<int64_t>(i) / blocks,
+          " block ", static_cast<int64_t>(i) % blocks,
+          " is E8M0 255 (NaN); expected 0-254"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<WeightValues<float>> WeightsAsF32(const WeightTensor& t) {
@@ -57,7 +98,18 @@ absl::StatusOr<WeightValues<float>> WeightsAsF32(const WeightTensor& t) {
     return v;
   }
   v.owned.resize(t.numel());
-  if (IsFp8(t.dtype) && !t.block_scale.empty()) {
+  if (t.is_mxfp4()) {
+    MOE_RETURN_IF_ERROR(CheckMxfp4(t));
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    const auto* pairs = reinterpret_cast<const uint8_t*>(t.data);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        v.owned[i * cols + j] =
+            kn::Mxfp4Value(pairs + i * cols / 2,
+                           t.mx_scale.data() + i * (cols / kn::kMxBlock), j);
+      }
+    }
+  } else if (IsFp8(t.dtype) && !t.block_scale.empty()) {
     MOE_RETURN_IF_ERROR(CheckBlockScales(t));
     Dequantize(t, v.owned.data());
   } else if (!ConvertToF32(t.dtype, t.data, v.owned.size(), v.owned.data())) {
@@ -146,6 +198,103 @@ absl::StatusOr<Fp8Values> WeightsAsFp8(const WeightTensor& t) {
   }
   v.codes = v.owned.data();
   return v;
+}
+
+absl::StatusOr<Mxfp4Values> WeightsAsMxfp4(const WeightTensor& t) {
+  if (t.shape.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": MXFP4 weights must be 2-D"));
+  }
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  Mxfp4Values v;
+  v.blocks = kn::MxBlocks(cols);
+  v.row_bytes = v.blocks * kn::kMxBlock / 2;
+  if (t.is_mxfp4()) {
+    MOE_RETURN_IF_ERROR(CheckMxfp4(t));
+    v.pairs = reinterpret_cast<const uint8_t*>(t.data);
+    v.scales = t.mx_scale.data();
+    return v;
+  }
+  // Anything else: quantise each row's blocks of 32 (the last one shorter).
+  MOE_ASSIGN_OR_RETURN(WeightValues<float> f, WeightsAsF32(t));
+  v.owned_pairs.assign(rows * v.row_bytes, 0);
+  v.owned_scales.assign(rows * v.blocks, 0);
+  uint8_t codes[kn::kMxBlock];
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* row = f.data + i * cols;
+    for (int64_t q = 0; q < v.blocks; ++q) {
+      const int64_t c0 = q * kn::kMxBlock;
+      const int64_t n = std::min<int64_t>(kn::kMxBlock, cols - c0);
+      for (int64_t j = 0; j < n; ++j) {
+        if (!std::isfinite(row[c0 + j])) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(t.name, ": non-finite weight at [", i, ", ", c0 + j,
+                           "]; cannot quantise to MXFP4"));
+        }
+      }
+      v.owned_scales[i * v.blocks + q] =
+          kn::Mxfp4QuantizeBlock(row + c0, n, codes);
+      uint8_t* dst = v.owned_pairs.data() + i * v.row_bytes + c0 / 2;
+      for (int64_t j = 0; j < n; ++j) {
+        dst[j / 2] |= static_cast<uint8_t>(codes[j] << (j % 2 == 0 ? 0 : 4));
+      }
+    }
+  }
+  v.pairs = v.owned_pairs.data();
+  v.scales = v.owned_scales.data();
+  return v;
+}
+
+absl::StatusOr<WeightValues<uint16_t>> WeightsAsMxfp4Bf16(
+    const WeightTensor& t) {
+  MOE_ASSIGN_OR_RETURN(Mxfp4Values q, WeightsAsMxfp4(t));
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  std::vector<float> row(cols);
+  WeightValues<uint16_t> v;
+  v.owned.resize(rows * cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      row[j] = kn::Mxfp4Value(q.row_pairs(i), q.row_scales(i), j);
+    }
+    ConvertFromF32(DType::kBF16, row.data(), cols, v.owned.data() + i * cols);
+  }
+  v.data = v.owned.data();
+  return v;
+}
+
+absl::StatusOr<WeightTensor> MakeMxfp4Tensor(std::string name, int64_t out,
+                                             int64_t in, const uint8_t* pairs,
+                                             size_t pair_bytes,
+                                             const uint8_t* scales,
+                                             size_t scale_bytes) {
+  if (out < 0 || in < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": MXFP4 shape [", out, ", ", in, "] has a negative size"));
+  }
+  if (in % kn::kMxBlock != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": MXFP4 input width ",
+                                                   in, " is not a multiple of ",
+                                                   kn::kMxBlock));
+  }
+  if (static_cast<int64_t>(pair_bytes) != out * in / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": ", pair_bytes, " bytes of MXFP4 codes for [", out,
+                     ", ", in, "], expected ", out * in / 2));
+  }
+  WeightTensor t;
+  t.name = std::move(name);
+  t.dtype = DType::kU8;
+  t.shape = {out, in};
+  t.owned.resize(pair_bytes);
+  if (pair_bytes > 0) std::memcpy(t.owned.data(), pairs, pair_bytes);
+  t.data = t.owned.data();
+  t.mx_scale.assign(scales, scales + scale_bytes);
+  if (t.mx_scale.empty() && out * in > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": no MXFP4 scales"));
+  }
+  MOE_RETURN_IF_ERROR(CheckMxfp4(t));
+  return t;
 }
 
 }  // namespace moe

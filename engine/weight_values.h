@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -39,5 +40,43 @@ struct Fp8Values {
   }
 };
 absl::StatusOr<Fp8Values> WeightsAsFp8(const WeightTensor& t);
+
+// A 2-D weight [rows, cols] as MXFP4 (kernels/mxfp4_rule.h): a view of an
+// MXFP4 tensor's codes and scales (cols a multiple of 32, no scale byte 255:
+// checked, the error names the tensor), or the values quantised here by the
+// OCP MX rule, each row's last block shorter when cols is not a multiple of
+// 32 (the codes of zero padding; non-finite values refused).
+struct Mxfp4Values {
+  const uint8_t* pairs = nullptr;   // [rows, row_bytes] code pairs
+  const uint8_t* scales = nullptr;  // [rows, MxBlocks(cols)] E8M0
+  std::vector<uint8_t> owned_pairs, owned_scales;
+  int64_t row_bytes = 0;  // MxBlocks(cols) * 16
+  int64_t blocks = 0;     // MxBlocks(cols)
+  const uint8_t* row_pairs(int64_t r) const { return pairs + r * row_bytes; }
+  const uint8_t* row_scales(int64_t r) const { return scales + r * blocks; }
+};
+absl::StatusOr<Mxfp4Values> WeightsAsMxfp4(const WeightTensor& t);
+
+// bf16 bits of the weight's MXFP4 form (WeightsAsMxfp4, dequantised): what
+// a backend without FP4 arithmetic (the CUDA one: H100/H200 have no FP4
+// tensor cores) keeps for --weight-dtype mxfp4 or an MXFP4 checkpoint.
+// Exact: an E2M1 value (at most 2 significant bits) times 2^(s - 127) is a
+// bf16 value for every scale s with a finite product.
+absl::StatusOr<WeightValues<uint16_t>> WeightsAsMxfp4Bf16(
+    const WeightTensor& t);
+
+// The entry point for checkpoint loaders that read MXFP4 (gpt-oss
+// `*_blocks`/`*_scales`, DeepSeek-V4 fp4 experts): one weight [out, in] from
+// its raw E2M1 code pairs (out * in / 2 bytes, row-major, element 2j in the
+// low nibble: gpt-oss's [out, in/32, 16] blocks and V4's [out, in/2] I8 are
+// both this) and E8M0 scales (out * in / 32 bytes), copied into an owned
+// WeightTensor that LoadLayerWeights packs as MXFP4 (or dequantises, for
+// other weight dtypes). INVALID_ARGUMENT naming `name` when in is not a
+// multiple of 32, a size is wrong, or a scale byte is 255 (NaN).
+absl::StatusOr<WeightTensor> MakeMxfp4Tensor(std::string name, int64_t out,
+                                             int64_t in, const uint8_t* pairs,
+                                             size_t pair_bytes,
+                                             const uint8_t* scales,
+                                             size_t scale_bytes);
 
 }  // namespace moe

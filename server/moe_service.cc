@@ -380,6 +380,8 @@ grpc::ServerUnaryReactor* MoeServiceImpl::GetModelInfo(
   info->set_shared_inter(m.layer.shared_inter);
   for (int64_t l : m.moe_layers) info->add_moe_layers(static_cast<int32_t>(l));
   info->set_weight_dtype(std::string(WeightDTypeName(options_.model->dtype())));
+  info->set_expert_weight_bytes(
+      PackedExpertBytes(m.layer, options_.model->dtype()));
   info->set_layer_config_json(MoeLayerConfigToJson(m.layer));
   info->set_max_batch_tokens(options_.max_batch_tokens);
   info->set_max_request_tokens(options_.limits.max_request_tokens);

@@ -93,9 +93,14 @@ absl::StatusOr<CudaExpert> UploadExpert(const ModelSource& src, int64_t layer,
     MOE_RETURN_IF_ERROR(UploadFp8Expert(w1, w3, w2, path, &e));
     return e;
   }
-  MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v1, WeightsAsBf16(w1));
-  MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v3, WeightsAsBf16(w3));
-  MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v2, WeightsAsBf16(w2));
+  // MXFP4 routed experts: no FP4 tensor cores on sm_90, so their MXFP4
+  // values (a checkpoint's, or quantised here) go up as bf16, exactly; the
+  // shared expert as bf16 (engine/weight_values.h).
+  auto as_bf16 = dtype == WeightDType::kMXFP4 && !shared ? WeightsAsMxfp4Bf16
+                                                         : WeightsAsBf16;
+  MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v1, as_bf16(w1));
+  MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v3, as_bf16(w3));
+  MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v2, as_bf16(w2));
   const size_t half = static_cast<size_t>(e.inter * c.hidden);
   std::vector<uint16_t> w13(2 * half);
   std::memcpy(w13.data(), v1.data, half * 2);
@@ -119,9 +124,11 @@ absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
     Fp8GpuPath fp8_path) {
   const MoeLayerConfig& c = source.info().layer;
   if (options.dtype != WeightDType::kBF16 &&
-      options.dtype != WeightDType::kFP8) {
+      options.dtype != WeightDType::kFP8 &&
+      options.dtype != WeightDType::kMXFP4) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "a GPU keeps expert weights in bf16 or fp8; weight dtype ",
+        "a GPU keeps expert weights in bf16, fp8 or mxfp4 (as bf16); weight "
+        "dtype ",
         WeightDTypeName(options.dtype), " is not supported on a GPU"));
   }
   if (!source.info().HasLayer(layer)) {

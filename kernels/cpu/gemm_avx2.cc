@@ -1,5 +1,6 @@
 // AVX2/FMA GemmPanels: each 32-column panel is computed as two 6x16 register
-// tiles (12 ymm accumulators). Built with -mavx2 -mfma -mf16c.
+// tiles (12 ymm accumulators). Built with -mavx2 -mfma -mf16c (pshufb, for
+// MXFP4, is SSSE3).
 #include <immintrin.h>
 
 #include "kernels/cpu/gemm_isa.h"
@@ -38,16 +39,60 @@ inline void LoadW(const uint8_t* p, __m256* lo, __m256* hi) {
   *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(f16, 1));
 }
 
+// Half `half` (columns 16 half .. + 16) of one K step of a panel.
+template <typename W>
+inline void LoadHalf(const W* step, int half, __m256* lo, __m256* hi) {
+  LoadW(step + half * kHalfPanel, lo, hi);
+}
+
+// MXFP4: the 16 bytes of a step hold columns 0-15 in their low nibbles and
+// 16-31 in their high ones. pshufb looks the nibbles up in a 16-byte table
+// of twice the E2M1 values (all integers: 0, 1, 2, 3, 4, 6, 8, 12 and their
+// negatives), widened to int32 and converted; the scales carry the 1/2
+// (MxHalfScales). Exact.
+inline void LoadHalf(const Mxfp4Byte* step, int half, __m256* lo, __m256* hi) {
+  __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(step));
+  if (half != 0) x = _mm_srli_epi16(x, 4);
+  x = _mm_and_si128(x, _mm_set1_epi8(0x0f));
+  const __m128i v = _mm_shuffle_epi8(
+      _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12),
+      x);
+  *lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+  *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
+}
+
+// The 16 fp32 scales of half `half` of one K block's 32: FP8's as stored;
+// MXFP4's E8M0 bytes as 2^(s - 128) (half of 2^(s - 127): LoadHalf gives
+// twice the code values), exact for every s in [0, 254], written to `buf`.
+inline const float* HalfScales(const float* s, int half, float* /*buf*/) {
+  return s + half * kHalfPanel;
+}
+inline const float* HalfScales(const uint8_t* s, int half, float* buf) {
+  for (int i = 0; i < 2; ++i) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+        reinterpret_cast<const __m128i*>(s + half * kHalfPanel + 8 * i)));
+    // 2^(s - 127) as an exponent field; s = 0 gives 0, replaced by 2^-127.
+    __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(b, 23));
+    f = _mm256_blendv_ps(
+        f, _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000)),
+        _mm256_castsi256_ps(_mm256_cmpeq_epi32(b, _mm256_setzero_si256())));
+    _mm256_storeu_ps(buf + 8 * i, _mm256_mul_ps(f, _mm256_set1_ps(0.5f)));
+  }
+  return buf;
+}
+
 // tile[r][half*16 .. +16) (+)= sum_kk ap[kk*MR + r] * w[kk][half*16 .. +16);
 // from zero when `first`. The accumulators are named variables, not an
 // array: with only 16 ymm registers GCC keeps an array of them on the stack
 // and stores it back on every step (seen in the disassembly, half speed).
-// FP8 weights are scaled in registers by their K block's scales.
-template <int MR, typename W>
+// FP8 and MXFP4 weights are scaled in registers by their K block's scales.
+// `w` and `scale` point at the whole panel's step and scales; `tile` at the
+// half's columns.
+template <int MR, typename W, int kHalf>
 void HalfTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
-              const W* prefetch, const float* scale) {
+              const W* prefetch, const ScaleOf<W>* scale) {
   static_assert(MR >= 1 && MR <= 6);
-  constexpr bool kFp8 = sizeof(W) == 1;
+  constexpr bool kQuant = kBlockScaled<W>;
   __m256 l0, h0, l1, h1, l2, h2, l3, h3, l4, h4, l5, h5;
   l0 = h0 = l1 = h1 = l2 = h2 = l3 = h3 = l4 = h4 = l5 = h5 =
       _mm256_setzero_ps();
@@ -66,14 +111,17 @@ void HalfTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
     l##r = _mm256_fmadd_ps(b, w0, l##r);         \
     h##r = _mm256_fmadd_ps(b, w1, h##r);         \
   }
-  if constexpr (kFp8) {
-    for (int64_t q = 0; q < k; q += kFp8BlockK) {
-      const int64_t q_end = k - q < kFp8BlockK ? k : q + kFp8BlockK;
-      const float* s = scale + q / kFp8BlockK * kPanelWidth;
+  if constexpr (kQuant) {
+    constexpr int64_t kBlockK = kScaleBlockK<W>;
+    alignas(32) float buf[kHalfPanel];
+    for (int64_t q = 0; q < k; q += kBlockK) {
+      const int64_t q_end = k - q < kBlockK ? k : q + kBlockK;
+      const float* s =
+          HalfScales(scale + q / kBlockK * kPanelWidth, kHalf, buf);
       for (int64_t kk = q; kk < q_end; ++kk) {
         PrefetchStep(prefetch, kk);
         __m256 w0, w1;
-        LoadW(w + kk * kPanelWidth, &w0, &w1);
+        LoadHalf(w + kk * kStepElems<W>, kHalf, &w0, &w1);
         // Scales read from L1 each step: no ymm register is left for them.
         w0 = _mm256_mul_ps(w0, _mm256_loadu_ps(s));
         w1 = _mm256_mul_ps(w1, _mm256_loadu_ps(s + 8));
@@ -86,7 +134,7 @@ void HalfTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
     for (int64_t kk = 0; kk < k; ++kk) {
       PrefetchStep(prefetch, kk);
       __m256 w0, w1;
-      LoadW(w + kk * kPanelWidth, &w0, &w1);
+      LoadHalf(w + kk * kPanelWidth, kHalf, &w0, &w1);
       const float* a = ap + kk * MR;
       MOE_STEP(0) MOE_STEP(1) MOE_STEP(2) MOE_STEP(3) MOE_STEP(4) MOE_STEP(5)
     }
@@ -101,38 +149,133 @@ void HalfTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
 #undef MOE_STORE
 }
 
+// MXFP4 tile for decode-sized row counts (one or two rows per expert). A
+// step's 16 bytes go to both 128-bit lanes, low nibbles in lane 0 (columns
+// 0-15), high nibbles in lane 1 (16-31); one in-lane pshufb looks them up
+// (twice the E2M1 values, integers), and four more in-lane pshufbs move
+// bytes 4j..4j+3 of each lane into the top bytes of dwords (the value times
+// 2^24, sign included), converted to fp32: accumulator j holds columns
+// 4j..4j+3 and 16+4j..16+4j+3. No lane-crossing shuffles, 5 shuffles and 4
+// converts a step, against 8 and 4 with pmovsx. Each 32-step block's sums
+// are scaled (2^-24 and the E8M0 halves) once onto the tile, which stays in
+// L1 (8 more accumulators would not fit in 16 ymm registers). Sums, not
+// products, are scaled: within fp32 rounding of the fp32 kernel on
+// dequantised weights, not bit-equal (and finite while the block's sums
+// are: |a| below about 2^95, against fp32's 2^128).
+template <int MR>
+void Mxfp4FewRows(const float* ap, int64_t k, const Mxfp4Byte* w, float* tile,
+                  bool first, const Mxfp4Byte* prefetch, const uint8_t* scale) {
+  static_assert(MR == 1 || MR == 2);
+  if (first) {
+    for (int i = 0; i < MR * kPanelWidth; i += 8) {
+      _mm256_storeu_ps(tile + i, _mm256_setzero_ps());
+    }
+  }
+  const __m256i table =
+      _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
+                       0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  constexpr char z = -128;  // pshufb: a zero byte
+#define MOE_TOP(j)                                                            \
+  _mm256_setr_epi8(z, z, z, 4 * j, z, z, z, 4 * j + 1, z, z, z, 4 * j + 2, z, \
+                   z, z, 4 * j + 3, z, z, z, 4 * j, z, z, z, 4 * j + 1, z, z, \
+                   z, 4 * j + 2, z, z, z, 4 * j + 3)
+  const __m256i top0 = MOE_TOP(0), top1 = MOE_TOP(1), top2 = MOE_TOP(2),
+                top3 = MOE_TOP(3);
+#undef MOE_TOP
+  alignas(32) float s[kPanelWidth];
+  for (int64_t q = 0; q < k; q += kMxBlock) {
+    const int64_t q_end = k - q < kMxBlock ? k : q + kMxBlock;
+    __m256 a0, a1, a2, a3, b0, b1, b2, b3;
+    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = _mm256_setzero_ps();
+    for (int64_t kk = q; kk < q_end; ++kk) {
+      PrefetchStep(prefetch, kk);
+      const __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(w + kk * kStepElems<Mxfp4Byte>)));
+      const __m256i v = _mm256_shuffle_epi8(
+          table,
+          _mm256_and_si256(_mm256_blend_epi32(x, _mm256_srli_epi16(x, 4), 0xf0),
+                           nibble));
+      const __m256 w0 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, top0));
+      const __m256 w1 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, top1));
+      const __m256 w2 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, top2));
+      const __m256 w3 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, top3));
+      const __m256 r0 = _mm256_broadcast_ss(ap + kk * MR);
+      a0 = _mm256_fmadd_ps(r0, w0, a0);
+      a1 = _mm256_fmadd_ps(r0, w1, a1);
+      a2 = _mm256_fmadd_ps(r0, w2, a2);
+      a3 = _mm256_fmadd_ps(r0, w3, a3);
+      if constexpr (MR == 2) {
+        const __m256 r1 = _mm256_broadcast_ss(ap + kk * MR + 1);
+        b0 = _mm256_fmadd_ps(r1, w0, b0);
+        b1 = _mm256_fmadd_ps(r1, w1, b1);
+        b2 = _mm256_fmadd_ps(r1, w2, b2);
+        b3 = _mm256_fmadd_ps(r1, w3, b3);
+      }
+    }
+    const uint8_t* sq = scale + q / kMxBlock * kPanelWidth;
+    HalfScales(sq, 0, s);
+    HalfScales(sq, 1, s + kHalfPanel);
+    const __m256 acc[2][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}};
+    const __m256 unshift = _mm256_set1_ps(1.0f / 16777216.0f);  // 2^-24
+    for (int r = 0; r < MR; ++r) {
+      float* t = tile + r * kPanelWidth;
+      for (int j = 0; j < 4; ++j) {
+        // Columns 4j.. and 16+4j..: the two halves of accumulator j.
+        const __m256 sc = _mm256_loadu2_m128(s + kHalfPanel + 4 * j, s + 4 * j);
+        const __m256 cur =
+            _mm256_loadu2_m128(t + kHalfPanel + 4 * j, t + 4 * j);
+        _mm256_storeu2_m128(
+            t + kHalfPanel + 4 * j, t + 4 * j,
+            _mm256_fmadd_ps(_mm256_mul_ps(acc[r][j], unshift), sc, cur));
+      }
+    }
+  }
+}
+
+// The second half prefetches nothing new: the first brought its lines in.
 template <int MR, typename W>
 void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
-          const W* prefetch, const float* scale) {
-  HalfTile<MR>(ap, k, w, tile, first, prefetch, scale);
-  HalfTile<MR, W>(ap, k, w + kHalfPanel, tile + kHalfPanel, first,
-                  w + kHalfPanel,
-                  scale == nullptr ? nullptr : scale + kHalfPanel);
+          const W* prefetch, const ScaleOf<W>* scale) {
+  if constexpr (kIsMxfp4<W> && MR <= 2) {
+    Mxfp4FewRows<MR>(ap, k, w, tile, first, prefetch, scale);
+    return;
+  }
+  HalfTile<MR, W, 0>(ap, k, w, tile, first, prefetch, scale);
+  HalfTile<MR, W, 1>(ap, k, w, tile + kHalfPanel, first, w, scale);
 }
 
 template <typename W>
 using TileFn = void (*)(const float*, int64_t, const W*, float*, bool, const W*,
-                        const float*);
+                        const ScaleOf<W>*);
 
 // Plain array (no std::array): see ThreadScratch for why.
 template <typename W>
 constexpr TileFn<W> kTiles[6] = {&Tile<1, W>, &Tile<2, W>, &Tile<3, W>,
                                  &Tile<4, W>, &Tile<5, W>, &Tile<6, W>};
 
-// out[kk][0..32) = the dequantised FP8 weights of kc steps (scales change
-// every kFp8BlockK steps), prefetching the block the tiles read next.
-void DecodeFp8(const uint8_t* w, int64_t kc, const float* scale,
-               const uint8_t* prefetch, float* out) {
-  for (int64_t kk = 0; kk < kc; ++kk) {
-    PrefetchStep(prefetch, kk);
-    const float* s = scale + kk / kFp8BlockK * kPanelWidth;
-    for (int half = 0; half < 2; ++half) {
-      __m256 w0, w1;
-      LoadW(w + kk * kPanelWidth + half * kHalfPanel, &w0, &w1);
-      float* o = out + kk * kPanelWidth + half * kHalfPanel;
-      _mm256_storeu_ps(o, _mm256_mul_ps(w0, _mm256_loadu_ps(s + half * 16)));
-      _mm256_storeu_ps(o + 8,
-                       _mm256_mul_ps(w1, _mm256_loadu_ps(s + half * 16 + 8)));
+// out[kk][0..32) = the dequantised FP8 or MXFP4 weights of kc steps (scales
+// change every kScaleBlockK steps), prefetching the block the tiles read
+// next.
+template <typename W>
+void Decode(const W* w, int64_t kc, const ScaleOf<W>* scale, const W* prefetch,
+            float* out) {
+  constexpr int64_t kBlockK = kScaleBlockK<W>;
+  alignas(32) float buf[2][kHalfPanel];
+  for (int64_t q = 0; q < kc; q += kBlockK) {
+    const int64_t q_end = kc - q < kBlockK ? kc : q + kBlockK;
+    const ScaleOf<W>* sq = scale + q / kBlockK * kPanelWidth;
+    const float* s[2] = {HalfScales(sq, 0, buf[0]), HalfScales(sq, 1, buf[1])};
+    for (int64_t kk = q; kk < q_end; ++kk) {
+      PrefetchStep(prefetch, kk);
+      for (int half = 0; half < 2; ++half) {
+        __m256 w0, w1;
+        LoadHalf(w + kk * kStepElems<W>, half, &w0, &w1);
+        float* o = out + kk * kPanelWidth + half * kHalfPanel;
+        _mm256_storeu_ps(o, _mm256_mul_ps(w0, _mm256_loadu_ps(s[half])));
+        _mm256_storeu_ps(o + 8,
+                         _mm256_mul_ps(w1, _mm256_loadu_ps(s[half] + 8)));
+      }
     }
   }
 }
@@ -150,6 +293,9 @@ void GemmPanelsAvx2(const float* const* a_rows, int64_t m, int64_t k,
         epilogue, n_out, out_rows);
   } else if (format == WeightFormat::kFP8) {
     Run(a_rows, m, k, static_cast<const uint8_t*>(packed), panel_begin,
+        panel_end, epilogue, n_out, out_rows);
+  } else if (format == WeightFormat::kMXFP4) {
+    Run(a_rows, m, k, static_cast<const Mxfp4Byte*>(packed), panel_begin,
         panel_end, epilogue, n_out, out_rows);
   } else {
     Run(a_rows, m, k, static_cast<const uint16_t*>(packed), panel_begin,

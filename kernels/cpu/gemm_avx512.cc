@@ -1,5 +1,5 @@
 // AVX-512 GemmPanels: 12x32 register tile (24 zmm accumulators), weights
-// widened from bf16 or FP8 in registers. Built with -mavx512f/bw/dq/vl.
+// widened from bf16, FP8 or MXFP4 in registers. Built with -mavx512f/bw/dq/vl.
 #include <immintrin.h>
 
 #include "kernels/cpu/gemm_isa.h"
@@ -45,15 +45,56 @@ inline void LoadW(const uint8_t* p, __m512* lo, __m512* hi) {
   WidenFp8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), lo, hi);
 }
 
-// Tile for FP8 weights and decode-sized row counts (a row or three per
-// expert): with so few rows the FMA chains, not the loads, set the pace, so
-// even and odd K steps accumulate apart, unscaled, and each 128-deep block's
-// sum is scaled once onto the tile (two multiplies per step fewer). Sums,
-// not products, are scaled: not bit-equal to the fp32 kernel on dequantised
-// weights, but of the same fp32 accuracy.
-template <int MR>
-void Fp8FewRows(const float* ap, int64_t k, const uint8_t* w, float* tile,
-                bool first, const uint8_t* prefetch, const float* scale) {
+// The 16 E2M1 values by code, as fp32: vpermps looks them up.
+inline __m512 E2M1Table() {
+  return _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
+                        -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+}
+
+// One MXFP4 step, 16 bytes = 32 codes -> fp32 code values (unscaled): the
+// bytes zero-extended to 16 dwords index the table with their low nibbles
+// (vpermps reads only bits 0-3 of an index: columns 0-15), then shifted
+// right by 4 (columns 16-31). Exact: E2M1 values are fp32 values.
+inline void LoadW(const Mxfp4Byte* p, __m512* lo, __m512* hi) {
+  const __m512i x = _mm512_cvtepu8_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  *lo = _mm512_permutexvar_ps(x, E2M1Table());
+  *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), E2M1Table());
+}
+
+// 16 E8M0 bytes -> 2^(s - 127) exactly: the byte as an fp32 exponent field,
+// and the subnormal 2^-127 for s = 0. (255, NaN, never reaches a panel.)
+inline __m512 WidenE8M0(const uint8_t* s) {
+  const __m512i b = _mm512_cvtepu8_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+  const __m512i f =
+      _mm512_mask_mov_epi32(_mm512_slli_epi32(b, 23),
+                            _mm512_cmpeq_epi32_mask(b, _mm512_setzero_si512()),
+                            _mm512_set1_epi32(0x00400000));
+  return _mm512_castsi512_ps(f);
+}
+
+// The 32 block scales of one K block: fp32 (FP8) or E8M0 (MXFP4).
+inline void LoadScales(const float* s, __m512* s0, __m512* s1) {
+  *s0 = _mm512_loadu_ps(s);
+  *s1 = _mm512_loadu_ps(s + 16);
+}
+inline void LoadScales(const uint8_t* s, __m512* s0, __m512* s1) {
+  *s0 = WidenE8M0(s);
+  *s1 = WidenE8M0(s + 16);
+}
+
+// Tile for FP8 and MXFP4 weights and decode-sized row counts (a row or three
+// per expert): with so few rows the FMA chains, not the loads, set the pace,
+// so even and odd K steps accumulate apart, unscaled, and each scale block's
+// sum (128 deep for FP8, 32 for MXFP4) is scaled once onto the tile (two
+// multiplies per step fewer). Sums, not products, are scaled: not bit-equal
+// to the fp32 kernel on dequantised weights, but of the same fp32 accuracy.
+template <int MR, typename W>
+void FewRows(const float* ap, int64_t k, const W* w, float* tile, bool first,
+             const W* prefetch, const ScaleOf<W>* scale) {
+  constexpr int64_t kBlockK = kScaleBlockK<W>;
+  constexpr int64_t kStep = kStepElems<W>;
   __m512 lo[MR], hi[MR];
   for (int r = 0; r < MR; ++r) {
     lo[r] =
@@ -61,18 +102,18 @@ void Fp8FewRows(const float* ap, int64_t k, const uint8_t* w, float* tile,
     hi[r] = first ? _mm512_setzero_ps()
                   : _mm512_loadu_ps(tile + r * kPanelWidth + 16);
   }
-  for (int64_t q = 0; q < k; q += kFp8BlockK) {
-    const int64_t q_end = k - q < kFp8BlockK ? k : q + kFp8BlockK;
+  for (int64_t q = 0; q < k; q += kBlockK) {
+    const int64_t q_end = k - q < kBlockK ? k : q + kBlockK;
     __m512 el[MR], eh[MR], ol[MR], oh[MR];
     for (int r = 0; r < MR; ++r) {
       el[r] = eh[r] = ol[r] = oh[r] = _mm512_setzero_ps();
     }
     int64_t kk = q;
     for (; kk + 1 < q_end; kk += 2) {
-      PrefetchStep(prefetch, kk);  // 64 bytes: both steps
+      PrefetchStep(prefetch, kk);  // 64 bytes: both steps (FP8)
       __m512 w0, w1, w2, w3;
-      LoadW(w + kk * kPanelWidth, &w0, &w1);
-      LoadW(w + (kk + 1) * kPanelWidth, &w2, &w3);
+      LoadW(w + kk * kStep, &w0, &w1);
+      LoadW(w + (kk + 1) * kStep, &w2, &w3);
       const float* a = ap + kk * MR;
       for (int r = 0; r < MR; ++r) {
         const __m512 b0 = _mm512_set1_ps(a[r]);
@@ -85,16 +126,15 @@ void Fp8FewRows(const float* ap, int64_t k, const uint8_t* w, float* tile,
     }
     if (kk < q_end) {
       __m512 w0, w1;
-      LoadW(w + kk * kPanelWidth, &w0, &w1);
+      LoadW(w + kk * kStep, &w0, &w1);
       for (int r = 0; r < MR; ++r) {
         const __m512 b = _mm512_set1_ps(ap[kk * MR + r]);
         el[r] = _mm512_fmadd_ps(b, w0, el[r]);
         eh[r] = _mm512_fmadd_ps(b, w1, eh[r]);
       }
     }
-    const __m512 s0 = _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth);
-    const __m512 s1 =
-        _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth + 16);
+    __m512 s0, s1;
+    LoadScales(scale + q / kBlockK * kPanelWidth, &s0, &s1);
     for (int r = 0; r < MR; ++r) {
       lo[r] = _mm512_fmadd_ps(_mm512_add_ps(el[r], ol[r]), s0, lo[r]);
       hi[r] = _mm512_fmadd_ps(_mm512_add_ps(eh[r], oh[r]), s1, hi[r]);
@@ -107,15 +147,16 @@ void Fp8FewRows(const float* ap, int64_t k, const uint8_t* w, float* tile,
 }
 
 // tile[r][0..32) (+)= sum_kk ap[kk*MR + r] * w[kk][0..32); starts from
-// zero when `first`, else accumulates onto the tile. FP8 weights are scaled
-// in registers by their K block's scales (`scale`, one row of 32 per block),
-// so each weight is the dequantised value, rounded once, as in fp32.
+// zero when `first`, else accumulates onto the tile. FP8 and MXFP4 weights
+// are scaled in registers by their K block's scales (`scale`, one row of 32
+// per block), so each weight is the dequantised value, rounded once (for
+// MXFP4 not at all: a code times a power of two), as in fp32.
 template <int MR, typename W>
 void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
-          const W* prefetch, const float* scale) {
-  constexpr bool kFp8 = sizeof(W) == 1;
-  if constexpr (kFp8 && MR <= 3) {
-    Fp8FewRows<MR>(ap, k, w, tile, first, prefetch, scale);
+          const W* prefetch, const ScaleOf<W>* scale) {
+  constexpr bool kQuant = kBlockScaled<W>;
+  if constexpr (kQuant && MR <= 3) {
+    FewRows<MR, W>(ap, k, w, tile, first, prefetch, scale);
     return;
   }
   __m512 lo[MR], hi[MR];
@@ -125,16 +166,16 @@ void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
     hi[r] = first ? _mm512_setzero_ps()
                   : _mm512_loadu_ps(tile + r * kPanelWidth + 16);
   }
-  if constexpr (kFp8) {
-    for (int64_t q = 0; q < k; q += kFp8BlockK) {
-      const int64_t q_end = k - q < kFp8BlockK ? k : q + kFp8BlockK;
-      const __m512 s0 = _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth);
-      const __m512 s1 =
-          _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth + 16);
+  if constexpr (kQuant) {
+    constexpr int64_t kBlockK = kScaleBlockK<W>;
+    for (int64_t q = 0; q < k; q += kBlockK) {
+      const int64_t q_end = k - q < kBlockK ? k : q + kBlockK;
+      __m512 s0, s1;
+      LoadScales(scale + q / kBlockK * kPanelWidth, &s0, &s1);
       for (int64_t kk = q; kk < q_end; ++kk) {
         PrefetchStep(prefetch, kk);
         __m512 w0, w1;
-        LoadW(w + kk * kPanelWidth, &w0, &w1);
+        LoadW(w + kk * kStepElems<W>, &w0, &w1);
         w0 = _mm512_mul_ps(w0, s0);
         w1 = _mm512_mul_ps(w1, s1);
         const float* a = ap + kk * MR;
@@ -168,7 +209,7 @@ void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
 
 template <typename W>
 using TileFn = void (*)(const float*, int64_t, const W*, float*, bool, const W*,
-                        const float*);
+                        const ScaleOf<W>*);
 
 // Plain array (no std::array): see ThreadScratch for why.
 template <typename W>
@@ -177,19 +218,21 @@ constexpr TileFn<W> kTiles[12] = {&Tile<1, W>,  &Tile<2, W>,  &Tile<3, W>,
                                   &Tile<7, W>,  &Tile<8, W>,  &Tile<9, W>,
                                   &Tile<10, W>, &Tile<11, W>, &Tile<12, W>};
 
-// out[kk][0..32) = the dequantised FP8 weights of kc steps (scales change
-// every kFp8BlockK steps), prefetching the block the tiles read next.
-void DecodeFp8(const uint8_t* w, int64_t kc, const float* scale,
-               const uint8_t* prefetch, float* out) {
-  for (int64_t q = 0; q < kc; q += kFp8BlockK) {
-    const int64_t q_end = kc - q < kFp8BlockK ? kc : q + kFp8BlockK;
-    const __m512 s0 = _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth);
-    const __m512 s1 =
-        _mm512_loadu_ps(scale + q / kFp8BlockK * kPanelWidth + 16);
+// out[kk][0..32) = the dequantised FP8 or MXFP4 weights of kc steps (scales
+// change every kScaleBlockK steps), prefetching the block the tiles read
+// next.
+template <typename W>
+void Decode(const W* w, int64_t kc, const ScaleOf<W>* scale, const W* prefetch,
+            float* out) {
+  constexpr int64_t kBlockK = kScaleBlockK<W>;
+  for (int64_t q = 0; q < kc; q += kBlockK) {
+    const int64_t q_end = kc - q < kBlockK ? kc : q + kBlockK;
+    __m512 s0, s1;
+    LoadScales(scale + q / kBlockK * kPanelWidth, &s0, &s1);
     for (int64_t kk = q; kk < q_end; ++kk) {
       PrefetchStep(prefetch, kk);
       __m512 w0, w1;
-      LoadW(w + kk * kPanelWidth, &w0, &w1);
+      LoadW(w + kk * kStepElems<W>, &w0, &w1);
       _mm512_storeu_ps(out + kk * kPanelWidth, _mm512_mul_ps(w0, s0));
       _mm512_storeu_ps(out + kk * kPanelWidth + 16, _mm512_mul_ps(w1, s1));
     }
@@ -209,6 +252,9 @@ void GemmPanelsAvx512(const float* const* a_rows, int64_t m, int64_t k,
         epilogue, n_out, out_rows);
   } else if (format == WeightFormat::kFP8) {
     Run(a_rows, m, k, static_cast<const uint8_t*>(packed), panel_begin,
+        panel_end, epilogue, n_out, out_rows);
+  } else if (format == WeightFormat::kMXFP4) {
+    Run(a_rows, m, k, static_cast<const Mxfp4Byte*>(packed), panel_begin,
         panel_end, epilogue, n_out, out_rows);
   } else {
     Run(a_rows, m, k, static_cast<const uint16_t*>(packed), panel_begin,

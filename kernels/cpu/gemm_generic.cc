@@ -2,9 +2,11 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/cpu/gemm_isa.h"
 #include "kernels/cpu/tile_store.h"
+#include "kernels/mxfp4_rule.h"
 
 namespace moe::kernels::cpu::internal {
 namespace {
@@ -48,27 +50,56 @@ float Widen<uint8_t>(uint8_t w) {
   return table.v[w];
 }
 
+// MXFP4 panels (see Mxfp4PanelBytes): kStep bytes a K step, then E8M0
+// scales, one per column per 32 steps.
+struct Mxfp4Byte {
+  uint8_t bits;
+};
+
+// The fp32 weights of K step kk of a panel whose codes start at w (and
+// whose scales, for FP8 and MXFP4, at `scales`): the dequantised values,
+// rounded once as in fp32 (MXFP4: exact).
+template <typename W>
+void WidenStep(const W* w, const void* scales, int64_t kk, float* wf) {
+  if constexpr (std::is_same_v<W, Mxfp4Byte>) {
+    const Mxfp4Byte* wk = w + kk * (kPanelWidth / 2);
+    const auto* s =
+        static_cast<const uint8_t*>(scales) + kk / kMxBlock * kPanelWidth;
+    for (int c = 0; c < kPanelWidth; ++c) {
+      const uint8_t byte = wk[c % (kPanelWidth / 2)].bits;
+      const uint8_t code = c < kPanelWidth / 2 ? byte & 0xf : byte >> 4;
+      wf[c] = E2M1ToF32(code) * E8M0ToF32(s[c]);
+    }
+  } else if constexpr (sizeof(W) == 1) {
+    const W* wk = w + kk * kPanelWidth;
+    const float* s =
+        static_cast<const float*>(scales) + kk / kFp8BlockK * kPanelWidth;
+    for (int c = 0; c < kPanelWidth; ++c) wf[c] = Widen(wk[c]) * s[c];
+  } else {
+    const W* wk = w + kk * kPanelWidth;
+    for (int c = 0; c < kPanelWidth; ++c) wf[c] = Widen(wk[c]);
+  }
+}
+
 template <typename W>
 void Run(const float* const* a_rows, int64_t m, int64_t k, const W* packed,
          int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
          int64_t n_out, float* const* out_rows) {
-  constexpr bool kFp8 = sizeof(W) == 1;
-  const int64_t stride = kFp8 ? Fp8PanelBytes(k) : kPanelWidth * k;
+  constexpr bool kMx = std::is_same_v<W, Mxfp4Byte>;
+  const int64_t stride = kMx              ? Mxfp4PanelBytes(k)
+                         : sizeof(W) == 1 ? Fp8PanelBytes(k)
+                                          : kPanelWidth * k;
+  const int64_t codes = kMx ? kPanelWidth / 2 * k : kPanelWidth * k;
   float tile[kRows * kPanelWidth];
   float wf[kPanelWidth];
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     const W* w = packed + p * stride;
-    const auto* scales = reinterpret_cast<const float*>(w + kPanelWidth * k);
+    const void* scales = w + codes;
     for (int64_t i = 0; i < m; i += kRows) {
       const int rows = static_cast<int>(m - i < kRows ? m - i : kRows);
       for (float& t : tile) t = 0.0f;
       for (int64_t kk = 0; kk < k; ++kk) {
-        const W* wk = w + kk * kPanelWidth;
-        // FP8: the dequantised weight, rounded once, as in fp32.
-        const float* s = scales + kk / kFp8BlockK * kPanelWidth;
-        for (int c = 0; c < kPanelWidth; ++c) {
-          wf[c] = kFp8 ? Widen(wk[c]) * s[c] : Widen(wk[c]);
-        }
+        WidenStep(w, scales, kk, wf);
         for (int r = 0; r < rows; ++r) {
           const float a = a_rows[i + r][kk];
           float* t = tile + r * kPanelWidth;
@@ -92,6 +123,9 @@ void GemmPanelsGeneric(const float* const* a_rows, int64_t m, int64_t k,
         epilogue, n_out, out_rows);
   } else if (format == WeightFormat::kFP8) {
     Run(a_rows, m, k, static_cast<const uint8_t*>(packed), panel_begin,
+        panel_end, epilogue, n_out, out_rows);
+  } else if (format == WeightFormat::kMXFP4) {
+    Run(a_rows, m, k, static_cast<const Mxfp4Byte*>(packed), panel_begin,
         panel_end, epilogue, n_out, out_rows);
   } else {
     Run(a_rows, m, k, static_cast<const uint16_t*>(packed), panel_begin,

@@ -108,6 +108,35 @@ void PackRowsFP8(const uint8_t* const* rows, const float* const* row_scales,
   }
 }
 
+void PackRowsMXFP4(const uint8_t* const* rows, const uint8_t* const* row_scales,
+                   int64_t n, int64_t k, int64_t row_len, void* packed) {
+  const int64_t panels = NumPanels(n);
+  const int64_t blocks = MxBlocks(k);
+  for (int64_t p = 0; p < panels; ++p) {
+    auto* codes = static_cast<uint8_t*>(packed) + p * Mxfp4PanelBytes(k);
+    uint8_t* scales = codes + kPanelWidth / 2 * k;
+    for (int64_t c = 0; c < kPanelWidth; ++c) {
+      const int64_t row = p * kPanelWidth + c;
+      const uint8_t* src = row < n ? rows[row] : nullptr;
+      // Column c's nibble of each step's byte c % 16.
+      const int shift = c < kPanelWidth / 2 ? 0 : 4;
+      const int64_t byte = c % (kPanelWidth / 2);
+      for (int64_t kk = 0; kk < k; ++kk) {
+        uint8_t code = 0;
+        if (src != nullptr && kk < row_len) {
+          code = (src[kk / 2] >> (kk % 2 == 0 ? 0 : 4)) & 0xf;
+        }
+        uint8_t& dst = codes[kk * (kPanelWidth / 2) + byte];
+        dst = static_cast<uint8_t>((dst & (0xf0 >> shift)) | (code << shift));
+      }
+      for (int64_t q = 0; q < blocks; ++q) {
+        scales[q * kPanelWidth + c] =
+            src != nullptr && q * kMxBlock < row_len ? row_scales[row][q] : 0;
+      }
+    }
+  }
+}
+
 void FusedGateUpRowOrder(int64_t inter, int64_t* order) {
   const int64_t padded = PaddedInter(inter);
   for (int64_t b = 0; b < padded / kHalfPanel; ++b) {

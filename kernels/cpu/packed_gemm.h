@@ -3,16 +3,20 @@
 // load time into panels of 32 output columns with K contiguous per panel.
 // Weights are fp32, bf16 (widened to fp32 in registers) or FP8 e4m3 with one
 // fp32 scale per 128-wide block of K per output column (converted to fp32 and
-// scaled in registers); A and C are fp32, and so is the accumulation.
+// scaled in registers), or MXFP4 (E2M1 codes, two per byte, with one E8M0
+// scale per 32 K values per output column; widened by a table lookup in
+// registers); A and C are fp32, and so is the accumulation.
 // Pure compute: raw pointers and sizes, single-threaded per call.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/mxfp4_rule.h"
+
 namespace moe::kernels::cpu {
 
-enum class WeightFormat : int32_t { kF32 = 0, kBF16 = 1, kFP8 = 2 };
+enum class WeightFormat : int32_t { kF32 = 0, kBF16 = 1, kFP8 = 2, kMXFP4 = 3 };
 
 // Output columns per packed panel.
 inline constexpr int64_t kPanelWidth = 32;
@@ -56,8 +60,19 @@ inline int64_t Fp8ScaleBlocks(int64_t k) {
 inline int64_t Fp8PanelBytes(int64_t k) {
   return kPanelWidth * k + Fp8ScaleBlocks(k) * kPanelWidth * 4;
 }
+// Bytes of one MXFP4 panel: k steps of 16 bytes, byte c of a step holding
+// column c's E2M1 code in its low nibble and column c + 16's in its high
+// nibble (so each half widens with one table lookup: the low nibbles, or
+// the bytes shifted right by 4), then MxBlocks(k) x 32 E8M0 scale bytes
+// (block-major, column minor) for the K values [32q, 32q + 32). K need not
+// be a multiple of 32: the last block is shorter (zero codes past row_len).
+// 4.25 bits a weight when k is a multiple of 32: 0.27x of bf16.
+inline int64_t Mxfp4PanelBytes(int64_t k) {
+  return kPanelWidth / 2 * k + MxBlocks(k) * kPanelWidth;
+}
 // Bytes of the packed form of an [n, k] weight in any format.
 inline int64_t PackedBytes(WeightFormat f, int64_t n, int64_t k) {
+  if (f == WeightFormat::kMXFP4) return NumPanels(n) * Mxfp4PanelBytes(k);
   return f == WeightFormat::kFP8
              ? NumPanels(n) * Fp8PanelBytes(k)
              : PackedElements(n, k) *
@@ -79,6 +94,15 @@ void PackRowsBF16(const uint16_t* const* rows, int64_t n, int64_t k,
 // NaN code alone would read as +-480 / 2^8.
 void PackRowsFP8(const uint8_t* const* rows, const float* const* row_scales,
                  int64_t n, int64_t k, int64_t row_len, void* packed);
+// MXFP4: rows of E2M1 code pairs (element j of row r in rows[r][j / 2],
+// low nibble for even j) and for each row its E8M0 scale bytes,
+// row_scales[r][q] for the elements [32q, 32q + 32) (only q with 32q <
+// row_len are read). Elements at or past row_len pack as zero codes, and
+// their blocks' scales as 0 (the packed value is 0 either way). Scale bytes
+// must not be 255 (NaN): the loader refuses those. Writes
+// PackedBytes(kMXFP4, n, k) bytes.
+void PackRowsMXFP4(const uint8_t* const* rows, const uint8_t* const* row_scales,
+                   int64_t n, int64_t k, int64_t row_len, void* packed);
 // Row order of a fused gate/up weight of intermediate size `inter`: for each
 // half-panel block b, 16 gate rows then 16 up rows. Writes PaddedInter*2
 // entries: the row index into gate (>= 0), into up (encoded as -1 - row), or

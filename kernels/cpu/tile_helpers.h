@@ -7,10 +7,33 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/packed_gemm.h"
 
 namespace moe::kernels::cpu::internal {
+
+// The element type of MXFP4 panels (a byte of two E2M1 codes), distinct
+// from FP8's uint8_t so that the driver and the tiles can tell them apart.
+struct Mxfp4Byte {
+  uint8_t bits;
+};
+template <typename W>
+inline constexpr bool kIsMxfp4 = std::is_same_v<W, Mxfp4Byte>;
+// FP8 and MXFP4 panels carry block scales after their codes.
+template <typename W>
+inline constexpr bool kBlockScaled = std::is_same_v<W, uint8_t> || kIsMxfp4<W>;
+// W elements of one K step of a panel (32 columns).
+template <typename W>
+inline constexpr int64_t kStepElems =
+    kIsMxfp4<W> ? kPanelWidth / 2 : kPanelWidth;
+// K steps per block scale.
+template <typename W>
+inline constexpr int64_t kScaleBlockK = kIsMxfp4<W> ? kMxBlock : kFp8BlockK;
+// The stored block scales: fp32 for FP8, E8M0 bytes for MXFP4 (unused for
+// fp32 and bf16 panels).
+template <typename W>
+using ScaleOf = std::conditional_t<kIsMxfp4<W>, uint8_t, float>;
 
 // dst[kk * rows + r] = a_rows[r][kk] for r < rows, kk < k: the scalar form,
 // for the tail and for ISAs without the vector one below.
@@ -83,11 +106,11 @@ static inline void PackATile(const float* const* a_rows, int rows, int64_t k,
 }
 
 // Prefetches the cache lines of weight step `kk` of a panel block (32
-// values: one line of bf16, two of fp32). Never null: a branch here makes
-// GCC keep the accumulators in memory.
+// values: one line of bf16, two of fp32, part of one for FP8 and MXFP4).
+// Never null: a branch here makes GCC keep the accumulators in memory.
 template <typename W>
 static inline void PrefetchStep(const W* prefetch, int64_t kk) {
-  const char* p = reinterpret_cast<const char*>(prefetch + kk * kPanelWidth);
+  const char* p = reinterpret_cast<const char*>(prefetch + kk * kStepElems<W>);
   _mm_prefetch(p, _MM_HINT_T0);
   if constexpr (sizeof(W) == 4) _mm_prefetch(p + 64, _MM_HINT_T0);
 }

@@ -125,13 +125,15 @@ TEST(WeightDType, Parses) {
   EXPECT_EQ(*ParseWeightDType("bf16"), WeightDType::kBF16);
   EXPECT_EQ(*ParseWeightDType("fp8"), WeightDType::kFP8);
   EXPECT_EQ(*ParseWeightDType("auto"), WeightDType::kAuto);
-  for (WeightDType d : {WeightDType::kF32, WeightDType::kBF16,
-                        WeightDType::kFP8, WeightDType::kAuto}) {
+  EXPECT_EQ(*ParseWeightDType("mxfp4"), WeightDType::kMXFP4);
+  for (WeightDType d :
+       {WeightDType::kF32, WeightDType::kBF16, WeightDType::kFP8,
+        WeightDType::kAuto, WeightDType::kMXFP4}) {
     EXPECT_EQ(*ParseWeightDType(WeightDTypeName(d)), d);
   }
   auto bad = ParseWeightDType("int4");
   EXPECT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("auto, f32, bf16 or fp8"),
+  EXPECT_NE(bad.status().message().find("auto, f32, bf16, fp8 or mxfp4"),
             std::string::npos);
 }
 

@@ -32,6 +32,20 @@ namespace moe::testing {
          << worst << "] got " << got[worst] << " want " << want[worst];
 }
 
+RmsError MeasureRmsError(const std::vector<float>& got,
+                         const std::vector<float>& want) {
+  double se = 0, sw = 0, worst = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    se += err * err;
+    sw += static_cast<double>(want[i]) * want[i];
+    if (!(err <= worst)) worst = std::isnan(err) ? 1e300 : err;
+  }
+  const double rms = want.empty() ? 0 : std::sqrt(sw / want.size());
+  return {sw > 0 ? std::sqrt(se / sw) : std::sqrt(se),
+          rms > 0 ? worst / rms : worst};
+}
+
 ::testing::AssertionResult RmsClose(const std::vector<float>& got,
                                     const std::vector<float>& want,
                                     RmsTolerance tol) {

@@ -47,6 +47,22 @@ inline constexpr RmsTolerance kFp8DispatchTol{0.06, 0.5};
 // 0.0011-0.0034 and 0.006-0.023 rms.
 inline constexpr RmsTolerance kBf16DispatchTol{0.006, 0.05};
 
+// Routed experts in MXFP4 (--weight-dtype mxfp4, quantised at load by the
+// OCP MX rule), everything else fp32: each weight to E2M1's 1 mantissa bit
+// in its block of 32. Measured over every golden case (single process and
+// router + 2 workers, tests/engine/mxfp4_weights_test.cc,
+// tests/integration/mxfp4_experts_test.cc): see the README's precision
+// table; the bounds leave about 1.5x.
+inline constexpr RmsTolerance kMxfp4WeightTol{0.33, 2.7};
+
+// The figures RmsClose checks: relative RMS error, largest error in rms.
+struct RmsError {
+  double rel_rms = 0;
+  double max_over_rms = 0;
+};
+RmsError MeasureRmsError(const std::vector<float>& got,
+                         const std::vector<float>& want);
+
 // Every |got - want| <= atol + rtol * |want|; reports the worst element.
 ::testing::AssertionResult AllClose(const std::vector<float>& got,
                                     const std::vector<float>& want,

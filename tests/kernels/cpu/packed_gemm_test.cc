@@ -2,6 +2,7 @@
 // against a naive double-precision product, over awkward sizes.
 #include "kernels/cpu/packed_gemm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -209,6 +210,110 @@ TEST_P(IsaTest, Fp8EqualsF32OnDequantisedWeights) {
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
             const float got = c8[i * n + j], want = c32[i * n + j];
+            if (m > 3) {
+              ASSERT_EQ(got, want) << "m=" << m << " n=" << n << " k=" << k;
+              continue;
+            }
+            double mag = 0;  // the rounding scale of the dot product
+            for (int64_t kk = 0; kk < k; ++kk) {
+              mag += std::fabs(double(a[i * k + kk]) * deq[j * k + kk]);
+            }
+            ASSERT_NEAR(got, want, 1e-6 * mag + 1e-30)
+                << "m=" << m << " n=" << n << " k=" << k;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every E2M1 code at every E8M0 scale through the micro-kernels' widening:
+// a column of ones against 16 one-element rows, row j holding code j, gives
+// each code's value times 2^(s - 127) exactly. Row counts for each of the
+// kernels' paths: the decode-sized tile, the single register tile, and the
+// block decoded once for several tiles.
+TEST_P(IsaTest, Mxfp4ConversionIsExactForEveryCodeAndScale) {
+  for (int64_t m : {1, 5, 13}) {
+    std::vector<float> ones(m, 1.0f), c(m * 16);
+    std::vector<const float*> a(m);
+    std::vector<float*> c_rows(m);
+    for (int64_t i = 0; i < m; ++i) {
+      a[i] = &ones[i];
+      c_rows[i] = c.data() + i * 16;
+    }
+    for (int s = 0; s < 255; ++s) {
+      const uint8_t scale = static_cast<uint8_t>(s);
+      std::vector<uint8_t> codes(16);
+      std::vector<const uint8_t*> rows(16), row_scales(16, &scale);
+      for (int j = 0; j < 16; ++j) {
+        codes[j] = static_cast<uint8_t>(j | 0xf0);  // high nibble: element 1
+        rows[j] = &codes[j];
+      }
+      std::vector<uint8_t> packed(PackedBytes(WeightFormat::kMXFP4, 16, 1));
+      PackRowsMXFP4(rows.data(), row_scales.data(), 16, 1, 1, packed.data());
+      std::fill(c.begin(), c.end(), -9.0f);
+      GemmPanels(a.data(), m, 1, packed.data(), WeightFormat::kMXFP4, 0, 1,
+                 Epilogue::kStore, 16, c_rows.data());
+      for (int64_t i = 0; i < m; ++i) {
+        for (int j = 0; j < 16; ++j) {
+          const float want =
+              E2M1ToF32(static_cast<uint8_t>(j)) * std::ldexp(1.0f, s - 127);
+          ASSERT_EQ(c[i * 16 + j], want)
+              << "code " << j << " scale " << s << " m=" << m;
+        }
+      }
+    }
+  }
+}
+
+// MXFP4 weights with E8M0 scales per 32 K values (short last blocks, padded
+// K as for W2) give what the fp32 kernel gives on the dequantised weights:
+// the same bits where the kernels multiply each code by its scale (exact),
+// within fp32 rounding where AVX-512's decode-sized tiles (<= 3 rows) scale
+// each block's sum instead.
+TEST_P(IsaTest, Mxfp4EqualsF32OnDequantisedWeights) {
+  std::mt19937_64 rng(13);
+  for (int64_t m : {1, 2, 3, 4, 6, 7, 13, 25}) {
+    for (int64_t n : {33, 150}) {
+      for (int64_t k : {7, 32, 96, 300, 544}) {
+        const int64_t row_len = k == 300 ? 290 : k;  // padded K, as for W2
+        const int64_t blocks = MxBlocks(row_len);
+        std::vector<uint8_t> pairs(n * (row_len + 1) / 2 + n),
+            scales(n * blocks);
+        const int64_t pair_len = (row_len + 1) / 2;
+        for (uint8_t& b : pairs) b = static_cast<uint8_t>(rng());
+        for (uint8_t& b : scales) b = static_cast<uint8_t>(118 + rng() % 16);
+        std::vector<float> deq(n * k, 0.0f);
+        std::vector<const uint8_t*> rows(n), row_scales(n);
+        std::vector<const float*> frows(n);
+        for (int64_t j = 0; j < n; ++j) {
+          rows[j] = pairs.data() + j * pair_len;
+          row_scales[j] = scales.data() + j * blocks;
+          frows[j] = deq.data() + j * k;
+          for (int64_t kk = 0; kk < row_len; ++kk) {
+            deq[j * k + kk] = Mxfp4Value(rows[j], row_scales[j], kk);
+          }
+        }
+        std::vector<uint8_t> p4(PackedBytes(WeightFormat::kMXFP4, n, k));
+        PackRowsMXFP4(rows.data(), row_scales.data(), n, k, row_len, p4.data());
+        std::vector<float> p32(PackedElements(n, k));
+        PackRowsF32(frows.data(), n, k, k, p32.data());
+        auto a = Random(m * k, m + k);
+        std::vector<float> c4(m * n, -9.0f), c32(m * n, -7.0f);
+        std::vector<const float*> a_rows(m);
+        std::vector<float*> r4(m), r32(m);
+        for (int64_t i = 0; i < m; ++i) {
+          a_rows[i] = a.data() + i * k;
+          r4[i] = c4.data() + i * n;
+          r32[i] = c32.data() + i * n;
+        }
+        GemmPanels(a_rows.data(), m, k, p4.data(), WeightFormat::kMXFP4, 0,
+                   NumPanels(n), Epilogue::kStore, n, r4.data());
+        GemmPanels(a_rows.data(), m, k, p32.data(), WeightFormat::kF32, 0,
+                   NumPanels(n), Epilogue::kStore, n, r32.data());
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            const float got = c4[i * n + j], want = c32[i * n + j];
             if (m > 3) {
               ASSERT_EQ(got, want) << "m=" << m << " n=" << n << " k=" << k;
               continue;
