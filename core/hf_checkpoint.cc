@@ -79,7 +79,62 @@ absl::Status ReadFp8BlockSize(const std::string& config,
   return absl::OkStatus();
 }
 
+// Copies the role's [out, in] weight out of a fused x·W tensor: w[o][i] =
+// src[i][col0 + o * step], in tiles so that both sides stay in cache.
+template <typename T>
+void GatherTransposed(const T* src, int64_t in, int64_t cols, int64_t col0,
+                      int64_t step, int64_t out, T* dst) {
+  constexpr int64_t kTile = 64;
+  for (int64_t o0 = 0; o0 < out; o0 += kTile) {
+    const int64_t o1 = std::min(out, o0 + kTile);
+    for (int64_t i0 = 0; i0 < in; i0 += kTile) {
+      const int64_t i1 = std::min(in, i0 + kTile);
+      for (int64_t i = i0; i < i1; ++i) {
+        const T* row = src + i * cols + col0;
+        for (int64_t o = o0; o < o1; ++o) dst[o * in + i] = row[o * step];
+      }
+    }
+  }
+}
+
 }  // namespace
+
+absl::StatusOr<WeightTensor> HfCheckpoint::SliceFused(
+    const HfTensorLocation& loc, const TensorRef& ref) const {
+  const auto& entry = *ref.entry;
+  const std::string where = absl::StrCat(ref.file, ": ", loc.name);
+  if (entry.shape != loc.fused_shape) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": shape ", ShapeString(entry.shape), ", expected ",
+                     ShapeString(loc.fused_shape), " (",
+                     HfFamilyName(spec_.family), " fused experts)"));
+  }
+  const size_t es = DTypeSize(entry.dtype);
+  if (!IsFloatingPoint(entry.dtype) || (es != 2 && es != 4)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": dtype ", DTypeName(entry.dtype), " is not f32, bf16 or f16"));
+  }
+  const int64_t in = loc.fused_shape[1], cols = loc.fused_shape[2];
+  // One expert's role at a time, packed and dropped by the loader: the
+  // fused tensor itself stays a view of the mapped file.
+  WeightTensor t;
+  t.name = where + absl::StrCat(" (expert ", loc.expert, ")");
+  t.dtype = entry.dtype;
+  t.shape = {loc.out, in};
+  t.owned.resize(static_cast<size_t>(loc.out * in) * es);
+  const std::byte* base = ref.data + loc.expert * in * cols * es;
+  if (es == 2) {
+    GatherTransposed(reinterpret_cast<const uint16_t*>(base), in, cols,
+                     loc.col0, loc.col_step, loc.out,
+                     reinterpret_cast<uint16_t*>(t.owned.data()));
+  } else {
+    GatherTransposed(reinterpret_cast<const uint32_t*>(base), in, cols,
+                     loc.col0, loc.col_step, loc.out,
+                     reinterpret_cast<uint32_t*>(t.owned.data()));
+  }
+  t.data = t.owned.data();
+  return t;
+}
 
 absl::StatusOr<std::unique_ptr<HfCheckpoint>> HfCheckpoint::Open(
     const std::string& dir) {
@@ -193,8 +248,10 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
     return absl::InvalidArgumentError(absl::StrCat(
         dir_, ": expert ", expert, " is outside [0, ", c.num_experts, ")"));
   }
-  const std::string name = HfTensorName(spec_.family, layer, role, expert);
+  const HfTensorLocation loc = HfLocate(spec_.family, c, layer, role, expert);
+  const std::string& name = loc.name;
   MOE_ASSIGN_OR_RETURN(TensorRef ref, Find(name));
+  if (loc.fused) return SliceFused(loc, ref);
   WeightTensor t;
   t.name = absl::StrCat(ref.file, ": ", name);
   t.dtype = ref.entry->dtype;

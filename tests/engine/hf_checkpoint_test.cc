@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "engine/layer_weights.h"
 #include "engine/local_moe.h"
 #include "gtest/gtest.h"
@@ -104,7 +105,44 @@ TEST(HfCheckpoint, EveryFamilyIsCoveredByTheGoldenCases) {
     ASSERT_TRUE(c.ok());
     for (HfFamily f : testing::FamiliesFor(c->config)) covered.insert(f);
   }
-  EXPECT_EQ(covered.size(), 6u);
+  for (HfFamily f : AllHfFamilies()) {
+    EXPECT_TRUE(covered.count(f) > 0) << "no golden case is written as a "
+                                      << HfFamilyName(f) << " checkpoint";
+  }
+}
+
+// Each 2026 family's own golden case, written in that family's layout.
+TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
+  const std::pair<HfFamily, const char*> kCases[] = {
+      {HfFamily::kGlm4Moe, "glm45_like"},
+      {HfFamily::kKimiK2, "deepseek_v3_like"},
+      {HfFamily::kKimiK2, "glm45_like"},
+      {HfFamily::kQwen3Next, "qwen3_next_like"},
+      {HfFamily::kMinimaxM2, "minimax_m2_like"},
+      {HfFamily::kLlama4, "llama4_like"},
+      {HfFamily::kLlama4Text, "llama4_like"},
+  };
+  for (const auto& [family, name] : kCases) {
+    SCOPED_TRACE(absl::StrCat(HfFamilyName(family), " ", name));
+    auto c = testing::LoadGoldenCase(testing::GoldenDir() + "/" + name +
+                                     ".safetensors");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string dir = testing::MakeTempDir(std::string(name) + "_");
+    HfWriteOptions o;
+    o.family = family;
+    o.layer = 1;
+    o.shards = 4;
+    ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+    auto ckpt = HfCheckpoint::Open(dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    EXPECT_EQ((*ckpt)->family(), family);
+    EXPECT_EQ((*ckpt)->info().family, HfFamilyName(family));
+    EXPECT_TRUE((*ckpt)->info().HasLayer(1));
+    auto out = RunCheckpoint(dir, 1, c->x, c->tokens, WeightDType::kF32);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectGolden(*c, *out, testing::kF32Tol);
+    fs::remove_all(dir);
+  }
 }
 
 TEST(HfCheckpoint, UnshardedFileWithoutIndex) {

@@ -152,41 +152,66 @@ def load_golden(name):
     return tensors, json.loads(meta["config"])
 
 
+def _family_of(c: dict) -> str:
+    """The Hugging Face family whose config.json expresses golden config `c`."""
+    sig = c["score_func"] == "sigmoid"
+    no_groups = c["n_groups"] == 0
+    if (sig and not c["use_bias"] and c["score_before_experts"] and not c["route_norm"]
+            and c["shared_inter"] == c["inter"] and not c["shared_gate"] and no_groups
+            and c["route_scale"] == 1.0):
+        return "llama4_text"
+    if (sig and c["use_bias"] and c["route_norm"] and c["route_scale"] == 1.0
+            and c["shared_inter"] == 0 and no_groups):
+        return "minimax_m2"
+    if sig and c["use_bias"] and c["n_groups"] == 1:
+        return "glm4_moe"
+    if c["shared_gate"] and c["route_norm"] and c["route_scale"] == 1.0 and not sig:
+        return "qwen3_next"
+    if sig or c["use_bias"] or c["n_groups"] > 0 or c["route_scale"] != 1.0 \
+            or (c["shared_inter"] > 0 and not c["shared_gate"]):
+        return "deepseek_v3" if sig or c["use_bias"] else "deepseek_v2"
+    if c["shared_inter"] > 0:
+        return "qwen2_moe"
+    return "mixtral" if c["route_norm"] else "qwen3_moe"
+
+
 def hf_family_config(c: dict, num_layers: int = 1):
     """(model_type, config.json) that the router's loader maps to golden
     config `c`, with every layer an MoE layer."""
     j = {"hidden_size": c["hidden"], "num_hidden_layers": num_layers,
          "num_experts_per_tok": c["top_k"], "vocab_size": 32,
          "num_attention_heads": 4}
-    if c["score_func"] == "sigmoid" or c["use_bias"] or c["n_groups"] > 0 \
-            or c["route_scale"] != 1.0 or (c["shared_inter"] > 0 and not c["shared_gate"]):
-        v3 = c["score_func"] == "sigmoid" or c["use_bias"]
-        fam = "deepseek_v3" if v3 else "deepseek_v2"
+    fam = _family_of(c)
+    if fam in ("deepseek_v2", "deepseek_v3", "glm4_moe"):
         assert c["shared_inter"] % c["inter"] == 0
         j.update(n_routed_experts=c["experts"], moe_intermediate_size=c["inter"],
                  intermediate_size=2 * c["hidden"],
                  n_shared_experts=c["shared_inter"] // c["inter"],
                  norm_topk_prob=c["route_norm"], routed_scaling_factor=c["route_scale"],
-                 first_k_dense_replace=0, moe_layer_freq=1,
-                 scoring_func=c["score_func"],
+                 first_k_dense_replace=0,
                  n_group=max(c["n_groups"], 1), topk_group=max(c["topk_groups"], 1))
-        if v3:
+        if fam == "deepseek_v3":
             assert c["group_score"] == "top2_sum"
-            j.update(topk_method="noaux_tc", num_nextn_predict_layers=0)
-        else:
+            j.update(topk_method="noaux_tc", num_nextn_predict_layers=0,
+                     moe_layer_freq=1, scoring_func=c["score_func"])
+        elif fam == "deepseek_v2":
             assert c["n_groups"] == 0 or c["group_score"] == "max"
-            j.update(topk_method="group_limited_greedy" if c["n_groups"] else "greedy")
-    elif c["shared_inter"] > 0:
-        fam = "qwen2_moe"
+            j.update(topk_method="group_limited_greedy" if c["n_groups"] else "greedy",
+                     moe_layer_freq=1, scoring_func=c["score_func"])
+    elif fam in ("qwen2_moe", "qwen3_next"):
         j.update(num_experts=c["experts"], moe_intermediate_size=c["inter"],
                  intermediate_size=2 * c["hidden"], norm_topk_prob=c["route_norm"],
                  decoder_sparse_step=1, mlp_only_layers=[],
                  shared_expert_intermediate_size=c["shared_inter"])
-    elif c["route_norm"]:
-        fam = "mixtral"
+    elif fam == "mixtral":
         j.update(num_local_experts=c["experts"], intermediate_size=c["inter"])
+    elif fam == "minimax_m2":
+        j.update(num_local_experts=c["experts"], intermediate_size=c["inter"],
+                 scoring_func="sigmoid", use_routing_bias=True)
+    elif fam == "llama4_text":
+        j.update(num_local_experts=c["experts"], intermediate_size=c["inter"],
+                 intermediate_size_mlp=2 * c["hidden"], interleave_moe_layer_step=1)
     else:
-        fam = "qwen3_moe"
         j.update(num_experts=c["experts"], moe_intermediate_size=c["inter"],
                  intermediate_size=2 * c["hidden"], norm_topk_prob=False,
                  decoder_sparse_step=1, mlp_only_layers=[])
@@ -206,24 +231,40 @@ def write_golden_checkpoint(tensors, c, directory, layer=0):
     fam, cfg = hf_family_config(c, num_layers=layer + 1)
     os.makedirs(directory, exist_ok=True)
     p = f"model.layers.{layer}."
-    if fam == "mixtral":
-        m = p + "block_sparse_moe."
-        names = {"w1": "w1", "w3": "w3", "w2": "w2"}
+    out = {}
+    if fam == "llama4_text":
+        # Fused experts for x·W: gate_up_proj [E, H, 2I] (gate, then up),
+        # down_proj [E, I, H].
+        m = p + "feed_forward."
+        out[m + "router.weight"] = tensors["gate.weight"]
+        out[m + "experts.gate_up_proj"] = np.ascontiguousarray(np.concatenate(
+            [tensors["experts.w1"].transpose(0, 2, 1),
+             tensors["experts.w3"].transpose(0, 2, 1)], axis=2))
+        out[m + "experts.down_proj"] = np.ascontiguousarray(
+            tensors["experts.w2"].transpose(0, 2, 1))
+        for role, hf in {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}.items():
+            out[f"{m}shared_expert.{hf}.weight"] = tensors[f"shared.{role}"]
     else:
-        m = p + "mlp."
-        names = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
-    out = {m + "gate.weight": tensors["gate.weight"]}
-    if c["use_bias"]:
-        out[m + "gate.e_score_correction_bias"] = tensors["gate.expert_bias"]
-    for e in range(c["experts"]):
-        for role, hf in names.items():
-            out[f"{m}experts.{e}.{hf}.weight"] = tensors[f"experts.{role}"][e]
-    if c["shared_inter"] > 0:
-        sh = "shared_experts." if fam.startswith("deepseek") else "shared_expert."
-        for role, hf in names.items():
-            out[f"{m}{sh}{hf}.weight"] = tensors[f"shared.{role}"]
-    if c["shared_gate"]:
-        out[m + "shared_expert_gate.weight"] = tensors["shared.gate"]
+        if fam in ("mixtral", "minimax_m2"):
+            m = p + "block_sparse_moe."
+            names = {"w1": "w1", "w3": "w3", "w2": "w2"}
+        else:
+            m = p + "mlp."
+            names = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
+        out[m + "gate.weight"] = tensors["gate.weight"]
+        if c["use_bias"]:
+            bias = "e_score_correction_bias" if fam == "minimax_m2" \
+                else "gate.e_score_correction_bias"
+            out[m + bias] = tensors["gate.expert_bias"]
+        for e in range(c["experts"]):
+            for role, hf in names.items():
+                out[f"{m}experts.{e}.{hf}.weight"] = tensors[f"experts.{role}"][e]
+        if c["shared_inter"] > 0:
+            sh = "shared_expert." if fam in ("qwen2_moe", "qwen3_next") else "shared_experts."
+            for role, hf in names.items():
+                out[f"{m}{sh}{hf}.weight"] = tensors[f"shared.{role}"]
+        if c["shared_gate"]:
+            out[m + "shared_expert_gate.weight"] = tensors["shared.gate"]
     st.save(os.path.join(directory, "model.safetensors"), out, {"format": "pt"})
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)

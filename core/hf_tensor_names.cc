@@ -1,0 +1,132 @@
+// Each family's tensor names (golden README, "Hugging Face families"), and
+// where Llama 4's fused expert tensors keep a role's rows.
+#include "absl/strings/str_cat.h"
+#include "core/hf_config.h"
+
+namespace moe {
+namespace {
+
+bool IsLlama4(HfFamily f) {
+  return f == HfFamily::kLlama4 || f == HfFamily::kLlama4Text;
+}
+
+// block_sparse_moe.* with w1/w3/w2 experts (Mixtral, MiniMax-M2).
+std::string BlockSparseName(const std::string& p, WeightRole role,
+                            int64_t expert, bool minimax) {
+  const std::string m = p + "block_sparse_moe.";
+  switch (role) {
+    case WeightRole::kGate:
+      return m + "gate.weight";
+    case WeightRole::kExpertBias:
+      // MiniMax-M2 keeps the correction bias beside the gate, not in it.
+      return minimax ? m + "e_score_correction_bias" : "";
+    case WeightRole::kW1:
+      return absl::StrCat(m, "experts.", expert, ".w1.weight");
+    case WeightRole::kW3:
+      return absl::StrCat(m, "experts.", expert, ".w3.weight");
+    case WeightRole::kW2:
+      return absl::StrCat(m, "experts.", expert, ".w2.weight");
+    default:
+      return "";
+  }
+}
+
+HfTensorLocation Llama4Location(const std::string& p, const MoeLayerConfig& c,
+                                WeightRole role, int64_t expert) {
+  const std::string m = p + "feed_forward.";
+  HfTensorLocation loc;
+  const int64_t E = c.num_experts, H = c.hidden, I = c.inter;
+  switch (role) {
+    case WeightRole::kGate:
+      loc.name = m + "router.weight";
+      return loc;
+    case WeightRole::kW1:
+    case WeightRole::kW3:
+      // gate_up_proj [E, H, 2I], x·W: gate = columns [0, I), up = [I, 2I).
+      loc.name = m + "experts.gate_up_proj";
+      loc.fused = true;
+      loc.fused_shape = {E, H, 2 * I};
+      loc.expert = expert;
+      loc.col0 = role == WeightRole::kW1 ? 0 : I;
+      loc.out = I;
+      return loc;
+    case WeightRole::kW2:
+      // down_proj [E, I, H], x·W: w2[h][i] = t[e][i][h].
+      loc.name = m + "experts.down_proj";
+      loc.fused = true;
+      loc.fused_shape = {E, I, H};
+      loc.expert = expert;
+      loc.out = H;
+      return loc;
+    case WeightRole::kSharedW1:
+      loc.name = m + "shared_expert.gate_proj.weight";
+      return loc;
+    case WeightRole::kSharedW3:
+      loc.name = m + "shared_expert.up_proj.weight";
+      return loc;
+    case WeightRole::kSharedW2:
+      loc.name = m + "shared_expert.down_proj.weight";
+      return loc;
+    default:
+      return loc;
+  }
+}
+
+// mlp.* with {gate,up,down}_proj experts (Qwen, OLMoE, DeepSeek, GLM, Kimi).
+std::string MlpName(HfFamily f, const std::string& p, WeightRole role,
+                    int64_t expert) {
+  const std::string m = p + "mlp.";
+  const bool qwen_shared =
+      f == HfFamily::kQwen2Moe || f == HfFamily::kQwen3Next;
+  const std::string shared = qwen_shared ? "shared_expert." : "shared_experts.";
+  switch (role) {
+    case WeightRole::kGate:
+      return m + "gate.weight";
+    case WeightRole::kExpertBias:
+      return m + "gate.e_score_correction_bias";
+    case WeightRole::kW1:
+      return absl::StrCat(m, "experts.", expert, ".gate_proj.weight");
+    case WeightRole::kW3:
+      return absl::StrCat(m, "experts.", expert, ".up_proj.weight");
+    case WeightRole::kW2:
+      return absl::StrCat(m, "experts.", expert, ".down_proj.weight");
+    case WeightRole::kSharedW1:
+      return m + shared + "gate_proj.weight";
+    case WeightRole::kSharedW3:
+      return m + shared + "up_proj.weight";
+    case WeightRole::kSharedW2:
+      return m + shared + "down_proj.weight";
+    case WeightRole::kSharedGate:
+      return m + "shared_expert_gate.weight";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string HfLayerPrefix(HfFamily family, int64_t layer) {
+  if (family == HfFamily::kLlama4) {
+    return absl::StrCat("language_model.model.layers.", layer, ".");
+  }
+  return absl::StrCat("model.layers.", layer, ".");
+}
+
+HfTensorLocation HfLocate(HfFamily family, const MoeLayerConfig& config,
+                          int64_t layer, WeightRole role, int64_t expert) {
+  const std::string p = HfLayerPrefix(family, layer);
+  if (IsLlama4(family)) return Llama4Location(p, config, role, expert);
+  HfTensorLocation loc;
+  if (family == HfFamily::kMixtral || family == HfFamily::kMinimaxM2) {
+    loc.name = BlockSparseName(p, role, expert, family == HfFamily::kMinimaxM2);
+  } else {
+    loc.name = MlpName(family, p, role, expert);
+  }
+  return loc;
+}
+
+std::string HfTensorName(HfFamily family, int64_t layer, WeightRole role,
+                         int64_t expert) {
+  return HfLocate(family, MoeLayerConfig{}, layer, role, expert).name;
+}
+
+}  // namespace moe
