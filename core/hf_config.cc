@@ -137,6 +137,9 @@ const std::vector<FamilyEntry>& FamilyTable() {
       {"minimax_m2", HfFamily::kMinimaxM2, {"MiniMaxM2ForCausalLM"}},
       {"llama4", HfFamily::kLlama4, {"Llama4ForConditionalGeneration"}},
       {"llama4_text", HfFamily::kLlama4Text, {"Llama4ForCausalLM"}},
+      {"ernie4_5_moe", HfFamily::kErnie45Moe, {"Ernie4_5_MoeForCausalLM"}},
+      {"gpt_oss", HfFamily::kGptOss, {"GptOssForCausalLM"}},
+      {"deepseek_v4", HfFamily::kDeepseekV4, {"DeepseekV4ForCausalLM"}},
   };
   return *table;
 }
@@ -229,7 +232,7 @@ absl::Status CheckArchitectures(const json& j, HfFamily family,
 // DeepSeek-V3 style block FP8 (weight_scale_inv) is; gpt-oss's MXFP4 is
 // refused later, by what its tensors hold. Anything else would be served as
 // garbage, so it is refused here.
-absl::StatusOr<std::string> QuantMethod(const json& j,
+absl::StatusOr<std::string> QuantMethod(const json& j, HfFamily family,
                                         absl::string_view label) {
   auto it = j.find("quantization_config");
   if (it == j.end() || it->is_null()) return std::string();
@@ -240,6 +243,9 @@ absl::StatusOr<std::string> QuantMethod(const json& j,
   }
   const std::string method = m->get<std::string>();
   if (method == "fp8") return method;
+  // gpt-oss as released (MXFP4 blocks) is refused by its tensors; a
+  // dequantised copy may keep the stale quantization_config.
+  if (method == "mxfp4" && family == HfFamily::kGptOss) return method;
   return absl::InvalidArgumentError(absl::StrCat(
       label, ": quantization_config.quant_method '", method,
       "' is not supported (supported: fp8 with weight_scale_inv blocks, or "
@@ -380,6 +386,141 @@ absl::Status ReadLlama4(const ConfigReader& r, ModelInfo* info) {
   return Llama4Layers(r, info);
 }
 
+// k: ERNIE says moe_k; gpt-oss's release config says experts_per_token.
+absl::StatusOr<int64_t> TopK(const ConfigReader& r, HfFamily family) {
+  if (family == HfFamily::kErnie45Moe) return r.Int("moe_k");
+  if (family == HfFamily::kGptOss && !r.Present("num_experts_per_tok")) {
+    return r.Int("experts_per_token");
+  }
+  return r.Int("num_experts_per_tok");
+}
+
+// ERNIE 4.5: softmax in fp32, the moe_statics bias for choosing only,
+// weights p / max(sum p, moe_norm_min), no scale; MoE layers every
+// moe_layer_interval-th from moe_layer_start_index to moe_layer_end_index.
+absl::Status ReadErnie45(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("moe_num_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
+  MOE_ASSIGN_OR_RETURN(int64_t n_shared, r.Int("moe_num_shared_experts", 0));
+  if (n_shared < 0) return r.Error("moe_num_shared_experts", "must be >= 0");
+  c.shared_inter = n_shared * c.inter;
+  MOE_ASSIGN_OR_RETURN(double norm_min, r.Number("moe_norm_min", 1e-12));
+  MOE_ASSIGN_OR_RETURN(bool linear_bias, r.Bool("use_bias", false));
+  if (linear_bias) {
+    return r.Error("use_bias",
+                   "true (biases on every Linear) is not supported for "
+                   "ernie4_5_moe; the released checkpoints have none");
+  }
+  c.score_func = ScoreFunc::kSoftmax;
+  c.use_bias = true;
+  c.route_norm = true;
+  c.norm_min = static_cast<float>(norm_min);
+  MOE_ASSIGN_OR_RETURN(int64_t interval, r.Int("moe_layer_interval", 1));
+  MOE_ASSIGN_OR_RETURN(int64_t start, r.Int("moe_layer_start_index", 1));
+  MOE_ASSIGN_OR_RETURN(int64_t end, r.Int("moe_layer_end_index", -1));
+  if (interval <= 0) return r.Error("moe_layer_interval", "must be >= 1");
+  if (end < 0) end = info->num_layers - 1;
+  for (int64_t l = std::max<int64_t>(start, 0);
+       l <= end && l < info->num_layers; ++l) {
+    if ((l + 1) % interval == 0) info->moe_layers.push_back(l);
+  }
+  return absl::OkStatus();
+}
+
+// gpt-oss: top-k of the biased router logits, softmax over those k; expert
+// biases; the clamped gptoss activation (alpha 1.702 is a constant of the
+// model code, the limit is swiglu_limit); every layer MoE, no shared expert.
+absl::Status ReadGptOss(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_local_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("intermediate_size"));
+  MOE_ASSIGN_OR_RETURN(double limit, r.Number("swiglu_limit", 7.0));
+  c.score_func = ScoreFunc::kTopkSoftmax;
+  c.route_norm = false;
+  c.router_bias = true;
+  c.expert_bias = true;
+  c.act = Activation::kGptOss;
+  c.act_alpha = 1.702f;
+  c.act_limit = static_cast<float>(limit);
+  AllLayersMoe(info);
+  return absl::OkStatus();
+}
+
+// DeepSeek-V4 (unquantised): sqrtsoftplus scores, correction bias for
+// choosing, renorm always, x routed_scaling_factor, silu_clamp on routed
+// and shared experts. Layers L < num_hash_layers (or mlp_layer_types
+// "hash_moe") are hash-routed through tid2eid [vocab_size, k]. One layer
+// config serves every MoE layer of a model, so a model that mixes hash and
+// top-k layers is refused rather than served with the wrong routing.
+absl::Status ReadDeepseekV4(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("n_routed_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
+  MOE_ASSIGN_OR_RETURN(int64_t n_shared, r.Int("n_shared_experts", 1));
+  if (n_shared < 0) return r.Error("n_shared_experts", "must be >= 0");
+  c.shared_inter = n_shared * c.inter;
+  MOE_ASSIGN_OR_RETURN(std::string scoring,
+                       r.String("scoring_func", "sqrtsoftplus"));
+  if (scoring != "sqrtsoftplus") {
+    return r.Error("scoring_func", absl::StrCat("'", scoring,
+                                                "' is not sqrtsoftplus, the "
+                                                "only one deepseek_v4 has"));
+  }
+  MOE_ASSIGN_OR_RETURN(std::string expert_dtype,
+                       r.String("expert_dtype", "bf16"));
+  if (expert_dtype == "fp4") {
+    return r.Error("expert_dtype",
+                   "'fp4' (MXFP4 experts with E8M0 .scale) is not read by "
+                   "this loader yet; give a dequantised bf16 checkpoint");
+  }
+  MOE_ASSIGN_OR_RETURN(double scale, r.Number("routed_scaling_factor", 1.0));
+  MOE_ASSIGN_OR_RETURN(double limit, r.Number("swiglu_limit", 10.0));
+  c.score_func = ScoreFunc::kSqrtSoftplus;
+  c.route_norm = true;
+  c.route_scale = static_cast<float>(scale);
+  c.act = Activation::kSiluClamp;
+  c.act_limit = static_cast<float>(limit);
+  std::vector<bool> hash(info->num_layers, false);
+  if (r.Present("mlp_layer_types")) {
+    const json& v = r.raw().at("mlp_layer_types");
+    if (!v.is_array() || static_cast<int64_t>(v.size()) != info->num_layers) {
+      return r.Error("mlp_layer_types",
+                     absl::StrCat("must list ", info->num_layers,
+                                  " layer types (hash_moe or moe)"));
+    }
+    for (int64_t l = 0; l < info->num_layers; ++l) {
+      if (v[l] != "hash_moe" && v[l] != "moe") {
+        return r.Error("mlp_layer_types",
+                       absl::StrCat("entry ", l, " is ", v[l].dump(),
+                                    ", not 'hash_moe' or 'moe'"));
+      }
+      hash[l] = v[l] == "hash_moe";
+    }
+  } else {
+    MOE_ASSIGN_OR_RETURN(int64_t n_hash, r.Int("num_hash_layers", 0));
+    for (int64_t l = 0; l < std::min(n_hash, info->num_layers); ++l) {
+      hash[l] = true;
+    }
+  }
+  const int64_t n_hash = std::count(hash.begin(), hash.end(), true);
+  if (n_hash > 0 && n_hash < info->num_layers) {
+    return r.Error(
+        r.Present("mlp_layer_types") ? "mlp_layer_types" : "num_hash_layers",
+        absl::StrCat("makes ", n_hash, " of ", info->num_layers,
+                     " layers hash-routed and the rest top-k: a model "
+                     "mixing both needs per-layer routing configs, which "
+                     "this service does not have yet"));
+  }
+  if (n_hash > 0) {
+    MOE_ASSIGN_OR_RETURN(c.hash_vocab, r.Int("vocab_size"));
+  } else {
+    c.use_bias = true;
+  }
+  AllLayersMoe(info);
+  return absl::OkStatus();
+}
+
 // The family-specific keys: expert count and size, gate, MoE layers.
 absl::Status ReadFamily(const ConfigReader& r, HfFamily family,
                         ModelInfo* info) {
@@ -402,6 +543,12 @@ absl::Status ReadFamily(const ConfigReader& r, HfFamily family,
     case HfFamily::kLlama4:
     case HfFamily::kLlama4Text:
       return ReadLlama4(r, info);
+    case HfFamily::kErnie45Moe:
+      return ReadErnie45(r, info);
+    case HfFamily::kGptOss:
+      return ReadGptOss(r, info);
+    case HfFamily::kDeepseekV4:
+      return ReadDeepseekV4(r, info);
   }
   return absl::InternalError("unknown HfFamily");
 }
@@ -437,7 +584,7 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   HfModelSpec spec;
   MOE_ASSIGN_OR_RETURN(spec.family, FamilyOf(model_type, label));
   MOE_RETURN_IF_ERROR(CheckArchitectures(j, spec.family, label));
-  MOE_ASSIGN_OR_RETURN(spec.quant_method, QuantMethod(j, label));
+  MOE_ASSIGN_OR_RETURN(spec.quant_method, QuantMethod(j, spec.family, label));
   // Llama 4's multimodal config keeps the language model's keys in
   // text_config.
   const json* body = &j;
@@ -457,7 +604,7 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   info.source = std::string(label);
   MOE_ASSIGN_OR_RETURN(c.hidden, r.Int("hidden_size"));
   MOE_ASSIGN_OR_RETURN(info.num_layers, r.Int("num_hidden_layers"));
-  MOE_ASSIGN_OR_RETURN(c.top_k, r.Int("num_experts_per_tok"));
+  MOE_ASSIGN_OR_RETURN(c.top_k, TopK(r, spec.family));
   c.score_func = ScoreFunc::kSoftmax;
   MOE_RETURN_IF_ERROR(ReadFamily(r, spec.family, &info));
   MOE_RETURN_IF_ERROR(ReadExtensions(r, &c));

@@ -26,6 +26,9 @@ enum class HfFamily {
   kMinimaxM2,
   kLlama4,      // Llama4ForConditionalGeneration: text_config, language_model.
   kLlama4Text,  // Llama4ForCausalLM
+  kErnie45Moe,
+  kGptOss,      // the dequantised bf16 form; MXFP4 blocks are refused
+  kDeepseekV4,  // unquantised; upstream names without "model."
 };
 
 // Every family, in the order of the table above.
@@ -55,13 +58,15 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view json_text,
 std::string HfLayerPrefix(HfFamily family, int64_t layer);
 
 // Where a role's weight lives in a checkpoint. Most families store one
-// [out, in] tensor per role and expert. Llama 4 stores all experts fused for
-// x·W: gate_up_proj [E, H, 2I] and down_proj [E, I, H]; the role's [out, in]
-// weight is then w[o][i] = t[expert][i][col0 + o * col_step], o < out.
+// [out, in] tensor per role and expert. Llama 4 and gpt-oss store all
+// experts fused for x·W: gate_up_proj [E, H, 2I] and down_proj [E, I, H];
+// the role's [out, in] weight is then w[o][i] = t[expert][i][col0 + o *
+// col_step], o < out. A fused bias [E, C] (gpt-oss) gives the vector
+// b[o] = t[expert][col0 + o * col_step].
 struct HfTensorLocation {
   std::string name;
   bool fused = false;
-  std::vector<int64_t> fused_shape;  // [E, in, columns] when fused
+  std::vector<int64_t> fused_shape;  // [E, in, C] or, for a bias, [E, C]
   int64_t expert = 0;
   int64_t col0 = 0;
   int64_t col_step = 1;

@@ -150,6 +150,117 @@ TEST(HfFamilies, Llama4TextMoeLayersList) {
   EXPECT_TRUE(Mentions(bad.status(), "moe_layers"));
 }
 
+TEST(HfFamilies, Ernie45MoeLayerRangeAndNormMin) {
+  auto s = Parse(
+      R"({"architectures":["Ernie4_5_MoeForCausalLM"],"model_type":"ernie4_5_moe",
+    "hidden_size":2560,"num_hidden_layers":28,"intermediate_size":12288,
+    "moe_num_experts":64,"moe_k":6,"moe_intermediate_size":1536,
+    "moe_num_shared_experts":2,"moe_norm_min":1e-12,"moe_layer_start_index":1,
+    "moe_layer_end_index":26,"moe_layer_interval":1,"use_bias":false})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(c.top_k, 6);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSoftmax);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.route_scale, 1.0f);
+  EXPECT_FLOAT_EQ(c.norm_min, 1e-12f);
+  EXPECT_EQ(c.shared_inter, 2 * 1536);
+  EXPECT_EQ(s->info.moe_layers.front(), 1);
+  EXPECT_EQ(s->info.moe_layers.back(), 26);
+  EXPECT_EQ(s->info.moe_layers.size(), 26u);
+  EXPECT_EQ(HfTensorName(HfFamily::kErnie45Moe, 1, WeightRole::kExpertBias, -1),
+            "model.layers.1.mlp.moe_statics.e_score_correction_bias");
+  auto every_second = Parse(
+      R"({"model_type":"ernie4_5_moe","hidden_size":64,"num_hidden_layers":6,
+    "moe_num_experts":8,"moe_k":2,"moe_intermediate_size":16,"moe_norm_min":0.45,
+    "moe_layer_start_index":0,"moe_layer_end_index":-1,"moe_layer_interval":2})");
+  ASSERT_TRUE(every_second.ok()) << every_second.status();
+  EXPECT_EQ(every_second->info.moe_layers, (std::vector<int64_t>{1, 3, 5}));
+  EXPECT_FALSE(every_second->info.layer.has_shared());
+  auto linear_bias = Parse(
+      R"({"model_type":"ernie4_5_moe","hidden_size":64,"num_hidden_layers":2,
+    "moe_num_experts":8,"moe_k":2,"moe_intermediate_size":16,"use_bias":true})");
+  EXPECT_TRUE(Mentions(linear_bias.status(), "'use_bias'"));
+}
+
+TEST(HfFamilies, GptOss) {
+  auto s = Parse(
+      R"({"architectures":["GptOssForCausalLM"],"model_type":"gpt_oss",
+    "hidden_size":2880,"num_hidden_layers":24,"intermediate_size":2880,
+    "num_local_experts":32,"experts_per_token":4,"swiglu_limit":7.0,
+    "quantization_config":{"quant_method":"mxfp4",
+      "modules_to_not_convert":["model.layers.*.self_attn","model.layers.*.mlp.router"]}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(c.top_k, 4);
+  EXPECT_EQ(c.score_func, ScoreFunc::kTopkSoftmax);
+  EXPECT_FALSE(c.route_norm);
+  EXPECT_TRUE(c.router_bias && c.expert_bias);
+  EXPECT_FALSE(c.use_bias || c.has_shared());
+  EXPECT_EQ(c.act, Activation::kGptOss);
+  EXPECT_FLOAT_EQ(c.act_alpha, 1.702f);
+  EXPECT_FLOAT_EQ(c.act_limit, 7.0f);
+  EXPECT_EQ(s->quant_method, "mxfp4");
+  EXPECT_EQ(s->info.moe_layers.size(), 24u);
+  const auto up = HfLocate(HfFamily::kGptOss, c, 2, WeightRole::kW3, 7);
+  EXPECT_EQ(up.name, "model.layers.2.mlp.experts.gate_up_proj");
+  EXPECT_EQ(up.fused_shape, (std::vector<int64_t>{32, 2880, 5760}));
+  EXPECT_EQ(up.col0, 1);  // interleaved: 2j gate, 2j+1 up
+  EXPECT_EQ(up.col_step, 2);
+  const auto b2 = HfLocate(HfFamily::kGptOss, c, 2, WeightRole::kB2, 7);
+  EXPECT_EQ(b2.name, "model.layers.2.mlp.experts.down_proj_bias");
+  EXPECT_EQ(b2.fused_shape, (std::vector<int64_t>{32, 2880}));
+  EXPECT_EQ(HfTensorName(HfFamily::kGptOss, 2, WeightRole::kRouterBias, -1),
+            "model.layers.2.mlp.router.bias");
+  // MXFP4 is gpt-oss's own format: under another family it is refused.
+  auto other = Parse(
+      R"({"model_type":"mixtral","hidden_size":64,"num_hidden_layers":1,
+    "intermediate_size":32,"num_local_experts":4,"num_experts_per_tok":2,
+    "quantization_config":{"quant_method":"mxfp4"}})");
+  EXPECT_TRUE(Mentions(other.status(), "'mxfp4'"));
+}
+
+TEST(HfFamilies, DeepseekV4TopKAndHashModels) {
+  const std::string body =
+      R"("model_type":"deepseek_v4","architectures":["DeepseekV4ForCausalLM"],
+    "hidden_size":64,"num_hidden_layers":4,"vocab_size":129280,
+    "n_routed_experts":32,"num_experts_per_tok":6,"moe_intermediate_size":32,
+    "n_shared_experts":1,"scoring_func":"sqrtsoftplus","routed_scaling_factor":1.5,
+    "swiglu_limit":10.0,)";
+  auto topk = Parse("{" + body + R"("num_hash_layers":0})");
+  ASSERT_TRUE(topk.ok()) << topk.status();
+  const auto& c = topk->info.layer;
+  EXPECT_EQ(c.score_func, ScoreFunc::kSqrtSoftplus);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_FALSE(c.hash_routed());
+  EXPECT_FLOAT_EQ(c.route_scale, 1.5f);
+  EXPECT_EQ(c.act, Activation::kSiluClamp);
+  EXPECT_FLOAT_EQ(c.act_limit, 10.0f);
+  EXPECT_EQ(c.shared_inter, 32);
+  EXPECT_EQ(topk->info.moe_layers.size(), 4u);
+  EXPECT_EQ(HfTensorName(HfFamily::kDeepseekV4, 2, WeightRole::kExpertBias, -1),
+            "layers.2.ffn.gate.bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kDeepseekV4, 2, WeightRole::kW2, 31),
+            "layers.2.ffn.experts.31.w2.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kDeepseekV4, 2, WeightRole::kSharedW3, -1),
+            "layers.2.ffn.shared_experts.w3.weight");
+  auto hash = Parse(
+      "{" + body +
+      R"("mlp_layer_types":["hash_moe","hash_moe","hash_moe","hash_moe"]})");
+  ASSERT_TRUE(hash.ok()) << hash.status();
+  EXPECT_EQ(hash->info.layer.hash_vocab, 129280);
+  EXPECT_FALSE(hash->info.layer.use_bias);
+  EXPECT_EQ(HfTensorName(HfFamily::kDeepseekV4, 0, WeightRole::kTid2Eid, -1),
+            "layers.0.ffn.gate.tid2eid");
+  // One layer config per model: mixing hash and top-k layers is refused.
+  auto mixed = Parse("{" + body + R"("num_hash_layers":3})");
+  EXPECT_TRUE(Mentions(mixed.status(), "num_hash_layers")) << mixed.status();
+  auto fp4 = Parse("{" + body + R"("expert_dtype":"fp4"})");
+  EXPECT_TRUE(Mentions(fp4.status(), "'expert_dtype'")) << fp4.status();
+  auto sigmoid = Parse("{" + body + R"("scoring_func":"sigmoid"})");
+  EXPECT_FALSE(sigmoid.ok());
+}
+
 TEST(HfFamilies, UnknownModelTypeListsTheSupportedFamilies) {
   auto s = Parse(R"({"model_type":"jamba","hidden_size":64})");
   ASSERT_FALSE(s.ok());

@@ -83,8 +83,11 @@ void AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
   out->push_back(
       {name(WeightRole::kGate, -1), {E, H}, values(c.gate, 0, E * H, 1)});
   if (k.use_bias) {
+    // ERNIE 4.5 stores its moe_statics bias as [1, E].
+    std::vector<int64_t> shape = {E};
+    if (f == HfFamily::kErnie45Moe) shape = {1, E};
     out->push_back(
-        {name(WeightRole::kExpertBias, -1), {E}, values(c.bias, 0, E, 2)});
+        {name(WeightRole::kExpertBias, -1), shape, values(c.bias, 0, E, 2)});
   }
   if (HfLocate(f, k, layer, WeightRole::kW1, 0).fused) {
     AddFusedExperts(k, f, layer, values(c.w1, 0, E * I * H, 10),
@@ -163,11 +166,15 @@ void AddMtp(const GoldenCase& c, const HfWriteOptions& o, int64_t num_layers,
            {H, 2 * H},
            {}});
       break;
-    case HfFamily::kQwen3Next: {
+    case HfFamily::kQwen3Next:
+    case HfFamily::kDeepseekV4: {
+      // Qwen3-Next: mtp.layers.0.mlp.*; DeepSeek-V4: mtp.0.ffn.*.
+      const std::string strip =
+          o.family == HfFamily::kQwen3Next ? "model." : "layers.";
       std::vector<Tensor> layer;
       AddMoeLayer(c, o.family, 0, false, o.seed, &layer);
       for (auto& t : layer) {
-        t.name = "mtp." + t.name.substr(std::string("model.").size());
+        t.name = "mtp." + t.name.substr(strip.size());
         mtp.push_back(std::move(t));
       }
       mtp.push_back({"mtp.fc.weight", {H, 2 * H}, {}});
@@ -220,6 +227,12 @@ const char* Architecture(HfFamily f) {
       return "Llama4ForConditionalGeneration";
     case HfFamily::kLlama4Text:
       return "Llama4ForCausalLM";
+    case HfFamily::kErnie45Moe:
+      return "Ernie4_5_MoeForCausalLM";
+    case HfFamily::kGptOss:
+      return "GptOssForCausalLM";
+    case HfFamily::kDeepseekV4:
+      return "DeepseekV4ForCausalLM";
   }
   return "";
 }
@@ -316,6 +329,34 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       }
       break;
     }
+    case HfFamily::kErnie45Moe:
+      j.erase("num_experts_per_tok");
+      j["moe_k"] = c.top_k;
+      j["moe_num_experts"] = c.num_experts;
+      j["moe_intermediate_size"] = c.inter;
+      j["intermediate_size"] = 2 * c.hidden;
+      j["moe_num_shared_experts"] = c.shared_inter / c.inter;
+      j["moe_norm_min"] = c.norm_min;
+      j["moe_layer_start_index"] = 1;
+      j["moe_layer_end_index"] = -1;
+      j["moe_layer_interval"] = 1;
+      j["use_bias"] = false;
+      break;
+    case HfFamily::kGptOss:
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["swiglu_limit"] = c.act_limit;
+      break;
+    case HfFamily::kDeepseekV4:
+      j["n_routed_experts"] = c.num_experts;
+      j["moe_intermediate_size"] = c.inter;
+      j["n_shared_experts"] = c.shared_inter / c.inter;
+      j["scoring_func"] = "sqrtsoftplus";
+      j["routed_scaling_factor"] = c.route_scale;
+      j["swiglu_limit"] = c.act_limit;
+      j["num_hash_layers"] = c.hash_routed() ? num_layers : 0;
+      if (c.hash_routed()) j["vocab_size"] = c.hash_vocab;
+      break;
   }
   if (c.capacity_factor > 0) j["moe_capacity_factor"] = c.capacity_factor;
   if (c.routing == RoutingMode::kExpertChoice)
@@ -357,6 +398,13 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   const int64_t H = k.hidden;
   const int64_t num_layers = o.layer + 2;
   fs::create_directories(dir);
+  if (k.router_bias || k.expert_bias || k.hash_routed()) {
+    // GoldenCase holds no router/expert bias or tid2eid values yet.
+    return absl::UnimplementedError(
+        absl::StrCat(c.name,
+                     ": writing router/expert biases or a tid2eid table is not "
+                     "supported by the checkpoint writer yet"));
+  }
   const std::string config = HfConfigJson(k, o.family, num_layers);
   MOE_ASSIGN_OR_RETURN(HfModelSpec spec, ParseHfConfig(config, dir));
   if (!spec.info.HasLayer(o.layer)) {
