@@ -294,6 +294,54 @@ TEST(HfFamilyCheckpoint, GptOssInterleavedExpertsMapToTheirRoles) {
   fs::remove_all(dir);
 }
 
+// The test writer's gpt-oss layout read back: every role of every expert
+// is the case's weight (what the golden test relies on once the 2026 math
+// computes gptoss_like).
+TEST(HfFamilyCheckpoint, GptOssWriterRoundTripsEveryRole) {
+  MoeLayerConfig k;
+  k.hidden = 8;
+  k.inter = 4;
+  k.num_experts = 4;
+  k.top_k = 2;
+  auto c = testing::RandomCase(k, 2, 31);
+  c.config.score_func = ScoreFunc::kTopkSoftmax;
+  c.config.route_norm = false;
+  c.config.router_bias = true;
+  c.config.expert_bias = true;
+  c.config.act = Activation::kGptOss;
+  c.router_bias = Iota(4, 0.5f);
+  c.b1 = Iota(16, 10);
+  c.b3 = Iota(16, 30);
+  c.b2 = Iota(32, 50);
+  const std::string dir = Write(c, HfFamily::kGptOss, "gptoss_rt_");
+  auto ckpt = HfCheckpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ((*ckpt)->info().layer, c.config);
+  auto rb = (*ckpt)->Get(1, WeightRole::kRouterBias, -1);
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_EQ(AsF32(*rb), c.router_bias);
+  auto slice = [](const std::vector<float>& v, int64_t e, int64_t n) {
+    return std::vector<float>(v.begin() + e * n, v.begin() + (e + 1) * n);
+  };
+  for (int64_t e = 0; e < 4; ++e) {
+    SCOPED_TRACE(e);
+    const std::pair<WeightRole, std::vector<float>> want[] = {
+        {WeightRole::kW1, slice(c.w1, e, 32)},
+        {WeightRole::kW3, slice(c.w3, e, 32)},
+        {WeightRole::kW2, slice(c.w2, e, 32)},
+        {WeightRole::kB1, slice(c.b1, e, 4)},
+        {WeightRole::kB3, slice(c.b3, e, 4)},
+        {WeightRole::kB2, slice(c.b2, e, 8)},
+    };
+    for (const auto& [role, values] : want) {
+      auto t = (*ckpt)->Get(1, role, e);
+      ASSERT_TRUE(t.ok()) << t.status();
+      EXPECT_EQ(AsF32(*t), values) << WeightRoleName(role);
+    }
+  }
+  fs::remove_all(dir);
+}
+
 // gpt-oss as released (MXFP4 *_blocks / *_scales) is refused at open,
 // naming the tensor and the quantisation method.
 TEST(HfFamilyCheckpoint, GptOssMxfp4BlocksAreRefusedByName) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -27,6 +28,7 @@ struct Tensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> values;
+  DType dtype = DType::kF32;  // kI32: integer ids; else the storage option
 };
 
 std::vector<float> Filler(uint64_t seed, int64_t n, float scale) {
@@ -68,6 +70,42 @@ void AddFusedExperts(const MoeLayerConfig& k, HfFamily f, int64_t layer,
       {HfTensorName(f, layer, WeightRole::kW2, 0), {E, I, H}, std::move(down)});
 }
 
+// gpt-oss's fused experts (the dequantised form transformers saves):
+// gate_up_proj [E, H, 2I] with gate j at column 2j and up j at 2j+1, its
+// bias [E, 2I] interleaved the same way, down_proj [E, I, H] and its bias.
+void AddGptOssExperts(const MoeLayerConfig& k, HfFamily f, int64_t layer,
+                      const std::vector<float>& w1,
+                      const std::vector<float>& w3,
+                      const std::vector<float>& w2,
+                      const std::vector<float>& b1,
+                      const std::vector<float>& b3,
+                      const std::vector<float>& b2, std::vector<Tensor>* out) {
+  const int64_t E = k.num_experts, H = k.hidden, I = k.inter;
+  std::vector<float> gate_up(E * H * 2 * I), down(E * I * H),
+      gu_bias(E * 2 * I);
+  for (int64_t e = 0; e < E; ++e) {
+    for (int64_t i = 0; i < I; ++i) {
+      gu_bias[e * 2 * I + 2 * i] = b1[e * I + i];
+      gu_bias[e * 2 * I + 2 * i + 1] = b3[e * I + i];
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t src = (e * I + i) * H + h;
+        gate_up[(e * H + h) * 2 * I + 2 * i] = w1[src];
+        gate_up[(e * H + h) * 2 * I + 2 * i + 1] = w3[src];
+        down[(e * I + i) * H + h] = w2[(e * H + h) * I + i];
+      }
+    }
+  }
+  out->push_back({HfTensorName(f, layer, WeightRole::kW1, 0),
+                  {E, H, 2 * I},
+                  std::move(gate_up)});
+  out->push_back({HfTensorName(f, layer, WeightRole::kB1, 0),
+                  {E, 2 * I},
+                  std::move(gu_bias)});
+  out->push_back(
+      {HfTensorName(f, layer, WeightRole::kW2, 0), {E, I, H}, std::move(down)});
+  out->push_back({HfTensorName(f, layer, WeightRole::kB2, 0), {E, H}, b2});
+}
+
 void AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                  uint64_t seed, std::vector<Tensor>* out) {
   const MoeLayerConfig& k = c.config;
@@ -89,7 +127,31 @@ void AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
     out->push_back(
         {name(WeightRole::kExpertBias, -1), shape, values(c.bias, 0, E, 2)});
   }
-  if (HfLocate(f, k, layer, WeightRole::kW1, 0).fused) {
+  if (k.router_bias) {
+    out->push_back({name(WeightRole::kRouterBias, -1),
+                    {E},
+                    values(c.router_bias, 0, E, 7)});
+  }
+  if (k.hash_routed()) {
+    // Expert ids, stored as I32 like DeepSeek-V4 (converted on write).
+    std::vector<float> ids(c.tid2eid.begin(), c.tid2eid.end());
+    if (!golden) {
+      for (size_t i = 0; i < ids.size(); ++i) {
+        ids[i] = static_cast<float>((i / k.top_k + i % k.top_k) % E);
+      }
+    }
+    out->push_back({name(WeightRole::kTid2Eid, -1),
+                    {k.hash_vocab, k.top_k},
+                    std::move(ids),
+                    DType::kI32});
+  }
+  if (f == HfFamily::kGptOss) {
+    AddGptOssExperts(k, f, layer, values(c.w1, 0, E * I * H, 10),
+                     values(c.w3, 0, E * I * H, 1000),
+                     values(c.w2, 0, E * I * H, 2000),
+                     values(c.b1, 0, E * I, 11), values(c.b3, 0, E * I, 12),
+                     values(c.b2, 0, E * H, 13), out);
+  } else if (HfLocate(f, k, layer, WeightRole::kW1, 0).fused) {
     AddFusedExperts(k, f, layer, values(c.w1, 0, E * I * H, 10),
                     values(c.w3, 0, E * I * H, 1000),
                     values(c.w2, 0, E * I * H, 2000), out);
@@ -398,12 +460,17 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   const int64_t H = k.hidden;
   const int64_t num_layers = o.layer + 2;
   fs::create_directories(dir);
-  if (k.router_bias || k.expert_bias || k.hash_routed()) {
-    // GoldenCase holds no router/expert bias or tid2eid values yet.
-    return absl::UnimplementedError(
-        absl::StrCat(c.name,
-                     ": writing router/expert biases or a tid2eid table is not "
-                     "supported by the checkpoint writer yet"));
+  const int64_t E = k.num_experts, I = k.inter;
+  if ((k.router_bias && static_cast<int64_t>(c.router_bias.size()) != E) ||
+      (k.expert_bias && (static_cast<int64_t>(c.b1.size()) != E * I ||
+                         static_cast<int64_t>(c.b3.size()) != E * I ||
+                         static_cast<int64_t>(c.b2.size()) != E * H)) ||
+      (k.hash_routed() &&
+       static_cast<int64_t>(c.tid2eid.size()) != k.hash_vocab * k.top_k)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        c.name,
+        ": the case lacks the router bias, expert biases or tid2eid "
+        "values its config asks for"));
   }
   const std::string config = HfConfigJson(k, o.family, num_layers);
   MOE_ASSIGN_OR_RETURN(HfModelSpec spec, ParseHfConfig(config, dir));
@@ -458,10 +525,17 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                         absl::EndsWith(t.name, "moe.gate.weight") ||
                         absl::EndsWith(t.name, "router.weight") ||
                         absl::EndsWith(t.name, "e_score_correction_bias");
-    const DType dtype = router ? o.router_storage : o.storage;
+    const DType dtype = t.dtype == DType::kI32 ? DType::kI32
+                        : router               ? o.router_storage
+                                               : o.storage;
     std::vector<std::byte> bytes(t.values.size() * DTypeSize(dtype));
-    if (!ConvertFromF32(dtype, t.values.data(), t.values.size(),
-                        bytes.data())) {
+    if (dtype == DType::kI32) {
+      for (size_t j = 0; j < t.values.size(); ++j) {
+        const int32_t id = static_cast<int32_t>(t.values[j]);
+        std::memcpy(bytes.data() + 4 * j, &id, 4);
+      }
+    } else if (!ConvertFromF32(dtype, t.values.data(), t.values.size(),
+                               bytes.data())) {
       return absl::InvalidArgumentError(
           "storage dtype must be F32, BF16 or F16");
     }
