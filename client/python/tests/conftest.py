@@ -154,6 +154,12 @@ def load_golden(name):
 
 def _family_of(c: dict) -> str:
     """The Hugging Face family whose config.json expresses golden config `c`."""
+    if c["score_func"] == "topk_softmax":
+        return "gpt_oss"
+    if c["score_func"] == "sqrtsoftplus":
+        return "deepseek_v4"
+    if c.get("norm_min", 0.0) > 0:
+        return "ernie4_5_moe"
     sig = c["score_func"] == "sigmoid"
     no_groups = c["n_groups"] == 0
     if (sig and not c["use_bias"] and c["score_before_experts"] and not c["route_norm"]
@@ -208,6 +214,27 @@ def hf_family_config(c: dict, num_layers: int = 1):
     elif fam == "minimax_m2":
         j.update(num_local_experts=c["experts"], intermediate_size=c["inter"],
                  scoring_func="sigmoid", use_routing_bias=True)
+    elif fam == "gpt_oss":
+        j.update(num_local_experts=c["experts"], intermediate_size=c["inter"],
+                 swiglu_limit=c.get("act_limit", 7.0))
+    elif fam == "ernie4_5_moe":
+        del j["num_experts_per_tok"]
+        assert c["shared_inter"] % c["inter"] == 0
+        j.update(moe_num_experts=c["experts"], moe_k=c["top_k"],
+                 moe_intermediate_size=c["inter"],
+                 moe_num_shared_experts=c["shared_inter"] // c["inter"],
+                 moe_norm_min=c["norm_min"], moe_layer_start_index=0,
+                 moe_layer_end_index=-1, moe_layer_interval=1, use_bias=False)
+    elif fam == "deepseek_v4":
+        assert c["shared_inter"] % c["inter"] == 0
+        hash_vocab = c.get("hash_vocab", 0)
+        j.update(n_routed_experts=c["experts"], moe_intermediate_size=c["inter"],
+                 n_shared_experts=c["shared_inter"] // c["inter"],
+                 scoring_func="sqrtsoftplus", routed_scaling_factor=c["route_scale"],
+                 swiglu_limit=c.get("act_limit", 10.0),
+                 num_hash_layers=num_layers if hash_vocab else 0)
+        if hash_vocab:
+            j["vocab_size"] = hash_vocab
     elif fam == "llama4_text":
         j.update(num_local_experts=c["experts"], intermediate_size=c["inter"],
                  intermediate_size_mlp=2 * c["hidden"], interleave_moe_layer_step=1)
@@ -232,7 +259,39 @@ def write_golden_checkpoint(tensors, c, directory, layer=0):
     os.makedirs(directory, exist_ok=True)
     p = f"model.layers.{layer}."
     out = {}
-    if fam == "llama4_text":
+    if fam == "gpt_oss":
+        # The dequantised layout: gate_up_proj [E, H, 2I] with gate j at
+        # column 2j and up j at 2j+1 (its bias likewise), down_proj [E, I, H].
+        m = p + "mlp."
+        e, h, i = c["experts"], c["hidden"], c["inter"]
+        gate_up = np.empty((e, h, 2 * i), np.float32)
+        gate_up[:, :, 0::2] = tensors["experts.w1"].transpose(0, 2, 1)
+        gate_up[:, :, 1::2] = tensors["experts.w3"].transpose(0, 2, 1)
+        gu_bias = np.empty((e, 2 * i), np.float32)
+        gu_bias[:, 0::2] = tensors["experts.b1"]
+        gu_bias[:, 1::2] = tensors["experts.b3"]
+        out[m + "router.weight"] = tensors["gate.weight"]
+        out[m + "router.bias"] = tensors["gate.bias"]
+        out[m + "experts.gate_up_proj"] = gate_up
+        out[m + "experts.gate_up_proj_bias"] = gu_bias
+        out[m + "experts.down_proj"] = np.ascontiguousarray(
+            tensors["experts.w2"].transpose(0, 2, 1))
+        out[m + "experts.down_proj_bias"] = tensors["experts.b2"]
+    elif fam == "deepseek_v4":
+        # Upstream names, no "model." prefix.
+        m = f"layers.{layer}.ffn."
+        out[m + "gate.weight"] = tensors["gate.weight"]
+        if c["use_bias"]:
+            out[m + "gate.bias"] = tensors["gate.expert_bias"]
+        if c.get("hash_vocab", 0):
+            out[m + "gate.tid2eid"] = tensors["gate.tid2eid"].astype(np.int32)
+        for e in range(c["experts"]):
+            for role in ("w1", "w3", "w2"):
+                out[f"{m}experts.{e}.{role}.weight"] = tensors[f"experts.{role}"][e]
+        if c["shared_inter"] > 0:
+            for role in ("w1", "w3", "w2"):
+                out[f"{m}shared_experts.{role}.weight"] = tensors[f"shared.{role}"]
+    elif fam == "llama4_text":
         # Fused experts for x·W: gate_up_proj [E, H, 2I] (gate, then up),
         # down_proj [E, I, H].
         m = p + "feed_forward."
@@ -253,9 +312,12 @@ def write_golden_checkpoint(tensors, c, directory, layer=0):
             names = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
         out[m + "gate.weight"] = tensors["gate.weight"]
         if c["use_bias"]:
-            bias = "e_score_correction_bias" if fam == "minimax_m2" \
-                else "gate.e_score_correction_bias"
+            bias = {"minimax_m2": "e_score_correction_bias",
+                    "ernie4_5_moe": "moe_statics.e_score_correction_bias"}.get(
+                        fam, "gate.e_score_correction_bias")
             out[m + bias] = tensors["gate.expert_bias"]
+            if fam == "ernie4_5_moe":
+                out[m + bias] = out[m + bias].reshape(1, -1)
         for e in range(c["experts"]):
             for role, hf in names.items():
                 out[f"{m}experts.{e}.{hf}.weight"] = tensors[f"experts.{role}"][e]
