@@ -42,6 +42,14 @@ bool RoleApplies(const MoeLayerConfig& c, WeightRole role) {
       return c.has_shared();
     case WeightRole::kSharedGate:
       return c.shared_gate;
+    case WeightRole::kRouterBias:
+      return c.router_bias;
+    case WeightRole::kB1:
+    case WeightRole::kB3:
+    case WeightRole::kB2:
+      return c.expert_bias;
+    case WeightRole::kTid2Eid:
+      return c.hash_routed();
     default:
       return true;
   }
@@ -49,7 +57,8 @@ bool RoleApplies(const MoeLayerConfig& c, WeightRole role) {
 
 bool IsRouted(WeightRole role) {
   return role == WeightRole::kW1 || role == WeightRole::kW3 ||
-         role == WeightRole::kW2;
+         role == WeightRole::kW2 || role == WeightRole::kB1 ||
+         role == WeightRole::kB3 || role == WeightRole::kB2;
 }
 
 // DeepSeek-V3's FP8 checkpoints say how their weight_scale_inv blocks are

@@ -30,7 +30,8 @@ struct Output {
 
 absl::StatusOr<Output> RunCheckpoint(const std::string& dir, int64_t layer,
                                      const std::vector<float>& x, int64_t n,
-                                     WeightDType dtype) {
+                                     WeightDType dtype,
+                                     const std::vector<int64_t>& ids = {}) {
   auto ckpt = HfCheckpoint::Open(dir);
   if (!ckpt.ok()) return ckpt.status();
   auto moe =
@@ -38,8 +39,8 @@ absl::StatusOr<Output> RunCheckpoint(const std::string& dir, int64_t layer,
   if (!moe.ok()) return moe.status();
   Output out;
   out.y.resize(x.size());
-  absl::Status s =
-      (*moe)->Forward(layer, x.data(), n, {}, out.y.data(), &out.routing);
+  absl::Status s = (*moe)->Forward(layer, x.data(), n, {}, out.y.data(),
+                                   &out.routing, nullptr, ids);
   if (!s.ok()) return s;
   return out;
 }
@@ -69,7 +70,8 @@ TEST_P(HfGoldenTest, EveryExpressibleFamilyLoadsAndMatches) {
     o.layer = 1;
     o.shards = 3;
     ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
-    auto out = RunCheckpoint(dir, 1, c->x, c->tokens, WeightDType::kF32);
+    auto out =
+        RunCheckpoint(dir, 1, c->x, c->tokens, WeightDType::kF32, c->token_ids);
     ASSERT_TRUE(out.ok()) << out.status();
     ExpectGolden(*c, *out, testing::kF32Tol);
     fs::remove_all(dir);
@@ -81,10 +83,13 @@ TEST_P(HfGoldenTest, Bf16CheckpointWithinBf16Tolerance) {
   ASSERT_TRUE(c.ok()) << c.status();
   const std::string dir = testing::MakeTempDir(c->name + "_bf16_");
   HfWriteOptions o;
-  o.family = testing::FamiliesFor(c->config).front();
+  const auto families = testing::FamiliesFor(c->config);
+  ASSERT_FALSE(families.empty()) << "no family expresses " << c->name;
+  o.family = families.front();
   o.storage = DType::kBF16;
   ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
-  auto out = RunCheckpoint(dir, o.layer, c->x, c->tokens, WeightDType::kBF16);
+  auto out = RunCheckpoint(dir, o.layer, c->x, c->tokens, WeightDType::kBF16,
+                           c->token_ids);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TRUE(testing::AllClose(out->y, c->y, testing::kBf16Tol));
   fs::remove_all(dir);

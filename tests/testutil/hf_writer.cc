@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -27,6 +28,7 @@ struct Tensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> values;
+  std::vector<int64_t> ints = {};  // an I64 tensor (tid2eid) instead
 };
 
 std::vector<float> Filler(uint64_t seed, int64_t n, float scale) {
@@ -61,6 +63,32 @@ void AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
   if (k.use_bias) {
     out->push_back(
         {name(WeightRole::kExpertBias, -1), {E}, values(c.bias, 0, E, 2)});
+  }
+  if (k.router_bias) {
+    out->push_back({name(WeightRole::kRouterBias, -1),
+                    {E},
+                    values(c.router_bias, 0, E, 7)});
+  }
+  if (k.hash_routed()) {
+    Tensor t{name(WeightRole::kTid2Eid, -1), {k.hash_vocab, k.top_k}, {}, {}};
+    if (golden) {
+      t.ints = c.tid2eid;
+    } else {
+      for (int64_t v = 0; v < k.hash_vocab * k.top_k; ++v) {
+        t.ints.push_back((v % k.top_k + v / k.top_k) % E);
+      }
+    }
+    out->push_back(std::move(t));
+  }
+  if (k.expert_bias) {
+    for (int64_t e = 0; e < E; ++e) {
+      out->push_back(
+          {name(WeightRole::kB1, e), {I}, values(c.b1, e * I, I, 3000 + e)});
+      out->push_back(
+          {name(WeightRole::kB3, e), {I}, values(c.b3, e * I, I, 4000 + e)});
+      out->push_back(
+          {name(WeightRole::kB2, e), {H}, values(c.b2, e * H, H, 5000 + e)});
+    }
   }
   for (int64_t e = 0; e < E; ++e) {
     out->push_back({name(WeightRole::kW1, e),
@@ -163,7 +191,9 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       j["routed_scaling_factor"] = c.route_scale;
       j["first_k_dense_replace"] = 1;
       j["moe_layer_freq"] = 1;
-      j["scoring_func"] = ScoreFuncName(c.score_func);
+      // The 2026 score functions travel as moe_score_func (below).
+      j["scoring_func"] =
+          c.score_func == ScoreFunc::kSigmoid ? "sigmoid" : "softmax";
       j["n_group"] = c.n_groups > 0 ? c.n_groups : 1;
       j["topk_group"] = c.n_groups > 0 ? c.topk_groups : 1;
       if (f == HfFamily::kDeepseekV3) {
@@ -178,6 +208,21 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
   if (c.routing == RoutingMode::kExpertChoice)
     j["moe_routing"] = "expert_choice";
   if (c.score_before_experts) j["moe_score_before_experts"] = true;
+  // The 2026 options in the generic form (core/hf_config.cc ReadExtensions).
+  if (c.score_func == ScoreFunc::kSqrtSoftplus ||
+      c.score_func == ScoreFunc::kTopkSoftmax) {
+    j["moe_score_func"] = ScoreFuncName(c.score_func);
+  }
+  if (c.has_2026_options()) {
+    j["moe_use_bias"] = c.use_bias;
+    j["moe_router_bias"] = c.router_bias;
+    j["moe_expert_bias"] = c.expert_bias;
+    j["moe_act"] = ActivationName(c.act);
+    j["moe_act_alpha"] = c.act_alpha;
+    j["moe_act_limit"] = c.act_limit;
+    j["moe_norm_min"] = c.norm_min;
+    j["moe_hash_vocab"] = c.hash_vocab;
+  }
   return j.dump(2);
 }
 
@@ -258,11 +303,17 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
     const int s = static_cast<int>(i % shards);
     const bool router = absl::EndsWith(t.name, "mlp.gate.weight") ||
                         absl::EndsWith(t.name, "moe.gate.weight") ||
-                        absl::EndsWith(t.name, "e_score_correction_bias");
-    const DType dtype = router ? o.router_storage : o.storage;
-    std::vector<std::byte> bytes(t.values.size() * DTypeSize(dtype));
-    if (!ConvertFromF32(dtype, t.values.data(), t.values.size(),
-                        bytes.data())) {
+                        absl::EndsWith(t.name, "e_score_correction_bias") ||
+                        absl::EndsWith(t.name, "gate.bias");
+    const DType dtype = !t.ints.empty() ? DType::kI64
+                        : router        ? o.router_storage
+                                        : o.storage;
+    std::vector<std::byte> bytes(
+        (t.ints.empty() ? t.values.size() : t.ints.size()) * DTypeSize(dtype));
+    if (!t.ints.empty()) {
+      std::memcpy(bytes.data(), t.ints.data(), bytes.size());
+    } else if (!ConvertFromF32(dtype, t.values.data(), t.values.size(),
+                               bytes.data())) {
       return absl::InvalidArgumentError(
           "storage dtype must be F32, BF16 or F16");
     }
@@ -295,11 +346,16 @@ std::string MakeTempDir(const std::string& prefix) {
 absl::StatusOr<std::string> WriteCaseCheckpoint(const GoldenCase& c,
                                                 const std::string& prefix,
                                                 HfWriteOptions o) {
+  const std::vector<HfFamily> families = FamiliesFor(c.config);
+  if (families.empty()) {
+    return absl::InvalidArgumentError(
+        "no checkpoint family expresses golden case " + c.name);
+  }
   const std::string dir = MakeTempDir(prefix);
   if (dir.empty()) {
     return absl::InternalError("cannot make a temp dir for " + prefix);
   }
-  o.family = FamiliesFor(c.config).back();
+  o.family = families.back();
   if (absl::Status s = WriteHfCheckpoint(c, o, dir); !s.ok()) return s;
   return dir;
 }

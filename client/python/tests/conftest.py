@@ -160,7 +160,9 @@ def hf_family_config(c: dict, num_layers: int = 1):
          "num_attention_heads": 4}
     if c["score_func"] == "sigmoid" or c["use_bias"] or c["n_groups"] > 0 \
             or c["route_scale"] != 1.0 or (c["shared_inter"] > 0 and not c["shared_gate"]):
-        v3 = c["score_func"] == "sigmoid" or c["use_bias"]
+        # noaux_tc (v3) has the correction bias (moe_use_bias can drop it);
+        # v2 renormalises or scales, never both.
+        v3 = c["use_bias"] or (c["route_norm"] and c["route_scale"] != 1.0)
         fam = "deepseek_v3" if v3 else "deepseek_v2"
         assert c["shared_inter"] % c["inter"] == 0
         j.update(n_routed_experts=c["experts"], moe_intermediate_size=c["inter"],
@@ -168,11 +170,15 @@ def hf_family_config(c: dict, num_layers: int = 1):
                  n_shared_experts=c["shared_inter"] // c["inter"],
                  norm_topk_prob=c["route_norm"], routed_scaling_factor=c["route_scale"],
                  first_k_dense_replace=0, moe_layer_freq=1,
-                 scoring_func=c["score_func"],
+                 # 2026 score functions travel as moe_score_func below.
+                 scoring_func=c["score_func"] if c["score_func"] in ("softmax", "sigmoid")
+                 else "softmax",
                  n_group=max(c["n_groups"], 1), topk_group=max(c["topk_groups"], 1))
         if v3:
             assert c["group_score"] == "top2_sum"
             j.update(topk_method="noaux_tc", num_nextn_predict_layers=0)
+            if not c["use_bias"]:
+                j["moe_use_bias"] = False
         else:
             assert c["n_groups"] == 0 or c["group_score"] == "max"
             j.update(topk_method="group_limited_greedy" if c["n_groups"] else "greedy")
@@ -196,6 +202,13 @@ def hf_family_config(c: dict, num_layers: int = 1):
         j["moe_routing"] = "expert_choice"
     if c["score_before_experts"]:
         j["moe_score_before_experts"] = True
+    # The 2026 options in the generic form (core/hf_config.cc ReadExtensions).
+    if c["score_func"] in ("sqrtsoftplus", "topk_softmax"):
+        j["moe_score_func"] = c["score_func"]
+    for key in ("router_bias", "expert_bias", "act", "act_alpha", "act_limit",
+                "norm_min", "hash_vocab"):
+        if key in c:
+            j["moe_" + key] = c[key]
     j["model_type"] = fam
     return fam, j
 
@@ -224,6 +237,15 @@ def write_golden_checkpoint(tensors, c, directory, layer=0):
             out[f"{m}{sh}{hf}.weight"] = tensors[f"shared.{role}"]
     if c["shared_gate"]:
         out[m + "shared_expert_gate.weight"] = tensors["shared.gate"]
+    if c.get("router_bias"):
+        out[m + "gate.bias"] = tensors["gate.bias"]
+    if c.get("expert_bias"):
+        for e in range(c["experts"]):
+            for role, hf in names.items():
+                b = {"w1": "b1", "w3": "b3", "w2": "b2"}[role]
+                out[f"{m}experts.{e}.{hf}.bias"] = tensors[f"experts.{b}"][e]
+    if c.get("hash_vocab", 0) > 0:
+        out[m + "gate.tid2eid"] = tensors["gate.tid2eid"]
     st.save(os.path.join(directory, "model.safetensors"), out, {"format": "pt"})
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
