@@ -69,6 +69,13 @@ def check_bf16(y32_of_rounded, y_bf16_as_f32, routing, t, cfg, name):
     # rounds the output once, so the answer is the fp32 answer to the rounded
     # input within one bf16 rounding (2^-8 relative).
     check(y_bf16_as_f32, y32_of_rounded, (1e-6, 2.0 ** -8), name + " (bf16 vs fp32)")
+    # The 2026 cases (their config lists "act") reach |y| ~ 100 (expert
+    # biases, clamped activations): rounding x to bf16 alone moves y by up
+    # to ~0.4 there (measured: gptoss_like 0.11 at |y| <= 40,
+    # deepseek_v4_hash 0.38 at |y| <= 114), past the golden tolerance,
+    # which is for bf16 weights. The check above is the exact one for them.
+    if "act" in cfg:
+        return
     # Rounding x may flip a near-tie in routing; where it does not, the
     # golden bf16 tolerance holds against the fp32 reference too.
     if same_routing(routing, t, cfg):
