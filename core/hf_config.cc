@@ -76,6 +76,56 @@ absl::Status ReadExtensions(const ConfigReader& r, MoeLayerConfig* c) {
   } else {
     return r.Error("moe_routing", "must be 'token_choice' or 'expert_choice'");
   }
+  // The 2026 layer options (tests/golden/README.md) in the same generic
+  // form, for checkpoints of families that do not name them themselves:
+  // each moe_<golden key> overrides what the family said.
+  if (r.Present("moe_score_func")) {
+    MOE_ASSIGN_OR_RETURN(std::string f, r.String("moe_score_func", ""));
+    if (f == "softmax") {
+      c->score_func = ScoreFunc::kSoftmax;
+    } else if (f == "sigmoid") {
+      c->score_func = ScoreFunc::kSigmoid;
+    } else if (f == "sqrtsoftplus") {
+      c->score_func = ScoreFunc::kSqrtSoftplus;
+    } else if (f == "topk_softmax") {
+      c->score_func = ScoreFunc::kTopkSoftmax;
+    } else {
+      return r.Error("moe_score_func",
+                     "must be 'softmax', 'sigmoid', 'sqrtsoftplus' or "
+                     "'topk_softmax'");
+    }
+  }
+  MOE_ASSIGN_OR_RETURN(c->router_bias,
+                       r.Bool("moe_router_bias", c->router_bias));
+  MOE_ASSIGN_OR_RETURN(c->expert_bias,
+                       r.Bool("moe_expert_bias", c->expert_bias));
+  MOE_ASSIGN_OR_RETURN(
+      std::string act,
+      r.String("moe_act", std::string(ActivationName(c->act))));
+  if (act == "silu") {
+    c->act = Activation::kSilu;
+  } else if (act == "gptoss") {
+    c->act = Activation::kGptOss;
+  } else if (act == "silu_clamp") {
+    c->act = Activation::kSiluClamp;
+  } else {
+    return r.Error("moe_act", "must be 'silu', 'gptoss' or 'silu_clamp'");
+  }
+  MOE_ASSIGN_OR_RETURN(double alpha, r.Number("moe_act_alpha", c->act_alpha));
+  MOE_ASSIGN_OR_RETURN(double limit, r.Number("moe_act_limit", c->act_limit));
+  MOE_ASSIGN_OR_RETURN(double norm_min, r.Number("moe_norm_min", c->norm_min));
+  c->act_alpha = static_cast<float>(alpha);
+  c->act_limit = static_cast<float>(limit);
+  c->norm_min = static_cast<float>(norm_min);
+  MOE_ASSIGN_OR_RETURN(c->hash_vocab, r.Int("moe_hash_vocab", c->hash_vocab));
+  // noaux_tc without its correction bias (DeepSeek-V4 hash layers).
+  MOE_ASSIGN_OR_RETURN(c->use_bias, r.Bool("moe_use_bias", c->use_bias));
+  if (c->hash_vocab > 0 && c->n_groups == 1 && c->topk_groups == 1) {
+    // One group keeping one group is no group limit: nothing for a hash
+    // layer to refuse.
+    c->n_groups = 0;
+    c->topk_groups = 0;
+  }
   return absl::OkStatus();
 }
 

@@ -14,20 +14,31 @@ bool IsLlama4(HfFamily f) {
 
 // block_sparse_moe.* with w1/w3/w2 experts (Mixtral, MiniMax-M2).
 std::string BlockSparseName(const std::string& p, WeightRole role,
-                            int64_t expert, bool minimax) {
+                            int64_t expert) {
   const std::string m = p + "block_sparse_moe.";
   switch (role) {
     case WeightRole::kGate:
       return m + "gate.weight";
     case WeightRole::kExpertBias:
       // MiniMax-M2 keeps the correction bias beside the gate, not in it.
-      return minimax ? m + "e_score_correction_bias" : "";
+      return m + "e_score_correction_bias";
     case WeightRole::kW1:
       return absl::StrCat(m, "experts.", expert, ".w1.weight");
     case WeightRole::kW3:
       return absl::StrCat(m, "experts.", expert, ".w3.weight");
     case WeightRole::kW2:
       return absl::StrCat(m, "experts.", expert, ".w2.weight");
+    // The 2026 roles in the generic form (moe_* extension keys).
+    case WeightRole::kRouterBias:
+      return m + "gate.bias";
+    case WeightRole::kB1:
+      return absl::StrCat(m, "experts.", expert, ".w1.bias");
+    case WeightRole::kB3:
+      return absl::StrCat(m, "experts.", expert, ".w3.bias");
+    case WeightRole::kB2:
+      return absl::StrCat(m, "experts.", expert, ".w2.bias");
+    case WeightRole::kTid2Eid:
+      return m + "gate.tid2eid";
     default:
       return "";
   }
@@ -173,6 +184,17 @@ std::string MlpName(HfFamily f, const std::string& p, WeightRole role,
       return m + shared + "down_proj.weight";
     case WeightRole::kSharedGate:
       return m + "shared_expert_gate.weight";
+    // The 2026 roles in the generic form (moe_* extension keys).
+    case WeightRole::kRouterBias:
+      return m + "gate.bias";
+    case WeightRole::kB1:
+      return absl::StrCat(m, "experts.", expert, ".gate_proj.bias");
+    case WeightRole::kB3:
+      return absl::StrCat(m, "experts.", expert, ".up_proj.bias");
+    case WeightRole::kB2:
+      return absl::StrCat(m, "experts.", expert, ".down_proj.bias");
+    case WeightRole::kTid2Eid:
+      return m + "gate.tid2eid";
     default:
       return "";
   }
@@ -202,7 +224,7 @@ HfTensorLocation HfLocate(HfFamily family, const MoeLayerConfig& config,
     return loc;
   }
   if (family == HfFamily::kMixtral || family == HfFamily::kMinimaxM2) {
-    loc.name = BlockSparseName(p, role, expert, family == HfFamily::kMinimaxM2);
+    loc.name = BlockSparseName(p, role, expert);
   } else {
     loc.name = MlpName(family, p, role, expert);
   }

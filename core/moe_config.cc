@@ -67,15 +67,29 @@ absl::string_view ActivationName(Activation a) {
 bool MoeLayerConfig::has_2026_options() const {
   const MoeLayerConfig d;
   return router_bias != d.router_bias || expert_bias != d.expert_bias ||
-         act != d.act || act_alpha != d.act_alpha ||
-         act_limit != d.act_limit || norm_min != d.norm_min ||
-         hash_vocab != d.hash_vocab;
+         act != d.act || act_alpha != d.act_alpha || act_limit != d.act_limit ||
+         norm_min != d.norm_min || hash_vocab != d.hash_vocab;
 }
 absl::string_view GroupScoreName(GroupScore g) {
   return g == GroupScore::kTop2Sum ? "top2_sum" : "max";
 }
 absl::string_view RoutingModeName(RoutingMode r) {
   return r == RoutingMode::kTokenChoice ? "token_choice" : "expert_choice";
+}
+
+std::string MoeLayerConfig::First2026Option() const {
+  if (score_func == ScoreFunc::kSqrtSoftplus ||
+      score_func == ScoreFunc::kTopkSoftmax) {
+    return absl::StrCat("score_func=", ScoreFuncName(score_func));
+  }
+  if (router_bias) return "router_bias";
+  if (expert_bias) return "expert_bias";
+  if (act != Activation::kSilu) {
+    return absl::StrCat("act=", ActivationName(act));
+  }
+  if (norm_min > 0.0f) return "norm_min";
+  if (hash_vocab > 0) return "hash_vocab";
+  return "";
 }
 
 absl::Status MoeLayerConfig::Validate() const {
@@ -158,21 +172,29 @@ absl::StatusOr<MoeLayerConfig> ParseMoeLayerConfigJson(absl::string_view text) {
   std::string act = "silu";
   double scale = c.route_scale, cf = c.capacity_factor;
   double alpha = c.act_alpha, limit = c.act_limit, norm_min = c.norm_min;
-  for (auto s :
-       {Read(j, "hidden", &c.hidden), Read(j, "inter", &c.inter),
-        Read(j, "experts", &c.num_experts), Read(j, "top_k", &c.top_k),
-        Read(j, "score_func", &score), Read(j, "route_norm", &c.route_norm),
-        Read(j, "route_scale", &scale), Read(j, "n_groups", &c.n_groups),
-        Read(j, "topk_groups", &c.topk_groups), Read(j, "group_score", &group),
-        Read(j, "use_bias", &c.use_bias),
-        Read(j, "shared_inter", &c.shared_inter),
-        Read(j, "shared_gate", &c.shared_gate),
-        Read(j, "score_before_experts", &c.score_before_experts),
-        Read(j, "capacity_factor", &cf), Read(j, "routing", &routing),
-        Read(j, "router_bias", &c.router_bias),
-        Read(j, "expert_bias", &c.expert_bias), Read(j, "act", &act),
-        Read(j, "act_alpha", &alpha), Read(j, "act_limit", &limit),
-        Read(j, "norm_min", &norm_min), Read(j, "hash_vocab", &c.hash_vocab)}) {
+  for (auto s : {Read(j, "hidden", &c.hidden),
+                 Read(j, "inter", &c.inter),
+                 Read(j, "experts", &c.num_experts),
+                 Read(j, "top_k", &c.top_k),
+                 Read(j, "score_func", &score),
+                 Read(j, "route_norm", &c.route_norm),
+                 Read(j, "route_scale", &scale),
+                 Read(j, "n_groups", &c.n_groups),
+                 Read(j, "topk_groups", &c.topk_groups),
+                 Read(j, "group_score", &group),
+                 Read(j, "use_bias", &c.use_bias),
+                 Read(j, "shared_inter", &c.shared_inter),
+                 Read(j, "shared_gate", &c.shared_gate),
+                 Read(j, "score_before_experts", &c.score_before_experts),
+                 Read(j, "capacity_factor", &cf),
+                 Read(j, "routing", &routing),
+                 Read(j, "router_bias", &c.router_bias),
+                 Read(j, "expert_bias", &c.expert_bias),
+                 Read(j, "act", &act),
+                 Read(j, "act_alpha", &alpha),
+                 Read(j, "act_limit", &limit),
+                 Read(j, "norm_min", &norm_min),
+                 Read(j, "hash_vocab", &c.hash_vocab)}) {
     MOE_RETURN_IF_ERROR(s);
   }
   c.route_scale = static_cast<float>(scale);

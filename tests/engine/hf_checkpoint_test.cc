@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <set>
 #include <sstream>
 
@@ -32,7 +31,8 @@ struct Output {
 
 absl::StatusOr<Output> RunCheckpoint(const std::string& dir, int64_t layer,
                                      const std::vector<float>& x, int64_t n,
-                                     WeightDType dtype) {
+                                     WeightDType dtype,
+                                     const std::vector<int64_t>& ids = {}) {
   auto ckpt = HfCheckpoint::Open(dir);
   if (!ckpt.ok()) return ckpt.status();
   auto moe =
@@ -40,8 +40,8 @@ absl::StatusOr<Output> RunCheckpoint(const std::string& dir, int64_t layer,
   if (!moe.ok()) return moe.status();
   Output out;
   out.y.resize(x.size());
-  absl::Status s =
-      (*moe)->Forward(layer, x.data(), n, {}, out.y.data(), &out.routing);
+  absl::Status s = (*moe)->Forward(layer, x.data(), n, {}, out.y.data(),
+                                   &out.routing, nullptr, ids);
   if (!s.ok()) return s;
   return out;
 }
@@ -71,7 +71,8 @@ TEST_P(HfGoldenTest, EveryExpressibleFamilyLoadsAndMatches) {
     o.layer = 1;
     o.shards = 3;
     ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
-    auto out = RunCheckpoint(dir, 1, c->x, c->tokens, WeightDType::kF32);
+    auto out =
+        RunCheckpoint(dir, 1, c->x, c->tokens, WeightDType::kF32, c->token_ids);
     ASSERT_TRUE(out.ok()) << out.status();
     ExpectGolden(*c, *out, testing::kF32Tol);
     fs::remove_all(dir);
@@ -83,10 +84,13 @@ TEST_P(HfGoldenTest, Bf16CheckpointWithinBf16Tolerance) {
   ASSERT_TRUE(c.ok()) << c.status();
   const std::string dir = testing::MakeTempDir(c->name + "_bf16_");
   HfWriteOptions o;
-  o.family = testing::FamiliesFor(c->config).front();
+  const auto families = testing::FamiliesFor(c->config);
+  ASSERT_FALSE(families.empty()) << "no family expresses " << c->name;
+  o.family = families.front();
   o.storage = DType::kBF16;
   ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
-  auto out = RunCheckpoint(dir, o.layer, c->x, c->tokens, WeightDType::kBF16);
+  auto out = RunCheckpoint(dir, o.layer, c->x, c->tokens, WeightDType::kBF16,
+                           c->token_ids);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TRUE(testing::AllClose(out->y, c->y, testing::kBf16Tol));
   fs::remove_all(dir);
@@ -106,18 +110,7 @@ TEST(HfCheckpoint, EveryFamilyIsCoveredByTheGoldenCases) {
     ASSERT_TRUE(c.ok());
     for (HfFamily f : testing::FamiliesFor(c->config)) covered.insert(f);
   }
-  // The families whose golden case needs the 2026 layer math are checked
-  // once their case is in the golden folder (families-math copies them).
-  const std::map<HfFamily, std::string> k2026 = {
-      {HfFamily::kErnie45Moe, "ernie45_like"},
-      {HfFamily::kGptOss, "gptoss_like"},
-      {HfFamily::kDeepseekV4, "deepseek_v4_like"}};
   for (HfFamily f : AllHfFamilies()) {
-    auto it = k2026.find(f);
-    if (it != k2026.end() &&
-        !fs::exists(testing::GoldenDir() + "/" + it->second + ".safetensors")) {
-      continue;
-    }
     EXPECT_TRUE(covered.count(f) > 0) << "no golden case is written as a "
                                       << HfFamilyName(f) << " checkpoint";
   }
@@ -133,6 +126,10 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
       {HfFamily::kMinimaxM2, "minimax_m2_like"},
       {HfFamily::kLlama4, "llama4_like"},
       {HfFamily::kLlama4Text, "llama4_like"},
+      {HfFamily::kErnie45Moe, "ernie45_like"},
+      {HfFamily::kGptOss, "gptoss_like"},
+      {HfFamily::kDeepseekV4, "deepseek_v4_like"},
+      {HfFamily::kDeepseekV4, "deepseek_v4_hash"},
   };
   for (const auto& [family, name] : kCases) {
     SCOPED_TRACE(absl::StrCat(HfFamilyName(family), " ", name));
@@ -150,7 +147,8 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
     EXPECT_EQ((*ckpt)->family(), family);
     EXPECT_EQ((*ckpt)->info().family, HfFamilyName(family));
     EXPECT_TRUE((*ckpt)->info().HasLayer(1));
-    auto out = RunCheckpoint(dir, 1, c->x, c->tokens, WeightDType::kF32);
+    auto out =
+        RunCheckpoint(dir, 1, c->x, c->tokens, WeightDType::kF32, c->token_ids);
     ASSERT_TRUE(out.ok()) << out.status();
     ExpectGolden(*c, *out, testing::kF32Tol);
     fs::remove_all(dir);

@@ -156,6 +156,16 @@ void AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                     values(c.w3, 0, E * I * H, 1000),
                     values(c.w2, 0, E * I * H, 2000), out);
   } else {
+    if (k.expert_bias) {
+      for (int64_t e = 0; e < E; ++e) {
+        out->push_back(
+            {name(WeightRole::kB1, e), {I}, values(c.b1, e * I, I, 3000 + e)});
+        out->push_back(
+            {name(WeightRole::kB3, e), {I}, values(c.b3, e * I, I, 4000 + e)});
+        out->push_back(
+            {name(WeightRole::kB2, e), {H}, values(c.b2, e * H, H, 5000 + e)});
+      }
+    }
     for (int64_t e = 0; e < E; ++e) {
       out->push_back({name(WeightRole::kW1, e),
                       {I, H},
@@ -299,6 +309,20 @@ const char* Architecture(HfFamily f) {
   return "";
 }
 
+bool Pre2026(HfFamily f) {
+  switch (f) {
+    case HfFamily::kMixtral:
+    case HfFamily::kQwen2Moe:
+    case HfFamily::kQwen3Moe:
+    case HfFamily::kOlmoe:
+    case HfFamily::kDeepseekV2:
+    case HfFamily::kDeepseekV3:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // The DeepSeek-V3 style keys (DeepSeek-V2/V3, Kimi K2, GLM-4.5).
 void DeepseekKeys(const MoeLayerConfig& c, HfFamily f, json* j) {
   (*j)["n_routed_experts"] = c.num_experts;
@@ -316,7 +340,9 @@ void DeepseekKeys(const MoeLayerConfig& c, HfFamily f, json* j) {
     return;
   }
   (*j)["moe_layer_freq"] = 1;
-  (*j)["scoring_func"] = ScoreFuncName(c.score_func);
+  // The 2026 score functions travel as moe_score_func (HfConfigJson).
+  (*j)["scoring_func"] =
+      c.score_func == ScoreFunc::kSigmoid ? "sigmoid" : "softmax";
   if (f == HfFamily::kDeepseekV2) {
     (*j)["topk_method"] = c.n_groups > 0 ? "group_limited_greedy" : "greedy";
     return;
@@ -424,6 +450,25 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
   if (c.routing == RoutingMode::kExpertChoice)
     j["moe_routing"] = "expert_choice";
   if (c.score_before_experts) j["moe_score_before_experts"] = true;
+  // The 2026 options in the generic form (core/hf_config.cc
+  // ReadExtensions), for the families whose own config cannot say them;
+  // the 2026 families say theirs in their own keys.
+  if (Pre2026(f)) {
+    if (c.score_func == ScoreFunc::kSqrtSoftplus ||
+        c.score_func == ScoreFunc::kTopkSoftmax) {
+      j["moe_score_func"] = ScoreFuncName(c.score_func);
+    }
+    if (c.has_2026_options()) {
+      j["moe_use_bias"] = c.use_bias;
+      j["moe_router_bias"] = c.router_bias;
+      j["moe_expert_bias"] = c.expert_bias;
+      j["moe_act"] = ActivationName(c.act);
+      j["moe_act_alpha"] = c.act_alpha;
+      j["moe_act_limit"] = c.act_limit;
+      j["moe_norm_min"] = c.norm_min;
+      j["moe_hash_vocab"] = c.hash_vocab;
+    }
+  }
   if (f == HfFamily::kLlama4) {
     // The multimodal config: the language model's keys under text_config.
     j["model_type"] = "llama4_text";
@@ -524,7 +569,9 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
     const bool router = absl::EndsWith(t.name, "mlp.gate.weight") ||
                         absl::EndsWith(t.name, "moe.gate.weight") ||
                         absl::EndsWith(t.name, "router.weight") ||
-                        absl::EndsWith(t.name, "e_score_correction_bias");
+                        absl::EndsWith(t.name, "e_score_correction_bias") ||
+                        absl::EndsWith(t.name, "gate.bias") ||
+                        absl::EndsWith(t.name, "router.bias");
     const DType dtype = t.dtype == DType::kI32 ? DType::kI32
                         : router               ? o.router_storage
                                                : o.storage;
@@ -609,11 +656,16 @@ std::string MakeTempDir(const std::string& prefix) {
 absl::StatusOr<std::string> WriteCaseCheckpoint(const GoldenCase& c,
                                                 const std::string& prefix,
                                                 HfWriteOptions o) {
+  const std::vector<HfFamily> families = FamiliesFor(c.config);
+  if (families.empty()) {
+    return absl::InvalidArgumentError(
+        "no checkpoint family expresses golden case " + c.name);
+  }
   const std::string dir = MakeTempDir(prefix);
   if (dir.empty()) {
     return absl::InternalError("cannot make a temp dir for " + prefix);
   }
-  o.family = FamiliesFor(c.config).back();
+  o.family = families.back();
   if (absl::Status s = WriteHfCheckpoint(c, o, dir); !s.ok()) return s;
   return dir;
 }

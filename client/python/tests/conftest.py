@@ -248,6 +248,13 @@ def hf_family_config(c: dict, num_layers: int = 1):
         j["moe_routing"] = "expert_choice"
     if c["score_before_experts"]:
         j["moe_score_before_experts"] = True
+    # The 2026 options in the generic form (core/hf_config.cc ReadExtensions).
+    if c["score_func"] in ("sqrtsoftplus", "topk_softmax"):
+        j["moe_score_func"] = c["score_func"]
+    for key in ("router_bias", "expert_bias", "act", "act_alpha", "act_limit",
+                "norm_min", "hash_vocab"):
+        if key in c:
+            j["moe_" + key] = c[key]
     j["model_type"] = fam
     return fam, j
 
