@@ -16,9 +16,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/moe_client.h"
 #include "core/cli_args.h"
 #include "core/flag_help.h"
@@ -48,6 +50,11 @@ ABSL_FLAG(std::string, output, "",
 ABSL_FLAG(std::string, dtype, "f32", "forward: wire dtype f32, bf16 or f16");
 ABSL_FLAG(int64_t, timeout_ms, 30000, "deadline of each call");
 ABSL_FLAG(bool, routing, false, "forward: return each token's routing");
+ABSL_FLAG(std::string, token_ids, "",
+          "forward: the rows' token ids, comma-separated, one per row (a "
+          "hash-routed layer needs them; 'random': uniform in the model's "
+          "vocabulary from --seed). Default: the input file's 'token_ids' "
+          "tensor when it has one");
 ABSL_FLAG(bool, timing, false, "forward: return the time of each stage");
 ABSL_FLAG(bool, reset, false, "stats: zero the counters after reading");
 ABSL_FLAG(std::string, save, "",
@@ -69,6 +76,55 @@ int Fail(const absl::Status& s) {
 
 std::chrono::milliseconds Timeout() {
   return std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
+}
+
+// --token_ids: a list, 'random' (in the model's vocabulary), or by default
+// the --input file's 'token_ids' tensor (I64 [N]) when it has one.
+int ReadTokenIds(MoeClient& client, int64_t rows, std::vector<int64_t>* ids) {
+  const std::string flag = absl::GetFlag(FLAGS_token_ids);
+  if (flag == "random") {
+    auto info = client.GetModelInfo(Timeout());
+    if (!info.ok()) return Fail(info.status());
+    if (info->hash_vocab() <= 0) {
+      std::fprintf(stderr,
+                   "moe-cli: --token_ids=random needs a hash-routed model "
+                   "(GetModelInfo hash_vocab is 0)\n");
+      return kUsage;
+    }
+    uint64_t s = absl::GetFlag(FLAGS_seed) * 0x9e3779b97f4a7c15ull + 1;
+    for (int64_t i = 0; i < rows; ++i) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      ids->push_back(static_cast<int64_t>(
+          (s >> 33) % static_cast<uint64_t>(info->hash_vocab())));
+    }
+    return 0;
+  }
+  if (!flag.empty()) {
+    for (absl::string_view part : absl::StrSplit(flag, ',')) {
+      int64_t v;
+      if (!absl::SimpleAtoi(part, &v)) {
+        std::fprintf(stderr,
+                     "moe-cli: --token_ids: '%s' is not an integer (expected "
+                     "comma-separated ids or 'random')\n",
+                     std::string(part).c_str());
+        return kUsage;
+      }
+      ids->push_back(v);
+    }
+    return 0;
+  }
+  const std::string input = absl::GetFlag(FLAGS_input);
+  if (input.empty()) return 0;
+  auto f = SafetensorsFile::Open(input);
+  if (!f.ok() || !(*f)->Has("token_ids")) return 0;
+  auto v = (*f)->ReadI64("token_ids");
+  if (!v.ok()) {
+    std::fprintf(stderr, "moe-cli: %s: token_ids: %s\n", input.c_str(),
+                 std::string(v.status().message()).c_str());
+    return kUsage;
+  }
+  *ids = std::move(*v);
+  return 0;
 }
 
 int Forward(MoeClient& client) {
@@ -106,6 +162,9 @@ int Forward(MoeClient& client) {
   } else {
     std::fprintf(stderr, "moe-cli forward: give --input FILE or --random N\n");
     return kUsage;
+  }
+  if (int rc = ReadTokenIds(client, x.rows, &opts.token_ids); rc != 0) {
+    return rc;
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto r = client.Forward(absl::GetFlag(FLAGS_layer), x.data.data(), x.rows,

@@ -202,6 +202,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
 // The server's hidden size and the --layer list ('all': every MoE layer).
 absl::Status ApplyModelInfo(const moe::v1::ModelInfo& info, RunSpec* spec) {
   spec->hidden = info.hidden();
+  spec->hash_vocab = info.hash_vocab();
   if (const std::string input = absl::GetFlag(FLAGS_input); !input.empty()) {
     auto m = ReadMatrix(input, absl::GetFlag(FLAGS_input_tensor));
     if (!m.ok()) {

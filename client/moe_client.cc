@@ -83,6 +83,8 @@ absl::StatusOr<ForwardResult> MoeClient::Forward(
   req.set_layer(layer);
   EncodeMatrix(x, tokens, hidden, options.dtype, req.mutable_hidden_states());
   req.set_return_routing(options.routing);
+  req.mutable_token_ids()->Add(options.token_ids.begin(),
+                               options.token_ids.end());
   req.set_return_timing(options.timing);
   moe::v1::ForwardResponse resp;
   grpc::ClientContext ctx;

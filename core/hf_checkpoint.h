@@ -29,6 +29,9 @@ class HfCheckpoint : public ModelSource {
   absl::StatusOr<const SafetensorsFile*> OpenFile(
       const std::string& file) const;
   absl::StatusOr<TensorRef> Find(const std::string& tensor) const;
+  // One expert's [out, in] weight out of a fused tensor (Llama 4).
+  absl::StatusOr<WeightTensor> SliceFused(const HfTensorLocation& loc,
+                                          const TensorRef& ref) const;
   // Attaches an FP8 weight's block scales (kept FP8: the engine dequantises
   // or packs it as the weight dtype asks).
   absl::Status AttachBlockScales(const TensorRef& weight,

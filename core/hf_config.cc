@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -14,7 +15,8 @@ using json = nlohmann::json;
 
 class ConfigReader {
  public:
-  ConfigReader(const json& j, absl::string_view label) : j_(j), label_(label) {}
+  ConfigReader(const json& j, std::string label)
+      : j_(j), label_(std::move(label)) {}
 
   absl::Status Error(absl::string_view key, absl::string_view what) const {
     return absl::InvalidArgumentError(
@@ -56,14 +58,15 @@ class ConfigReader {
 
  private:
   const json& j_;
-  absl::string_view label_;
+  std::string label_;
 };
 
 absl::Status ReadExtensions(const ConfigReader& r, MoeLayerConfig* c) {
   MOE_ASSIGN_OR_RETURN(c->capacity_factor,
                        r.Number("moe_capacity_factor", 0.0));
-  MOE_ASSIGN_OR_RETURN(c->score_before_experts,
-                       r.Bool("moe_score_before_experts", false));
+  MOE_ASSIGN_OR_RETURN(
+      c->score_before_experts,
+      r.Bool("moe_score_before_experts", c->score_before_experts));
   MOE_ASSIGN_OR_RETURN(std::string routing,
                        r.String("moe_routing", "token_choice"));
   if (routing == "token_choice") {
@@ -72,6 +75,56 @@ absl::Status ReadExtensions(const ConfigReader& r, MoeLayerConfig* c) {
     c->routing = RoutingMode::kExpertChoice;
   } else {
     return r.Error("moe_routing", "must be 'token_choice' or 'expert_choice'");
+  }
+  // The 2026 layer options (tests/golden/README.md) in the same generic
+  // form, for checkpoints of families that do not name them themselves:
+  // each moe_<golden key> overrides what the family said.
+  if (r.Present("moe_score_func")) {
+    MOE_ASSIGN_OR_RETURN(std::string f, r.String("moe_score_func", ""));
+    if (f == "softmax") {
+      c->score_func = ScoreFunc::kSoftmax;
+    } else if (f == "sigmoid") {
+      c->score_func = ScoreFunc::kSigmoid;
+    } else if (f == "sqrtsoftplus") {
+      c->score_func = ScoreFunc::kSqrtSoftplus;
+    } else if (f == "topk_softmax") {
+      c->score_func = ScoreFunc::kTopkSoftmax;
+    } else {
+      return r.Error("moe_score_func",
+                     "must be 'softmax', 'sigmoid', 'sqrtsoftplus' or "
+                     "'topk_softmax'");
+    }
+  }
+  MOE_ASSIGN_OR_RETURN(c->router_bias,
+                       r.Bool("moe_router_bias", c->router_bias));
+  MOE_ASSIGN_OR_RETURN(c->expert_bias,
+                       r.Bool("moe_expert_bias", c->expert_bias));
+  MOE_ASSIGN_OR_RETURN(
+      std::string act,
+      r.String("moe_act", std::string(ActivationName(c->act))));
+  if (act == "silu") {
+    c->act = Activation::kSilu;
+  } else if (act == "gptoss") {
+    c->act = Activation::kGptOss;
+  } else if (act == "silu_clamp") {
+    c->act = Activation::kSiluClamp;
+  } else {
+    return r.Error("moe_act", "must be 'silu', 'gptoss' or 'silu_clamp'");
+  }
+  MOE_ASSIGN_OR_RETURN(double alpha, r.Number("moe_act_alpha", c->act_alpha));
+  MOE_ASSIGN_OR_RETURN(double limit, r.Number("moe_act_limit", c->act_limit));
+  MOE_ASSIGN_OR_RETURN(double norm_min, r.Number("moe_norm_min", c->norm_min));
+  c->act_alpha = static_cast<float>(alpha);
+  c->act_limit = static_cast<float>(limit);
+  c->norm_min = static_cast<float>(norm_min);
+  MOE_ASSIGN_OR_RETURN(c->hash_vocab, r.Int("moe_hash_vocab", c->hash_vocab));
+  // noaux_tc without its correction bias (DeepSeek-V4 hash layers).
+  MOE_ASSIGN_OR_RETURN(c->use_bias, r.Bool("moe_use_bias", c->use_bias));
+  if (c->hash_vocab > 0 && c->n_groups == 1 && c->topk_groups == 1) {
+    // One group keeping one group is no group limit: nothing for a hash
+    // layer to refuse.
+    c->n_groups = 0;
+    c->topk_groups = 0;
   }
   return absl::OkStatus();
 }
@@ -112,24 +165,141 @@ absl::Status DeepseekLayers(const ConfigReader& r, ModelInfo* info) {
   return absl::OkStatus();
 }
 
+struct FamilyEntry {
+  const char* model_type;
+  HfFamily family;
+  // The `architectures` a checkpoint of the family may name.
+  std::vector<const char*> architectures;
+};
+
+const std::vector<FamilyEntry>& FamilyTable() {
+  static const auto* table = new std::vector<FamilyEntry>{
+      {"mixtral", HfFamily::kMixtral, {"MixtralForCausalLM"}},
+      {"qwen2_moe", HfFamily::kQwen2Moe, {"Qwen2MoeForCausalLM"}},
+      {"qwen3_moe", HfFamily::kQwen3Moe, {"Qwen3MoeForCausalLM"}},
+      {"olmoe", HfFamily::kOlmoe, {"OlmoeForCausalLM"}},
+      {"deepseek_v2", HfFamily::kDeepseekV2, {"DeepseekV2ForCausalLM"}},
+      {"deepseek_v3", HfFamily::kDeepseekV3, {"DeepseekV3ForCausalLM"}},
+      {"glm4_moe", HfFamily::kGlm4Moe, {"Glm4MoeForCausalLM"}},
+      // Moonshot's Kimi K2 is a DeepSeek-V3 model under its own model_type.
+      {"kimi_k2", HfFamily::kKimiK2, {"DeepseekV3ForCausalLM"}},
+      {"qwen3_next", HfFamily::kQwen3Next, {"Qwen3NextForCausalLM"}},
+      {"minimax_m2", HfFamily::kMinimaxM2, {"MiniMaxM2ForCausalLM"}},
+      {"llama4", HfFamily::kLlama4, {"Llama4ForConditionalGeneration"}},
+      {"llama4_text", HfFamily::kLlama4Text, {"Llama4ForCausalLM"}},
+      {"ernie4_5_moe", HfFamily::kErnie45Moe, {"Ernie4_5_MoeForCausalLM"}},
+      {"gpt_oss", HfFamily::kGptOss, {"GptOssForCausalLM"}},
+      {"deepseek_v4", HfFamily::kDeepseekV4, {"DeepseekV4ForCausalLM"}},
+  };
+  return *table;
+}
+
+const FamilyEntry& EntryOf(HfFamily family) {
+  for (const auto& e : FamilyTable()) {
+    if (e.family == family) return e;
+  }
+  return FamilyTable().front();
+}
+
+// GLM-4.5: every layer from first_k_dense_replace on is MoE (no
+// moe_layer_freq); its MTP layers come after num_hidden_layers.
+void Glm4Layers(int64_t first_dense, ModelInfo* info) {
+  for (int64_t l = std::max<int64_t>(first_dense, 0); l < info->num_layers;
+       ++l) {
+    info->moe_layers.push_back(l);
+  }
+}
+
+// Llama 4: `moe_layers` when given, else every interleave_moe_layer_step-th
+// layer (L % step == step - 1).
+absl::Status Llama4Layers(const ConfigReader& r, ModelInfo* info) {
+  if (r.Present("moe_layers")) {
+    const json& v = r.raw().at("moe_layers");
+    if (!v.is_array()) return r.Error("moe_layers", "must be a list");
+    for (const auto& x : v) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
+          x.get<int64_t>() >= info->num_layers) {
+        return r.Error("moe_layers",
+                       absl::StrCat("must hold layer ids in [0, ",
+                                    info->num_layers, "), got ", x.dump()));
+      }
+      info->moe_layers.push_back(x.get<int64_t>());
+    }
+    std::sort(info->moe_layers.begin(), info->moe_layers.end());
+    info->moe_layers.erase(
+        std::unique(info->moe_layers.begin(), info->moe_layers.end()),
+        info->moe_layers.end());
+    return absl::OkStatus();
+  }
+  MOE_ASSIGN_OR_RETURN(int64_t step, r.Int("interleave_moe_layer_step", 1));
+  if (step <= 0) return r.Error("interleave_moe_layer_step", "must be >= 1");
+  for (int64_t l = 0; l < info->num_layers; ++l) {
+    if (l % step == step - 1) info->moe_layers.push_back(l);
+  }
+  return absl::OkStatus();
+}
+
 // The family of `model_type`, or an error listing the supported ones.
 absl::StatusOr<HfFamily> FamilyOf(const std::string& model_type,
                                   absl::string_view label) {
-  static constexpr std::pair<const char*, HfFamily> kFamilies[] = {
-      {"mixtral", HfFamily::kMixtral},
-      {"qwen2_moe", HfFamily::kQwen2Moe},
-      {"qwen3_moe", HfFamily::kQwen3Moe},
-      {"olmoe", HfFamily::kOlmoe},
-      {"deepseek_v2", HfFamily::kDeepseekV2},
-      {"deepseek_v3", HfFamily::kDeepseekV3},
-  };
-  for (const auto& [name, family] : kFamilies) {
-    if (model_type == name) return family;
+  for (const auto& e : FamilyTable()) {
+    if (model_type == e.model_type) return e.family;
   }
+  return absl::InvalidArgumentError(
+      absl::StrCat(label, ": unsupported model_type '", model_type,
+                   "' (supported: ", SupportedHfFamilies(), ")"));
+}
+
+// `architectures`, when given, must name the family's own model class: a
+// checkpoint of another architecture under a known model_type is not one
+// the loader knows how to read.
+absl::Status CheckArchitectures(const json& j, HfFamily family,
+                                absl::string_view label) {
+  auto it = j.find("architectures");
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  const FamilyEntry& e = EntryOf(family);
+  const std::string known = absl::StrJoin(e.architectures, ", ");
+  if (!it->is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": config key 'architectures' must be a list"));
+  }
+  for (const auto& a : *it) {
+    const bool ok =
+        a.is_string() &&
+        std::any_of(e.architectures.begin(), e.architectures.end(),
+                    [&](const char* k) { return a.get<std::string>() == k; });
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": architecture ", a.dump(),
+                       " is not supported for model_type '", e.model_type,
+                       "' (supported: ", known, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// quantization_config: absent, or a method the loader reads. Only
+// DeepSeek-V3 style block FP8 (weight_scale_inv) is; gpt-oss's MXFP4 is
+// refused later, by what its tensors hold. Anything else would be served as
+// garbage, so it is refused here.
+absl::StatusOr<std::string> QuantMethod(const json& j, HfFamily family,
+                                        absl::string_view label) {
+  auto it = j.find("quantization_config");
+  if (it == j.end() || it->is_null()) return std::string();
+  const auto m = it->is_object() ? it->find("quant_method") : it->end();
+  if (!it->is_object() || m == it->end() || !m->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label, ": quantization_config needs a string 'quant_method'"));
+  }
+  const std::string method = m->get<std::string>();
+  if (method == "fp8") return method;
+  // gpt-oss as released (MXFP4 blocks) is refused by its tensors; a
+  // dequantised copy may keep the stale quantization_config.
+  if (method == "mxfp4" && family == HfFamily::kGptOss) return method;
   return absl::InvalidArgumentError(absl::StrCat(
-      label, ": unsupported model_type '", model_type,
-      "' (supported: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, "
-      "deepseek_v3)"));
+      label, ": quantization_config.quant_method '", method,
+      "' is not supported (supported: fp8 with weight_scale_inv blocks, or "
+      "an unquantised checkpoint: f32, bf16, f16)"));
 }
 
 void AllLayersMoe(ModelInfo* info) {
@@ -149,10 +319,18 @@ absl::Status ReadQwen(const ConfigReader& r, HfFamily family, ModelInfo* info) {
   MoeLayerConfig& c = info->layer;
   MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_experts"));
   MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
-  MOE_ASSIGN_OR_RETURN(c.route_norm, r.Bool("norm_topk_prob", false));
-  if (family == HfFamily::kQwen2Moe) {
+  // Qwen3-Next's default is true (its renorm has no epsilon, which is below
+  // fp32 resolution next to the engine's +1e-20).
+  MOE_ASSIGN_OR_RETURN(
+      c.route_norm, r.Bool("norm_topk_prob", family == HfFamily::kQwen3Next));
+  if (family == HfFamily::kQwen2Moe || family == HfFamily::kQwen3Next) {
     MOE_ASSIGN_OR_RETURN(c.shared_inter,
                          r.Int("shared_expert_intermediate_size"));
+    if (family == HfFamily::kQwen3Next && c.shared_inter <= 0) {
+      // Qwen3NextSparseMoeBlock always has its gated shared expert.
+      return r.Error("shared_expert_intermediate_size",
+                     "must be >= 1 for qwen3_next");
+    }
     c.shared_gate = c.shared_inter > 0;
   }
   return QwenLayers(r, info);
@@ -205,7 +383,7 @@ absl::Status DeepseekGate(const ConfigReader& r, bool v3, MoeLayerConfig* c) {
 absl::Status ReadDeepseek(const ConfigReader& r, HfFamily family,
                           ModelInfo* info) {
   MoeLayerConfig& c = info->layer;
-  const bool v3 = family == HfFamily::kDeepseekV3;
+  const bool v3 = family != HfFamily::kDeepseekV2;
   MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("n_routed_experts"));
   MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
   MOE_ASSIGN_OR_RETURN(int64_t n_shared, r.Int("n_shared_experts", 0));
@@ -222,7 +400,175 @@ absl::Status ReadDeepseek(const ConfigReader& r, HfFamily family,
     // DeepseekV2MoEGate: renorm *or* scale, never both.
     c.route_scale = c.route_norm ? 1.0f : static_cast<float>(scale);
   }
+  if (family == HfFamily::kGlm4Moe) {
+    MOE_ASSIGN_OR_RETURN(int64_t first_dense,
+                         r.Int("first_k_dense_replace", 0));
+    Glm4Layers(first_dense, info);
+    return absl::OkStatus();
+  }
   return DeepseekLayers(r, info);
+}
+
+// MiniMax-M2: sigmoid, correction bias for the choice, renorm, no scale,
+// no shared expert, every layer MoE. transformers ignores the release
+// config's scoring_func / use_routing_bias, and so does this.
+absl::Status ReadMinimaxM2(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_local_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("intermediate_size"));
+  c.score_func = ScoreFunc::kSigmoid;
+  c.use_bias = true;
+  c.route_norm = true;
+  AllLayersMoe(info);
+  return absl::OkStatus();
+}
+
+// Llama 4: sigmoid of the chosen logits scales the expert input; the shared
+// expert (width intermediate_size) is always added, ungated.
+absl::Status ReadLlama4(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_local_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("intermediate_size"));
+  c.score_func = ScoreFunc::kSigmoid;
+  c.route_norm = false;
+  c.score_before_experts = true;
+  c.shared_inter = c.inter;
+  return Llama4Layers(r, info);
+}
+
+// k: ERNIE says moe_k; gpt-oss's release config says experts_per_token.
+absl::StatusOr<int64_t> TopK(const ConfigReader& r, HfFamily family) {
+  if (family == HfFamily::kErnie45Moe) return r.Int("moe_k");
+  if (family == HfFamily::kGptOss && !r.Present("num_experts_per_tok")) {
+    return r.Int("experts_per_token");
+  }
+  return r.Int("num_experts_per_tok");
+}
+
+// ERNIE 4.5: softmax in fp32, the moe_statics bias for choosing only,
+// weights p / max(sum p, moe_norm_min), no scale; MoE layers every
+// moe_layer_interval-th from moe_layer_start_index to moe_layer_end_index.
+absl::Status ReadErnie45(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("moe_num_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
+  MOE_ASSIGN_OR_RETURN(int64_t n_shared, r.Int("moe_num_shared_experts", 0));
+  if (n_shared < 0) return r.Error("moe_num_shared_experts", "must be >= 0");
+  c.shared_inter = n_shared * c.inter;
+  MOE_ASSIGN_OR_RETURN(double norm_min, r.Number("moe_norm_min", 1e-12));
+  MOE_ASSIGN_OR_RETURN(bool linear_bias, r.Bool("use_bias", false));
+  if (linear_bias) {
+    return r.Error("use_bias",
+                   "true (biases on every Linear) is not supported for "
+                   "ernie4_5_moe; the released checkpoints have none");
+  }
+  c.score_func = ScoreFunc::kSoftmax;
+  c.use_bias = true;
+  c.route_norm = true;
+  c.norm_min = static_cast<float>(norm_min);
+  MOE_ASSIGN_OR_RETURN(int64_t interval, r.Int("moe_layer_interval", 1));
+  MOE_ASSIGN_OR_RETURN(int64_t start, r.Int("moe_layer_start_index", 1));
+  MOE_ASSIGN_OR_RETURN(int64_t end, r.Int("moe_layer_end_index", -1));
+  if (interval <= 0) return r.Error("moe_layer_interval", "must be >= 1");
+  if (end < 0) end = info->num_layers - 1;
+  for (int64_t l = std::max<int64_t>(start, 0);
+       l <= end && l < info->num_layers; ++l) {
+    if ((l + 1) % interval == 0) info->moe_layers.push_back(l);
+  }
+  return absl::OkStatus();
+}
+
+// gpt-oss: top-k of the biased router logits, softmax over those k; expert
+// biases; the clamped gptoss activation (alpha 1.702 is a constant of the
+// model code, the limit is swiglu_limit); every layer MoE, no shared expert.
+absl::Status ReadGptOss(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_local_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("intermediate_size"));
+  MOE_ASSIGN_OR_RETURN(double limit, r.Number("swiglu_limit", 7.0));
+  c.score_func = ScoreFunc::kTopkSoftmax;
+  c.route_norm = false;
+  c.router_bias = true;
+  c.expert_bias = true;
+  c.act = Activation::kGptOss;
+  c.act_alpha = 1.702f;
+  c.act_limit = static_cast<float>(limit);
+  AllLayersMoe(info);
+  return absl::OkStatus();
+}
+
+// DeepSeek-V4 (unquantised): sqrtsoftplus scores, correction bias for
+// choosing, renorm always, x routed_scaling_factor, silu_clamp on routed
+// and shared experts. Layers L < num_hash_layers (or mlp_layer_types
+// "hash_moe") are hash-routed through tid2eid [vocab_size, k]. One layer
+// config serves every MoE layer of a model, so a model that mixes hash and
+// top-k layers is refused rather than served with the wrong routing.
+absl::Status ReadDeepseekV4(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("n_routed_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
+  MOE_ASSIGN_OR_RETURN(int64_t n_shared, r.Int("n_shared_experts", 1));
+  if (n_shared < 0) return r.Error("n_shared_experts", "must be >= 0");
+  c.shared_inter = n_shared * c.inter;
+  MOE_ASSIGN_OR_RETURN(std::string scoring,
+                       r.String("scoring_func", "sqrtsoftplus"));
+  if (scoring != "sqrtsoftplus") {
+    return r.Error("scoring_func", absl::StrCat("'", scoring,
+                                                "' is not sqrtsoftplus, the "
+                                                "only one deepseek_v4 has"));
+  }
+  MOE_ASSIGN_OR_RETURN(std::string expert_dtype,
+                       r.String("expert_dtype", "bf16"));
+  if (expert_dtype == "fp4") {
+    return r.Error("expert_dtype",
+                   "'fp4' (MXFP4 experts with E8M0 .scale) is not read by "
+                   "this loader yet; give a dequantised bf16 checkpoint");
+  }
+  MOE_ASSIGN_OR_RETURN(double scale, r.Number("routed_scaling_factor", 1.0));
+  MOE_ASSIGN_OR_RETURN(double limit, r.Number("swiglu_limit", 10.0));
+  c.score_func = ScoreFunc::kSqrtSoftplus;
+  c.route_norm = true;
+  c.route_scale = static_cast<float>(scale);
+  c.act = Activation::kSiluClamp;
+  c.act_limit = static_cast<float>(limit);
+  std::vector<bool> hash(info->num_layers, false);
+  if (r.Present("mlp_layer_types")) {
+    const json& v = r.raw().at("mlp_layer_types");
+    if (!v.is_array() || static_cast<int64_t>(v.size()) != info->num_layers) {
+      return r.Error("mlp_layer_types",
+                     absl::StrCat("must list ", info->num_layers,
+                                  " layer types (hash_moe or moe)"));
+    }
+    for (int64_t l = 0; l < info->num_layers; ++l) {
+      if (v[l] != "hash_moe" && v[l] != "moe") {
+        return r.Error("mlp_layer_types",
+                       absl::StrCat("entry ", l, " is ", v[l].dump(),
+                                    ", not 'hash_moe' or 'moe'"));
+      }
+      hash[l] = v[l] == "hash_moe";
+    }
+  } else {
+    MOE_ASSIGN_OR_RETURN(int64_t n_hash, r.Int("num_hash_layers", 0));
+    for (int64_t l = 0; l < std::min(n_hash, info->num_layers); ++l) {
+      hash[l] = true;
+    }
+  }
+  const int64_t n_hash = std::count(hash.begin(), hash.end(), true);
+  if (n_hash > 0 && n_hash < info->num_layers) {
+    return r.Error(
+        r.Present("mlp_layer_types") ? "mlp_layer_types" : "num_hash_layers",
+        absl::StrCat("makes ", n_hash, " of ", info->num_layers,
+                     " layers hash-routed and the rest top-k: a model "
+                     "mixing both needs per-layer routing configs, which "
+                     "this service does not have yet"));
+  }
+  if (n_hash > 0) {
+    MOE_ASSIGN_OR_RETURN(c.hash_vocab, r.Int("vocab_size"));
+  } else {
+    c.use_bias = true;
+  }
+  AllLayersMoe(info);
+  return absl::OkStatus();
 }
 
 // The family-specific keys: expert count and size, gate, MoE layers.
@@ -233,34 +579,47 @@ absl::Status ReadFamily(const ConfigReader& r, HfFamily family,
       return ReadMixtral(r, info);
     case HfFamily::kQwen2Moe:
     case HfFamily::kQwen3Moe:
+    case HfFamily::kQwen3Next:
       return ReadQwen(r, family, info);
     case HfFamily::kOlmoe:
       return ReadOlmoe(r, info);
     case HfFamily::kDeepseekV2:
     case HfFamily::kDeepseekV3:
+    case HfFamily::kKimiK2:
+    case HfFamily::kGlm4Moe:
       return ReadDeepseek(r, family, info);
+    case HfFamily::kMinimaxM2:
+      return ReadMinimaxM2(r, info);
+    case HfFamily::kLlama4:
+    case HfFamily::kLlama4Text:
+      return ReadLlama4(r, info);
+    case HfFamily::kErnie45Moe:
+      return ReadErnie45(r, info);
+    case HfFamily::kGptOss:
+      return ReadGptOss(r, info);
+    case HfFamily::kDeepseekV4:
+      return ReadDeepseekV4(r, info);
   }
   return absl::InternalError("unknown HfFamily");
 }
 
 }  // namespace
 
-const char* HfFamilyName(HfFamily f) {
-  switch (f) {
-    case HfFamily::kMixtral:
-      return "mixtral";
-    case HfFamily::kQwen2Moe:
-      return "qwen2_moe";
-    case HfFamily::kQwen3Moe:
-      return "qwen3_moe";
-    case HfFamily::kOlmoe:
-      return "olmoe";
-    case HfFamily::kDeepseekV2:
-      return "deepseek_v2";
-    case HfFamily::kDeepseekV3:
-      return "deepseek_v3";
-  }
-  return "?";
+const std::vector<HfFamily>& AllHfFamilies() {
+  static const auto* all = [] {
+    auto* v = new std::vector<HfFamily>;
+    for (const auto& e : FamilyTable()) v->push_back(e.family);
+    return v;
+  }();
+  return *all;
+}
+
+const char* HfFamilyName(HfFamily f) { return EntryOf(f).model_type; }
+
+std::string SupportedHfFamilies() {
+  std::vector<std::string> names;
+  for (const auto& e : FamilyTable()) names.push_back(e.model_type);
+  return absl::StrJoin(names, ", ");
 }
 
 absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
@@ -270,17 +629,32 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
     return absl::InvalidArgumentError(
         absl::StrCat(label, ": config.json is not a JSON object"));
   }
-  ConfigReader r(j, label);
-  MOE_ASSIGN_OR_RETURN(std::string model_type, r.String("model_type", ""));
+  ConfigReader top(j, std::string(label));
+  MOE_ASSIGN_OR_RETURN(std::string model_type, top.String("model_type", ""));
   HfModelSpec spec;
   MOE_ASSIGN_OR_RETURN(spec.family, FamilyOf(model_type, label));
+  MOE_RETURN_IF_ERROR(CheckArchitectures(j, spec.family, label));
+  MOE_ASSIGN_OR_RETURN(spec.quant_method, QuantMethod(j, spec.family, label));
+  // Llama 4's multimodal config keeps the language model's keys in
+  // text_config.
+  const json* body = &j;
+  std::string text_label(label);
+  if (spec.family == HfFamily::kLlama4) {
+    auto it = j.find("text_config");
+    if (it == j.end() || !it->is_object()) {
+      return top.Error("text_config", "must be an object (model_type llama4)");
+    }
+    body = &*it;
+    text_label = absl::StrCat(label, " text_config");
+  }
+  ConfigReader r(*body, text_label);
   ModelInfo& info = spec.info;
   MoeLayerConfig& c = info.layer;
   info.family = model_type;
   info.source = std::string(label);
   MOE_ASSIGN_OR_RETURN(c.hidden, r.Int("hidden_size"));
   MOE_ASSIGN_OR_RETURN(info.num_layers, r.Int("num_hidden_layers"));
-  MOE_ASSIGN_OR_RETURN(c.top_k, r.Int("num_experts_per_tok"));
+  MOE_ASSIGN_OR_RETURN(c.top_k, TopK(r, spec.family));
   c.score_func = ScoreFunc::kSoftmax;
   MOE_RETURN_IF_ERROR(ReadFamily(r, spec.family, &info));
   MOE_RETURN_IF_ERROR(ReadExtensions(r, &c));
@@ -288,51 +662,6 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
     return absl::InvalidArgumentError(absl::StrCat(label, ": ", s.message()));
   }
   return spec;
-}
-
-std::string HfTensorName(HfFamily family, int64_t layer, WeightRole role,
-                         int64_t expert) {
-  const std::string p = absl::StrCat("model.layers.", layer, ".");
-  if (family == HfFamily::kMixtral) {
-    const std::string m = p + "block_sparse_moe.";
-    switch (role) {
-      case WeightRole::kGate:
-        return m + "gate.weight";
-      case WeightRole::kW1:
-        return absl::StrCat(m, "experts.", expert, ".w1.weight");
-      case WeightRole::kW3:
-        return absl::StrCat(m, "experts.", expert, ".w3.weight");
-      case WeightRole::kW2:
-        return absl::StrCat(m, "experts.", expert, ".w2.weight");
-      default:
-        return "";
-    }
-  }
-  const std::string m = p + "mlp.";
-  const bool deepseek =
-      family == HfFamily::kDeepseekV2 || family == HfFamily::kDeepseekV3;
-  const std::string shared = deepseek ? "shared_experts." : "shared_expert.";
-  switch (role) {
-    case WeightRole::kGate:
-      return m + "gate.weight";
-    case WeightRole::kExpertBias:
-      return m + "gate.e_score_correction_bias";
-    case WeightRole::kW1:
-      return absl::StrCat(m, "experts.", expert, ".gate_proj.weight");
-    case WeightRole::kW3:
-      return absl::StrCat(m, "experts.", expert, ".up_proj.weight");
-    case WeightRole::kW2:
-      return absl::StrCat(m, "experts.", expert, ".down_proj.weight");
-    case WeightRole::kSharedW1:
-      return m + shared + "gate_proj.weight";
-    case WeightRole::kSharedW3:
-      return m + shared + "up_proj.weight";
-    case WeightRole::kSharedW2:
-      return m + shared + "down_proj.weight";
-    case WeightRole::kSharedGate:
-      return m + "shared_expert_gate.weight";
-  }
-  return "";
 }
 
 }  // namespace moe

@@ -1,9 +1,11 @@
 // Hugging Face config.json -> MoE layer ids, routing options and tensor
-// names, for the families in tests/golden/README.md.
+// names, for the families in docs (README "Supported model families") and
+// the golden README's "Hugging Face families" table.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -18,7 +20,19 @@ enum class HfFamily {
   kOlmoe,
   kDeepseekV2,
   kDeepseekV3,
+  kGlm4Moe,
+  kKimiK2,
+  kQwen3Next,
+  kMinimaxM2,
+  kLlama4,      // Llama4ForConditionalGeneration: text_config, language_model.
+  kLlama4Text,  // Llama4ForCausalLM
+  kErnie45Moe,
+  kGptOss,      // the dequantised bf16 form; MXFP4 blocks are refused
+  kDeepseekV4,  // unquantised; upstream names without "model."
 };
+
+// Every family, in the order of the table above.
+const std::vector<HfFamily>& AllHfFamilies();
 
 struct HfModelSpec {
   HfFamily family = HfFamily::kMixtral;
@@ -26,19 +40,50 @@ struct HfModelSpec {
   // DeepSeek-V3 FP8 checkpoints: [rows, cols] of a weight_scale_inv block.
   int64_t fp8_block_rows = 128;
   int64_t fp8_block_cols = 128;
+  // quantization_config.quant_method, "" when the checkpoint has none.
+  std::string quant_method;
 };
 
 // Parses config.json. Besides each family's own keys it honours three
 // extension keys for options no HF family expresses: "moe_capacity_factor"
 // (number), "moe_routing" ("token_choice" | "expert_choice") and
 // "moe_score_before_experts" (bool). `label` prefixes error messages.
+// An unknown model_type, an `architectures` entry that is not its family's,
+// or a quantisation method the engine cannot read is refused, naming what
+// was found and what is supported: never served as a near family.
 absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view json_text,
                                           absl::string_view label);
 
-// The checkpoint tensor name of a role in MoE layer `layer`.
+// The prefix of decoder layer `layer`'s tensors ("model.layers.3.").
+std::string HfLayerPrefix(HfFamily family, int64_t layer);
+
+// Where a role's weight lives in a checkpoint. Most families store one
+// [out, in] tensor per role and expert. Llama 4 and gpt-oss store all
+// experts fused for x·W: gate_up_proj [E, H, 2I] and down_proj [E, I, H];
+// the role's [out, in] weight is then w[o][i] = t[expert][i][col0 + o *
+// col_step], o < out. A fused bias [E, C] (gpt-oss) gives the vector
+// b[o] = t[expert][col0 + o * col_step].
+struct HfTensorLocation {
+  std::string name;
+  bool fused = false;
+  std::vector<int64_t> fused_shape;  // [E, in, C] or, for a bias, [E, C]
+  int64_t expert = 0;
+  int64_t col0 = 0;
+  int64_t col_step = 1;
+  int64_t out = 0;
+};
+
+HfTensorLocation HfLocate(HfFamily family, const MoeLayerConfig& config,
+                          int64_t layer, WeightRole role, int64_t expert);
+
+// The checkpoint tensor name of a role in MoE layer `layer` (the fused
+// tensor's name where the family fuses experts).
 std::string HfTensorName(HfFamily family, int64_t layer, WeightRole role,
                          int64_t expert);
 
+// The config.json model_type of a family.
 const char* HfFamilyName(HfFamily family);
+// "mixtral, qwen2_moe, ...": for error messages.
+std::string SupportedHfFamilies();
 
 }  // namespace moe

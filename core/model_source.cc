@@ -27,6 +27,16 @@ const char* WeightRoleName(WeightRole role) {
       return "shared.w2";
     case WeightRole::kSharedGate:
       return "shared.gate";
+    case WeightRole::kRouterBias:
+      return "router_bias";
+    case WeightRole::kB1:
+      return "b1";
+    case WeightRole::kB3:
+      return "b3";
+    case WeightRole::kB2:
+      return "b2";
+    case WeightRole::kTid2Eid:
+      return "tid2eid";
   }
   return "?";
 }
@@ -55,6 +65,15 @@ std::vector<int64_t> ExpectedShape(const MoeLayerConfig& c, WeightRole role) {
       return {c.hidden, c.shared_inter};
     case WeightRole::kSharedGate:
       return {1, c.hidden};
+    case WeightRole::kRouterBias:
+      return {c.num_experts};
+    case WeightRole::kB1:
+    case WeightRole::kB3:
+      return {c.inter};
+    case WeightRole::kB2:
+      return {c.hidden};
+    case WeightRole::kTid2Eid:
+      return {c.hash_vocab, c.top_k};
   }
   return {};
 }
@@ -73,11 +92,21 @@ absl::Status CheckWeightTensor(const WeightTensor& t, const MoeLayerConfig& c,
     return n;
   }();
   const bool vector_role =
-      role == WeightRole::kExpertBias || role == WeightRole::kSharedGate;
+      role == WeightRole::kExpertBias || role == WeightRole::kSharedGate ||
+      role == WeightRole::kRouterBias || role == WeightRole::kB1 ||
+      role == WeightRole::kB3 || role == WeightRole::kB2;
   if (t.shape != want && !(vector_role && same_numel && t.shape.size() <= 2)) {
     return absl::InvalidArgumentError(
         absl::StrCat(t.name, ": shape ", ShapeString(t.shape), ", expected ",
                      ShapeString(want), " for ", WeightRoleName(role)));
+  }
+  if (role == WeightRole::kTid2Eid) {
+    if (t.dtype != DType::kI64 && t.dtype != DType::kI32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t.name, ": dtype ", DTypeName(t.dtype),
+                       " is not I64 or I32 for tid2eid"));
+    }
+    return absl::OkStatus();
   }
   if (!IsFloatingPoint(t.dtype) && !t.is_mxfp4()) {
     return absl::InvalidArgumentError(

@@ -24,6 +24,12 @@ enum class WeightRole {
   kSharedW3,    // [S, H]
   kSharedW2,    // [H, S]
   kSharedGate,  // [1, H]
+  // 2026 (tests/golden/README.md):
+  kRouterBias,  // [E], config.router_bias: added to the logits
+  kB1,          // expert gate proj bias [I], config.expert_bias
+  kB3,          // expert up proj bias [I]
+  kB2,          // expert down proj bias [H]
+  kTid2Eid,     // [hash_vocab, k] integer expert ids, config.hash_vocab
 };
 const char* WeightRoleName(WeightRole role);
 
@@ -75,7 +81,8 @@ class ModelSource {
                                            int64_t expert) const = 0;
 };
 
-// Checks a tensor against ExpectedShape and that its dtype is a float type.
+// Checks a tensor against ExpectedShape and that its dtype is a float type
+// (an integer type for kTid2Eid).
 absl::Status CheckWeightTensor(const WeightTensor& t,
                                const MoeLayerConfig& config, WeightRole role);
 

@@ -40,13 +40,56 @@ absl::Status Read(const json& j, const char* key, T* out) {
 }  // namespace
 
 absl::string_view ScoreFuncName(ScoreFunc f) {
-  return f == ScoreFunc::kSoftmax ? "softmax" : "sigmoid";
+  switch (f) {
+    case ScoreFunc::kSoftmax:
+      return "softmax";
+    case ScoreFunc::kSigmoid:
+      return "sigmoid";
+    case ScoreFunc::kSqrtSoftplus:
+      return "sqrtsoftplus";
+    case ScoreFunc::kTopkSoftmax:
+      return "topk_softmax";
+  }
+  return "?";
+}
+absl::string_view ActivationName(Activation a) {
+  switch (a) {
+    case Activation::kSilu:
+      return "silu";
+    case Activation::kGptOss:
+      return "gptoss";
+    case Activation::kSiluClamp:
+      return "silu_clamp";
+  }
+  return "?";
+}
+
+bool MoeLayerConfig::has_2026_options() const {
+  const MoeLayerConfig d;
+  return router_bias != d.router_bias || expert_bias != d.expert_bias ||
+         act != d.act || act_alpha != d.act_alpha || act_limit != d.act_limit ||
+         norm_min != d.norm_min || hash_vocab != d.hash_vocab;
 }
 absl::string_view GroupScoreName(GroupScore g) {
   return g == GroupScore::kTop2Sum ? "top2_sum" : "max";
 }
 absl::string_view RoutingModeName(RoutingMode r) {
   return r == RoutingMode::kTokenChoice ? "token_choice" : "expert_choice";
+}
+
+std::string MoeLayerConfig::First2026Option() const {
+  if (score_func == ScoreFunc::kSqrtSoftplus ||
+      score_func == ScoreFunc::kTopkSoftmax) {
+    return absl::StrCat("score_func=", ScoreFuncName(score_func));
+  }
+  if (router_bias) return "router_bias";
+  if (expert_bias) return "expert_bias";
+  if (act != Activation::kSilu) {
+    return absl::StrCat("act=", ActivationName(act));
+  }
+  if (norm_min > 0.0f) return "norm_min";
+  if (hash_vocab > 0) return "hash_vocab";
+  return "";
 }
 
 absl::Status MoeLayerConfig::Validate() const {
@@ -89,6 +132,33 @@ absl::Status MoeLayerConfig::Validate() const {
   if (!(capacity_factor >= 0.0) || !std::isfinite(capacity_factor)) {
     return Bad("capacity_factor", "must be a finite number >= 0");
   }
+  if (!std::isfinite(act_alpha)) return Bad("act_alpha", "must be finite");
+  if (!(act_limit > 0.0f) || !std::isfinite(act_limit)) {
+    return Bad("act_limit", "must be a finite number > 0");
+  }
+  if (!(norm_min >= 0.0f) || !std::isfinite(norm_min)) {
+    return Bad("norm_min", "must be a finite number >= 0");
+  }
+  if (score_func == ScoreFunc::kTopkSoftmax) {
+    // gpt-oss: the choice is on the (router-biased) logits themselves.
+    if (n_groups > 0) return Bad("score_func", "topk_softmax takes no groups");
+    if (use_bias) return Bad("score_func", "topk_softmax takes no use_bias");
+    if (routing == RoutingMode::kExpertChoice) {
+      return Bad("score_func", "topk_softmax is token_choice only");
+    }
+  }
+  if (hash_vocab < 0 || hash_vocab > (int64_t{1} << 31)) {
+    return Bad("hash_vocab", "must be in [0, 2^31]");
+  }
+  if (hash_vocab > 0) {
+    if (routing == RoutingMode::kExpertChoice) {
+      return Bad("hash_vocab", "hash routing is token_choice only");
+    }
+    if (n_groups > 0) return Bad("hash_vocab", "hash routing takes no groups");
+    if (score_func == ScoreFunc::kTopkSoftmax) {
+      return Bad("hash_vocab", "hash routing cannot use topk_softmax");
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -99,28 +169,60 @@ absl::StatusOr<MoeLayerConfig> ParseMoeLayerConfigJson(absl::string_view text) {
   }
   MoeLayerConfig c;
   std::string score = "softmax", group = "top2_sum", routing = "token_choice";
+  std::string act = "silu";
   double scale = c.route_scale, cf = c.capacity_factor;
-  for (auto s :
-       {Read(j, "hidden", &c.hidden), Read(j, "inter", &c.inter),
-        Read(j, "experts", &c.num_experts), Read(j, "top_k", &c.top_k),
-        Read(j, "score_func", &score), Read(j, "route_norm", &c.route_norm),
-        Read(j, "route_scale", &scale), Read(j, "n_groups", &c.n_groups),
-        Read(j, "topk_groups", &c.topk_groups), Read(j, "group_score", &group),
-        Read(j, "use_bias", &c.use_bias),
-        Read(j, "shared_inter", &c.shared_inter),
-        Read(j, "shared_gate", &c.shared_gate),
-        Read(j, "score_before_experts", &c.score_before_experts),
-        Read(j, "capacity_factor", &cf), Read(j, "routing", &routing)}) {
+  double alpha = c.act_alpha, limit = c.act_limit, norm_min = c.norm_min;
+  for (auto s : {Read(j, "hidden", &c.hidden),
+                 Read(j, "inter", &c.inter),
+                 Read(j, "experts", &c.num_experts),
+                 Read(j, "top_k", &c.top_k),
+                 Read(j, "score_func", &score),
+                 Read(j, "route_norm", &c.route_norm),
+                 Read(j, "route_scale", &scale),
+                 Read(j, "n_groups", &c.n_groups),
+                 Read(j, "topk_groups", &c.topk_groups),
+                 Read(j, "group_score", &group),
+                 Read(j, "use_bias", &c.use_bias),
+                 Read(j, "shared_inter", &c.shared_inter),
+                 Read(j, "shared_gate", &c.shared_gate),
+                 Read(j, "score_before_experts", &c.score_before_experts),
+                 Read(j, "capacity_factor", &cf),
+                 Read(j, "routing", &routing),
+                 Read(j, "router_bias", &c.router_bias),
+                 Read(j, "expert_bias", &c.expert_bias),
+                 Read(j, "act", &act),
+                 Read(j, "act_alpha", &alpha),
+                 Read(j, "act_limit", &limit),
+                 Read(j, "norm_min", &norm_min),
+                 Read(j, "hash_vocab", &c.hash_vocab)}) {
     MOE_RETURN_IF_ERROR(s);
   }
   c.route_scale = static_cast<float>(scale);
   c.capacity_factor = cf;
+  c.act_alpha = static_cast<float>(alpha);
+  c.act_limit = static_cast<float>(limit);
+  c.norm_min = static_cast<float>(norm_min);
   if (score == "softmax") {
     c.score_func = ScoreFunc::kSoftmax;
   } else if (score == "sigmoid") {
     c.score_func = ScoreFunc::kSigmoid;
+  } else if (score == "sqrtsoftplus") {
+    c.score_func = ScoreFunc::kSqrtSoftplus;
+  } else if (score == "topk_softmax") {
+    c.score_func = ScoreFunc::kTopkSoftmax;
   } else {
-    return Bad("score_func", "must be 'softmax' or 'sigmoid'");
+    return Bad("score_func",
+               "must be 'softmax', 'sigmoid', 'sqrtsoftplus' or "
+               "'topk_softmax'");
+  }
+  if (act == "silu") {
+    c.act = Activation::kSilu;
+  } else if (act == "gptoss") {
+    c.act = Activation::kGptOss;
+  } else if (act == "silu_clamp") {
+    c.act = Activation::kSiluClamp;
+  } else {
+    return Bad("act", "must be 'silu', 'gptoss' or 'silu_clamp'");
   }
   if (group == "top2_sum") {
     c.group_score = GroupScore::kTop2Sum;
@@ -157,6 +259,17 @@ std::string MoeLayerConfigToJson(const MoeLayerConfig& c) {
             {"score_before_experts", c.score_before_experts},
             {"capacity_factor", c.capacity_factor},
             {"routing", RoutingModeName(c.routing)}};
+  // Like the golden files: the 2026 keys only when one differs from its
+  // default, and then all of them.
+  if (c.has_2026_options()) {
+    j["router_bias"] = c.router_bias;
+    j["expert_bias"] = c.expert_bias;
+    j["act"] = ActivationName(c.act);
+    j["act_alpha"] = c.act_alpha;
+    j["act_limit"] = c.act_limit;
+    j["norm_min"] = c.norm_min;
+    j["hash_vocab"] = c.hash_vocab;
+  }
   return j.dump();
 }
 

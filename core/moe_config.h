@@ -11,7 +11,14 @@
 
 namespace moe {
 
-enum class ScoreFunc { kSoftmax, kSigmoid };
+// kSqrtSoftplus: sqrt(softplus(logit)) elementwise (DeepSeek-V4).
+// kTopkSoftmax: the k largest logits are chosen and their weights are the
+// softmax over those k logits only (gpt-oss).
+enum class ScoreFunc { kSoftmax, kSigmoid, kSqrtSoftplus, kTopkSoftmax };
+// The gated activation of routed and shared experts (docs/architecture.md
+// section 3.2): silu(g)*u; gpt-oss's clamped (u'+1)*g'*sigmoid(alpha*g');
+// DeepSeek-V4's silu(g')*u' with the same clamps.
+enum class Activation { kSilu, kGptOss, kSiluClamp };
 enum class GroupScore { kTop2Sum, kMax };
 enum class RoutingMode { kTokenChoice, kExpertChoice };
 
@@ -34,16 +41,36 @@ struct MoeLayerConfig {
   // ceil(cf*N*k/E) and must land on the same integer.
   double capacity_factor = 0.0;  // 0 = no capacity limit
   RoutingMode routing = RoutingMode::kTokenChoice;
+  // 2026 options (tests/golden/README.md); the defaults leave the math above
+  // unchanged, and the JSON form lists them only when one differs.
+  bool router_bias = false;  // gate.bias [E] added to the logits
+  bool expert_bias = false;  // routed experts' b1 [I], b3 [I], b2 [H]
+  Activation act = Activation::kSilu;
+  float act_alpha = 1.702f;  // gptoss: sigmoid(alpha * g')
+  float act_limit = 7.0f;    // gptoss, silu_clamp: L
+  // When > 0 and route_norm: w_i = p_i / max(sum_j p_j, norm_min).
+  float norm_min = 0.0f;
+  // When > 0 the layer is hash-routed: token n's experts are the k ids of
+  // row tid2eid[token_ids[n]] of a [hash_vocab, k] table.
+  int64_t hash_vocab = 0;
 
   // Checks sizes and option combinations; messages name the offending key.
   absl::Status Validate() const;
   bool has_shared() const { return shared_inter > 0; }
+  bool hash_routed() const { return hash_vocab > 0; }
+  // Whether any 2026 option differs from its default.
+  bool has_2026_options() const;
+  // The first option (with its value) that the pre-2026 math does not cover,
+  // e.g. "score_func=sqrtsoftplus" or "router_bias"; empty when none. For
+  // backends that refuse such layers at load.
+  std::string First2026Option() const;
   bool operator==(const MoeLayerConfig&) const = default;
 };
 
 absl::string_view ScoreFuncName(ScoreFunc f);
 absl::string_view GroupScoreName(GroupScore g);
 absl::string_view RoutingModeName(RoutingMode r);
+absl::string_view ActivationName(Activation a);
 
 // The JSON form used by the golden files' `config` metadata and by the
 // synthetic model ({"hidden": 64, "inter": 32, "experts": 8, ...}); keys not

@@ -1,5 +1,6 @@
 #include "core/synthetic_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -47,6 +48,7 @@ class SyntheticModel : public ModelSource {
                           expert >= 0 ? absl::StrCat(" expert ", expert) : "");
     t.dtype = DType::kF32;
     t.shape = ExpectedShape(c, role);
+    if (role == WeightRole::kTid2Eid) return HashTable(layer, std::move(t));
     // Scale so activations stay O(1): std of U(-a, a) is a / sqrt(3).
     float fan_in;
     switch (role) {
@@ -57,6 +59,10 @@ class SyntheticModel : public ModelSource {
         fan_in = static_cast<float>(c.shared_inter);
         break;
       case WeightRole::kExpertBias:
+      case WeightRole::kRouterBias:
+      case WeightRole::kB1:
+      case WeightRole::kB3:
+      case WeightRole::kB2:
         fan_in = 300.0f;
         break;  // small offsets
       default:
@@ -83,6 +89,27 @@ class SyntheticModel : public ModelSource {
   }
 
  private:
+  // A hash layer's [V, k] table: k distinct pseudo-random experts per token.
+  WeightTensor HashTable(int64_t layer, WeightTensor t) const {
+    const MoeLayerConfig& c = spec_.layer;
+    t.dtype = DType::kI64;
+    t.owned.resize(static_cast<size_t>(t.numel()) * sizeof(int64_t));
+    auto* out = reinterpret_cast<int64_t*>(t.owned.data());
+    const uint64_t key = SplitMix64(spec_.seed ^ (0x7a5ull << 48) ^
+                                    static_cast<uint64_t>(layer));
+    for (int64_t v = 0; v < c.hash_vocab; ++v) {
+      int64_t* row = out + v * c.top_k;
+      uint64_t draw = key ^ SplitMix64(static_cast<uint64_t>(v));
+      for (int64_t j = 0; j < c.top_k;) {
+        draw = SplitMix64(draw);
+        const int64_t e = static_cast<int64_t>(draw % c.num_experts);
+        if (std::find(row, row + j, e) == row + j) row[j++] = e;
+      }
+    }
+    t.data = t.owned.data();
+    return t;
+  }
+
   SyntheticSpec spec_;
   ModelInfo info_;
 };

@@ -97,8 +97,15 @@ absl::Status CpuBackend::CheckLayer(int64_t layer, bool need_gate,
 absl::Status CpuBackend::Route(int64_t layer, const float* x, int64_t n,
                                absl::Span<const int64_t> segment_ends,
                                Routing* routing) {
+  return RouteTokens(layer, x, n, segment_ends, {}, routing);
+}
+
+absl::Status CpuBackend::RouteTokens(int64_t layer, const float* x, int64_t n,
+                                     absl::Span<const int64_t> segment_ends,
+                                     absl::Span<const int64_t> token_ids,
+                                     Routing* routing) {
   MOE_ASSIGN_OR_RETURN(const LayerWeights* w, Find(layer));
-  return router_.Route(*w, x, n, segment_ends, threads_, routing);
+  return router_.Route(*w, x, n, segment_ends, token_ids, threads_, routing);
 }
 
 absl::Status CpuBackend::Shared(int64_t layer, const float* x, int64_t n,

@@ -109,6 +109,16 @@ class ExpertBackend {
                              Routing* routing) = 0;
   virtual absl::Status Shared(int64_t layer, const float* x, int64_t n,
                               float* out) = 0;
+  // Route with the rows' token ids, which a hash-routed layer
+  // (config.hash_vocab > 0) routes by and every other layer ignores. The
+  // default, for backends that refuse hash-routed layers at CheckLayer,
+  // ignores them.
+  virtual absl::Status RouteTokens(int64_t layer, const float* x, int64_t n,
+                                   absl::Span<const int64_t> segment_ends,
+                                   absl::Span<const int64_t> token_ids,
+                                   Routing* routing) {
+    return Route(layer, x, n, segment_ends, routing);
+  }
 
   // Step pieces, run in this order by EpStep.
   // Makes every buffer of the planned step available (RESOURCE_EXHAUSTED

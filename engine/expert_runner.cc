@@ -7,6 +7,15 @@
 namespace moe {
 namespace {
 namespace kc = kernels::cpu;
+
+// The layer's activation (config.act) on a problem.
+void SetActivation(const MoeLayerConfig& c, kc::GroupedSwiglu* p) {
+  p->act = c.act == Activation::kGptOss      ? kernels::kActGptOss
+           : c.act == Activation::kSiluClamp ? kernels::kActSiluClamp
+                                             : kernels::kActSilu;
+  p->act_alpha = c.act_alpha;
+  p->act_limit = c.act_limit;
+}
 }  // namespace
 
 void ExpertRunner::Run(const kc::GroupedSwiglu& p, int num_threads) {
@@ -18,8 +27,12 @@ void ExpertRunner::Run(const kc::GroupedSwiglu& p, int num_threads) {
   const size_t h_size = static_cast<size_t>(total * kc::PaddedInter(p.inter));
   if (h_.size() < h_size) h_.resize(h_size);
   if (h_rows_.size() < static_cast<size_t>(total)) h_rows_.resize(total);
+  if (!p.plain()) {
+    if (gu_.size() < 2 * h_size) gu_.resize(2 * h_size);
+    if (gu_rows_.size() < static_cast<size_t>(total)) gu_rows_.resize(total);
+  }
   kc::RunGroupedSwiglu(p, tasks_.data(), count, h_.data(), h_rows_.data(),
-                       num_threads);
+                       num_threads, gu_.data(), gu_rows_.data());
 }
 
 absl::Status ExpertRunner::RunRouted(const LayerWeights& w,
@@ -34,9 +47,23 @@ absl::Status ExpertRunner::RunRouted(const LayerWeights& w,
   }
   w13_.resize(groups);
   w2_.resize(groups);
+  const bool bias = w.config.expert_bias;
+  b1_.resize(bias ? groups : 0);
+  b3_.resize(bias ? groups : 0);
+  b2_.resize(bias ? groups : 0);
   for (int64_t g = 0; g < groups; ++g) {
-    w13_[g] = w.experts[g].w13.ptr();
-    w2_[g] = w.experts[g].w2.ptr();
+    const ExpertWeights& e = w.experts[g];
+    w13_[g] = e.w13.ptr();
+    w2_[g] = e.w2.ptr();
+    if (bias) {
+      if (!e.has_bias()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "layer ", w.layer, ": expert slot ", g, " has no biases loaded"));
+      }
+      b1_[g] = e.b1.data();
+      b3_[g] = e.b3.data();
+      b2_[g] = e.b2.data();
+    }
   }
   kc::GroupedSwiglu p;
   p.num_groups = groups;
@@ -49,6 +76,12 @@ absl::Status ExpertRunner::RunRouted(const LayerWeights& w,
       w.experts.empty() ? kc::WeightFormat::kF32 : w.experts.front().w13.format;
   p.hidden = w.config.hidden;
   p.inter = w.config.inter;
+  if (bias) {
+    p.b1 = b1_.data();
+    p.b3 = b3_.data();
+    p.b2 = b2_.data();
+  }
+  SetActivation(w.config, &p);
   Run(p, num_threads);
   return absl::OkStatus();
 }
@@ -79,6 +112,7 @@ absl::Status ExpertRunner::RunShared(const LayerWeights& w, const float* x,
   p.format = w.shared.w13.format;
   p.hidden = H;
   p.inter = w.shared.inter;
+  SetActivation(w.config, &p);  // shared experts take the layer's act
   Run(p, num_threads);
   if (w.config.shared_gate) {
     const float* g = w.shared_gate.data();

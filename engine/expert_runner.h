@@ -33,8 +33,11 @@ class ExpertRunner {
   std::vector<const void*> w13_;
   std::vector<const void*> w2_;
   std::vector<kernels::cpu::SwigluTask> tasks_;
+  std::vector<const float*> b1_, b3_, b2_;
   std::vector<float> h_;
   std::vector<float*> h_rows_;
+  std::vector<float> gu_;  // g and u before a non-fused activation
+  std::vector<float*> gu_rows_;
   std::vector<const float*> shared_in_;
   std::vector<float*> shared_out_;
 };

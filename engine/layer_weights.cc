@@ -165,6 +165,15 @@ absl::StatusOr<PackedWeight> Pack(const WeightTensor* a, const WeightTensor* b,
   return absl::InternalError("weight dtype 'auto' reached the packer");
 }
 
+absl::StatusOr<std::vector<float>> LoadVector(const ModelSource& src,
+                                              int64_t layer, WeightRole role,
+                                              int64_t expert = -1) {
+  MOE_ASSIGN_OR_RETURN(WeightTensor t, src.Get(layer, role, expert));
+  MOE_RETURN_IF_ERROR(CheckWeightTensor(t, src.info().layer, role));
+  MOE_ASSIGN_OR_RETURN(WeightValues<float> v, WeightsAsF32(t));
+  return std::vector<float>(v.data, v.data + t.numel());
+}
+
 // Fetches and packs one SwiGLU expert (routed, or the shared one).
 absl::StatusOr<ExpertWeights> LoadExpert(const ModelSource& src, int64_t layer,
                                          int64_t expert, bool shared,
@@ -188,15 +197,46 @@ absl::StatusOr<ExpertWeights> LoadExpert(const ModelSource& src, int64_t layer,
   MOE_ASSIGN_OR_RETURN(e.w13, Pack(&w1, &w3, c.hidden, order, c.hidden, dtype));
   MOE_ASSIGN_OR_RETURN(
       e.w2, Pack(&w2, nullptr, inter, IdentityOrder(c.hidden), ip, dtype));
+  if (!shared && c.expert_bias) {
+    MOE_ASSIGN_OR_RETURN(e.b1, LoadVector(src, layer, WeightRole::kB1, expert));
+    MOE_ASSIGN_OR_RETURN(e.b3, LoadVector(src, layer, WeightRole::kB3, expert));
+    MOE_ASSIGN_OR_RETURN(e.b2, LoadVector(src, layer, WeightRole::kB2, expert));
+  }
   return e;
 }
 
-absl::StatusOr<std::vector<float>> LoadVector(const ModelSource& src,
-                                              int64_t layer, WeightRole role) {
-  MOE_ASSIGN_OR_RETURN(WeightTensor t, src.Get(layer, role, -1));
-  MOE_RETURN_IF_ERROR(CheckWeightTensor(t, src.info().layer, role));
-  MOE_ASSIGN_OR_RETURN(WeightValues<float> v, WeightsAsF32(t));
-  return std::vector<float>(v.data, v.data + t.numel());
+// The hash table [V, k] as int32 ids, each checked in [0, E) and distinct
+// within its row: a bad table is refused at load, never routed.
+absl::StatusOr<std::vector<int32_t>> LoadTid2Eid(const ModelSource& src,
+                                                 int64_t layer) {
+  const MoeLayerConfig& c = src.info().layer;
+  MOE_ASSIGN_OR_RETURN(WeightTensor t, src.Get(layer, WeightRole::kTid2Eid, -1));
+  MOE_RETURN_IF_ERROR(CheckWeightTensor(t, c, WeightRole::kTid2Eid));
+  const int64_t n = t.numel(), k = c.top_k;
+  std::vector<int32_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v;
+    if (t.dtype == DType::kI64) {
+      std::memcpy(&v, t.data + i * 8, 8);
+    } else {
+      int32_t v32;
+      std::memcpy(&v32, t.data + i * 4, 4);
+      v = v32;
+    }
+    if (v < 0 || v >= c.num_experts) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          t.name, ": row ", i / k, " holds expert ", v, ", outside [0, ",
+          c.num_experts, ")"));
+    }
+    for (int64_t j = i / k * k; j < i; ++j) {
+      if (ids[j] == v) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            t.name, ": row ", i / k, " names expert ", v, " twice"));
+      }
+    }
+    ids[i] = static_cast<int32_t>(v);
+  }
+  return ids;
 }
 
 }  // namespace
@@ -353,6 +393,13 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     if (c.use_bias) {
       MOE_ASSIGN_OR_RETURN(w->expert_bias,
                            LoadVector(source, layer, WeightRole::kExpertBias));
+    }
+    if (c.router_bias) {
+      MOE_ASSIGN_OR_RETURN(w->router_bias,
+                           LoadVector(source, layer, WeightRole::kRouterBias));
+    }
+    if (c.hash_routed()) {
+      MOE_ASSIGN_OR_RETURN(w->tid2eid, LoadTid2Eid(source, layer));
     }
   }
   if (options.load_shared && c.has_shared()) {

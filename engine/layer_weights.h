@@ -55,7 +55,16 @@ struct ExpertWeights {
   PackedWeight w13;
   PackedWeight w2;
   int64_t inter = 0;
-  size_t bytes() const { return w13.bytes() + w2.bytes(); }
+  // Routed experts with config.expert_bias (gpt-oss), fp32: g = x W1^T + b1,
+  // u = x W3^T + b3, out = act(g, u) W2^T + b2. Empty otherwise.
+  std::vector<float> b1;  // [inter]
+  std::vector<float> b3;  // [inter]
+  std::vector<float> b2;  // [hidden]
+  bool has_bias() const { return !b2.empty(); }
+  size_t bytes() const {
+    return w13.bytes() + w2.bytes() +
+           (b1.size() + b3.size() + b2.size()) * sizeof(float);
+  }
 };
 
 struct LayerWeights {
@@ -66,6 +75,10 @@ struct LayerWeights {
   bool has_gate = false;
   PackedWeight gate;               // [E, H], fp32
   std::vector<float> expert_bias;  // [E] when config.use_bias
+  std::vector<float> router_bias;  // [E] when config.router_bias
+  // [hash_vocab, k] when config.hash_routed(): row v is the k experts of
+  // token id v, in stored order; every id checked in [0, E), distinct per row.
+  std::vector<int32_t> tid2eid;
 
   bool has_shared = false;
   ExpertWeights shared;
@@ -90,7 +103,8 @@ struct LayerWeights {
 
 struct LoadOptions {
   WeightDType dtype = WeightDType::kF32;  // kAuto: resolved per source
-  bool load_gate = true;                  // router side: gate and expert bias
+  // Router side: gate, expert bias, router bias and tid2eid.
+  bool load_gate = true;
   bool load_shared = true;                // router side: shared expert
   int64_t expert_begin = 0;
   int64_t expert_end = -1;  // -1: all experts

@@ -28,7 +28,8 @@ absl::StatusOr<std::unique_ptr<LocalMoe>> LocalMoe::Create(
 
 absl::Status LocalMoe::Forward(int64_t layer, const float* x, int64_t n,
                                absl::Span<const int64_t> segment_ends, float* y,
-                               Routing* routing, StageTimes* times) {
+                               Routing* routing, StageTimes* times,
+                               absl::Span<const int64_t> token_ids) {
   ExpertBackend& b = *backend_;
   MOE_RETURN_IF_ERROR(b.CheckLayer(layer, /*need_gate=*/true,
                                    /*need_shared=*/true,
@@ -43,7 +44,8 @@ absl::Status LocalMoe::Forward(int64_t layer, const float* x, int64_t n,
   StageTimes& t = times != nullptr ? *times : local;
   StageClock clock;
 
-  MOE_RETURN_IF_ERROR(b.Route(layer, x, n, segment_ends, routing));
+  MOE_RETURN_IF_ERROR(
+      b.RouteTokens(layer, x, n, segment_ends, token_ids, routing));
   t.route_us = clock.Lap();
 
   PlanDispatch(*routing, n, /*world=*/1, c.num_experts, &expert_ids_, &counts_);

@@ -33,12 +33,13 @@ class LocalMoe {
       const ModelSource& source, const std::string& device, WeightDType dtype,
       int threads, int64_t max_tokens, int64_t only_layer = -1);
 
-  // y [n, H] = MoE(x [n, H]) of `layer`. `segment_ends` as for
-  // TokenRouter::Route. `routing` receives the routing decisions; `times`
-  // (optional) the stages.
+  // y [n, H] = MoE(x [n, H]) of `layer`. `segment_ends` and `token_ids` as
+  // for TokenRouter::Route. `routing` receives the routing decisions;
+  // `times` (optional) the stages.
   absl::Status Forward(int64_t layer, const float* x, int64_t n,
                        absl::Span<const int64_t> segment_ends, float* y,
-                       Routing* routing, StageTimes* times = nullptr);
+                       Routing* routing, StageTimes* times = nullptr,
+                       absl::Span<const int64_t> token_ids = {});
 
   ExpertBackend& backend() { return *backend_; }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "kernels/cpu/grouped_swiglu.h"
 #include "kernels/cpu/routing.h"
 
@@ -37,26 +38,44 @@ void TokenRouter::Logits(const LayerWeights& w, const float* x, int64_t n,
                    logit_rows_.data(), num_threads);
 }
 
-void TokenRouter::TokenChoice(const MoeLayerConfig& c, const float* bias,
-                              const float* logits, int64_t n,
-                              absl::Span<const int64_t> ends, int num_threads,
-                              Routing* out) {
+void TokenRouter::TokenChoice(const MoeLayerConfig& c,
+                              const RouteTables& tables, const float* logits,
+                              int64_t n, absl::Span<const int64_t> ends,
+                              absl::Span<const int64_t> token_ids,
+                              int num_threads, Routing* out) {
   const int64_t E = c.num_experts, k = c.top_k;
-  scores_.resize(n * E);
-  kc::ComputeScores(c.score_func == ScoreFunc::kSigmoid ? kc::kScoreSigmoid
-                                                        : kc::kScoreSoftmax,
-                    logits, n, E, scores_.data(), num_threads);
-  kc::TopKParams p;
-  p.num_experts = E;
-  p.top_k = k;
-  p.expert_bias = c.use_bias ? bias : nullptr;
-  p.n_groups = c.n_groups;
-  p.topk_groups = c.topk_groups;
-  p.group_score =
-      c.group_score == GroupScore::kMax ? kc::kGroupMax : kc::kGroupTop2Sum;
   out->Reset(n, k, E);
-  kc::SelectTopK(p, scores_.data(), n, out->expert.data(), out->weight.data(),
-                 num_threads);
+  if (c.score_func == ScoreFunc::kTopkSoftmax) {
+    // gpt-oss: the k largest logits, then softmax over those k only.
+    kc::TopKParams p;
+    p.num_experts = E;
+    p.top_k = k;
+    kc::SelectTopK(p, logits, n, out->expert.data(), out->weight.data(),
+                   num_threads);
+    kc::SoftmaxOverChosen(n, k, out->weight.data());
+  } else {
+    scores_.resize(n * E);
+    const kc::ScoreFuncId f =
+        c.score_func == ScoreFunc::kSigmoid        ? kc::kScoreSigmoid
+        : c.score_func == ScoreFunc::kSqrtSoftplus ? kc::kScoreSqrtSoftplus
+                                                   : kc::kScoreSoftmax;
+    kc::ComputeScores(f, logits, n, E, scores_.data(), num_threads);
+    if (c.hash_routed()) {
+      kc::SelectHashed(tables.tid2eid, token_ids.data(), scores_.data(), n, E,
+                       k, out->expert.data(), out->weight.data());
+    } else {
+      kc::TopKParams p;
+      p.num_experts = E;
+      p.top_k = k;
+      p.expert_bias = c.use_bias ? tables.expert_bias : nullptr;
+      p.n_groups = c.n_groups;
+      p.topk_groups = c.topk_groups;
+      p.group_score =
+          c.group_score == GroupScore::kMax ? kc::kGroupMax : kc::kGroupTop2Sum;
+      kc::SelectTopK(p, scores_.data(), n, out->expert.data(),
+                     out->weight.data(), num_threads);
+    }
+  }
   std::fill(out->dispatched.begin(), out->dispatched.end(), uint8_t{1});
   if (c.capacity_factor > 0.0) {
     load_.resize(E);
@@ -70,7 +89,8 @@ void TokenRouter::TokenChoice(const MoeLayerConfig& c, const float* bias,
       begin = end;
     }
   }
-  kc::NormalizeAndScale(n, k, c.route_norm, c.route_scale, out->weight.data());
+  kc::NormalizeAndScale(n, k, c.route_norm, c.route_scale, out->weight.data(),
+                        c.norm_min);
 }
 
 void TokenRouter::ExpertChoice(const MoeLayerConfig& c, const float* logits,
@@ -137,21 +157,66 @@ void TokenRouter::ExpertChoice(const MoeLayerConfig& c, const float* logits,
 absl::Status TokenRouter::Route(const LayerWeights& w, const float* x,
                                 int64_t n,
                                 absl::Span<const int64_t> segment_ends,
+                                absl::Span<const int64_t> token_ids,
                                 int num_threads, Routing* out) {
   if (!w.has_gate) {
     return absl::FailedPreconditionError(
         absl::StrCat("layer ", w.layer, " was loaded without its gate"));
   }
+  RouteTables t;
+  t.expert_bias = w.expert_bias.data();
+  t.router_bias = w.router_bias.data();
+  t.tid2eid = w.tid2eid.data();
+  if (w.config.hash_routed() && w.tid2eid.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "layer ", w.layer, " is hash-routed but has no tid2eid table"));
+  }
+  if (w.config.router_bias && w.router_bias.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("layer ", w.layer, " was loaded without its router bias"));
+  }
   Logits(w, x, n, num_threads);
-  return RouteLogits(w.config, w.expert_bias.data(), logits_.data(), n,
-                     segment_ends, num_threads, out);
+  return RouteLogits(w.config, t, logits_.data(), n, segment_ends, token_ids,
+                     num_threads, out);
+}
+
+absl::Status CheckTokenIds(const MoeLayerConfig& config,
+                           absl::Span<const int64_t> token_ids, int64_t n) {
+  if (!config.hash_routed()) return absl::OkStatus();
+  if (static_cast<int64_t>(token_ids.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "token_ids: the layer is hash-routed (vocabulary ", config.hash_vocab,
+        ") and needs one token id per row: got ", token_ids.size(), " for ", n,
+        " rows"));
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (token_ids[t] < 0 || token_ids[t] >= config.hash_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token_ids[", t, "] = ", token_ids[t],
+          " is outside the vocabulary [0, ", config.hash_vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
-                                      const float* expert_bias,
+                                      const RouteTables& tables,
                                       const float* logits, int64_t n,
                                       absl::Span<const int64_t> segment_ends,
+                                      absl::Span<const int64_t> token_ids,
                                       int num_threads, Routing* out) {
+  MOE_RETURN_IF_ERROR(CheckTokenIds(config, token_ids, n));
+  if (config.router_bias) {
+    // gpt-oss: the bias moves the logits, so both the choice and weights.
+    const int64_t E = config.num_experts;
+    biased_.resize(n * E);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t e = 0; e < E; ++e) {
+        biased_[t * E + e] = logits[t * E + e] + tables.router_bias[e];
+      }
+    }
+    logits = biased_.data();
+  }
   const int64_t whole[] = {n};
   if (segment_ends.empty()) segment_ends = whole;
   int64_t prev = 0;
@@ -167,7 +232,8 @@ absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
   if (config.routing == RoutingMode::kExpertChoice) {
     ExpertChoice(config, logits, n, segment_ends, num_threads, out);
   } else {
-    TokenChoice(config, expert_bias, logits, n, segment_ends, num_threads, out);
+    TokenChoice(config, tables, logits, n, segment_ends, token_ids, num_threads,
+                out);
   }
   for (int64_t i = 0; i < n * out->slots; ++i) {
     if (out->dispatched[i]) ++out->expert_counts[out->expert[i]];

@@ -28,33 +28,61 @@ struct Routing {
   void Reset(int64_t n, int64_t s, int64_t num_experts);
 };
 
+// A layer's router-side vectors, each used when its config option is on.
+struct RouteTables {
+  const float* expert_bias = nullptr;  // [E], use_bias: for choosing only
+  const float* router_bias = nullptr;  // [E], router_bias: on the logits
+  const int32_t* tid2eid = nullptr;    // [V, k], hash_vocab > 0
+};
+
+// OK unless `config` is hash-routed and `token_ids` is not one id in
+// [0, hash_vocab) per row: INVALID_ARGUMENT naming the field and the row.
+absl::Status CheckTokenIds(const MoeLayerConfig& config,
+                           absl::Span<const int64_t> token_ids, int64_t n);
+
 class TokenRouter {
  public:
   // Routes n tokens of x [n, H]. `segment_ends` are the exclusive ends of the
   // independent requests in the batch (ascending, last == n); empty means one.
+  // `token_ids` (one per row, in [0, hash_vocab)) are what a hash-routed
+  // layer routes by: INVALID_ARGUMENT naming the row when missing or out of
+  // range there; other layers ignore them.
   absl::Status Route(const LayerWeights& weights, const float* x, int64_t n,
-                     absl::Span<const int64_t> segment_ends, int num_threads,
+                     absl::Span<const int64_t> segment_ends,
+                     absl::Span<const int64_t> token_ids, int num_threads,
                      Routing* out);
 
   // The same routing from gate logits [n, E] computed elsewhere (a GPU).
-  // `expert_bias` ([E]) is used when config.use_bias.
+  absl::Status RouteLogits(const MoeLayerConfig& config,
+                           const RouteTables& tables, const float* logits,
+                           int64_t n, absl::Span<const int64_t> segment_ends,
+                           absl::Span<const int64_t> token_ids, int num_threads,
+                           Routing* out);
+  // `expert_bias` ([E]) is used when config.use_bias; no 2026 options.
   absl::Status RouteLogits(const MoeLayerConfig& config,
                            const float* expert_bias, const float* logits,
                            int64_t n, absl::Span<const int64_t> segment_ends,
-                           int num_threads, Routing* out);
+                           int num_threads, Routing* out) {
+    RouteTables t;
+    t.expert_bias = expert_bias;
+    return RouteLogits(config, t, logits, n, segment_ends, {}, num_threads,
+                       out);
+  }
 
  private:
   void Logits(const LayerWeights& w, const float* x, int64_t n,
               int num_threads);
-  void TokenChoice(const MoeLayerConfig& c, const float* bias,
+  void TokenChoice(const MoeLayerConfig& c, const RouteTables& tables,
                    const float* logits, int64_t n,
-                   absl::Span<const int64_t> ends, int num_threads,
+                   absl::Span<const int64_t> ends,
+                   absl::Span<const int64_t> token_ids, int num_threads,
                    Routing* out);
   void ExpertChoice(const MoeLayerConfig& c, const float* logits, int64_t n,
                     absl::Span<const int64_t> ends, int num_threads,
                     Routing* out);
 
   std::vector<float> logits_;
+  std::vector<float> biased_;  // logits + router bias
   std::vector<float> scores_;
   std::vector<const float*> x_rows_;
   std::vector<float*> logit_rows_;

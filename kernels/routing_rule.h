@@ -16,6 +16,7 @@
 // weight makes the step's output non-finite, which is refused, never hidden.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -38,6 +39,23 @@ MOE_HOST_DEVICE inline float RouteKey(float score) {
 MOE_HOST_DEVICE inline bool RanksBefore(float a, int64_t ia, float b,
                                         int64_t ib) {
   return a > b || (a == b && ia < ib);
+}
+
+// DeepSeek-V4's score: sqrt(softplus(logit)), softplus computed stably as
+// max(l, 0) + log1p(exp(-|l|)) (no overflow for large logits). A NaN logit
+// counts as -inf (score 0), like the other score functions.
+MOE_HOST_DEVICE inline float SqrtSoftplus(float logit) {
+  const float l = RouteLogit(logit);
+  const float a = l < 0.0f ? -l : l;
+  const float sp = (l > 0.0f ? l : 0.0f) + log1pf(expf(-a));
+  return sqrtf(sp);
+}
+
+// The renormalisation denominator of a token's k weights summing to `sum`:
+// sum + 1e-20, or max(sum, norm_min) when norm_min > 0 (ERNIE 4.5's
+// moe_norm_min, without the epsilon).
+MOE_HOST_DEVICE inline float RouteNormDenominator(float sum, float norm_min) {
+  return norm_min > 0.0f ? (sum > norm_min ? sum : norm_min) : sum + 1e-20f;
 }
 
 // The fused CUDA routing kernel's shared memory for E experts in G groups:

@@ -104,6 +104,7 @@ Batcher::Batcher(Options options,
       stats_(stats),
       metrics_(metrics) {
   staging_.resize(runners_.size());
+  token_ids_.resize(runners_.size());
   outputs_.resize(runners_.size());
   for (size_t i = 0; i < runners_.size(); ++i) {
     threads_.emplace_back([this, i] { Loop(i); });
@@ -239,6 +240,22 @@ void Batcher::RunBatch(size_t index,
     DecodeRows(r->x, 0, r->x.rows, x.data() + at * H);
     at += r->x.rows;
   }
+  // Token ids ride with their rows; a request without them (a layer that
+  // is not hash-routed ignores them) contributes zeros.
+  std::vector<int64_t>& ids = token_ids_[index];
+  ids.clear();
+  const bool any_ids =
+      std::any_of(batch.begin(), batch.end(),
+                  [](const auto& r) { return !r->token_ids.empty(); });
+  if (any_ids) {
+    for (const auto& r : batch) {
+      if (r->token_ids.empty()) {
+        ids.insert(ids.end(), r->x.rows, 0);
+      } else {
+        ids.insert(ids.end(), r->token_ids.begin(), r->token_ids.end());
+      }
+    }
+  }
   StepRunner::Output& out = outputs_[index];
   // bf16 through and through: nothing finer than bf16 is wanted back.
   const bool bf16 =
@@ -247,7 +264,7 @@ void Batcher::RunBatch(size_t index,
         return r->x.dtype == moe::v1::BF16 && r->output_dtype == moe::v1::BF16;
       });
   const absl::Status s = runner.Run(layer, x.data(), n, ends, bf16,
-                                    start + options_.step_timeout, &out);
+                                    start + options_.step_timeout, &out, ids);
   if (s.ok() && n > 0) {
     // The admission estimate's per-token cost of recent steps.
     const double per_token =

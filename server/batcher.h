@@ -105,6 +105,8 @@ struct BatchRequest {
   // keeps until `done` has run); decoded straight into the step's buffer.
   WireMatrix x;
   moe::v1::DType output_dtype = moe::v1::F32;  // what the client asked for
+  // One per row, or empty (viewed in the request message, like x).
+  absl::Span<const int64_t> token_ids;
   std::chrono::steady_clock::time_point arrival;
   std::chrono::steady_clock::time_point deadline;  // the client's
   // Called exactly once: on a batcher thread, or on the thread calling
@@ -174,6 +176,7 @@ class Batcher {
   // request decoded straight from its message) and its output. Steady
   // steps allocate neither.
   std::vector<std::vector<float>> staging_;
+  std::vector<std::vector<int64_t>> token_ids_;  // per runner, like staging_
   std::vector<StepRunner::Output> outputs_;
 };
 

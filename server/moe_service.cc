@@ -308,6 +308,7 @@ void MoeServiceImpl::Process(const char* method,
   req->layer = valid->layer;
   req->x = valid->x;
   req->output_dtype = valid->output_dtype;
+  req->token_ids = valid->token_ids;
   req->arrival = arrival;
   req->deadline = deadline;
   response->set_request_id(request.request_id());
@@ -383,6 +384,7 @@ grpc::ServerUnaryReactor* MoeServiceImpl::GetModelInfo(
   info->set_expert_weight_bytes(
       PackedExpertBytes(m.layer, options_.model->dtype()));
   info->set_layer_config_json(MoeLayerConfigToJson(m.layer));
+  info->set_hash_vocab(m.layer.hash_vocab);
   info->set_max_batch_tokens(options_.max_batch_tokens);
   info->set_max_request_tokens(options_.limits.max_request_tokens);
   info->set_device(options_.device);

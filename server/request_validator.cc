@@ -41,8 +41,31 @@ absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,
   auto x = CheckMatrix(t, "hidden_states", model.layer.hidden,
                        /*require_finite=*/true);
   if (!x.ok()) return x.status();
+  const int64_t n = x->rows;
+  const auto& ids = r.token_ids();
+  if (model.layer.hash_routed() && ids.empty() && n > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token_ids: required: layer ", r.layer(),
+                     " is hash-routed (vocabulary ", model.layer.hash_vocab,
+                     "), so every row needs its token id (", n, " rows)"));
+  }
+  if (!ids.empty() && static_cast<int64_t>(ids.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token_ids: ", ids.size(), " ids for ", n,
+                     " rows of hidden_states; expected one per row"));
+  }
+  if (model.layer.hash_routed()) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (ids[i] < 0 || ids[i] >= model.layer.hash_vocab) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "token_ids[", i, "] (row ", i, "): ", ids[i],
+            " is outside the vocabulary [0, ", model.layer.hash_vocab, ")"));
+      }
+    }
+  }
   ValidForward v;
   v.layer = r.layer();
+  v.token_ids = absl::MakeConstSpan(ids.data(), ids.size());
   v.x = *x;
   v.output_dtype = out;
   return v;

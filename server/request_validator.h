@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/model_source.h"
 #include "moe/v1/moe.pb.h"
 #include "proto/tensor_codec.h"
@@ -22,8 +23,14 @@ struct ValidForward {
   // in place: the request must outlive this.
   WireMatrix x;
   moe::v1::DType output_dtype = moe::v1::F32;
+  // The request's token_ids (a view into it): one per row, checked against
+  // the vocabulary for a hash-routed layer; empty when none were sent.
+  absl::Span<const int64_t> token_ids;
 };
 
+// token_ids: a hash-routed layer needs one id in [0, hash_vocab) per row;
+// other layers accept and ignore them, but when given there must be one
+// per row (a mismatch is a client bug worth reporting).
 // NOT_FOUND for a layer that is not an MoE layer, RESOURCE_EXHAUSTED for too
 // many tokens, INVALID_ARGUMENT for everything else.
 absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,

@@ -23,7 +23,7 @@ absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
                              absl::Span<const int64_t> segment_ends,
                              bool bf16_out,
                              std::chrono::steady_clock::time_point deadline,
-                             Output* out) {
+                             Output* out, absl::Span<const int64_t> token_ids) {
   ExpertBackend& b = *backend_;
   if (!b.HasLayer(layer)) {
     return absl::NotFoundError(
@@ -37,10 +37,11 @@ absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
   out->times = StageTimes();
   if (pool_ == nullptr) {
     return local_.Forward(layer, x, n, segment_ends, out->y.data(),
-                          &out->routing, &out->times);
+                          &out->routing, &out->times, token_ids);
   }
   StageClock clock;
-  MOE_RETURN_IF_ERROR(b.Route(layer, x, n, segment_ends, &out->routing));
+  MOE_RETURN_IF_ERROR(
+      b.RouteTokens(layer, x, n, segment_ends, token_ids, &out->routing));
   out->times.route_us = clock.Lap();
   // The shared expert runs here while the workers compute.
   auto shared = [&]() -> absl::StatusOr<const float*> {

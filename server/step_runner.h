@@ -42,9 +42,11 @@ class StepRunner {
   // it there is the answer's one rounding, the same bits as rounding the
   // fp32 answer here. With shared experts it stays fp32 until the shared
   // part is added, so the answer is still rounded once.
+  // `token_ids`: one per row for a hash-routed layer (else may be empty).
   absl::Status Run(int64_t layer, const float* x, int64_t n,
                    absl::Span<const int64_t> segment_ends, bool bf16_out,
-                   std::chrono::steady_clock::time_point deadline, Output* out);
+                   std::chrono::steady_clock::time_point deadline, Output* out,
+                   absl::Span<const int64_t> token_ids = {});
 
  private:
   std::unique_ptr<ExpertBackend> backend_;

@@ -124,6 +124,10 @@ moe::v1::ForwardRequest MakeRequest(const RunSpec& spec, InputCache& inputs,
   *tokens = spec.tokens.Sample(rng);
   req.set_layer(spec.layers[index % spec.layers.size()]);
   *req.mutable_hidden_states() = *inputs.Get(*tokens);
+  if (spec.hash_vocab > 0) {
+    std::uniform_int_distribution<int64_t> id(0, spec.hash_vocab - 1);
+    for (int64_t i = 0; i < *tokens; ++i) req.add_token_ids(id(rng));
+  }
   req.set_return_timing(spec.server_timing);
   return req;
 }

@@ -37,6 +37,9 @@ struct RunSpec {
   // --input: captured hidden states [rows, hidden] that requests sample
   // their tokens from (with replacement, seeded); null: synthetic inputs.
   std::shared_ptr<const std::vector<float>> rows;
+  // > 0: the model is hash-routed (GetModelInfo hash_vocab); every request
+  // carries random token ids in [0, hash_vocab), one per row.
+  int64_t hash_vocab = 0;
 };
 
 struct Sample {

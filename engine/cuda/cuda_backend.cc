@@ -95,6 +95,12 @@ class CudaBackend : public ExpertBackend {
 
   absl::Status Load(const ModelSource& source, const LoadOptions& options,
                     int64_t max_tokens) override {
+    if (const std::string o = source.info().layer.First2026Option();
+        !o.empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          name(), " does not compute the MoE layer option ", o,
+          " (tests/golden/README.md); serve this model on the CPU backend"));
+    }
     MOE_ASSIGN_OR_RETURN(WeightDType dtype,
                          ResolveWeightDType(options.dtype, source));
     if (dtype != WeightDType::kBF16 && dtype != WeightDType::kFP8 &&

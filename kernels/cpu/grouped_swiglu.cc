@@ -55,27 +55,85 @@ int64_t PlanGroupedSwiglu(const GroupedSwiglu& p, int num_threads,
   return count;
 }
 
+namespace {
+
+// The unfused gate/up epilogue: rows' g and u of panels [p0, p1) (stored
+// interleaved as the fused weight packs them: panel p holds gate columns
+// [16p, 16p + 16) then the matching up columns), plus biases, through the
+// activation into h. Padding columns (>= inter) are written 0.
+void ActivatePanels(const GroupedSwiglu& p, int32_t group,
+                    float* const* gu_rows, float* const* h_rows, int64_t rows,
+                    int64_t p0, int64_t p1) {
+  const float* b1 = p.b1 != nullptr ? p.b1[group] : nullptr;
+  const float* b3 = p.b3 != nullptr ? p.b3[group] : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gu = gu_rows[r];
+    float* h = h_rows[r];
+    for (int64_t panel = p0; panel < p1; ++panel) {
+      for (int64_t j = 0; j < kHalfPanel; ++j) {
+        const int64_t c = panel * kHalfPanel + j;
+        if (c >= p.inter) {
+          h[c] = 0.0f;
+          continue;
+        }
+        float g = gu[panel * kPanelWidth + j];
+        float u = gu[panel * kPanelWidth + kHalfPanel + j];
+        if (b1 != nullptr) g += b1[c];
+        if (b3 != nullptr) u += b3[c];
+        h[c] = GatedAct(p.act, g, u, p.act_alpha, p.act_limit);
+      }
+    }
+  }
+}
+
+// out columns of panels [p0, p1) += b2.
+void AddDownBias(const float* b2, int64_t hidden, float* const* out_rows,
+                 int64_t rows, int64_t p0, int64_t p1) {
+  const int64_t c0 = p0 * kPanelWidth;
+  const int64_t c1 = std::min(p1 * kPanelWidth, hidden);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = out_rows[r];
+    for (int64_t c = c0; c < c1; ++c) o[c] += b2[c];
+  }
+}
+
+}  // namespace
+
 int RunGroupedSwiglu(const GroupedSwiglu& p, const SwigluTask* tasks,
                      int64_t num_tasks, float* h, float** h_rows,
-                     int num_threads) {
+                     int num_threads, float* gu, float** gu_rows) {
   const int64_t total_rows = p.group_offsets[p.num_groups];
   if (total_rows == 0 || num_tasks == 0) return 0;
   const int64_t ip = PaddedInter(p.inter);
   for (int64_t r = 0; r < total_rows; ++r) h_rows[r] = h + r * ip;
+  const bool plain = p.plain();
+  if (!plain) {
+    for (int64_t r = 0; r < total_rows; ++r) gu_rows[r] = gu + r * 2 * ip;
+  }
   const int64_t first_down =
       std::find_if(tasks, tasks + num_tasks,
                    [](const SwigluTask& t) { return t.phase == 1; }) -
       tasks;
   auto run = [&](const SwigluTask& t) {
     const int64_t rows = t.row_end - t.row_begin;
-    if (t.phase == 0) {
+    if (t.phase == 0 && plain) {
       GemmPanels(p.in_rows + t.row_begin, rows, p.hidden, p.w13[t.group],
                  p.format, t.panel_begin, t.panel_end, Epilogue::kSwiGLU,
                  2 * ip, h_rows + t.row_begin);
+    } else if (t.phase == 0) {
+      GemmPanels(p.in_rows + t.row_begin, rows, p.hidden, p.w13[t.group],
+                 p.format, t.panel_begin, t.panel_end, Epilogue::kStore, 2 * ip,
+                 gu_rows + t.row_begin);
+      ActivatePanels(p, t.group, gu_rows + t.row_begin, h_rows + t.row_begin,
+                     rows, t.panel_begin, t.panel_end);
     } else {
       GemmPanels(h_rows + t.row_begin, rows, ip, p.w2[t.group], p.format,
                  t.panel_begin, t.panel_end, Epilogue::kStore, p.hidden,
                  p.out_rows + t.row_begin);
+      if (p.b2 != nullptr) {
+        AddDownBias(p.b2[t.group], p.hidden, p.out_rows + t.row_begin, rows,
+                    t.panel_begin, t.panel_end);
+      }
     }
   };
 #pragma omp parallel num_threads(std::max(num_threads, 1))

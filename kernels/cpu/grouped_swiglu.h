@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/act_rule.h"
 #include "kernels/cpu/packed_gemm.h"
 
 namespace moe::kernels::cpu {
@@ -22,6 +23,21 @@ struct GroupedSwiglu {
   WeightFormat format = WeightFormat::kF32;
   int64_t hidden = 0;
   int64_t inter = 0;  // unpadded; the kernels pad to PaddedInter(inter)
+  // The 2026 expert options (gpt-oss, DeepSeek-V4): per-group biases, each
+  // array null or [num_groups] pointers (b1, b3: [inter]; b2: [hidden]), and
+  // the activation (kernels/act_rule.h). With any of them the gate/up GEMM
+  // stores g and u (workspace `gu`) and the activation runs after it:
+  //   out[i] = W2_g act(W1_g in[i] + b1_g, W3_g in[i] + b3_g) + b2_g.
+  const float* const* b1 = nullptr;
+  const float* const* b3 = nullptr;
+  const float* const* b2 = nullptr;
+  int32_t act = kActSilu;
+  float act_alpha = 1.702f;
+  float act_limit = 7.0f;
+  // The fused SiLU epilogue covers the plain case.
+  bool plain() const {
+    return b1 == nullptr && b3 == nullptr && b2 == nullptr && act == kActSilu;
+  }
 };
 
 struct SwigluTask {
@@ -37,10 +53,13 @@ int64_t PlanGroupedSwiglu(const GroupedSwiglu& problem, int num_threads,
                           SwigluTask* tasks, int64_t capacity);
 
 // Runs planned tasks. `h` is a workspace of total_rows * PaddedInter(inter)
-// floats and `h_rows` one of total_rows pointers. Returns 0.
+// floats and `h_rows` one of total_rows pointers; unless problem.plain(),
+// `gu` is one of total_rows * 2 * PaddedInter(inter) floats and `gu_rows`
+// of total_rows pointers (else both may be null). Returns 0.
 int RunGroupedSwiglu(const GroupedSwiglu& problem, const SwigluTask* tasks,
                      int64_t num_tasks, float* h, float** h_rows,
-                     int num_threads);
+                     int num_threads, float* gu = nullptr,
+                     float** gu_rows = nullptr);
 
 // C = A W^T over all panels of one packed weight (store epilogue), split
 // over rows and panels on `num_threads` threads. For the router's gate.

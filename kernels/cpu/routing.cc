@@ -103,6 +103,10 @@ void ComputeScores(int32_t score_func, const float* logits, int64_t n,
       }
       continue;
     }
+    if (score_func == kScoreSqrtSoftplus) {
+      for (int64_t e = 0; e < E; ++e) s[e] = SqrtSoftplus(l[e]);
+      continue;
+    }
     float m = kNegInf;
     for (int64_t e = 0; e < E; ++e) m = std::max(m, RouteLogit(l[e]));
     float sum = 0.0f;
@@ -147,16 +151,43 @@ int64_t ApplyCapacity(int64_t n, int64_t k, int64_t num_experts,
 }
 
 void NormalizeAndScale(int64_t n, int64_t k, bool normalize, float scale,
-                       float* w) {
+                       float* w, float norm_min) {
   for (int64_t t = 0; t < n; ++t) {
     float* wt = w + t * k;
     if (normalize) {
       float sum = 0.0f;
       for (int64_t j = 0; j < k; ++j) sum += wt[j];
-      const float denom = sum + 1e-20f;
+      const float denom = RouteNormDenominator(sum, norm_min);
       for (int64_t j = 0; j < k; ++j) wt[j] /= denom;
     }
     for (int64_t j = 0; j < k; ++j) wt[j] *= scale;
+  }
+}
+
+void SoftmaxOverChosen(int64_t n, int64_t k, float* w) {
+  for (int64_t t = 0; t < n; ++t) {
+    float* wt = w + t * k;
+    float m = kNegInf;
+    for (int64_t j = 0; j < k; ++j) m = std::max(m, RouteLogit(wt[j]));
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      wt[j] = std::exp(RouteLogit(wt[j]) - m);
+      sum += wt[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < k; ++j) wt[j] *= inv;
+  }
+}
+
+void SelectHashed(const int32_t* tid2eid, const int64_t* token_ids,
+                  const float* scores, int64_t n, int64_t num_experts,
+                  int64_t k, int32_t* idx, float* w) {
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t* row = tid2eid + token_ids[t] * k;
+    for (int64_t j = 0; j < k; ++j) {
+      idx[t * k + j] = row[j];
+      w[t * k + j] = scores[t * num_experts + row[j]];
+    }
   }
 }
 

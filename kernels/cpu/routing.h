@@ -6,7 +6,11 @@
 
 namespace moe::kernels::cpu {
 
-enum ScoreFuncId : int32_t { kScoreSoftmax = 0, kScoreSigmoid = 1 };
+enum ScoreFuncId : int32_t {
+  kScoreSoftmax = 0,
+  kScoreSigmoid = 1,
+  kScoreSqrtSoftplus = 2,  // sqrt(softplus(logit)), elementwise
+};
 enum GroupScoreId : int32_t { kGroupTop2Sum = 0, kGroupMax = 1 };
 
 struct TopKParams {
@@ -21,7 +25,8 @@ struct TopKParams {
 // NaN logits and scores and ties follow kernels/routing_rule.h, as the CUDA
 // kernel does.
 //
-// scores[t][e] = softmax over e of logits[t][.] or sigmoid(logits[t][e]).
+// scores[t][e] = softmax over e of logits[t][.], sigmoid(logits[t][e]) or
+// sqrt(softplus(logits[t][e])).
 // `scores` may alias `logits`.
 void ComputeScores(int32_t score_func, const float* logits, int64_t n,
                    int64_t num_experts, float* scores, int num_threads);
@@ -39,9 +44,21 @@ int64_t ApplyCapacity(int64_t n, int64_t k, int64_t num_experts,
                       int64_t capacity, const int32_t* idx, float* w,
                       uint8_t* kept, int64_t* load);
 
-// w[t][:] /= (sum(w[t][:]) + 1e-20) when `normalize`; then w *= scale.
+// w[t][:] /= RouteNormDenominator(sum(w[t][:]), norm_min) when `normalize`
+// (sum + 1e-20, or max(sum, norm_min) when norm_min > 0); then w *= scale.
 void NormalizeAndScale(int64_t n, int64_t k, bool normalize, float scale,
-                       float* w);
+                       float* w, float norm_min = 0.0f);
+
+// gpt-oss: each token's k chosen logits w[t][:] (as SelectTopK gives them
+// from the logits, descending) become their softmax over those k.
+void SoftmaxOverChosen(int64_t n, int64_t k, float* w);
+
+// Hash routing: token t's experts are row tid2eid[token_ids[t]] ([V, k]
+// table, ids in [0, num_experts)) in stored order, w = scores at those ids.
+// The caller has checked every token id in [0, V).
+void SelectHashed(const int32_t* tid2eid, const int64_t* token_ids,
+                  const float* scores, int64_t n, int64_t num_experts,
+                  int64_t k, int32_t* idx, float* w);
 
 // Expert choice: for every expert, softmax of its logits over the n tokens
 // and the `capacity` tokens with the highest probability (ties to the lower

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "engine/layer_weights.h"
 #include "engine/local_moe.h"
 #include "gtest/gtest.h"
@@ -30,7 +31,8 @@ struct Output {
 
 absl::StatusOr<Output> RunCheckpoint(const std::string& dir, int64_t layer,
                                      const std::vector<float>& x, int64_t n,
-                                     WeightDType dtype) {
+                                     WeightDType dtype,
+                                     const std::vector<int64_t>& ids = {}) {
   auto ckpt = HfCheckpoint::Open(dir);
   if (!ckpt.ok()) return ckpt.status();
   auto moe =
@@ -38,8 +40,8 @@ absl::StatusOr<Output> RunCheckpoint(const std::string& dir, int64_t layer,
   if (!moe.ok()) return moe.status();
   Output out;
   out.y.resize(x.size());
-  absl::Status s =
-      (*moe)->Forward(layer, x.data(), n, {}, out.y.data(), &out.routing);
+  absl::Status s = (*moe)->Forward(layer, x.data(), n, {}, out.y.data(),
+                                   &out.routing, nullptr, ids);
   if (!s.ok()) return s;
   return out;
 }
@@ -69,7 +71,8 @@ TEST_P(HfGoldenTest, EveryExpressibleFamilyLoadsAndMatches) {
     o.layer = 1;
     o.shards = 3;
     ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
-    auto out = RunCheckpoint(dir, 1, c->x, c->tokens, WeightDType::kF32);
+    auto out =
+        RunCheckpoint(dir, 1, c->x, c->tokens, WeightDType::kF32, c->token_ids);
     ASSERT_TRUE(out.ok()) << out.status();
     ExpectGolden(*c, *out, testing::kF32Tol);
     fs::remove_all(dir);
@@ -81,10 +84,13 @@ TEST_P(HfGoldenTest, Bf16CheckpointWithinBf16Tolerance) {
   ASSERT_TRUE(c.ok()) << c.status();
   const std::string dir = testing::MakeTempDir(c->name + "_bf16_");
   HfWriteOptions o;
-  o.family = testing::FamiliesFor(c->config).front();
+  const auto families = testing::FamiliesFor(c->config);
+  ASSERT_FALSE(families.empty()) << "no family expresses " << c->name;
+  o.family = families.front();
   o.storage = DType::kBF16;
   ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
-  auto out = RunCheckpoint(dir, o.layer, c->x, c->tokens, WeightDType::kBF16);
+  auto out = RunCheckpoint(dir, o.layer, c->x, c->tokens, WeightDType::kBF16,
+                           c->token_ids);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TRUE(testing::AllClose(out->y, c->y, testing::kBf16Tol));
   fs::remove_all(dir);
@@ -104,7 +110,49 @@ TEST(HfCheckpoint, EveryFamilyIsCoveredByTheGoldenCases) {
     ASSERT_TRUE(c.ok());
     for (HfFamily f : testing::FamiliesFor(c->config)) covered.insert(f);
   }
-  EXPECT_EQ(covered.size(), 6u);
+  for (HfFamily f : AllHfFamilies()) {
+    EXPECT_TRUE(covered.count(f) > 0) << "no golden case is written as a "
+                                      << HfFamilyName(f) << " checkpoint";
+  }
+}
+
+// Each 2026 family's own golden case, written in that family's layout.
+TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
+  const std::pair<HfFamily, const char*> kCases[] = {
+      {HfFamily::kGlm4Moe, "glm45_like"},
+      {HfFamily::kKimiK2, "deepseek_v3_like"},
+      {HfFamily::kKimiK2, "glm45_like"},
+      {HfFamily::kQwen3Next, "qwen3_next_like"},
+      {HfFamily::kMinimaxM2, "minimax_m2_like"},
+      {HfFamily::kLlama4, "llama4_like"},
+      {HfFamily::kLlama4Text, "llama4_like"},
+      {HfFamily::kErnie45Moe, "ernie45_like"},
+      {HfFamily::kGptOss, "gptoss_like"},
+      {HfFamily::kDeepseekV4, "deepseek_v4_like"},
+      {HfFamily::kDeepseekV4, "deepseek_v4_hash"},
+  };
+  for (const auto& [family, name] : kCases) {
+    SCOPED_TRACE(absl::StrCat(HfFamilyName(family), " ", name));
+    auto c = testing::LoadGoldenCase(testing::GoldenDir() + "/" + name +
+                                     ".safetensors");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string dir = testing::MakeTempDir(std::string(name) + "_");
+    HfWriteOptions o;
+    o.family = family;
+    o.layer = 1;
+    o.shards = 4;
+    ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+    auto ckpt = HfCheckpoint::Open(dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    EXPECT_EQ((*ckpt)->family(), family);
+    EXPECT_EQ((*ckpt)->info().family, HfFamilyName(family));
+    EXPECT_TRUE((*ckpt)->info().HasLayer(1));
+    auto out =
+        RunCheckpoint(dir, 1, c->x, c->tokens, WeightDType::kF32, c->token_ids);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectGolden(*c, *out, testing::kF32Tol);
+    fs::remove_all(dir);
+  }
 }
 
 TEST(HfCheckpoint, UnshardedFileWithoutIndex) {

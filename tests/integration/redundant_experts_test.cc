@@ -42,6 +42,7 @@ Answer Serve(const std::string& dir, int P,
   if (!s.ok()) return a;
   ForwardOptions fo;
   fo.routing = true;
+  fo.token_ids = c.token_ids;
   auto r = cluster.client().Forward(static_cast<int32_t>(layer), c.x.data(),
                                     c.tokens, c.config.hidden, fo);
   EXPECT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();

@@ -75,11 +75,34 @@ class GoldenSource : public ModelSource {
       case WeightRole::kSharedGate:
         src = &case_.sgate;
         break;
+      case WeightRole::kRouterBias:
+        src = &case_.router_bias;
+        break;
+      case WeightRole::kB1:
+        src = &case_.b1;
+        offset = expert * c.inter;
+        break;
+      case WeightRole::kB3:
+        src = &case_.b3;
+        offset = expert * c.inter;
+        break;
+      case WeightRole::kB2:
+        src = &case_.b2;
+        offset = expert * c.hidden;
+        break;
+      case WeightRole::kTid2Eid:
+        break;
     }
     WeightTensor t;
     t.name = absl::StrCat(case_.name, ":", WeightRoleName(role));
     t.dtype = DType::kF32;
     t.shape = ExpectedShape(c, role);
+    if (role == WeightRole::kTid2Eid) {
+      if (case_.tid2eid.empty()) return absl::NotFoundError(t.name + " absent");
+      t.dtype = DType::kI64;
+      t.data = reinterpret_cast<const std::byte*>(case_.tid2eid.data());
+      return t;
+    }
     if (src->empty()) return absl::NotFoundError(t.name + " is absent");
     t.data = reinterpret_cast<const std::byte*>(src->data() + offset);
     return t;
@@ -154,6 +177,16 @@ absl::StatusOr<GoldenCase> LoadGoldenCase(const std::string& path) {
   MOE_RETURN_IF_ERROR(ReadOptional(*f, "shared.w3", &c.sw3));
   MOE_RETURN_IF_ERROR(ReadOptional(*f, "shared.w2", &c.sw2));
   MOE_RETURN_IF_ERROR(ReadOptional(*f, "shared.gate", &c.sgate));
+  MOE_RETURN_IF_ERROR(ReadOptional(*f, "gate.bias", &c.router_bias));
+  MOE_RETURN_IF_ERROR(ReadOptional(*f, "experts.b1", &c.b1));
+  MOE_RETURN_IF_ERROR(ReadOptional(*f, "experts.b3", &c.b3));
+  MOE_RETURN_IF_ERROR(ReadOptional(*f, "experts.b2", &c.b2));
+  if (f->Has("gate.tid2eid")) {
+    MOE_ASSIGN_OR_RETURN(c.tid2eid, f->ReadI64("gate.tid2eid"));
+  }
+  if (f->Has("token_ids")) {
+    MOE_ASSIGN_OR_RETURN(c.token_ids, f->ReadI64("token_ids"));
+  }
   return c;
 }
 

@@ -46,6 +46,10 @@ struct GoldenCase {
   std::vector<int64_t> top_shape;
   // The weights, fp32, in golden layout.
   std::vector<float> gate, bias, w1, w3, w2, sw1, sw3, sw2, sgate;
+  // 2026: gate.bias [E], experts.b1/b3 [E, I], experts.b2 [E, H];
+  // gate.tid2eid [V, k] and token_ids [N] of a hash-routed case.
+  std::vector<float> router_bias, b1, b3, b2;
+  std::vector<int64_t> tid2eid, token_ids;
 };
 
 // Loads one case; kGoldenDirMissing gives NotFound(NoGoldenFilesMessage()).

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -27,6 +28,7 @@ struct Tensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> values;
+  DType dtype = DType::kF32;  // kI32: integer ids; else the storage option
 };
 
 std::vector<float> Filler(uint64_t seed, int64_t n, float scale) {
@@ -44,6 +46,66 @@ std::vector<float> Slice(const std::vector<float>& v, int64_t begin,
   return std::vector<float>(v.begin() + begin, v.begin() + begin + count);
 }
 
+// Llama 4's fused expert tensors, for x·W: gate_up_proj [E, H, 2I] (gate
+// then up on the last axis) and down_proj [E, I, H].
+void AddFusedExperts(const MoeLayerConfig& k, HfFamily f, int64_t layer,
+                     const std::vector<float>& w1, const std::vector<float>& w3,
+                     const std::vector<float>& w2, std::vector<Tensor>* out) {
+  const int64_t E = k.num_experts, H = k.hidden, I = k.inter;
+  std::vector<float> gate_up(E * H * 2 * I), down(E * I * H);
+  for (int64_t e = 0; e < E; ++e) {
+    for (int64_t i = 0; i < I; ++i) {
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t src = (e * I + i) * H + h;
+        gate_up[(e * H + h) * 2 * I + i] = w1[src];
+        gate_up[(e * H + h) * 2 * I + I + i] = w3[src];
+        down[(e * I + i) * H + h] = w2[(e * H + h) * I + i];
+      }
+    }
+  }
+  out->push_back({HfTensorName(f, layer, WeightRole::kW1, 0),
+                  {E, H, 2 * I},
+                  std::move(gate_up)});
+  out->push_back(
+      {HfTensorName(f, layer, WeightRole::kW2, 0), {E, I, H}, std::move(down)});
+}
+
+// gpt-oss's fused experts (the dequantised form transformers saves):
+// gate_up_proj [E, H, 2I] with gate j at column 2j and up j at 2j+1, its
+// bias [E, 2I] interleaved the same way, down_proj [E, I, H] and its bias.
+void AddGptOssExperts(const MoeLayerConfig& k, HfFamily f, int64_t layer,
+                      const std::vector<float>& w1,
+                      const std::vector<float>& w3,
+                      const std::vector<float>& w2,
+                      const std::vector<float>& b1,
+                      const std::vector<float>& b3,
+                      const std::vector<float>& b2, std::vector<Tensor>* out) {
+  const int64_t E = k.num_experts, H = k.hidden, I = k.inter;
+  std::vector<float> gate_up(E * H * 2 * I), down(E * I * H),
+      gu_bias(E * 2 * I);
+  for (int64_t e = 0; e < E; ++e) {
+    for (int64_t i = 0; i < I; ++i) {
+      gu_bias[e * 2 * I + 2 * i] = b1[e * I + i];
+      gu_bias[e * 2 * I + 2 * i + 1] = b3[e * I + i];
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t src = (e * I + i) * H + h;
+        gate_up[(e * H + h) * 2 * I + 2 * i] = w1[src];
+        gate_up[(e * H + h) * 2 * I + 2 * i + 1] = w3[src];
+        down[(e * I + i) * H + h] = w2[(e * H + h) * I + i];
+      }
+    }
+  }
+  out->push_back({HfTensorName(f, layer, WeightRole::kW1, 0),
+                  {E, H, 2 * I},
+                  std::move(gate_up)});
+  out->push_back({HfTensorName(f, layer, WeightRole::kB1, 0),
+                  {E, 2 * I},
+                  std::move(gu_bias)});
+  out->push_back(
+      {HfTensorName(f, layer, WeightRole::kW2, 0), {E, I, H}, std::move(down)});
+  out->push_back({HfTensorName(f, layer, WeightRole::kB2, 0), {E, H}, b2});
+}
+
 void AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                  uint64_t seed, std::vector<Tensor>* out) {
   const MoeLayerConfig& k = c.config;
@@ -59,19 +121,62 @@ void AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
   out->push_back(
       {name(WeightRole::kGate, -1), {E, H}, values(c.gate, 0, E * H, 1)});
   if (k.use_bias) {
+    // ERNIE 4.5 stores its moe_statics bias as [1, E].
+    std::vector<int64_t> shape = {E};
+    if (f == HfFamily::kErnie45Moe) shape = {1, E};
     out->push_back(
-        {name(WeightRole::kExpertBias, -1), {E}, values(c.bias, 0, E, 2)});
+        {name(WeightRole::kExpertBias, -1), shape, values(c.bias, 0, E, 2)});
   }
-  for (int64_t e = 0; e < E; ++e) {
-    out->push_back({name(WeightRole::kW1, e),
-                    {I, H},
-                    values(c.w1, e * I * H, I * H, 10 + e)});
-    out->push_back({name(WeightRole::kW3, e),
-                    {I, H},
-                    values(c.w3, e * I * H, I * H, 1000 + e)});
-    out->push_back({name(WeightRole::kW2, e),
-                    {H, I},
-                    values(c.w2, e * I * H, I * H, 2000 + e)});
+  if (k.router_bias) {
+    out->push_back({name(WeightRole::kRouterBias, -1),
+                    {E},
+                    values(c.router_bias, 0, E, 7)});
+  }
+  if (k.hash_routed()) {
+    // Expert ids, stored as I32 like DeepSeek-V4 (converted on write).
+    std::vector<float> ids(c.tid2eid.begin(), c.tid2eid.end());
+    if (!golden) {
+      for (size_t i = 0; i < ids.size(); ++i) {
+        ids[i] = static_cast<float>((i / k.top_k + i % k.top_k) % E);
+      }
+    }
+    out->push_back({name(WeightRole::kTid2Eid, -1),
+                    {k.hash_vocab, k.top_k},
+                    std::move(ids),
+                    DType::kI32});
+  }
+  if (f == HfFamily::kGptOss) {
+    AddGptOssExperts(k, f, layer, values(c.w1, 0, E * I * H, 10),
+                     values(c.w3, 0, E * I * H, 1000),
+                     values(c.w2, 0, E * I * H, 2000),
+                     values(c.b1, 0, E * I, 11), values(c.b3, 0, E * I, 12),
+                     values(c.b2, 0, E * H, 13), out);
+  } else if (HfLocate(f, k, layer, WeightRole::kW1, 0).fused) {
+    AddFusedExperts(k, f, layer, values(c.w1, 0, E * I * H, 10),
+                    values(c.w3, 0, E * I * H, 1000),
+                    values(c.w2, 0, E * I * H, 2000), out);
+  } else {
+    if (k.expert_bias) {
+      for (int64_t e = 0; e < E; ++e) {
+        out->push_back(
+            {name(WeightRole::kB1, e), {I}, values(c.b1, e * I, I, 3000 + e)});
+        out->push_back(
+            {name(WeightRole::kB3, e), {I}, values(c.b3, e * I, I, 4000 + e)});
+        out->push_back(
+            {name(WeightRole::kB2, e), {H}, values(c.b2, e * H, H, 5000 + e)});
+      }
+    }
+    for (int64_t e = 0; e < E; ++e) {
+      out->push_back({name(WeightRole::kW1, e),
+                      {I, H},
+                      values(c.w1, e * I * H, I * H, 10 + e)});
+      out->push_back({name(WeightRole::kW3, e),
+                      {I, H},
+                      values(c.w3, e * I * H, I * H, 1000 + e)});
+      out->push_back({name(WeightRole::kW2, e),
+                      {H, I},
+                      values(c.w2, e * I * H, I * H, 2000 + e)});
+    }
   }
   if (S > 0) {
     out->push_back(
@@ -87,9 +192,9 @@ void AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
   }
 }
 
-void AddUnrelated(int64_t H, int64_t layer, uint64_t seed,
+void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
                   std::vector<Tensor>* out) {
-  const std::string p = absl::StrCat("model.layers.", layer, ".");
+  const std::string p = HfLayerPrefix(f, layer);
   for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
     out->push_back({absl::StrCat(p, "self_attn.", proj, ".weight"),
                     {H, H},
@@ -102,15 +207,60 @@ void AddUnrelated(int64_t H, int64_t layer, uint64_t seed,
                   std::vector<float>(H, 1.0f)});
 }
 
-void AddDenseMlp(int64_t H, int64_t layer, uint64_t seed,
+void AddDenseMlp(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
                  std::vector<Tensor>* out) {
-  const std::string p = absl::StrCat("model.layers.", layer, ".mlp.");
+  const bool llama4 = f == HfFamily::kLlama4 || f == HfFamily::kLlama4Text;
+  const std::string p =
+      HfLayerPrefix(f, layer) + (llama4 ? "feed_forward." : "mlp.");
   out->push_back(
       {p + "gate_proj.weight", {2 * H, H}, Filler(seed + 91, 2 * H * H, 0.1f)});
   out->push_back(
       {p + "up_proj.weight", {2 * H, H}, Filler(seed + 92, 2 * H * H, 0.1f)});
   out->push_back(
       {p + "down_proj.weight", {H, 2 * H}, Filler(seed + 93, 2 * H * H, 0.1f)});
+}
+
+// Multi-token-prediction modules, which the loader must skip: DeepSeek-V3,
+// Kimi K2 and GLM-4.5 store them as layers num_hidden_layers.. (an MoE layer
+// each), Qwen3-Next under mtp.*. Poisoned with NaN so that loading one by
+// mistake cannot go unnoticed.
+void AddMtp(const GoldenCase& c, const HfWriteOptions& o, int64_t num_layers,
+            std::vector<Tensor>* tensors) {
+  const int64_t H = c.config.hidden;
+  std::vector<Tensor> mtp;
+  switch (o.family) {
+    case HfFamily::kDeepseekV3:
+    case HfFamily::kKimiK2:
+    case HfFamily::kGlm4Moe:
+      AddMoeLayer(c, o.family, num_layers, false, o.seed, &mtp);
+      mtp.push_back(
+          {absl::StrCat("model.layers.", num_layers, ".eh_proj.weight"),
+           {H, 2 * H},
+           {}});
+      break;
+    case HfFamily::kQwen3Next:
+    case HfFamily::kDeepseekV4: {
+      // Qwen3-Next: mtp.layers.0.mlp.*; DeepSeek-V4: mtp.0.ffn.*.
+      const std::string strip =
+          o.family == HfFamily::kQwen3Next ? "model." : "layers.";
+      std::vector<Tensor> layer;
+      AddMoeLayer(c, o.family, 0, false, o.seed, &layer);
+      for (auto& t : layer) {
+        t.name = "mtp." + t.name.substr(strip.size());
+        mtp.push_back(std::move(t));
+      }
+      mtp.push_back({"mtp.fc.weight", {H, 2 * H}, {}});
+      break;
+    }
+    default:
+      return;
+  }
+  for (auto& t : mtp) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    t.values.assign(n, std::numeric_limits<float>::quiet_NaN());
+    tensors->push_back(std::move(t));
+  }
 }
 
 absl::Status WriteJson(const fs::path& path, const json& j) {
@@ -122,10 +272,97 @@ absl::Status WriteJson(const fs::path& path, const json& j) {
 
 }  // namespace
 
+namespace {
+
+const char* Architecture(HfFamily f) {
+  switch (f) {
+    case HfFamily::kMixtral:
+      return "MixtralForCausalLM";
+    case HfFamily::kQwen2Moe:
+      return "Qwen2MoeForCausalLM";
+    case HfFamily::kQwen3Moe:
+      return "Qwen3MoeForCausalLM";
+    case HfFamily::kOlmoe:
+      return "OlmoeForCausalLM";
+    case HfFamily::kDeepseekV2:
+      return "DeepseekV2ForCausalLM";
+    case HfFamily::kDeepseekV3:
+    case HfFamily::kKimiK2:
+      return "DeepseekV3ForCausalLM";
+    case HfFamily::kGlm4Moe:
+      return "Glm4MoeForCausalLM";
+    case HfFamily::kQwen3Next:
+      return "Qwen3NextForCausalLM";
+    case HfFamily::kMinimaxM2:
+      return "MiniMaxM2ForCausalLM";
+    case HfFamily::kLlama4:
+      return "Llama4ForConditionalGeneration";
+    case HfFamily::kLlama4Text:
+      return "Llama4ForCausalLM";
+    case HfFamily::kErnie45Moe:
+      return "Ernie4_5_MoeForCausalLM";
+    case HfFamily::kGptOss:
+      return "GptOssForCausalLM";
+    case HfFamily::kDeepseekV4:
+      return "DeepseekV4ForCausalLM";
+  }
+  return "";
+}
+
+bool Pre2026(HfFamily f) {
+  switch (f) {
+    case HfFamily::kMixtral:
+    case HfFamily::kQwen2Moe:
+    case HfFamily::kQwen3Moe:
+    case HfFamily::kOlmoe:
+    case HfFamily::kDeepseekV2:
+    case HfFamily::kDeepseekV3:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The DeepSeek-V3 style keys (DeepSeek-V2/V3, Kimi K2, GLM-4.5).
+void DeepseekKeys(const MoeLayerConfig& c, HfFamily f, json* j) {
+  (*j)["n_routed_experts"] = c.num_experts;
+  (*j)["moe_intermediate_size"] = c.inter;
+  (*j)["intermediate_size"] = 2 * c.hidden;
+  (*j)["n_shared_experts"] = c.shared_inter / c.inter;
+  (*j)["norm_topk_prob"] = c.route_norm;
+  (*j)["routed_scaling_factor"] = c.route_scale;
+  (*j)["first_k_dense_replace"] = 1;
+  (*j)["n_group"] = c.n_groups > 0 ? c.n_groups : 1;
+  (*j)["topk_group"] = c.n_groups > 0 ? c.topk_groups : 1;
+  if (f == HfFamily::kGlm4Moe) {
+    // GLM-4.5 has no scoring_func / topk_method / moe_layer_freq keys.
+    (*j)["num_nextn_predict_layers"] = 1;
+    return;
+  }
+  (*j)["moe_layer_freq"] = 1;
+  // The 2026 score functions travel as moe_score_func (HfConfigJson).
+  (*j)["scoring_func"] =
+      c.score_func == ScoreFunc::kSigmoid ? "sigmoid" : "softmax";
+  if (f == HfFamily::kDeepseekV2) {
+    (*j)["topk_method"] = c.n_groups > 0 ? "group_limited_greedy" : "greedy";
+    return;
+  }
+  (*j)["topk_method"] = "noaux_tc";
+  (*j)["num_nextn_predict_layers"] = 1;
+  if (f == HfFamily::kKimiK2) {
+    (*j)["auto_map"] = {
+        {"AutoConfig", "configuration_deepseek.DeepseekV3Config"},
+        {"AutoModelForCausalLM", "modeling_deepseek.DeepseekV3ForCausalLM"}};
+  }
+}
+
+}  // namespace
+
 std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
                          int64_t num_layers) {
   json j;
   j["model_type"] = HfFamilyName(f);
+  j["architectures"] = {Architecture(f)};
   j["hidden_size"] = c.hidden;
   j["num_hidden_layers"] = num_layers;
   j["num_experts_per_tok"] = c.top_k;
@@ -143,49 +380,111 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       break;
     case HfFamily::kQwen2Moe:
     case HfFamily::kQwen3Moe:
+    case HfFamily::kQwen3Next:
       j["num_experts"] = c.num_experts;
       j["moe_intermediate_size"] = c.inter;
       j["intermediate_size"] = 2 * c.hidden;
       j["norm_topk_prob"] = c.route_norm;
       j["decoder_sparse_step"] = 1;
       j["mlp_only_layers"] = {0};
-      if (f == HfFamily::kQwen2Moe) {
+      if (f != HfFamily::kQwen3Moe) {
         j["shared_expert_intermediate_size"] = c.shared_inter;
       }
       break;
     case HfFamily::kDeepseekV2:
     case HfFamily::kDeepseekV3:
-      j["n_routed_experts"] = c.num_experts;
+    case HfFamily::kKimiK2:
+    case HfFamily::kGlm4Moe:
+      DeepseekKeys(c, f, &j);
+      break;
+    case HfFamily::kMinimaxM2:
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["scoring_func"] = "sigmoid";
+      j["use_routing_bias"] = true;
+      break;
+    case HfFamily::kLlama4:
+    case HfFamily::kLlama4Text: {
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["intermediate_size_mlp"] = 2 * c.hidden;
+      if (f == HfFamily::kLlama4) {
+        j["moe_layers"] = json::array();
+        for (int64_t l = 1; l < num_layers; l += 2)
+          j["moe_layers"].push_back(l);
+      } else {
+        j["interleave_moe_layer_step"] = 2;
+      }
+      break;
+    }
+    case HfFamily::kErnie45Moe:
+      j.erase("num_experts_per_tok");
+      j["moe_k"] = c.top_k;
+      j["moe_num_experts"] = c.num_experts;
       j["moe_intermediate_size"] = c.inter;
       j["intermediate_size"] = 2 * c.hidden;
+      j["moe_num_shared_experts"] = c.shared_inter / c.inter;
+      j["moe_norm_min"] = c.norm_min;
+      j["moe_layer_start_index"] = 1;
+      j["moe_layer_end_index"] = -1;
+      j["moe_layer_interval"] = 1;
+      j["use_bias"] = false;
+      break;
+    case HfFamily::kGptOss:
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["swiglu_limit"] = c.act_limit;
+      break;
+    case HfFamily::kDeepseekV4:
+      j["n_routed_experts"] = c.num_experts;
+      j["moe_intermediate_size"] = c.inter;
       j["n_shared_experts"] = c.shared_inter / c.inter;
-      j["norm_topk_prob"] = c.route_norm;
+      j["scoring_func"] = "sqrtsoftplus";
       j["routed_scaling_factor"] = c.route_scale;
-      j["first_k_dense_replace"] = 1;
-      j["moe_layer_freq"] = 1;
-      j["scoring_func"] = ScoreFuncName(c.score_func);
-      j["n_group"] = c.n_groups > 0 ? c.n_groups : 1;
-      j["topk_group"] = c.n_groups > 0 ? c.topk_groups : 1;
-      if (f == HfFamily::kDeepseekV3) {
-        j["topk_method"] = "noaux_tc";
-        j["num_nextn_predict_layers"] = 1;
-      } else {
-        j["topk_method"] = c.n_groups > 0 ? "group_limited_greedy" : "greedy";
-      }
+      j["swiglu_limit"] = c.act_limit;
+      j["num_hash_layers"] = c.hash_routed() ? num_layers : 0;
+      if (c.hash_routed()) j["vocab_size"] = c.hash_vocab;
       break;
   }
   if (c.capacity_factor > 0) j["moe_capacity_factor"] = c.capacity_factor;
   if (c.routing == RoutingMode::kExpertChoice)
     j["moe_routing"] = "expert_choice";
   if (c.score_before_experts) j["moe_score_before_experts"] = true;
+  // The 2026 options in the generic form (core/hf_config.cc
+  // ReadExtensions), for the families whose own config cannot say them;
+  // the 2026 families say theirs in their own keys.
+  if (Pre2026(f)) {
+    if (c.score_func == ScoreFunc::kSqrtSoftplus ||
+        c.score_func == ScoreFunc::kTopkSoftmax) {
+      j["moe_score_func"] = ScoreFuncName(c.score_func);
+    }
+    if (c.has_2026_options()) {
+      j["moe_use_bias"] = c.use_bias;
+      j["moe_router_bias"] = c.router_bias;
+      j["moe_expert_bias"] = c.expert_bias;
+      j["moe_act"] = ActivationName(c.act);
+      j["moe_act_alpha"] = c.act_alpha;
+      j["moe_act_limit"] = c.act_limit;
+      j["moe_norm_min"] = c.norm_min;
+      j["moe_hash_vocab"] = c.hash_vocab;
+    }
+  }
+  if (f == HfFamily::kLlama4) {
+    // The multimodal config: the language model's keys under text_config.
+    j["model_type"] = "llama4_text";
+    j.erase("architectures");
+    json top = {{"model_type", "llama4"},
+                {"architectures", {Architecture(f)}},
+                {"text_config", j},
+                {"vision_config", {{"hidden_size", 48}}}};
+    return top.dump(2);
+  }
   return j.dump(2);
 }
 
 std::vector<HfFamily> FamiliesFor(const MoeLayerConfig& c) {
   std::vector<HfFamily> out;
-  for (HfFamily f :
-       {HfFamily::kMixtral, HfFamily::kQwen2Moe, HfFamily::kQwen3Moe,
-        HfFamily::kOlmoe, HfFamily::kDeepseekV2, HfFamily::kDeepseekV3}) {
+  for (HfFamily f : AllHfFamilies()) {
     auto spec = ParseHfConfig(HfConfigJson(c, f, 3), "probe");
     if (!spec.ok()) continue;
     MoeLayerConfig got = spec->info.layer;
@@ -206,6 +505,18 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   const int64_t H = k.hidden;
   const int64_t num_layers = o.layer + 2;
   fs::create_directories(dir);
+  const int64_t E = k.num_experts, I = k.inter;
+  if ((k.router_bias && static_cast<int64_t>(c.router_bias.size()) != E) ||
+      (k.expert_bias && (static_cast<int64_t>(c.b1.size()) != E * I ||
+                         static_cast<int64_t>(c.b3.size()) != E * I ||
+                         static_cast<int64_t>(c.b2.size()) != E * H)) ||
+      (k.hash_routed() &&
+       static_cast<int64_t>(c.tid2eid.size()) != k.hash_vocab * k.top_k)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        c.name,
+        ": the case lacks the router bias, expert biases or tid2eid "
+        "values its config asks for"));
+  }
   const std::string config = HfConfigJson(k, o.family, num_layers);
   MOE_ASSIGN_OR_RETURN(HfModelSpec spec, ParseHfConfig(config, dir));
   if (!spec.info.HasLayer(o.layer)) {
@@ -214,35 +525,34 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   }
 
   std::vector<Tensor> tensors;
-  tensors.push_back({"model.embed_tokens.weight",
+  tensors.push_back({(o.family == HfFamily::kLlama4 ? "language_model." : "") +
+                         std::string("model.embed_tokens.weight"),
                      {kVocab, H},
                      Filler(o.seed, kVocab * H, 0.5f)});
   for (int64_t l = 0; l < num_layers; ++l) {
-    AddUnrelated(H, l, o.seed, &tensors);
+    AddUnrelated(o.family, H, l, o.seed, &tensors);
     if (spec.info.HasLayer(l)) {
       AddMoeLayer(c, o.family, l, l == o.layer, o.seed + 100 * l, &tensors);
     } else {
-      AddDenseMlp(H, l, o.seed + l, &tensors);
+      AddDenseMlp(o.family, H, l, o.seed + l, &tensors);
     }
   }
-  if (o.family == HfFamily::kDeepseekV3) {
-    // The MTP module is stored as layer num_hidden_layers; poison it so that
-    // loading it by mistake cannot go unnoticed.
-    std::vector<Tensor> mtp;
-    AddMoeLayer(c, o.family, num_layers, false, o.seed, &mtp);
-    for (auto& t : mtp) {
-      std::fill(t.values.begin(), t.values.end(),
-                std::numeric_limits<float>::quiet_NaN());
-      tensors.push_back(std::move(t));
-    }
-    tensors.push_back(
-        {absl::StrCat("model.layers.", num_layers, ".eh_proj.weight"),
-         {H, 2 * H},
-         Filler(o.seed, 2 * H * H, 0.1f)});
-  }
-  tensors.push_back({"model.norm.weight", {H}, std::vector<float>(H, 1.0f)});
+  AddMtp(c, o, num_layers, &tensors);
+  const std::string lm = o.family == HfFamily::kLlama4 ? "language_model." : "";
   tensors.push_back(
-      {"lm_head.weight", {kVocab, H}, Filler(o.seed + 5, kVocab * H, 0.5f)});
+      {lm + "model.norm.weight", {H}, std::vector<float>(H, 1.0f)});
+  tensors.push_back({lm + "lm_head.weight",
+                     {kVocab, H},
+                     Filler(o.seed + 5, kVocab * H, 0.5f)});
+  if (o.family == HfFamily::kLlama4) {
+    // The vision tower and projector of the multimodal checkpoint.
+    tensors.push_back({"vision_model.patch_embedding.linear.weight",
+                       {H, 48},
+                       Filler(o.seed + 6, H * 48, 0.1f)});
+    tensors.push_back({"multi_modal_projector.linear_1.weight",
+                       {H, H},
+                       Filler(o.seed + 7, H * H, 0.1f)});
+  }
 
   const int shards = std::max(1, o.shards);
   std::vector<SafetensorsWriter> writers(shards);
@@ -258,11 +568,21 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
     const int s = static_cast<int>(i % shards);
     const bool router = absl::EndsWith(t.name, "mlp.gate.weight") ||
                         absl::EndsWith(t.name, "moe.gate.weight") ||
-                        absl::EndsWith(t.name, "e_score_correction_bias");
-    const DType dtype = router ? o.router_storage : o.storage;
+                        absl::EndsWith(t.name, "router.weight") ||
+                        absl::EndsWith(t.name, "e_score_correction_bias") ||
+                        absl::EndsWith(t.name, "gate.bias") ||
+                        absl::EndsWith(t.name, "router.bias");
+    const DType dtype = t.dtype == DType::kI32 ? DType::kI32
+                        : router               ? o.router_storage
+                                               : o.storage;
     std::vector<std::byte> bytes(t.values.size() * DTypeSize(dtype));
-    if (!ConvertFromF32(dtype, t.values.data(), t.values.size(),
-                        bytes.data())) {
+    if (dtype == DType::kI32) {
+      for (size_t j = 0; j < t.values.size(); ++j) {
+        const int32_t id = static_cast<int32_t>(t.values[j]);
+        std::memcpy(bytes.data() + 4 * j, &id, 4);
+      }
+    } else if (!ConvertFromF32(dtype, t.values.data(), t.values.size(),
+                               bytes.data())) {
       return absl::InvalidArgumentError(
           "storage dtype must be F32, BF16 or F16");
     }
@@ -284,6 +604,47 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   return absl::OkStatus();
 }
 
+absl::Status ReplaceHfTensor(const std::string& dir, const std::string& name,
+                             const std::vector<int64_t>& shape) {
+  const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
+  json index = json::parse(std::ifstream(index_path), nullptr, false);
+  if (index.is_discarded() || !index["weight_map"].contains(name)) {
+    return absl::NotFoundError(absl::StrCat(dir, ": no indexed tensor ", name));
+  }
+  const std::string shard = index["weight_map"][name];
+  const std::string path = (fs::path(dir) / shard).string();
+  SafetensorsWriter out;
+  {
+    MOE_ASSIGN_OR_RETURN(auto f, SafetensorsFile::Open(path));
+    for (const auto& t : f->header().tensors) {
+      if (t.name == name) continue;
+      MOE_ASSIGN_OR_RETURN(TensorRef ref, f->Get(t.name));
+      out.Add(t.name, t.dtype, t.shape, ref.data, ref.nbytes());
+    }
+  }
+  if (shape.empty()) {
+    index["weight_map"].erase(name);
+    MOE_RETURN_IF_ERROR(WriteJson(index_path, index));
+  } else {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    out.AddF32(name, shape, std::vector<float>(n, 0.0f));
+  }
+  return out.WriteFile(path);
+}
+
+absl::Status SetHfConfigKey(const std::string& dir, const std::string& key,
+                            const std::string& value_json) {
+  const fs::path path = fs::path(dir) / "config.json";
+  json j = json::parse(std::ifstream(path), nullptr, false);
+  json v = json::parse(value_json, nullptr, false);
+  if (j.is_discarded() || v.is_discarded()) {
+    return absl::InvalidArgumentError("SetHfConfigKey: bad JSON");
+  }
+  j[key] = v;
+  return WriteJson(path, j);
+}
+
 std::string MakeTempDir(const std::string& prefix) {
   const char* base = std::getenv("TEST_TMPDIR");
   fs::path root = base != nullptr ? fs::path(base) : fs::temp_directory_path();
@@ -295,11 +656,16 @@ std::string MakeTempDir(const std::string& prefix) {
 absl::StatusOr<std::string> WriteCaseCheckpoint(const GoldenCase& c,
                                                 const std::string& prefix,
                                                 HfWriteOptions o) {
+  const std::vector<HfFamily> families = FamiliesFor(c.config);
+  if (families.empty()) {
+    return absl::InvalidArgumentError(
+        "no checkpoint family expresses golden case " + c.name);
+  }
   const std::string dir = MakeTempDir(prefix);
   if (dir.empty()) {
     return absl::InternalError("cannot make a temp dir for " + prefix);
   }
-  o.family = FamiliesFor(c.config).back();
+  o.family = families.back();
   if (absl::Status s = WriteHfCheckpoint(c, o, dir); !s.ok()) return s;
   return dir;
 }

@@ -39,6 +39,16 @@ std::vector<HfFamily> FamiliesFor(const MoeLayerConfig& c);
 absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                                const std::string& dir);
 
+// Rewrites the shard that holds tensor `name` (found through the index) with
+// that tensor replaced by zeros of `shape` (F32), or dropped from the shard
+// and the index when `shape` is empty: for bad-checkpoint tests.
+absl::Status ReplaceHfTensor(const std::string& dir, const std::string& name,
+                             const std::vector<int64_t>& shape);
+
+// Sets top-level config.json key `key` to the JSON value `value_json`.
+absl::Status SetHfConfigKey(const std::string& dir, const std::string& key,
+                            const std::string& value_json);
+
 // A fresh empty directory under the test temp dir.
 std::string MakeTempDir(const std::string& prefix);
 

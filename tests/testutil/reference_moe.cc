@@ -13,21 +13,38 @@ using Vec = std::vector<double>;
 
 double Silu(double v) { return v / (1.0 + std::exp(-v)); }
 
-// W2 (silu(W1 v) * W3 v) for [I, H] / [H, I] weights at the given offsets.
+// The gated activation (tests/golden/README.md): silu, gptoss, silu_clamp.
+double Act(const MoeLayerConfig& k, double g, double u) {
+  if (k.act == Activation::kSilu) return Silu(g) * u;
+  const double L = k.act_limit;
+  g = std::min(g, L);
+  u = std::min(std::max(u, -L), L);
+  if (k.act == Activation::kGptOss) {
+    return (u + 1) * g / (1 + std::exp(-double(k.act_alpha) * g));
+  }
+  return Silu(g) * u;
+}
+
+// W2 act(W1 v + b1, W3 v + b3) + b2 for [I, H] / [H, I] weights at the
+// given offsets; `expert` >= 0 picks the routed expert's biases when the
+// layer has them.
 Vec Expert(const GoldenCase& c, const std::vector<float>& w1,
            const std::vector<float>& w3, const std::vector<float>& w2,
-           int64_t off, int64_t inter, const Vec& v) {
+           int64_t off, int64_t inter, const Vec& v, int64_t expert = -1) {
   const int64_t H = c.config.hidden;
+  const bool bias = expert >= 0 && c.config.expert_bias;
   Vec h(inter), out(H, 0.0);
   for (int64_t i = 0; i < inter; ++i) {
-    double g = 0, u = 0;
+    double g = bias ? c.b1[expert * inter + i] : 0.0;
+    double u = bias ? c.b3[expert * inter + i] : 0.0;
     for (int64_t j = 0; j < H; ++j) {
       g += w1[off + i * H + j] * v[j];
       u += w3[off + i * H + j] * v[j];
     }
-    h[i] = Silu(g) * u;
+    h[i] = Act(c.config, g, u);
   }
   for (int64_t j = 0; j < H; ++j) {
+    if (bias) out[j] = c.b2[expert * H + j];
     for (int64_t i = 0; i < inter; ++i)
       out[j] += w2[off + j * inter + i] * h[i];
   }
@@ -46,9 +63,14 @@ void RunReferenceMoe(GoldenCase& c) {
       double d = 0;
       for (int64_t j = 0; j < H; ++j)
         d += double(c.gate[e * H + j]) * c.x[t * H + j];
-      logits[t][e] = d;
+      logits[t][e] = d + (k.router_bias ? c.router_bias[e] : 0.0f);
     }
-    if (k.score_func == ScoreFunc::kSigmoid) {
+    if (k.score_func == ScoreFunc::kTopkSoftmax) {
+      scores[t] = logits[t];  // chosen on the logits; softmax over the k later
+    } else if (k.score_func == ScoreFunc::kSqrtSoftplus) {
+      for (int64_t e = 0; e < E; ++e)
+        scores[t][e] = std::sqrt(std::log1p(std::exp(logits[t][e])));
+    } else if (k.score_func == ScoreFunc::kSigmoid) {
       for (int64_t e = 0; e < E; ++e)
         scores[t][e] = 1 / (1 + std::exp(-logits[t][e]));
     } else {
@@ -123,9 +145,22 @@ void RunReferenceMoe(GoldenCase& c) {
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(),
                        [&](int64_t a, int64_t b) { return ch[a] > ch[b]; });
+      if (k.hash_routed()) {
+        for (int64_t j = 0; j < K; ++j) {
+          order[j] = c.tid2eid[c.token_ids[t] * K + j];
+        }
+      }
+      Vec chosen(K);
+      for (int64_t j = 0; j < K; ++j) chosen[j] = scores[t][order[j]];
+      if (k.score_func == ScoreFunc::kTopkSoftmax) {
+        const double m = chosen[0];  // the largest: chosen in descending order
+        double sum = 0;
+        for (double& v : chosen) sum += v = std::exp(v - m);
+        for (double& v : chosen) v /= sum;
+      }
       for (int64_t j = 0; j < K; ++j) {
         const int64_t e = order[j];
-        double w = scores[t][e];
+        double w = chosen[j];
         if (cap >= 0) {
           if (load[e] < cap)
             ++load[e];
@@ -138,7 +173,9 @@ void RunReferenceMoe(GoldenCase& c) {
       for (auto& [e, w] : slots[t]) sum += w;
       for (size_t j = 0; j < slots[t].size(); ++j) {
         auto& w = slots[t][j].second;
-        if (k.route_norm) w /= sum + 1e-20;
+        if (k.route_norm) {
+          w /= k.norm_min > 0 ? std::max(sum, double(k.norm_min)) : sum + 1e-20;
+        }
         w *= k.route_scale;
         c.top_idx[t * K + j] = slots[t][j].first;
         c.top_w[t * K + j] = static_cast<float>(w);
@@ -154,10 +191,10 @@ void RunReferenceMoe(GoldenCase& c) {
       if (k.score_before_experts) {
         Vec sx(H);
         for (int64_t j = 0; j < H; ++j) sx[j] = w * xt[j];
-        Vec o = Expert(c, c.w1, c.w3, c.w2, off, k.inter, sx);
+        Vec o = Expert(c, c.w1, c.w3, c.w2, off, k.inter, sx, e);
         for (int64_t j = 0; j < H; ++j) acc[j] += o[j];
       } else {
-        Vec o = Expert(c, c.w1, c.w3, c.w2, off, k.inter, xt);
+        Vec o = Expert(c, c.w1, c.w3, c.w2, off, k.inter, xt, e);
         for (int64_t j = 0; j < H; ++j) acc[j] += w * o[j];
       }
     }
@@ -201,6 +238,26 @@ GoldenCase RandomCase(const MoeLayerConfig& k, int64_t n, uint64_t seed,
     fill(c.sw2, S * H, 1.7 / std::sqrt(double(S)));
   }
   if (k.shared_gate) fill(c.sgate, H, 1.7 / std::sqrt(double(H)));
+  if (k.router_bias) fill(c.router_bias, E, 0.5);
+  if (k.expert_bias) {
+    fill(c.b1, E * I, 0.5);
+    fill(c.b3, E * I, 0.5);
+    fill(c.b2, E * H, 0.5);
+  }
+  if (k.hash_routed()) {
+    // k distinct experts per row, and one token id per row of x.
+    c.tid2eid.resize(k.hash_vocab * k.top_k);
+    std::vector<int64_t> perm(E);
+    for (int64_t v = 0; v < k.hash_vocab; ++v) {
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      std::copy(perm.begin(), perm.begin() + k.top_k,
+                c.tid2eid.begin() + v * k.top_k);
+    }
+    std::uniform_int_distribution<int64_t> id(0, k.hash_vocab - 1);
+    c.token_ids.resize(n);
+    for (int64_t& t : c.token_ids) t = id(rng);
+  }
   RunReferenceMoe(c);
   return c;
 }

@@ -89,14 +89,29 @@ def _item(it: Any) -> dict:
     d.setdefault("timing", False)
     d.setdefault("dtype", None)
     d.setdefault("output_dtype", None)
+    d.setdefault("token_ids", None)
     return d
 
 
-def _request(layer, x, routing, timing, dtype, output_dtype, request_id=""):
+def _token_ids(token_ids):
+    # One int per row of x: a list, NumPy array or torch tensor of any shape
+    # (flattened like x's leading dims); None: none sent.
+    if token_ids is None:
+        return []
+    if hasattr(token_ids, "detach"):  # torch
+        token_ids = token_ids.detach().cpu().reshape(-1).tolist()
+    elif hasattr(token_ids, "reshape"):  # NumPy
+        token_ids = token_ids.reshape(-1).tolist()
+    return [int(t) for t in token_ids]
+
+
+def _request(layer, x, routing, timing, dtype, output_dtype, request_id="",
+             token_ids=None):
     tensor, kind = encode(x, dtype)
     req = moe_pb2.ForwardRequest(
         layer=int(layer), hidden_states=tensor, return_routing=bool(routing),
-        return_timing=bool(timing), request_id=request_id)
+        return_timing=bool(timing), request_id=request_id,
+        token_ids=_token_ids(token_ids))
     if output_dtype is not None:
         req.output_dtype = _WIRE[wire_name(output_dtype)]
     return req, kind
@@ -151,12 +166,15 @@ class MoeClient(_Base):
             raise MoeError.from_rpc(e) from None
 
     def forward(self, layer: int, x, *, routing: bool = False, timing: bool = False,
-                dtype=None, output_dtype=None, timeout: Optional[float] = None):
+                dtype=None, output_dtype=None, timeout: Optional[float] = None,
+                token_ids=None):
         """y = MoE layer `layer` of x [N, H] (NumPy array or torch tensor),
         returned as the same kind, dtype and device; `.routing`/`.timing`
         are set when asked. `dtype` is the dtype on the wire (f32, bf16,
-        f16; default: the input's)."""
-        req, kind = _request(layer, x, routing, timing, dtype, output_dtype)
+        f16; default: the input's). `token_ids`: one token id per row, which
+        a hash-routed model (model_info().hash_vocab > 0) needs."""
+        req, kind = _request(layer, x, routing, timing, dtype, output_dtype,
+                             token_ids=token_ids)
         resp = self._call(self._stub.Forward, req, timeout)
         return decode(resp, kind, routing, timing)
 
@@ -167,7 +185,8 @@ class MoeClient(_Base):
         item raises its MoeError, or is returned as one with return_exceptions."""
         items = [_item(it) for it in requests]
         built = [_request(d["layer"], d["x"], d["routing"], d["timing"], d["dtype"],
-                          d["output_dtype"], str(i)) for i, d in enumerate(items)]
+                          d["output_dtype"], str(i), d["token_ids"])
+                 for i, d in enumerate(items)]
         try:
             responses = list(self._stub.ForwardStream(
                 iter([r for r, _ in built]), timeout=self._t(timeout),
@@ -236,8 +255,10 @@ class AsyncMoeClient(_Base):
             raise MoeError.from_rpc(e) from None
 
     async def forward(self, layer: int, x, *, routing: bool = False, timing: bool = False,
-                      dtype=None, output_dtype=None, timeout: Optional[float] = None):
-        req, kind = _request(layer, x, routing, timing, dtype, output_dtype)
+                      dtype=None, output_dtype=None, timeout: Optional[float] = None,
+                      token_ids=None):
+        req, kind = _request(layer, x, routing, timing, dtype, output_dtype,
+                             token_ids=token_ids)
         resp = await self._call(self._stub.Forward, req, timeout)
         return decode(resp, kind, routing, timing)
 
@@ -246,7 +267,8 @@ class AsyncMoeClient(_Base):
                            timeout: Optional[float] = None) -> List[Any]:
         items = [_item(it) for it in requests]
         built = [_request(d["layer"], d["x"], d["routing"], d["timing"], d["dtype"],
-                          d["output_dtype"], str(i)) for i, d in enumerate(items)]
+                          d["output_dtype"], str(i), d["token_ids"])
+                 for i, d in enumerate(items)]
         try:
             call = self._stub.ForwardStream(iter([r for r, _ in built]),
                                             timeout=self._t(timeout),

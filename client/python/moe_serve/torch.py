@@ -30,7 +30,10 @@ class RemoteMoE(nn.Module):
 
     `dtype` is the dtype on the wire (default: the input's). With
     `return_router_logits` (Hugging Face blocks), returns (y, router_logits),
-    the logits computed locally by `gate` when given, else None.
+    the logits computed locally by `gate` when given, else None. A
+    hash-routed layer needs the rows' token ids: pass `token_ids` (shaped
+    like hidden_states' leading dims) to forward, or set `self.token_ids`
+    before a block is called the Hugging Face way.
     """
 
     def __init__(self, client: MoeClient, layer: int, *, dtype=None,
@@ -41,11 +44,14 @@ class RemoteMoE(nn.Module):
         self.dtype = dtype
         self.return_router_logits = return_router_logits
         self.gate = gate
+        self.token_ids = None
 
-    def forward(self, hidden_states: torch.Tensor):
+    def forward(self, hidden_states: torch.Tensor, token_ids=None):
         shape = hidden_states.shape
         x = hidden_states.reshape(-1, shape[-1])
-        y = self.client.forward(self.layer, x, dtype=self.dtype).reshape(shape)
+        ids = token_ids if token_ids is not None else self.token_ids
+        y = self.client.forward(self.layer, x, dtype=self.dtype,
+                                token_ids=ids).reshape(shape)
         if not self.return_router_logits:
             return y
         logits = self.gate(x) if self.gate is not None else None

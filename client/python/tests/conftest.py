@@ -152,41 +152,93 @@ def load_golden(name):
     return tensors, json.loads(meta["config"])
 
 
+def _family_of(c: dict) -> str:
+    """The Hugging Face family whose config.json expresses golden config `c`."""
+    if c["score_func"] == "topk_softmax":
+        return "gpt_oss"
+    if c["score_func"] == "sqrtsoftplus":
+        return "deepseek_v4"
+    if c.get("norm_min", 0.0) > 0:
+        return "ernie4_5_moe"
+    sig = c["score_func"] == "sigmoid"
+    no_groups = c["n_groups"] == 0
+    if (sig and not c["use_bias"] and c["score_before_experts"] and not c["route_norm"]
+            and c["shared_inter"] == c["inter"] and not c["shared_gate"] and no_groups
+            and c["route_scale"] == 1.0):
+        return "llama4_text"
+    if (sig and c["use_bias"] and c["route_norm"] and c["route_scale"] == 1.0
+            and c["shared_inter"] == 0 and no_groups):
+        return "minimax_m2"
+    if sig and c["use_bias"] and c["n_groups"] == 1:
+        return "glm4_moe"
+    if c["shared_gate"] and c["route_norm"] and c["route_scale"] == 1.0 and not sig:
+        return "qwen3_next"
+    if sig or c["use_bias"] or c["n_groups"] > 0 or c["route_scale"] != 1.0 \
+            or (c["shared_inter"] > 0 and not c["shared_gate"]):
+        return "deepseek_v3" if sig or c["use_bias"] else "deepseek_v2"
+    if c["shared_inter"] > 0:
+        return "qwen2_moe"
+    return "mixtral" if c["route_norm"] else "qwen3_moe"
+
+
 def hf_family_config(c: dict, num_layers: int = 1):
     """(model_type, config.json) that the router's loader maps to golden
     config `c`, with every layer an MoE layer."""
     j = {"hidden_size": c["hidden"], "num_hidden_layers": num_layers,
          "num_experts_per_tok": c["top_k"], "vocab_size": 32,
          "num_attention_heads": 4}
-    if c["score_func"] == "sigmoid" or c["use_bias"] or c["n_groups"] > 0 \
-            or c["route_scale"] != 1.0 or (c["shared_inter"] > 0 and not c["shared_gate"]):
-        v3 = c["score_func"] == "sigmoid" or c["use_bias"]
-        fam = "deepseek_v3" if v3 else "deepseek_v2"
+    fam = _family_of(c)
+    if fam in ("deepseek_v2", "deepseek_v3", "glm4_moe"):
         assert c["shared_inter"] % c["inter"] == 0
         j.update(n_routed_experts=c["experts"], moe_intermediate_size=c["inter"],
                  intermediate_size=2 * c["hidden"],
                  n_shared_experts=c["shared_inter"] // c["inter"],
                  norm_topk_prob=c["route_norm"], routed_scaling_factor=c["route_scale"],
-                 first_k_dense_replace=0, moe_layer_freq=1,
-                 scoring_func=c["score_func"],
+                 first_k_dense_replace=0,
                  n_group=max(c["n_groups"], 1), topk_group=max(c["topk_groups"], 1))
-        if v3:
+        if fam == "deepseek_v3":
             assert c["group_score"] == "top2_sum"
-            j.update(topk_method="noaux_tc", num_nextn_predict_layers=0)
-        else:
+            j.update(topk_method="noaux_tc", num_nextn_predict_layers=0,
+                     moe_layer_freq=1, scoring_func=c["score_func"])
+        elif fam == "deepseek_v2":
             assert c["n_groups"] == 0 or c["group_score"] == "max"
-            j.update(topk_method="group_limited_greedy" if c["n_groups"] else "greedy")
-    elif c["shared_inter"] > 0:
-        fam = "qwen2_moe"
+            j.update(topk_method="group_limited_greedy" if c["n_groups"] else "greedy",
+                     moe_layer_freq=1, scoring_func=c["score_func"])
+    elif fam in ("qwen2_moe", "qwen3_next"):
         j.update(num_experts=c["experts"], moe_intermediate_size=c["inter"],
                  intermediate_size=2 * c["hidden"], norm_topk_prob=c["route_norm"],
                  decoder_sparse_step=1, mlp_only_layers=[],
                  shared_expert_intermediate_size=c["shared_inter"])
-    elif c["route_norm"]:
-        fam = "mixtral"
+    elif fam == "mixtral":
         j.update(num_local_experts=c["experts"], intermediate_size=c["inter"])
+    elif fam == "minimax_m2":
+        j.update(num_local_experts=c["experts"], intermediate_size=c["inter"],
+                 scoring_func="sigmoid", use_routing_bias=True)
+    elif fam == "gpt_oss":
+        j.update(num_local_experts=c["experts"], intermediate_size=c["inter"],
+                 swiglu_limit=c.get("act_limit", 7.0))
+    elif fam == "ernie4_5_moe":
+        del j["num_experts_per_tok"]
+        assert c["shared_inter"] % c["inter"] == 0
+        j.update(moe_num_experts=c["experts"], moe_k=c["top_k"],
+                 moe_intermediate_size=c["inter"],
+                 moe_num_shared_experts=c["shared_inter"] // c["inter"],
+                 moe_norm_min=c["norm_min"], moe_layer_start_index=0,
+                 moe_layer_end_index=-1, moe_layer_interval=1, use_bias=False)
+    elif fam == "deepseek_v4":
+        assert c["shared_inter"] % c["inter"] == 0
+        hash_vocab = c.get("hash_vocab", 0)
+        j.update(n_routed_experts=c["experts"], moe_intermediate_size=c["inter"],
+                 n_shared_experts=c["shared_inter"] // c["inter"],
+                 scoring_func="sqrtsoftplus", routed_scaling_factor=c["route_scale"],
+                 swiglu_limit=c.get("act_limit", 10.0),
+                 num_hash_layers=num_layers if hash_vocab else 0)
+        if hash_vocab:
+            j["vocab_size"] = hash_vocab
+    elif fam == "llama4_text":
+        j.update(num_local_experts=c["experts"], intermediate_size=c["inter"],
+                 intermediate_size_mlp=2 * c["hidden"], interleave_moe_layer_step=1)
     else:
-        fam = "qwen3_moe"
         j.update(num_experts=c["experts"], moe_intermediate_size=c["inter"],
                  intermediate_size=2 * c["hidden"], norm_topk_prob=False,
                  decoder_sparse_step=1, mlp_only_layers=[])
@@ -196,6 +248,13 @@ def hf_family_config(c: dict, num_layers: int = 1):
         j["moe_routing"] = "expert_choice"
     if c["score_before_experts"]:
         j["moe_score_before_experts"] = True
+    # The 2026 options in the generic form (core/hf_config.cc ReadExtensions).
+    if c["score_func"] in ("sqrtsoftplus", "topk_softmax"):
+        j["moe_score_func"] = c["score_func"]
+    for key in ("router_bias", "expert_bias", "act", "act_alpha", "act_limit",
+                "norm_min", "hash_vocab"):
+        if key in c:
+            j["moe_" + key] = c[key]
     j["model_type"] = fam
     return fam, j
 
@@ -206,24 +265,75 @@ def write_golden_checkpoint(tensors, c, directory, layer=0):
     fam, cfg = hf_family_config(c, num_layers=layer + 1)
     os.makedirs(directory, exist_ok=True)
     p = f"model.layers.{layer}."
-    if fam == "mixtral":
-        m = p + "block_sparse_moe."
-        names = {"w1": "w1", "w3": "w3", "w2": "w2"}
-    else:
+    out = {}
+    if fam == "gpt_oss":
+        # The dequantised layout: gate_up_proj [E, H, 2I] with gate j at
+        # column 2j and up j at 2j+1 (its bias likewise), down_proj [E, I, H].
         m = p + "mlp."
-        names = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
-    out = {m + "gate.weight": tensors["gate.weight"]}
-    if c["use_bias"]:
-        out[m + "gate.e_score_correction_bias"] = tensors["gate.expert_bias"]
-    for e in range(c["experts"]):
-        for role, hf in names.items():
-            out[f"{m}experts.{e}.{hf}.weight"] = tensors[f"experts.{role}"][e]
-    if c["shared_inter"] > 0:
-        sh = "shared_experts." if fam.startswith("deepseek") else "shared_expert."
-        for role, hf in names.items():
-            out[f"{m}{sh}{hf}.weight"] = tensors[f"shared.{role}"]
-    if c["shared_gate"]:
-        out[m + "shared_expert_gate.weight"] = tensors["shared.gate"]
+        e, h, i = c["experts"], c["hidden"], c["inter"]
+        gate_up = np.empty((e, h, 2 * i), np.float32)
+        gate_up[:, :, 0::2] = tensors["experts.w1"].transpose(0, 2, 1)
+        gate_up[:, :, 1::2] = tensors["experts.w3"].transpose(0, 2, 1)
+        gu_bias = np.empty((e, 2 * i), np.float32)
+        gu_bias[:, 0::2] = tensors["experts.b1"]
+        gu_bias[:, 1::2] = tensors["experts.b3"]
+        out[m + "router.weight"] = tensors["gate.weight"]
+        out[m + "router.bias"] = tensors["gate.bias"]
+        out[m + "experts.gate_up_proj"] = gate_up
+        out[m + "experts.gate_up_proj_bias"] = gu_bias
+        out[m + "experts.down_proj"] = np.ascontiguousarray(
+            tensors["experts.w2"].transpose(0, 2, 1))
+        out[m + "experts.down_proj_bias"] = tensors["experts.b2"]
+    elif fam == "deepseek_v4":
+        # Upstream names, no "model." prefix.
+        m = f"layers.{layer}.ffn."
+        out[m + "gate.weight"] = tensors["gate.weight"]
+        if c["use_bias"]:
+            out[m + "gate.bias"] = tensors["gate.expert_bias"]
+        if c.get("hash_vocab", 0):
+            out[m + "gate.tid2eid"] = tensors["gate.tid2eid"].astype(np.int32)
+        for e in range(c["experts"]):
+            for role in ("w1", "w3", "w2"):
+                out[f"{m}experts.{e}.{role}.weight"] = tensors[f"experts.{role}"][e]
+        if c["shared_inter"] > 0:
+            for role in ("w1", "w3", "w2"):
+                out[f"{m}shared_experts.{role}.weight"] = tensors[f"shared.{role}"]
+    elif fam == "llama4_text":
+        # Fused experts for x·W: gate_up_proj [E, H, 2I] (gate, then up),
+        # down_proj [E, I, H].
+        m = p + "feed_forward."
+        out[m + "router.weight"] = tensors["gate.weight"]
+        out[m + "experts.gate_up_proj"] = np.ascontiguousarray(np.concatenate(
+            [tensors["experts.w1"].transpose(0, 2, 1),
+             tensors["experts.w3"].transpose(0, 2, 1)], axis=2))
+        out[m + "experts.down_proj"] = np.ascontiguousarray(
+            tensors["experts.w2"].transpose(0, 2, 1))
+        for role, hf in {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}.items():
+            out[f"{m}shared_expert.{hf}.weight"] = tensors[f"shared.{role}"]
+    else:
+        if fam in ("mixtral", "minimax_m2"):
+            m = p + "block_sparse_moe."
+            names = {"w1": "w1", "w3": "w3", "w2": "w2"}
+        else:
+            m = p + "mlp."
+            names = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
+        out[m + "gate.weight"] = tensors["gate.weight"]
+        if c["use_bias"]:
+            bias = {"minimax_m2": "e_score_correction_bias",
+                    "ernie4_5_moe": "moe_statics.e_score_correction_bias"}.get(
+                        fam, "gate.e_score_correction_bias")
+            out[m + bias] = tensors["gate.expert_bias"]
+            if fam == "ernie4_5_moe":
+                out[m + bias] = out[m + bias].reshape(1, -1)
+        for e in range(c["experts"]):
+            for role, hf in names.items():
+                out[f"{m}experts.{e}.{hf}.weight"] = tensors[f"experts.{role}"][e]
+        if c["shared_inter"] > 0:
+            sh = "shared_expert." if fam in ("qwen2_moe", "qwen3_next") else "shared_experts."
+            for role, hf in names.items():
+                out[f"{m}{sh}{hf}.weight"] = tensors[f"shared.{role}"]
+        if c["shared_gate"]:
+            out[m + "shared_expert_gate.weight"] = tensors["shared.gate"]
     st.save(os.path.join(directory, "model.safetensors"), out, {"format": "pt"})
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)

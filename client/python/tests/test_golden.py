@@ -22,6 +22,7 @@ def case(request, tmp_path_factory):
     c = Cluster(str(d / "run"), [f"--model={d / 'ckpt'}"], workers=2)
     info = c.client.model_info()
     assert info.family == fam and list(info.moe_layers) == [0]
+    assert info.hash_vocab == cfg.get("hash_vocab", 0)
     yield name, tensors, cfg, c
     c.stop()
 
@@ -33,7 +34,7 @@ def check(y, ref, tol, what):
 
 def test_numpy_f32_with_routing(case):
     name, t, cfg, c = case
-    y = c.client.forward(0, t["x"], routing=True, timing=True)
+    y = c.client.forward(0, t["x"], routing=True, timing=True, token_ids=t.get("token_ids"))
     assert isinstance(y, np.ndarray) and y.dtype == np.float32 and y.shape == t["y"].shape
     check(y, t["y"], F32_TOL, name)
     assert y.timing.total_us > 0 and y.timing.batch_tokens >= t["x"].shape[0]
@@ -51,7 +52,7 @@ def test_numpy_f32_with_routing(case):
 def test_torch_f32(case):
     name, t, _, c = case
     x = torch.from_numpy(t["x"])
-    y = c.client.forward(0, x)
+    y = c.client.forward(0, x, token_ids=t.get("token_ids"))
     assert isinstance(y, torch.Tensor) and y.dtype == torch.float32
     check(y.numpy(), t["y"], F32_TOL, name)
 
@@ -68,6 +69,13 @@ def check_bf16(y32_of_rounded, y_bf16_as_f32, routing, t, cfg, name):
     # rounds the output once, so the answer is the fp32 answer to the rounded
     # input within one bf16 rounding (2^-8 relative).
     check(y_bf16_as_f32, y32_of_rounded, (1e-6, 2.0 ** -8), name + " (bf16 vs fp32)")
+    # The 2026 cases (their config lists "act") reach |y| ~ 100 (expert
+    # biases, clamped activations): rounding x to bf16 alone moves y by up
+    # to ~0.4 there (measured: gptoss_like 0.11 at |y| <= 40,
+    # deepseek_v4_hash 0.38 at |y| <= 114), past the golden tolerance,
+    # which is for bf16 weights. The check above is the exact one for them.
+    if "act" in cfg:
+        return
     # Rounding x may flip a near-tie in routing; where it does not, the
     # golden bf16 tolerance holds against the fp32 reference too.
     if same_routing(routing, t, cfg):
@@ -83,8 +91,8 @@ def check_bf16(y32_of_rounded, y_bf16_as_f32, routing, t, cfg, name):
 def test_torch_bf16(case):
     name, t, cfg, c = case
     xb = torch.from_numpy(t["x"]).to(torch.bfloat16)
-    ref = c.client.forward(0, xb.float(), routing=True)
-    y = c.client.forward(0, xb)
+    ref = c.client.forward(0, xb.float(), routing=True, token_ids=t.get("token_ids"))
+    y = c.client.forward(0, xb, token_ids=t.get("token_ids"))
     assert isinstance(y, torch.Tensor) and y.dtype == torch.bfloat16
     assert y.shape == xb.shape
     check_bf16(ref.numpy(), y.float().numpy(), ref.routing, t, cfg, name)
@@ -93,14 +101,14 @@ def test_torch_bf16(case):
 def test_numpy_bf16_bits(case):
     name, t, cfg, c = case
     bits = f32_to_bf16_bits(t["x"])
-    ref = c.client.forward(0, bf16_bits_to_f32(bits), routing=True)
-    y = c.client.forward(0, bits, dtype="bf16")
+    ref = c.client.forward(0, bf16_bits_to_f32(bits), routing=True, token_ids=t.get("token_ids"))
+    y = c.client.forward(0, bits, dtype="bf16", token_ids=t.get("token_ids"))
     assert y.dtype == np.uint16 and y.shape == t["y"].shape
     check_bf16(ref, bf16_bits_to_f32(y), ref.routing, t, cfg, name)
     # A float32 array sent as bf16 comes back as float32.
-    y32 = c.client.forward(0, t["x"], dtype="bf16")
+    y32 = c.client.forward(0, t["x"], dtype="bf16", token_ids=t.get("token_ids"))
     assert y32.dtype == np.float32
     np.testing.assert_array_equal(y32, bf16_bits_to_f32(y))
     # torch and NumPy bf16 agree bit for bit.
-    yt = c.client.forward(0, torch.from_numpy(t["x"]).to(torch.bfloat16))
+    yt = c.client.forward(0, torch.from_numpy(t["x"]).to(torch.bfloat16), token_ids=t.get("token_ids"))
     np.testing.assert_array_equal(yt.view(torch.int16).numpy().view(np.uint16), y)

@@ -3,6 +3,7 @@
 #include "kernels/cpu/packed_gemm.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -407,6 +408,128 @@ TEST_P(IsaTest, ShortKOrderGivesTheSameBits) {
     }
     ASSERT_EQ(0, std::memcmp(whole.data(), by_panel.data(), whole.size() * 4))
         << "k=" << k;
+  }
+}
+
+// The activations of kernels/act_rule.h against their definitions, in
+// double (tests/golden/README.md).
+TEST(GatedAct, MatchesTheDefinitions) {
+  const float alpha = 1.702f, L = 7.0f;
+  for (float g : {-9.0f, -1.0f, 0.0f, 0.5f, 6.9f, 7.0f, 12.0f}) {
+    for (float u : {-8.0f, -7.0f, -0.3f, 0.0f, 2.0f, 7.5f}) {
+      const double gd = g, ud = u;
+      const double silu = gd / (1 + std::exp(-gd)) * ud;
+      const double gc = std::min(gd, 7.0), uc = std::clamp(ud, -7.0, 7.0);
+      const double gptoss = (uc + 1) * gc / (1 + std::exp(-1.702 * gc));
+      const double clamp = gc / (1 + std::exp(-gc)) * uc;
+      EXPECT_NEAR(GatedAct(kActSilu, g, u, alpha, L), silu,
+                  1e-5 * (1 + std::abs(silu)));
+      EXPECT_NEAR(GatedAct(kActGptOss, g, u, alpha, L), gptoss,
+                  1e-5 * (1 + std::abs(gptoss)));
+      EXPECT_NEAR(GatedAct(kActSiluClamp, g, u, alpha, L), clamp,
+                  1e-5 * (1 + std::abs(clamp)));
+    }
+  }
+  EXPECT_TRUE(std::isnan(GatedAct(kActGptOss, NAN, 1.0f, alpha, L)));
+  EXPECT_TRUE(std::isnan(GatedAct(kActSiluClamp, 1.0f, NAN, alpha, L)));
+}
+
+// Grouped experts with biases and each activation against a scalar loop:
+// odd sizes (inter 37: a half-empty last panel; hidden 45), groups of 0, 1
+// and several rows.
+TEST(GroupedSwiglu, BiasesAndClampedActivations) {
+  const int64_t H = 45, I = 37, ip = PaddedInter(I), groups = 3;
+  const int64_t offsets[] = {0, 0, 1, 6};
+  const int64_t rows = offsets[groups];
+  uint64_t seed = 5;
+  auto rnd = [&](float scale) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return scale * (static_cast<float>(seed >> 40) / 8388608.0f - 1.0f);
+  };
+  std::vector<float> x(rows * H), w1(groups * I * H), w3(groups * I * H),
+      w2(groups * H * I), b1(groups * I), b3(groups * I), b2(groups * H);
+  for (auto* v : {&x, &w1, &w3, &w2, &b1, &b3, &b2}) {
+    for (float& f : *v) f = rnd(v == &x ? 2.0f : 0.5f);
+  }
+  std::vector<std::vector<float>> w13p(groups), w2p(groups);
+  std::vector<const void*> w13_ptr(groups), w2_ptr(groups);
+  std::vector<const float*> b1_ptr(groups), b3_ptr(groups), b2_ptr(groups);
+  for (int64_t g = 0; g < groups; ++g) {
+    std::vector<int64_t> order(2 * ip);
+    FusedGateUpRowOrder(I, order.data());
+    std::vector<const float*> r13(2 * ip), r2(H);
+    for (int64_t i = 0; i < 2 * ip; ++i) {
+      const int64_t o = order[i];
+      r13[i] = o == INT64_MIN ? nullptr
+               : o >= 0       ? w1.data() + (g * I + o) * H
+                              : w3.data() + (g * I - 1 - o) * H;
+    }
+    for (int64_t j = 0; j < H; ++j) r2[j] = w2.data() + (g * H + j) * I;
+    w13p[g].resize(PackedElements(2 * ip, H));
+    w2p[g].resize(PackedElements(H, ip));
+    PackRowsF32(r13.data(), 2 * ip, H, H, w13p[g].data());
+    PackRowsF32(r2.data(), H, ip, I, w2p[g].data());
+    w13_ptr[g] = w13p[g].data();
+    w2_ptr[g] = w2p[g].data();
+    b1_ptr[g] = b1.data() + g * I;
+    b3_ptr[g] = b3.data() + g * I;
+    b2_ptr[g] = b2.data() + g * H;
+  }
+  for (int32_t act : {kActSilu, kActGptOss, kActSiluClamp}) {
+    SCOPED_TRACE(act);
+    std::vector<float> out(rows * H, -1.0f);
+    std::vector<const float*> in_rows(rows);
+    std::vector<float*> out_rows(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      in_rows[r] = x.data() + r * H;
+      out_rows[r] = out.data() + r * H;
+    }
+    GroupedSwiglu p;
+    p.num_groups = groups;
+    p.group_offsets = offsets;
+    p.in_rows = in_rows.data();
+    p.out_rows = out_rows.data();
+    p.w13 = w13_ptr.data();
+    p.w2 = w2_ptr.data();
+    p.hidden = H;
+    p.inter = I;
+    p.b1 = b1_ptr.data();
+    p.b3 = b3_ptr.data();
+    p.b2 = b2_ptr.data();
+    p.act = act;
+    p.act_limit = 0.8f;  // clamps often at these scales
+    const int64_t n = PlanGroupedSwiglu(p, 2, nullptr, 0);
+    std::vector<SwigluTask> tasks(n);
+    PlanGroupedSwiglu(p, 2, tasks.data(), n);
+    std::vector<float> h(rows * ip), gu(rows * 2 * ip);
+    std::vector<float*> h_rows(rows), gu_rows(rows);
+    RunGroupedSwiglu(p, tasks.data(), n, h.data(), h_rows.data(), 2, gu.data(),
+                     gu_rows.data());
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t r = offsets[g]; r < offsets[g + 1]; ++r) {
+        std::vector<double> hid(I);
+        for (int64_t i = 0; i < I; ++i) {
+          double a = b1[g * I + i], b = b3[g * I + i];
+          for (int64_t j = 0; j < H; ++j) {
+            a += double(w1[(g * I + i) * H + j]) * x[r * H + j];
+            b += double(w3[(g * I + i) * H + j]) * x[r * H + j];
+          }
+          const double gc = act == kActSilu ? a : std::min(a, 0.8);
+          const double uc = act == kActSilu ? b : std::clamp(b, -0.8, 0.8);
+          hid[i] = act == kActGptOss
+                       ? (uc + 1) * gc / (1 + std::exp(-1.702 * gc))
+                       : gc / (1 + std::exp(-gc)) * uc;
+        }
+        for (int64_t j = 0; j < H; ++j) {
+          double want = b2[g * H + j];
+          for (int64_t i = 0; i < I; ++i) {
+            want += double(w2[(g * H + j) * I + i]) * hid[i];
+          }
+          EXPECT_NEAR(out[r * H + j], want, 1e-4 + 1e-4 * std::abs(want))
+              << "row " << r << " col " << j;
+        }
+      }
+    }
   }
 }
 

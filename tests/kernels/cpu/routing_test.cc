@@ -23,6 +23,68 @@ TEST(Routing, SoftmaxAndSigmoid) {
   EXPECT_NEAR(s[1], 1 / (1 + std::exp(-1.0)), 1e-7);
 }
 
+TEST(Routing, SqrtSoftplusMatchesItsDefinition) {
+  // sqrt(ln(1 + e^l)), in double, over ordinary and extreme logits; a NaN
+  // logit counts as -inf (score 0).
+  const std::vector<float> logits = {-3.0f, -0.5f, 0.0f,  0.25f,  2.0f,
+                                     17.0f, 40.0f, 90.0f, -90.0f, NAN};
+  const int64_t n = static_cast<int64_t>(logits.size());
+  std::vector<float> s(n);
+  ComputeScores(kScoreSqrtSoftplus, logits.data(), 1, n, s.data(), 1);
+  for (int64_t e = 0; e + 1 < n; ++e) {
+    const double l = logits[e];
+    const double want = std::sqrt(l > 30 ? l : std::log1p(std::exp(l)));
+    EXPECT_NEAR(s[e], want, 2e-6 * std::max(1.0, want)) << "logit " << l;
+  }
+  EXPECT_EQ(s[n - 1], 0.0f);
+  ComputeScores(kScoreSqrtSoftplus, logits.data(), 0, n, s.data(), 1);  // N=0
+}
+
+TEST(Routing, NormMinClampsTheDenominatorFromBelow) {
+  // Token 0 sums to 0.3 < 0.45: divided by 0.45. Token 1 sums to 0.9.
+  float w[] = {0.2f, 0.1f, 0.6f, 0.3f};
+  NormalizeAndScale(2, 2, /*normalize=*/true, 2.0f, w, /*norm_min=*/0.45f);
+  EXPECT_FLOAT_EQ(w[0], 0.2f / 0.45f * 2.0f);
+  EXPECT_FLOAT_EQ(w[1], 0.1f / 0.45f * 2.0f);
+  EXPECT_FLOAT_EQ(w[2], 0.6f / 0.9f * 2.0f);
+  EXPECT_FLOAT_EQ(w[3], 0.3f / 0.9f * 2.0f);
+  float z[] = {0.0f, 0.0f};  // no epsilon needed: the floor is > 0
+  NormalizeAndScale(1, 2, true, 1.0f, z, 0.45f);
+  EXPECT_EQ(z[0], 0.0f);
+  EXPECT_EQ(RouteNormDenominator(0.3f, 0.0f), 0.3f + 1e-20f);
+}
+
+TEST(Routing, SoftmaxOverChosenLogitsOnly) {
+  // The k chosen logits of 2 tokens (N = 0 is a no-op).
+  float w[] = {3.0f, 1.0f, 0.5f, 2.0f, 2.0f, NAN};
+  SoftmaxOverChosen(0, 3, w);
+  SoftmaxOverChosen(2, 3, w);
+  const double d0 = 1 + std::exp(-2.0) + std::exp(-2.5);
+  EXPECT_NEAR(w[0], 1 / d0, 1e-7);
+  EXPECT_NEAR(w[1], std::exp(-2.0) / d0, 1e-7);
+  EXPECT_NEAR(w[2], std::exp(-2.5) / d0, 1e-7);
+  EXPECT_NEAR(w[3], 0.5, 1e-7);  // a NaN logit weighs 0, like -inf
+  EXPECT_NEAR(w[4], 0.5, 1e-7);
+  EXPECT_EQ(w[5], 0.0f);
+}
+
+TEST(Routing, HashedSelectionKeepsStoredOrder) {
+  const int32_t table[] = {3, 0, 1, 2, 2, 3};  // V = 3, k = 2
+  const int64_t ids[] = {2, 0, 1};
+  const float scores[] = {0.1f, 0.2f, 0.3f, 0.4f,   // token 0
+                          0.5f, 0.6f, 0.7f, 0.8f,   // token 1
+                          0.9f, 1.0f, 1.1f, 1.2f};  // token 2
+  int32_t idx[6];
+  float w[6];
+  SelectHashed(table, ids, scores, 3, 4, 2, idx, w);
+  const int32_t want_idx[] = {2, 3, 3, 0, 1, 2};
+  const float want_w[] = {0.3f, 0.4f, 0.8f, 0.5f, 1.0f, 1.1f};
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(idx[i], want_idx[i]) << i;
+    EXPECT_EQ(w[i], want_w[i]) << i;
+  }
+}
+
 // The NaN and tie rules of kernels/routing_rule.h; the CUDA kernel runs the
 // same cases (tests/kernels/cuda/cuda_kernels_test.cc).
 TEST(Routing, NanEdgeCasesFollowTheSharedRule) {

@@ -1,0 +1,239 @@
+// Each family's tensor names (golden README, "Hugging Face families"), and
+// where Llama 4's fused expert tensors keep a role's rows.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/hf_config.h"
+
+namespace moe {
+namespace {
+
+bool IsLlama4(HfFamily f) {
+  return f == HfFamily::kLlama4 || f == HfFamily::kLlama4Text;
+}
+
+// block_sparse_moe.* with w1/w3/w2 experts (Mixtral, MiniMax-M2).
+std::string BlockSparseName(const std::string& p, WeightRole role,
+                            int64_t expert) {
+  const std::string m = p + "block_sparse_moe.";
+  switch (role) {
+    case WeightRole::kGate:
+      return m + "gate.weight";
+    case WeightRole::kExpertBias:
+      // MiniMax-M2 keeps the correction bias beside the gate, not in it.
+      return m + "e_score_correction_bias";
+    case WeightRole::kW1:
+      return absl::StrCat(m, "experts.", expert, ".w1.weight");
+    case WeightRole::kW3:
+      return absl::StrCat(m, "experts.", expert, ".w3.weight");
+    case WeightRole::kW2:
+      return absl::StrCat(m, "experts.", expert, ".w2.weight");
+    // The 2026 roles in the generic form (moe_* extension keys).
+    case WeightRole::kRouterBias:
+      return m + "gate.bias";
+    case WeightRole::kB1:
+      return absl::StrCat(m, "experts.", expert, ".w1.bias");
+    case WeightRole::kB3:
+      return absl::StrCat(m, "experts.", expert, ".w3.bias");
+    case WeightRole::kB2:
+      return absl::StrCat(m, "experts.", expert, ".w2.bias");
+    case WeightRole::kTid2Eid:
+      return m + "gate.tid2eid";
+    default:
+      return "";
+  }
+}
+
+HfTensorLocation Fused(std::string name, std::vector<int64_t> shape,
+                       int64_t expert, int64_t col0, int64_t step,
+                       int64_t out) {
+  HfTensorLocation loc;
+  loc.name = std::move(name);
+  loc.fused = true;
+  loc.fused_shape = std::move(shape);
+  loc.expert = expert;
+  loc.col0 = col0;
+  loc.col_step = step;
+  loc.out = out;
+  return loc;
+}
+
+// gpt-oss: router with bias; gate and up interleaved on the 2I axis (2j
+// gate j, 2j+1 up j) of the x·W tensor and of its bias.
+HfTensorLocation GptOssLocation(const std::string& p, const MoeLayerConfig& c,
+                                WeightRole role, int64_t expert) {
+  const std::string m = p + "mlp.";
+  const int64_t E = c.num_experts, H = c.hidden, I = c.inter;
+  switch (role) {
+    case WeightRole::kGate:
+      return {m + "router.weight"};
+    case WeightRole::kRouterBias:
+      return {m + "router.bias"};
+    case WeightRole::kW1:
+    case WeightRole::kW3:
+      return Fused(m + "experts.gate_up_proj", {E, H, 2 * I}, expert,
+                   role == WeightRole::kW1 ? 0 : 1, 2, I);
+    case WeightRole::kW2:
+      return Fused(m + "experts.down_proj", {E, I, H}, expert, 0, 1, H);
+    case WeightRole::kB1:
+    case WeightRole::kB3:
+      return Fused(m + "experts.gate_up_proj_bias", {E, 2 * I}, expert,
+                   role == WeightRole::kB1 ? 0 : 1, 2, I);
+    case WeightRole::kB2:
+      return Fused(m + "experts.down_proj_bias", {E, H}, expert, 0, 1, H);
+    default:
+      return {};
+  }
+}
+
+// DeepSeek-V4's upstream names: layers.{L}.ffn.*, w1/w3/w2 linears.
+std::string DeepseekV4Name(const std::string& p, WeightRole role,
+                           int64_t expert) {
+  const std::string m = p + "ffn.";
+  switch (role) {
+    case WeightRole::kGate:
+      return m + "gate.weight";
+    case WeightRole::kExpertBias:
+      return m + "gate.bias";  // the correction bias, for choosing only
+    case WeightRole::kTid2Eid:
+      return m + "gate.tid2eid";
+    case WeightRole::kW1:
+      return absl::StrCat(m, "experts.", expert, ".w1.weight");
+    case WeightRole::kW3:
+      return absl::StrCat(m, "experts.", expert, ".w3.weight");
+    case WeightRole::kW2:
+      return absl::StrCat(m, "experts.", expert, ".w2.weight");
+    case WeightRole::kSharedW1:
+      return m + "shared_experts.w1.weight";
+    case WeightRole::kSharedW3:
+      return m + "shared_experts.w3.weight";
+    case WeightRole::kSharedW2:
+      return m + "shared_experts.w2.weight";
+    default:
+      return "";
+  }
+}
+
+HfTensorLocation Llama4Location(const std::string& p, const MoeLayerConfig& c,
+                                WeightRole role, int64_t expert) {
+  const std::string m = p + "feed_forward.";
+  HfTensorLocation loc;
+  const int64_t E = c.num_experts, H = c.hidden, I = c.inter;
+  switch (role) {
+    case WeightRole::kGate:
+      loc.name = m + "router.weight";
+      return loc;
+    case WeightRole::kW1:
+    case WeightRole::kW3:
+      // gate_up_proj [E, H, 2I], x·W: gate = columns [0, I), up = [I, 2I).
+      loc.name = m + "experts.gate_up_proj";
+      loc.fused = true;
+      loc.fused_shape = {E, H, 2 * I};
+      loc.expert = expert;
+      loc.col0 = role == WeightRole::kW1 ? 0 : I;
+      loc.out = I;
+      return loc;
+    case WeightRole::kW2:
+      // down_proj [E, I, H], x·W: w2[h][i] = t[e][i][h].
+      loc.name = m + "experts.down_proj";
+      loc.fused = true;
+      loc.fused_shape = {E, I, H};
+      loc.expert = expert;
+      loc.out = H;
+      return loc;
+    case WeightRole::kSharedW1:
+      loc.name = m + "shared_expert.gate_proj.weight";
+      return loc;
+    case WeightRole::kSharedW3:
+      loc.name = m + "shared_expert.up_proj.weight";
+      return loc;
+    case WeightRole::kSharedW2:
+      loc.name = m + "shared_expert.down_proj.weight";
+      return loc;
+    default:
+      return loc;
+  }
+}
+
+// mlp.* with {gate,up,down}_proj experts (Qwen, OLMoE, DeepSeek, GLM, Kimi).
+std::string MlpName(HfFamily f, const std::string& p, WeightRole role,
+                    int64_t expert) {
+  const std::string m = p + "mlp.";
+  const bool qwen_shared =
+      f == HfFamily::kQwen2Moe || f == HfFamily::kQwen3Next;
+  const std::string shared = qwen_shared ? "shared_expert." : "shared_experts.";
+  switch (role) {
+    case WeightRole::kGate:
+      return m + "gate.weight";
+    case WeightRole::kExpertBias:
+      // ERNIE 4.5 keeps its correction bias [1, E] in moe_statics.
+      return f == HfFamily::kErnie45Moe
+                 ? m + "moe_statics.e_score_correction_bias"
+                 : m + "gate.e_score_correction_bias";
+    case WeightRole::kW1:
+      return absl::StrCat(m, "experts.", expert, ".gate_proj.weight");
+    case WeightRole::kW3:
+      return absl::StrCat(m, "experts.", expert, ".up_proj.weight");
+    case WeightRole::kW2:
+      return absl::StrCat(m, "experts.", expert, ".down_proj.weight");
+    case WeightRole::kSharedW1:
+      return m + shared + "gate_proj.weight";
+    case WeightRole::kSharedW3:
+      return m + shared + "up_proj.weight";
+    case WeightRole::kSharedW2:
+      return m + shared + "down_proj.weight";
+    case WeightRole::kSharedGate:
+      return m + "shared_expert_gate.weight";
+    // The 2026 roles in the generic form (moe_* extension keys).
+    case WeightRole::kRouterBias:
+      return m + "gate.bias";
+    case WeightRole::kB1:
+      return absl::StrCat(m, "experts.", expert, ".gate_proj.bias");
+    case WeightRole::kB3:
+      return absl::StrCat(m, "experts.", expert, ".up_proj.bias");
+    case WeightRole::kB2:
+      return absl::StrCat(m, "experts.", expert, ".down_proj.bias");
+    case WeightRole::kTid2Eid:
+      return m + "gate.tid2eid";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+std::string HfLayerPrefix(HfFamily family, int64_t layer) {
+  if (family == HfFamily::kLlama4) {
+    return absl::StrCat("language_model.model.layers.", layer, ".");
+  }
+  if (family == HfFamily::kDeepseekV4)
+    return absl::StrCat("layers.", layer, ".");
+  return absl::StrCat("model.layers.", layer, ".");
+}
+
+HfTensorLocation HfLocate(HfFamily family, const MoeLayerConfig& config,
+                          int64_t layer, WeightRole role, int64_t expert) {
+  const std::string p = HfLayerPrefix(family, layer);
+  if (IsLlama4(family)) return Llama4Location(p, config, role, expert);
+  if (family == HfFamily::kGptOss) {
+    return GptOssLocation(p, config, role, expert);
+  }
+  HfTensorLocation loc;
+  if (family == HfFamily::kDeepseekV4) {
+    loc.name = DeepseekV4Name(p, role, expert);
+    return loc;
+  }
+  if (family == HfFamily::kMixtral || family == HfFamily::kMinimaxM2) {
+    loc.name = BlockSparseName(p, role, expert);
+  } else {
+    loc.name = MlpName(family, p, role, expert);
+  }
+  return loc;
+}
+
+std::string HfTensorName(HfFamily family, int64_t layer, WeightRole role,
+                         int64_t expert) {
+  return HfLocate(family, MoeLayerConfig{}, layer, role, expert).name;
+}
+
+}  // namespace moe

@@ -1,0 +1,311 @@
+// config.json of the 2026 families (GLM-4.5, Kimi K2, Qwen3-Next,
+// MiniMax-M2, Llama 4), read as their release configs are written, and the
+// refusal of what the loader does not know.
+#include "core/hf_config.h"
+#include "gtest/gtest.h"
+
+namespace moe {
+namespace {
+
+absl::StatusOr<HfModelSpec> Parse(const std::string& json) {
+  return ParseHfConfig(json, "config.json");
+}
+
+bool Mentions(const absl::Status& s, const std::string& what) {
+  return s.message().find(what) != absl::string_view::npos;
+}
+
+TEST(HfFamilies, Glm4MoeDenseFirstLayersNoMtp) {
+  auto s = Parse(
+      R"({"architectures":["Glm4MoeForCausalLM"],"model_type":"glm4_moe",
+    "hidden_size":5120,"num_hidden_layers":92,"intermediate_size":12288,
+    "moe_intermediate_size":1536,"n_routed_experts":160,"n_shared_experts":1,
+    "num_experts_per_tok":8,"n_group":1,"topk_group":1,"norm_topk_prob":true,
+    "routed_scaling_factor":2.5,"first_k_dense_replace":3,
+    "num_nextn_predict_layers":1})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kGlm4Moe);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.route_scale, 2.5f);
+  EXPECT_EQ(c.n_groups, 1);
+  EXPECT_EQ(c.shared_inter, 1536);
+  EXPECT_EQ(s->info.moe_layers.size(), 89u);
+  EXPECT_EQ(s->info.moe_layers.front(), 3);
+  EXPECT_EQ(s->info.moe_layers.back(), 91);  // the MTP layer 92 is skipped
+  EXPECT_EQ(HfTensorName(HfFamily::kGlm4Moe, 3, WeightRole::kExpertBias, -1),
+            "model.layers.3.mlp.gate.e_score_correction_bias");
+}
+
+TEST(HfFamilies, KimiK2IsReadAsDeepseekV3With384Experts) {
+  const std::string body =
+      R"("hidden_size":7168,"num_hidden_layers":61,
+    "moe_intermediate_size":2048,"n_routed_experts":384,"n_shared_experts":1,
+    "num_experts_per_tok":8,"routed_scaling_factor":2.827,"topk_method":"noaux_tc",
+    "scoring_func":"sigmoid","n_group":1,"topk_group":1,"norm_topk_prob":true,
+    "first_k_dense_replace":1,"moe_layer_freq":1,"num_nextn_predict_layers":0,
+    "architectures":["DeepseekV3ForCausalLM"],
+    "auto_map":{"AutoConfig":"configuration_deepseek.DeepseekV3Config"}})";
+  auto kimi = Parse(R"({"model_type":"kimi_k2",)" + body);
+  auto v3 = Parse(R"({"model_type":"deepseek_v3",)" + body);
+  ASSERT_TRUE(kimi.ok()) << kimi.status();
+  ASSERT_TRUE(v3.ok()) << v3.status();
+  EXPECT_EQ(kimi->family, HfFamily::kKimiK2);
+  EXPECT_EQ(kimi->info.layer, v3->info.layer);
+  EXPECT_EQ(kimi->info.moe_layers, v3->info.moe_layers);
+  EXPECT_EQ(kimi->info.layer.num_experts, 384);
+  EXPECT_FLOAT_EQ(kimi->info.layer.route_scale, 2.827f);
+  EXPECT_EQ(kimi->info.moe_layers.front(), 1);
+  EXPECT_EQ(HfTensorName(HfFamily::kKimiK2, 5, WeightRole::kW1, 383),
+            "model.layers.5.mlp.experts.383.gate_proj.weight");
+}
+
+TEST(HfFamilies, Qwen3NextGatedSharedExpertAndSparseStep) {
+  auto s = Parse(
+      R"({"architectures":["Qwen3NextForCausalLM"],"model_type":"qwen3_next",
+    "hidden_size":2048,"num_hidden_layers":48,"num_experts":512,
+    "num_experts_per_tok":10,"moe_intermediate_size":512,
+    "shared_expert_intermediate_size":512,"norm_topk_prob":true,
+    "decoder_sparse_step":1,"mlp_only_layers":[]})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_TRUE(c.route_norm && c.shared_gate);
+  EXPECT_EQ(c.shared_inter, 512);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSoftmax);
+  EXPECT_EQ(s->info.moe_layers.size(), 48u);
+  EXPECT_EQ(HfTensorName(HfFamily::kQwen3Next, 0, WeightRole::kSharedW1, -1),
+            "model.layers.0.mlp.shared_expert.gate_proj.weight");
+  auto no_shared = Parse(
+      R"({"model_type":"qwen3_next","hidden_size":64,"num_hidden_layers":2,
+    "num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":16,
+    "shared_expert_intermediate_size":0})");
+  EXPECT_TRUE(Mentions(no_shared.status(), "shared_expert_intermediate_size"));
+}
+
+TEST(HfFamilies, MinimaxM2) {
+  auto s = Parse(
+      R"({"architectures":["MiniMaxM2ForCausalLM"],"model_type":"minimax_m2",
+    "hidden_size":3072,"num_hidden_layers":62,"intermediate_size":1536,
+    "num_local_experts":256,"num_experts_per_tok":8,"scoring_func":"sigmoid",
+    "use_routing_bias":true})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.route_scale, 1.0f);
+  EXPECT_FALSE(c.has_shared());
+  EXPECT_EQ(s->info.moe_layers.size(), 62u);
+  EXPECT_EQ(HfTensorName(HfFamily::kMinimaxM2, 2, WeightRole::kExpertBias, -1),
+            "model.layers.2.block_sparse_moe.e_score_correction_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kMinimaxM2, 2, WeightRole::kW3, 7),
+            "model.layers.2.block_sparse_moe.experts.7.w3.weight");
+}
+
+TEST(HfFamilies, Llama4MultimodalReadsTextConfig) {
+  auto s = Parse(
+      R"({"architectures":["Llama4ForConditionalGeneration"],"model_type":"llama4",
+    "vision_config":{"hidden_size":1408},
+    "text_config":{"model_type":"llama4_text","hidden_size":5120,
+      "num_hidden_layers":48,"intermediate_size":8192,"intermediate_size_mlp":16384,
+      "num_local_experts":128,"num_experts_per_tok":1,"interleave_moe_layer_step":2}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kLlama4);
+  EXPECT_EQ(c.hidden, 5120);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_FALSE(c.route_norm);
+  EXPECT_TRUE(c.score_before_experts);
+  EXPECT_EQ(c.shared_inter, 8192);
+  EXPECT_FALSE(c.shared_gate);
+  ASSERT_EQ(s->info.moe_layers.size(), 24u);
+  EXPECT_EQ(s->info.moe_layers.front(), 1);  // L % 2 == 1
+  EXPECT_EQ(s->info.moe_layers.back(), 47);
+  const auto loc = HfLocate(HfFamily::kLlama4, c, 1, WeightRole::kW3, 5);
+  EXPECT_EQ(loc.name,
+            "language_model.model.layers.1.feed_forward.experts.gate_up_proj");
+  EXPECT_TRUE(loc.fused);
+  EXPECT_EQ(loc.fused_shape, (std::vector<int64_t>{128, 5120, 2 * 8192}));
+  EXPECT_EQ(loc.col0, 8192);  // up is the second half
+  EXPECT_EQ(loc.expert, 5);
+  auto no_text = Parse(R"({"model_type":"llama4","hidden_size":64})");
+  EXPECT_TRUE(Mentions(no_text.status(), "text_config"));
+}
+
+TEST(HfFamilies, Llama4TextMoeLayersList) {
+  auto s = Parse(
+      R"({"architectures":["Llama4ForCausalLM"],"model_type":"llama4_text",
+    "hidden_size":64,"num_hidden_layers":6,"intermediate_size":32,
+    "num_local_experts":16,"num_experts_per_tok":1,"moe_layers":[5,0,3]})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->info.moe_layers, (std::vector<int64_t>{0, 3, 5}));
+  EXPECT_EQ(HfTensorName(HfFamily::kLlama4Text, 3, WeightRole::kGate, -1),
+            "model.layers.3.feed_forward.router.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kLlama4Text, 3, WeightRole::kSharedW2, -1),
+            "model.layers.3.feed_forward.shared_expert.down_proj.weight");
+  auto bad = Parse(
+      R"({"model_type":"llama4_text","hidden_size":64,"num_hidden_layers":6,
+    "intermediate_size":32,"num_local_experts":16,"num_experts_per_tok":1,
+    "moe_layers":[6]})");
+  EXPECT_TRUE(Mentions(bad.status(), "moe_layers"));
+}
+
+TEST(HfFamilies, Ernie45MoeLayerRangeAndNormMin) {
+  auto s = Parse(
+      R"({"architectures":["Ernie4_5_MoeForCausalLM"],"model_type":"ernie4_5_moe",
+    "hidden_size":2560,"num_hidden_layers":28,"intermediate_size":12288,
+    "moe_num_experts":64,"moe_k":6,"moe_intermediate_size":1536,
+    "moe_num_shared_experts":2,"moe_norm_min":1e-12,"moe_layer_start_index":1,
+    "moe_layer_end_index":26,"moe_layer_interval":1,"use_bias":false})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(c.top_k, 6);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSoftmax);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.route_scale, 1.0f);
+  EXPECT_FLOAT_EQ(c.norm_min, 1e-12f);
+  EXPECT_EQ(c.shared_inter, 2 * 1536);
+  EXPECT_EQ(s->info.moe_layers.front(), 1);
+  EXPECT_EQ(s->info.moe_layers.back(), 26);
+  EXPECT_EQ(s->info.moe_layers.size(), 26u);
+  EXPECT_EQ(HfTensorName(HfFamily::kErnie45Moe, 1, WeightRole::kExpertBias, -1),
+            "model.layers.1.mlp.moe_statics.e_score_correction_bias");
+  auto every_second = Parse(
+      R"({"model_type":"ernie4_5_moe","hidden_size":64,"num_hidden_layers":6,
+    "moe_num_experts":8,"moe_k":2,"moe_intermediate_size":16,"moe_norm_min":0.45,
+    "moe_layer_start_index":0,"moe_layer_end_index":-1,"moe_layer_interval":2})");
+  ASSERT_TRUE(every_second.ok()) << every_second.status();
+  EXPECT_EQ(every_second->info.moe_layers, (std::vector<int64_t>{1, 3, 5}));
+  EXPECT_FALSE(every_second->info.layer.has_shared());
+  auto linear_bias = Parse(
+      R"({"model_type":"ernie4_5_moe","hidden_size":64,"num_hidden_layers":2,
+    "moe_num_experts":8,"moe_k":2,"moe_intermediate_size":16,"use_bias":true})");
+  EXPECT_TRUE(Mentions(linear_bias.status(), "'use_bias'"));
+}
+
+TEST(HfFamilies, GptOss) {
+  auto s = Parse(
+      R"({"architectures":["GptOssForCausalLM"],"model_type":"gpt_oss",
+    "hidden_size":2880,"num_hidden_layers":24,"intermediate_size":2880,
+    "num_local_experts":32,"experts_per_token":4,"swiglu_limit":7.0,
+    "quantization_config":{"quant_method":"mxfp4",
+      "modules_to_not_convert":["model.layers.*.self_attn","model.layers.*.mlp.router"]}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(c.top_k, 4);
+  EXPECT_EQ(c.score_func, ScoreFunc::kTopkSoftmax);
+  EXPECT_FALSE(c.route_norm);
+  EXPECT_TRUE(c.router_bias && c.expert_bias);
+  EXPECT_FALSE(c.use_bias || c.has_shared());
+  EXPECT_EQ(c.act, Activation::kGptOss);
+  EXPECT_FLOAT_EQ(c.act_alpha, 1.702f);
+  EXPECT_FLOAT_EQ(c.act_limit, 7.0f);
+  EXPECT_EQ(s->quant_method, "mxfp4");
+  EXPECT_EQ(s->info.moe_layers.size(), 24u);
+  const auto up = HfLocate(HfFamily::kGptOss, c, 2, WeightRole::kW3, 7);
+  EXPECT_EQ(up.name, "model.layers.2.mlp.experts.gate_up_proj");
+  EXPECT_EQ(up.fused_shape, (std::vector<int64_t>{32, 2880, 5760}));
+  EXPECT_EQ(up.col0, 1);  // interleaved: 2j gate, 2j+1 up
+  EXPECT_EQ(up.col_step, 2);
+  const auto b2 = HfLocate(HfFamily::kGptOss, c, 2, WeightRole::kB2, 7);
+  EXPECT_EQ(b2.name, "model.layers.2.mlp.experts.down_proj_bias");
+  EXPECT_EQ(b2.fused_shape, (std::vector<int64_t>{32, 2880}));
+  EXPECT_EQ(HfTensorName(HfFamily::kGptOss, 2, WeightRole::kRouterBias, -1),
+            "model.layers.2.mlp.router.bias");
+  // MXFP4 is gpt-oss's own format: under another family it is refused.
+  auto other = Parse(
+      R"({"model_type":"mixtral","hidden_size":64,"num_hidden_layers":1,
+    "intermediate_size":32,"num_local_experts":4,"num_experts_per_tok":2,
+    "quantization_config":{"quant_method":"mxfp4"}})");
+  EXPECT_TRUE(Mentions(other.status(), "'mxfp4'"));
+}
+
+TEST(HfFamilies, DeepseekV4TopKAndHashModels) {
+  const std::string body =
+      R"("model_type":"deepseek_v4","architectures":["DeepseekV4ForCausalLM"],
+    "hidden_size":64,"num_hidden_layers":4,"vocab_size":129280,
+    "n_routed_experts":32,"num_experts_per_tok":6,"moe_intermediate_size":32,
+    "n_shared_experts":1,"scoring_func":"sqrtsoftplus","routed_scaling_factor":1.5,
+    "swiglu_limit":10.0,)";
+  auto topk = Parse("{" + body + R"("num_hash_layers":0})");
+  ASSERT_TRUE(topk.ok()) << topk.status();
+  const auto& c = topk->info.layer;
+  EXPECT_EQ(c.score_func, ScoreFunc::kSqrtSoftplus);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_FALSE(c.hash_routed());
+  EXPECT_FLOAT_EQ(c.route_scale, 1.5f);
+  EXPECT_EQ(c.act, Activation::kSiluClamp);
+  EXPECT_FLOAT_EQ(c.act_limit, 10.0f);
+  EXPECT_EQ(c.shared_inter, 32);
+  EXPECT_EQ(topk->info.moe_layers.size(), 4u);
+  EXPECT_EQ(HfTensorName(HfFamily::kDeepseekV4, 2, WeightRole::kExpertBias, -1),
+            "layers.2.ffn.gate.bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kDeepseekV4, 2, WeightRole::kW2, 31),
+            "layers.2.ffn.experts.31.w2.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kDeepseekV4, 2, WeightRole::kSharedW3, -1),
+            "layers.2.ffn.shared_experts.w3.weight");
+  auto hash = Parse(
+      "{" + body +
+      R"("mlp_layer_types":["hash_moe","hash_moe","hash_moe","hash_moe"]})");
+  ASSERT_TRUE(hash.ok()) << hash.status();
+  EXPECT_EQ(hash->info.layer.hash_vocab, 129280);
+  EXPECT_FALSE(hash->info.layer.use_bias);
+  EXPECT_EQ(HfTensorName(HfFamily::kDeepseekV4, 0, WeightRole::kTid2Eid, -1),
+            "layers.0.ffn.gate.tid2eid");
+  // One layer config per model: mixing hash and top-k layers is refused.
+  auto mixed = Parse("{" + body + R"("num_hash_layers":3})");
+  EXPECT_TRUE(Mentions(mixed.status(), "num_hash_layers")) << mixed.status();
+  auto fp4 = Parse("{" + body + R"("expert_dtype":"fp4"})");
+  EXPECT_TRUE(Mentions(fp4.status(), "'expert_dtype'")) << fp4.status();
+  auto sigmoid = Parse("{" + body + R"("scoring_func":"sigmoid"})");
+  EXPECT_FALSE(sigmoid.ok());
+}
+
+TEST(HfFamilies, UnknownModelTypeListsTheSupportedFamilies) {
+  auto s = Parse(R"({"model_type":"jamba","hidden_size":64})");
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Mentions(s.status(), "'jamba'"));
+  for (HfFamily f : AllHfFamilies()) {
+    EXPECT_TRUE(Mentions(s.status(), HfFamilyName(f))) << HfFamilyName(f);
+  }
+}
+
+TEST(HfFamilies, ArchitectureOfAnotherModelIsRefused) {
+  auto s = Parse(
+      R"({"model_type":"mixtral","architectures":["MixtralForSequenceClassification"],
+    "hidden_size":64,"num_hidden_layers":1,"intermediate_size":32,
+    "num_local_experts":4,"num_experts_per_tok":2})");
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Mentions(s.status(), "MixtralForSequenceClassification"));
+  EXPECT_TRUE(Mentions(s.status(), "MixtralForCausalLM"));
+  // Llama 4's text-only class under the multimodal model_type.
+  auto l4 = Parse(
+      R"({"model_type":"llama4","architectures":["Llama4ForCausalLM"],
+    "text_config":{"hidden_size":64,"num_hidden_layers":2,"intermediate_size":32,
+    "num_local_experts":4,"num_experts_per_tok":1}})");
+  EXPECT_TRUE(Mentions(l4.status(), "Llama4ForCausalLM"));
+}
+
+TEST(HfFamilies, UnknownQuantisationIsRefused) {
+  const std::string body =
+      R"("model_type":"qwen3_moe","hidden_size":64,"num_hidden_layers":1,
+    "moe_intermediate_size":32,"num_experts":4,"num_experts_per_tok":2,)";
+  for (const char* method : {"awq", "gptq", "compressed-tensors", "mxfp4"}) {
+    auto s = Parse("{" + body + R"("quantization_config":{"quant_method":")" +
+                   method + R"(","bits":4}})");
+    ASSERT_FALSE(s.ok()) << method;
+    EXPECT_TRUE(Mentions(s.status(), std::string("'") + method + "'"))
+        << s.status();
+    EXPECT_TRUE(Mentions(s.status(), "quant_method")) << s.status();
+  }
+  auto fp8 = Parse("{" + body +
+                   R"("quantization_config":{"quant_method":"fp8",
+      "weight_block_size":[128,128]}})");
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  EXPECT_EQ(fp8->quant_method, "fp8");
+  auto no_method = Parse("{" + body + R"("quantization_config":{"bits":4}})");
+  EXPECT_TRUE(Mentions(no_method.status(), "quant_method"));
+}
+
+}  // namespace
+}  // namespace moe
