@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -28,6 +29,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/flag_help.h"
 #include "moe/v1/moe.grpc.pb.h"
 #include "moe/v1/worker.grpc.pb.h"
 #include "proto/tensor_codec.h"
@@ -138,6 +140,10 @@ int main(int argc, char** argv) {
       "moe-abuse-client --target HOST:PORT --hidden H [--tokens N] "
       "[--seconds S]: a ForwardStream that never reads; or "
       "--park-store-gets N: N rendezvous waits without a store token");
+  if (moe::PrintHelpIfAsked(
+          argc, argv, std::string(absl::ProgramUsageMessage()), std::cout)) {
+    return 0;
+  }
   absl::ParseCommandLine(argc, argv);
   if (const int n = absl::GetFlag(FLAGS_park_store_gets); n > 0) {
     return ParkStoreGets(absl::GetFlag(FLAGS_target), n,

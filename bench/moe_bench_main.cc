@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/fma_peak.h"
 #include "bench/references.h"
+#include "core/flag_help.h"
 #ifdef MOE_HAVE_CUDA
 #include "bench/cuda_bench.h"
 #endif
@@ -416,6 +417,10 @@ int main(int argc, char** argv) {
       "--hidden H --inter I --experts E --top-k K --tokens N\n"
       "  moe-bench --collective [--gpus G] --hidden H --experts E --top-k K "
       "--tokens N");
+  if (moe::PrintHelpIfAsked(
+          argc, argv, std::string(absl::ProgramUsageMessage()), std::cout)) {
+    return 0;
+  }
   moe::NormalizedArgs args(argc, argv);
   absl::ParseCommandLine(args.argc(), args.argv());
   absl::Status s;

@@ -13,8 +13,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -22,6 +24,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "core/cli_args.h"
+#include "core/flag_help.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(int64_t, bytes, 16 << 20, "payload bytes (one way)");
@@ -172,6 +175,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "moe-wire-bench [--bytes B] [--reps R] [--channels C]: memcpy and a "
       "loopback gRPC echo of the same payload");
+  if (moe::PrintHelpIfAsked(
+          argc, argv, std::string(absl::ProgramUsageMessage()), std::cout)) {
+    return 0;
+  }
   moe::NormalizedArgs args(argc, argv);
   absl::ParseCommandLine(args.argc(), args.argv());
   return moe::Main();
