@@ -15,6 +15,7 @@
 # when the checkout has no .git, e.g. one made with git archive).
 # Not part of the tests: it needs a llama.cpp checkout and runs minutes.
 set -euo pipefail
+shopt -s inherit_errexit  # a failing run inside \$(...) stops the script
 
 if [[ $# -ne 2 ]]; then
   echo "usage: $0 LLAMA_CPP_DIR BUILD_DIR" >&2
@@ -46,13 +47,19 @@ launcher=()
 if command -v ccache > /dev/null; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
-if [[ ! -f $ggml_build/build.ninja ]]; then
-  cmake -S "$ggml_src" -B "$ggml_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+log="$ggml_build.log"
+if [[ ! -f $ggml_build/build.ninja ]] &&
+  ! cmake -S "$ggml_src" -B "$ggml_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON -DGGML_OPENMP=ON -DGGML_BLAS=OFF -DGGML_CUDA=OFF \
     -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_BUILD_TESTS=OFF \
-    -DGGML_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF "${launcher[@]}" > /dev/null
+    -DGGML_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF "${launcher[@]}" > "$log" 2>&1; then
+  tail -30 "$log" >&2
+  exit 1
 fi
-cmake --build "$ggml_build" -j2 --target ggml ggml-cpu > /dev/null
+if ! cmake --build "$ggml_build" -j2 --target ggml ggml-cpu > "$log" 2>&1; then
+  tail -30 "$log" >&2
+  exit 1
+fi
 lib() { find "$ggml_build" -name "lib$1.a" -print -quit; }
 peer="$ggml_build/ggml_moe"
 c++ -O2 -std=c++17 -march=native -I"$ggml_src/include" "$here/peers/ggml_moe.cc" \
@@ -60,19 +67,24 @@ c++ -O2 -std=c++17 -march=native -I"$ggml_src/include" "$here/peers/ggml_moe.cc"
 
 layer=(--hidden 2048 --inter 1408 --experts 64 --top-k 6 --shared-inter 2816)
 reps_for() { if [[ $1 -le 64 ]]; then echo "${REPS_DECODE:-20}"; else echo "${REPS_PREFILL:-3}"; fi; }
-# moe-bench's JSON line -> tokens/s.
+# moe-bench's JSON line -> tokens/s. Each run's own lines go to stderr as they are, its tokens/s to stdout.
 ours_tps() {
-  "$ours" --synthetic "${layer[@]}" --tokens "$1" --weight-dtype "$2" --reps "$3" \
-    --threads "$threads" --skip-references | tee /dev/stderr |
-    sed -n 's/.*"tokens_per_s":\([0-9.eE+-]*\).*/\1/p'
+  local out
+  out=$("$ours" --synthetic "${layer[@]}" --tokens "$1" --weight-dtype "$2" --reps "$3" \
+    --threads "$threads" --skip-references)
+  echo "$out" >&2
+  sed -n 's/.*"tokens_per_s":\([0-9.eE+-]*\).*/\1/p' <<< "$out" | awk '{ printf "%.1f", $1 }'
 }
 # The peer's key=value line -> tokens/s. Shared expert as ours keeps it:
 # our synthetic layer's is fp32 under mxfp4 (its storage), else the dtype.
 ggml_tps() {
   local shared=$2
-  [[ $2 == mxfp4 ]] && shared=f32
-  "$peer" "${layer[@]}" --tokens "$1" --type "$2" --shared-type "$shared" --reps "$3" \
-    --threads "$threads" | tee /dev/stderr | sed -n 's/.* tokens_per_s=\([0-9.]*\).*/\1/p'
+  if [[ $2 == mxfp4 ]]; then shared=f32; fi
+  local out
+  out=$("$peer" "${layer[@]}" --tokens "$1" --type "$2" --shared-type "$shared" --reps "$3" \
+    --threads "$threads")
+  echo "$out" >&2
+  sed -n 's/.* tokens_per_s=\([0-9.]*\).*/\1/p' <<< "$out" | awk '{ printf "%.1f", $1 }'
 }
 
 echo "llama.cpp/ggml: $llama at $commit$synced; $(nproc) cores, threads $threads" >&2
