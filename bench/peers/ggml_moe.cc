@@ -78,7 +78,8 @@ Args ParseArgs(int argc, char** argv) {
       a.check = true;
       continue;
     }
-    if (i + 1 >= argc) Fail(f + ": missing value (see the header of ggml_moe.cc)");
+    if (i + 1 >= argc)
+      Fail(f + ": missing value (see the header of ggml_moe.cc)");
     const char* v = argv[++i];
     if (f == "--type") {
       a.type = ParseType(f, v);
@@ -152,11 +153,13 @@ bool BuftSupports(ggml_backend_dev_t dev, ggml_backend_buffer_type_t buft,
   t->buffer = dummy;
   ggml_tensor* op;
   if (w.n > 1) {
-    ggml_tensor* in = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, w.k, top_k, tokens);
+    ggml_tensor* in =
+        ggml_new_tensor_3d(ctx, GGML_TYPE_F32, w.k, top_k, tokens);
     ggml_tensor* ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, top_k, tokens);
     op = ggml_mul_mat_id(ctx, t, in, ids);
   } else {
-    op = ggml_mul_mat(ctx, t, ggml_new_tensor_2d(ctx, GGML_TYPE_F32, w.k, tokens));
+    op = ggml_mul_mat(ctx, t,
+                      ggml_new_tensor_2d(ctx, GGML_TYPE_F32, w.k, tokens));
   }
   const bool ok = ggml_backend_dev_supports_op(dev, op);
   t->buffer = nullptr;
@@ -201,9 +204,9 @@ void FillWeight(Weight* w, Rng* rng, bool keep) {
 ggml_tensor* BuildMoe(ggml_context* ctx, ggml_cgraph* gf, ggml_tensor* x,
                       const Args& a, Weight* w) {
   const int64_t H = a.hidden, N = a.tokens, E = a.experts, k = a.top_k;
-  ggml_tensor* logits = ggml_mul_mat(ctx, w[0].t, x);          // [E, N]
-  ggml_tensor* probs = ggml_soft_max(ctx, logits);             // [E, N]
-  ggml_tensor* selected = ggml_argsort_top_k(ctx, probs, k);   // [k, N]
+  ggml_tensor* logits = ggml_mul_mat(ctx, w[0].t, x);         // [E, N]
+  ggml_tensor* probs = ggml_soft_max(ctx, logits);            // [E, N]
+  ggml_tensor* selected = ggml_argsort_top_k(ctx, probs, k);  // [k, N]
   ggml_tensor* weights =
       ggml_get_rows(ctx, ggml_reshape_3d(ctx, probs, 1, E, N), selected);
   ggml_build_forward_expand(gf, weights);  // [1, k, N]
@@ -211,12 +214,14 @@ ggml_tensor* BuildMoe(ggml_context* ctx, ggml_cgraph* gf, ggml_tensor* x,
   ggml_tensor* up = ggml_mul_mat_id(ctx, w[1].t, cur, selected);    // [I, k, N]
   ggml_tensor* gate = ggml_mul_mat_id(ctx, w[2].t, cur, selected);  // [I, k, N]
   ggml_tensor* act = ggml_swiglu_split(ctx, gate, up);
-  ggml_tensor* experts = ggml_mul_mat_id(ctx, w[3].t, act, selected);  // [H, k, N]
+  ggml_tensor* experts =
+      ggml_mul_mat_id(ctx, w[3].t, act, selected);  // [H, k, N]
   experts = ggml_mul(ctx, experts, weights);
   ggml_build_forward_expand(gf, experts);
   std::vector<ggml_tensor*> views(k);
   for (int64_t i = 0; i < k; ++i) {
-    views[i] = ggml_view_2d(ctx, experts, H, N, experts->nb[2], i * experts->nb[1]);
+    views[i] =
+        ggml_view_2d(ctx, experts, H, N, experts->nb[2], i * experts->nb[1]);
     ggml_build_forward_expand(gf, views[i]);
   }
   ggml_tensor* out = views[0];
@@ -224,7 +229,8 @@ ggml_tensor* BuildMoe(ggml_context* ctx, ggml_cgraph* gf, ggml_tensor* x,
   if (a.shared) {
     ggml_tensor* s_up = ggml_mul_mat(ctx, w[4].t, x);
     ggml_tensor* s_gate = ggml_mul_mat(ctx, w[5].t, x);
-    ggml_tensor* s = ggml_mul_mat(ctx, w[6].t, ggml_swiglu_split(ctx, s_gate, s_up));
+    ggml_tensor* s =
+        ggml_mul_mat(ctx, w[6].t, ggml_swiglu_split(ctx, s_gate, s_up));
     out = ggml_add(ctx, out, s);
   }
   return out;
@@ -236,7 +242,8 @@ float Silu(float v) { return v / (1.0f + std::exp(-v)); }
 void MatVec(const float* W, const float* x, int64_t K, int64_t rows, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     double s = 0;
-    for (int64_t c = 0; c < K; ++c) s += static_cast<double>(W[r * K + c]) * x[c];
+    for (int64_t c = 0; c < K; ++c)
+      s += static_cast<double>(W[r * K + c]) * x[c];
     y[r] = static_cast<float>(s);
   }
 }
@@ -256,8 +263,9 @@ std::vector<float> Reference(const Args& a, const Weight* w, const float* x) {
     for (float& l : logit) z += (l = std::exp(l - mx));
     for (float& l : logit) l = static_cast<float>(l / z);
     for (int64_t e = 0; e < E; ++e) order[e] = e;
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int64_t p, int64_t q) { return logit[p] > logit[q]; });
+    std::partial_sort(
+        order.begin(), order.begin() + k, order.end(),
+        [&](int64_t p, int64_t q) { return logit[p] > logit[q]; });
     float* yn = y.data() + n * H;
     for (int64_t j = 0; j < k; ++j) {
       const int64_t e = order[j];
@@ -300,22 +308,26 @@ int main(int argc, char** argv) {
   // the extra (repacking) types first, then plain CPU memory.
   std::vector<ggml_backend_buffer_type_t> extra;
   auto get_extra = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
-      ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts"));
+      ggml_backend_reg_get_proc_address(reg,
+                                        "ggml_backend_dev_get_extra_bufts"));
   if (get_extra != nullptr) {
-    for (ggml_backend_buffer_type_t* b = get_extra(dev); b && *b; ++b) extra.push_back(*b);
+    for (ggml_backend_buffer_type_t* b = get_extra(dev); b && *b; ++b)
+      extra.push_back(*b);
   }
 
-  Weight w[7] = {
-      {"gate_inp", GGML_TYPE_F32, H, E, 1},  {"up_exps", a.type, H, I, E},
-      {"gate_exps", a.type, H, I, E},        {"down_exps", a.type, I, H, E},
-      {"up_shexp", a.shared_type, H, S, 1},  {"gate_shexp", a.shared_type, H, S, 1},
-      {"down_shexp", a.shared_type, S, H, 1}};
+  Weight w[7] = {{"gate_inp", GGML_TYPE_F32, H, E, 1},
+                 {"up_exps", a.type, H, I, E},
+                 {"gate_exps", a.type, H, I, E},
+                 {"down_exps", a.type, I, H, E},
+                 {"up_shexp", a.shared_type, H, S, 1},
+                 {"gate_shexp", a.shared_type, H, S, 1},
+                 {"down_shexp", a.shared_type, S, H, 1}};
   const int n_weights = a.shared ? 7 : 4;
   for (int i = 0; i < n_weights; ++i) {
     if (w[i].k % ggml_blck_size(w[i].type) != 0) {
       Fail(std::string(w[i].name) + ": input width " + std::to_string(w[i].k) +
-           " is not a multiple of " + ggml_type_name(w[i].type) + "'s block of " +
-           std::to_string(ggml_blck_size(w[i].type)));
+           " is not a multiple of " + ggml_type_name(w[i].type) +
+           "'s block of " + std::to_string(ggml_blck_size(w[i].type)));
     }
   }
 
@@ -335,8 +347,10 @@ int main(int argc, char** argv) {
       ggml_init_params p = {ggml_tensor_overhead() * 8, nullptr, true};
       ctxs[b] = ggml_init(p);
     }
-    w[i].t = w[i].n > 1 ? ggml_new_tensor_3d(ctxs[b], w[i].type, w[i].k, w[i].rows, w[i].n)
-                        : ggml_new_tensor_2d(ctxs[b], w[i].type, w[i].k, w[i].rows);
+    w[i].t =
+        w[i].n > 1
+            ? ggml_new_tensor_3d(ctxs[b], w[i].type, w[i].k, w[i].rows, w[i].n)
+            : ggml_new_tensor_2d(ctxs[b], w[i].type, w[i].k, w[i].rows);
     ggml_set_name(w[i].t, w[i].name);
     w[i].buft = ggml_backend_buft_name(bufts[b]);
   }
@@ -344,8 +358,10 @@ int main(int argc, char** argv) {
   double weight_bytes = 0;
   for (size_t b = 0; b < bufts.size(); ++b) {
     if (ctxs[b] == nullptr) continue;
-    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctxs[b], bufts[b]);
-    if (buf == nullptr) Fail(std::string("cannot allocate ") + ggml_backend_buft_name(bufts[b]));
+    ggml_backend_buffer_t buf =
+        ggml_backend_alloc_ctx_tensors_from_buft(ctxs[b], bufts[b]);
+    if (buf == nullptr)
+      Fail(std::string("cannot allocate ") + ggml_backend_buft_name(bufts[b]));
     ggml_backend_buffer_set_usage(buf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
     buffers.push_back(buf);
   }
@@ -357,7 +373,8 @@ int main(int argc, char** argv) {
 
   // The graph, its input and its work memory.
   const size_t n_nodes = 64 + 2 * static_cast<size_t>(a.top_k);
-  ggml_init_params gp = {ggml_tensor_overhead() * n_nodes + ggml_graph_overhead(), nullptr, true};
+  ggml_init_params gp = {
+      ggml_tensor_overhead() * n_nodes + ggml_graph_overhead(), nullptr, true};
   ggml_context* gctx = ggml_init(gp);
   ggml_cgraph* gf = ggml_new_graph(gctx);
   ggml_tensor* x = ggml_new_tensor_2d(gctx, GGML_TYPE_F32, H, N);
@@ -381,7 +398,8 @@ int main(int argc, char** argv) {
       Fail("graph compute failed");
     }
     const auto t1 = std::chrono::steady_clock::now();
-    if (r >= 2) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (r >= 2)
+      ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     if (a.check && r <= 1) {
       ggml_backend_tensor_get(y, out.data(), 0, ggml_nbytes(y));
       if (r == 0) {
@@ -402,9 +420,11 @@ int main(int argc, char** argv) {
       }
       const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : 0;
       const double ref_rms = std::sqrt(ref2 / static_cast<double>(H * N));
-      std::printf("ggml_moe check type=%s finite=%d varies=%d rel_rms=%.3g max_err_rms=%.3g\n",
-                  ggml_type_name(a.type), finite, varies, rel,
-                  ref_rms > 0 ? max_err / ref_rms : 0);
+      std::printf(
+          "ggml_moe check type=%s finite=%d varies=%d rel_rms=%.3g "
+          "max_err_rms=%.3g\n",
+          ggml_type_name(a.type), finite, varies, rel,
+          ref_rms > 0 ? max_err / ref_rms : 0);
       if (!finite || !varies || !(rel <= 0.05)) {
         std::fprintf(stderr, "ggml_moe: check failed\n");
         return 1;
@@ -417,15 +437,18 @@ int main(int argc, char** argv) {
     placement += (i > 1 ? "," : "") + std::string(w[i].name) + ":" + w[i].buft;
   }
   std::printf(
-      "ggml_moe type=%s shared_type=%s H=%lld I=%lld E=%lld k=%lld shared=%lld N=%lld "
-      "threads=%d reps=%d step_ms=%.3f min_ms=%.3f max_ms=%.3f tokens_per_s=%.2f "
+      "ggml_moe type=%s shared_type=%s H=%lld I=%lld E=%lld k=%lld shared=%lld "
+      "N=%lld "
+      "threads=%d reps=%d step_ms=%.3f min_ms=%.3f max_ms=%.3f "
+      "tokens_per_s=%.2f "
       "weights_mib=%.1f bufs=%s\n",
       ggml_type_name(a.type), a.shared ? ggml_type_name(a.shared_type) : "none",
-      static_cast<long long>(H), static_cast<long long>(I), static_cast<long long>(E),
-      static_cast<long long>(a.top_k), static_cast<long long>(a.shared ? S : 0),
-      static_cast<long long>(N), a.threads, a.reps, med,
-      *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()),
-      N / (med / 1e3), weight_bytes / 1048576.0, placement.c_str());
+      static_cast<long long>(H), static_cast<long long>(I),
+      static_cast<long long>(E), static_cast<long long>(a.top_k),
+      static_cast<long long>(a.shared ? S : 0), static_cast<long long>(N),
+      a.threads, a.reps, med, *std::min_element(ms.begin(), ms.end()),
+      *std::max_element(ms.begin(), ms.end()), N / (med / 1e3),
+      weight_bytes / 1048576.0, placement.c_str());
 
   ggml_gallocr_free(galloc);
   ggml_free(gctx);
