@@ -275,11 +275,10 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
   t.dtype = ref.entry->dtype;
   t.shape = ref.entry->shape;
   t.data = ref.data;
-  if (spec_.family == HfFamily::kDeepseekV4 && absl::EndsWith(name, ".weight")) {
-    const std::string v4_scale =
-        name.substr(0, name.size() - 7) + ".scale";
-    if (weight_map_.count(v4_scale) > 0 ||
-        ref.entry->dtype == DType::kI8) {
+  if (spec_.family == HfFamily::kDeepseekV4 &&
+      absl::EndsWith(name, ".weight")) {
+    const std::string v4_scale = name.substr(0, name.size() - 7) + ".scale";
+    if (weight_map_.count(v4_scale) > 0 || ref.entry->dtype == DType::kI8) {
       return DeepseekV4Quantised(ExpectedShape(c, role), ref, v4_scale,
                                  std::move(t));
     }
@@ -304,21 +303,20 @@ absl::StatusOr<WeightTensor> HfCheckpoint::GptOssMxfp4(
   const std::string blocks_name = loc.name + "_blocks";
   const std::string scales_name = loc.name + "_scales";
   if (in % 32 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir_, ": ", blocks_name, ": MXFP4 input width ", in,
-        " is not a multiple of 32"));
+    return absl::InvalidArgumentError(absl::StrCat(dir_, ": ", blocks_name,
+                                                   ": MXFP4 input width ", in,
+                                                   " is not a multiple of 32"));
   }
   MOE_ASSIGN_OR_RETURN(TensorRef blocks, Find(blocks_name));
   MOE_ASSIGN_OR_RETURN(TensorRef scales, Find(scales_name));
-  MOE_RETURN_IF_ERROR(CheckQuantTensor(blocks, blocks_name, {DType::kU8},
-                                       {E, C, in / 32, 16}));
+  MOE_RETURN_IF_ERROR(
+      CheckQuantTensor(blocks, blocks_name, {DType::kU8}, {E, C, in / 32, 16}));
   MOE_RETURN_IF_ERROR(CheckQuantTensor(
       scales, scales_name, {DType::kU8, DType::kF8E8M0}, {E, C, in / 32}));
-  return GatherMxfp4Rows(
-      absl::StrCat(blocks.file, ": ", blocks_name, " (expert ", loc.expert,
-                   ")"),
-      blocks, scales, scales_name, loc.expert * C + loc.col0, loc.col_step,
-      loc.out, in);
+  return GatherMxfp4Rows(absl::StrCat(blocks.file, ": ", blocks_name,
+                                      " (expert ", loc.expert, ")"),
+                         blocks, scales, scales_name, loc.expert * C + loc.col0,
+                         loc.col_step, loc.out, in);
 }
 
 absl::StatusOr<WeightTensor> HfCheckpoint::DeepseekV4Quantised(
@@ -345,8 +343,8 @@ absl::StatusOr<WeightTensor> HfCheckpoint::DeepseekV4Quantised(
     }
     MOE_RETURN_IF_ERROR(
         CheckQuantTensor(ref, name, {DType::kI8}, {out, in / 2}));
-    MOE_RETURN_IF_ERROR(CheckQuantTensor(scale, scale_name, {DType::kF8E8M0},
-                                         {out, in / 32}));
+    MOE_RETURN_IF_ERROR(
+        CheckQuantTensor(scale, scale_name, {DType::kF8E8M0}, {out, in / 32}));
     return GatherMxfp4Rows(t.name, ref, scale, scale_name, 0, 1, out, in);
   }
   if (ref.entry->dtype == DType::kF8E4M3) {
@@ -355,16 +353,15 @@ absl::StatusOr<WeightTensor> HfCheckpoint::DeepseekV4Quantised(
         CheckQuantTensor(ref, name, {DType::kF8E4M3}, {out, in}));
     const int64_t br = spec_.fp8_block_rows, bc = spec_.fp8_block_cols;
     MOE_ASSIGN_OR_RETURN(
-        t.block_scale,
-        E8M0Factors(scale, scale_name,
-                    {(out + br - 1) / br, (in + bc - 1) / bc}));
+        t.block_scale, E8M0Factors(scale, scale_name,
+                                   {(out + br - 1) / br, (in + bc - 1) / bc}));
     t.block_rows = br;
     t.block_cols = bc;
     return t;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      t.name, ": dtype ", DTypeName(ref.entry->dtype), " with a '",
-      scale_name, "' tensor; expected I8 (fp4) or F8_E4M3 (fp8) weights"));
+      t.name, ": dtype ", DTypeName(ref.entry->dtype), " with a '", scale_name,
+      "' tensor; expected I8 (fp4) or F8_E4M3 (fp8) weights"));
 }
 
 }  // namespace moe

@@ -497,9 +497,9 @@ absl::Status ReadGptOss(const ConfigReader& r, ModelInfo* info) {
   return absl::OkStatus();
 }
 
-// DeepSeek-V4 (unquantised or as released): sqrtsoftplus scores, correction bias for
-// choosing, renorm always, x routed_scaling_factor, silu_clamp on routed
-// and shared experts. Layers L < num_hash_layers (or mlp_layer_types
+// DeepSeek-V4 (unquantised or as released): sqrtsoftplus scores, correction
+// bias for choosing, renorm always, x routed_scaling_factor, silu_clamp on
+// routed and shared experts. Layers L < num_hash_layers (or mlp_layer_types
 // "hash_moe") are hash-routed through tid2eid [vocab_size, k]. One layer
 // config serves every MoE layer of a model, so a model that mixes hash and
 // top-k layers is refused rather than served with the wrong routing.

@@ -16,9 +16,9 @@ absl::Status NoNaNScale(const uint8_t* s, int64_t count, int64_t per_row,
                         const std::string& name) {
   for (int64_t i = 0; i < count; ++i) {
     if (s[i] == kE8M0NaN) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ": E8M0 scale [", i / per_row, ", ", i % per_row,
-          "] is 255 (NaN); expected 0-254"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": E8M0 scale [", i / per_row, ", ", i % per_row,
+                       "] is 255 (NaN); expected 0-254"));
     }
   }
   return absl::OkStatus();
@@ -34,28 +34,27 @@ absl::Status CheckQuantTensor(const TensorRef& ref, const std::string& name,
   if (!dtype_ok) {
     std::vector<std::string> want;
     for (DType d : dtypes) want.emplace_back(DTypeName(d));
-    return absl::InvalidArgumentError(
-        absl::StrCat(ref.file, ": ", name, ": dtype ",
-                     DTypeName(ref.entry->dtype), ", expected ",
-                     absl::StrJoin(want, " or ")));
+    return absl::InvalidArgumentError(absl::StrCat(
+        ref.file, ": ", name, ": dtype ", DTypeName(ref.entry->dtype),
+        ", expected ", absl::StrJoin(want, " or ")));
   }
   if (ref.entry->shape != shape) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ref.file, ": ", name, ": shape ",
-                     ShapeString(ref.entry->shape), ", expected ",
-                     ShapeString(shape)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        ref.file, ": ", name, ": shape ", ShapeString(ref.entry->shape),
+        ", expected ", ShapeString(shape)));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<WeightTensor> GatherMxfp4Rows(
-    std::string name, const TensorRef& pairs, const TensorRef& scales,
-    const std::string& scales_name, int64_t row0, int64_t step, int64_t out,
-    int64_t in) {
+absl::StatusOr<WeightTensor> GatherMxfp4Rows(std::string name,
+                                             const TensorRef& pairs,
+                                             const TensorRef& scales,
+                                             const std::string& scales_name,
+                                             int64_t row0, int64_t step,
+                                             int64_t out, int64_t in) {
   if (in % kMxBlock != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": MXFP4 input width ", in,
-                     " is not a multiple of ", kMxBlock));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": MXFP4 input width ", in, " is not a multiple of ", kMxBlock));
   }
   const int64_t row_bytes = in / 2, blocks = in / kMxBlock;
   WeightTensor t;
@@ -74,8 +73,8 @@ absl::StatusOr<WeightTensor> GatherMxfp4Rows(
   t.data = t.owned.data();
   MOE_RETURN_IF_ERROR(
       NoNaNScale(t.mx_scale.data(), out * blocks, blocks,
-                 absl::StrCat(scales.file, ": ", scales_name,
-                              " (rows from ", row0, " step ", step, ")")));
+                 absl::StrCat(scales.file, ": ", scales_name, " (rows from ",
+                              row0, " step ", step, ")")));
   return t;
 }
 

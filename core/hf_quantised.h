@@ -25,10 +25,12 @@ absl::Status CheckQuantTensor(const TensorRef& ref, const std::string& name,
 // code pairs whose rows hold `in` values (`in` / 2 bytes each) and of its
 // scales (`in` / 32 E8M0 bytes a row). Shapes are the caller's to check;
 // `in` must be a multiple of 32 and no scale 255 (named after `scales_name`).
-absl::StatusOr<WeightTensor> GatherMxfp4Rows(
-    std::string name, const TensorRef& pairs, const TensorRef& scales,
-    const std::string& scales_name, int64_t row0, int64_t step, int64_t out,
-    int64_t in);
+absl::StatusOr<WeightTensor> GatherMxfp4Rows(std::string name,
+                                             const TensorRef& pairs,
+                                             const TensorRef& scales,
+                                             const std::string& scales_name,
+                                             int64_t row0, int64_t step,
+                                             int64_t out, int64_t in);
 
 // The fp32 factors of an E8M0 scale tensor (dtype F8_E8M0 or U8, `shape`);
 // a 255 (NaN) is refused naming the element.

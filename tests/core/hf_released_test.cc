@@ -138,8 +138,7 @@ TEST(HfReleased, DeepseekV4Fp4ExpertsAndFp8SharedDecodeExactly) {
 
 TEST(HfReleased, GptOssBadScalesAreRefusedNamingTheTensor) {
   Written w = Write("gptoss_like", HfFamily::kGptOss);
-  const std::string name =
-      "model.layers.1.mlp.experts.gate_up_proj_scales";
+  const std::string name = "model.layers.1.mlp.experts.gate_up_proj_scales";
   DType dtype;
   std::vector<int64_t> shape;
   const std::vector<uint8_t> good = TensorBytes(w.dir, name, &dtype, &shape);
@@ -204,13 +203,11 @@ TEST(HfReleased, DeepseekV4BadScalesAndWeightsAreRefusedNamingTheTensor) {
   ExpectRefused(w.dir, WeightRole::kW1, 3, weight, "shape");
   // The shared expert's per-block E8M0 scale.
   const std::string shared = "layers.1.ffn.shared_experts.w2.scale";
-  const std::vector<uint8_t> sgood =
-      TensorBytes(w.dir, shared, &dtype, &shape);
-  ASSERT_TRUE(testing::ReplaceHfTensorBytes(w.dir, shared, DType::kF8E8M0,
-                                            shape,
-                                            std::vector<uint8_t>(sgood.size(),
-                                                                 255))
-                  .ok());
+  const std::vector<uint8_t> sgood = TensorBytes(w.dir, shared, &dtype, &shape);
+  ASSERT_TRUE(
+      testing::ReplaceHfTensorBytes(w.dir, shared, DType::kF8E8M0, shape,
+                                    std::vector<uint8_t>(sgood.size(), 255))
+          .ok());
   ExpectRefused(w.dir, WeightRole::kSharedW2, -1, shared, "255");
   ASSERT_TRUE(
       testing::ReplaceHfTensorBytes(w.dir, shared, DType::kF32, shape,

@@ -74,9 +74,9 @@ class ReleasedCheckpointTest : public ::testing::TestWithParam<Released> {
     ForwardOptions fo;
     fo.routing = true;
     fo.token_ids = c_.token_ids;
-    auto r = cluster.client().Forward(static_cast<int32_t>(o_.layer),
-                                      c_.x.data(), c_.tokens,
-                                      c_.config.hidden, fo);
+    auto r =
+        cluster.client().Forward(static_cast<int32_t>(o_.layer), c_.x.data(),
+                                 c_.tokens, c_.config.hidden, fo);
     ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
     EXPECT_TRUE(testing::AllClose(r->y, c_.y, testing::kF32Tol));
     EXPECT_TRUE(testing::SameTokenRouting(c_.top_idx, c_.top_w, r->expert_ids,

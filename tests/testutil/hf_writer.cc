@@ -59,15 +59,15 @@ bool QuantiseMxfp4(const float* w, int64_t rows, int64_t cols,
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t c0 = 0; c0 < cols; c0 += kernels::kMxBlock) {
       const float* v = w + i * cols + c0;
-      const uint8_t s = kernels::Mxfp4QuantizeBlock(v, kernels::kMxBlock, codes);
+      const uint8_t s =
+          kernels::Mxfp4QuantizeBlock(v, kernels::kMxBlock, codes);
       scales->push_back(s);
       for (int64_t j = 0; j < kernels::kMxBlock; j += 2) {
         pairs->push_back(static_cast<uint8_t>(codes[j] | (codes[j + 1] << 4)));
       }
       for (int64_t j = 0; j < kernels::kMxBlock; ++j) {
-        exact = exact && kernels::E2M1ToF32(codes[j]) *
-                                 kernels::E8M0ToF32(s) ==
-                             v[j];
+        exact = exact &&
+                kernels::E2M1ToF32(codes[j]) * kernels::E8M0ToF32(s) == v[j];
       }
     }
   }
@@ -78,7 +78,8 @@ bool QuantiseMxfp4(const float* w, int64_t rows, int64_t cols,
 // block (the smallest that keeps the block's amax within 448), as E8M0
 // bytes [ceil(rows / 128), ceil(cols / 128)]. False when not exact.
 bool QuantiseFp8E8M0(const float* w, int64_t rows, int64_t cols,
-                     std::vector<uint8_t>* codes, std::vector<uint8_t>* scales) {
+                     std::vector<uint8_t>* codes,
+                     std::vector<uint8_t>* scales) {
   constexpr int64_t kB = 128;
   const int64_t rb = (rows + kB - 1) / kB, cb = (cols + kB - 1) / kB;
   codes->assign(rows * cols, 0);
@@ -92,9 +93,9 @@ bool QuantiseFp8E8M0(const float* w, int64_t rows, int64_t cols,
           amax = std::max(amax, std::fabs(w[i * cols + j]));
         }
       }
-      const int k =
-          amax > 0.0f ? static_cast<int>(std::ceil(std::log2(amax / 448.0f)))
-                      : 0;
+      const int k = amax > 0.0f
+                        ? static_cast<int>(std::ceil(std::log2(amax / 448.0f)))
+                        : 0;
       (*scales)[bi * cb + bj] = static_cast<uint8_t>(k + 127);
       const float f = std::ldexp(1.0f, k);
       for (int64_t i = bi * kB; i < std::min(rows, (bi + 1) * kB); ++i) {
@@ -207,15 +208,15 @@ bool AddGptOssReleased(const MoeLayerConfig& k, HfFamily f, int64_t layer,
     }
   }
   std::vector<uint8_t> gu_pairs, gu_scales, d_pairs, d_scales;
-  bool exact = QuantiseMxfp4(gate_up.data(), E * 2 * I, H, &gu_pairs,
-                             &gu_scales);
+  bool exact =
+      QuantiseMxfp4(gate_up.data(), E * 2 * I, H, &gu_pairs, &gu_scales);
   exact = QuantiseMxfp4(w2.data(), E * H, I, &d_pairs, &d_scales) && exact;
   const std::string gu = HfTensorName(f, layer, WeightRole::kW1, 0);
   const std::string down = HfTensorName(f, layer, WeightRole::kW2, 0);
   out->push_back(Raw(gu + "_blocks", {E, 2 * I, H / 32, 16}, DType::kU8,
                      std::move(gu_pairs)));
-  out->push_back(
-      Raw(gu + "_scales", {E, 2 * I, H / 32}, DType::kU8, std::move(gu_scales)));
+  out->push_back(Raw(gu + "_scales", {E, 2 * I, H / 32}, DType::kU8,
+                     std::move(gu_scales)));
   out->push_back(Fixed(HfTensorName(f, layer, WeightRole::kB1, 0), {E, 2 * I},
                        std::move(gu_bias), DType::kBF16));
   out->push_back(Raw(down + "_blocks", {E, H, I / 32, 16}, DType::kU8,
@@ -273,7 +274,9 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
       {name(WeightRole::kGate, -1), {E, H}, values(c.gate, 0, E * H, 1)});
   // The releases' routers: bf16 weights (and gpt-oss's bias), V4's f32
   // correction bias.
-  if (released) out->back() = Fixed(out->back().name, {E, H}, out->back().values, DType::kBF16);
+  if (released)
+    out->back() =
+        Fixed(out->back().name, {E, H}, out->back().values, DType::kBF16);
   if (k.use_bias) {
     // ERNIE 4.5 stores its moe_statics bias as [1, E].
     std::vector<int64_t> shape = {E};
@@ -290,8 +293,8 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                     {E},
                     values(c.router_bias, 0, E, 7)});
     if (released) {
-      out->back() = Fixed(out->back().name, {E}, out->back().values,
-                          DType::kBF16);
+      out->back() =
+          Fixed(out->back().name, {E}, out->back().values, DType::kBF16);
     }
   }
   if (k.hash_routed()) {
@@ -318,14 +321,14 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
       exact = AddV4Linear(name(WeightRole::kW1, e), I, H,
                           values(c.w1, e * I * H, I * H, 10 + e), true, out) &&
               exact;
-      exact = AddV4Linear(name(WeightRole::kW3, e), I, H,
-                          values(c.w3, e * I * H, I * H, 1000 + e), true,
-                          out) &&
-              exact;
-      exact = AddV4Linear(name(WeightRole::kW2, e), H, I,
-                          values(c.w2, e * I * H, I * H, 2000 + e), true,
-                          out) &&
-              exact;
+      exact =
+          AddV4Linear(name(WeightRole::kW3, e), I, H,
+                      values(c.w3, e * I * H, I * H, 1000 + e), true, out) &&
+          exact;
+      exact =
+          AddV4Linear(name(WeightRole::kW2, e), H, I,
+                      values(c.w2, e * I * H, I * H, 2000 + e), true, out) &&
+          exact;
     }
   } else if (f == HfFamily::kGptOss) {
     AddGptOssExperts(k, f, layer, values(c.w1, 0, E * I * H, 10),
@@ -712,9 +715,8 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   }
   if (o.released && o.family != HfFamily::kGptOss &&
       o.family != HfFamily::kDeepseekV4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("no released quantised form is written for ",
-                     HfFamilyName(o.family)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no released quantised form is written for ", HfFamilyName(o.family)));
   }
   std::string config = HfConfigJson(k, o.family, num_layers);
   if (o.released) {
