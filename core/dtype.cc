@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/vector_clones.h"
 
@@ -17,12 +18,13 @@ struct DTypeEntry {
 };
 
 constexpr DTypeEntry kDTypes[] = {
-    {DType::kF32, "F32", 4, true},        {DType::kBF16, "BF16", 2, true},
-    {DType::kF16, "F16", 2, true},        {DType::kF64, "F64", 8, true},
-    {DType::kI64, "I64", 8, false},       {DType::kI32, "I32", 4, false},
-    {DType::kI16, "I16", 2, false},       {DType::kI8, "I8", 1, false},
-    {DType::kU8, "U8", 1, false},         {DType::kBool, "BOOL", 1, false},
-    {DType::kF8E4M3, "F8_E4M3", 1, true}, {DType::kF8E5M2, "F8_E5M2", 1, true},
+    {DType::kF32, "F32", 4, true},         {DType::kBF16, "BF16", 2, true},
+    {DType::kF16, "F16", 2, true},         {DType::kF64, "F64", 8, true},
+    {DType::kI64, "I64", 8, false},        {DType::kI32, "I32", 4, false},
+    {DType::kI16, "I16", 2, false},        {DType::kI8, "I8", 1, false},
+    {DType::kU8, "U8", 1, false},          {DType::kBool, "BOOL", 1, false},
+    {DType::kF8E4M3, "F8_E4M3", 1, true},  {DType::kF8E5M2, "F8_E5M2", 1, true},
+    {DType::kF8E8M0, "F8_E8M0", 1, false},
 };
 
 const DTypeEntry& Entry(DType dtype) {
@@ -179,6 +181,12 @@ void DequantizeF8E4M3(const uint8_t* src, size_t count, float scale,
 float F8E5M2ToF32(uint8_t bits) {
   // E5M2 is the top byte of an IEEE half.
   return F16ToF32(static_cast<uint16_t>(bits) << 8);
+}
+
+float E8M0ToF32(uint8_t bits) {
+  if (bits == 255) return std::numeric_limits<float>::quiet_NaN();
+  // 2^-127 is below fp32's normal range: ldexp gives the subnormal exactly.
+  return std::ldexp(1.0f, static_cast<int>(bits) - 127);
 }
 
 bool ConvertToF32(DType src_dtype, const void* src, size_t count, float* dst) {

@@ -23,6 +23,9 @@ enum class DType : uint8_t {
   kBool,
   kF8E4M3,  // DeepSeek-V3 style block-quantised weights.
   kF8E5M2,
+  // Power-of-two scales only (OCP MX E8M0: 2^(s - 127), 255 is NaN): the
+  // `.scale` tensors of DeepSeek-V4's fp4/fp8 weights. Not a value type.
+  kF8E8M0,
 };
 
 // Bytes per element.
@@ -49,6 +52,8 @@ void QuantizeF8E4M3(const float* src, size_t count, float scale, uint8_t* dst);
 void DequantizeF8E4M3(const uint8_t* src, size_t count, float scale,
                       float* dst);
 float F8E5M2ToF32(uint8_t bits);
+// 2^(bits - 127); NaN for 255.
+float E8M0ToF32(uint8_t bits);
 
 // Converts `count` elements of a floating-point `src` to fp32. Returns false
 // when `src_dtype` is not a floating-point type.

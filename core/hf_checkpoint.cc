@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/hf_quantised.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -59,41 +60,6 @@ bool IsRouted(WeightRole role) {
   return role == WeightRole::kW1 || role == WeightRole::kW3 ||
          role == WeightRole::kW2 || role == WeightRole::kB1 ||
          role == WeightRole::kB3 || role == WeightRole::kB2;
-}
-
-// Quantised expert formats whose decoding is not in this loader yet
-// (gpt-oss's MXFP4 *_blocks/*_scales, DeepSeek-V4's fp4/fp8 weights with
-// `.scale`): refused at open, naming the first such tensor, rather than
-// read as if unquantised.
-absl::Status RefuseQuantisedTensors(
-    const HfModelSpec& spec,
-    const std::unordered_map<std::string, std::string>& weight_map,
-    const std::string& dir) {
-  std::vector<std::string> found;
-  for (const auto& [name, file] : weight_map) {
-    const bool mxfp4 =
-        absl::EndsWith(name, "_blocks") ||
-        (spec.family == HfFamily::kGptOss && absl::EndsWith(name, "_scales"));
-    const bool v4_scale = spec.family == HfFamily::kDeepseekV4 &&
-                          absl::StartsWith(name, "layers.") &&
-                          absl::EndsWith(name, ".scale");
-    if (mxfp4 || v4_scale) found.push_back(name);
-  }
-  if (found.empty()) return absl::OkStatus();
-  std::sort(found.begin(), found.end());
-  const std::string what =
-      spec.family == HfFamily::kDeepseekV4
-          ? "DeepSeek-V4 quantised weights (fp4 experts / fp8 linears with "
-            "E8M0 .scale)"
-          : "MXFP4 expert blocks";
-  return absl::UnimplementedError(absl::StrCat(
-      dir, ": tensor '", found.front(), "' holds ", what,
-      spec.quant_method.empty()
-          ? ""
-          : absl::StrCat(" (quantization_config.quant_method '",
-                         spec.quant_method, "')"),
-      ", which this loader does not read yet; give a dequantised bf16 "
-      "checkpoint"));
 }
 
 // DeepSeek-V3's FP8 checkpoints say how their weight_scale_inv blocks are
@@ -239,8 +205,6 @@ absl::StatusOr<std::unique_ptr<HfCheckpoint>> HfCheckpoint::Open(
       }
     }
   }
-  MOE_RETURN_IF_ERROR(
-      RefuseQuantisedTensors(ckpt->spec_, ckpt->weight_map_, dir));
   return ckpt;
 }
 
@@ -300,6 +264,10 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
   }
   const HfTensorLocation loc = HfLocate(spec_.family, c, layer, role, expert);
   const std::string& name = loc.name;
+  // gpt-oss as released: the fused weight's MXFP4 *_blocks/*_scales.
+  if (loc.fused && weight_map_.count(name + "_blocks") > 0) {
+    return GptOssMxfp4(loc);
+  }
   MOE_ASSIGN_OR_RETURN(TensorRef ref, Find(name));
   if (loc.fused) return SliceFused(loc, ref);
   WeightTensor t;
@@ -307,6 +275,14 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
   t.dtype = ref.entry->dtype;
   t.shape = ref.entry->shape;
   t.data = ref.data;
+  if (spec_.family == HfFamily::kDeepseekV4 &&
+      absl::EndsWith(name, ".weight")) {
+    const std::string v4_scale = name.substr(0, name.size() - 7) + ".scale";
+    if (weight_map_.count(v4_scale) > 0 || ref.entry->dtype == DType::kI8) {
+      return DeepseekV4Quantised(ExpectedShape(c, role), ref, v4_scale,
+                                 std::move(t));
+    }
+  }
   const bool fp8 =
       ref.entry->dtype == DType::kF8E4M3 || ref.entry->dtype == DType::kF8E5M2;
   const std::string scale_name = name + "_scale_inv";
@@ -315,6 +291,77 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
     MOE_RETURN_IF_ERROR(AttachBlockScales(ref, scale, &t));
   }
   return t;
+}
+
+absl::StatusOr<WeightTensor> HfCheckpoint::GptOssMxfp4(
+    const HfTensorLocation& loc) const {
+  // The fused x·W tensor [E, in, C] is stored as C rows of `in` values per
+  // expert: blocks [E, C, in/32, 16], scales [E, C, in/32]. The role's
+  // output o is row col0 + o * col_step (gate_up interleaves gate and up).
+  const int64_t E = loc.fused_shape[0], in = loc.fused_shape[1],
+                C = loc.fused_shape[2];
+  const std::string blocks_name = loc.name + "_blocks";
+  const std::string scales_name = loc.name + "_scales";
+  if (in % 32 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(dir_, ": ", blocks_name,
+                                                   ": MXFP4 input width ", in,
+                                                   " is not a multiple of 32"));
+  }
+  MOE_ASSIGN_OR_RETURN(TensorRef blocks, Find(blocks_name));
+  MOE_ASSIGN_OR_RETURN(TensorRef scales, Find(scales_name));
+  MOE_RETURN_IF_ERROR(
+      CheckQuantTensor(blocks, blocks_name, {DType::kU8}, {E, C, in / 32, 16}));
+  MOE_RETURN_IF_ERROR(CheckQuantTensor(
+      scales, scales_name, {DType::kU8, DType::kF8E8M0}, {E, C, in / 32}));
+  return GatherMxfp4Rows(absl::StrCat(blocks.file, ": ", blocks_name,
+                                      " (expert ", loc.expert, ")"),
+                         blocks, scales, scales_name, loc.expert * C + loc.col0,
+                         loc.col_step, loc.out, in);
+}
+
+absl::StatusOr<WeightTensor> HfCheckpoint::DeepseekV4Quantised(
+    const std::vector<int64_t>& logical, const TensorRef& ref,
+    const std::string& scale_name, WeightTensor t) const {
+  const std::string& name = ref.entry->name;
+  if (logical.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": a quantised weight must be a 2-D linear"));
+  }
+  const int64_t out = logical[0], in = logical[1];
+  if (weight_map_.count(scale_name) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        t.name, ": dtype ", DTypeName(ref.entry->dtype),
+        " (fp4 code pairs) needs its E8M0 scale tensor '", scale_name, "'"));
+  }
+  MOE_ASSIGN_OR_RETURN(TensorRef scale, Find(scale_name));
+  if (ref.entry->dtype == DType::kI8) {
+    // fp4 (MXFP4): [out, in/2] code pairs, scale [out, in/32].
+    if (in % 32 != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t.name, ": fp4 input width ", in,
+                       " is not a multiple of 32 (one E8M0 scale per 32)"));
+    }
+    MOE_RETURN_IF_ERROR(
+        CheckQuantTensor(ref, name, {DType::kI8}, {out, in / 2}));
+    MOE_RETURN_IF_ERROR(
+        CheckQuantTensor(scale, scale_name, {DType::kF8E8M0}, {out, in / 32}));
+    return GatherMxfp4Rows(t.name, ref, scale, scale_name, 0, 1, out, in);
+  }
+  if (ref.entry->dtype == DType::kF8E4M3) {
+    // FP8 with one E8M0 (ue8m0) scale per weight_block_size block.
+    MOE_RETURN_IF_ERROR(
+        CheckQuantTensor(ref, name, {DType::kF8E4M3}, {out, in}));
+    const int64_t br = spec_.fp8_block_rows, bc = spec_.fp8_block_cols;
+    MOE_ASSIGN_OR_RETURN(
+        t.block_scale, E8M0Factors(scale, scale_name,
+                                   {(out + br - 1) / br, (in + bc - 1) / bc}));
+    t.block_rows = br;
+    t.block_cols = bc;
+    return t;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      t.name, ": dtype ", DTypeName(ref.entry->dtype), " with a '", scale_name,
+      "' tensor; expected I8 (fp4) or F8_E4M3 (fp8) weights"));
 }
 
 }  // namespace moe

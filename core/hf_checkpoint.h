@@ -37,6 +37,16 @@ class HfCheckpoint : public ModelSource {
   absl::Status AttachBlockScales(const TensorRef& weight,
                                  const TensorRef& scale, WeightTensor* t) const;
 
+  // gpt-oss as released: one expert's role out of the fused MXFP4
+  // `<name>_blocks` / `<name>_scales` (kept MXFP4, gate/up rows
+  // de-interleaved).
+  absl::StatusOr<WeightTensor> GptOssMxfp4(const HfTensorLocation& loc) const;
+  // DeepSeek-V4 as released: an I8 fp4 weight (MXFP4) or an F8_E4M3 one,
+  // each with its E8M0 `.scale`; `logical` is the role's [out, in].
+  absl::StatusOr<WeightTensor> DeepseekV4Quantised(
+      const std::vector<int64_t>& logical, const TensorRef& ref,
+      const std::string& scale_name, WeightTensor t) const;
+
   std::string dir_;
   HfModelSpec spec_;
   // Tensor name -> file name inside dir_.

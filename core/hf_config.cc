@@ -278,10 +278,10 @@ absl::Status CheckArchitectures(const json& j, HfFamily family,
   return absl::OkStatus();
 }
 
-// quantization_config: absent, or a method the loader reads. Only
-// DeepSeek-V3 style block FP8 (weight_scale_inv) is; gpt-oss's MXFP4 is
-// refused later, by what its tensors hold. Anything else would be served as
-// garbage, so it is refused here.
+// quantization_config: absent, or a method the loader reads: block FP8
+// (DeepSeek-V3's weight_scale_inv, DeepSeek-V4's E8M0 .scale) and gpt-oss's
+// MXFP4 *_blocks/*_scales. Anything else would be served as garbage, so it
+// is refused here.
 absl::StatusOr<std::string> QuantMethod(const json& j, HfFamily family,
                                         absl::string_view label) {
   auto it = j.find("quantization_config");
@@ -293,8 +293,8 @@ absl::StatusOr<std::string> QuantMethod(const json& j, HfFamily family,
   }
   const std::string method = m->get<std::string>();
   if (method == "fp8") return method;
-  // gpt-oss as released (MXFP4 blocks) is refused by its tensors; a
-  // dequantised copy may keep the stale quantization_config.
+  // gpt-oss as released (MXFP4 blocks); a dequantised copy may keep the
+  // stale quantization_config.
   if (method == "mxfp4" && family == HfFamily::kGptOss) return method;
   return absl::InvalidArgumentError(absl::StrCat(
       label, ": quantization_config.quant_method '", method,
@@ -497,9 +497,9 @@ absl::Status ReadGptOss(const ConfigReader& r, ModelInfo* info) {
   return absl::OkStatus();
 }
 
-// DeepSeek-V4 (unquantised): sqrtsoftplus scores, correction bias for
-// choosing, renorm always, x routed_scaling_factor, silu_clamp on routed
-// and shared experts. Layers L < num_hash_layers (or mlp_layer_types
+// DeepSeek-V4 (unquantised or as released): sqrtsoftplus scores, correction
+// bias for choosing, renorm always, x routed_scaling_factor, silu_clamp on
+// routed and shared experts. Layers L < num_hash_layers (or mlp_layer_types
 // "hash_moe") are hash-routed through tid2eid [vocab_size, k]. One layer
 // config serves every MoE layer of a model, so a model that mixes hash and
 // top-k layers is refused rather than served with the wrong routing.
@@ -519,10 +519,12 @@ absl::Status ReadDeepseekV4(const ConfigReader& r, ModelInfo* info) {
   }
   MOE_ASSIGN_OR_RETURN(std::string expert_dtype,
                        r.String("expert_dtype", "bf16"));
-  if (expert_dtype == "fp4") {
-    return r.Error("expert_dtype",
-                   "'fp4' (MXFP4 experts with E8M0 .scale) is not read by "
-                   "this loader yet; give a dequantised bf16 checkpoint");
+  // fp4: routed experts MXFP4 with E8M0 `.scale` (read by the checkpoint,
+  // tensor by tensor); fp8 / bf16: F8_E4M3 with `.scale` or unquantised.
+  if (expert_dtype != "fp4" && expert_dtype != "fp8" &&
+      expert_dtype != "bf16") {
+    return r.Error("expert_dtype", absl::StrCat("'", expert_dtype,
+                                                "' is not fp4, fp8 or bf16"));
   }
   MOE_ASSIGN_OR_RETURN(double scale, r.Number("routed_scaling_factor", 1.0));
   MOE_ASSIGN_OR_RETURN(double limit, r.Number("swiglu_limit", 10.0));

@@ -27,8 +27,8 @@ enum class HfFamily {
   kLlama4,      // Llama4ForConditionalGeneration: text_config, language_model.
   kLlama4Text,  // Llama4ForCausalLM
   kErnie45Moe,
-  kGptOss,      // the dequantised bf16 form; MXFP4 blocks are refused
-  kDeepseekV4,  // unquantised; upstream names without "model."
+  kGptOss,      // released MXFP4 *_blocks/*_scales or dequantised bf16
+  kDeepseekV4,  // fp4/fp8 with E8M0 .scale or unquantised; no "model."
 };
 
 // Every family, in the order of the table above.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
+#include "kernels/mxfp4_rule.h"
 #include "nlohmann/json.hpp"
 
 namespace moe::testing {
@@ -29,7 +31,84 @@ struct Tensor {
   std::vector<int64_t> shape;
   std::vector<float> values;
   DType dtype = DType::kF32;  // kI32: integer ids; else the storage option
+  bool fixed = false;         // stored as `dtype` whatever the options say
+  std::vector<uint8_t> raw;   // non-empty: these bytes, as `dtype`
 };
+
+Tensor Raw(std::string name, std::vector<int64_t> shape, DType dtype,
+           std::vector<uint8_t> raw) {
+  Tensor t{std::move(name), std::move(shape), {}, dtype, true};
+  t.raw = std::move(raw);
+  return t;
+}
+
+Tensor Fixed(std::string name, std::vector<int64_t> shape,
+             std::vector<float> values, DType dtype) {
+  return Tensor{std::move(name), std::move(shape), std::move(values), dtype,
+                true};
+}
+
+// Rows [rows, cols] (cols a multiple of 32) quantised by the engine's MXFP4
+// rule (kernels/mxfp4_rule.h) into code pairs [rows, cols / 2] and E8M0
+// scales [rows, cols / 32], appended. False when a value does not decode
+// back exactly.
+bool QuantiseMxfp4(const float* w, int64_t rows, int64_t cols,
+                   std::vector<uint8_t>* pairs, std::vector<uint8_t>* scales) {
+  bool exact = true;
+  uint8_t codes[kernels::kMxBlock];
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t c0 = 0; c0 < cols; c0 += kernels::kMxBlock) {
+      const float* v = w + i * cols + c0;
+      const uint8_t s =
+          kernels::Mxfp4QuantizeBlock(v, kernels::kMxBlock, codes);
+      scales->push_back(s);
+      for (int64_t j = 0; j < kernels::kMxBlock; j += 2) {
+        pairs->push_back(static_cast<uint8_t>(codes[j] | (codes[j + 1] << 4)));
+      }
+      for (int64_t j = 0; j < kernels::kMxBlock; ++j) {
+        exact = exact &&
+                kernels::E2M1ToF32(codes[j]) * kernels::E8M0ToF32(s) == v[j];
+      }
+    }
+  }
+  return exact;
+}
+
+// [rows, cols] as FP8 e4m3 codes with one power-of-two scale per 128 x 128
+// block (the smallest that keeps the block's amax within 448), as E8M0
+// bytes [ceil(rows / 128), ceil(cols / 128)]. False when not exact.
+bool QuantiseFp8E8M0(const float* w, int64_t rows, int64_t cols,
+                     std::vector<uint8_t>* codes,
+                     std::vector<uint8_t>* scales) {
+  constexpr int64_t kB = 128;
+  const int64_t rb = (rows + kB - 1) / kB, cb = (cols + kB - 1) / kB;
+  codes->assign(rows * cols, 0);
+  scales->assign(rb * cb, 127);
+  bool exact = true;
+  for (int64_t bi = 0; bi < rb; ++bi) {
+    for (int64_t bj = 0; bj < cb; ++bj) {
+      float amax = 0.0f;
+      for (int64_t i = bi * kB; i < std::min(rows, (bi + 1) * kB); ++i) {
+        for (int64_t j = bj * kB; j < std::min(cols, (bj + 1) * kB); ++j) {
+          amax = std::max(amax, std::fabs(w[i * cols + j]));
+        }
+      }
+      const int k = amax > 0.0f
+                        ? static_cast<int>(std::ceil(std::log2(amax / 448.0f)))
+                        : 0;
+      (*scales)[bi * cb + bj] = static_cast<uint8_t>(k + 127);
+      const float f = std::ldexp(1.0f, k);
+      for (int64_t i = bi * kB; i < std::min(rows, (bi + 1) * kB); ++i) {
+        for (int64_t j = bj * kB; j < std::min(cols, (bj + 1) * kB); ++j) {
+          const uint8_t q = F32ToF8E4M3(w[i * cols + j] / f);
+          (*codes)[i * cols + j] = q;
+          exact = exact && F8E4M3ToF32(q) * f == w[i * cols + j];
+        }
+      }
+    }
+  }
+  return exact;
+}
 
 std::vector<float> Filler(uint64_t seed, int64_t n, float scale) {
   std::vector<float> v(n);
@@ -106,8 +185,81 @@ void AddGptOssExperts(const MoeLayerConfig& k, HfFamily f, int64_t layer,
   out->push_back({HfTensorName(f, layer, WeightRole::kB2, 0), {E, H}, b2});
 }
 
-void AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
-                 uint64_t seed, std::vector<Tensor>* out) {
+// gpt-oss as released: gate_up_proj_blocks [E, 2I, H/32, 16] (row 2j gate
+// j, 2j+1 up j) and _scales [E, 2I, H/32], down_proj_blocks [E, H, I/32,
+// 16] and _scales, biases bf16 [E, 2I] (interleaved) and [E, H].
+bool AddGptOssReleased(const MoeLayerConfig& k, HfFamily f, int64_t layer,
+                       const std::vector<float>& w1,
+                       const std::vector<float>& w3,
+                       const std::vector<float>& w2,
+                       const std::vector<float>& b1,
+                       const std::vector<float>& b3,
+                       const std::vector<float>& b2, std::vector<Tensor>* out) {
+  const int64_t E = k.num_experts, H = k.hidden, I = k.inter;
+  std::vector<float> gate_up(E * 2 * I * H), gu_bias(E * 2 * I);
+  for (int64_t e = 0; e < E; ++e) {
+    for (int64_t i = 0; i < I; ++i) {
+      std::copy_n(w1.begin() + (e * I + i) * H, H,
+                  gate_up.begin() + (e * 2 * I + 2 * i) * H);
+      std::copy_n(w3.begin() + (e * I + i) * H, H,
+                  gate_up.begin() + (e * 2 * I + 2 * i + 1) * H);
+      gu_bias[e * 2 * I + 2 * i] = b1[e * I + i];
+      gu_bias[e * 2 * I + 2 * i + 1] = b3[e * I + i];
+    }
+  }
+  std::vector<uint8_t> gu_pairs, gu_scales, d_pairs, d_scales;
+  bool exact =
+      QuantiseMxfp4(gate_up.data(), E * 2 * I, H, &gu_pairs, &gu_scales);
+  exact = QuantiseMxfp4(w2.data(), E * H, I, &d_pairs, &d_scales) && exact;
+  const std::string gu = HfTensorName(f, layer, WeightRole::kW1, 0);
+  const std::string down = HfTensorName(f, layer, WeightRole::kW2, 0);
+  out->push_back(Raw(gu + "_blocks", {E, 2 * I, H / 32, 16}, DType::kU8,
+                     std::move(gu_pairs)));
+  out->push_back(Raw(gu + "_scales", {E, 2 * I, H / 32}, DType::kU8,
+                     std::move(gu_scales)));
+  out->push_back(Fixed(HfTensorName(f, layer, WeightRole::kB1, 0), {E, 2 * I},
+                       std::move(gu_bias), DType::kBF16));
+  out->push_back(Raw(down + "_blocks", {E, H, I / 32, 16}, DType::kU8,
+                     std::move(d_pairs)));
+  out->push_back(
+      Raw(down + "_scales", {E, H, I / 32}, DType::kU8, std::move(d_scales)));
+  out->push_back(Fixed(HfTensorName(f, layer, WeightRole::kB2, 0), {E, H}, b2,
+                       DType::kBF16));
+  return exact;
+}
+
+// DeepSeek-V4 as released: one [out, in] linear as I8 fp4 code pairs
+// [out, in/2] + F8_E8M0 .scale [out, in/32] (fp4) or F8_E4M3 + F8_E8M0
+// .scale per 128 x 128 block (fp8).
+bool AddV4Linear(const std::string& weight_name, int64_t rows, int64_t cols,
+                 const std::vector<float>& w, bool fp4,
+                 std::vector<Tensor>* out) {
+  const std::string scale_name =
+      weight_name.substr(0, weight_name.size() - 7) + ".scale";
+  std::vector<uint8_t> codes, scales;
+  bool exact;
+  if (fp4) {
+    exact = QuantiseMxfp4(w.data(), rows, cols, &codes, &scales);
+    out->push_back(
+        Raw(weight_name, {rows, cols / 2}, DType::kI8, std::move(codes)));
+    out->push_back(
+        Raw(scale_name, {rows, cols / 32}, DType::kF8E8M0, std::move(scales)));
+  } else {
+    exact = QuantiseFp8E8M0(w.data(), rows, cols, &codes, &scales);
+    out->push_back(
+        Raw(weight_name, {rows, cols}, DType::kF8E4M3, std::move(codes)));
+    out->push_back(Raw(scale_name, {(rows + 127) / 128, (cols + 127) / 128},
+                       DType::kF8E8M0, std::move(scales)));
+  }
+  return exact;
+}
+
+// Returns false when `released` and the golden weights are not exactly
+// representable in the release's formats.
+bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
+                 uint64_t seed, std::vector<Tensor>* out,
+                 bool released = false) {
+  bool exact = true;
   const MoeLayerConfig& k = c.config;
   const int64_t E = k.num_experts, H = k.hidden, I = k.inter,
                 S = k.shared_inter;
@@ -120,17 +272,30 @@ void AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
   };
   out->push_back(
       {name(WeightRole::kGate, -1), {E, H}, values(c.gate, 0, E * H, 1)});
+  // The releases' routers: bf16 weights (and gpt-oss's bias), V4's f32
+  // correction bias.
+  if (released)
+    out->back() =
+        Fixed(out->back().name, {E, H}, out->back().values, DType::kBF16);
   if (k.use_bias) {
     // ERNIE 4.5 stores its moe_statics bias as [1, E].
     std::vector<int64_t> shape = {E};
     if (f == HfFamily::kErnie45Moe) shape = {1, E};
     out->push_back(
         {name(WeightRole::kExpertBias, -1), shape, values(c.bias, 0, E, 2)});
+    if (released) {
+      out->back() =
+          Fixed(out->back().name, shape, out->back().values, DType::kF32);
+    }
   }
   if (k.router_bias) {
     out->push_back({name(WeightRole::kRouterBias, -1),
                     {E},
                     values(c.router_bias, 0, E, 7)});
+    if (released) {
+      out->back() =
+          Fixed(out->back().name, {E}, out->back().values, DType::kBF16);
+    }
   }
   if (k.hash_routed()) {
     // Expert ids, stored as I32 like DeepSeek-V4 (converted on write).
@@ -145,7 +310,27 @@ void AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                     std::move(ids),
                     DType::kI32});
   }
-  if (f == HfFamily::kGptOss) {
+  if (released && f == HfFamily::kGptOss) {
+    exact = AddGptOssReleased(
+        k, f, layer, values(c.w1, 0, E * I * H, 10),
+        values(c.w3, 0, E * I * H, 1000), values(c.w2, 0, E * I * H, 2000),
+        values(c.b1, 0, E * I, 11), values(c.b3, 0, E * I, 12),
+        values(c.b2, 0, E * H, 13), out);
+  } else if (released && f == HfFamily::kDeepseekV4) {
+    for (int64_t e = 0; e < E; ++e) {
+      exact = AddV4Linear(name(WeightRole::kW1, e), I, H,
+                          values(c.w1, e * I * H, I * H, 10 + e), true, out) &&
+              exact;
+      exact =
+          AddV4Linear(name(WeightRole::kW3, e), I, H,
+                      values(c.w3, e * I * H, I * H, 1000 + e), true, out) &&
+          exact;
+      exact =
+          AddV4Linear(name(WeightRole::kW2, e), H, I,
+                      values(c.w2, e * I * H, I * H, 2000 + e), true, out) &&
+          exact;
+    }
+  } else if (f == HfFamily::kGptOss) {
     AddGptOssExperts(k, f, layer, values(c.w1, 0, E * I * H, 10),
                      values(c.w3, 0, E * I * H, 1000),
                      values(c.w2, 0, E * I * H, 2000),
@@ -178,7 +363,17 @@ void AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                       values(c.w2, e * I * H, I * H, 2000 + e)});
     }
   }
-  if (S > 0) {
+  if (S > 0 && released && f == HfFamily::kDeepseekV4) {
+    exact = AddV4Linear(name(WeightRole::kSharedW1, -1), S, H,
+                        values(c.sw1, 0, S * H, 3), false, out) &&
+            exact;
+    exact = AddV4Linear(name(WeightRole::kSharedW3, -1), S, H,
+                        values(c.sw3, 0, S * H, 4), false, out) &&
+            exact;
+    exact = AddV4Linear(name(WeightRole::kSharedW2, -1), H, S,
+                        values(c.sw2, 0, S * H, 5), false, out) &&
+            exact;
+  } else if (S > 0) {
     out->push_back(
         {name(WeightRole::kSharedW1, -1), {S, H}, values(c.sw1, 0, S * H, 3)});
     out->push_back(
@@ -190,6 +385,7 @@ void AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
     out->push_back(
         {name(WeightRole::kSharedGate, -1), {1, H}, values(c.sgate, 0, H, 6)});
   }
+  return exact;
 }
 
 void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
@@ -517,7 +713,30 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
         ": the case lacks the router bias, expert biases or tid2eid "
         "values its config asks for"));
   }
-  const std::string config = HfConfigJson(k, o.family, num_layers);
+  if (o.released && o.family != HfFamily::kGptOss &&
+      o.family != HfFamily::kDeepseekV4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no released quantised form is written for ", HfFamilyName(o.family)));
+  }
+  std::string config = HfConfigJson(k, o.family, num_layers);
+  if (o.released) {
+    json j = json::parse(config);
+    if (o.family == HfFamily::kGptOss) {
+      j["quantization_config"] = {
+          {"quant_method", "mxfp4"},
+          {"modules_to_not_convert",
+           {"model.layers.*.self_attn", "model.layers.*.mlp.router",
+            "model.embed_tokens", "lm_head"}}};
+    } else {
+      j["expert_dtype"] = "fp4";
+      j["quantization_config"] = {{"quant_method", "fp8"},
+                                  {"fmt", "e4m3"},
+                                  {"scale_fmt", "ue8m0"},
+                                  {"activation_scheme", "dynamic"},
+                                  {"weight_block_size", {128, 128}}};
+    }
+    config = j.dump(2);
+  }
   MOE_ASSIGN_OR_RETURN(HfModelSpec spec, ParseHfConfig(config, dir));
   if (!spec.info.HasLayer(o.layer)) {
     return absl::InvalidArgumentError(
@@ -532,7 +751,13 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   for (int64_t l = 0; l < num_layers; ++l) {
     AddUnrelated(o.family, H, l, o.seed, &tensors);
     if (spec.info.HasLayer(l)) {
-      AddMoeLayer(c, o.family, l, l == o.layer, o.seed + 100 * l, &tensors);
+      const bool exact = AddMoeLayer(c, o.family, l, l == o.layer,
+                                     o.seed + 100 * l, &tensors, o.released);
+      if (l == o.layer && !exact) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            c.name, ": its weights are not exactly representable in the ",
+            HfFamilyName(o.family), " release's MXFP4 / FP8 formats"));
+      }
     } else {
       AddDenseMlp(o.family, H, l, o.seed + l, &tensors);
     }
@@ -572,11 +797,14 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                         absl::EndsWith(t.name, "e_score_correction_bias") ||
                         absl::EndsWith(t.name, "gate.bias") ||
                         absl::EndsWith(t.name, "router.bias");
-    const DType dtype = t.dtype == DType::kI32 ? DType::kI32
-                        : router               ? o.router_storage
-                                               : o.storage;
+    const DType dtype = t.fixed || t.dtype == DType::kI32 ? t.dtype
+                        : router                          ? o.router_storage
+                                                          : o.storage;
     std::vector<std::byte> bytes(t.values.size() * DTypeSize(dtype));
-    if (dtype == DType::kI32) {
+    if (!t.raw.empty()) {
+      bytes.resize(t.raw.size());
+      std::memcpy(bytes.data(), t.raw.data(), t.raw.size());
+    } else if (dtype == DType::kI32) {
       for (size_t j = 0; j < t.values.size(); ++j) {
         const int32_t id = static_cast<int32_t>(t.values[j]);
         std::memcpy(bytes.data() + 4 * j, &id, 4);
@@ -606,6 +834,16 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
 
 absl::Status ReplaceHfTensor(const std::string& dir, const std::string& name,
                              const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return ReplaceHfTensorBytes(dir, name, DType::kF32, shape,
+                              std::vector<uint8_t>(shape.empty() ? 0 : n * 4));
+}
+
+absl::Status ReplaceHfTensorBytes(const std::string& dir,
+                                  const std::string& name, DType dtype,
+                                  const std::vector<int64_t>& shape,
+                                  const std::vector<uint8_t>& bytes) {
   const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
   json index = json::parse(std::ifstream(index_path), nullptr, false);
   if (index.is_discarded() || !index["weight_map"].contains(name)) {
@@ -626,9 +864,7 @@ absl::Status ReplaceHfTensor(const std::string& dir, const std::string& name,
     index["weight_map"].erase(name);
     MOE_RETURN_IF_ERROR(WriteJson(index_path, index));
   } else {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    out.AddF32(name, shape, std::vector<float>(n, 0.0f));
+    out.Add(name, dtype, shape, bytes.data(), bytes.size());
   }
   return out.WriteFile(path);
 }

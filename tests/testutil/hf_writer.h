@@ -25,6 +25,12 @@ struct HfWriteOptions {
   // itself, which the golden bf16 tolerance does not cover.
   DType router_storage = DType::kF32;
   uint64_t seed = 7;  // filler weights of the other layers
+  // gpt_oss / deepseek_v4 as released: routed experts MXFP4 (gpt-oss
+  // *_blocks/*_scales, V4 I8 + F8_E8M0 .scale), V4's shared expert F8_E4M3
+  // with power-of-two F8_E8M0 128x128 block scales, routers in the
+  // release's dtypes (storage options ignored). The golden layer's weights
+  // must round-trip exactly (the writer refuses otherwise).
+  bool released = false;
 };
 
 // config.json text of `family` for a model of num_layers whose MoE layers
@@ -44,6 +50,12 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
 // and the index when `shape` is empty: for bad-checkpoint tests.
 absl::Status ReplaceHfTensor(const std::string& dir, const std::string& name,
                              const std::vector<int64_t>& shape);
+
+// As ReplaceHfTensor, with `bytes` (of `dtype`, `shape`) as the new tensor.
+absl::Status ReplaceHfTensorBytes(const std::string& dir,
+                                  const std::string& name, DType dtype,
+                                  const std::vector<int64_t>& shape,
+                                  const std::vector<uint8_t>& bytes);
 
 // Sets top-level config.json key `key` to the JSON value `value_json`.
 absl::Status SetHfConfigKey(const std::string& dir, const std::string& key,

@@ -340,6 +340,177 @@ def write_golden_checkpoint(tensors, c, directory, layer=0):
     return fam
 
 
+# The released 4-bit forms (tests/golden/README.md "Hugging Face families"
+# and its MXFP4 paragraph): gpt-oss *_blocks/*_scales, DeepSeek-V4 fp4
+# experts (I8 + F8_E8M0 .scale) and fp8 shared expert (F8_E4M3 + F8_E8M0
+# .scale per 128 x 128 block).
+
+_E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6],
+                 np.float32)
+
+
+def _e4m3_table():
+    """The fp32 value of every E4M3FN code (0x7f/0xff NaN)."""
+    v = np.zeros(256, np.float64)
+    for code in range(256):
+        sign = -1.0 if code & 0x80 else 1.0
+        e, m = (code >> 3) & 0xF, code & 7
+        v[code] = sign * (m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
+    v[0x7F] = v[0xFF] = np.nan
+    return v.astype(np.float32)
+
+
+_E4M3 = _e4m3_table()
+
+
+def quantise_mxfp4(w):
+    """Rows [..., in] (in % 32 == 0) by the engine's MXFP4 rule
+    (kernels/mxfp4_rule.h: scale byte floor(log2 amax) - 2 + 127, nearest
+    E2M1 code): (code pairs [..., in/2] uint8, E8M0 scales [..., in/32]
+    uint8). Asserts that the codes decode back to `w` exactly."""
+    w = np.asarray(w, np.float32)
+    blocks = w.reshape(*w.shape[:-1], w.shape[-1] // 32, 32)
+    amax = np.abs(blocks).max(axis=-1)
+    _, exp = np.frexp(amax)  # amax = f * 2^exp, f in [0.5, 1)
+    s = np.where(amax > 0, np.clip(exp - 1 - 2 + 127, 0, 254), 127).astype(np.uint8)
+    factor = np.ldexp(np.float32(1), s.astype(np.int32) - 127).astype(np.float32)
+    y = blocks / factor[..., None]
+    # Nearest code (the golden weights land on a code: no ties to break).
+    codes = np.abs(np.abs(y)[..., None] - _E2M1[:8]).argmin(axis=-1).astype(np.uint8)
+    codes |= np.where(np.signbit(y), 8, 0).astype(np.uint8)
+    back = _E2M1[codes] * factor[..., None]
+    assert np.array_equal(back, blocks), "weights not exactly MXFP4"
+    flat = codes.reshape(*w.shape[:-1], w.shape[-1])
+    pairs = (flat[..., 0::2] | (flat[..., 1::2] << 4)).astype(np.uint8)
+    return pairs, s
+
+
+def quantise_fp8_e8m0(w, block=128):
+    """[rows, cols] as E4M3 codes with one power-of-two scale per block x
+    block (the smallest keeping amax <= 448), scales as E8M0 bytes. Asserts
+    exactness."""
+    w = np.asarray(w, np.float32)
+    rows, cols = w.shape
+    codes = np.zeros(w.shape, np.uint8)
+    rb, cb = -(-rows // block), -(-cols // block)
+    scales = np.zeros((rb, cb), np.uint8)
+    finite = np.where(np.isnan(_E4M3), np.inf, _E4M3)
+    for i in range(rb):
+        for j in range(cb):
+            blk = w[i * block:(i + 1) * block, j * block:(j + 1) * block]
+            amax = float(np.abs(blk).max())
+            k = int(np.ceil(np.log2(amax / 448.0))) if amax > 0 else 0
+            scales[i, j] = k + 127
+            y = blk / np.float32(2.0 ** k)
+            c = np.abs(y[..., None] - finite).argmin(axis=-1).astype(np.uint8)
+            assert np.array_equal(_E4M3[c] * np.float32(2.0 ** k), blk), \
+                "weights not exactly FP8 with power-of-two scales"
+            codes[i * block:(i + 1) * block, j * block:(j + 1) * block] = c
+    return codes, scales
+
+
+def _raw(dtype, arr):
+    return (dtype, list(np.shape(arr)), np.ascontiguousarray(arr).tobytes())
+
+
+def _bf16(x):
+    bits = st.f32_to_bf16_bits(np.asarray(x, np.float32))
+    assert np.array_equal(st.bf16_bits_to_f32(bits), np.asarray(x, np.float32)), \
+        "weights not exactly bf16"
+    return _raw("BF16", bits)
+
+
+def save_raw(path, tensors):
+    """safetensors with tensors given as (dtype name, shape, bytes) or
+    float32/int arrays."""
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    names = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}
+    for name, t in tensors.items():
+        if not isinstance(t, tuple):
+            t = _raw(names[np.asarray(t).dtype], np.asarray(t))
+        dtype, shape, raw = t
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(len(head).to_bytes(8, "little"))
+        f.write(head)
+        for b in blobs:
+            f.write(b)
+
+
+def write_released_checkpoint(tensors, c, directory, layer=0):
+    """Golden case (tensors, config c) of gpt_oss or deepseek_v4 as the
+    family's RELEASED checkpoint: quantised experts, release dtypes, two
+    shards with an index, attention and embedding tensors around it.
+    Returns the family."""
+    fam, cfg = hf_family_config(c, num_layers=layer + 1)
+    assert fam in ("gpt_oss", "deepseek_v4"), fam
+    os.makedirs(directory, exist_ok=True)
+    e, h, i = c["experts"], c["hidden"], c["inter"]
+    out = {}
+    if fam == "gpt_oss":
+        m = f"model.layers.{layer}.mlp."
+        cfg["quantization_config"] = {"quant_method": "mxfp4"}
+        gate_up = np.empty((e, 2 * i, h), np.float32)  # row 2j gate j, 2j+1 up j
+        gate_up[:, 0::2] = tensors["experts.w1"]
+        gate_up[:, 1::2] = tensors["experts.w3"]
+        gu_bias = np.empty((e, 2 * i), np.float32)
+        gu_bias[:, 0::2] = tensors["experts.b1"]
+        gu_bias[:, 1::2] = tensors["experts.b3"]
+        pairs, scales = quantise_mxfp4(gate_up)
+        out[m + "router.weight"] = _bf16(tensors["gate.weight"])
+        out[m + "router.bias"] = _bf16(tensors["gate.bias"])
+        out[m + "experts.gate_up_proj_blocks"] = _raw("U8", pairs.reshape(e, 2 * i, h // 32, 16))
+        out[m + "experts.gate_up_proj_scales"] = _raw("U8", scales)
+        out[m + "experts.gate_up_proj_bias"] = _bf16(gu_bias)
+        pairs, scales = quantise_mxfp4(tensors["experts.w2"])
+        out[m + "experts.down_proj_blocks"] = _raw("U8", pairs.reshape(e, h, i // 32, 16))
+        out[m + "experts.down_proj_scales"] = _raw("U8", scales)
+        out[m + "experts.down_proj_bias"] = _bf16(tensors["experts.b2"])
+        prefix = f"model.layers.{layer}."
+    else:
+        m = f"layers.{layer}.ffn."
+        cfg["expert_dtype"] = "fp4"
+        cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
+                                      "scale_fmt": "ue8m0",
+                                      "weight_block_size": [128, 128]}
+        out[m + "gate.weight"] = _bf16(tensors["gate.weight"])
+        if c["use_bias"]:
+            out[m + "gate.bias"] = tensors["gate.expert_bias"].astype(np.float32)
+        if c.get("hash_vocab", 0):
+            out[m + "gate.tid2eid"] = tensors["gate.tid2eid"].astype(np.int32)
+        for x in range(e):
+            for role in ("w1", "w3", "w2"):
+                pairs, scales = quantise_mxfp4(tensors[f"experts.{role}"][x])
+                out[f"{m}experts.{x}.{role}.weight"] = _raw("I8", pairs)
+                out[f"{m}experts.{x}.{role}.scale"] = _raw("F8_E8M0", scales)
+        for role in ("w1", "w3", "w2"):
+            codes, scales = quantise_fp8_e8m0(tensors[f"shared.{role}"])
+            out[f"{m}shared_experts.{role}.weight"] = _raw("F8_E4M3", codes)
+            out[f"{m}shared_experts.{role}.scale"] = _raw("F8_E8M0", scales)
+        prefix = f"layers.{layer}."
+    # What a real checkpoint has around the MoE layer (ignored by the loader).
+    out["model.embed_tokens.weight"] = np.zeros((32, h), np.float32)
+    for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+        out[f"{prefix}self_attn.{proj}.weight"] = np.full((h, h), 0.01, np.float32)
+    names = sorted(out)
+    weight_map = {}
+    shards = [names[0::2], names[1::2]]
+    for s, part in enumerate(shards):
+        fname = f"model-{s + 1:05d}-of-{len(shards):05d}.safetensors"
+        save_raw(os.path.join(directory, fname), {n: out[n] for n in part})
+        weight_map.update({n: fname for n in part})
+    with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f, indent=2)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    return fam
+
+
 def within(y, ref, atol, rtol):
     """Max of |y - ref| - (atol + rtol |ref|) (<= 0 passes) for messages."""
     y = np.asarray(y, dtype=np.float64)
