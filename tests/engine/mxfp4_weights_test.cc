@@ -238,8 +238,10 @@ TEST_P(Mxfp4GoldenTest, QuantisedAtLoadStaysWithinTheBound) {
   ASSERT_TRUE(moe.ok()) << moe.status();
   std::vector<float> y(c->y.size(), -7.0f);
   Routing routing;
-  ASSERT_TRUE(
-      (*moe)->Forward(0, c->x.data(), c->tokens, {}, y.data(), &routing).ok());
+  ASSERT_TRUE((*moe)
+                  ->Forward(0, c->x.data(), c->tokens, {}, y.data(), &routing,
+                            nullptr, c->token_ids)
+                  .ok());
   const testing::RmsError e = testing::MeasureRmsError(y, c->y);
   std::printf("mxfp4 %s: relative RMS %.4f, largest %.3f rms\n",
               c->name.c_str(), e.rel_rms, e.max_over_rms);

@@ -110,6 +110,7 @@ TEST(Mxfp4Experts, GoldenCasesQuantisedAtLoadWithTwoWorkers) {
     ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
     ForwardOptions fo;
     fo.routing = true;
+    fo.token_ids = c->token_ids;  // a hash-routed case needs them
     auto r =
         cluster.client().Forward(static_cast<int32_t>(o.layer), c->x.data(),
                                  c->tokens, c->config.hidden, fo);
