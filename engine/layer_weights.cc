@@ -210,7 +210,8 @@ absl::StatusOr<ExpertWeights> LoadExpert(const ModelSource& src, int64_t layer,
 absl::StatusOr<std::vector<int32_t>> LoadTid2Eid(const ModelSource& src,
                                                  int64_t layer) {
   const MoeLayerConfig& c = src.info().layer;
-  MOE_ASSIGN_OR_RETURN(WeightTensor t, src.Get(layer, WeightRole::kTid2Eid, -1));
+  MOE_ASSIGN_OR_RETURN(WeightTensor t,
+                       src.Get(layer, WeightRole::kTid2Eid, -1));
   MOE_RETURN_IF_ERROR(CheckWeightTensor(t, c, WeightRole::kTid2Eid));
   const int64_t n = t.numel(), k = c.top_k;
   std::vector<int32_t> ids(n);
@@ -224,9 +225,9 @@ absl::StatusOr<std::vector<int32_t>> LoadTid2Eid(const ModelSource& src,
       v = v32;
     }
     if (v < 0 || v >= c.num_experts) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          t.name, ": row ", i / k, " holds expert ", v, ", outside [0, ",
-          c.num_experts, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(t.name, ": row ", i / k, " holds expert ", v,
+                       ", outside [0, ", c.num_experts, ")"));
     }
     for (int64_t j = i / k * k; j < i; ++j) {
       if (ids[j] == v) {

@@ -105,7 +105,7 @@ struct LoadOptions {
   WeightDType dtype = WeightDType::kF32;  // kAuto: resolved per source
   // Router side: gate, expert bias, router bias and tid2eid.
   bool load_gate = true;
-  bool load_shared = true;                // router side: shared expert
+  bool load_shared = true;  // router side: shared expert
   int64_t expert_begin = 0;
   int64_t expert_end = -1;  // -1: all experts
   // Per MoE layer, the logical expert of each local slot (a redundant

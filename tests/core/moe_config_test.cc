@@ -89,14 +89,16 @@ TEST(MoeConfig, Options2026RefusedCombinations) {
     EXPECT_NE(std::string(c.status().message()).find(key), std::string::npos)
         << c.status();
   };
-  const std::string base = R"("hidden": 8, "inter": 4, "experts": 8, "top_k": 2, )";
+  const std::string base =
+      R"("hidden": 8, "inter": 4, "experts": 8, "top_k": 2, )";
   bad("{" + base + R"("act": "gelu"})", "'act'");
   bad("{" + base + R"("act_limit": 0})", "'act_limit'");
   bad("{" + base + R"("norm_min": -1})", "'norm_min'");
   bad("{" + base + R"("hash_vocab": -1})", "'hash_vocab'");
   bad("{" + base + R"("score_func": "topk_softmax", "use_bias": true})",
       "'score_func'");
-  bad("{" + base + R"("score_func": "topk_softmax", "n_groups": 2, "topk_groups": 1})",
+  bad("{" + base +
+          R"("score_func": "topk_softmax", "n_groups": 2, "topk_groups": 1})",
       "'score_func'");
   bad("{" + base + R"("hash_vocab": 16, "routing": "expert_choice"})",
       "'hash_vocab'");

@@ -79,9 +79,9 @@ Result RunLayer(const GoldenCase& c, WeightDType dtype = WeightDType::kF32,
     return r;
   }
   r.y.assign(c.tokens * c.config.hidden, -7.0f);
-  r.status = (*moe)->Forward(0, c.x.data(), c.tokens, {}, r.y.data(),
-                             &r.routing, nullptr,
-                             ids != nullptr ? *ids : c.token_ids);
+  r.status =
+      (*moe)->Forward(0, c.x.data(), c.tokens, {}, r.y.data(), &r.routing,
+                      nullptr, ids != nullptr ? *ids : c.token_ids);
   return r;
 }
 
@@ -91,9 +91,9 @@ void ExpectMatches(const MoeLayerConfig& config, int64_t n, uint64_t seed,
   if (dtype == WeightDType::kFP8) testing::RoundTripExpertsThroughFp8(&c);
   Result r = RunLayer(c, dtype);
   ASSERT_TRUE(r.status.ok()) << r.status;
-  EXPECT_TRUE(AllClose(r.y, c.y,
-                       dtype == WeightDType::kBF16 ? testing::kBf16Tol
-                                                   : testing::kF32Tol));
+  EXPECT_TRUE(AllClose(
+      r.y, c.y,
+      dtype == WeightDType::kBF16 ? testing::kBf16Tol : testing::kF32Tol));
   EXPECT_TRUE(testing::SameTokenRouting(c.top_idx, c.top_w, r.routing.expert,
                                         r.routing.weight, n, config.top_k,
                                         r.routing.slots));
