@@ -5,7 +5,7 @@
 # and, for a CUDA build, LD_LIBRARY_PATH to the host's CUDA runtime), so no
 # path leads back into the build tree.
 #
-#   bash scripts/bundle-test.sh BUNDLE.tar.gz
+#   bash scripts/bundle-test.sh BUNDLE.tar.xz
 #
 # 1. Inside that environment, ldd must resolve every library of every binary
 #    and test either into the bundle's lib/ or to a host library (glibc,
@@ -16,14 +16,14 @@
 set -euo pipefail
 
 if (($# != 1)); then
-  echo "usage: $0 BUNDLE.tar.gz" >&2
+  echo "usage: $0 BUNDLE.tar.xz" >&2
   exit 64
 fi
 tarball="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/x" "$tmp/home" "$tmp/tmp"
-tar -xzf "$tarball" -C "$tmp/x"
+tar -xf "$tarball" -C "$tmp/x"  # gzip or xz, by its content
 tops=("$tmp"/x/*)
 if ((${#tops[@]} != 1)) || [[ ! -d "${tops[0]}" ]]; then
   echo "bundle-test: $1 must hold exactly one top directory" >&2

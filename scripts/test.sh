@@ -18,8 +18,8 @@ bash scripts/python-test.sh "$build"
 # The release bundle of this build, tested from a temporary directory with a
 # scrubbed environment (scripts/bundle-test.sh: the unit tests and two
 # integration tests, about 15 s).
-bash scripts/package.sh "$build/moe-serve.tar.gz" --build "$build"
-bash scripts/bundle-test.sh "$build/moe-serve.tar.gz"
+bash scripts/package.sh "$build/moe-serve.tar.xz" --build "$build"
+bash scripts/bundle-test.sh "$build/moe-serve.tar.xz"
 bash scripts/check-deploy.sh
 # The Kubernetes CPU layout started as an operator would, probes and
 # Services simulated, a worker killed mid-run (about 70 s).
