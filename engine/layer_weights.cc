@@ -74,75 +74,64 @@ absl::StatusOr<PackedWeight> PackTyped(const WeightTensor* a,
   return p;
 }
 
-// FP8: e4m3 codes and their block scales, picked by `order` like the rows.
+// FP8 and MXFP4 alike: each output row's codes and scales, picked by
+// `order` like the float rows (o >= 0: row o of `a`; o < 0: row -1 - o of
+// `b`; INT64_MIN: a padding row), then packed by the format's kernel.
+template <typename Values, typename Scale, typename AsValues, typename Codes,
+          typename PackRows>
+absl::StatusOr<PackedWeight> PackQuantised(
+    kc::WeightFormat format, AsValues as_values, Codes row_codes,
+    PackRows pack_rows, const WeightTensor* a, const WeightTensor* b,
+    int64_t row_len, const std::vector<int64_t>& order, int64_t k) {
+  PackedWeight p;
+  p.format = format;
+  p.n = static_cast<int64_t>(order.size());
+  p.k = k;
+  p.data = AlignedBuffer(kc::PackedBytes(p.format, p.n, k));
+  if (!p.data.allocated()) {
+    return absl::ResourceExhaustedError("out of memory packing weights");
+  }
+  Values va, vb;
+  MOE_ASSIGN_OR_RETURN(va, as_values(*a));
+  if (b != nullptr) {
+    MOE_ASSIGN_OR_RETURN(vb, as_values(*b));
+  }
+  std::vector<const uint8_t*> rows(order.size(), nullptr);
+  std::vector<const Scale*> scales(order.size(), nullptr);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int64_t o = order[i];
+    if (o == INT64_MIN) continue;
+    const Values& v = o >= 0 ? va : vb;
+    const int64_t r = o >= 0 ? o : -1 - o;
+    rows[i] = row_codes(v, r);
+    scales[i] = v.row_scales(r);
+  }
+  pack_rows(rows.data(), scales.data(), p.n, k, row_len, p.data.data());
+  return p;
+}
+
+// FP8: e4m3 codes and their fp32 block scales.
 absl::StatusOr<PackedWeight> PackFp8(const WeightTensor* a,
                                      const WeightTensor* b, int64_t row_len,
                                      const std::vector<int64_t>& order,
                                      int64_t k) {
-  PackedWeight p;
-  p.format = kc::WeightFormat::kFP8;
-  p.n = static_cast<int64_t>(order.size());
-  p.k = k;
-  p.data = AlignedBuffer(kc::PackedBytes(p.format, p.n, k));
-  if (!p.data.allocated()) {
-    return absl::ResourceExhaustedError("out of memory packing weights");
-  }
-  Fp8Values va, vb;
-  MOE_ASSIGN_OR_RETURN(va, WeightsAsFp8(*a));
-  if (b != nullptr) {
-    MOE_ASSIGN_OR_RETURN(vb, WeightsAsFp8(*b));
-  }
-  std::vector<const uint8_t*> rows(order.size());
-  std::vector<const float*> scales(order.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    const int64_t o = order[i];
-    if (o == INT64_MIN) {
-      rows[i] = nullptr;
-      scales[i] = nullptr;
-    } else {
-      const Fp8Values& v = o >= 0 ? va : vb;
-      const int64_t r = o >= 0 ? o : -1 - o;
-      rows[i] = v.codes + r * row_len;
-      scales[i] = v.row_scales(r);
-    }
-  }
-  kc::PackRowsFP8(rows.data(), scales.data(), p.n, k, row_len, p.data.data());
-  return p;
+  return PackQuantised<Fp8Values, float>(
+      kc::WeightFormat::kFP8, WeightsAsFp8,
+      [row_len](const Fp8Values& v, int64_t r) {
+        return v.codes + r * row_len;
+      },
+      kc::PackRowsFP8, a, b, row_len, order, k);
 }
 
-// MXFP4: code pairs and E8M0 scales, picked by `order` like the rows.
+// MXFP4: E2M1 code pairs and E8M0 scales.
 absl::StatusOr<PackedWeight> PackMxfp4(const WeightTensor* a,
                                        const WeightTensor* b, int64_t row_len,
                                        const std::vector<int64_t>& order,
                                        int64_t k) {
-  PackedWeight p;
-  p.format = kc::WeightFormat::kMXFP4;
-  p.n = static_cast<int64_t>(order.size());
-  p.k = k;
-  p.data = AlignedBuffer(kc::PackedBytes(p.format, p.n, k));
-  if (!p.data.allocated()) {
-    return absl::ResourceExhaustedError("out of memory packing weights");
-  }
-  Mxfp4Values va, vb;
-  MOE_ASSIGN_OR_RETURN(va, WeightsAsMxfp4(*a));
-  if (b != nullptr) {
-    MOE_ASSIGN_OR_RETURN(vb, WeightsAsMxfp4(*b));
-  }
-  std::vector<const uint8_t*> rows(order.size()), scales(order.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    const int64_t o = order[i];
-    if (o == INT64_MIN) {
-      rows[i] = nullptr;
-      scales[i] = nullptr;
-    } else {
-      const Mxfp4Values& v = o >= 0 ? va : vb;
-      const int64_t r = o >= 0 ? o : -1 - o;
-      rows[i] = v.row_pairs(r);
-      scales[i] = v.row_scales(r);
-    }
-  }
-  kc::PackRowsMXFP4(rows.data(), scales.data(), p.n, k, row_len, p.data.data());
-  return p;
+  return PackQuantised<Mxfp4Values, uint8_t>(
+      kc::WeightFormat::kMXFP4, WeightsAsMxfp4,
+      [](const Mxfp4Values& v, int64_t r) { return v.row_pairs(r); },
+      kc::PackRowsMXFP4, a, b, row_len, order, k);
 }
 
 absl::StatusOr<PackedWeight> Pack(const WeightTensor* a, const WeightTensor* b,
