@@ -152,7 +152,6 @@ class Container:
         while not self._stop.is_set():
             if self.proc.poll() is not None:
                 self.ready = False
-                self.pod.sim.endpoints_changed()
                 self.event(f"exited with {self.proc.returncode}; restart in {backoff:.0f} s")
                 if self._stop.wait(backoff):
                     return
@@ -202,13 +201,11 @@ class Container:
                             self.ready = True
                             backoff = BACKOFF_START_S
                             self.event("Ready")
-                            self.pod.sim.endpoints_changed()
                     else:
                         fails["readiness"] += 1
                         if self.ready and fails["readiness"] >= self.readiness.failures_allowed:
                             self.ready = False
                             self.event("not Ready")
-                            self.pod.sim.endpoints_changed()
             self._stop.wait(0.1)
 
 
@@ -409,9 +406,6 @@ class Sim:
         for pod in self.pods:
             for c in pod.containers:
                 c.start()
-
-    def endpoints_changed(self) -> None:
-        pass  # proxies read readiness at each connection
 
     def stop(self) -> None:
         for pod in self.pods:
