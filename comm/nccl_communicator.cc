@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "engine/cuda/cuda_status.h"
+#include "core/cuda/cuda_status.h"
 
 namespace moe {
 namespace {

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <vector>
 
-#include "engine/cuda/cuda_status.h"
+#include "core/cuda/cuda_status.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 
