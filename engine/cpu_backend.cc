@@ -2,11 +2,7 @@
 
 #include <malloc.h>
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
-#include "core/dtype.h"
-#include "core/fp8_rows.h"
 #include "core/status_macros.h"
 #include "kernels/cpu/dispatch.h"
 
@@ -38,6 +34,7 @@ absl::Status CpuBackend::Load(const ModelSource& source,
   layers_ = std::move(layers);
   config_ = source.info().layer;
   max_tokens_ = max_tokens;
+  codec_ = CpuRowCodec(threads_, config_.hidden, !config_.score_before_experts);
   // Converting and quantising at load staged every expert in fp32 on each
   // loader thread; glibc keeps such freed blocks in its heaps (the service
   // raises its trim threshold on purpose), so without this the process holds
@@ -51,11 +48,8 @@ absl::StatusOr<std::unique_ptr<ExpertBackend>> CpuBackend::Fork() const {
   b->layers_ = layers_;
   b->config_ = config_;
   b->max_tokens_ = max_tokens_;
+  b->codec_ = codec_;
   return std::unique_ptr<ExpertBackend>(std::move(b));
-}
-
-bool CpuBackend::HasLayer(int64_t layer) const {
-  return layers_->count(layer) > 0;
 }
 
 const LayerWeights* CpuBackend::layer(int64_t layer) const {
@@ -72,26 +66,17 @@ absl::StatusOr<const LayerWeights*> CpuBackend::Find(int64_t layer) const {
   return w;
 }
 
-absl::Status CpuBackend::CheckLayer(int64_t layer, bool need_gate,
-                                    bool need_shared,
-                                    bool need_all_experts) const {
+absl::StatusOr<LayerShard> CpuBackend::Shard(int64_t layer) const {
   MOE_ASSIGN_OR_RETURN(const LayerWeights* w, Find(layer));
-  if (need_gate && !w->has_gate) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("layer ", layer, " was loaded without its gate"));
-  }
-  if (need_shared && w->config.has_shared() && !w->has_shared) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("layer ", layer, " was loaded without its shared expert"));
-  }
-  if (need_all_experts &&
-      (w->expert_begin != 0 || w->expert_end != w->config.num_experts ||
-       w->num_local_experts() != w->config.num_experts)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "single-process layer ", layer, " needs all ", w->config.num_experts,
-        " experts loaded, has [", w->expert_begin, ", ", w->expert_end, ")"));
-  }
-  return absl::OkStatus();
+  LayerShard s;
+  s.num_experts = w->config.num_experts;
+  s.has_shared_expert = w->config.has_shared();
+  s.gate_loaded = w->has_gate;
+  s.shared_loaded = w->has_shared;
+  s.expert_begin = w->expert_begin;
+  s.expert_end = w->expert_end;
+  s.local_experts = w->num_local_experts();
+  return s;
 }
 
 absl::Status CpuBackend::Route(int64_t layer, const float* x, int64_t n,
@@ -142,16 +127,16 @@ absl::Status CpuBackend::Gather(const EpStepInput& in, const EpPlan& p,
                                 bool /*x_resident: host rows are used as they
                                        are*/
                                 ,
-                                bool rows_stay) {
+                                const RowTransport& transport) {
   const int64_t H = config_.hidden;
+  const bool scaled = config_.score_before_experts;
   // Rows that go nowhere and are not scaled need no copy: the experts read
   // them from x by pointer.
-  in_place_x_ = rows_stay && !config_.score_before_experts ? in.rows : nullptr;
+  in_place_x_ = transport.rows_in_place && !scaled ? in.rows : nullptr;
   if (in_place_x_ != nullptr) return absl::OkStatus();
-  // Rows that cross packed (bf16, FP8) and are not scaled are packed straight
-  // from x (PackRows): an fp32 copy in between would be written and read
-  // once more.
-  if (PacksFromX(p)) return absl::OkStatus();
+  // Rows that travel packed (bf16, FP8) and are not scaled are packed
+  // straight from x (codec_).
+  if (transport.dispatch.encode && !scaled) return absl::OkStatus();
   const float* scale = nullptr;
   if (config_.score_before_experts) {
     float* s = Reserve(scale_, p.sent);
@@ -192,110 +177,6 @@ absl::Status CpuBackend::Combine(const EpStepInput& in, const EpPlan& p,
                      static_cast<const float*>(back), y, threads_);
   }
   return absl::OkStatus();
-}
-
-namespace {
-
-// Rows [n] of width `hidden` through `row_fn(first, count)` on `threads`
-// threads; small steps stay on the calling thread (a parallel region costs
-// more than converting them).
-template <typename RowFn>
-void ForRowBlocks(int64_t n, int64_t hidden, int threads, RowFn row_fn) {
-  constexpr int64_t kSerialElems = 1 << 16;
-  if (threads <= 1 || n * hidden < kSerialElems) {
-    row_fn(0, n);
-    return;
-  }
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int t = 0; t < threads; ++t) {
-    const int64_t b = n * t / threads, e = n * (t + 1) / threads;
-    if (e > b) row_fn(b, e - b);
-  }
-}
-
-}  // namespace
-
-bool CpuBackend::PacksFromX(const EpPlan& p) const {
-  return p.dispatch != DispatchDType::kRowType && !config_.score_before_experts;
-}
-
-absl::Status CpuBackend::PackRows(const EpStepInput& in, const EpPlan& p,
-                                  void* packed) {
-  const DispatchDType dispatch = p.dispatch;
-  if (dispatch != DispatchDType::kFp8 && dispatch != DispatchDType::kBf16) {
-    return ExpertBackend::PackRows(in, p, packed);
-  }
-  const int64_t H = config_.hidden;
-  // Row j: x's row src_row[j], or (scaled rows) Gather's row j of kSend.
-  const bool from_x = PacksFromX(p);
-  auto* out = static_cast<uint8_t*>(packed);
-  const int64_t bytes = DispatchRowBytes(dispatch, row_type(), H);
-  ForRowBlocks(p.sent, H, threads_, [&](int64_t first, int64_t count) {
-    for (int64_t j = first; j < first + count; ++j) {
-      const float* row =
-          from_x ? in.rows + p.src_row[j] * H : send_.data() + j * H;
-      if (dispatch == DispatchDType::kFp8) {
-        QuantizeFp8Rows(row, 1, H, out + j * bytes);
-      } else {
-        ConvertFromF32(DType::kBF16, row, H, out + j * bytes);
-      }
-    }
-  });
-  return absl::OkStatus();
-}
-
-absl::Status CpuBackend::UnpackRows(const EpPlan& p, const void* packed,
-                                    void* rows) {
-  const DispatchDType dispatch = p.dispatch;
-  const int64_t n = p.arrived;
-  const int64_t H = config_.hidden;
-  const auto* in = static_cast<const uint8_t*>(packed);
-  auto* x = static_cast<float*>(rows);
-  const int64_t bytes = DispatchRowBytes(dispatch, row_type(), H);
-  if (dispatch == DispatchDType::kFp8) {
-    ForRowBlocks(n, H, threads_, [&](int64_t first, int64_t count) {
-      DequantizeFp8Rows(in + first * bytes, count, H, x + first * H);
-    });
-  } else if (dispatch == DispatchDType::kBf16) {
-    ForRowBlocks(n, H, threads_, [&](int64_t first, int64_t count) {
-      ConvertToF32(DType::kBF16, in + first * bytes, count * H, x + first * H);
-    });
-  } else {
-    return ExpertBackend::UnpackRows(p, packed, rows);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CpuBackend::PackOutputs(const EpPlan& p, const void* out,
-                                     void* packed) {
-  const int64_t H = config_.hidden;
-  const auto* src = static_cast<const float*>(out);
-  auto* dst = static_cast<uint16_t*>(packed);
-  ForRowBlocks(p.received, H, threads_, [&](int64_t first, int64_t count) {
-    ConvertFromF32(DType::kBF16, src + first * H, count * H, dst + first * H);
-  });
-  return absl::OkStatus();
-}
-
-absl::Status CpuBackend::CopyToHost(const void* src, void* dst, size_t bytes) {
-  if (bytes > 0) std::memcpy(dst, src, bytes);
-  return absl::OkStatus();
-}
-
-absl::Status CpuBackend::CopyFromHost(const void* src, void* dst,
-                                      size_t bytes) {
-  if (bytes > 0) std::memcpy(dst, src, bytes);
-  return absl::OkStatus();
-}
-
-void CpuBackend::Mark(EpMark mark) {
-  marks_[static_cast<int>(mark)] = std::chrono::steady_clock::now();
-}
-
-double CpuBackend::ElapsedUs(EpMark from, EpMark to) const {
-  return std::chrono::duration<double, std::micro>(
-             marks_[static_cast<int>(to)] - marks_[static_cast<int>(from)])
-      .count();
 }
 
 }  // namespace moe

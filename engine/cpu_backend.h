@@ -5,14 +5,14 @@
 // router whose experts run on workers never touches them.
 #pragma once
 
-#include <array>
-#include <chrono>
 #include <map>
 #include <memory>
 #include <vector>
 
+#include "engine/cpu_row_codec.h"
 #include "engine/expert_backend.h"
 #include "engine/expert_runner.h"
+#include "engine/host_queue.h"
 
 namespace moe {
 
@@ -29,9 +29,7 @@ class CpuBackend : public ExpertBackend {
   absl::StatusOr<std::unique_ptr<ExpertBackend>> Fork() const override;
   const MoeLayerConfig& config() const override { return config_; }
   int64_t max_tokens() const override { return max_tokens_; }
-  bool HasLayer(int64_t layer) const override;
-  absl::Status CheckLayer(int64_t layer, bool need_gate, bool need_shared,
-                          bool need_all_experts) const override;
+  absl::StatusOr<LayerShard> Shard(int64_t layer) const override;
 
   absl::Status Route(int64_t layer, const float* x, int64_t n,
                      absl::Span<const int64_t> segment_ends,
@@ -45,27 +43,13 @@ class CpuBackend : public ExpertBackend {
 
   absl::Status Prepare(const EpPlan& plan) override;
   absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
-                      bool x_resident, bool rows_stay) override;
+                      bool x_resident, const RowTransport& transport) override;
   absl::Status RunExperts(int64_t layer, const EpPlan& plan, const void* in,
                           void* out) override;
   absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
                        const void* back, float* y) override;
-  absl::Status PackRows(const EpStepInput& in, const EpPlan& plan,
-                        void* packed) override;
-  absl::Status UnpackRows(const EpPlan& plan, const void* packed,
-                          void* rows) override;
-  absl::Status PackOutputs(const EpPlan& plan, const void* out,
-                           void* packed) override;
-
-  absl::Status CopyToHost(const void* src, void* dst, size_t bytes) override;
-  absl::Status CopyFromHost(const void* src, void* dst, size_t bytes) override;
-  void* stream() override { return nullptr; }
-  void Mark(EpMark mark) override;
-  absl::Status Finish(Communicator& comm,
-                      std::chrono::steady_clock::time_point deadline) override {
-    return absl::OkStatus();  // every piece ran to completion on this thread
-  }
-  double ElapsedUs(EpMark from, EpMark to) const override;
+  RowCodec* row_codec() override { return &codec_; }
+  StepQueue& queue() override { return queue_; }
 
   // The loaded weights of `layer`, or null.
   const LayerWeights* layer(int64_t layer) const;
@@ -73,9 +57,6 @@ class CpuBackend : public ExpertBackend {
  private:
   using Layers = std::map<int64_t, std::unique_ptr<LayerWeights>>;
   absl::StatusOr<const LayerWeights*> Find(int64_t layer) const;
-  // A packed dispatch of unscaled rows: Gather leaves kSend unwritten and
-  // PackRows reads x's rows (in.rows + src_row[j] * H) itself.
-  bool PacksFromX(const EpPlan& plan) const;
 
   int threads_;
   MoeLayerConfig config_;
@@ -83,6 +64,11 @@ class CpuBackend : public ExpertBackend {
   std::shared_ptr<const Layers> layers_ = std::make_shared<Layers>();
   TokenRouter router_;
   ExpertRunner runner_;
+  // Unscaled rows are packed straight from x (Gather leaves kSend unwritten
+  // for a packed dispatch): an fp32 copy in between would be written and
+  // read once more.
+  CpuRowCodec codec_;
+  HostQueue queue_;
   // Step buffers, fp32 rows of width H.
   std::vector<float> send_, recv_, out_, back_;
   // The rows as they cross the dispatch when it is packed (bf16, FP8).
@@ -94,7 +80,6 @@ class CpuBackend : public ExpertBackend {
   // Set by Gather when the rows to send are x's own rows, read in place:
   // row j of kSend is x + src_row[j] * H.
   const float* in_place_x_ = nullptr;
-  std::array<std::chrono::steady_clock::time_point, kNumEpMarks> marks_;
 };
 
 }  // namespace moe

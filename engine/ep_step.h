@@ -13,6 +13,7 @@
 #include "comm/communicator.h"
 #include "engine/ep_plan.h"
 #include "engine/expert_backend.h"
+#include "engine/row_transport.h"
 
 namespace moe {
 
@@ -57,6 +58,8 @@ class EpStep {
                          DirectOutputs* out, EpStepTimes* times);
 
   const EpPlan& plan() const { return plan_; }
+  // How the last step's rows travelled (chosen after its plan).
+  const RowTransport& transport() const { return transport_; }
   // After Run: whether `comm` is still in step with its peers. True when
   // Run succeeded or failed before its first collective (plan, Prepare,
   // Gather: the communicator was never touched); false when it failed in or
@@ -71,6 +74,11 @@ class EpStep {
   absl::Status RunPieces(const EpStepInput& in, ExpertBackend& backend,
                          Communicator& comm, int64_t max_count, bool x_resident,
                          bool direct, float* y, const void** back);
+  // A leg's exchange, where it has one (RowLeg::exchange).
+  absl::Status MoveRows(ExpertBackend& backend, Communicator& comm,
+                        const RowLeg& leg, absl::Span<const int64_t> send_rows,
+                        absl::Span<const int64_t> recv_rows,
+                        std::chrono::milliseconds timeout);
   void ReadTimes(ExpertBackend& backend, EpStepTimes* times) const;
   // The all-to-all of `rows` rows per rank, each `row_elems` elements of
   // `type`, staged through pinned host memory when the backend's buffers
@@ -82,6 +90,7 @@ class EpStep {
                         std::chrono::milliseconds timeout);
 
   EpPlan plan_;
+  RowTransport transport_;
   // Direct steps: this rank's own exchanges, and the outputs on the host
   // when the backend's buffers are on a device (grow only).
   std::unique_ptr<Communicator> self_;

@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/device_spec.h"
-#include "core/fp8_rows.h"
 #include "core/status_macros.h"
 #include "engine/cpu_backend.h"
 #ifdef MOE_HAVE_CUDA
@@ -11,58 +10,12 @@
 
 namespace moe {
 
-int64_t DispatchRowBytes(DispatchDType dispatch, ElementType row_type,
-                         int64_t hidden) {
-  switch (dispatch) {
-    case DispatchDType::kBf16:
-      return 2 * hidden;
-    case DispatchDType::kFp8:
-      return Fp8RowBytes(hidden);
-    case DispatchDType::kRowType:
-      break;
-  }
-  return static_cast<int64_t>(ElementSize(row_type)) * hidden;
-}
-
-const char* DispatchDTypeName(DispatchDType dispatch) {
-  switch (dispatch) {
-    case DispatchDType::kBf16:
-      return "bf16";
-    case DispatchDType::kFp8:
-      return "fp8";
-    case DispatchDType::kRowType:
-      break;
-  }
-  return "row type";
-}
-
-namespace {
-
-absl::Status NotBuiltHere(DispatchDType dispatch, const std::string& name) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "--dispatch-dtype ", DispatchDTypeName(dispatch),
-      " (a router flag) is not built for the ", name,
-      " backend yet; start the router with --dispatch-dtype auto or f32"));
-}
-
-}  // namespace
-
-absl::Status ExpertBackend::PackRows(const EpStepInput&, const EpPlan& plan,
-                                     void*) {
-  return NotBuiltHere(plan.dispatch, name());
-}
-
-absl::Status ExpertBackend::UnpackRows(const EpPlan& plan, const void*, void*) {
-  return NotBuiltHere(plan.dispatch, name());
-}
-
-absl::Status ExpertBackend::PackOutputs(const EpPlan&, const void*, void*) {
-  return absl::InternalError(absl::StrCat(
-      "the ", name(), " backend cannot send its expert outputs as bf16"));
-}
-
-bool PacksOutputs(DispatchDType dispatch, ElementType row_type) {
-  return dispatch != DispatchDType::kRowType && row_type == ElementType::kF32;
+absl::Status ExpertBackend::CheckLayer(int64_t layer, bool need_gate,
+                                       bool need_shared,
+                                       bool need_all_experts) const {
+  MOE_ASSIGN_OR_RETURN(const LayerShard shard, Shard(layer));
+  return CheckLayerShard(layer, shard, need_gate, need_shared,
+                         need_all_experts);
 }
 
 absl::StatusOr<std::unique_ptr<ExpertBackend>> CreateExpertBackend(

@@ -11,11 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "engine/cuda/cuda_experts.h"
+#include "engine/cuda/cuda_queue.h"
 #include "engine/cuda/cuda_router.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/cuda_weights.h"
 #include "engine/cuda/device_buffer.h"
-#include "engine/cuda/device_queue.h"
 #include "engine/cuda/fp8_image.h"
 #include "engine/cuda/lt_matmul.h"
 #include "engine/cuda/step_setup.h"
@@ -38,20 +38,10 @@ struct StepBuffers {
 class CudaBackend : public ExpertBackend {
  public:
   explicit CudaBackend(int device) : device_(device) {}
-  ~CudaBackend() override {
-    cudaSetDevice(device_);
-    for (cudaEvent_t& e : marks_) {
-      if (e != nullptr) cudaEventDestroy(e);
-    }
-    if (drained_ != nullptr) cudaEventDestroy(drained_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
 
   absl::Status Init() {
-    MOE_CUDA_OK(cudaSetDevice(device_));
-    MOE_CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    for (cudaEvent_t& e : marks_) MOE_CUDA_OK(cudaEventCreate(&e));
-    MOE_CUDA_OK(cudaEventCreateWithFlags(&drained_, cudaEventDisableTiming));
+    MOE_ASSIGN_OR_RETURN(queue_, CudaQueue::Create(device_));
+    stream_ = queue_->cuda_stream();
     MOE_ASSIGN_OR_RETURN(lt_, LtMatmul::Create());
     return absl::OkStatus();
   }
@@ -77,9 +67,6 @@ class CudaBackend : public ExpertBackend {
   ElementType row_type() const override { return ElementType::kBF16; }
   const MoeLayerConfig& config() const override { return config_; }
   int64_t max_tokens() const override { return max_tokens_; }
-  bool HasLayer(int64_t layer) const override {
-    return layers_->count(layer) > 0;
-  }
 
   absl::StatusOr<std::unique_ptr<ExpertBackend>> Fork() const override {
     auto b = std::make_unique<CudaBackend>(device_);
@@ -91,7 +78,7 @@ class CudaBackend : public ExpertBackend {
     MOE_RETURN_IF_ERROR(b->AllocateWorkspaces(router_ != nullptr));
     return std::unique_ptr<ExpertBackend>(std::move(b));
   }
-  void* stream() override { return stream_; }
+  StepQueue& queue() override { return *queue_; }
 
   absl::Status Load(const ModelSource& source, const LoadOptions& options,
                     int64_t max_tokens) override {
@@ -172,23 +159,17 @@ class CudaBackend : public ExpertBackend {
     return AllocateWorkspaces(gate);
   }
 
-  absl::Status CheckLayer(int64_t layer, bool need_gate, bool need_shared,
-                          bool need_all_experts) const override {
+  absl::StatusOr<LayerShard> Shard(int64_t layer) const override {
     MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
-    if (need_gate && !w->has_gate) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("layer ", layer, " was loaded without its gate"));
-    }
-    if (need_shared && w->config.has_shared() && !w->has_shared) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "layer ", layer, " was loaded without its shared expert"));
-    }
-    if (need_all_experts &&
-        (w->expert_begin != 0 || w->expert_end != w->config.num_experts)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("single-GPU layer ", layer, " needs every expert"));
-    }
-    return absl::OkStatus();
+    LayerShard s;
+    s.num_experts = w->config.num_experts;
+    s.has_shared_expert = w->config.has_shared();
+    s.gate_loaded = w->has_gate;
+    s.shared_loaded = w->has_shared;
+    s.expert_begin = w->expert_begin;
+    s.expert_end = w->expert_end;
+    s.local_experts = static_cast<int64_t>(w->experts.size());
+    return s;
   }
 
   absl::Status Route(int64_t layer, const float* x, int64_t n,
@@ -266,7 +247,7 @@ class CudaBackend : public ExpertBackend {
   }
 
   absl::Status Gather(const EpStepInput& in, const EpPlan& p,
-                      bool x_resident, bool /*rows_stay: the gather also
+                      bool x_resident, const RowTransport& /*the gather also
                                               converts to bf16*/) override {
     const int64_t H = config_.hidden, num_slots = p.tokens * p.slots;
     MOE_CUDA_OK(cudaSetDevice(device_));
@@ -364,8 +345,7 @@ class CudaBackend : public ExpertBackend {
       MOE_CUDA_OK(cudaMemcpyAsync(host_out_.data(), y_.data(), p.tokens * H * 4,
                                   cudaMemcpyDeviceToHost, stream_));
     }
-    pending_y_ = y;
-    pending_bytes_ = p.tokens * H * 4;
+    queue_->CopyAtFinish(host_out_.data(), y, p.tokens * H * 4);
     return absl::OkStatus();
   }
 
@@ -379,80 +359,7 @@ class CudaBackend : public ExpertBackend {
     return absl::OkStatus();
   }
 
-  absl::Status CopyToHost(const void* src, void* dst, size_t bytes) override {
-    if (bytes == 0) return absl::OkStatus();
-    MOE_CUDA_OK(
-        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
-    MOE_CUDA_OK(cudaStreamSynchronize(stream_));
-    return absl::OkStatus();
-  }
-
-  // Enqueued only: the stream orders it before the kernels that read it, and
-  // the next CopyToHost's synchronisation frees the staging again.
-  absl::Status CopyFromHost(const void* src, void* dst, size_t bytes) override {
-    if (bytes == 0) return absl::OkStatus();
-    MOE_CUDA_OK(
-        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
-    return absl::OkStatus();
-  }
-
-  void Mark(EpMark mark) override {
-    cudaEventRecord(marks_[static_cast<int>(mark)], stream_);
-  }
-
-  absl::Status Finish(Communicator& comm,
-                      std::chrono::steady_clock::time_point deadline) override {
-    const cudaEvent_t done = marks_[static_cast<int>(EpMark::kDone)];
-    // A device collective can wait forever on a lost peer: the communicator
-    // polls with the deadline and aborts. Then nothing can block the stream.
-    MOE_RETURN_IF_ERROR(AwaitQueue(queue_, comm, done, deadline));
-    if (pending_bytes_ > 0) {
-      std::memcpy(pending_y_, host_out_.data(), pending_bytes_);
-    }
-    pending_bytes_ = 0;
-    return absl::OkStatus();
-  }
-
-  void Drain(Communicator& comm,
-             std::chrono::steady_clock::time_point deadline) override {
-    // Work queued before a failure still writes the step's buffers: let it
-    // end before the next step reuses them, by the step's deadline (an
-    // exchange waiting on a peer that left is aborted then). The error that
-    // brought us here is the one reported.
-    DrainQueue(queue_, comm, deadline);
-    pending_bytes_ = 0;
-  }
-
-  double ElapsedUs(EpMark from, EpMark to) const override {
-    float ms = 0;
-    if (cudaEventElapsedTime(&ms, marks_[static_cast<int>(from)],
-                             marks_[static_cast<int>(to)]) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
-    return ms * 1000.0;
-  }
-
  private:
-  // The stream as DeviceQueue (engine/cuda/device_queue.h): Finish and
-  // Drain wait through the communicator first.
-  class StreamQueue : public DeviceQueue {
-   public:
-    explicit StreamQueue(CudaBackend* b) : b_(b) {}
-    absl::StatusOr<void*> MarkDone() override {
-      MOE_CUDA_OK(cudaEventRecord(b_->drained_, b_->stream_));
-      return static_cast<void*>(b_->drained_);
-    }
-    absl::Status Synchronize() override {
-      MOE_CUDA_OK(cudaStreamSynchronize(b_->stream_));
-      return absl::OkStatus();
-    }
-    void ClearError() override { (void)cudaGetLastError(); }
-
-   private:
-    CudaBackend* b_;
-  };
-
   absl::StatusOr<const CudaLayerWeights*> Find(int64_t layer) const {
     auto it = layers_->find(layer);
     if (it == layers_->end()) {
@@ -624,9 +531,8 @@ class CudaBackend : public ExpertBackend {
   }
 
   int device_;
-  cudaStream_t stream_ = nullptr;
-  std::array<cudaEvent_t, kNumEpMarks> marks_{};
-  cudaEvent_t drained_ = nullptr;  // Drain's marker after the queued work
+  std::unique_ptr<CudaQueue> queue_;
+  cudaStream_t stream_ = nullptr;  // queue_'s
   std::unique_ptr<LtMatmul> lt_;
   MoeLayerConfig config_;
   int64_t max_tokens_ = 0;
@@ -639,7 +545,6 @@ class CudaBackend : public ExpertBackend {
   DeviceBuffer x_, xb_, y_, shared_out_, raw_shared_, gate_logit_;
   PinnedBuffer host_x_, host_out_;
   StepSetup<StepBuffers> step_;
-  StreamQueue queue_{this};
   PinnedBuffer stage_send_, stage_recv_;
   const float* resident_x_ = nullptr;  // host rows last uploaded to x_
   int64_t resident_n_ = -1;
@@ -647,8 +552,6 @@ class CudaBackend : public ExpertBackend {
   // are in their rows of the way back already.
   bool grouped_identity_ = false, out_identity_ = false;
   bool fp8_ = false;  // experts are block-scaled FP8 (sm_90)
-  float* pending_y_ = nullptr;
-  size_t pending_bytes_ = 0;
   std::vector<const CudaExpert*> expert_ptrs_;
 };
 

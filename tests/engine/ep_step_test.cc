@@ -16,6 +16,7 @@
 #include "core/fp8_rows.h"
 #include "engine/cpu_backend.h"
 #include "engine/direct_plan.h"
+#include "engine/host_queue.h"
 #include "engine/local_moe.h"
 #include "engine/placement.h"
 #include "gloo/rendezvous/hash_store.h"
@@ -454,8 +455,8 @@ TEST(EpStep, HotExpertOnOneRankLeavesTheOtherEmpty) {
 }
 
 // A backend whose piece `fail_at` fails (once), as a device backend's does
-// when an allocation, a launch or a collective fails; it records the Drain
-// that must follow.
+// when an allocation, a launch or a collective fails; its queue records the
+// Drain that must follow.
 class FailingBackend : public CpuBackend {
  public:
   enum Piece { kNone, kPrepare, kGather, kExperts, kCombine, kFinish };
@@ -469,9 +470,9 @@ class FailingBackend : public CpuBackend {
     return Fail(kPrepare) ? Error() : CpuBackend::Prepare(plan);
   }
   absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
-                      bool x_resident, bool rows_stay) override {
+                      bool x_resident, const RowTransport& t) override {
     return Fail(kGather) ? Error()
-                         : CpuBackend::Gather(in, plan, x_resident, rows_stay);
+                         : CpuBackend::Gather(in, plan, x_resident, t);
   }
   absl::Status RunExperts(int64_t layer, const EpPlan& plan, const void* in,
                           void* out) override {
@@ -482,18 +483,30 @@ class FailingBackend : public CpuBackend {
                        const void* back, float* y) override {
     return Fail(kCombine) ? Error() : CpuBackend::Combine(in, plan, back, y);
   }
-  absl::Status Finish(Communicator& comm,
-                      std::chrono::steady_clock::time_point deadline) override {
-    return Fail(kFinish) ? Error() : CpuBackend::Finish(comm, deadline);
-  }
-  void Drain(Communicator& comm,
-             std::chrono::steady_clock::time_point deadline) override {
-    ++drains;
-    drained_comm = &comm;
-    drained_deadline = deadline;
-  }
+  StepQueue& queue() override { return queue_; }
 
  private:
+  // The CPU's queue, whose Finish fails at kFinish and whose Drain is
+  // recorded.
+  class Queue : public HostQueue {
+   public:
+    explicit Queue(FailingBackend* b) : b_(b) {}
+    absl::Status Finish(
+        Communicator& comm,
+        std::chrono::steady_clock::time_point deadline) override {
+      return b_->Fail(kFinish) ? Error() : HostQueue::Finish(comm, deadline);
+    }
+    void Drain(Communicator& comm,
+               std::chrono::steady_clock::time_point deadline) override {
+      ++b_->drains;
+      b_->drained_comm = &comm;
+      b_->drained_deadline = deadline;
+    }
+
+   private:
+    FailingBackend* b_;
+  };
+
   bool Fail(Piece p) {
     if (p != fail_at) return false;
     fail_at = kNone;
@@ -502,6 +515,7 @@ class FailingBackend : public CpuBackend {
   static absl::Status Error() {
     return absl::ResourceExhaustedError("injected: out of device memory");
   }
+  Queue queue_{this};
 };
 
 // A failure at each piece of a step: the error is the piece's, the backend
@@ -707,17 +721,19 @@ TEST(EpStep, PackedDispatchIsTheExactStepOnRoundedRows) {
   }
 }
 
-// A backend without FP8 packing (CUDA's, so far) refuses the step before
-// the first collective, naming the router flag: every rank refuses, none
-// waits on a peer, and the group stays usable.
+// A backend without a row codec (CUDA's, so far) refuses a packed step at
+// plan time, before anything is queued, naming the router flag: every rank
+// refuses, none waits on a peer, and the group stays usable.
 class NoPackingBackend : public CpuBackend {
  public:
   using CpuBackend::CpuBackend;
   std::string name() const override { return "cuda:0"; }
-  absl::Status PackRows(const EpStepInput& in, const EpPlan& plan,
-                        void* packed) override {
-    return ExpertBackend::PackRows(in, plan, packed);
+  RowCodec* row_codec() override { return nullptr; }
+  absl::Status Prepare(const EpPlan& plan) override {
+    ++prepared;
+    return CpuBackend::Prepare(plan);
   }
+  int prepared = 0;
 };
 
 TEST(EpStep, ABackendWithoutFp8PackingRefusesBeforeTheExchange) {
@@ -737,6 +753,7 @@ TEST(EpStep, ABackendWithoutFp8PackingRefusesBeforeTheExchange) {
   gloo::rendezvous::HashStore store;
   std::vector<absl::Status> status(2);
   bool intact[2] = {false, false};  // not vector<bool>: one word, two writers
+  int prepared[2] = {-1, -1};
   // Both groups outlive both steps: no collective ever synchronises the
   // ranks here, and a rank that dropped its end early would break the
   // other's connect.
@@ -772,6 +789,7 @@ TEST(EpStep, ABackendWithoutFp8PackingRefusesBeforeTheExchange) {
     EpStep step;
     status[r] = step.Run(in, backend, *comms[r], 9, false, y.data(), nullptr);
     intact[r] = step.collectives_intact();
+    prepared[r] = backend.prepared;
   };
   std::thread t0(rank, 0), t1(rank, 1);
   t0.join();
@@ -785,6 +803,7 @@ TEST(EpStep, ABackendWithoutFp8PackingRefusesBeforeTheExchange) {
     EXPECT_NE(status[r].message().find("cuda:0"), std::string::npos)
         << status[r];
     EXPECT_TRUE(intact[r]);
+    EXPECT_EQ(prepared[r], 0) << "refused after the step's buffers were set";
   }
 }
 
