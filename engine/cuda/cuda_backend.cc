@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -38,6 +37,9 @@ struct StepBuffers {
 class CudaBackend : public ExpertBackend {
  public:
   explicit CudaBackend(int device) : device_(device) {}
+  // The members free their device memory (and queue_ its stream) on this
+  // backend's device.
+  ~CudaBackend() override { cudaSetDevice(device_); }
 
   absl::Status Init() {
     MOE_ASSIGN_OR_RETURN(queue_, CudaQueue::Create(device_));
