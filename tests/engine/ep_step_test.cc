@@ -870,6 +870,10 @@ std::vector<float> RunDirectRanks(
     EXPECT_TRUE(s.ok()) << s;
     if (!s.ok()) return {};
     EXPECT_TRUE(step.collectives_intact());
+    // Nothing crosses, yet a packed dispatch still packs both ways.
+    EXPECT_FALSE(step.transport().dispatch.exchange);
+    EXPECT_FALSE(step.transport().combine.exchange);
+    EXPECT_EQ(step.transport().packs(), dispatch != DispatchDType::kRowType);
     EXPECT_EQ(times.expert_rows, d.row_offsets[r + 1] - d.row_offsets[r]);
     type = out.type;
     // Slot order, as the worker returns them (EncodeDirectResult).
