@@ -224,6 +224,23 @@ inline bool Mxfp4SumScales(const uint8_t* s, float* out) {
   return true;
 }
 
+// The scale bytes of this call's blocks and of the next call's (the next K
+// block of the panel): they sit after the panel's codes, where the code
+// prefetch does not reach, and a miss on them at each block's end stalled
+// the decode tiles. Prefetches past the panel are harmless.
+inline void PrefetchMxScales(const uint8_t* scale, int64_t k) {
+  const int64_t bytes = 2 * MxBlocks(k) * kPanelWidth;
+  for (int64_t i = 0; i < bytes; i += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(scale + i), _MM_HINT_T0);
+  }
+}
+
+// Zeroes n 8-float rows (a vector loop: `= {}` on the arrays became rep
+// stos, slow to start, once per K block and panel).
+inline void ZeroRows(float (*rows)[8], int n) {
+  for (int i = 0; i < n; ++i) _mm256_store_ps(rows[i], _mm256_setzero_ps());
+}
+
 // sums[g] (both lanes of columns 4g..4g+3) += acc * the block scales s of
 // those columns; `fused`: acc is already in Mxfp4SumScales' units, else it
 // is scaled by 2^-24 first and s holds Mxfp4BlockScales.
@@ -257,7 +274,9 @@ void Mxfp4OneRow(const float* ap, int64_t k, const Mxfp4Byte* w, float* tile,
                  bool first, const Mxfp4Byte* prefetch, const uint8_t* scale) {
   const Mxfp4Tables t;
   const __m256i pair_sel = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-  alignas(32) float sums[8][8] = {};
+  PrefetchMxScales(scale, k);
+  alignas(32) float sums[8][8];
+  ZeroRows(sums, 8);
   alignas(32) float s[kPanelWidth];
   for (int64_t q = 0; q < k; q += kMxBlock) {
     const int64_t q_end = k - q < kMxBlock ? k : q + kMxBlock;
@@ -326,7 +345,9 @@ void Mxfp4TwoRows(const float* ap, int64_t k, const Mxfp4Byte* w, float* tile,
   // apack holds a[kk][0], a[kk][1], a[kk+1][0], a[kk+1][1]: row r's pair.
   const __m256i sel0 = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
   const __m256i sel1 = _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3);
-  alignas(32) float sums[2][8][8] = {};
+  PrefetchMxScales(scale, k);
+  alignas(32) float sums[2][8][8];
+  ZeroRows(sums[0], 16);
   alignas(32) float s[kPanelWidth];
   for (int64_t q = 0; q < k; q += kMxBlock) {
     const int64_t q_end = k - q < kMxBlock ? k : q + kMxBlock;
