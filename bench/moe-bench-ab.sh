@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# moe-bench of two builds, alternating, at DeepSeek-V2-Lite sizes: bf16 and
-# fp8 at N=8, f32, bf16 and fp8 at N=512, each pair back to back, twice, so
-# both builds see the same machine. Prints tokens/s and GFLOP/s per run.
+# moe-bench of two builds, alternating, at DeepSeek-V2-Lite sizes: bf16, fp8
+# and mxfp4 at N=8, f32, bf16, fp8 and mxfp4 at N=512, each pair back to
+# back, twice, so both builds see the same machine. Prints tokens/s and
+# GFLOP/s per run.
 #   bench/moe-bench-ab.sh OLD_BUILD_DIR NEW_BUILD_DIR
 set -euo pipefail
 if (($# != 2)); then
@@ -20,7 +21,8 @@ print('$1 N=%d %s: %.1f tokens/s, %.1f GFLOP/s' % (d['tokens'], d['weight_dtype'
       d['tokens_per_s'], d['gflops']))"
 }
 for _ in 1 2; do
-  for cfg in "8 bf16 30" "8 fp8 30" "512 f32 5" "512 bf16 5" "512 fp8 5"; do
+  for cfg in "8 bf16 30" "8 fp8 30" "8 mxfp4 30" "512 f32 5" "512 bf16 5" \
+    "512 fp8 5" "512 mxfp4 5"; do
     read -r tokens dtype reps <<<"$cfg"
     run old "$old" "$tokens" "$dtype" "$reps"
     run new "$new" "$tokens" "$dtype" "$reps"

@@ -81,6 +81,23 @@ inline const float* HalfScales(const uint8_t* s, int half, float* buf) {
   return buf;
 }
 
+// The plain (fp32, bf16) half tiles' prefetch of step kk of the next block:
+// an fp32 step is two cache lines, and each half prefetches its own, so the
+// next block's requests spread over both passes instead of bursting in the
+// first (a burst of 32 KiB in one pass left DRAM idle in the other, and in
+// the second row tile's passes at m = 7..12: 9.4 GB/s at m = 8 against 14
+// at m = 2 on Zen 3). bf16 steps are one line: the first half takes it.
+template <int kHalf, typename W>
+inline void PrefetchHalfStep(const W* prefetch, int64_t kk) {
+  if constexpr (sizeof(W) == 4) {
+    _mm_prefetch(reinterpret_cast<const char*>(prefetch + kk * kPanelWidth +
+                                               kHalf * kHalfPanel),
+                 _MM_HINT_T0);
+  } else if constexpr (kHalf == 0) {
+    PrefetchStep(prefetch, kk);
+  }
+}
+
 // tile[r][half*16 .. +16) (+)= sum_kk ap[kk*MR + r] * w[kk][half*16 .. +16);
 // from zero when `first`. The accumulators are named variables, not an
 // array: with only 16 ymm registers GCC keeps an array of them on the stack
@@ -119,7 +136,7 @@ void HalfTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
       const float* s =
           HalfScales(scale + q / kBlockK * kPanelWidth, kHalf, buf);
       for (int64_t kk = q; kk < q_end; ++kk) {
-        PrefetchStep(prefetch, kk);
+        PrefetchHalfStep<kHalf>(prefetch, kk);
         __m256 w0, w1;
         LoadHalf(w + kk * kStepElems<W>, kHalf, &w0, &w1);
         // Scales read from L1 each step: no ymm register is left for them.
@@ -132,7 +149,7 @@ void HalfTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
   } else {
     // The plain loop, apart from the block loop (see gemm_avx512.cc).
     for (int64_t kk = 0; kk < k; ++kk) {
-      PrefetchStep(prefetch, kk);
+      PrefetchHalfStep<kHalf>(prefetch, kk);
       __m256 w0, w1;
       LoadHalf(w + kk * kPanelWidth, kHalf, &w0, &w1);
       const float* a = ap + kk * MR;
@@ -149,100 +166,267 @@ void HalfTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
 #undef MOE_STORE
 }
 
-// MXFP4 tile for decode-sized row counts (one or two rows per expert). A
-// step's 16 bytes go to both 128-bit lanes, low nibbles in lane 0 (columns
-// 0-15), high nibbles in lane 1 (16-31); one in-lane pshufb looks them up
-// (twice the E2M1 values, integers), and four more in-lane pshufbs move
-// bytes 4j..4j+3 of each lane into the top bytes of dwords (the value times
-// 2^24, sign included), converted to fp32: accumulator j holds columns
-// 4j..4j+3 and 16+4j..16+4j+3. No lane-crossing shuffles, 5 shuffles and 4
-// converts a step, against 8 and 4 with pmovsx. Each 32-step block's sums
-// are scaled (2^-24 and the E8M0 halves) once onto the tile, which stays in
-// L1 (8 more accumulators would not fit in 16 ymm registers). Sums, not
-// products, are scaled: within fp32 rounding of the fp32 kernel on
-// dequantised weights, not bit-equal (and finite while the block's sums
-// are: |a| below about 2^95, against fp32's 2^128).
-template <int MR>
-void Mxfp4FewRows(const float* ap, int64_t k, const Mxfp4Byte* w, float* tile,
-                  bool first, const Mxfp4Byte* prefetch, const uint8_t* scale) {
-  static_assert(MR == 1 || MR == 2);
-  if (first) {
-    for (int i = 0; i < MR * kPanelWidth; i += 8) {
-      _mm256_storeu_ps(tile + i, _mm256_setzero_ps());
+// The MXFP4 byte tables of the decode tiles: twice the E2M1 values (all
+// integers: 0, 1, 2, 3, 4, 6, 8, 12 and their negatives), and, for j < 4,
+// in-lane pshufb patterns moving bytes 4j..4j+3 of each lane into the top
+// bytes of its dwords (the value times 2^24, sign included, ready for
+// vcvtdq2ps); -128 makes a zero byte.
+struct Mxfp4Tables {
+  __m256i table, nibble, shift4, top[4];
+  Mxfp4Tables() {
+    table = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8,
+                             -12, 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4,
+                             -6, -8, -12);
+    nibble = _mm256_set1_epi8(0x0f);
+    // x * 2^12 >> 16 per 16-bit word: x >> 4, on the multiplier (Zen 3
+    // runs vpmulhuw beside the shuffles; vpsrlw competes with them).
+    shift4 = _mm256_set1_epi16(0x1000);
+    constexpr char z = -128;
+    for (int j = 0; j < 4; ++j) {
+      const char b = static_cast<char>(4 * j);
+      top[j] = _mm256_setr_epi8(z, z, z, b, z, z, z, b + 1, z, z, z, b + 2, z,
+                                z, z, b + 3, z, z, z, b, z, z, z, b + 1, z, z,
+                                z, b + 2, z, z, z, b + 3);
     }
   }
-  const __m256i table =
-      _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
-                       0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-  const __m256i nibble = _mm256_set1_epi8(0x0f);
-  constexpr char z = -128;  // pshufb: a zero byte
-#define MOE_TOP(j)                                                            \
-  _mm256_setr_epi8(z, z, z, 4 * j, z, z, z, 4 * j + 1, z, z, z, 4 * j + 2, z, \
-                   z, z, 4 * j + 3, z, z, z, 4 * j, z, z, z, 4 * j + 1, z, z, \
-                   z, 4 * j + 2, z, z, z, 4 * j + 3)
-  const __m256i top0 = MOE_TOP(0), top1 = MOE_TOP(1), top2 = MOE_TOP(2),
-                top3 = MOE_TOP(3);
-#undef MOE_TOP
+};
+
+// 2^(s - 127) / 2 for the 32 E8M0 bytes of one block (columns in order):
+// the half undoes the table's doubling. s = 0 gives the exponent field 0,
+// raised to 2^-127 by the max (every other s is above it). Exact.
+inline void Mxfp4BlockScales(const uint8_t* s, float* out) {
+  const __m256 min_scale = _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000));
+  for (int i = 0; i < 4; ++i) {
+    const __m256i b = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + 8 * i)));
+    const __m256 f =
+        _mm256_max_ps(_mm256_castsi256_ps(_mm256_slli_epi32(b, 23)), min_scale);
+    _mm256_store_ps(out + 8 * i, _mm256_mul_ps(f, _mm256_set1_ps(0.5f)));
+  }
+}
+
+// The scales of Mxfp4OneRow's block sums (value * 2^25 each): 2^(s - 152)
+// for the 32 E8M0 bytes of one block, written to `out`, when every s is at
+// least 26 (a normal float, exact: then one FMA scales a sum); false, and
+// nothing written, when some s is below (real checkpoints' scales are near
+// 127; the caller scales by 2^-25 and 2^(s - 127) in two steps instead).
+inline bool Mxfp4SumScales(const uint8_t* s, float* out) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
+  const __m256i low = _mm256_min_epu8(v, _mm256_set1_epi8(25));
+  if (_mm256_movemask_epi8(_mm256_cmpeq_epi8(low, v)) != 0) return false;
+  for (int i = 0; i < 4; ++i) {
+    const __m256i b = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + 8 * i)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 8 * i),
+                       _mm256_sub_epi32(_mm256_slli_epi32(b, 23),
+                                        _mm256_set1_epi32(25 << 23)));
+  }
+  return true;
+}
+
+// The scale bytes of this call's blocks and of the next call's (the next K
+// block of the panel): they sit after the panel's codes, where the code
+// prefetch does not reach, and a miss on them at each block's end stalled
+// the decode tiles. Prefetches past the panel are harmless.
+inline void PrefetchMxScales(const uint8_t* scale, int64_t k) {
+  const int64_t bytes = 2 * MxBlocks(k) * kPanelWidth;
+  for (int64_t i = 0; i < bytes; i += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(scale + i), _MM_HINT_T0);
+  }
+}
+
+// Zeroes n 8-float rows (a vector loop: `= {}` on the arrays became rep
+// stos, slow to start, once per K block and panel).
+inline void ZeroRows(float (*rows)[8], int n) {
+  for (int i = 0; i < n; ++i) _mm256_store_ps(rows[i], _mm256_setzero_ps());
+}
+
+// sums[g] (both lanes of columns 4g..4g+3) += acc * the block scales s of
+// those columns; `fused`: acc is already in Mxfp4SumScales' units, else it
+// is scaled by 2^-24 first and s holds Mxfp4BlockScales.
+inline void AddBlockSum(__m256 acc, int g, const float* s, bool fused,
+                        float (*sums)[8]) {
+  const __m256 sc =
+      _mm256_broadcast_ps(reinterpret_cast<const __m128*>(s + 4 * g));
+  const __m256 a =
+      fused ? acc : _mm256_mul_ps(acc, _mm256_set1_ps(1.0f / 16777216.0f));
+  _mm256_store_ps(sums[g], _mm256_fmadd_ps(a, sc, _mm256_load_ps(sums[g])));
+}
+
+// MXFP4 tile for one row (decode: most experts see one token). Two K steps
+// at a time, one per 128-bit lane: a 32-byte load holds steps kk and kk+1,
+// masked into low nibbles (columns 0-15 of both steps) and high nibbles
+// (16-31, shifted by vpmulhuw), one pshufb each looks up twice the code
+// values, and four pshufb each move four of a lane's bytes to the top of
+// dwords, converted to fp32 (value * 2^25): accumulator j holds columns
+// 4j..4j+3 (16 + 4j.. for the high nibbles), step kk in lane 0 and kk+1 in
+// lane 1, against the activation pair (a[kk] in lane 0, a[kk+1] in lane 1).
+// Per 64 weights: 2 logic ops, one multiply, 10 shuffles, 8 converts, 8
+// FMAs and a permute of the pair; eight accumulators, each updated every
+// other step, so the FMA latency is hidden (the four-accumulator tile it
+// replaced waited on it). Each 32-step block's sums are scaled once (by
+// 2^(s - 152), or 2^-25 then 2^(s - 127) for the smallest s) into an 8 x 8
+// sum per lane; the lanes are added at the end. Sums, not products, are
+// scaled: within fp32 rounding of the fp32 kernel on dequantised weights,
+// not bit-equal (and finite while the block's sums are: |a| below about
+// 2^95, against fp32's 2^128).
+void Mxfp4OneRow(const float* ap, int64_t k, const Mxfp4Byte* w, float* tile,
+                 bool first, const Mxfp4Byte* prefetch, const uint8_t* scale) {
+  const Mxfp4Tables t;
+  const __m256i pair_sel = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  PrefetchMxScales(scale, k);
+  alignas(32) float sums[8][8];
+  ZeroRows(sums, 8);
   alignas(32) float s[kPanelWidth];
   for (int64_t q = 0; q < k; q += kMxBlock) {
     const int64_t q_end = k - q < kMxBlock ? k : q + kMxBlock;
-    __m256 a0, a1, a2, a3, b0, b1, b2, b3;
-    a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = _mm256_setzero_ps();
-    for (int64_t kk = q; kk < q_end; ++kk) {
+    __m256 l0, l1, l2, l3, h0, h1, h2, h3;
+    l0 = l1 = l2 = l3 = h0 = h1 = h2 = h3 = _mm256_setzero_ps();
+    // Steps kk (lane 0) and kk + 1 (lane 1) of codes x against r.
+    auto steps = [&](__m256i x, __m256 r) __attribute__((always_inline)) {
+      const __m256i vl =
+          _mm256_shuffle_epi8(t.table, _mm256_and_si256(x, t.nibble));
+      const __m256i vh = _mm256_shuffle_epi8(
+          t.table, _mm256_and_si256(_mm256_mulhi_epu16(x, t.shift4), t.nibble));
+#define MOE_PLACE(v, j) _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, t.top[j]))
+      l0 = _mm256_fmadd_ps(r, MOE_PLACE(vl, 0), l0);
+      l1 = _mm256_fmadd_ps(r, MOE_PLACE(vl, 1), l1);
+      l2 = _mm256_fmadd_ps(r, MOE_PLACE(vl, 2), l2);
+      l3 = _mm256_fmadd_ps(r, MOE_PLACE(vl, 3), l3);
+      h0 = _mm256_fmadd_ps(r, MOE_PLACE(vh, 0), h0);
+      h1 = _mm256_fmadd_ps(r, MOE_PLACE(vh, 1), h1);
+      h2 = _mm256_fmadd_ps(r, MOE_PLACE(vh, 2), h2);
+      h3 = _mm256_fmadd_ps(r, MOE_PLACE(vh, 3), h3);
+#undef MOE_PLACE
+    };
+    int64_t kk = q;
+    for (; kk + 1 < q_end; kk += 2) {
       PrefetchStep(prefetch, kk);
-      const __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128(
-          reinterpret_cast<const __m128i*>(w + kk * kStepElems<Mxfp4Byte>)));
-      const __m256i v = _mm256_shuffle_epi8(
-          table,
-          _mm256_and_si256(_mm256_blend_epi32(x, _mm256_srli_epi16(x, 4), 0xf0),
-                           nibble));
-      const __m256 w0 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, top0));
-      const __m256 w1 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, top1));
-      const __m256 w2 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, top2));
-      const __m256 w3 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, top3));
-      const __m256 r0 = _mm256_broadcast_ss(ap + kk * MR);
-      a0 = _mm256_fmadd_ps(r0, w0, a0);
-      a1 = _mm256_fmadd_ps(r0, w1, a1);
-      a2 = _mm256_fmadd_ps(r0, w2, a2);
-      a3 = _mm256_fmadd_ps(r0, w3, a3);
-      if constexpr (MR == 2) {
-        const __m256 r1 = _mm256_broadcast_ss(ap + kk * MR + 1);
+      steps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                w + kk * kStepElems<Mxfp4Byte>)),
+            _mm256_permutevar_ps(_mm256_castpd_ps(_mm256_broadcast_sd(
+                                     reinterpret_cast<const double*>(ap + kk))),
+                                 pair_sel));
+    }
+    if (kk < q_end) {
+      // An odd last step: lane 1 holds zero codes against a zero
+      // activation (not a[kk + 1], which is past the row).
+      PrefetchStep(prefetch, kk);
+      steps(_mm256_zextsi128_si256(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                    w + kk * kStepElems<Mxfp4Byte>))),
+            _mm256_zextps128_ps256(_mm_broadcast_ss(ap + kk)));
+    }
+    const uint8_t* sq = scale + q / kMxBlock * kPanelWidth;
+    const bool fused = Mxfp4SumScales(sq, s);
+    if (!fused) Mxfp4BlockScales(sq, s);
+    const __m256 acc[8] = {l0, l1, l2, l3, h0, h1, h2, h3};
+    for (int g = 0; g < 8; ++g) AddBlockSum(acc[g], g, s, fused, sums);
+  }
+  for (int g = 0; g < 8; ++g) {
+    __m128 v = _mm_add_ps(_mm_load_ps(sums[g]), _mm_load_ps(sums[g] + 4));
+    if (!first) v = _mm_add_ps(v, _mm_loadu_ps(tile + 4 * g));
+    _mm_storeu_ps(tile + 4 * g, v);
+  }
+}
+
+// MXFP4 tile for two rows, built as Mxfp4OneRow (two K steps a ymm, one per
+// lane) but in two passes over each 32-step block, low nibbles (columns
+// 0-15) then high (16-31): 4 column groups x 2 rows = eight accumulators
+// a pass (both halves at once would need sixteen, more than AVX2 has
+// registers for); the second pass reads the block's 512 bytes from L1.
+// Per 64 weights of each row: 1-2 logic ops, 5 shuffles and 2 permutes of
+// the activation pairs, 4 converts and 8 FMAs, against the one-step tile's
+// 3 logic ops, 5 shuffles, 4 converts and 8 FMAs per 32, whose eight
+// accumulators each waited on the previous step's FMA.
+void Mxfp4TwoRows(const float* ap, int64_t k, const Mxfp4Byte* w, float* tile,
+                  bool first, const Mxfp4Byte* prefetch, const uint8_t* scale) {
+  const Mxfp4Tables t;
+  // apack holds a[kk][0], a[kk][1], a[kk+1][0], a[kk+1][1]: row r's pair.
+  const __m256i sel0 = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
+  const __m256i sel1 = _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3);
+  PrefetchMxScales(scale, k);
+  alignas(32) float sums[2][8][8];
+  ZeroRows(sums[0], 16);
+  alignas(32) float s[kPanelWidth];
+  for (int64_t q = 0; q < k; q += kMxBlock) {
+    const int64_t q_end = k - q < kMxBlock ? k : q + kMxBlock;
+    const uint8_t* sq = scale + q / kMxBlock * kPanelWidth;
+    const bool fused = Mxfp4SumScales(sq, s);
+    if (!fused) Mxfp4BlockScales(sq, s);
+    for (int half = 0; half < 2; ++half) {
+      __m256 a0, a1, a2, a3, b0, b1, b2, b3;
+      a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = _mm256_setzero_ps();
+      auto steps = [&](__m256i x, __m256 pair) __attribute__((always_inline)) {
+        if (half != 0) x = _mm256_mulhi_epu16(x, t.shift4);
+        const __m256i v =
+            _mm256_shuffle_epi8(t.table, _mm256_and_si256(x, t.nibble));
+        const __m256 r0 = _mm256_permutevar_ps(pair, sel0);
+        const __m256 r1 = _mm256_permutevar_ps(pair, sel1);
+#define MOE_PLACE(j) _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, t.top[j]))
+        const __m256 w0 = MOE_PLACE(0), w1 = MOE_PLACE(1), w2 = MOE_PLACE(2),
+                     w3 = MOE_PLACE(3);
+#undef MOE_PLACE
+        a0 = _mm256_fmadd_ps(r0, w0, a0);
+        a1 = _mm256_fmadd_ps(r0, w1, a1);
+        a2 = _mm256_fmadd_ps(r0, w2, a2);
+        a3 = _mm256_fmadd_ps(r0, w3, a3);
         b0 = _mm256_fmadd_ps(r1, w0, b0);
         b1 = _mm256_fmadd_ps(r1, w1, b1);
         b2 = _mm256_fmadd_ps(r1, w2, b2);
         b3 = _mm256_fmadd_ps(r1, w3, b3);
+      };
+      int64_t kk = q;
+      for (; kk + 1 < q_end; kk += 2) {
+        if (half == 0) PrefetchStep(prefetch, kk);
+        steps(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                w + kk * kStepElems<Mxfp4Byte>)),
+            _mm256_broadcast_ps(reinterpret_cast<const __m128*>(ap + kk * 2)));
       }
+      if (kk < q_end) {
+        // An odd last step: zero codes and activations in lane 1.
+        if (half == 0) PrefetchStep(prefetch, kk);
+        steps(_mm256_zextsi128_si256(
+                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                      w + kk * kStepElems<Mxfp4Byte>))),
+              _mm256_zextps128_ps256(_mm_castpd_ps(
+                  _mm_load_sd(reinterpret_cast<const double*>(ap + kk * 2)))));
+      }
+      const int g0 = 4 * half;
+      AddBlockSum(a0, g0, s, fused, sums[0]);
+      AddBlockSum(a1, g0 + 1, s, fused, sums[0]);
+      AddBlockSum(a2, g0 + 2, s, fused, sums[0]);
+      AddBlockSum(a3, g0 + 3, s, fused, sums[0]);
+      AddBlockSum(b0, g0, s, fused, sums[1]);
+      AddBlockSum(b1, g0 + 1, s, fused, sums[1]);
+      AddBlockSum(b2, g0 + 2, s, fused, sums[1]);
+      AddBlockSum(b3, g0 + 3, s, fused, sums[1]);
     }
-    const uint8_t* sq = scale + q / kMxBlock * kPanelWidth;
-    HalfScales(sq, 0, s);
-    HalfScales(sq, 1, s + kHalfPanel);
-    const __m256 acc[2][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}};
-    const __m256 unshift = _mm256_set1_ps(1.0f / 16777216.0f);  // 2^-24
-    for (int r = 0; r < MR; ++r) {
-      float* t = tile + r * kPanelWidth;
-      for (int j = 0; j < 4; ++j) {
-        // Columns 4j.. and 16+4j..: the two halves of accumulator j.
-        const __m256 sc = _mm256_loadu2_m128(s + kHalfPanel + 4 * j, s + 4 * j);
-        const __m256 cur =
-            _mm256_loadu2_m128(t + kHalfPanel + 4 * j, t + 4 * j);
-        _mm256_storeu2_m128(
-            t + kHalfPanel + 4 * j, t + 4 * j,
-            _mm256_fmadd_ps(_mm256_mul_ps(acc[r][j], unshift), sc, cur));
-      }
+  }
+  for (int r = 0; r < 2; ++r) {
+    float* tr = tile + r * kPanelWidth;
+    for (int g = 0; g < 8; ++g) {
+      __m128 v =
+          _mm_add_ps(_mm_load_ps(sums[r][g]), _mm_load_ps(sums[r][g] + 4));
+      if (!first) v = _mm_add_ps(v, _mm_loadu_ps(tr + 4 * g));
+      _mm_storeu_ps(tr + 4 * g, v);
     }
   }
 }
 
-// The second half prefetches nothing new: the first brought its lines in.
 template <int MR, typename W>
 void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
           const W* prefetch, const ScaleOf<W>* scale) {
-  if constexpr (kIsMxfp4<W> && MR <= 2) {
-    Mxfp4FewRows<MR>(ap, k, w, tile, first, prefetch, scale);
+  if constexpr (kIsMxfp4<W> && MR == 1) {
+    Mxfp4OneRow(ap, k, w, tile, first, prefetch, scale);
+    return;
+  } else if constexpr (kIsMxfp4<W> && MR == 2) {
+    Mxfp4TwoRows(ap, k, w, tile, first, prefetch, scale);
     return;
   }
   HalfTile<MR, W, 0>(ap, k, w, tile, first, prefetch, scale);
-  HalfTile<MR, W, 1>(ap, k, w, tile + kHalfPanel, first, w, scale);
+  HalfTile<MR, W, 1>(ap, k, w, tile + kHalfPanel, first, prefetch, scale);
 }
 
 template <typename W>
