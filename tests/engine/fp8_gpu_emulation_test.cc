@@ -23,11 +23,6 @@ class Fp8GpuEmulationTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(Fp8GpuEmulationTest, MatchesTheFp32ReferenceAtTheFp8Tolerance) {
   auto c = testing::LoadGoldenCase(GetParam());
   ASSERT_TRUE(c.ok()) << c.status();
-  if (const std::string o = c->config.First2026Option(); !o.empty()) {
-    // The GPU refuses such layers at load (golden_engine_test), so there is
-    // no GPU numerics to emulate.
-    GTEST_SKIP() << "the CUDA backend refuses " << o;
-  }
   auto y = testing::EmulateCudaFp8Layer(*c);
   ASSERT_TRUE(y.ok()) << y.status();
   const auto close = testing::RmsClose(*y, c->y, testing::kFp8GpuTol);

@@ -50,9 +50,6 @@ TEST_P(DistributedGoldenTest, EveryCaseMatches) {
     auto c = testing::LoadGoldenCase(path);
     ASSERT_TRUE(c.ok()) << c.status();
     SCOPED_TRACE(c->name);
-    // The CUDA backend refuses these at load, naming the option
-    // (golden_engine_test checks the message).
-    if (device == "cuda" && !c->config.First2026Option().empty()) continue;
     const testing::HfWriteOptions o;  // the case at its default layer
     auto written = testing::WriteCaseCheckpoint(*c, c->name + "_ckpt_", o);
     ASSERT_TRUE(written.ok()) << written.status();

@@ -5,6 +5,7 @@
 
 #include "core/dtype.h"
 #include "core/status_macros.h"
+#include "engine/layer_weights.h"
 #include "kernels/fp8_rule.h"
 
 namespace moe::testing {
@@ -47,8 +48,8 @@ absl::StatusOr<Fp8ExpertImage> Image(const ModelSource& src, bool shared,
 
 }  // namespace
 
-void Fp8ExpertRows(const Fp8ExpertImage& e, const float* x, int64_t m,
-                   float* y) {
+void Fp8ExpertRows(const Fp8ExpertImage& e, const float* x, int64_t m, float* y,
+                   const Fp8ExpertExtras& extras) {
   const int64_t H = e.hidden, I = e.inter;
   for (int64_t r = 0; r < m; ++r) {
     const std::vector<float> xq = QuantisedRow(x + r * H, H);
@@ -59,15 +60,18 @@ void Fp8ExpertRows(const Fp8ExpertImage& e, const float* x, int64_t m,
         g += double(xq[c]) * Fp8W13Value(e, i, c);
         u += double(xq[c]) * Fp8W13Value(e, e.inter_pad + i, c);
       }
-      const float gb = Bf(static_cast<float>(g));
-      const float ub = Bf(static_cast<float>(u));
-      h[i] = gb / (1.0f + std::exp(-gb)) * ub;
+      float gb = Bf(static_cast<float>(g));
+      float ub = Bf(static_cast<float>(u));
+      if (extras.b1 != nullptr) gb = Bf(gb + extras.b1[i]);
+      if (extras.b3 != nullptr) ub = Bf(ub + extras.b3[i]);
+      h[i] = k::GatedAct(extras.act, gb, ub);
     }
     const std::vector<float> hq = QuantisedRow(h.data(), I);
     for (int64_t j = 0; j < H; ++j) {
       double o = 0;
       for (int64_t i = 0; i < I; ++i) o += double(hq[i]) * Fp8W2Value(e, j, i);
       y[r * H + j] = Bf(static_cast<float>(o));
+      if (extras.b2 != nullptr) y[r * H + j] = Bf(y[r * H + j] + extras.b2[j]);
     }
   }
 }
@@ -106,6 +110,17 @@ absl::StatusOr<std::vector<float>> EmulateCudaFp8Layer(const GoldenCase& c) {
       }
     }
   }
+  Fp8ExpertExtras shared_extras;
+  shared_extras.act = GatedActOf(cfg);  // shared experts: no biases
+  auto routed_extras = [&](int64_t e) {
+    Fp8ExpertExtras x = shared_extras;
+    if (cfg.expert_bias) {
+      x.b1 = c.b1.data() + e * cfg.inter;
+      x.b3 = c.b3.data() + e * cfg.inter;
+      x.b2 = c.b2.data() + e * H;
+    }
+    return x;
+  };
   std::vector<float> y(n * H, 0.0f), xb(H), o(H);
   for (int64_t t = 0; t < n; ++t) {
     const float* x = c.x.data() + t * H;
@@ -114,7 +129,7 @@ absl::StatusOr<std::vector<float>> EmulateCudaFp8Layer(const GoldenCase& c) {
       MOE_ASSIGN_OR_RETURN(const Fp8ExpertImage* img, expert(e));
       const float a = cfg.score_before_experts ? w : 1.0f;
       for (int64_t j = 0; j < H; ++j) xb[j] = Bf(x[j] * a);
-      Fp8ExpertRows(*img, xb.data(), 1, o.data());
+      Fp8ExpertRows(*img, xb.data(), 1, o.data(), routed_extras(e));
       const float b = cfg.score_before_experts ? 1.0f : w;
       for (int64_t j = 0; j < H; ++j) y[t * H + j] += b * o[j];
     }
@@ -124,7 +139,7 @@ absl::StatusOr<std::vector<float>> EmulateCudaFp8Layer(const GoldenCase& c) {
     for (int64_t t = 0; t < n; ++t) {
       const float* x = c.x.data() + t * H;
       for (int64_t j = 0; j < H; ++j) xb[j] = Bf(x[j]);
-      Fp8ExpertRows(shared, xb.data(), 1, o.data());
+      Fp8ExpertRows(shared, xb.data(), 1, o.data(), shared_extras);
       float g = 1.0f;
       if (cfg.shared_gate) {
         double d = 0;
