@@ -113,6 +113,9 @@ TEST_P(GoldenEngineTest, MatchesReference) {
       EXPECT_TRUE(testing::RmsClose(y, *emulated, testing::kFp8EmulationTol));
     }
 #endif
+  } else if (backend == Backend::kCuda) {
+    // bf16 activations too: kBf16Tol where their rounding allows it.
+    EXPECT_TRUE(testing::CudaBf16Close(*c, y));
   } else {
     EXPECT_TRUE(AllClose(
         y, c->y,
