@@ -10,11 +10,10 @@ namespace kc = kernels::cpu;
 
 // The layer's activation (config.act) on a problem.
 void SetActivation(const MoeLayerConfig& c, kc::GroupedSwiglu* p) {
-  p->act = c.act == Activation::kGptOss      ? kernels::kActGptOss
-           : c.act == Activation::kSiluClamp ? kernels::kActSiluClamp
-                                             : kernels::kActSilu;
-  p->act_alpha = c.act_alpha;
-  p->act_limit = c.act_limit;
+  const kernels::GatedActParams a = GatedActOf(c);
+  p->act = a.act;
+  p->act_alpha = a.alpha;
+  p->act_limit = a.limit;
 }
 }  // namespace
 

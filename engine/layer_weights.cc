@@ -194,8 +194,8 @@ absl::StatusOr<ExpertWeights> LoadExpert(const ModelSource& src, int64_t layer,
   return e;
 }
 
-// The hash table [V, k] as int32 ids, each checked in [0, E) and distinct
-// within its row: a bad table is refused at load, never routed.
+}  // namespace
+
 absl::StatusOr<std::vector<int32_t>> LoadTid2Eid(const ModelSource& src,
                                                  int64_t layer) {
   const MoeLayerConfig& c = src.info().layer;
@@ -229,7 +229,15 @@ absl::StatusOr<std::vector<int32_t>> LoadTid2Eid(const ModelSource& src,
   return ids;
 }
 
-}  // namespace
+kernels::GatedActParams GatedActOf(const MoeLayerConfig& c) {
+  kernels::GatedActParams p;
+  p.act = c.act == Activation::kGptOss      ? kernels::kActGptOss
+          : c.act == Activation::kSiluClamp ? kernels::kActSiluClamp
+                                            : kernels::kActSilu;
+  p.alpha = c.act_alpha;
+  p.limit = c.act_limit;
+  return p;
+}
 
 absl::string_view WeightDTypeName(WeightDType d) {
   switch (d) {

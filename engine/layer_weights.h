@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "core/aligned_buffer.h"
 #include "core/model_source.h"
+#include "kernels/act_rule.h"
 #include "kernels/cpu/packed_gemm.h"
 
 namespace moe {
@@ -135,6 +136,16 @@ int64_t PackedExpertBytes(const MoeLayerConfig& config, WeightDType dtype);
 // tensor made by MakeMxfp4Tensor (engine/weight_values.h) directly.
 absl::StatusOr<PackedWeight> PackWeight(const WeightTensor& t,
                                         WeightDType dtype);
+
+// The layer's gated activation (config.act, act_alpha, act_limit) in the
+// form the CPU and CUDA kernels take (kernels/act_rule.h).
+kernels::GatedActParams GatedActOf(const MoeLayerConfig& config);
+
+// A hash-routed layer's table [hash_vocab, k] as int32 ids, each checked in
+// [0, E) and distinct within its row: a bad table is refused at load (the
+// tensor named), never routed. For every backend's loader.
+absl::StatusOr<std::vector<int32_t>> LoadTid2Eid(const ModelSource& src,
+                                                 int64_t layer);
 
 absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     const ModelSource& source, int64_t layer, const LoadOptions& options);

@@ -58,16 +58,6 @@ class TokenRouter {
                            int64_t n, absl::Span<const int64_t> segment_ends,
                            absl::Span<const int64_t> token_ids, int num_threads,
                            Routing* out);
-  // `expert_bias` ([E]) is used when config.use_bias; no 2026 options.
-  absl::Status RouteLogits(const MoeLayerConfig& config,
-                           const float* expert_bias, const float* logits,
-                           int64_t n, absl::Span<const int64_t> segment_ends,
-                           int num_threads, Routing* out) {
-    RouteTables t;
-    t.expert_bias = expert_bias;
-    return RouteLogits(config, t, logits, n, segment_ends, {}, num_threads,
-                       out);
-  }
 
  private:
   void Logits(const LayerWeights& w, const float* x, int64_t n,

@@ -38,4 +38,23 @@ MOE_HOST_DEVICE inline float GatedAct(int32_t act, float g, float u,
   return gc / (1.0f + expf(-gc)) * uc;
 }
 
+// A layer's activation as a device kernel takes it (by value).
+struct GatedActParams {
+  int32_t act = kActSilu;
+  float alpha = 1.702f;
+  float limit = 7.0f;
+};
+// (C++17: the CUDA kernels' standard has no defaulted comparisons.)
+inline bool operator==(const GatedActParams& a, const GatedActParams& b) {
+  return a.act == b.act && a.alpha == b.alpha && a.limit == b.limit;
+}
+inline bool operator!=(const GatedActParams& a, const GatedActParams& b) {
+  return !(a == b);
+}
+
+MOE_HOST_DEVICE inline float GatedAct(const GatedActParams& p, float g,
+                                      float u) {
+  return GatedAct(p.act, g, u, p.alpha, p.limit);
+}
+
 }  // namespace moe::kernels

@@ -58,6 +58,50 @@ MOE_HOST_DEVICE inline float RouteNormDenominator(float sum, float norm_min) {
   return norm_min > 0.0f ? (sum > norm_min ? sum : norm_min) : sum + 1e-20f;
 }
 
+// The per-token steps after the choice, shared by the CPU kernels
+// (kernels/cpu/routing.cc) and the fused CUDA kernel: one token's k slots.
+
+// gpt-oss: the k chosen logits w[0..k) become their softmax over those k
+// only. A NaN logit counts as -inf (weight 0).
+MOE_HOST_DEVICE inline void SoftmaxOverChosenRow(float* w, int64_t k) {
+  float m = -__builtin_huge_valf();
+  for (int64_t j = 0; j < k; ++j) {
+    const float l = RouteLogit(w[j]);
+    m = l > m ? l : m;
+  }
+  float sum = 0.0f;
+  for (int64_t j = 0; j < k; ++j) {
+    w[j] = expf(RouteLogit(w[j]) - m);
+    sum += w[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < k; ++j) w[j] *= inv;
+}
+
+// w[0..k) /= RouteNormDenominator(sum, norm_min) when `normalize`; then
+// w *= scale.
+MOE_HOST_DEVICE inline void NormalizeAndScaleRow(float* w, int64_t k,
+                                                 bool normalize, float scale,
+                                                 float norm_min) {
+  if (normalize) {
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j) sum += w[j];
+    const float denom = RouteNormDenominator(sum, norm_min);
+    for (int64_t j = 0; j < k; ++j) w[j] /= denom;
+  }
+  for (int64_t j = 0; j < k; ++j) w[j] *= scale;
+}
+
+// Hash routing: the token's experts are its table row `row` ([k] ids in
+// [0, E), checked at load) in stored order; w = its scores s [E] there.
+MOE_HOST_DEVICE inline void HashedRow(const int32_t* row, const float* s,
+                                      int64_t k, int32_t* idx, float* w) {
+  for (int64_t j = 0; j < k; ++j) {
+    idx[j] = row[j];
+    w[j] = s[row[j]];
+  }
+}
+
 // The fused CUDA routing kernel's shared memory for E experts in G groups:
 // scores and choice scores [E] fp32, group scores [G] fp32, taken [E] and
 // kept [G] bytes, plus its fixed per-block arrays. A kernel may use 48 KB of

@@ -84,12 +84,6 @@ class CudaBackend : public ExpertBackend {
 
   absl::Status Load(const ModelSource& source, const LoadOptions& options,
                     int64_t max_tokens) override {
-    if (const std::string o = source.info().layer.First2026Option();
-        !o.empty()) {
-      return absl::UnimplementedError(absl::StrCat(
-          name(), " does not compute the MoE layer option ", o,
-          " (tests/golden/README.md); serve this model on the CPU backend"));
-    }
     MOE_ASSIGN_OR_RETURN(WeightDType dtype,
                          ResolveWeightDType(options.dtype, source));
     if (dtype != WeightDType::kBF16 && dtype != WeightDType::kFP8 &&
@@ -177,14 +171,21 @@ class CudaBackend : public ExpertBackend {
   absl::Status Route(int64_t layer, const float* x, int64_t n,
                      absl::Span<const int64_t> segment_ends,
                      Routing* routing) override {
+    return RouteTokens(layer, x, n, segment_ends, {}, routing);
+  }
+
+  absl::Status RouteTokens(int64_t layer, const float* x, int64_t n,
+                           absl::Span<const int64_t> segment_ends,
+                           absl::Span<const int64_t> token_ids,
+                           Routing* routing) override {
     MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
     if (router_ == nullptr) {
       return absl::FailedPreconditionError(
           "this backend was loaded without the router's gate");
     }
     MOE_RETURN_IF_ERROR(UploadX(x, n));
-    return router_->Route(*lt_, *w, x_.as<float>(), n, segment_ends, stream_,
-                          routing);
+    return router_->Route(*lt_, *w, x_.as<float>(), n, segment_ends, token_ids,
+                          stream_, routing);
   }
 
   absl::Status Shared(int64_t layer, const float* x, int64_t n,

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "absl/base/casts.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "engine/cuda/cuda_status.h"
@@ -21,6 +22,19 @@ constexpr int kTimedReps = 3;
 
 bool Aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// An expert's gate and up biases (if it has them) onto its m rows of bf16
+// gate-up values (row stride ld, up columns from `up`), before the
+// activation reads them.
+absl::Status AddGateUpBias(const CudaExpert& e, uint16_t* gate_up, int64_t m,
+                           int64_t ld, int64_t up, cudaStream_t stream) {
+  if (!e.has_bias()) return absl::OkStatus();
+  MOE_CUDA_OK(kernels::cuda::AddBiasRowsBf16(gate_up, m, e.inter, ld,
+                                             e.b1.as<float>(), stream));
+  MOE_CUDA_OK(kernels::cuda::AddBiasRowsBf16(gate_up + up, m, e.inter, ld,
+                                             e.b3.as<float>(), stream));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -115,9 +129,10 @@ CudaExperts::~CudaExperts() {
 bool CudaExperts::GroupedFits(const Pass& p) const {
   const int64_t I = p.experts.front()->inter;
   // bf16 output only; 16-byte aligned pointers and row strides (the
-  // call's rule for bf16); room in the pointer arrays.
-  return grouped_ != nullptr && !p.experts.front()->fp8 && !p.out_f32 &&
-         p.experts.size() > 1 &&
+  // call's rule for bf16); room in the pointer arrays. Experts with biases
+  // (gpt-oss) take the loop, which adds each expert's own after its GEMMs.
+  return grouped_ != nullptr && !p.experts.front()->fp8 &&
+         !p.experts.front()->has_bias() && !p.out_f32 && p.experts.size() > 1 &&
          static_cast<int64_t>(p.experts.size()) <= max_experts_ &&
          hidden_ % 8 == 0 && I % 8 == 0 && Aligned16(p.in) && Aligned16(p.out);
 }
@@ -134,9 +149,12 @@ absl::Status CudaExperts::Run(LtMatmul& lt,
   if (!experts.empty()) {
     const bool fp8 = experts.front()->fp8;
     for (const CudaExpert* e : experts) {
-      if (e->fp8 != fp8 || e->inter != experts.front()->inter) {
+      if (e->fp8 != fp8 || e->inter != experts.front()->inter ||
+          e->act != experts.front()->act ||
+          e->has_bias() != experts.front()->has_bias()) {
         return absl::InvalidArgumentError(
-            "one expert pass needs experts of one dtype and one size");
+            "one expert pass needs experts of one dtype, size, activation "
+            "and bias form");
       }
     }
     if (gather != nullptr && !fp8) {
@@ -254,9 +272,11 @@ absl::Status CudaExperts::RunFp8(const Pass& p) {
                                      xs + k::Fp8SegmentScaleBase(off, g, H),
                                      e.w13.data(), e.w13_scale.as<float>(),
                                      gate_up + off * 2 * Ip, p.stream));
+    MOE_RETURN_IF_ERROR(
+        AddGateUpBias(e, gate_up + off * 2 * Ip, m, 2 * Ip, Ip, p.stream));
   }
   MOE_CUDA_OK(k::cuda::SiluMulQuantFp8(gate_up, 2 * Ip, Ip, I, rows, seg, Ik,
-                                       hq, hs, p.stream));
+                                       hq, hs, p.stream, e0.act));
   auto* out_bf16 = p.out_f32 ? down_.as<uint16_t>()
                              : static_cast<uint16_t*>(p.out) + first * H;
   for (int32_t g = 0; g < seg.count; ++g) {
@@ -266,6 +286,10 @@ absl::Status CudaExperts::RunFp8(const Pass& p) {
     MOE_RETURN_IF_ERROR(p.lt->RunFp8(
         m, H, Ik, hq + off * Ik, hs + k::Fp8SegmentScaleBase(off, g, I),
         e.w2.data(), e.w2_scale.as<float>(), out_bf16 + off * H, p.stream));
+    if (e.has_bias()) {
+      MOE_CUDA_OK(k::cuda::AddBiasRowsBf16(out_bf16 + off * H, m, H, H,
+                                           e.b2.as<float>(), p.stream));
+    }
   }
   if (p.out_f32) {
     MOE_CUDA_OK(k::cuda::ConvertBf16ToF32(
@@ -285,17 +309,28 @@ absl::Status CudaExperts::RunLoop(const Pass& p) {
     MOE_RETURN_IF_ERROR(
         p.lt->Run(m, 2 * I, H, p.in + off * H, p.experts[g]->w13.data(),
                   gate_up + off * 2 * I, CUDA_R_16BF, CUDA_R_16BF, p.stream));
+    MOE_RETURN_IF_ERROR(AddGateUpBias(*p.experts[g], gate_up + off * 2 * I, m,
+                                      2 * I, I, p.stream));
   }
   const int64_t first = p.offsets.front(),
                 rows = p.offsets.back() - p.offsets.front();
   MOE_CUDA_OK(kernels::cuda::SiluMulBf16(gate_up + first * 2 * I, rows, I,
-                                         h + first * I, p.stream));
+                                         h + first * I, p.stream,
+                                         p.experts.front()->act));
   for (size_t g = 0; g < p.experts.size(); ++g) {
+    const CudaExpert& e = *p.experts[g];
     const int64_t off = p.offsets[g], m = p.offsets[g + 1] - off;
+    char* out = static_cast<char*>(p.out) + off * H * out_size;
     MOE_RETURN_IF_ERROR(
-        p.lt->Run(m, H, I, h + off * I, p.experts[g]->w2.data(),
-                  static_cast<char*>(p.out) + off * H * out_size, CUDA_R_16BF,
+        p.lt->Run(m, H, I, h + off * I, e.w2.data(), out, CUDA_R_16BF,
                   p.out_f32 ? CUDA_R_32F : CUDA_R_16BF, p.stream));
+    if (!e.has_bias()) continue;
+    MOE_CUDA_OK(p.out_f32 ? kernels::cuda::AddBiasRowsF32(
+                                reinterpret_cast<float*>(out), m, H, H,
+                                e.b2.as<float>(), p.stream)
+                          : kernels::cuda::AddBiasRowsBf16(
+                                reinterpret_cast<uint16_t*>(out), m, H, H,
+                                e.b2.as<float>(), p.stream));
   }
   return absl::OkStatus();
 }
@@ -345,9 +380,9 @@ absl::Status CudaExperts::RunGrouped(const Pass& p, int region) {
                                     base + 2 * E, p.stream));
   const int64_t first = p.offsets.front(),
                 rows = p.offsets.back() - p.offsets.front();
-  MOE_CUDA_OK(
-      kernels::cuda::SiluMulBf16(gate_up_.as<uint16_t>() + first * 2 * I, rows,
-                                 I, h_.as<uint16_t>() + first * I, p.stream));
+  MOE_CUDA_OK(kernels::cuda::SiluMulBf16(
+      gate_up_.as<uint16_t>() + first * 2 * I, rows, I,
+      h_.as<uint16_t>() + first * I, p.stream, p.experts.front()->act));
   (void)cudaGetLastError();
   MOE_RETURN_IF_ERROR(grouped_->Run(group_rows_, static_cast<int>(H),
                                     static_cast<int>(I), in_ptrs(3), in_ptrs(4),
@@ -580,7 +615,7 @@ absl::Status CudaExperts::RunPaddedBody(const Pass& p) {
                                     static_cast<int>(H), in_ptrs(0), in_ptrs(1),
                                     base + 2 * E, p.stream));
   MOE_CUDA_OK(k::SiluMulBf16(gate_up_.as<uint16_t>(), P, I, h_.as<uint16_t>(),
-                             p.stream));
+                             p.stream, p.experts.front()->act));
   (void)cudaGetLastError();
   MOE_RETURN_IF_ERROR(grouped_->Run(group_rows_, static_cast<int>(H),
                                     static_cast<int>(I), in_ptrs(3), in_ptrs(4),
@@ -604,7 +639,11 @@ absl::Status CudaExperts::RunPadded(const Pass& p) {
   auto word = [](const void* ptr) {
     return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr));
   };
-  const uint64_t buffers[] = {word(p.in), word(p.out)};
+  // The activation is baked into the capture too (a kernel argument).
+  const kernels::GatedActParams& act = p.experts.front()->act;
+  const uint64_t buffers[] = {
+      word(p.in), word(p.out), static_cast<uint64_t>(act.act),
+      absl::bit_cast<uint32_t>(act.alpha), absl::bit_cast<uint32_t>(act.limit)};
   key_ = PaddedGraphKey(pad_, p.experts.front()->inter, buffers);
   const auto look = graphs_->Find(key_);
   if (look.action == GraphCache<cudaGraphExec_t>::Action::kReplay) {

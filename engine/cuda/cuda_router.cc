@@ -39,6 +39,12 @@ absl::StatusOr<std::unique_ptr<CudaRouter>> CudaRouter::Create(
                          PinnedBuffer::Allocate(max_tokens * k * 4));
     MOE_ASSIGN_OR_RETURN(r->host_weights_,
                          PinnedBuffer::Allocate(max_tokens * k * 4));
+    if (c.hash_routed()) {
+      MOE_ASSIGN_OR_RETURN(r->token_ids_,
+                           DeviceBuffer::Allocate(max_tokens * 8));
+      MOE_ASSIGN_OR_RETURN(r->host_token_ids_,
+                           PinnedBuffer::Allocate(max_tokens * 8));
+    }
   } else {
     MOE_ASSIGN_OR_RETURN(r->host_logits_,
                          PinnedBuffer::Allocate(max_tokens * E * 4));
@@ -49,6 +55,7 @@ absl::StatusOr<std::unique_ptr<CudaRouter>> CudaRouter::Create(
 absl::Status CudaRouter::Route(LtMatmul& lt, const CudaLayerWeights& w,
                                const float* x, int64_t n,
                                absl::Span<const int64_t> segment_ends,
+                               absl::Span<const int64_t> token_ids,
                                cudaStream_t stream, Routing* out) {
   const MoeLayerConfig& c = config_;
   const int64_t E = c.num_experts, k = c.top_k;
@@ -60,6 +67,13 @@ absl::Status CudaRouter::Route(LtMatmul& lt, const CudaLayerWeights& w,
     return absl::ResourceExhaustedError(
         absl::StrCat(n, " tokens exceed the router's ", max_tokens_));
   }
+  // Before anything reads the table with them (the kernel cannot refuse).
+  MOE_RETURN_IF_ERROR(CheckTokenIds(c, token_ids, n));
+  if ((c.router_bias && w.router_bias.empty()) ||
+      (c.hash_routed() && w.tid2eid.empty())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "layer ", w.layer, " was loaded without its router bias or tid2eid"));
+  }
   auto* logits = logits_.as<float>();
   MOE_RETURN_IF_ERROR(lt.Run(n, E, c.hidden, x, w.gate.data(), logits,
                              CUDA_R_32F, CUDA_R_32F, stream));
@@ -67,8 +81,12 @@ absl::Status CudaRouter::Route(LtMatmul& lt, const CudaLayerWeights& w,
     MOE_CUDA_OK(cudaMemcpyAsync(host_logits_.data(), logits, n * E * 4,
                                 cudaMemcpyDeviceToHost, stream));
     MOE_CUDA_OK(cudaStreamSynchronize(stream));
-    return host_.RouteLogits(c, w.expert_bias.data(), host_logits_.as<float>(),
-                             n, segment_ends, 1, out);
+    RouteTables tables;
+    tables.expert_bias = w.expert_bias.data();
+    tables.router_bias = w.router_bias.data();
+    tables.tid2eid = w.tid2eid.data();
+    return host_.RouteLogits(c, tables, host_logits_.as<float>(), n,
+                             segment_ends, token_ids, 1, out);
   }
   kernels::cuda::RouteArgs a;
   a.logits = logits;
@@ -77,8 +95,20 @@ absl::Status CudaRouter::Route(LtMatmul& lt, const CudaLayerWeights& w,
   a.top_k = static_cast<int32_t>(k);
   a.score_func = c.score_func == ScoreFunc::kSigmoid
                      ? kernels::cuda::kScoreSigmoid
+                 : c.score_func == ScoreFunc::kSqrtSoftplus
+                     ? kernels::cuda::kScoreSqrtSoftplus
+                 : c.score_func == ScoreFunc::kTopkSoftmax
+                     ? kernels::cuda::kScoreTopkSoftmax
                      : kernels::cuda::kScoreSoftmax;
+  a.router_bias = c.router_bias ? w.router_bias_dev.as<float>() : nullptr;
   a.expert_bias = c.use_bias ? w.expert_bias_dev.as<float>() : nullptr;
+  if (c.hash_routed() && n > 0) {
+    std::memcpy(host_token_ids_.data(), token_ids.data(), n * 8);
+    MOE_CUDA_OK(cudaMemcpyAsync(token_ids_.data(), host_token_ids_.data(),
+                                n * 8, cudaMemcpyHostToDevice, stream));
+    a.tid2eid = w.tid2eid_dev.as<int32_t>();
+    a.token_ids = token_ids_.as<int64_t>();
+  }
   a.n_groups = static_cast<int32_t>(c.n_groups);
   a.topk_groups = static_cast<int32_t>(c.topk_groups);
   a.group_score = c.group_score == GroupScore::kMax
@@ -86,6 +116,7 @@ absl::Status CudaRouter::Route(LtMatmul& lt, const CudaLayerWeights& w,
                       : kernels::cuda::kGroupTop2Sum;
   a.renorm = c.route_norm;
   a.route_scale = c.route_scale;
+  a.norm_min = c.norm_min;
   a.idx = idx_.as<int32_t>();
   a.weights = weights_.as<float>();
   MOE_CUDA_OK(kernels::cuda::RouteTopK(a, stream));

@@ -20,17 +20,19 @@ class CudaRouter {
   static absl::StatusOr<std::unique_ptr<CudaRouter>> Create(
       const MoeLayerConfig& config, int64_t max_tokens);
 
-  // Routes n tokens whose fp32 rows are at `x` (device). Synchronises
-  // `stream`.
+  // Routes n tokens whose fp32 rows are at `x` (device). `token_ids` (one
+  // per row, host) are what a hash-routed layer routes by: checked first
+  // (CheckTokenIds), ignored by other layers. Synchronises `stream`.
   absl::Status Route(LtMatmul& lt, const CudaLayerWeights& w, const float* x,
                      int64_t n, absl::Span<const int64_t> segment_ends,
-                     cudaStream_t stream, Routing* out);
+                     absl::Span<const int64_t> token_ids, cudaStream_t stream,
+                     Routing* out);
 
  private:
   MoeLayerConfig config_;
   int64_t max_tokens_ = 0;
-  DeviceBuffer logits_, idx_, weights_;
-  PinnedBuffer host_logits_, host_idx_, host_weights_;
+  DeviceBuffer logits_, idx_, weights_, token_ids_;
+  PinnedBuffer host_logits_, host_idx_, host_weights_, host_token_ids_;
   TokenRouter host_;
 };
 

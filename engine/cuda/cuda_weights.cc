@@ -29,6 +29,22 @@ absl::StatusOr<WeightTensor> Fetch(const ModelSource& src, int64_t layer,
   return t;
 }
 
+absl::StatusOr<std::vector<float>> Vector(const ModelSource& src, int64_t layer,
+                                          WeightRole role,
+                                          int64_t expert = -1) {
+  MOE_ASSIGN_OR_RETURN(WeightTensor t, Fetch(src, layer, role, expert));
+  MOE_ASSIGN_OR_RETURN(WeightValues<float> v, WeightsAsF32(t));
+  return std::vector<float>(v.data, v.data + t.numel());
+}
+
+// An fp32 vector of the checkpoint, uploaded as it is.
+absl::Status UploadVector(const ModelSource& src, int64_t layer,
+                          WeightRole role, int64_t expert, DeviceBuffer* out) {
+  MOE_ASSIGN_OR_RETURN(std::vector<float> v, Vector(src, layer, role, expert));
+  MOE_ASSIGN_OR_RETURN(*out, Upload(v.data(), v.size() * 4));
+  return absl::OkStatus();
+}
+
 // FP8 experts: E4M3 codes and block scales as engine/cuda/fp8_image.h lays
 // them out; kept as they are (block-scaled path), or dequantised on the
 // device into the bf16 form of the other path, W1 and W3 rows fused.
@@ -77,6 +93,15 @@ absl::StatusOr<CudaExpert> UploadExpert(const ModelSource& src, int64_t layer,
   const MoeLayerConfig& c = src.info().layer;
   CudaExpert e;
   e.inter = shared ? c.shared_inter : c.inter;
+  e.act = GatedActOf(c);
+  if (!shared && c.expert_bias) {  // the CPU has no shared-expert biases
+    MOE_RETURN_IF_ERROR(
+        UploadVector(src, layer, WeightRole::kB1, expert, &e.b1));
+    MOE_RETURN_IF_ERROR(
+        UploadVector(src, layer, WeightRole::kB3, expert, &e.b3));
+    MOE_RETURN_IF_ERROR(
+        UploadVector(src, layer, WeightRole::kB2, expert, &e.b2));
+  }
   MOE_ASSIGN_OR_RETURN(
       WeightTensor w1,
       Fetch(src, layer, shared ? WeightRole::kSharedW1 : WeightRole::kW1,
@@ -108,13 +133,6 @@ absl::StatusOr<CudaExpert> UploadExpert(const ModelSource& src, int64_t layer,
   MOE_ASSIGN_OR_RETURN(e.w13, Upload(w13.data(), w13.size() * 2));
   MOE_ASSIGN_OR_RETURN(e.w2, Upload(v2.data, half * 2));
   return e;
-}
-
-absl::StatusOr<std::vector<float>> Vector(const ModelSource& src, int64_t layer,
-                                          WeightRole role) {
-  MOE_ASSIGN_OR_RETURN(WeightTensor t, Fetch(src, layer, role, -1));
-  MOE_ASSIGN_OR_RETURN(WeightValues<float> v, WeightsAsF32(t));
-  return std::vector<float>(v.data, v.data + t.numel());
 }
 
 }  // namespace
@@ -156,6 +174,18 @@ absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
       MOE_ASSIGN_OR_RETURN(
           w->expert_bias_dev,
           Upload(w->expert_bias.data(), w->expert_bias.size() * 4));
+    }
+    if (c.router_bias) {
+      MOE_ASSIGN_OR_RETURN(w->router_bias,
+                           Vector(source, layer, WeightRole::kRouterBias));
+      MOE_ASSIGN_OR_RETURN(
+          w->router_bias_dev,
+          Upload(w->router_bias.data(), w->router_bias.size() * 4));
+    }
+    if (c.hash_routed()) {
+      MOE_ASSIGN_OR_RETURN(w->tid2eid, LoadTid2Eid(source, layer));
+      MOE_ASSIGN_OR_RETURN(w->tid2eid_dev,
+                           Upload(w->tid2eid.data(), w->tid2eid.size() * 4));
     }
     w->has_gate = true;
   }

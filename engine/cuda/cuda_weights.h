@@ -14,6 +14,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/fp8_image.h"
 #include "engine/layer_weights.h"
+#include "kernels/act_rule.h"
 
 namespace moe {
 
@@ -28,8 +29,15 @@ struct CudaExpert {
   bool fp8 = false;
   DeviceBuffer w13_scale, w2_scale;
   int64_t hidden_k = 0, inter_pad = 0, down_k = 0;
+  // The layer's gated activation (config.act; shared experts take it too).
+  kernels::GatedActParams act;
+  // Routed experts with config.expert_bias (gpt-oss), fp32 [inter], [inter]
+  // and [H]: added after the gate-up and down GEMMs. Empty otherwise.
+  DeviceBuffer b1, b3, b2;
+  bool has_bias() const { return b2.size() > 0; }
   size_t bytes() const {
-    return w13.size() + w2.size() + w13_scale.size() + w2_scale.size();
+    return w13.size() + w2.size() + w13_scale.size() + w2_scale.size() +
+           b1.size() + b3.size() + b2.size();
   }
 };
 
@@ -40,6 +48,12 @@ struct CudaLayerWeights {
   DeviceBuffer gate;               // fp32 [E, H]
   std::vector<float> expert_bias;  // host copy, for routing on the host
   DeviceBuffer expert_bias_dev;    // fp32 [E]
+  // 2026 router tables (config.router_bias, config.hash_routed()): host
+  // copies for routing on the host, device copies for the fused kernel.
+  std::vector<float> router_bias;  // [E]
+  DeviceBuffer router_bias_dev;
+  std::vector<int32_t> tid2eid;  // [hash_vocab, k]
+  DeviceBuffer tid2eid_dev;
   bool has_shared = false;
   CudaExpert shared;
   DeviceBuffer shared_gate;  // fp32 [1, H]

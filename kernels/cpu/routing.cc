@@ -153,41 +153,20 @@ int64_t ApplyCapacity(int64_t n, int64_t k, int64_t num_experts,
 void NormalizeAndScale(int64_t n, int64_t k, bool normalize, float scale,
                        float* w, float norm_min) {
   for (int64_t t = 0; t < n; ++t) {
-    float* wt = w + t * k;
-    if (normalize) {
-      float sum = 0.0f;
-      for (int64_t j = 0; j < k; ++j) sum += wt[j];
-      const float denom = RouteNormDenominator(sum, norm_min);
-      for (int64_t j = 0; j < k; ++j) wt[j] /= denom;
-    }
-    for (int64_t j = 0; j < k; ++j) wt[j] *= scale;
+    NormalizeAndScaleRow(w + t * k, k, normalize, scale, norm_min);
   }
 }
 
 void SoftmaxOverChosen(int64_t n, int64_t k, float* w) {
-  for (int64_t t = 0; t < n; ++t) {
-    float* wt = w + t * k;
-    float m = kNegInf;
-    for (int64_t j = 0; j < k; ++j) m = std::max(m, RouteLogit(wt[j]));
-    float sum = 0.0f;
-    for (int64_t j = 0; j < k; ++j) {
-      wt[j] = std::exp(RouteLogit(wt[j]) - m);
-      sum += wt[j];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < k; ++j) wt[j] *= inv;
-  }
+  for (int64_t t = 0; t < n; ++t) SoftmaxOverChosenRow(w + t * k, k);
 }
 
 void SelectHashed(const int32_t* tid2eid, const int64_t* token_ids,
                   const float* scores, int64_t n, int64_t num_experts,
                   int64_t k, int32_t* idx, float* w) {
   for (int64_t t = 0; t < n; ++t) {
-    const int32_t* row = tid2eid + token_ids[t] * k;
-    for (int64_t j = 0; j < k; ++j) {
-      idx[t * k + j] = row[j];
-      w[t * k + j] = scores[t * num_experts + row[j]];
-    }
+    HashedRow(tid2eid + token_ids[t] * k, scores + t * num_experts, k,
+              idx + t * k, w + t * k);
   }
 }
 

@@ -84,13 +84,14 @@ __global__ void QuantizeRowsKernel(const uint16_t* src, int64_t cols,
 
 __global__ void SiluMulQuantKernel(const uint16_t* gate_up, int64_t gu_ld,
                                    int64_t up, int64_t inter, Fp8Segments seg,
-                                   int64_t h_ld, uint8_t* h, float* scale) {
+                                   int64_t h_ld, uint8_t* h, float* scale,
+                                   GatedActParams act) {
   const int64_t j = blockIdx.x;
   const uint16_t* row = gate_up + j * gu_ld;
-  QuantizeRow(j, inter, seg, h_ld, h, scale, [row, up](int64_t c) {
+  QuantizeRow(j, inter, seg, h_ld, h, scale, [row, up, act](int64_t c) {
     const float g = Bf16Value(row[c]);
     const float u = Bf16Value(row[up + c]);
-    return g / (1.0f + expf(-g)) * u;
+    return GatedAct(act, g, u);  // kernels/act_rule.h
   });
 }
 
@@ -146,14 +147,15 @@ cudaError_t QuantizeRowsFp8(const uint16_t* src, int64_t cols,
 cudaError_t SiluMulQuantFp8(const uint16_t* gate_up, int64_t gu_ld, int64_t up,
                             int64_t inter, int64_t rows,
                             const Fp8Segments& segments, int64_t h_ld,
-                            uint8_t* h, float* scale, cudaStream_t stream) {
+                            uint8_t* h, float* scale, cudaStream_t stream,
+                            const GatedActParams& act) {
   if (rows == 0 || inter == 0) return cudaSuccess;
   if (h_ld < inter || !SegmentsValid(segments, rows)) {
     return cudaErrorInvalidValue;
   }
   return Launch(SiluMulQuantKernel, dim3(static_cast<unsigned>(rows)),
                 dim3(kThreads), 0, stream, gate_up, gu_ld, up, inter, segments,
-                h_ld, h, scale);
+                h_ld, h, scale, act);
 }
 
 cudaError_t DequantizeFp8ToBf16(const uint8_t* codes, int64_t rows,

@@ -9,9 +9,19 @@
 
 #include <cstdint>
 
+#include "kernels/act_rule.h"
+
 namespace moe::kernels::cuda {
 
-enum ScoreFuncId : int32_t { kScoreSoftmax = 0, kScoreSigmoid = 1 };
+// The CPU kernels' ids (kernels/cpu/routing.h) where both have the function.
+// kScoreTopkSoftmax (gpt-oss): the choice on the logits themselves, the k
+// chosen weighed by their softmax over those k.
+enum ScoreFuncId : int32_t {
+  kScoreSoftmax = 0,
+  kScoreSigmoid = 1,
+  kScoreSqrtSoftplus = 2,
+  kScoreTopkSoftmax = 3,
+};
 enum GroupScoreId : int32_t { kGroupTop2Sum = 0, kGroupMax = 1 };
 
 // The most experts and slots per token the fused routing kernel handles;
@@ -26,22 +36,32 @@ struct RouteArgs {
   int32_t num_experts = 0;
   int32_t top_k = 0;
   int32_t score_func = kScoreSoftmax;
+  const float* router_bias = nullptr;  // [E] or null: added to the logits
   const float* expert_bias = nullptr;  // [E] or null: for choosing only
   int32_t n_groups = 0;                // 0: no group limit
   int32_t topk_groups = 0;
   int32_t group_score = kGroupTop2Sum;
-  // Renormalise (+1e-20) when `renorm`, then scale. (A capacity limit must
-  // come before normalisation: such layers route on the host.)
+  // Hash routing (both or neither): token t's experts are row
+  // tid2eid[token_ids[t]] of a [V, k] table, ids checked in [0, V) by the
+  // caller; no top-k, no groups.
+  const int32_t* tid2eid = nullptr;
+  const int64_t* token_ids = nullptr;
+  // Renormalise when `renorm` (kernels::RouteNormDenominator: +1e-20, or the
+  // floor norm_min when > 0), then scale. (A capacity limit must come
+  // before normalisation: such layers route on the host.)
   bool renorm = true;
   float route_scale = 1.0f;
+  float norm_min = 0.0f;
   int32_t* idx = nullptr;     // [tokens, k] out, descending, ties to lower id
   float* weights = nullptr;   // [tokens, k] out
   int32_t* counts = nullptr;  // [E] accumulated when not null
 };
 
-// Fused routing, one block per token: scores (softmax or sigmoid), bias,
-// group-limited choice (top-2 sum or max), top-k with the lower-id tie rule,
-// gather, normalisation, scale, per-expert counts. NaN and tie rules of
+// Fused routing, one block per token: router bias on the logits, scores
+// (softmax, sigmoid, sqrt-softplus, or the logits for top-k softmax), bias,
+// group-limited choice (top-2 sum or max), top-k with the lower-id tie rule
+// or the hash table's row, gather, softmax over the chosen (top-k softmax),
+// normalisation, scale, per-expert counts. NaN and tie rules of
 // kernels/routing_rule.h. cudaErrorInvalidValue, launching nothing, for a
 // layer outside the limits above.
 cudaError_t RouteTopK(const RouteArgs& args, cudaStream_t stream);
@@ -67,9 +87,18 @@ cudaError_t ScatterRowsBf16(const uint16_t* src, int64_t cols,
 cudaError_t SiluMul(const float* gate_up, int64_t rows, int64_t inter,
                     uint16_t* h, cudaStream_t stream);
 // The same from bf16 g [rows, 2*inter] (what the expert GEMMs write: half
-// the bytes to read), computed in fp32.
+// the bytes to read), computed in fp32, with the layer's gated activation
+// (kernels/act_rule.h; SiLU by default) in place of silu(g) * u.
 cudaError_t SiluMulBf16(const uint16_t* gate_up, int64_t rows, int64_t inter,
-                        uint16_t* h, cudaStream_t stream);
+                        uint16_t* h, cudaStream_t stream,
+                        const GatedActParams& act = {});
+// Expert biases (gpt-oss), added to one expert's rows after its GEMM:
+// rows[r * ld + c] = round(rows[r * ld + c] + bias[c]) for r < n, c < cols,
+// in fp32 (bf16 rows rounded back to bf16).
+cudaError_t AddBiasRowsBf16(uint16_t* rows, int64_t n, int64_t cols, int64_t ld,
+                            const float* bias, cudaStream_t stream);
+cudaError_t AddBiasRowsF32(float* rows, int64_t n, int64_t cols, int64_t ld,
+                           const float* bias, cudaStream_t stream);
 // y[t][:] = sum over s in [0, slots) with slot_row[t*slots+s] >= 0, in slot
 // order, of w[t*slots+s] * out[slot_row[...]][:] (weight 1 when w is null);
 // fp32 accumulation of bf16 expert outputs.
@@ -109,14 +138,16 @@ cudaError_t QuantizeRowsFp8(const uint16_t* src, int64_t cols,
                             const Fp8Segments& segments, int64_t dst_ld,
                             uint8_t* dst, float* scale, cudaStream_t stream);
 
-// SiLU-mul quantised for the down projection: h[r][i] = silu(g) * u in
-// fp32, g = gate_up[r * gu_ld + i], u = gate_up[r * gu_ld + up + i] (bf16,
-// what the gate-up GEMM wrote), i < inter, stored as QuantizeRowsFp8 stores
-// row r (row stride h_ld >= inter, columns past inter written 0).
+// SiLU-mul quantised for the down projection: h[r][i] = silu(g) * u (or
+// the gated activation `act`, kernels/act_rule.h) in fp32, g = gate_up[r *
+// gu_ld + i], u = gate_up[r * gu_ld + up + i] (bf16, what the gate-up GEMM
+// wrote), i < inter, stored as QuantizeRowsFp8 stores row r (row stride h_ld >=
+// inter, columns past inter written 0).
 cudaError_t SiluMulQuantFp8(const uint16_t* gate_up, int64_t gu_ld, int64_t up,
                             int64_t inter, int64_t rows,
                             const Fp8Segments& segments, int64_t h_ld,
-                            uint8_t* h, float* scale, cudaStream_t stream);
+                            uint8_t* h, float* scale, cudaStream_t stream,
+                            const GatedActParams& act = {});
 
 // Block-scaled FP8 weights to bf16: dst[i][j] = bf16(E4M3ToF32(codes[i *
 // code_ld + j]) * scale[(i / 128) * scale_ld + j / 128]) for i < rows,

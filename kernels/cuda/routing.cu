@@ -80,15 +80,23 @@ __global__ void __launch_bounds__(kBlock) RouteKernel(RouteArgs a) {
   __shared__ float red_v[kWarps];
   __shared__ int red_i[kWarps];
   __shared__ float sel_w[kMaxRouteTopK];
-  __shared__ int sel_i[kMaxRouteTopK];
+  __shared__ int32_t sel_i[kMaxRouteTopK];
 
   const int64_t t = blockIdx.x;
   const float* l = a.logits + t * E;
-  for (int e = threadIdx.x; e < E; e += kBlock) s[e] = RouteLogit(l[e]);
+  // gpt-oss's router bias moves the logits (so choice and weights).
+  for (int e = threadIdx.x; e < E; e += kBlock) {
+    s[e] =
+        RouteLogit(a.router_bias != nullptr ? l[e] + a.router_bias[e] : l[e]);
+  }
   __syncthreads();
   if (a.score_func == kScoreSigmoid) {
     for (int e = threadIdx.x; e < E; e += kBlock)
       s[e] = 1.0f / (1.0f + expf(-s[e]));
+  } else if (a.score_func == kScoreSqrtSoftplus) {
+    for (int e = threadIdx.x; e < E; e += kBlock) s[e] = SqrtSoftplus(s[e]);
+  } else if (a.score_func == kScoreTopkSoftmax) {
+    // The choice and the weights start from the logits themselves.
   } else {
     float m = kNegInf;
     for (int e = threadIdx.x; e < E; e += kBlock) m = fmaxf(m, s[e]);
@@ -107,7 +115,13 @@ __global__ void __launch_bounds__(kBlock) RouteKernel(RouteArgs a) {
   }
   __syncthreads();
 
-  if (G > 0) {
+  if (a.tid2eid != nullptr) {
+    // Hash routing: the table row in stored order, no top-k, no groups.
+    if (threadIdx.x == 0) {
+      HashedRow(a.tid2eid + a.token_ids[t] * a.top_k, s, a.top_k, sel_i, sel_w);
+    }
+    __syncthreads();
+  } else if (G > 0) {
     const int size = E / G;
     for (int g = threadIdx.x; g < G; g += kBlock) {
       float first = kNegInf, second = kNegInf;
@@ -142,7 +156,7 @@ __global__ void __launch_bounds__(kBlock) RouteKernel(RouteArgs a) {
     __syncthreads();
   }
 
-  for (int j = 0; j < a.top_k; ++j) {
+  for (int j = 0; a.tid2eid == nullptr && j < a.top_k; ++j) {
     float bv = kNegInf;
     int bi = INT_MAX;
     for (int e = threadIdx.x; e < E; e += kBlock) {
@@ -161,15 +175,12 @@ __global__ void __launch_bounds__(kBlock) RouteKernel(RouteArgs a) {
   }
 
   if (threadIdx.x == 0) {
-    float sum = 0;
-    for (int j = 0; j < a.top_k; ++j) sum += sel_w[j];
-    const float denom = sum + 1e-20f;
+    // The CPU path's per-token steps (kernels/routing_rule.h).
+    if (a.score_func == kScoreTopkSoftmax) SoftmaxOverChosenRow(sel_w, a.top_k);
+    NormalizeAndScaleRow(sel_w, a.top_k, a.renorm, a.route_scale, a.norm_min);
     for (int j = 0; j < a.top_k; ++j) {
-      float w = sel_w[j];
-      if (a.renorm) w /= denom;
-      w *= a.route_scale;
       a.idx[t * a.top_k + j] = sel_i[j];
-      a.weights[t * a.top_k + j] = w;
+      a.weights[t * a.top_k + j] = sel_w[j];
       if (a.counts != nullptr) atomicAdd(a.counts + sel_i[j], 1);
     }
   }
@@ -183,6 +194,9 @@ cudaError_t RouteTopK(const RouteArgs& a, cudaStream_t stream) {
       a.top_k > kMaxRouteTopK || a.top_k > a.num_experts || a.n_groups < 0 ||
       (a.n_groups > 0 && a.num_experts % a.n_groups != 0) ||
       (a.n_groups > 0 && (a.topk_groups < 0 || a.topk_groups > a.n_groups)) ||
+      a.score_func < kScoreSoftmax || a.score_func > kScoreTopkSoftmax ||
+      (a.tid2eid == nullptr) != (a.token_ids == nullptr) ||
+      (a.tid2eid != nullptr && a.n_groups > 0) || !(a.norm_min >= 0.0f) ||
       !kernels::RouteFitsSharedMemory(a.num_experts, a.n_groups)) {
     return cudaErrorInvalidValue;
   }

@@ -91,14 +91,32 @@ __global__ void SiluMulKernel(const float* gate_up, int64_t rows, int64_t inter,
 }
 
 __global__ void SiluMulBf16Kernel(const uint16_t* gate_up, int64_t rows,
-                                  int64_t inter, uint16_t* h) {
+                                  int64_t inter, uint16_t* h,
+                                  GatedActParams act) {
   const int64_t total = rows * inter;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / inter, c = i % inter;
     const float g = Bf16ToF32(gate_up[r * 2 * inter + c]);
     const float u = Bf16ToF32(gate_up[r * 2 * inter + inter + c]);
-    h[i] = F32ToBf16(g / (1.0f + expf(-g)) * u);
+    h[i] = F32ToBf16(GatedAct(act, g, u));  // kernels/act_rule.h
+  }
+}
+
+// T: uint16_t (bf16 bits) or float.
+template <typename T>
+__global__ void AddBiasKernel(T* rows, int64_t n, int64_t cols, int64_t ld,
+                              const float* bias) {
+  const int64_t total = n * cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    T& v = rows[r * ld + c];
+    if constexpr (sizeof(T) == 2) {
+      v = F32ToBf16(Bf16ToF32(v) + bias[c]);
+    } else {
+      v += bias[c];
+    }
   }
 }
 
@@ -232,10 +250,27 @@ cudaError_t SiluMul(const float* gate_up, int64_t rows, int64_t inter,
 }
 
 cudaError_t SiluMulBf16(const uint16_t* gate_up, int64_t rows, int64_t inter,
-                        uint16_t* h, cudaStream_t stream) {
+                        uint16_t* h, cudaStream_t stream,
+                        const GatedActParams& act) {
   if (rows == 0 || inter == 0) return cudaSuccess;
   return Launch(SiluMulBf16Kernel, dim3(StrideBlocks(rows * inter)),
-                dim3(kBlock), 0, stream, gate_up, rows, inter, h);
+                dim3(kBlock), 0, stream, gate_up, rows, inter, h, act);
+}
+
+cudaError_t AddBiasRowsBf16(uint16_t* rows, int64_t n, int64_t cols, int64_t ld,
+                            const float* bias, cudaStream_t stream) {
+  if (n == 0 || cols == 0) return cudaSuccess;
+  if (ld < cols || bias == nullptr) return cudaErrorInvalidValue;
+  return Launch(AddBiasKernel<uint16_t>, dim3(StrideBlocks(n * cols)),
+                dim3(kBlock), 0, stream, rows, n, cols, ld, bias);
+}
+
+cudaError_t AddBiasRowsF32(float* rows, int64_t n, int64_t cols, int64_t ld,
+                           const float* bias, cudaStream_t stream) {
+  if (n == 0 || cols == 0) return cudaSuccess;
+  if (ld < cols || bias == nullptr) return cudaErrorInvalidValue;
+  return Launch(AddBiasKernel<float>, dim3(StrideBlocks(n * cols)),
+                dim3(kBlock), 0, stream, rows, n, cols, ld, bias);
 }
 
 cudaError_t CombineSlots(int64_t tokens, int64_t slots, int64_t cols,

@@ -99,7 +99,8 @@ class CudaExpertsTest : public ::testing::Test {
     return x.ok() ? std::move(*x) : nullptr;
   }
   // The pass on the host from the same bf16 values, with the device's
-  // roundings (gate-up and h to bf16).
+  // roundings (gate-up and h to bf16; biases, when set, added to the bf16
+  // gate, up and output values and rounded again), and the experts' act.
   std::vector<float> Reference(const std::vector<uint16_t>& x,
                                const std::vector<int64_t>& offsets) {
     std::vector<float> y(kMaxRows * kH, 0.0f);
@@ -113,15 +114,23 @@ class CudaExpertsTest : public ::testing::Test {
             g += xv * Bf16ToF32(w13_[e][i * kH + c]);
             u += xv * Bf16ToF32(w13_[e][(kI + i) * kH + c]);
           }
-          const float gb = Bf16ToF32(Bf(static_cast<float>(g)));
-          const float ub = Bf16ToF32(Bf(static_cast<float>(u)));
-          h[i] = Bf16ToF32(Bf(gb / (1.0f + std::exp(-gb)) * ub));
+          float gb = Bf16ToF32(Bf(static_cast<float>(g)));
+          float ub = Bf16ToF32(Bf(static_cast<float>(u)));
+          if (!b1_.empty()) {
+            gb = Bf16ToF32(Bf(gb + b1_[e][i]));
+            ub = Bf16ToF32(Bf(ub + b3_[e][i]));
+          }
+          h[i] = Bf16ToF32(Bf(kernels::GatedAct(experts_[e].act, gb, ub)));
         }
         for (int64_t c = 0; c < kH; ++c) {
           double acc = 0;
           for (int64_t i = 0; i < kI; ++i)
             acc += h[i] * Bf16ToF32(w2_[e][c * kI + i]);
           y[r * kH + c] = static_cast<float>(acc);
+          if (!b2_.empty()) {
+            y[r * kH + c] =
+                Bf16ToF32(Bf(Bf16ToF32(Bf(y[r * kH + c])) + b2_[e][c]));
+          }
         }
       }
     }
@@ -132,6 +141,7 @@ class CudaExpertsTest : public ::testing::Test {
   std::vector<CudaExpert> experts_;
   std::vector<const CudaExpert*> ptrs_;
   std::vector<std::vector<uint16_t>> w13_, w2_;
+  std::vector<std::vector<float>> b1_, b3_, b2_;  // empty: no biases
   std::unique_ptr<LtMatmul> lt_;
   DeviceBuffer in_, out_;
 };
@@ -303,6 +313,53 @@ TEST_F(CudaExpertsTest, GraphReplaysEqualEagerPassesOverAHundredSteps) {
     EXPECT_EQ(graphed->graph_stats().failures, 0);
     EXPECT_LE(graphed->graphs_held(), 8u);
     EXPECT_EQ(eager->graph_stats().captures, 0);
+  }
+}
+
+// The 2026 expert options (engine/cuda/cuda_experts.h): DeepSeek-V4's
+// silu_clamp on either path, gpt-oss's clamped activation with per-expert
+// biases (the loop, whatever the mode asks: the grouped call has no place
+// for them), against the host reference, with limits that make the clamps
+// bite.
+TEST_F(CudaExpertsTest, ClampedActivationsAndBiasesMatchTheHostReference) {
+  const std::vector<int64_t> offsets =
+      testing::GroupOffsets(2, {5, 0, 17, 1, 9, 30});
+  for (const bool bias : {false, true}) {
+    SCOPED_TRACE(bias ? "gptoss with biases" : "silu_clamp");
+    std::mt19937_64 rng(bias ? 3 : 4);
+    std::normal_distribution<float> d(0.0f, 0.5f);
+    for (int64_t e = 0; e < kE; ++e) {
+      experts_[e].act.act = bias ? kernels::kActGptOss : kernels::kActSiluClamp;
+      experts_[e].act.alpha = 1.702f;
+      experts_[e].act.limit = 0.75f;
+      if (!bias) continue;
+      b1_.emplace_back(kI);
+      b3_.emplace_back(kI);
+      b2_.emplace_back(kH);
+      for (float& v : b1_.back()) v = d(rng);
+      for (float& v : b3_.back()) v = d(rng);
+      for (float& v : b2_.back()) v = d(rng);
+      experts_[e].b1 = testing::Upload(b1_.back());
+      experts_[e].b3 = testing::Upload(b3_.back());
+      experts_[e].b2 = testing::Upload(b2_.back());
+    }
+    for (const GemmPathTable::Mode mode :
+         {GemmPathTable::Mode::kLoop, GemmPathTable::Mode::kGrouped}) {
+      auto x = Make(mode, 0);
+      ASSERT_TRUE(x);
+      const auto in = NewInput(bias ? 21 : 22);
+      ASSERT_TRUE(Run(*x, offsets).ok());
+      const auto got = Out();
+      const auto want = Reference(in, offsets);
+      for (int64_t r = offsets.front(); r < offsets.back(); ++r) {
+        for (int64_t c = 0; c < kH; ++c) {
+          const size_t i = r * kH + c;
+          ASSERT_NEAR(Bf16ToF32(got[i]), want[i],
+                      2e-2f * (1 + std::fabs(want[i])))
+              << "mode " << static_cast<int>(mode) << " row " << r;
+        }
+      }
+    }
   }
 }
 

@@ -101,21 +101,6 @@ TEST_P(GoldenEngineTest, MatchesReference) {
   }
   auto c = testing::LoadGoldenCase(path);
   ASSERT_TRUE(c.ok()) << c.status();
-#ifdef MOE_HAVE_CUDA
-  if (const std::string o = c->config.First2026Option();
-      !o.empty() &&
-      (backend == Backend::kCuda || backend == Backend::kCudaFp8)) {
-    // Refused at load, naming the option, rather than computed wrong.
-    auto source = testing::MakeGoldenSource(*c);
-    auto moe = LocalMoe::Create(*source, "cuda:0", WeightDType::kBF16, 2,
-                                std::max<int64_t>(c->tokens, 1));
-    EXPECT_EQ(moe.status().code(), absl::StatusCode::kUnimplemented)
-        << moe.status();
-    EXPECT_NE(moe.status().message().find(o), absl::string_view::npos)
-        << moe.status();
-    GTEST_SKIP() << "the CUDA backend refuses " << o;
-  }
-#endif
   std::vector<float> y;
   Routing routing;
   ASSERT_TRUE(RunCase(*c, backend, &y, &routing));
@@ -128,6 +113,9 @@ TEST_P(GoldenEngineTest, MatchesReference) {
       EXPECT_TRUE(testing::RmsClose(y, *emulated, testing::kFp8EmulationTol));
     }
 #endif
+  } else if (backend == Backend::kCuda) {
+    // bf16 activations too: kBf16Tol where their rounding allows it.
+    EXPECT_TRUE(testing::CudaBf16Close(*c, y));
   } else {
     EXPECT_TRUE(AllClose(
         y, c->y,

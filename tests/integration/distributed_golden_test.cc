@@ -15,6 +15,7 @@
 #endif
 #include "gtest/gtest.h"
 #include "tests/testutil/compare.h"
+#include "tests/testutil/fp8_gpu_reference.h"
 #include "tests/testutil/golden_case.h"
 #include "tests/testutil/hf_writer.h"
 #include "tests/testutil/local_cluster.h"
@@ -44,15 +45,10 @@ TEST_P(DistributedGoldenTest, EveryCaseMatches) {
     GTEST_SKIP() << "this build has no CUDA backend";
 #endif
   }
-  const testing::Tolerance tol =
-      device == "cuda" ? testing::kBf16Tol : testing::kF32Tol;
   for (const std::string& path : testing::RequireGoldenFiles()) {
     auto c = testing::LoadGoldenCase(path);
     ASSERT_TRUE(c.ok()) << c.status();
     SCOPED_TRACE(c->name);
-    // The CUDA backend refuses these at load, naming the option
-    // (golden_engine_test checks the message).
-    if (device == "cuda" && !c->config.First2026Option().empty()) continue;
     const testing::HfWriteOptions o;  // the case at its default layer
     auto written = testing::WriteCaseCheckpoint(*c, c->name + "_ckpt_", o);
     ASSERT_TRUE(written.ok()) << written.status();
@@ -78,8 +74,11 @@ TEST_P(DistributedGoldenTest, EveryCaseMatches) {
     ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
     if (fp8) {
       EXPECT_TRUE(testing::RmsClose(r->y, c->y, testing::kFp8GpuTol));
+    } else if (device == "cuda") {
+      // bf16 activations too: kBf16Tol where their rounding allows it.
+      EXPECT_TRUE(testing::CudaBf16Close(*c, r->y));
     } else {
-      EXPECT_TRUE(testing::AllClose(r->y, c->y, tol));
+      EXPECT_TRUE(testing::AllClose(r->y, c->y, testing::kF32Tol));
     }
     if (c->config.routing == RoutingMode::kExpertChoice) {
       EXPECT_TRUE(testing::SameExpertChoice(*c, r->expert_ids, r->weights,

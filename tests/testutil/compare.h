@@ -36,6 +36,16 @@ inline constexpr RmsTolerance kFp8GpuTol{0.10, 1.0};
 // The GPU's FP8 layer against its host emulation: the same roundings, in
 // another order (an E4M3 or bf16 rounding may fall the other way).
 inline constexpr RmsTolerance kFp8EmulationTol{0.02, 0.2};
+// The GPU's bf16 layer (bf16 weights, and activations rounded to bf16 at
+// each GEMM: x, gate-up, h, routed outputs) against the fp32 reference,
+// where the golden per-element bf16 bound (kBf16Tol) cannot hold: cases
+// with large intermediates (gpt-oss, DeepSeek-V4), where rounding x alone
+// moves small outputs past its 5e-2. The host emulation
+// (EmulateCudaBf16Layer) measured, over every golden case, relative RMS
+// 0.0035-0.0063 and a largest error of 0.017-0.051 rms, the 2026 cases no
+// worse than the others; the bounds leave about 1.6x and 2x for the GPU's
+// own accumulation order.
+inline constexpr RmsTolerance kBf16GpuTol{0.01, 0.1};
 // Rows that crossed the workers' dispatch as FP8 (router --dispatch-dtype
 // fp8), fp32 everywhere else: the experts read every value rounded to
 // e4m3, 3 mantissa bits (at most 2^-4 relative, about 2.6% RMS). Measured

@@ -3,9 +3,12 @@
 #include <cmath>
 #include <map>
 
+#include "absl/functional/function_ref.h"
 #include "core/dtype.h"
 #include "core/status_macros.h"
+#include "engine/layer_weights.h"
 #include "kernels/fp8_rule.h"
+#include "tests/testutil/compare.h"
 
 namespace moe::testing {
 namespace {
@@ -47,8 +50,8 @@ absl::StatusOr<Fp8ExpertImage> Image(const ModelSource& src, bool shared,
 
 }  // namespace
 
-void Fp8ExpertRows(const Fp8ExpertImage& e, const float* x, int64_t m,
-                   float* y) {
+void Fp8ExpertRows(const Fp8ExpertImage& e, const float* x, int64_t m, float* y,
+                   const GpuExpertExtras& extras) {
   const int64_t H = e.hidden, I = e.inter;
   for (int64_t r = 0; r < m; ++r) {
     const std::vector<float> xq = QuantisedRow(x + r * H, H);
@@ -59,32 +62,48 @@ void Fp8ExpertRows(const Fp8ExpertImage& e, const float* x, int64_t m,
         g += double(xq[c]) * Fp8W13Value(e, i, c);
         u += double(xq[c]) * Fp8W13Value(e, e.inter_pad + i, c);
       }
-      const float gb = Bf(static_cast<float>(g));
-      const float ub = Bf(static_cast<float>(u));
-      h[i] = gb / (1.0f + std::exp(-gb)) * ub;
+      float gb = Bf(static_cast<float>(g));
+      float ub = Bf(static_cast<float>(u));
+      if (extras.b1 != nullptr) gb = Bf(gb + extras.b1[i]);
+      if (extras.b3 != nullptr) ub = Bf(ub + extras.b3[i]);
+      h[i] = k::GatedAct(extras.act, gb, ub);
     }
     const std::vector<float> hq = QuantisedRow(h.data(), I);
     for (int64_t j = 0; j < H; ++j) {
       double o = 0;
       for (int64_t i = 0; i < I; ++i) o += double(hq[i]) * Fp8W2Value(e, j, i);
       y[r * H + j] = Bf(static_cast<float>(o));
+      if (extras.b2 != nullptr) y[r * H + j] = Bf(y[r * H + j] + extras.b2[j]);
     }
   }
 }
 
-absl::StatusOr<std::vector<float>> EmulateCudaFp8Layer(const GoldenCase& c) {
+namespace {
+
+// What the routed expert `e` (or the shared one, -1) adds to the pass.
+GpuExpertExtras ExtrasFor(const GoldenCase& c, int64_t e) {
+  GpuExpertExtras x;
+  x.act = GatedActOf(c.config);
+  if (e >= 0 && c.config.expert_bias) {  // shared experts: no biases
+    x.b1 = c.b1.data() + e * c.config.inter;
+    x.b3 = c.b3.data() + e * c.config.inter;
+    x.b2 = c.b2.data() + e * c.config.hidden;
+  }
+  return x;
+}
+
+// One row through expert `expert` (-1: the shared one): bf16 values in,
+// the expert's output out.
+using ExpertRowFn =
+    absl::FunctionRef<absl::Status(int64_t expert, const float* x, float* y)>;
+
+// The layer with the case's own routing (top_idx, top_w): each slot's row
+// rounded to bf16 (scaled first under score_before_experts) through `row`,
+// weighted and summed in fp32 in slot order; the shared expert likewise.
+absl::StatusOr<std::vector<float>> EmulateLayer(const GoldenCase& c,
+                                                ExpertRowFn row) {
   const MoeLayerConfig& cfg = c.config;
   const int64_t n = c.tokens, H = cfg.hidden;
-  auto src = MakeGoldenSource(c);
-  std::map<int64_t, Fp8ExpertImage> experts;
-  auto expert = [&](int64_t e) -> absl::StatusOr<const Fp8ExpertImage*> {
-    auto it = experts.find(e);
-    if (it == experts.end()) {
-      MOE_ASSIGN_OR_RETURN(Fp8ExpertImage img, Image(*src, false, e));
-      it = experts.emplace(e, std::move(img)).first;
-    }
-    return &it->second;
-  };
   // Each token's (expert, weight) slots, from the case's routing.
   std::vector<std::vector<std::pair<int64_t, float>>> slots(n);
   if (cfg.routing == RoutingMode::kExpertChoice) {
@@ -111,20 +130,18 @@ absl::StatusOr<std::vector<float>> EmulateCudaFp8Layer(const GoldenCase& c) {
     const float* x = c.x.data() + t * H;
     for (const auto& [e, w] : slots[t]) {
       if (w == 0.0f) continue;  // dropped: weight 0, not computed
-      MOE_ASSIGN_OR_RETURN(const Fp8ExpertImage* img, expert(e));
       const float a = cfg.score_before_experts ? w : 1.0f;
       for (int64_t j = 0; j < H; ++j) xb[j] = Bf(x[j] * a);
-      Fp8ExpertRows(*img, xb.data(), 1, o.data());
+      MOE_RETURN_IF_ERROR(row(e, xb.data(), o.data()));
       const float b = cfg.score_before_experts ? 1.0f : w;
       for (int64_t j = 0; j < H; ++j) y[t * H + j] += b * o[j];
     }
   }
   if (cfg.has_shared()) {
-    MOE_ASSIGN_OR_RETURN(Fp8ExpertImage shared, Image(*src, true, -1));
     for (int64_t t = 0; t < n; ++t) {
       const float* x = c.x.data() + t * H;
       for (int64_t j = 0; j < H; ++j) xb[j] = Bf(x[j]);
-      Fp8ExpertRows(shared, xb.data(), 1, o.data());
+      MOE_RETURN_IF_ERROR(row(-1, xb.data(), o.data()));
       float g = 1.0f;
       if (cfg.shared_gate) {
         double d = 0;
@@ -135,6 +152,64 @@ absl::StatusOr<std::vector<float>> EmulateCudaFp8Layer(const GoldenCase& c) {
     }
   }
   return y;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> EmulateCudaFp8Layer(const GoldenCase& c) {
+  auto src = MakeGoldenSource(c);
+  std::map<int64_t, Fp8ExpertImage> images;  // by expert, -1 shared
+  return EmulateLayer(c, [&](int64_t e, const float* x, float* y) {
+    auto it = images.find(e);
+    if (it == images.end()) {
+      MOE_ASSIGN_OR_RETURN(Fp8ExpertImage img, Image(*src, e < 0, e));
+      it = images.emplace(e, std::move(img)).first;
+    }
+    Fp8ExpertRows(it->second, x, 1, y, ExtrasFor(c, e));
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<float>> EmulateCudaBf16Layer(const GoldenCase& c) {
+  const MoeLayerConfig& cfg = c.config;
+  const int64_t H = cfg.hidden;
+  return EmulateLayer(c, [&](int64_t e, const float* x, float* y) {
+    const int64_t I = e < 0 ? cfg.shared_inter : cfg.inter;
+    const float* w1 = e < 0 ? c.sw1.data() : c.w1.data() + e * I * H;
+    const float* w3 = e < 0 ? c.sw3.data() : c.w3.data() + e * I * H;
+    const float* w2 = e < 0 ? c.sw2.data() : c.w2.data() + e * I * H;
+    const GpuExpertExtras extras = ExtrasFor(c, e);
+    std::vector<float> h(I);
+    for (int64_t i = 0; i < I; ++i) {
+      double g = 0, u = 0;
+      for (int64_t j = 0; j < H; ++j) {
+        g += double(x[j]) * Bf(w1[i * H + j]);
+        u += double(x[j]) * Bf(w3[i * H + j]);
+      }
+      float gb = Bf(static_cast<float>(g)), ub = Bf(static_cast<float>(u));
+      if (extras.b1 != nullptr) gb = Bf(gb + extras.b1[i]);
+      if (extras.b3 != nullptr) ub = Bf(ub + extras.b3[i]);
+      h[i] = Bf(k::GatedAct(extras.act, gb, ub));
+    }
+    for (int64_t j = 0; j < H; ++j) {
+      double o = 0;
+      for (int64_t i = 0; i < I; ++i) o += double(h[i]) * Bf(w2[j * I + i]);
+      // Routed outputs are bf16 rows; the shared expert's are fp32.
+      y[j] = e < 0 ? static_cast<float>(o) : Bf(static_cast<float>(o));
+      if (extras.b2 != nullptr) y[j] = Bf(y[j] + extras.b2[j]);
+    }
+    return absl::OkStatus();
+  });
+}
+
+::testing::AssertionResult CudaBf16Close(const GoldenCase& c,
+                                         const std::vector<float>& y) {
+  auto emulated = EmulateCudaBf16Layer(c);
+  if (!emulated.ok()) {
+    return ::testing::AssertionFailure() << emulated.status().ToString();
+  }
+  if (AllClose(*emulated, c.y, kBf16Tol)) return AllClose(y, c.y, kBf16Tol);
+  return RmsClose(y, c.y, kBf16GpuTol);
 }
 
 }  // namespace moe::testing
