@@ -31,6 +31,12 @@ struct HfWriteOptions {
   // release's dtypes (storage options ignored). The golden layer's weights
   // must round-trip exactly (the writer refuses otherwise).
   bool released = false;
+  // DeepSeek-V4 with hash-routed and top-k layers: layers L < hash_layers
+  // are hash-routed with hash_case's config (num_hash_layers), layer
+  // hash_layers - 1 holding its weights and the others filler; the case
+  // written must then be top-k and o.layer >= hash_layers.
+  const GoldenCase* hash_case = nullptr;
+  int64_t hash_layers = 0;
 };
 
 // config.json text of `family` for a model of num_layers whose MoE layers
