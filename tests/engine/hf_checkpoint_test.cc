@@ -162,21 +162,13 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
 // all loaded in one process, each layer routed by its own config. Unquantised
 // and as released (fp4 experts, fp8 shared expert).
 TEST(HfCheckpoint, DeepseekV4HashAndTopKLayersInOneModel) {
-  auto hash = testing::LoadGoldenCase(testing::GoldenDir() +
-                                      "/deepseek_v4_hash.safetensors");
-  auto topk = testing::LoadGoldenCase(testing::GoldenDir() +
-                                      "/deepseek_v4_like.safetensors");
-  ASSERT_TRUE(hash.ok() && topk.ok()) << hash.status() << topk.status();
   for (bool released : {false, true}) {
     SCOPED_TRACE(released ? "released" : "unquantised");
     const std::string dir = testing::MakeTempDir("dsv4_mixed_");
-    HfWriteOptions o;
-    o.family = HfFamily::kDeepseekV4;
-    o.layer = 2;
-    o.hash_case = &*hash;
-    o.hash_layers = 2;
-    o.released = released;
-    ASSERT_TRUE(testing::WriteHfCheckpoint(*topk, o, dir).ok());
+    auto m = testing::WriteDeepseekV4Mixed(dir, released);
+    ASSERT_TRUE(m.ok()) << m.status();
+    const GoldenCase* hash = &m->hash;
+    const GoldenCase* topk = &m->topk;
     auto ckpt = HfCheckpoint::Open(dir);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status();
     const ModelInfo& info = (*ckpt)->info();

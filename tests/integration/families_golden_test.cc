@@ -150,18 +150,11 @@ struct MixedRun {
 class DeepseekV4MixedTest : public ::testing::TestWithParam<MixedRun> {};
 
 TEST_P(DeepseekV4MixedTest, EachLayerMatchesItsGoldenCase) {
-  auto hash = testing::LoadGoldenCase(testing::GoldenDir() +
-                                      "/deepseek_v4_hash.safetensors");
-  auto topk = testing::LoadGoldenCase(testing::GoldenDir() +
-                                      "/deepseek_v4_like.safetensors");
-  ASSERT_TRUE(hash.ok() && topk.ok()) << hash.status() << topk.status();
   const std::string dir = testing::MakeTempDir("deepseek_v4_mixed_");
-  testing::HfWriteOptions o;
-  o.family = HfFamily::kDeepseekV4;
-  o.layer = 2;
-  o.hash_case = &*hash;
-  o.hash_layers = 2;
-  ASSERT_TRUE(testing::WriteHfCheckpoint(*topk, o, dir).ok());
+  auto m = testing::WriteDeepseekV4Mixed(dir, /*released=*/false);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const testing::GoldenCase* hash = &m->hash;
+  const testing::GoldenCase* topk = &m->topk;
 
   testing::LocalCluster cluster;
   testing::LocalCluster::Options co;

@@ -858,6 +858,23 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   return absl::OkStatus();
 }
 
+absl::StatusOr<DeepseekV4Mixed> WriteDeepseekV4Mixed(const std::string& dir,
+                                                     bool released) {
+  DeepseekV4Mixed m;
+  MOE_ASSIGN_OR_RETURN(
+      m.hash, LoadGoldenCase(GoldenDir() + "/deepseek_v4_hash.safetensors"));
+  MOE_ASSIGN_OR_RETURN(
+      m.topk, LoadGoldenCase(GoldenDir() + "/deepseek_v4_like.safetensors"));
+  HfWriteOptions o;
+  o.family = HfFamily::kDeepseekV4;
+  o.layer = 2;
+  o.hash_case = &m.hash;
+  o.hash_layers = 2;
+  o.released = released;
+  MOE_RETURN_IF_ERROR(WriteHfCheckpoint(m.topk, o, dir));
+  return m;
+}
+
 absl::Status ReplaceHfTensor(const std::string& dir, const std::string& name,
                              const std::vector<int64_t>& shape) {
   int64_t n = 1;

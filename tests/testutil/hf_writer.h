@@ -51,6 +51,16 @@ std::vector<HfFamily> FamiliesFor(const MoeLayerConfig& c);
 absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                                const std::string& dir);
 
+// DeepSeek-V4 as released, 4 layers: 0-1 hash-routed (deepseek_v4_hash's
+// weights at 1), 2-3 top-k (deepseek_v4_like's at 2), written into `dir`
+// (unquantised, or in the release's formats).
+struct DeepseekV4Mixed {
+  GoldenCase hash;  // served at layer 1, with its token ids
+  GoldenCase topk;  // served at layer 2
+};
+absl::StatusOr<DeepseekV4Mixed> WriteDeepseekV4Mixed(const std::string& dir,
+                                                     bool released);
+
 // Rewrites the shard that holds tensor `name` (found through the index) with
 // that tensor replaced by zeros of `shape` (F32), or dropped from the shard
 // and the index when `shape` is empty: for bad-checkpoint tests.
