@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -238,6 +239,17 @@ int Info(MoeClient& client) {
   std::printf("routing: %s\n", info->layer_config_json().c_str());
   std::printf("moe layers: [%s]\n",
               absl::StrJoin(info->moe_layers(), ", ").c_str());
+  if (info->hash_layers_size() > 0) {
+    std::printf("hash-routed layers (need --token_ids): [%s], vocabulary %ld\n",
+                absl::StrJoin(info->hash_layers(), ", ").c_str(),
+                static_cast<long>(info->hash_vocab()));
+  }
+  const std::map<int32_t, std::string> overrides(
+      info->layer_config_overrides_json().begin(),
+      info->layer_config_overrides_json().end());
+  for (const auto& [layer, json] : overrides) {
+    std::printf("routing of layer %d: %s\n", layer, json.c_str());
+  }
   std::printf("workers: %d (%d ready), ready: %s, device: %s\n",
               info->num_workers(), info->ready_workers(),
               info->ready() ? "yes" : "no", info->device().c_str());

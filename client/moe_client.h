@@ -44,8 +44,8 @@ struct ForwardOptions {
   bool timing = false;
   moe::v1::DType dtype = moe::v1::F32;  // wire dtype of x and y
   std::chrono::milliseconds timeout{30000};
-  // One token id per row: required by a hash-routed layer
-  // (ModelInfo.hash_vocab > 0), ignored by others. Empty: none sent.
+  // One token id per row: required by a hash-routed layer (listed in
+  // ModelInfo.hash_layers), ignored by others. Empty: none sent.
   std::vector<int64_t> token_ids;
 };
 

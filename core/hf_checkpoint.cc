@@ -248,15 +248,16 @@ absl::Status HfCheckpoint::AttachBlockScales(const TensorRef& weight,
 
 absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
                                                int64_t expert) const {
-  const MoeLayerConfig& c = spec_.info.layer;
   if (!spec_.info.HasLayer(layer)) {
     return absl::NotFoundError(
         absl::StrCat(dir_, ": layer ", layer, " is not an MoE layer"));
   }
+  // A hash layer's tid2eid, a top-k layer's correction bias.
+  const MoeLayerConfig& c = spec_.info.LayerConfig(layer);
   if (!RoleApplies(c, role)) {
     return absl::NotFoundError(
-        absl::StrCat(dir_, ": ", HfFamilyName(spec_.family), " layer has no ",
-                     WeightRoleName(role), " tensor"));
+        absl::StrCat(dir_, ": ", HfFamilyName(spec_.family), " layer ", layer,
+                     " has no ", WeightRoleName(role), " tensor"));
   }
   if (IsRouted(role) && (expert < 0 || expert >= c.num_experts)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -500,9 +500,9 @@ absl::Status ReadGptOss(const ConfigReader& r, ModelInfo* info) {
 // DeepSeek-V4 (unquantised or as released): sqrtsoftplus scores, correction
 // bias for choosing, renorm always, x routed_scaling_factor, silu_clamp on
 // routed and shared experts. Layers L < num_hash_layers (or mlp_layer_types
-// "hash_moe") are hash-routed through tid2eid [vocab_size, k]. One layer
-// config serves every MoE layer of a model, so a model that mixes hash and
-// top-k layers is refused rather than served with the wrong routing.
+// "hash_moe") are hash-routed through tid2eid [vocab_size, k], without the
+// correction bias; the rest choose top-k with it. In a model with both, the
+// top-k config is the model's and each hash layer has a routing override.
 absl::Status ReadDeepseekV4(const ConfigReader& r, ModelInfo* info) {
   MoeLayerConfig& c = info->layer;
   MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("n_routed_experts"));
@@ -556,20 +556,19 @@ absl::Status ReadDeepseekV4(const ConfigReader& r, ModelInfo* info) {
     }
   }
   const int64_t n_hash = std::count(hash.begin(), hash.end(), true);
-  if (n_hash > 0 && n_hash < info->num_layers) {
-    return r.Error(
-        r.Present("mlp_layer_types") ? "mlp_layer_types" : "num_hash_layers",
-        absl::StrCat("makes ", n_hash, " of ", info->num_layers,
-                     " layers hash-routed and the rest top-k: a model "
-                     "mixing both needs per-layer routing configs, which "
-                     "this service does not have yet"));
-  }
+  MoeLayerConfig hashed = c;
   if (n_hash > 0) {
-    MOE_ASSIGN_OR_RETURN(c.hash_vocab, r.Int("vocab_size"));
-  } else {
-    c.use_bias = true;
+    MOE_ASSIGN_OR_RETURN(hashed.hash_vocab, r.Int("vocab_size"));
   }
+  c.use_bias = true;
   AllLayersMoe(info);
+  if (n_hash == info->num_layers) {
+    c = hashed;
+    return absl::OkStatus();
+  }
+  for (int64_t l = 0; l < info->num_layers; ++l) {
+    if (hash[l]) info->routing_overrides[l] = hashed;
+  }
   return absl::OkStatus();
 }
 
@@ -660,7 +659,22 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   c.score_func = ScoreFunc::kSoftmax;
   MOE_RETURN_IF_ERROR(ReadFamily(r, spec.family, &info));
   MOE_RETURN_IF_ERROR(ReadExtensions(r, &c));
+  for (auto& [l, layer] : info.routing_overrides) {
+    // Model-wide keys for what the family sets per layer would silently
+    // make its hash layers top-k or the reverse.
+    for (const char* key : {"moe_hash_vocab", "moe_use_bias"}) {
+      if (r.Present(key)) {
+        return r.Error(key, absl::StrCat("sets every layer's routing, but "
+                                         "this family routes layer ",
+                                         l, " by a config of its own"));
+      }
+    }
+    MOE_RETURN_IF_ERROR(ReadExtensions(r, &layer));
+  }
   if (absl::Status s = c.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": ", s.message()));
+  }
+  if (absl::Status s = CheckRoutingOverrides(info); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(label, ": ", s.message()));
   }
   return spec;

@@ -82,6 +82,61 @@ bool ModelInfo::HasLayer(int64_t layer) const {
   return std::binary_search(moe_layers.begin(), moe_layers.end(), layer);
 }
 
+const MoeLayerConfig& ModelInfo::LayerConfig(int64_t l) const {
+  auto it = routing_overrides.find(l);
+  return it == routing_overrides.end() ? layer : it->second;
+}
+
+std::vector<int64_t> ModelInfo::HashLayers() const {
+  std::vector<int64_t> out;
+  for (int64_t l : moe_layers) {
+    if (LayerConfig(l).hash_routed()) out.push_back(l);
+  }
+  return out;
+}
+
+int64_t ModelInfo::MaxHashVocab() const {
+  int64_t v = 0;
+  for (int64_t l : moe_layers) v = std::max(v, LayerConfig(l).hash_vocab);
+  return v;
+}
+
+absl::Status CheckRoutingOverrides(const ModelInfo& info) {
+  for (const auto& [l, c] : info.routing_overrides) {
+    if (!info.HasLayer(l)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer ", l, " has its own routing config but is not an MoE layer"));
+    }
+    if (absl::Status s = c.Validate(); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer ", l, ": ", s.message()));
+    }
+    // Everything but the routing options must be the model's: the
+    // override with those options taken from info.layer is info.layer.
+    MoeLayerConfig rest = c;
+    const MoeLayerConfig& m = info.layer;
+    rest.score_func = m.score_func;
+    rest.route_norm = m.route_norm;
+    rest.route_scale = m.route_scale;
+    rest.n_groups = m.n_groups;
+    rest.topk_groups = m.topk_groups;
+    rest.group_score = m.group_score;
+    rest.use_bias = m.use_bias;
+    rest.router_bias = m.router_bias;
+    rest.norm_min = m.norm_min;
+    rest.hash_vocab = m.hash_vocab;
+    if (!(rest == m)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer ", l, ": its config ", MoeLayerConfigToJson(c),
+          " differs from the model's ", MoeLayerConfigToJson(m),
+          " in more than the routing options (score_func, route_norm, "
+          "route_scale, n_groups, topk_groups, group_score, use_bias, "
+          "router_bias, norm_min, hash_vocab)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckWeightTensor(const WeightTensor& t, const MoeLayerConfig& c,
                                WeightRole role) {
   const auto want = ExpectedShape(c, role);

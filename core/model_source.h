@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -66,9 +67,29 @@ struct ModelInfo {
   std::string source;      // checkpoint directory or synthetic description
   int64_t num_layers = 0;  // decoder layers in the model
   std::vector<int64_t> moe_layers;  // the MoE layer ids, ascending
-  MoeLayerConfig layer;             // shared by every MoE layer
+  // Every MoE layer's config, except for the layers in routing_overrides.
+  MoeLayerConfig layer;
+  // MoE layers whose routing differs from `layer`'s (DeepSeek-V4's
+  // hash-routed first layers beside its top-k ones): each one's whole
+  // config, which may differ from `layer` in the routing options only
+  // (CheckRoutingOverrides), so that shapes, experts and the step plan stay
+  // one per model.
+  std::map<int64_t, MoeLayerConfig> routing_overrides;
   bool HasLayer(int64_t layer) const;
+  // The config of MoE layer `layer`: its override, else `layer`. The one
+  // accessor for anything that routes or loads a given layer.
+  const MoeLayerConfig& LayerConfig(int64_t layer) const;
+  // The hash-routed MoE layers (ascending), which need token ids.
+  std::vector<int64_t> HashLayers() const;
+  // The largest hash_vocab of any MoE layer; 0 when none is hash-routed.
+  int64_t MaxHashVocab() const;
 };
+
+// OK when every override names an MoE layer, validates, and differs from
+// info.layer only in routing options (score function, normalisation and
+// scale, groups, biases on choice or logits, norm_min, hash_vocab);
+// INVALID_ARGUMENT naming the layer otherwise.
+absl::Status CheckRoutingOverrides(const ModelInfo& info);
 
 class ModelSource {
  public:

@@ -77,21 +77,6 @@ absl::string_view RoutingModeName(RoutingMode r) {
   return r == RoutingMode::kTokenChoice ? "token_choice" : "expert_choice";
 }
 
-std::string MoeLayerConfig::First2026Option() const {
-  if (score_func == ScoreFunc::kSqrtSoftplus ||
-      score_func == ScoreFunc::kTopkSoftmax) {
-    return absl::StrCat("score_func=", ScoreFuncName(score_func));
-  }
-  if (router_bias) return "router_bias";
-  if (expert_bias) return "expert_bias";
-  if (act != Activation::kSilu) {
-    return absl::StrCat("act=", ActivationName(act));
-  }
-  if (norm_min > 0.0f) return "norm_min";
-  if (hash_vocab > 0) return "hash_vocab";
-  return "";
-}
-
 absl::Status MoeLayerConfig::Validate() const {
   constexpr int64_t kMaxDim = 1 << 20;
   if (hidden <= 0 || hidden > kMaxDim)

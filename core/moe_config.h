@@ -60,10 +60,6 @@ struct MoeLayerConfig {
   bool hash_routed() const { return hash_vocab > 0; }
   // Whether any 2026 option differs from its default.
   bool has_2026_options() const;
-  // The first option (with its value) that the pre-2026 math does not cover,
-  // e.g. "score_func=sqrtsoftplus" or "router_bias"; empty when none. For
-  // backends that refuse such layers at load.
-  std::string First2026Option() const;
   bool operator==(const MoeLayerConfig&) const = default;
 };
 

@@ -158,7 +158,8 @@ absl::StatusOr<std::vector<float>> LoadVector(const ModelSource& src,
                                               int64_t layer, WeightRole role,
                                               int64_t expert = -1) {
   MOE_ASSIGN_OR_RETURN(WeightTensor t, src.Get(layer, role, expert));
-  MOE_RETURN_IF_ERROR(CheckWeightTensor(t, src.info().layer, role));
+  MOE_RETURN_IF_ERROR(
+      CheckWeightTensor(t, src.info().LayerConfig(layer), role));
   MOE_ASSIGN_OR_RETURN(WeightValues<float> v, WeightsAsF32(t));
   return std::vector<float>(v.data, v.data + t.numel());
 }
@@ -167,7 +168,7 @@ absl::StatusOr<std::vector<float>> LoadVector(const ModelSource& src,
 absl::StatusOr<ExpertWeights> LoadExpert(const ModelSource& src, int64_t layer,
                                          int64_t expert, bool shared,
                                          WeightDType dtype) {
-  const MoeLayerConfig& c = src.info().layer;
+  const MoeLayerConfig& c = src.info().LayerConfig(layer);
   const int64_t inter = shared ? c.shared_inter : c.inter;
   const WeightRole r1 = shared ? WeightRole::kSharedW1 : WeightRole::kW1;
   const WeightRole r3 = shared ? WeightRole::kSharedW3 : WeightRole::kW3;
@@ -198,7 +199,7 @@ absl::StatusOr<ExpertWeights> LoadExpert(const ModelSource& src, int64_t layer,
 
 absl::StatusOr<std::vector<int32_t>> LoadTid2Eid(const ModelSource& src,
                                                  int64_t layer) {
-  const MoeLayerConfig& c = src.info().layer;
+  const MoeLayerConfig& c = src.info().LayerConfig(layer);
   MOE_ASSIGN_OR_RETURN(WeightTensor t,
                        src.Get(layer, WeightRole::kTid2Eid, -1));
   MOE_RETURN_IF_ERROR(CheckWeightTensor(t, c, WeightRole::kTid2Eid));
@@ -365,11 +366,13 @@ absl::StatusOr<std::vector<int32_t>> ResolveExpertList(
 
 absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     const ModelSource& source, int64_t layer, const LoadOptions& options) {
-  const MoeLayerConfig& c = source.info().layer;
   if (!source.info().HasLayer(layer)) {
     return absl::NotFoundError(absl::StrCat(
         "layer ", layer, " is not an MoE layer of ", source.info().source));
   }
+  // This layer's own routing: tid2eid for a hash layer, the correction bias
+  // for a top-k one.
+  const MoeLayerConfig& c = source.info().LayerConfig(layer);
   auto w = std::make_unique<LayerWeights>();
   w->layer = layer;
   w->config = c;

@@ -384,7 +384,13 @@ grpc::ServerUnaryReactor* MoeServiceImpl::GetModelInfo(
   info->set_expert_weight_bytes(
       PackedExpertBytes(m.layer, options_.model->dtype()));
   info->set_layer_config_json(MoeLayerConfigToJson(m.layer));
-  info->set_hash_vocab(m.layer.hash_vocab);
+  info->set_hash_vocab(m.MaxHashVocab());
+  for (int64_t l : m.HashLayers())
+    info->add_hash_layers(static_cast<int32_t>(l));
+  for (const auto& [l, c] : m.routing_overrides) {
+    (*info->mutable_layer_config_overrides_json())[static_cast<int32_t>(l)] =
+        MoeLayerConfigToJson(c);
+  }
   info->set_max_batch_tokens(options_.max_batch_tokens);
   info->set_max_request_tokens(options_.limits.max_request_tokens);
   info->set_device(options_.device);

@@ -43,10 +43,12 @@ absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,
   if (!x.ok()) return x.status();
   const int64_t n = x->rows;
   const auto& ids = r.token_ids();
-  if (model.layer.hash_routed() && ids.empty() && n > 0) {
+  // Per layer: a model may have hash-routed and top-k layers (DeepSeek-V4).
+  const MoeLayerConfig& c = model.LayerConfig(r.layer());
+  if (c.hash_routed() && ids.empty() && n > 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("token_ids: required: layer ", r.layer(),
-                     " is hash-routed (vocabulary ", model.layer.hash_vocab,
+                     " is hash-routed (vocabulary ", c.hash_vocab,
                      "), so every row needs its token id (", n, " rows)"));
   }
   if (!ids.empty() && static_cast<int64_t>(ids.size()) != n) {
@@ -54,12 +56,12 @@ absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,
         absl::StrCat("token_ids: ", ids.size(), " ids for ", n,
                      " rows of hidden_states; expected one per row"));
   }
-  if (model.layer.hash_routed()) {
+  if (c.hash_routed()) {
     for (int64_t i = 0; i < n; ++i) {
-      if (ids[i] < 0 || ids[i] >= model.layer.hash_vocab) {
+      if (ids[i] < 0 || ids[i] >= c.hash_vocab) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "token_ids[", i, "] (row ", i, "): ", ids[i],
-            " is outside the vocabulary [0, ", model.layer.hash_vocab, ")"));
+            "token_ids[", i, "] (row ", i, "): ", ids[i], " is outside layer ",
+            r.layer(), "'s vocabulary [0, ", c.hash_vocab, ")"));
       }
     }
   }

@@ -1,5 +1,6 @@
 #include "server/router_model.h"
 
+#include "absl/strings/str_join.h"
 #include "core/logging.h"
 #include "core/status_macros.h"
 
@@ -27,6 +28,12 @@ absl::StatusOr<std::unique_ptr<RouterModel>> RouterModel::Load(
       m->info_.source, m->info_.family, m->device(), m->info_.moe_layers.size(),
       m->info_.layer.hidden, m->info_.layer.inter, m->info_.layer.num_experts,
       m->info_.layer.top_k, m->info_.layer.shared_inter);
+  if (const auto hash = m->info_.HashLayers();
+      !hash.empty() && !m->info_.routing_overrides.empty()) {
+    // Each layer routes by its own config (LayerWeights::config).
+    spdlog::info("hash-routed layers [{}] (need token_ids), top-k the rest",
+                 absl::StrJoin(hash, ", "));
+  }
   return m;
 }
 

@@ -84,6 +84,14 @@ class CudaBackend : public ExpertBackend {
 
   absl::Status Load(const ModelSource& source, const LoadOptions& options,
                     int64_t max_tokens) override {
+    // Steps route with one config per backend (config_).
+    if (!source.info().routing_overrides.empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          name(), " routes every MoE layer with one config; layer ",
+          source.info().routing_overrides.begin()->first,
+          " has its own (hash and top-k layers in one model): serve this "
+          "model on the CPU backend"));
+    }
     MOE_ASSIGN_OR_RETURN(WeightDType dtype,
                          ResolveWeightDType(options.dtype, source));
     if (dtype != WeightDType::kBF16 && dtype != WeightDType::kFP8 &&

@@ -25,7 +25,8 @@ absl::StatusOr<DeviceBuffer> Upload(const void* data, size_t bytes) {
 absl::StatusOr<WeightTensor> Fetch(const ModelSource& src, int64_t layer,
                                    WeightRole role, int64_t expert) {
   MOE_ASSIGN_OR_RETURN(WeightTensor t, src.Get(layer, role, expert));
-  MOE_RETURN_IF_ERROR(CheckWeightTensor(t, src.info().layer, role));
+  MOE_RETURN_IF_ERROR(
+      CheckWeightTensor(t, src.info().LayerConfig(layer), role));
   return t;
 }
 
@@ -90,7 +91,7 @@ absl::Status UploadFp8Expert(const WeightTensor& w1, const WeightTensor& w3,
 absl::StatusOr<CudaExpert> UploadExpert(const ModelSource& src, int64_t layer,
                                         int64_t expert, bool shared,
                                         WeightDType dtype, Fp8GpuPath path) {
-  const MoeLayerConfig& c = src.info().layer;
+  const MoeLayerConfig& c = src.info().LayerConfig(layer);
   CudaExpert e;
   e.inter = shared ? c.shared_inter : c.inter;
   e.act = GatedActOf(c);
@@ -140,7 +141,7 @@ absl::StatusOr<CudaExpert> UploadExpert(const ModelSource& src, int64_t layer,
 absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
     const ModelSource& source, int64_t layer, const LoadOptions& options,
     Fp8GpuPath fp8_path) {
-  const MoeLayerConfig& c = source.info().layer;
+  const MoeLayerConfig& c = source.info().LayerConfig(layer);
   if (options.dtype != WeightDType::kBF16 &&
       options.dtype != WeightDType::kFP8 &&
       options.dtype != WeightDType::kMXFP4) {

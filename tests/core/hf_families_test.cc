@@ -220,13 +220,16 @@ TEST(HfFamilies, GptOss) {
   EXPECT_TRUE(Mentions(other.status(), "'mxfp4'"));
 }
 
-TEST(HfFamilies, DeepseekV4TopKAndHashModels) {
-  const std::string body =
-      R"("model_type":"deepseek_v4","architectures":["DeepseekV4ForCausalLM"],
+// A 4-layer DeepSeek-V4 config.json up to its layer-type keys.
+const char* const kDeepseekV4Body =
+    R"("model_type":"deepseek_v4","architectures":["DeepseekV4ForCausalLM"],
     "hidden_size":64,"num_hidden_layers":4,"vocab_size":129280,
     "n_routed_experts":32,"num_experts_per_tok":6,"moe_intermediate_size":32,
     "n_shared_experts":1,"scoring_func":"sqrtsoftplus","routed_scaling_factor":1.5,
     "swiglu_limit":10.0,)";
+
+TEST(HfFamilies, DeepseekV4TopKAndHashModels) {
+  const std::string body = kDeepseekV4Body;
   auto topk = Parse("{" + body + R"("num_hash_layers":0})");
   ASSERT_TRUE(topk.ok()) << topk.status();
   const auto& c = topk->info.layer;
@@ -252,9 +255,7 @@ TEST(HfFamilies, DeepseekV4TopKAndHashModels) {
   EXPECT_FALSE(hash->info.layer.use_bias);
   EXPECT_EQ(HfTensorName(HfFamily::kDeepseekV4, 0, WeightRole::kTid2Eid, -1),
             "layers.0.ffn.gate.tid2eid");
-  // One layer config per model: mixing hash and top-k layers is refused.
-  auto mixed = Parse("{" + body + R"("num_hash_layers":3})");
-  EXPECT_TRUE(Mentions(mixed.status(), "num_hash_layers")) << mixed.status();
+  EXPECT_TRUE(hash->info.routing_overrides.empty());
   // The released fp4 form parses (its tensors are read by the checkpoint);
   // an expert dtype of no release is refused.
   auto fp4 = Parse("{" + body + R"("expert_dtype":"fp4"})");
@@ -263,6 +264,80 @@ TEST(HfFamilies, DeepseekV4TopKAndHashModels) {
   EXPECT_TRUE(Mentions(int2.status(), "'expert_dtype'")) << int2.status();
   auto sigmoid = Parse("{" + body + R"("scoring_func":"sigmoid"})");
   EXPECT_FALSE(sigmoid.ok());
+}
+
+// DeepSeek-V4 as released: the first layers hash-routed, the rest top-k
+// with the correction bias. The top-k config is the model's; each hash
+// layer has its own, differing in the routing options only.
+TEST(HfFamilies, DeepseekV4HashAndTopKLayersEachHaveTheirConfig) {
+  const std::string body = kDeepseekV4Body;
+  for (const std::string keys :
+       {R"("num_hash_layers":3)",
+        R"("mlp_layer_types":["hash_moe","hash_moe","hash_moe","moe"])"}) {
+    SCOPED_TRACE(keys);
+    auto s = Parse("{" + body + keys + "}");
+    ASSERT_TRUE(s.ok()) << s.status();
+    const ModelInfo& m = s->info;
+    EXPECT_EQ(m.moe_layers, (std::vector<int64_t>{0, 1, 2, 3}));
+    EXPECT_EQ(m.HashLayers(), (std::vector<int64_t>{0, 1, 2}));
+    EXPECT_EQ(m.MaxHashVocab(), 129280);
+    EXPECT_EQ(m.routing_overrides.size(), 3u);
+    const MoeLayerConfig& topk = m.LayerConfig(3);
+    EXPECT_EQ(&topk, &m.layer);
+    EXPECT_TRUE(topk.use_bias);
+    EXPECT_FALSE(topk.hash_routed());
+    for (int64_t l = 0; l < 3; ++l) {
+      const MoeLayerConfig& h = m.LayerConfig(l);
+      EXPECT_EQ(h.hash_vocab, 129280) << l;
+      EXPECT_FALSE(h.use_bias) << l;
+      // Everything else is the top-k layers'.
+      MoeLayerConfig rest = h;
+      rest.hash_vocab = 0;
+      rest.use_bias = true;
+      EXPECT_EQ(rest, topk) << l;
+    }
+  }
+  // The generic key for every layer's hash vocabulary cannot join it.
+  auto generic =
+      Parse("{" + body + R"("num_hash_layers":2,"moe_hash_vocab":0})");
+  EXPECT_TRUE(Mentions(generic.status(), "'moe_hash_vocab'"))
+      << generic.status();
+  // Hash layers need the vocabulary that sizes tid2eid.
+  std::string no_vocab = "{" + body + R"("num_hash_layers":2})";
+  no_vocab.erase(no_vocab.find(R"("vocab_size":129280,)"), 20);
+  EXPECT_TRUE(Mentions(Parse(no_vocab).status(), "'vocab_size' is missing"))
+      << Parse(no_vocab).status();
+}
+
+TEST(HfFamilies, RoutingOverridesDifferInRoutingOnly) {
+  ModelInfo m;
+  m.moe_layers = {0, 1};
+  m.layer.hidden = 64;
+  m.layer.inter = 32;
+  m.layer.num_experts = 8;
+  m.layer.top_k = 2;
+  m.layer.use_bias = true;
+  MoeLayerConfig hashed = m.layer;
+  hashed.use_bias = false;
+  hashed.hash_vocab = 100;
+  m.routing_overrides[0] = hashed;
+  EXPECT_TRUE(CheckRoutingOverrides(m).ok()) << CheckRoutingOverrides(m);
+  EXPECT_EQ(m.LayerConfig(0).hash_vocab, 100);
+  EXPECT_EQ(m.LayerConfig(1).hash_vocab, 0);
+  // Another expert width is not a routing option.
+  m.routing_overrides[0].inter = 16;
+  EXPECT_TRUE(Mentions(CheckRoutingOverrides(m), "layer 0"));
+  EXPECT_TRUE(Mentions(CheckRoutingOverrides(m), "more than the routing"));
+  // An override of a layer that is not an MoE layer.
+  m.routing_overrides.clear();
+  m.routing_overrides[5] = hashed;
+  EXPECT_TRUE(Mentions(CheckRoutingOverrides(m), "layer 5"));
+  // An override that does not validate on its own.
+  m.routing_overrides.clear();
+  hashed.top_k = 0;
+  m.routing_overrides[1] = hashed;
+  EXPECT_TRUE(Mentions(CheckRoutingOverrides(m), "layer 1: "));
+  EXPECT_TRUE(Mentions(CheckRoutingOverrides(m), "top_k"));
 }
 
 TEST(HfFamilies, UnknownModelTypeListsTheSupportedFamilies) {

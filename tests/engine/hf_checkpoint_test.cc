@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "engine/layer_weights.h"
 #include "engine/local_moe.h"
 #include "gtest/gtest.h"
@@ -151,6 +152,76 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
         RunCheckpoint(dir, 1, c->x, c->tokens, WeightDType::kF32, c->token_ids);
     ASSERT_TRUE(out.ok()) << out.status();
     ExpectGolden(*c, *out, testing::kF32Tol);
+    fs::remove_all(dir);
+  }
+}
+
+// DeepSeek-V4 as released mixes hash-routed first layers (tid2eid, no
+// correction bias) with top-k layers (the bias): layers 0-1 hash
+// (deepseek_v4_hash's weights at 1), 2-3 top-k (deepseek_v4_like's at 2),
+// all loaded in one process, each layer routed by its own config. Unquantised
+// and as released (fp4 experts, fp8 shared expert).
+TEST(HfCheckpoint, DeepseekV4HashAndTopKLayersInOneModel) {
+  for (bool released : {false, true}) {
+    SCOPED_TRACE(released ? "released" : "unquantised");
+    const std::string dir = testing::MakeTempDir("dsv4_mixed_");
+    auto m = testing::WriteDeepseekV4Mixed(dir, released);
+    ASSERT_TRUE(m.ok()) << m.status();
+    const GoldenCase* hash = &m->hash;
+    const GoldenCase* topk = &m->topk;
+    auto ckpt = HfCheckpoint::Open(dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    const ModelInfo& info = (*ckpt)->info();
+    EXPECT_EQ(info.moe_layers, (std::vector<int64_t>{0, 1, 2, 3}));
+    EXPECT_EQ(info.HashLayers(), (std::vector<int64_t>{0, 1}));
+    EXPECT_EQ(info.LayerConfig(1), hash->config);
+    EXPECT_EQ(info.LayerConfig(2), topk->config);
+    // A hash layer has no correction bias, a top-k layer no tid2eid.
+    EXPECT_EQ((*ckpt)->Get(0, WeightRole::kExpertBias, -1).status().code(),
+              absl::StatusCode::kNotFound);
+    EXPECT_EQ((*ckpt)->Get(3, WeightRole::kTid2Eid, -1).status().code(),
+              absl::StatusCode::kNotFound);
+    auto moe = LocalMoe::Create(
+        **ckpt, "cpu", released ? WeightDType::kAuto : WeightDType::kF32, 2,
+        64);
+    ASSERT_TRUE(moe.ok()) << moe.status();
+    auto run = [&](int64_t layer, const GoldenCase& c,
+                   const std::vector<int64_t>& ids) -> absl::StatusOr<Output> {
+      Output out;
+      out.y.resize(c.x.size());
+      MOE_RETURN_IF_ERROR((*moe)->Forward(layer, c.x.data(), c.tokens, {},
+                                          out.y.data(), &out.routing, nullptr,
+                                          ids));
+      return out;
+    };
+    auto h = run(1, *hash, hash->token_ids);
+    ASSERT_TRUE(h.ok()) << h.status();
+    ExpectGolden(*hash, *h, testing::kF32Tol);
+    auto t = run(2, *topk, {});
+    ASSERT_TRUE(t.ok()) << t.status();
+    ExpectGolden(*topk, *t, testing::kF32Tol);
+    // A top-k layer ignores token ids it is given.
+    auto t_ids = run(2, *topk, std::vector<int64_t>(topk->tokens, 7));
+    ASSERT_TRUE(t_ids.ok()) << t_ids.status();
+    EXPECT_EQ(t_ids->y, t->y);
+    // Layer 0 (filler weights) routes by its own table: row v of the
+    // writer's filler tid2eid is (v + j) % E, in stored order.
+    auto h0 = run(0, *hash, hash->token_ids);
+    ASSERT_TRUE(h0.ok()) << h0.status();
+    const int64_t E = hash->config.num_experts, k = hash->config.top_k;
+    for (int64_t n = 0; n < hash->tokens; ++n) {
+      for (int64_t j = 0; j < k; ++j) {
+        ASSERT_EQ(h0->routing.expert[n * h0->routing.slots + j],
+                  (hash->token_ids[n] + j) % E)
+            << "token " << n << " slot " << j;
+      }
+    }
+    EXPECT_TRUE(run(3, *topk, {}).ok());
+    // A hash layer without its ids is refused, naming the field.
+    auto bad = run(1, *hash, {});
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find("token_ids"), std::string::npos)
+        << bad.status();
     fs::remove_all(dir);
   }
 }

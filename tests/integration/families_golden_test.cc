@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/hf_checkpoint.h"
+#include "core/moe_config.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/child_process.h"
 #include "tests/testutil/compare.h"
@@ -133,6 +135,112 @@ TEST(FamilyRefusal, RouterRefusesAnUnknownCheckpointAtStart) {
   }
   fs::remove_all(dir);
 }
+
+// DeepSeek-V4 as released: hash-routed layers 0-1 (deepseek_v4_hash's
+// weights at 1) and top-k layers 2-3 (deepseek_v4_like's at 2) in one
+// checkpoint, served in one process (workers 0) and by a router with 2
+// workers over direct steps and over the all-to-all (direct_step_tokens 0):
+// the model info says which layers need token ids, each layer matches its
+// own case, and bad token ids are refused without harm to what follows.
+struct MixedRun {
+  int workers;
+  int64_t direct_step_tokens;  // -1: the router's default
+};
+
+class DeepseekV4MixedTest : public ::testing::TestWithParam<MixedRun> {};
+
+TEST_P(DeepseekV4MixedTest, EachLayerMatchesItsGoldenCase) {
+  const std::string dir = testing::MakeTempDir("deepseek_v4_mixed_");
+  auto m = testing::WriteDeepseekV4Mixed(dir, /*released=*/false);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const testing::GoldenCase* hash = &m->hash;
+  const testing::GoldenCase* topk = &m->topk;
+
+  testing::LocalCluster cluster;
+  testing::LocalCluster::Options co;
+  co.model_args = {"--model=" + dir};
+  co.workers = GetParam().workers;
+  co.direct_step_tokens = GetParam().direct_step_tokens;
+  ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+  auto info = cluster.client().GetModelInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(std::vector<int32_t>(info->moe_layers().begin(),
+                                 info->moe_layers().end()),
+            (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(std::vector<int32_t>(info->hash_layers().begin(),
+                                 info->hash_layers().end()),
+            (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(info->hash_vocab(), hash->config.hash_vocab);
+  EXPECT_EQ(info->layer_config_json(), MoeLayerConfigToJson(topk->config));
+  ASSERT_EQ(info->layer_config_overrides_json().size(), 2u);
+  for (int32_t l : {0, 1}) {
+    auto c = ParseMoeLayerConfigJson(info->layer_config_overrides_json().at(l));
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(*c, hash->config) << "layer " << l;
+  }
+
+  auto forward = [&](int32_t layer, const testing::GoldenCase& c,
+                     std::vector<int64_t> ids) {
+    ForwardOptions fo;
+    fo.routing = true;
+    fo.token_ids = std::move(ids);
+    return cluster.client().Forward(layer, c.x.data(), c.tokens,
+                                    c.config.hidden, fo);
+  };
+  auto expect_golden = [&](const testing::GoldenCase& c,
+                           const absl::StatusOr<ForwardResult>& r) {
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+    EXPECT_TRUE(testing::AllClose(r->y, c.y, testing::kF32Tol));
+    EXPECT_TRUE(testing::SameTokenRouting(c.top_idx, c.top_w, r->expert_ids,
+                                          r->weights, c.tokens, c.config.top_k,
+                                          r->slots));
+  };
+  expect_golden(*hash, forward(1, *hash, hash->token_ids));
+  expect_golden(*topk, forward(2, *topk, {}));
+  // A top-k layer accepts token ids and routes without them.
+  expect_golden(*topk,
+                forward(2, *topk, std::vector<int64_t>(topk->tokens, 5)));
+  EXPECT_TRUE(forward(0, *hash, hash->token_ids).ok());
+  EXPECT_TRUE(forward(3, *topk, {}).ok());
+
+  // Bad token ids: INVALID_ARGUMENT naming the field, the layer or row.
+  struct Bad {
+    int32_t layer;
+    std::vector<int64_t> ids;
+    std::string names;
+  };
+  std::vector<int64_t> out_of_range = hash->token_ids;
+  out_of_range[3] = hash->config.hash_vocab;
+  std::vector<int64_t> negative = hash->token_ids;
+  negative[0] = -1;
+  const Bad bad[] = {
+      {0, {}, "token_ids: required: layer 0 is hash-routed"},
+      {1, {}, "token_ids: required: layer 1 is hash-routed"},
+      {1, out_of_range, "token_ids[3] (row 3)"},
+      {0, negative, "token_ids[0] (row 0)"},
+      {1, std::vector<int64_t>(hash->tokens - 1, 0), "token_ids: "},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.names);
+    auto r = forward(b.layer, *hash, b.ids);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(b.names), std::string::npos)
+        << r.status();
+  }
+  // The next requests are answered as before.
+  expect_golden(*hash, forward(1, *hash, hash->token_ids));
+  expect_golden(*topk, forward(2, *topk, {}));
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, DeepseekV4MixedTest,
+    ::testing::Values(MixedRun{0, -1}, MixedRun{2, -1}, MixedRun{2, 0}),
+    [](const auto& info) {
+      return absl::StrCat(info.param.workers, "Workers",
+                          info.param.direct_step_tokens == 0 ? "AllToAll" : "");
+    });
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyGoldenTest,
                          ::testing::ValuesIn(Families()), [](const auto& info) {

@@ -62,5 +62,31 @@ TEST(RequestValidator, OtherLayersIgnoreIdsButCountThem) {
   ExpectBad(Request(2, {1}), m, "expected one per row");
 }
 
+// DeepSeek-V4: hash-routed first layers, top-k after them. Each layer is
+// checked by its own config.
+TEST(RequestValidator, EachLayerByItsOwnRouting) {
+  ModelInfo m = Model(0);
+  m.moe_layers = {0, 1};
+  MoeLayerConfig hashed = m.layer;
+  hashed.hash_vocab = 10;
+  m.routing_overrides[0] = hashed;
+  moe::v1::ForwardRequest to0 = Request(2, {});
+  to0.set_layer(0);
+  ExpectBad(to0, m, "token_ids: required: layer 0 is hash-routed");
+  to0 = Request(2, {3, 10});
+  to0.set_layer(0);
+  ExpectBad(to0, m, "token_ids[1] (row 1): 10 is outside layer 0's");
+  to0 = Request(2, {3, 9});
+  to0.set_layer(0);
+  EXPECT_TRUE(ValidateForward(to0, m, ForwardLimits{1024}).ok());
+  // The top-k layer: ids optional, any values.
+  moe::v1::ForwardRequest to1 = Request(2, {});
+  to1.set_layer(1);
+  EXPECT_TRUE(ValidateForward(to1, m, ForwardLimits{1024}).ok());
+  to1 = Request(2, {3, 10});
+  to1.set_layer(1);
+  EXPECT_TRUE(ValidateForward(to1, m, ForwardLimits{1024}).ok());
+}
+
 }  // namespace
 }  // namespace moe

@@ -713,12 +713,29 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
         ": the case lacks the router bias, expert biases or tid2eid "
         "values its config asks for"));
   }
+  const GoldenCase* hc = o.hash_case;
+  if (hc != nullptr &&
+      (o.family != HfFamily::kDeepseekV4 || !hc->config.hash_routed() ||
+       k.hash_routed() || o.hash_layers <= 0 || o.layer < o.hash_layers ||
+       static_cast<int64_t>(hc->tid2eid.size()) !=
+           hc->config.hash_vocab * hc->config.top_k)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hash layers: ", hc->name, " must be a hash case with its tid2eid and ",
+        c.name, " a top-k one at layer ", o.layer, " >= hash_layers ",
+        o.hash_layers, ", in a deepseek_v4 checkpoint"));
+  }
   if (o.released && o.family != HfFamily::kGptOss &&
       o.family != HfFamily::kDeepseekV4) {
     return absl::InvalidArgumentError(absl::StrCat(
         "no released quantised form is written for ", HfFamilyName(o.family)));
   }
   std::string config = HfConfigJson(k, o.family, num_layers);
+  if (hc != nullptr) {
+    json j = json::parse(config);
+    j["num_hash_layers"] = o.hash_layers;
+    j["vocab_size"] = hc->config.hash_vocab;
+    config = j.dump(2);
+  }
   if (o.released) {
     json j = json::parse(config);
     if (o.family == HfFamily::kGptOss) {
@@ -742,6 +759,12 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
     return absl::InvalidArgumentError(
         absl::StrCat("layer ", o.layer, " would not be an MoE layer"));
   }
+  if (hc != nullptr &&
+      (!(spec.info.LayerConfig(o.hash_layers - 1) == hc->config) ||
+       !(spec.info.LayerConfig(o.layer) == k))) {
+    return absl::InvalidArgumentError(
+        "hash layers: the config written does not parse back to the cases'");
+  }
 
   std::vector<Tensor> tensors;
   tensors.push_back({(o.family == HfFamily::kLlama4 ? "language_model." : "") +
@@ -751,11 +774,14 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   for (int64_t l = 0; l < num_layers; ++l) {
     AddUnrelated(o.family, H, l, o.seed, &tensors);
     if (spec.info.HasLayer(l)) {
-      const bool exact = AddMoeLayer(c, o.family, l, l == o.layer,
+      const bool hashed = hc != nullptr && l < o.hash_layers;
+      const int64_t golden = hashed ? o.hash_layers - 1 : o.layer;
+      const GoldenCase& lc = hashed ? *hc : c;
+      const bool exact = AddMoeLayer(lc, o.family, l, l == golden,
                                      o.seed + 100 * l, &tensors, o.released);
-      if (l == o.layer && !exact) {
+      if (l == golden && !exact) {
         return absl::InvalidArgumentError(absl::StrCat(
-            c.name, ": its weights are not exactly representable in the ",
+            lc.name, ": its weights are not exactly representable in the ",
             HfFamilyName(o.family), " release's MXFP4 / FP8 formats"));
       }
     } else {
@@ -830,6 +856,23 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   }
   std::ofstream(fs::path(dir) / "config.json") << config;
   return absl::OkStatus();
+}
+
+absl::StatusOr<DeepseekV4Mixed> WriteDeepseekV4Mixed(const std::string& dir,
+                                                     bool released) {
+  DeepseekV4Mixed m;
+  MOE_ASSIGN_OR_RETURN(
+      m.hash, LoadGoldenCase(GoldenDir() + "/deepseek_v4_hash.safetensors"));
+  MOE_ASSIGN_OR_RETURN(
+      m.topk, LoadGoldenCase(GoldenDir() + "/deepseek_v4_like.safetensors"));
+  HfWriteOptions o;
+  o.family = HfFamily::kDeepseekV4;
+  o.layer = 2;
+  o.hash_case = &m.hash;
+  o.hash_layers = 2;
+  o.released = released;
+  MOE_RETURN_IF_ERROR(WriteHfCheckpoint(m.topk, o, dir));
+  return m;
 }
 
 absl::Status ReplaceHfTensor(const std::string& dir, const std::string& name,

@@ -31,6 +31,12 @@ struct HfWriteOptions {
   // release's dtypes (storage options ignored). The golden layer's weights
   // must round-trip exactly (the writer refuses otherwise).
   bool released = false;
+  // DeepSeek-V4 with hash-routed and top-k layers: layers L < hash_layers
+  // are hash-routed with hash_case's config (num_hash_layers), layer
+  // hash_layers - 1 holding its weights and the others filler; the case
+  // written must then be top-k and o.layer >= hash_layers.
+  const GoldenCase* hash_case = nullptr;
+  int64_t hash_layers = 0;
 };
 
 // config.json text of `family` for a model of num_layers whose MoE layers
@@ -44,6 +50,16 @@ std::vector<HfFamily> FamiliesFor(const MoeLayerConfig& c);
 
 absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                                const std::string& dir);
+
+// DeepSeek-V4 as released, 4 layers: 0-1 hash-routed (deepseek_v4_hash's
+// weights at 1), 2-3 top-k (deepseek_v4_like's at 2), written into `dir`
+// (unquantised, or in the release's formats).
+struct DeepseekV4Mixed {
+  GoldenCase hash;  // served at layer 1, with its token ids
+  GoldenCase topk;  // served at layer 2
+};
+absl::StatusOr<DeepseekV4Mixed> WriteDeepseekV4Mixed(const std::string& dir,
+                                                     bool released);
 
 // Rewrites the shard that holds tensor `name` (found through the index) with
 // that tensor replaced by zeros of `shape` (F32), or dropped from the shard

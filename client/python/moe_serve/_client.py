@@ -172,7 +172,8 @@ class MoeClient(_Base):
         returned as the same kind, dtype and device; `.routing`/`.timing`
         are set when asked. `dtype` is the dtype on the wire (f32, bf16,
         f16; default: the input's). `token_ids`: one token id per row, which
-        a hash-routed model (model_info().hash_vocab > 0) needs."""
+        a hash-routed layer (in model_info().hash_layers) needs and other
+        layers ignore."""
         req, kind = _request(layer, x, routing, timing, dtype, output_dtype,
                              token_ids=token_ids)
         resp = self._call(self._stub.Forward, req, timeout)

@@ -259,6 +259,25 @@ def hf_family_config(c: dict, num_layers: int = 1):
     return fam, j
 
 
+def deepseek_v4_layer(tensors, c, layer):
+    """Golden case (tensors, config c) as DeepSeek-V4 MoE layer `layer`,
+    unquantised, under its upstream names (no "model." prefix): the
+    correction bias of a top-k layer, the tid2eid table of a hash layer."""
+    m = f"layers.{layer}.ffn."
+    out = {m + "gate.weight": tensors["gate.weight"]}
+    if c["use_bias"]:
+        out[m + "gate.bias"] = tensors["gate.expert_bias"]
+    if c.get("hash_vocab", 0):
+        out[m + "gate.tid2eid"] = tensors["gate.tid2eid"].astype(np.int32)
+    for e in range(c["experts"]):
+        for role in ("w1", "w3", "w2"):
+            out[f"{m}experts.{e}.{role}.weight"] = tensors[f"experts.{role}"][e]
+    if c["shared_inter"] > 0:
+        for role in ("w1", "w3", "w2"):
+            out[f"{m}shared_experts.{role}.weight"] = tensors[f"shared.{role}"]
+    return out
+
+
 def write_golden_checkpoint(tensors, c, directory, layer=0):
     """Writes golden case (tensors, config c) as MoE layer `layer` of a
     checkpoint in the family that maps to it; returns the family."""
@@ -285,19 +304,7 @@ def write_golden_checkpoint(tensors, c, directory, layer=0):
             tensors["experts.w2"].transpose(0, 2, 1))
         out[m + "experts.down_proj_bias"] = tensors["experts.b2"]
     elif fam == "deepseek_v4":
-        # Upstream names, no "model." prefix.
-        m = f"layers.{layer}.ffn."
-        out[m + "gate.weight"] = tensors["gate.weight"]
-        if c["use_bias"]:
-            out[m + "gate.bias"] = tensors["gate.expert_bias"]
-        if c.get("hash_vocab", 0):
-            out[m + "gate.tid2eid"] = tensors["gate.tid2eid"].astype(np.int32)
-        for e in range(c["experts"]):
-            for role in ("w1", "w3", "w2"):
-                out[f"{m}experts.{e}.{role}.weight"] = tensors[f"experts.{role}"][e]
-        if c["shared_inter"] > 0:
-            for role in ("w1", "w3", "w2"):
-                out[f"{m}shared_experts.{role}.weight"] = tensors[f"shared.{role}"]
+        out.update(deepseek_v4_layer(tensors, c, layer))
     elif fam == "llama4_text":
         # Fused experts for x·W: gate_up_proj [E, H, 2I] (gate, then up),
         # down_proj [E, I, H].
