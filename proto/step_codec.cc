@@ -195,7 +195,7 @@ void EncodeStepResult(const float* y, int64_t tokens, int64_t H,
 void EncodeDirectResult(const DirectOutputs& o, int64_t tokens, int64_t S,
                         int64_t H, const EpStepTimes& t,
                         moe::v1::StepResult* result) {
-  const size_t row_bytes = static_cast<size_t>(H) * ElementSize(o.type);
+  const size_t row_bytes = static_cast<size_t>(H) * DTypeSize(o.type);
   int64_t rows = 0;
   for (int64_t i = 0; i < tokens * S; ++i) rows += o.slot_row[i] >= 0;
   auto* out = result->mutable_rows();
@@ -220,7 +220,7 @@ absl::Status DecodeDirectResult(const moe::v1::StepResult& res, int rank,
   const bool known = r.dtype() == moe::v1::F32 || r.dtype() == moe::v1::BF16;
   const ElementType t =
       r.dtype() == moe::v1::BF16 ? ElementType::kBF16 : ElementType::kF32;
-  const size_t row_bytes = static_cast<size_t>(H) * ElementSize(t);
+  const size_t row_bytes = static_cast<size_t>(H) * DTypeSize(t);
   if (!known || r.shape_size() != 2 || r.shape(0) != rows || r.shape(1) != H ||
       r.data().size() != rows * row_bytes) {
     return absl::InternalError(absl::StrCat(
@@ -254,6 +254,19 @@ absl::Status DecodeStepResult(const moe::v1::StepResult& res, int rank,
     std::memcpy(y, rows.data().data(), count * 4);
   }
   return absl::OkStatus();
+}
+
+WorkerStageTimes DecodeStepTimes(const moe::v1::StepResult& r, int rank) {
+  WorkerStageTimes w;
+  w.rank = rank;
+  w.decode_us = r.decode_us();
+  w.gather_us = r.gather_us();
+  w.dispatch_wait_us = r.dispatch_us() - r.gather_us();
+  w.experts_us = r.experts_us();
+  w.combine_wait_us = r.combine_us() - r.sum_us();
+  w.sum_us = r.sum_us();
+  w.step_us = r.step_us();
+  return w;
 }
 
 }  // namespace moe
