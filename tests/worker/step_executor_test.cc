@@ -144,13 +144,22 @@ TEST_F(StepExecutorTest, SwitchesToAStagedPlacementAtTheStepThatNamesIt) {
   EXPECT_NE(s.message().find("placement 1"), std::string::npos) << s;
   EXPECT_TRUE(executor_->collectives_intact());
 
-  ASSERT_TRUE(executor_->Stage(*model_, shard_, WeightDType::kF32, 1).ok());
+  // The next placement's weights in bf16, so that its answers differ.
+  ASSERT_TRUE(executor_->Stage(*model_, shard_, WeightDType::kBF16, 1).ok());
   s = Run(MakeStep(2, ids, w), &result);  // still epoch 0 until a step says 1
   ASSERT_TRUE(s.ok()) << s;
   moe::v1::StepResult after;
   s = Run(MakeStep(2, ids, w, /*epoch=*/1), &after);
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(F32Rows(after), F32Rows(before));  // the same experts' weights
+  // What a worker loaded with those weights answers.
+  auto bf16 = StepExecutor::Create("cpu", 1, Collective::kGloo);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  ASSERT_TRUE(
+      (*bf16)->Load(*model_, shard_, WeightDType::kBF16, kMaxTokens).ok());
+  moe::v1::StepResult want;
+  ASSERT_TRUE(RunStepMessage(**bf16, MakeStep(2, ids, w), *comm_, &want).ok());
+  EXPECT_EQ(F32Rows(after), F32Rows(want));
+  EXPECT_NE(F32Rows(after), F32Rows(before));
   // The old placement's weights are gone.
   s = Run(MakeStep(2, ids, w, /*epoch=*/0), &result);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
