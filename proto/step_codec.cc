@@ -1,13 +1,21 @@
 #include "proto/step_codec.h"
 
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/dtype.h"
 #include "core/vector_clones.h"
+#include "proto/tensor_codec.h"
 
 namespace moe {
 namespace {
+
+// Bytes per element of a step's rows: F32 or BF16; 0 for any other type.
+size_t RowWidth(moe::v1::DType dtype) {
+  const std::optional<DType> t = FromWireDType(dtype);
+  return t == DType::kF32 || t == DType::kBF16 ? DTypeSize(*t) : 0;
+}
 
 // Sets `out` to exactly `bytes` bytes. The string is the reused message's:
 // at the same size as the last step it is only overwritten, with no
@@ -110,9 +118,7 @@ void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
 absl::Status DecodeStep(const moe::v1::Step& step, int64_t H,
                         std::vector<float>* scratch, EpStepInput* in) {
   const auto& rows = step.rows();
-  const size_t width = rows.dtype() == moe::v1::F32    ? 4
-                       : rows.dtype() == moe::v1::BF16 ? 2
-                                                       : 0;
+  const size_t width = RowWidth(rows.dtype());
   if (width == 0 || rows.shape_size() != 2 || rows.shape(1) != H ||
       rows.shape(0) < 0 ||
       rows.data().size() != static_cast<size_t>(rows.shape(0) * H) * width) {
@@ -239,9 +245,7 @@ absl::Status DecodeDirectResult(const moe::v1::StepResult& res, int rank,
 absl::Status DecodeStepResult(const moe::v1::StepResult& res, int rank,
                               int64_t tokens, int64_t H, float* y) {
   const auto& rows = res.rows();
-  const size_t width = rows.dtype() == moe::v1::F32    ? 4
-                       : rows.dtype() == moe::v1::BF16 ? 2
-                                                       : 0;
+  const size_t width = RowWidth(rows.dtype());
   const size_t count = static_cast<size_t>(tokens * H);
   if (width == 0 || rows.shape_size() != 2 || rows.shape(0) != tokens ||
       rows.shape(1) != H || rows.data().size() != count * width) {
