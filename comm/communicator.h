@@ -10,14 +10,9 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/dtype.h"
 
 namespace moe {
-
-// kU8: opaque bytes (packed FP8 rows, core/fp8_rows.h).
-enum class ElementType { kF32, kBF16, kU8 };
-inline size_t ElementSize(ElementType t) {
-  return t == ElementType::kF32 ? 4 : t == ElementType::kBF16 ? 2 : 1;
-}
 
 class Communicator {
  public:

@@ -44,7 +44,7 @@ class GlooCommunicator : public Communicator {
           "all-to-all: rank ", me, " sends itself ", send_counts[me],
           " elements but expects ", recv_counts[me]));
     }
-    const size_t es = ElementSize(type);
+    const size_t es = DTypeSize(type);
     send_offsets_.assign(P + 1, 0);
     recv_offsets_.assign(P + 1, 0);
     for (int q = 0; q < P; ++q) {

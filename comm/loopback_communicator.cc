@@ -42,7 +42,7 @@ class LoopbackCommunicator : public Communicator {
                        " elements but expects ", recv_counts[rank_]));
     }
     if (send != recv && send_counts[rank_] > 0) {
-      std::memcpy(recv, send, send_counts[rank_] * ElementSize(type));
+      std::memcpy(recv, send, send_counts[rank_] * DTypeSize(type));
     }
     return absl::OkStatus();
   }

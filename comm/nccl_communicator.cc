@@ -61,7 +61,7 @@ class NcclCommunicator : public Communicator {
     const ncclDataType_t t = type == ElementType::kF32    ? ncclFloat32
                              : type == ElementType::kBF16 ? ncclBfloat16
                                                           : ncclUint8;
-    const size_t es = ElementSize(type);
+    const size_t es = DTypeSize(type);
     auto s = static_cast<cudaStream_t>(stream);
     ncclResult_t r = ncclGroupStart();
     size_t so = 0, ro = 0;

@@ -28,6 +28,11 @@ enum class DType : uint8_t {
   kF8E8M0,
 };
 
+// The element type of the rows a step moves: kF32, kBF16, or kU8 for
+// opaque bytes (packed FP8 rows, core/fp8_rows.h). The same enum, named for
+// the step and collective code that reads it.
+using ElementType = DType;
+
 // Bytes per element.
 size_t DTypeSize(DType dtype);
 // The safetensors spelling ("F32", "BF16", "F8_E4M3", ...).

@@ -210,7 +210,7 @@ absl::StatusOr<std::unique_ptr<HfCheckpoint>> HfCheckpoint::Open(
 
 absl::StatusOr<const SafetensorsFile*> HfCheckpoint::OpenFile(
     const std::string& file) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = files_.find(file);
   if (it != files_.end()) return it->second.get();
   MOE_ASSIGN_OR_RETURN(auto f,

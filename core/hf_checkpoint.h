@@ -4,10 +4,11 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "core/hf_config.h"
 #include "core/model_source.h"
 #include "core/safetensors.h"
@@ -51,9 +52,9 @@ class HfCheckpoint : public ModelSource {
   HfModelSpec spec_;
   // Tensor name -> file name inside dir_.
   std::unordered_map<std::string, std::string> weight_map_;
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   mutable std::unordered_map<std::string, std::unique_ptr<SafetensorsFile>>
-      files_;
+      files_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace moe

@@ -56,14 +56,6 @@ absl::string_view StripScheme(absl::string_view target) {
 
 }  // namespace
 
-std::string TargetHost(absl::string_view target) {
-  if (absl::StartsWith(target, "unix:") ||
-      absl::StartsWith(target, "unix-abstract:")) {
-    return "";
-  }
-  return SplitHostPort(StripScheme(target)).first;
-}
-
 absl::StatusOr<std::string> LocalAddressToward(absl::string_view target) {
   if (absl::StartsWith(target, "unix")) return std::string("127.0.0.1");
   auto [host, port] = SplitHostPort(StripScheme(target));

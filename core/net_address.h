@@ -9,13 +9,9 @@
 
 namespace moe {
 
-// The host part of a gRPC target: "h:p", "[v6]:p", "dns:///h:p",
-// "ipv4:h:p", "ipv6:[v6]:p". Empty for "unix:..." and for a target without
-// a port.
-std::string TargetHost(absl::string_view target);
-
-// The local address of the interface this host would use to reach
-// `target`'s host (a UDP socket connect()ed to it, then getsockname(); no
+// The local address of the interface this host would use to reach the host
+// of gRPC target `target` ("h:p", "[v6]:p", "dns:///h:p", "ipv4:h:p",
+// "ipv6:[v6]:p") (a UDP socket connect()ed to it, then getsockname(); no
 // packet is sent). "127.0.0.1" for unix: targets. UNAVAILABLE when the host
 // does not resolve or no route reaches it.
 absl::StatusOr<std::string> LocalAddressToward(absl::string_view target);

@@ -1,8 +1,22 @@
-// Early-return helpers for absl::Status / absl::StatusOr.
+// Early-return helpers for absl::Status / absl::StatusOr, and the one way
+// to say where an error came from.
 #pragma once
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace moe {
+
+// `s` with `prefix` before its message ("--flag: ", "loading the model: ");
+// OK stays OK.
+inline absl::Status Prefixed(absl::string_view prefix, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+}
+
+}  // namespace moe
 
 #define MOE_CONCAT_INNER(a, b) a##b
 #define MOE_CONCAT(a, b) MOE_CONCAT_INNER(a, b)

@@ -6,12 +6,16 @@
 #include "core/status_macros.h"
 
 namespace moe {
+namespace {
 
+// Index of the first non-finite value, or -1.
 int64_t FirstNonFinite(const float* v, int64_t n) {
   // One row of n: the vectorised check first, the position only if needed.
   if (FirstNonFiniteRow(v, 1, n) < 0) return -1;
   return FirstNonFiniteInRow(DType::kF32, v, n);
 }
+
+}  // namespace
 
 absl::StatusOr<Matrix> ReadMatrix(const std::string& path,
                                   const std::string& name) {

@@ -21,7 +21,4 @@ struct Matrix {
 absl::StatusOr<Matrix> ReadMatrix(const std::string& path,
                                   const std::string& name);
 
-// Index of the first non-finite value, or -1.
-int64_t FirstNonFinite(const float* v, int64_t n);
-
 }  // namespace moe

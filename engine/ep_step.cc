@@ -41,7 +41,7 @@ absl::Status EpStep::Exchange(ExpertBackend& backend, Communicator& comm,
                           queue.stream());
   }
   // Host-staged: device -> pinned, the host collective, pinned -> device.
-  const size_t es = ElementSize(type);
+  const size_t es = DTypeSize(type);
   const int64_t sent =
       std::accumulate(send_elems_.begin(), send_elems_.end(), int64_t{0});
   const int64_t received =
@@ -86,7 +86,7 @@ absl::Status EpStep::RunDirect(const EpStepInput& in, ExpertBackend& backend,
   const ElementType type = transport_.output_type;
   if (s.ok() && backend.device_memory()) {
     const size_t bytes = static_cast<size_t>(plan_.home) *
-                         backend.config().hidden * ElementSize(type);
+                         backend.config().hidden * DTypeSize(type);
     // Through the backend's pinned staging when the rows are its row type
     // (stage buffers hold `back`'s rows, EpBuffer): a copy into pageable
     // memory would be staged by the driver again.

@@ -18,7 +18,7 @@ int64_t DispatchRowBytes(DispatchDType dispatch, ElementType row_type,
     case DispatchDType::kRowType:
       break;
   }
-  return static_cast<int64_t>(ElementSize(row_type)) * hidden;
+  return static_cast<int64_t>(DTypeSize(row_type)) * hidden;
 }
 
 const char* DispatchDTypeName(DispatchDType dispatch) {

@@ -18,19 +18,19 @@ class HealthService::Watcher
 
   // Writes `status` when it differs from the last one written.
   void Push(ServingStatus status) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     latest_ = status;
     WriteLocked();
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     writing_ = false;
     if (!ok || cancelled_) return FinishLocked(grpc::Status::CANCELLED);
     WriteLocked();
   }
   void OnCancel() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     cancelled_ = true;
     // A write in flight finishes the call when it completes.
     if (!writing_) FinishLocked(grpc::Status::CANCELLED);
@@ -41,14 +41,15 @@ class HealthService::Watcher
   }
 
  private:
-  void WriteLocked() {
+  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_ || writing_ || cancelled_ || latest_ == sent_) return;
     sent_ = latest_;
     response_.set_status(latest_);
     writing_ = true;
     StartWrite(&response_);
   }
-  void FinishLocked(const grpc::Status& status) {
+  void FinishLocked(const grpc::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
     finished_ = true;
     Finish(status);
@@ -56,11 +57,13 @@ class HealthService::Watcher
 
   HealthService* const service_;
   const std::string name_;
-  std::mutex mu_;
-  HealthCheckResponse response_;
-  ServingStatus latest_ = HealthCheckResponse::UNKNOWN;
-  ServingStatus sent_ = HealthCheckResponse::UNKNOWN;
-  bool writing_ = false, cancelled_ = false, finished_ = false;
+  absl::Mutex mu_;
+  HealthCheckResponse response_ ABSL_GUARDED_BY(mu_);
+  ServingStatus latest_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::UNKNOWN;
+  ServingStatus sent_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::UNKNOWN;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 namespace {
@@ -83,7 +86,10 @@ class StatusSetter : public grpc::HealthCheckServiceInterface {
 
 }  // namespace
 
-HealthService::HealthService() { statuses_[""] = HealthCheckResponse::SERVING; }
+HealthService::HealthService() {
+  absl::MutexLock lock(&mu_);
+  statuses_[""] = HealthCheckResponse::SERVING;
+}
 
 HealthService::~HealthService() = default;
 
@@ -109,14 +115,14 @@ void HealthService::SetLocked(const std::string& service,
 }
 
 void HealthService::SetServingStatus(const std::string& service, bool serving) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (shutdown_) return;
   SetLocked(service, serving ? HealthCheckResponse::SERVING
                              : HealthCheckResponse::NOT_SERVING);
 }
 
 void HealthService::SetServingStatus(bool serving) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (shutdown_) return;
   for (auto& [name, status] : statuses_) {
     if (name == kLivenessService) continue;
@@ -126,7 +132,7 @@ void HealthService::SetServingStatus(bool serving) {
 }
 
 void HealthService::Shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (auto& [name, status] : statuses_) {
     SetLocked(name, HealthCheckResponse::NOT_SERVING);
   }
@@ -139,7 +145,7 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,
   auto* reactor = ctx->DefaultReactor();
   ServingStatus status;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     status = StatusLocked(req->service());
   }
   if (status == HealthCheckResponse::SERVICE_UNKNOWN) {
@@ -155,14 +161,14 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,
 grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
     grpc::CallbackServerContext*, const HealthCheckRequest* req) {
   auto* w = new Watcher(this, req->service());
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   watchers_.insert(w);
   w->Push(StatusLocked(req->service()));
   return w;
 }
 
 void HealthService::Remove(Watcher* w) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   watchers_.erase(w);
 }
 

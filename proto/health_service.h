@@ -12,10 +12,11 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace moe {
@@ -55,14 +56,16 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
 
  private:
   class Watcher;
-  ServingStatus StatusLocked(const std::string& service) const;
-  void SetLocked(const std::string& service, ServingStatus status);
+  ServingStatus StatusLocked(const std::string& service) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void SetLocked(const std::string& service, ServingStatus status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Remove(Watcher* w);
 
-  std::mutex mu_;
-  std::map<std::string, ServingStatus> statuses_;
-  std::set<Watcher*> watchers_;
-  bool shutdown_ = false;
+  absl::Mutex mu_;
+  std::map<std::string, ServingStatus> statuses_ ABSL_GUARDED_BY(mu_);
+  std::set<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace moe

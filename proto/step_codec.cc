@@ -1,13 +1,21 @@
 #include "proto/step_codec.h"
 
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/dtype.h"
 #include "core/vector_clones.h"
+#include "proto/tensor_codec.h"
 
 namespace moe {
 namespace {
+
+// Bytes per element of a step's rows: F32 or BF16; 0 for any other type.
+size_t RowWidth(moe::v1::DType dtype) {
+  const std::optional<DType> t = FromWireDType(dtype);
+  return t == DType::kF32 || t == DType::kBF16 ? DTypeSize(*t) : 0;
+}
 
 // Sets `out` to exactly `bytes` bytes. The string is the reused message's:
 // at the same size as the last step it is only overwritten, with no
@@ -110,9 +118,7 @@ void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
 absl::Status DecodeStep(const moe::v1::Step& step, int64_t H,
                         std::vector<float>* scratch, EpStepInput* in) {
   const auto& rows = step.rows();
-  const size_t width = rows.dtype() == moe::v1::F32    ? 4
-                       : rows.dtype() == moe::v1::BF16 ? 2
-                                                       : 0;
+  const size_t width = RowWidth(rows.dtype());
   if (width == 0 || rows.shape_size() != 2 || rows.shape(1) != H ||
       rows.shape(0) < 0 ||
       rows.data().size() != static_cast<size_t>(rows.shape(0) * H) * width) {
@@ -195,7 +201,7 @@ void EncodeStepResult(const float* y, int64_t tokens, int64_t H,
 void EncodeDirectResult(const DirectOutputs& o, int64_t tokens, int64_t S,
                         int64_t H, const EpStepTimes& t,
                         moe::v1::StepResult* result) {
-  const size_t row_bytes = static_cast<size_t>(H) * ElementSize(o.type);
+  const size_t row_bytes = static_cast<size_t>(H) * DTypeSize(o.type);
   int64_t rows = 0;
   for (int64_t i = 0; i < tokens * S; ++i) rows += o.slot_row[i] >= 0;
   auto* out = result->mutable_rows();
@@ -220,7 +226,7 @@ absl::Status DecodeDirectResult(const moe::v1::StepResult& res, int rank,
   const bool known = r.dtype() == moe::v1::F32 || r.dtype() == moe::v1::BF16;
   const ElementType t =
       r.dtype() == moe::v1::BF16 ? ElementType::kBF16 : ElementType::kF32;
-  const size_t row_bytes = static_cast<size_t>(H) * ElementSize(t);
+  const size_t row_bytes = static_cast<size_t>(H) * DTypeSize(t);
   if (!known || r.shape_size() != 2 || r.shape(0) != rows || r.shape(1) != H ||
       r.data().size() != rows * row_bytes) {
     return absl::InternalError(absl::StrCat(
@@ -239,9 +245,7 @@ absl::Status DecodeDirectResult(const moe::v1::StepResult& res, int rank,
 absl::Status DecodeStepResult(const moe::v1::StepResult& res, int rank,
                               int64_t tokens, int64_t H, float* y) {
   const auto& rows = res.rows();
-  const size_t width = rows.dtype() == moe::v1::F32    ? 4
-                       : rows.dtype() == moe::v1::BF16 ? 2
-                                                       : 0;
+  const size_t width = RowWidth(rows.dtype());
   const size_t count = static_cast<size_t>(tokens * H);
   if (width == 0 || rows.shape_size() != 2 || rows.shape(0) != tokens ||
       rows.shape(1) != H || rows.data().size() != count * width) {
@@ -254,6 +258,19 @@ absl::Status DecodeStepResult(const moe::v1::StepResult& res, int rank,
     std::memcpy(y, rows.data().data(), count * 4);
   }
   return absl::OkStatus();
+}
+
+WorkerStageTimes DecodeStepTimes(const moe::v1::StepResult& r, int rank) {
+  WorkerStageTimes w;
+  w.rank = rank;
+  w.decode_us = r.decode_us();
+  w.gather_us = r.gather_us();
+  w.dispatch_wait_us = r.dispatch_us() - r.gather_us();
+  w.experts_us = r.experts_us();
+  w.combine_wait_us = r.combine_us() - r.sum_us();
+  w.sum_us = r.sum_us();
+  w.step_us = r.step_us();
+  return w;
 }
 
 }  // namespace moe

@@ -10,6 +10,7 @@
 #include "absl/types/span.h"
 #include "engine/ep_plan.h"
 #include "engine/ep_step.h"
+#include "engine/stage_times.h"
 #include "moe/v1/worker.pb.h"
 
 namespace moe {
@@ -56,6 +57,10 @@ void EncodeDirectResult(const DirectOutputs& out, int64_t tokens, int64_t slots,
 absl::Status DecodeDirectResult(const moe::v1::StepResult& result, int rank,
                                 int64_t rows, int64_t hidden, ElementType* type,
                                 std::vector<char>* dst, int64_t first_row);
+
+// Either side: the worker's stage times of `result`, as rank `rank`'s
+// (dispatch and combine split into their packing and waiting pieces).
+WorkerStageTimes DecodeStepTimes(const moe::v1::StepResult& result, int rank);
 
 // Router side: rank `rank`'s rows of y (F32 or BF16, widened exactly),
 // checked against the rows it was sent; INTERNAL for a malformed result.

@@ -8,43 +8,27 @@
 #include "core/finite_check.h"
 
 namespace moe {
-namespace {
-
-DType ToCore(moe::v1::DType d) {
-  switch (d) {
+std::optional<DType> FromWireDType(moe::v1::DType dtype) {
+  switch (dtype) {
+    case moe::v1::F32:
+      return DType::kF32;
     case moe::v1::BF16:
       return DType::kBF16;
     case moe::v1::F16:
       return DType::kF16;
     default:
-      return DType::kF32;
+      return std::nullopt;
   }
 }
 
-}  // namespace
-
-size_t WireDTypeSize(moe::v1::DType dtype) {
+moe::v1::DType ToWireDType(DType dtype) {
   switch (dtype) {
-    case moe::v1::F32:
-      return 4;
-    case moe::v1::BF16:
-    case moe::v1::F16:
-      return 2;
+    case DType::kBF16:
+      return moe::v1::BF16;
+    case DType::kF16:
+      return moe::v1::F16;
     default:
-      return 0;
-  }
-}
-
-const char* WireDTypeName(moe::v1::DType dtype) {
-  switch (dtype) {
-    case moe::v1::F32:
-      return "F32";
-    case moe::v1::BF16:
-      return "BF16";
-    case moe::v1::F16:
-      return "F16";
-    default:
-      return "DTYPE_UNSPECIFIED";
+      return moe::v1::F32;
   }
 }
 
@@ -52,8 +36,8 @@ absl::StatusOr<WireMatrix> CheckMatrix(const moe::v1::Tensor& t,
                                        const std::string& field,
                                        int64_t expected_cols,
                                        bool require_finite) {
-  const size_t esize = WireDTypeSize(t.dtype());
-  if (esize == 0) {
+  const std::optional<DType> type = FromWireDType(t.dtype());
+  if (!type) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".dtype: expected F32, BF16 or F16, got ",
                      t.dtype() == moe::v1::DTYPE_UNSPECIFIED
@@ -80,35 +64,28 @@ absl::StatusOr<WireMatrix> CheckMatrix(const moe::v1::Tensor& t,
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".shape: [", rows, ", ", cols, "] is too large"));
   }
+  const size_t esize = DTypeSize(*type);
   const uint64_t want = static_cast<uint64_t>(rows * cols) * esize;
   if (t.data().size() != want) {
     return absl::InvalidArgumentError(absl::StrCat(
-        field, ".data: expected ", want, " bytes (", WireDTypeName(t.dtype()),
-        " [", rows, ", ", cols, "]), got ", t.data().size()));
+        field, ".data: expected ", want, " bytes (", DTypeName(*type), " [",
+        rows, ", ", cols, "]), got ", t.data().size()));
   }
   WireMatrix m;
   m.rows = rows;
   m.cols = cols;
-  m.dtype = t.dtype();
+  m.dtype = *type;
   m.data = t.data().data();
   if (require_finite) {
-    const DType core = ToCore(t.dtype());
-    const int64_t bad = FirstNonFiniteRow(core, m.data, rows, cols);
+    const int64_t bad = FirstNonFiniteRow(*type, m.data, rows, cols);
     if (bad >= 0) {
       const int64_t col = FirstNonFiniteInRow(
-          core, m.data + static_cast<size_t>(bad * cols) * esize, cols);
+          *type, m.data + static_cast<size_t>(bad * cols) * esize, cols);
       return absl::InvalidArgumentError(absl::StrCat(
           field, ".data: non-finite value at [", bad, ", ", col, "]"));
     }
   }
   return m;
-}
-
-void DecodeRows(const WireMatrix& m, int64_t first, int64_t count, float* dst) {
-  const size_t esize = WireDTypeSize(m.dtype);
-  const char* src = m.data + static_cast<size_t>(first * m.cols) * esize;
-  const size_t n = static_cast<size_t>(count * m.cols);
-  ConvertToF32(ToCore(m.dtype), src, n, dst);
 }
 
 absl::StatusOr<DecodedMatrix> DecodeMatrix(const moe::v1::Tensor& t,
@@ -127,15 +104,15 @@ absl::StatusOr<DecodedMatrix> DecodeMatrix(const moe::v1::Tensor& t,
 
 void EncodeMatrix(const float* data, int64_t rows, int64_t cols,
                   moe::v1::DType dtype, moe::v1::Tensor* out) {
-  if (WireDTypeSize(dtype) == 0) dtype = moe::v1::F32;
-  out->set_dtype(dtype);
+  const DType type = FromWireDType(dtype).value_or(DType::kF32);
+  out->set_dtype(ToWireDType(type));
   out->clear_shape();
   out->add_shape(rows);
   out->add_shape(cols);
   std::string* bytes = out->mutable_data();
   const size_t n = static_cast<size_t>(rows * cols);
-  bytes->resize(n * WireDTypeSize(dtype));
-  ConvertFromF32(ToCore(dtype), data, n, bytes->data());
+  bytes->resize(n * DTypeSize(type));
+  ConvertFromF32(type, data, n, bytes->data());
 }
 
 }  // namespace moe

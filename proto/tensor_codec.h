@@ -2,35 +2,31 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/dtype.h"
+#include "core/wire_matrix.h"
 #include "moe/v1/moe.pb.h"
 
 namespace moe {
 
-// Bytes per element of a wire dtype; 0 for DTYPE_UNSPECIFIED or unknown.
-size_t WireDTypeSize(moe::v1::DType dtype);
-const char* WireDTypeName(moe::v1::DType dtype);
+// The element type a wire dtype names: F32, BF16 or F16; nullopt for
+// DTYPE_UNSPECIFIED or an unknown value.
+std::optional<DType> FromWireDType(moe::v1::DType dtype);
+// The wire dtype of F32, BF16 or F16 (F32 for any other type).
+moe::v1::DType ToWireDType(DType dtype);
 
-// A checked 2-D wire tensor, viewed in place: `data` points into the
-// message it came from, which must outlive the view.
-struct WireMatrix {
-  int64_t rows = 0;
-  int64_t cols = 0;
-  moe::v1::DType dtype = moe::v1::F32;
-  const char* data = nullptr;
-};
-// Checks dtype, rank, byte length and `expected_cols` (when >= 0) as
+// A checked 2-D wire tensor, viewed in place (core/wire_matrix.h). Checks
+// dtype, rank, byte length and `expected_cols` (when >= 0) as
 // DecodeMatrix does, and finiteness on the wire's own bits when
 // `require_finite`, without converting anything.
 absl::StatusOr<WireMatrix> CheckMatrix(const moe::v1::Tensor& t,
                                        const std::string& field,
                                        int64_t expected_cols,
                                        bool require_finite);
-// Rows [first, first + count) of `m` as fp32 into `dst` (exact).
-void DecodeRows(const WireMatrix& m, int64_t first, int64_t count, float* dst);
 
 // Decodes a 2-D tensor into fp32 rows. `field` names the tensor in error
 // messages (e.g. "hidden_states"). Checks the dtype, rank, byte length and

@@ -3,7 +3,8 @@
 # Python client's too), test
 # the release bundle, then the offline checks of the deployment files, the
 # container image built and run with podman (skipped where podman cannot run
-# containers) and the fuzzers (30 s each).
+# containers), the locking checked by clang (-Wthread-safety) and the fuzzers
+# (30 s each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,4 +26,5 @@ bash scripts/check-deploy.sh
 # Services simulated, a worker killed mid-run (about 70 s).
 bash scripts/check-k8s.sh "$build"
 bash scripts/check-image.sh || [[ $? -eq 77 ]]  # 77: skipped, reason printed
+bash scripts/check-thread-safety.sh
 bash scripts/fuzz.sh

@@ -115,7 +115,7 @@ Batcher::~Batcher() { Shutdown(); }
 
 absl::Status Batcher::Submit(std::unique_ptr<BatchRequest> request) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::UnavailableError("router shutting down");
     const int64_t tokens = request->x.rows;
     const char* reason = nullptr;
@@ -131,31 +131,31 @@ absl::Status Batcher::Submit(std::unique_ptr<BatchRequest> request) {
     queued_tokens_ += tokens;
     if (metrics_ != nullptr) metrics_->QueueTokens(queued_tokens_);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   return absl::OkStatus();
 }
 
 size_t Batcher::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return queue_.size();
 }
 
 int64_t Batcher::queued_tokens() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return queued_tokens_;
 }
 
 void Batcher::Shutdown() {
   std::deque<std::unique_ptr<BatchRequest>> left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (shutdown_ && threads_.empty()) return;
     shutdown_ = true;
     left.swap(queue_);
     queued_tokens_ = 0;
     if (metrics_ != nullptr) metrics_->QueueTokens(0);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   // Queued requests are answered now, not after the steps in flight.
   BatchResult none;
   for (auto& r : left)
@@ -164,7 +164,7 @@ void Batcher::Shutdown() {
   threads_.clear();
 }
 
-void Batcher::TakeFromQueue(
+void Batcher::TakeFromQueueLocked(
     const BatchDecision& decision,
     std::vector<std::unique_ptr<BatchRequest>>* batch,
     std::vector<std::unique_ptr<BatchRequest>>* expired) {
@@ -182,7 +182,7 @@ void Batcher::TakeFromQueue(
 
 void Batcher::Loop(size_t index) {
   const BatchPolicy policy{options_.max_batch_tokens, options_.window};
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!shutdown_) {
     const Clock::time_point now = Clock::now();
     views_.clear();
@@ -192,18 +192,18 @@ void Batcher::Loop(size_t index) {
     const BatchDecision d = SelectBatch(views_, now, policy, steps_in_flight_);
     if (d.take.empty() && d.expired.empty()) {
       if (d.wake_at) {
-        cv_.wait_until(lock, *d.wake_at);
+        cv_.WaitWithTimeout(&mu_, absl::FromChrono(*d.wake_at - Clock::now()));
       } else {
-        cv_.wait(lock);
+        cv_.Wait(&mu_);
       }
       continue;
     }
     std::vector<std::unique_ptr<BatchRequest>> batch, expired;
-    TakeFromQueue(d, &batch, &expired);
+    TakeFromQueueLocked(d, &batch, &expired);
     if (!batch.empty()) ++steps_in_flight_;
-    lock.unlock();
+    mu_.Unlock();
     // Another thread may be able to start the next batch now.
-    if (!batch.empty()) cv_.notify_all();
+    if (!batch.empty()) cv_.SignalAll();
     // Requests whose client gave up while queued cost no work.
     BatchResult none;
     for (auto& r : expired) r->done(Expired(*r, now), none);
@@ -212,13 +212,14 @@ void Batcher::Loop(size_t index) {
                                        ThreadRole::kLatency);
       RunBatch(index, batch);
     }
-    lock.lock();
+    mu_.Lock();
     if (!batch.empty()) {
       --steps_in_flight_;
       // Fewer steps in flight: a waiting thread may start at once.
-      cv_.notify_all();
+      cv_.SignalAll();
     }
   }
+  mu_.Unlock();
 }
 
 void Batcher::RunBatch(size_t index,
@@ -261,7 +262,7 @@ void Batcher::RunBatch(size_t index,
   const bool bf16 =
       options_.bf16_steps &&
       std::all_of(batch.begin(), batch.end(), [](const auto& r) {
-        return r->x.dtype == moe::v1::BF16 && r->output_dtype == moe::v1::BF16;
+        return r->x.dtype == DType::kBF16 && r->output_dtype == DType::kBF16;
       });
   const absl::Status s = runner.Run(layer, x.data(), n, ends, bf16,
                                     start + options_.step_timeout, &out, ids);
@@ -270,7 +271,7 @@ void Batcher::RunBatch(size_t index,
     const double per_token =
         std::chrono::duration<double>(Clock::now() - start).count() /
         static_cast<double>(n);
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (recent_seconds_per_token_.size() < kRecentSteps) {
       recent_seconds_per_token_.push_back(per_token);
     } else {

@@ -8,19 +8,19 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "proto/tensor_codec.h"
+#include "core/wire_matrix.h"
 #include "server/expert_stats.h"
 #include "server/router_metrics.h"
 #include "server/step_runner.h"
@@ -104,7 +104,7 @@ struct BatchRequest {
   // The request's rows, viewed in the request message (which the caller
   // keeps until `done` has run); decoded straight into the step's buffer.
   WireMatrix x;
-  moe::v1::DType output_dtype = moe::v1::F32;  // what the client asked for
+  DType output_dtype = DType::kF32;  // what the client asked for
   // One per row, or empty (viewed in the request message, like x).
   absl::Span<const int64_t> token_ids;
   std::chrono::steady_clock::time_point arrival;
@@ -145,10 +145,11 @@ class Batcher {
 
  private:
   void Loop(size_t index);
-  // Under mu_: moves the requests `decision` names out of the queue.
-  void TakeFromQueue(const BatchDecision& decision,
-                     std::vector<std::unique_ptr<BatchRequest>>* batch,
-                     std::vector<std::unique_ptr<BatchRequest>>* expired);
+  // Moves the requests `decision` names out of the queue.
+  void TakeFromQueueLocked(const BatchDecision& decision,
+                           std::vector<std::unique_ptr<BatchRequest>>* batch,
+                           std::vector<std::unique_ptr<BatchRequest>>* expired)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunBatch(size_t index,
                 std::vector<std::unique_ptr<BatchRequest>>& batch);
 
@@ -156,22 +157,21 @@ class Batcher {
   std::vector<std::unique_ptr<StepRunner>> runners_;
   ExpertStatsBook* stats_;
   RouterMetrics* metrics_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<BatchRequest>> queue_;
-  int64_t queued_tokens_ = 0;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::unique_ptr<BatchRequest>> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t queued_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   // Seconds per token of the last kRecentSteps successful steps (a ring),
   // and their minimum, for Admit.
   static constexpr size_t kRecentSteps = 64;
-  std::vector<double> recent_seconds_per_token_;
-  size_t recent_next_ = 0;
-  double min_seconds_per_token_ = 0;
-  bool shutdown_ = false;
-  int steps_in_flight_ = 0;
+  std::vector<double> recent_seconds_per_token_ ABSL_GUARDED_BY(mu_);
+  size_t recent_next_ ABSL_GUARDED_BY(mu_) = 0;
+  double min_seconds_per_token_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  int steps_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
-  // Scratch for SelectBatch, under mu_.
-  std::vector<QueuedRequestView> views_;
-  // Per-thread staging of the batch's rows.
+  // Scratch for SelectBatch.
+  std::vector<QueuedRequestView> views_ ABSL_GUARDED_BY(mu_);
   // Per runner, reused by every step it runs: the step's rows (each
   // request decoded straight from its message) and its output. Steady
   // steps allocate neither.

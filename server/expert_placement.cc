@@ -22,10 +22,6 @@ absl::StatusOr<std::string> ReadText(const std::string& flag,
   return text.str();
 }
 
-absl::Status Prefix(const std::string& flag, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat("--", flag, ": ", s.message()));
-}
-
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const ExpertPlacement>> MakeRouterPlacement(
@@ -35,7 +31,7 @@ absl::StatusOr<std::shared_ptr<const ExpertPlacement>> MakeRouterPlacement(
     MOE_ASSIGN_OR_RETURN(std::string text,
                          ReadText("expert-placement", flags.placement_file));
     auto p = PlacementFromJson(text);
-    if (!p.ok()) return Prefix("expert-placement", p.status());
+    if (!p.ok()) return Prefixed("--expert-placement: ", p.status());
     if (flags.redundant != 0 && flags.redundant != p->redundant) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--expert-placement has redundant_experts ", p->redundant,
@@ -48,8 +44,8 @@ absl::StatusOr<std::shared_ptr<const ExpertPlacement>> MakeRouterPlacement(
             "--expert-placement: no placement for MoE layer ", layer));
       }
       MOE_RETURN_IF_ERROR(
-          Prefix("expert-placement",
-                 CheckPlacement(it->second, E, P, p->redundant, layer)));
+          Prefixed("--expert-placement: ",
+                   CheckPlacement(it->second, E, P, p->redundant, layer)));
     }
     for (const auto& [layer, lp] : p->layers) {
       if (!info.HasLayer(layer)) {
@@ -65,7 +61,7 @@ absl::StatusOr<std::shared_ptr<const ExpertPlacement>> MakeRouterPlacement(
     MOE_ASSIGN_OR_RETURN(std::string text,
                          ReadText("expert-load", flags.load_file));
     auto l = ExpertLoadFromJson(text);
-    if (!l.ok()) return Prefix("expert-load", l.status());
+    if (!l.ok()) return Prefixed("--expert-load: ", l.status());
     load = std::move(*l);
   }
   auto placement = std::make_shared<ExpertPlacement>();
@@ -82,7 +78,7 @@ absl::StatusOr<std::shared_ptr<const ExpertPlacement>> MakeRouterPlacement(
       l = &it->second;
     }
     auto p = ComputePlacement(*l, P, flags.redundant);
-    if (!p.ok()) return Prefix("redundant-experts", p.status());
+    if (!p.ok()) return Prefixed("--redundant-experts: ", p.status());
     placement->layers[layer] = std::move(*p);
   }
   return std::shared_ptr<const ExpertPlacement>(std::move(placement));

@@ -84,7 +84,7 @@ absl::StatusOr<std::map<int64_t, std::vector<double>>> ExpertLoadFromJson(
 void ExpertStatsBook::Record(int64_t layer, absl::Span<const int64_t> counts,
                              int64_t tokens, int64_t dropped,
                              absl::Span<const int64_t> worker_rows) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Layer& l = layers_[layer];
   if (l.counts.empty()) l.counts.assign(experts_, 0);
   ++l.steps;
@@ -112,7 +112,7 @@ void ExpertStatsBook::Record(int64_t layer, absl::Span<const int64_t> counts,
 }
 
 double ExpertStatsBook::WorkerImbalance(int64_t layer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = layers_.find(layer);
   if (it == layers_.end() || it->second.worker_steps == 0) return 0;
   return it->second.worker_imbalance / it->second.worker_steps;
@@ -120,58 +120,51 @@ double ExpertStatsBook::WorkerImbalance(int64_t layer) {
 
 void ExpertStatsBook::SetPlacement(
     std::shared_ptr<const ExpertPlacement> placement) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   placement_ = std::move(placement);
 }
 
 int64_t ExpertStatsBook::TotalSteps() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return steps_ever_;
 }
 
 std::map<int64_t, std::vector<int64_t>> ExpertStatsBook::Counts() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::map<int64_t, std::vector<int64_t>> out;
   for (const auto& [layer, l] : layers_) out[layer] = l.counts;
   return out;
 }
 
 LoadBalance ExpertStatsBook::Balance(int64_t layer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = layers_.find(layer);
   return it == layers_.end() ? LoadBalance()
                              : ComputeLoadBalance(it->second.counts);
 }
 
-moe::v1::ExpertStats ExpertStatsBook::Snapshot(int64_t layer, bool reset) {
-  std::lock_guard<std::mutex> lock(mu_);
+LayerStats ExpertStatsBook::Snapshot(int64_t layer, bool reset) {
+  absl::MutexLock lock(&mu_);
   Layer& l = layers_[layer];
   if (l.counts.empty()) l.counts.assign(experts_, 0);
-  moe::v1::ExpertStats s;
-  s.set_layer(static_cast<int32_t>(layer));
-  s.set_steps(l.steps);
-  s.set_tokens(l.tokens);
-  s.set_dropped_slots(l.dropped);
-  for (int64_t c : l.counts) s.add_tokens_per_expert(c);
-  const LoadBalance b = ComputeLoadBalance(l.counts);
-  s.set_entropy(b.entropy);
-  s.set_normalized_entropy(b.normalized_entropy);
-  s.set_gini(b.gini);
-  s.set_max_over_mean(b.max_over_mean);
-  s.set_min_over_mean(b.min_over_mean);
-  for (int64_t r : l.worker_rows) s.add_rows_per_worker(r);
+  LayerStats s;
+  s.layer = layer;
+  s.steps = l.steps;
+  s.tokens = l.tokens;
+  s.dropped_slots = l.dropped;
+  s.tokens_per_expert = l.counts;
+  s.balance = ComputeLoadBalance(l.counts);
+  s.rows_per_worker = l.worker_rows;
   if (l.worker_steps > 0) {
-    s.set_worker_max_over_mean(l.worker_imbalance / l.worker_steps);
+    s.worker_max_over_mean = l.worker_imbalance / l.worker_steps;
   }
   if (placement_ != nullptr) {
     if (auto it = placement_->layers.find(layer);
         it != placement_->layers.end()) {
-      for (const auto& w : it->second.workers) {
-        s.add_placement()->mutable_experts()->Assign(w.begin(), w.end());
-      }
+      s.placement = it->second.workers;
       const ReplicaMap m = MakeReplicaMap(it->second, experts_);
       for (int64_t e = 0; e < experts_; ++e) {
-        s.add_replicas_per_expert(static_cast<int32_t>(m.replicas(e)));
+        s.replicas_per_expert.push_back(static_cast<int32_t>(m.replicas(e)));
       }
     }
   }

@@ -5,14 +5,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "engine/placement.h"
-#include "moe/v1/moe.pb.h"
 
 namespace moe {
 
@@ -33,6 +33,23 @@ LoadBalance ComputeLoadBalance(absl::Span<const int64_t> counts);
 absl::StatusOr<std::map<int64_t, std::vector<double>>> ExpertLoadFromJson(
     const std::string& text);
 
+// One layer's figures since start or the last reset (what GetExpertStats
+// answers).
+struct LayerStats {
+  int64_t layer = 0;
+  int64_t steps = 0;
+  int64_t tokens = 0;
+  int64_t dropped_slots = 0;
+  std::vector<int64_t> tokens_per_expert;
+  LoadBalance balance;
+  std::vector<int64_t> rows_per_worker;  // empty without workers
+  double worker_max_over_mean = 0;       // 0 before any step on workers
+  // The placement in force: the logical expert in each slot of each
+  // worker, and each expert's replicas (both empty without a placement).
+  std::vector<std::vector<int32_t>> placement;
+  std::vector<int32_t> replicas_per_expert;
+};
+
 class ExpertStatsBook {
  public:
   explicit ExpertStatsBook(int64_t num_experts) : experts_(num_experts) {}
@@ -40,7 +57,7 @@ class ExpertStatsBook {
   // workers).
   void Record(int64_t layer, absl::Span<const int64_t> counts, int64_t tokens,
               int64_t dropped, absl::Span<const int64_t> worker_rows = {});
-  moe::v1::ExpertStats Snapshot(int64_t layer, bool reset);
+  LayerStats Snapshot(int64_t layer, bool reset);
   // Load balance of the counts since start or the last reset.
   LoadBalance Balance(int64_t layer);
   // Per step, the most loaded worker's rows over the mean, averaged since
@@ -64,11 +81,11 @@ class ExpertStatsBook {
     double worker_imbalance = 0;
     int64_t worker_steps = 0;
   };
-  int64_t experts_;
-  std::mutex mu_;
-  std::shared_ptr<const ExpertPlacement> placement_;
-  int64_t steps_ever_ = 0;
-  std::map<int64_t, Layer> layers_;
+  const int64_t experts_;
+  absl::Mutex mu_;
+  std::shared_ptr<const ExpertPlacement> placement_ ABSL_GUARDED_BY(mu_);
+  int64_t steps_ever_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int64_t, Layer> layers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace moe

@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/finite_check.h"
 #include "core/moe_config.h"
 #include "core/process_memory.h"
@@ -15,12 +16,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void FillResponse(const moe::v1::ForwardRequest& req, moe::v1::DType out_dtype,
-                  int64_t hidden, BatchResult& res, Clock::time_point arrival,
+// What the answer carries beyond the output rows, as the request asked.
+struct ResponseParts {
+  bool routing = false;
+  bool timing = false;
+};
+
+void FillResponse(ResponseParts parts, DType out_dtype, int64_t hidden,
+                  BatchResult& res, Clock::time_point arrival,
                   moe::v1::ForwardResponse* resp) {
   const int64_t n = res.routing.tokens;
-  EncodeMatrix(res.y.data(), n, hidden, out_dtype, resp->mutable_output());
-  if (req.return_routing()) {
+  EncodeMatrix(res.y.data(), n, hidden, ToWireDType(out_dtype),
+               resp->mutable_output());
+  if (parts.routing) {
     auto* r = resp->mutable_routing();
     r->set_tokens(n);
     r->set_slots(static_cast<int32_t>(res.routing.slots));
@@ -29,7 +37,7 @@ void FillResponse(const moe::v1::ForwardRequest& req, moe::v1::DType out_dtype,
     r->mutable_weights()->Assign(res.routing.weight.begin(),
                                  res.routing.weight.end());
   }
-  if (req.return_timing()) {
+  if (parts.timing) {
     auto* t = resp->mutable_timing();
     t->set_queue_us(res.queue_us);
     t->set_route_us(res.times.route_us);
@@ -58,6 +66,28 @@ void FillResponse(const moe::v1::ForwardRequest& req, moe::v1::DType out_dtype,
   }
 }
 
+void FillStats(const LayerStats& l, moe::v1::ExpertStats* s) {
+  s->set_layer(static_cast<int32_t>(l.layer));
+  s->set_steps(l.steps);
+  s->set_tokens(l.tokens);
+  s->set_dropped_slots(l.dropped_slots);
+  s->mutable_tokens_per_expert()->Assign(l.tokens_per_expert.begin(),
+                                         l.tokens_per_expert.end());
+  s->set_entropy(l.balance.entropy);
+  s->set_normalized_entropy(l.balance.normalized_entropy);
+  s->set_gini(l.balance.gini);
+  s->set_max_over_mean(l.balance.max_over_mean);
+  s->set_min_over_mean(l.balance.min_over_mean);
+  s->mutable_rows_per_worker()->Assign(l.rows_per_worker.begin(),
+                                       l.rows_per_worker.end());
+  s->set_worker_max_over_mean(l.worker_max_over_mean);
+  for (const std::vector<int32_t>& w : l.placement) {
+    s->add_placement()->mutable_experts()->Assign(w.begin(), w.end());
+  }
+  s->mutable_replicas_per_expert()->Assign(l.replicas_per_expert.begin(),
+                                           l.replicas_per_expert.end());
+}
+
 // ForwardStream: reads requests as they come and writes responses in
 // request order. A failed request answers with its status (and its
 // request_id) in the response and the stream goes on. Flow control: at most
@@ -75,17 +105,17 @@ class StreamReactor
       : service_(service),
         ctx_(ctx),
         limit_(std::max(service->options().stream_max_inflight, 1)) {
+    absl::MutexLock lock(&mu_);
     if (grpc::Status s = service_->Authorize(*ctx); !s.ok()) {
       finished_ = true;
       Finish(s);
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
     MaybeReadLocked();
   }
 
   void OnReadDone(bool ok) override {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::ReleasableMutexLock lock(&mu_);
     if (!ok) {
       reading_ = false;
       reads_done_ = true;
@@ -115,18 +145,18 @@ class StreamReactor
     entry->tokens = shape.size() == 2 ? std::max<int64_t>(shape[0], 0) : 0;
     outstanding_tokens_ += entry->tokens;
     ++outstanding_;
-    lock.unlock();
+    lock.Release();
     service_->Process(
         "ForwardStream", entry->request, SteadyDeadline(ctx_->deadline()),
         &entry->response,
         [this, entry](const grpc::Status& s) { Complete(entry, s); });
-    lock.lock();
+    absl::MutexLock relock(&mu_);
     reading_ = false;
     MaybeReadLocked();
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     writing_ = false;
     entries_.pop_front();
     if (!ok) {
@@ -138,12 +168,13 @@ class StreamReactor
   }
 
   void OnDone() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_ = true;
-    if (outstanding_ == 0) {
-      lock.unlock();
-      delete this;
+    bool last;
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+      last = outstanding_ == 0;
     }
+    if (last) delete this;
   }
 
  private:
@@ -177,23 +208,23 @@ class StreamReactor
           failed, &entry->wire, &own_buffer);
     }
     entry->response.Clear();
-    std::unique_lock<std::mutex> lock(mu_);
-    entry->ready = true;
-    --outstanding_;
-    outstanding_tokens_ -= entry->tokens;
-    if (done_) {
-      if (outstanding_ == 0) {
-        lock.unlock();
-        delete this;
+    bool last;
+    {
+      absl::MutexLock lock(&mu_);
+      entry->ready = true;
+      --outstanding_;
+      outstanding_tokens_ -= entry->tokens;
+      last = done_ && outstanding_ == 0;
+      if (!done_) {
+        WriteNextLocked();
+        MaybeReadLocked();  // the stream's queued tokens went down
+        MaybeFinishLocked();
       }
-      return;
     }
-    WriteNextLocked();
-    MaybeReadLocked();  // the stream's queued tokens went down
-    MaybeFinishLocked();
+    if (last) delete this;
   }
 
-  void MaybeReadLocked() {
+  void MaybeReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (reading_ || reads_done_ || broken_ || finished_) return;
     if (static_cast<int>(entries_.size()) >= limit_) return;  // back-pressure
     // Its share of the queue: one more request may pass the bound (its
@@ -205,14 +236,14 @@ class StreamReactor
     StartRead(&read_buf_);
   }
 
-  void WriteNextLocked() {
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || broken_ || entries_.empty() || !entries_.front().ready)
       return;
     writing_ = true;
     StartWrite(&entries_.front().wire);
   }
 
-  void MaybeFinishLocked() {
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
     if (broken_) {
       finished_ = true;
@@ -240,18 +271,21 @@ class StreamReactor
   const int limit_;
   grpc::ByteBuffer read_buf_;
   moe::v1::ForwardRequest request_;
-  std::mutex mu_;
-  std::deque<Entry> entries_;  // read, not yet written; deque keeps addresses
-  int outstanding_ = 0;        // submitted, not yet completed
-  int64_t outstanding_tokens_ = 0;  // their tokens
-  int64_t read_count_ = 0;
-  int64_t bad_index_ = -1;  // the first message that did not parse
-  bool reading_ = false;    // a read is started or being handled
-  bool reads_done_ = false;
-  bool writing_ = false;
-  bool broken_ = false;
-  bool finished_ = false;
-  bool done_ = false;
+  absl::Mutex mu_;
+  // Read, not yet written; a deque keeps their addresses.
+  std::deque<Entry> entries_ ABSL_GUARDED_BY(mu_);
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // submitted, not yet completed
+  int64_t outstanding_tokens_ ABSL_GUARDED_BY(mu_) = 0;  // their tokens
+  int64_t read_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // The first message that did not parse.
+  int64_t bad_index_ ABSL_GUARDED_BY(mu_) = -1;
+  // A read is started or being handled.
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
@@ -314,10 +348,8 @@ void MoeServiceImpl::Process(const char* method,
   response->set_request_id(request.request_id());
   const int64_t hidden = options_.model->info().layer.hidden;
   // Only what the response needs travels with the callback.
-  moe::v1::ForwardRequest flags;
-  flags.set_return_routing(request.return_routing());
-  flags.set_return_timing(request.return_timing());
-  req->done = [flags, out = valid->output_dtype, hidden, arrival, response,
+  const ResponseParts parts{request.return_routing(), request.return_timing()};
+  req->done = [parts, out = valid->output_dtype, hidden, arrival, response,
                done](const absl::Status& s, BatchResult& res) {
     if (!s.ok()) return done(ToGrpcStatus(s));
     // Finite inputs can still overflow (hidden states near the float
@@ -331,7 +363,7 @@ void MoeServiceImpl::Process(const char* method,
                        " is not finite (NaN or infinity) although the input "
                        "was; its hidden states overflow the computation")));
     }
-    FillResponse(flags, out, hidden, res, arrival, response);
+    FillResponse(parts, out, hidden, res, arrival, response);
     done(grpc::Status::OK);
   };
   if (absl::Status s = options_.batcher->Submit(std::move(req)); !s.ok()) {
@@ -427,7 +459,7 @@ grpc::ServerUnaryReactor* MoeServiceImpl::GetExpertStats(
                                   " is not an MoE layer of this model")));
     return reactor;
   }
-  *stats = options_.stats->Snapshot(req->layer(), req->reset());
+  FillStats(options_.stats->Snapshot(req->layer(), req->reset()), stats);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -448,8 +480,11 @@ grpc::ServerUnaryReactor* MoeServiceImpl::Rebalance(
   }
   // Answered from the rebalancer's thread once the workers have switched.
   options_.rebalancer->Request(
-      [reactor, response](const absl::StatusOr<moe::v1::RebalanceResponse>& r) {
-        if (r.ok()) *response = *r;
+      [reactor, response](const absl::StatusOr<RebalanceOutcome>& r) {
+        if (r.ok()) {
+          response->set_epoch(r->epoch);
+          response->set_seconds(r->seconds);
+        }
         reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpcStatus(r.status()));
       });
   return reactor;

@@ -5,29 +5,51 @@
 #include "core/status_macros.h"
 
 namespace moe {
+namespace {
+
+class PoolSwitch : public PlacementSwitch {
+ public:
+  explicit PoolSwitch(WorkerPool* pool) : pool_(pool) {}
+  std::shared_ptr<const ExpertPlacement> Current() override {
+    return pool_->placement().placement;
+  }
+  absl::Status Switch(std::shared_ptr<const ExpertPlacement> next,
+                      std::chrono::steady_clock::time_point deadline,
+                      uint64_t* epoch) override {
+    return pool_->Rebalance(std::move(next), deadline, epoch);
+  }
+
+ private:
+  WorkerPool* const pool_;
+};
+
+}  // namespace
 
 Rebalancer::Rebalancer(Options options) : options_(std::move(options)) {
+  if (options_.placements == nullptr) {
+    pool_switch_ = std::make_unique<PoolSwitch>(options_.pool);
+  }
+  placements_ =
+      options_.placements != nullptr ? options_.placements : pool_switch_.get();
   thread_ = std::thread([this] { Loop(); });
 }
 
 Rebalancer::~Rebalancer() {
   std::deque<Done> left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
     left.swap(requests_);
   }
-  cv_.notify_all();
   thread_.join();
   for (auto& done : left) done(absl::UnavailableError("router shutting down"));
 }
 
 void Rebalancer::Request(Done done) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!stop_) {
       requests_.push_back(std::move(done));
-      cv_.notify_all();
       return;
     }
   }
@@ -35,11 +57,14 @@ void Rebalancer::Request(Done done) {
 }
 
 void Rebalancer::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  const auto asked = [this] {
+    mu_.AssertReaderHeld();
+    return stop_ || !requests_.empty();
+  };
+  mu_.Lock();
   while (!stop_) {
     // Asked, or polled for --rebalance-every-steps.
-    cv_.wait_for(lock, std::chrono::milliseconds(50),
-                 [&] { return stop_ || !requests_.empty(); });
+    mu_.AwaitWithTimeout(absl::Condition(&asked), absl::Milliseconds(50));
     if (stop_) break;
     Done done;
     const int64_t steps = options_.stats->TotalSteps();
@@ -50,21 +75,22 @@ void Rebalancer::Loop() {
                steps - last_steps_ < options_.every_steps) {
       continue;
     }
-    lock.unlock();
+    mu_.Unlock();
     auto result = RunOnce();
     if (done) {
       done(result);
     } else if (!result.ok()) {
       spdlog::warn("rebalance: {}", result.status().ToString());
     }
-    lock.lock();
+    mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 absl::StatusOr<std::shared_ptr<const ExpertPlacement>>
 Rebalancer::NextPlacement() {
   const int64_t E = options_.info.layer.num_experts;
-  const WorkerPool::PlacementInForce now = options_.pool->placement();
+  const std::shared_ptr<const ExpertPlacement> now = placements_->Current();
   std::map<int64_t, std::vector<int64_t>> counts = options_.stats->Counts();
   auto next = std::make_shared<ExpertPlacement>();
   next->redundant = options_.redundant;
@@ -80,9 +106,8 @@ Rebalancer::NextPlacement() {
       load[e] = static_cast<double>(reset ? c[e] : c[e] - before[e]);
       total += load[e];
     }
-    if (total <= 0 && now.placement != nullptr &&
-        now.placement->layers.count(layer) > 0) {
-      next->layers[layer] = now.placement->layers.at(layer);  // nothing new
+    if (total <= 0 && now != nullptr && now->layers.count(layer) > 0) {
+      next->layers[layer] = now->layers.at(layer);  // nothing new
       continue;
     }
     MOE_ASSIGN_OR_RETURN(
@@ -93,14 +118,13 @@ Rebalancer::NextPlacement() {
   return std::shared_ptr<const ExpertPlacement>(std::move(next));
 }
 
-absl::StatusOr<moe::v1::RebalanceResponse> Rebalancer::RunOnce() {
+absl::StatusOr<RebalanceOutcome> Rebalancer::RunOnce() {
   const auto start = std::chrono::steady_clock::now();
   last_steps_ = options_.stats->TotalSteps();
   MOE_ASSIGN_OR_RETURN(std::shared_ptr<const ExpertPlacement> next,
                        NextPlacement());
   uint64_t epoch = 0;
-  absl::Status s =
-      options_.pool->Rebalance(next, start + options_.timeout, &epoch);
+  absl::Status s = placements_->Switch(next, start + options_.timeout, &epoch);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -113,10 +137,7 @@ absl::StatusOr<moe::v1::RebalanceResponse> Rebalancer::RunOnce() {
   }
   spdlog::info("rebalanced to placement {} in {:.3f} s: {}", epoch, seconds,
                PlacementToJson(*next));
-  moe::v1::RebalanceResponse r;
-  r.set_epoch(epoch);
-  r.set_seconds(seconds);
-  return r;
+  return RebalanceOutcome{epoch, seconds};
 }
 
 }  // namespace moe

@@ -6,28 +6,50 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
+#include <memory>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/model_source.h"
-#include "moe/v1/moe.pb.h"
 #include "server/expert_stats.h"
 #include "server/router_metrics.h"
 #include "server/worker_pool.h"
 
 namespace moe {
 
+// What one rebalance achieved (the Rebalance RPC's answer).
+struct RebalanceOutcome {
+  uint64_t epoch = 0;  // of the placement now in force
+  double seconds = 0;  // computing, loading and switching
+};
+
+// Where the rebalancer reads and switches the placement: the worker pool in
+// the router, a fake in tests.
+class PlacementSwitch {
+ public:
+  virtual ~PlacementSwitch() = default;
+  // The placement in force (null: none yet, the contiguous ranges).
+  virtual std::shared_ptr<const ExpertPlacement> Current() = 0;
+  // Has every worker load `next` and switch to it by `deadline`; `epoch`
+  // gets its number (see WorkerPool::Rebalance).
+  virtual absl::Status Switch(std::shared_ptr<const ExpertPlacement> next,
+                              std::chrono::steady_clock::time_point deadline,
+                              uint64_t* epoch) = 0;
+};
+
 class Rebalancer {
  public:
   struct Options {
+    // The router's workers; or `placements` (e.g. a test's) instead.
     WorkerPool* pool = nullptr;
+    PlacementSwitch* placements = nullptr;
     ExpertStatsBook* stats = nullptr;
     RouterMetrics* metrics = nullptr;  // may be null
     ModelInfo info;
@@ -37,8 +59,7 @@ class Rebalancer {
     // Loading and switching must be done by then.
     std::chrono::milliseconds timeout{60000};
   };
-  using Done =
-      std::function<void(const absl::StatusOr<moe::v1::RebalanceResponse>&)>;
+  using Done = std::function<void(const absl::StatusOr<RebalanceOutcome>&)>;
 
   explicit Rebalancer(Options options);
   ~Rebalancer();  // stops the thread; pending requests get UNAVAILABLE
@@ -48,15 +69,16 @@ class Rebalancer {
 
  private:
   void Loop();
-  absl::StatusOr<moe::v1::RebalanceResponse> RunOnce();
+  absl::StatusOr<RebalanceOutcome> RunOnce();
   // The placement for the load since the last rebalance.
   absl::StatusOr<std::shared_ptr<const ExpertPlacement>> NextPlacement();
 
   Options options_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Done> requests_;  // guarded by mu_
-  bool stop_ = false;          // guarded by mu_
+  std::unique_ptr<PlacementSwitch> pool_switch_;  // over options_.pool
+  PlacementSwitch* placements_;
+  absl::Mutex mu_;
+  std::deque<Done> requests_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // The stats' counts and steps at the last rebalance (this thread only).
   std::map<int64_t, std::vector<int64_t>> last_counts_;
   int64_t last_steps_ = 0;

@@ -22,11 +22,8 @@ absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,
   if (!r.has_hidden_states()) {
     return absl::InvalidArgumentError("hidden_states: required, x [N, H]");
   }
-  const moe::v1::DType out = r.output_dtype() == moe::v1::DTYPE_UNSPECIFIED
-                                 ? r.hidden_states().dtype()
-                                 : r.output_dtype();
-  if (WireDTypeSize(r.output_dtype()) == 0 &&
-      r.output_dtype() != moe::v1::DTYPE_UNSPECIFIED) {
+  const std::optional<DType> asked = FromWireDType(r.output_dtype());
+  if (!asked && r.output_dtype() != moe::v1::DTYPE_UNSPECIFIED) {
     return absl::InvalidArgumentError(
         absl::StrCat("output_dtype: expected F32, BF16, F16 or unset, got ",
                      static_cast<int>(r.output_dtype())));
@@ -69,7 +66,8 @@ absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,
   v.layer = r.layer();
   v.token_ids = absl::MakeConstSpan(ids.data(), ids.size());
   v.x = *x;
-  v.output_dtype = out;
+  // Unset: answered in the type the rows came in.
+  v.output_dtype = asked.value_or(x->dtype);
   return v;
 }
 

@@ -22,7 +22,7 @@ struct ValidForward {
   // The request's hidden states, checked (finite, [N, hidden]) and viewed
   // in place: the request must outlive this.
   WireMatrix x;
-  moe::v1::DType output_dtype = moe::v1::F32;
+  DType output_dtype = DType::kF32;  // F32, BF16 or F16
   // The request's token_ids (a view into it): one per row, checked against
   // the vocabulary for a hash-routed layer; empty when none were sent.
   absl::Span<const int64_t> token_ids;

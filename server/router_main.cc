@@ -228,10 +228,6 @@ RouterFlags ReadFlags() {
   return f;
 }
 
-absl::Status Prefixed(absl::string_view prefix, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
-}
-
 // The gRPC message size limit: --max-message-bytes, or room for the largest
 // request or step (rows, routing and a margin).
 int MessageLimit(const RouterOptions& o, const ModelInfo& info) {

@@ -23,7 +23,6 @@ class WorkerAuth {
   // No tokens: every call is let through (mutual TLS, if any, has already
   // been checked by the transport).
   explicit WorkerAuth(const std::vector<std::string>& tokens);
-  bool tokens_required() const { return tokens_.enabled(); }
   // OK, or UNAUTHENTICATED naming what was wrong. Logs refusals.
   grpc::Status Check(const grpc::ServerContextBase& ctx,
                      const char* method) const;

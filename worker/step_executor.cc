@@ -4,7 +4,6 @@
 #include "comm/gloo_communicator.h"
 #include "core/status_macros.h"
 #include "core/thread_slice.h"
-#include "proto/step_codec.h"
 #ifdef MOE_HAVE_CUDA
 #include "comm/nccl_communicator.h"
 #endif
@@ -69,7 +68,7 @@ absl::Status StepExecutor::Load(const ModelSource& source,
                                 uint64_t placement_epoch) {
   MOE_RETURN_IF_ERROR(CheckShard(source, shard));
   {
-    std::lock_guard<std::mutex> lock(staged_mu_);
+    absl::MutexLock lock(&staged_mu_);
     staged_.reset();
   }
   LoadOptions opts = WorkerLoadOptions(shard);
@@ -92,7 +91,7 @@ absl::Status StepExecutor::Stage(const ModelSource& source,
   LoadOptions opts = WorkerLoadOptions(shard);
   opts.dtype = dtype;
   MOE_RETURN_IF_ERROR(backend->Load(source, opts, staged_max_tokens_));
-  std::lock_guard<std::mutex> lock(staged_mu_);
+  absl::MutexLock lock(&staged_mu_);
   staged_ = std::move(backend);
   staged_epoch_ = epoch;
   staged_physical_ = source.info().layer.num_experts + shard.redundant;
@@ -116,62 +115,53 @@ absl::StatusOr<std::unique_ptr<Communicator>> StepExecutor::Connect(
 #endif
 }
 
-absl::Status StepExecutor::Run(const moe::v1::Step& step, Communicator& comm,
-                               moe::v1::StepResult* result) {
+absl::Status StepExecutor::Run(const StepHeader& header, StepDecoder decode,
+                               Communicator& comm, StepOutput* out) {
   // Every refusal before step_.Run leaves the communicator untouched.
   collectives_intact_ = true;
-  if (step.placement_epoch() != epoch_) {
-    std::lock_guard<std::mutex> lock(staged_mu_);
-    if (staged_ == nullptr || staged_epoch_ != step.placement_epoch()) {
+  const auto received = std::chrono::steady_clock::now();
+  if (header.placement_epoch != epoch_) {
+    absl::MutexLock lock(&staged_mu_);
+    if (staged_ == nullptr || staged_epoch_ != header.placement_epoch) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "step ", step.step_id(), " is planned for expert placement ",
-          step.placement_epoch(), ", this worker holds ", epoch_,
+          "step ", header.step_id, " is planned for expert placement ",
+          header.placement_epoch, ", this worker holds ", epoch_,
           staged_ ? absl::StrCat(" and has staged ", staged_epoch_) : ""));
     }
     backend_ = std::move(staged_);
     physical_experts_ = staged_physical_;
     epoch_ = staged_epoch_;
   }
-  if (!backend_->HasLayer(step.layer())) {
+  if (!backend_->HasLayer(header.layer)) {
     return absl::NotFoundError(
-        absl::StrCat("worker has no weights for layer ", step.layer()));
+        absl::StrCat("worker has no weights for layer ", header.layer));
   }
-  const auto received = std::chrono::steady_clock::now();
   const int64_t H = backend_->config().hidden;
-  const moe::v1::DType result_dtype = step.result_dtype();
-  if (result_dtype != moe::v1::DTYPE_UNSPECIFIED &&
-      result_dtype != moe::v1::F32 && result_dtype != moe::v1::BF16) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step ", step.step_id(), ": result_dtype must be F32 or BF16, got ",
-        static_cast<int>(result_dtype)));
-  }
   EpStepInput in;
-  MOE_RETURN_IF_ERROR(DecodeStep(step, H, &scratch_, &in));
+  MOE_RETURN_IF_ERROR(decode(H, &scratch_, &in));
   in.experts = physical_experts_;
-  const auto decoded = std::chrono::steady_clock::now();
+  using Us = std::chrono::duration<double, std::micro>;
+  out->decode_us = Us(std::chrono::steady_clock::now() - received).count();
   if (in.tokens > max_tokens_) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("step ", step.step_id(), ": ", in.tokens,
+        absl::StrCat("step ", header.step_id, ": ", in.tokens,
                      " rows exceed this worker's ", max_tokens_));
   }
-  EpStepTimes times;
-  if (step.direct()) {
+  out->tokens = in.tokens;
+  out->slots = in.slots;
+  out->hidden = H;
+  out->times = EpStepTimes();
+  if (header.direct) {
     // No collective: the group stays intact whatever happens here.
-    DirectOutputs outputs;
-    MOE_RETURN_IF_ERROR(step_.RunDirect(in, *backend_, comm.rank(), comm.size(),
-                                        max_tokens_, &outputs, &times));
-    EncodeDirectResult(outputs, in.tokens, in.slots, H, times, result);
-  } else {
-    absl::Status s = step_.Run(in, *backend_, comm, max_tokens_,
-                               /*x_resident=*/false, y_.data(), &times);
-    collectives_intact_ = step_.collectives_intact();
-    MOE_RETURN_IF_ERROR(s);
-    EncodeStepResult(y_.data(), in.tokens, H, times, result_dtype, result);
+    out->y = nullptr;
+    return step_.RunDirect(in, *backend_, comm.rank(), comm.size(), max_tokens_,
+                           &out->direct, &out->times);
   }
-  using Us = std::chrono::duration<double, std::micro>;
-  result->set_decode_us(Us(decoded - received).count());
-  result->set_step_us(Us(std::chrono::steady_clock::now() - received).count());
-  return absl::OkStatus();
+  absl::Status s = step_.Run(in, *backend_, comm, max_tokens_,
+                             /*x_resident=*/false, y_.data(), &out->times);
+  collectives_intact_ = step_.collectives_intact();
+  out->y = y_.data();
+  return s;
 }
 
 }  // namespace moe

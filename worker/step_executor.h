@@ -1,8 +1,10 @@
-// A worker's part of each expert-parallel step: decodes the router's Step,
-// runs the engine's one step (engine/ep_step.h) on this worker's backend
-// over the group's communicator, and encodes the result. Also picks the
-// communicator: NCCL between GPUs, Gloo between hosts' memory (CPU workers,
-// or CUDA workers staging through pinned memory, e.g. several on one GPU).
+// A worker's part of each expert-parallel step: runs the engine's one step
+// (engine/ep_step.h) on this worker's backend over the group's
+// communicator, on rows its caller decodes (worker/step_message.h reads
+// and writes the router's messages; this class sees no wire type). Also
+// picks the communicator: NCCL between GPUs, Gloo between hosts' memory
+// (CPU workers, or CUDA workers staging through pinned memory, e.g.
+// several on one GPU).
 #pragma once
 
 #include <atomic>
@@ -10,11 +12,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "comm/collective.h"
 #include "comm/communicator.h"
 #include "core/device_spec.h"
@@ -23,7 +27,6 @@
 #include "engine/expert_backend.h"
 #include "engine/layer_weights.h"
 #include "gloo/rendezvous/store.h"
-#include "moe/v1/worker.pb.h"
 
 namespace moe {
 
@@ -34,6 +37,28 @@ struct ExpertShard {
   int64_t begin = 0, end = 0;
   int64_t redundant = 0;
   std::map<int64_t, std::vector<int32_t>> layer_slots;
+};
+
+// What a step is besides its rows.
+struct StepHeader {
+  uint64_t step_id = 0;
+  int64_t layer = 0;
+  uint64_t placement_epoch = 0;  // the placement the step was planned for
+  bool direct = false;           // no collective (docs/architecture.md)
+};
+
+// Fills `in` with the step's rows for a layer of width `hidden`: views into
+// the caller's message, or rows widened into `scratch` (which only grows).
+using StepDecoder = absl::FunctionRef<absl::Status(
+    int64_t hidden, std::vector<float>* scratch, EpStepInput* in)>;
+
+// What a step produced; the views are valid until the next Run.
+struct StepOutput {
+  int64_t tokens = 0, slots = 0, hidden = 0;
+  const float* y = nullptr;  // [tokens, hidden], unless direct
+  DirectOutputs direct;      // a direct step's expert outputs
+  EpStepTimes times;
+  double decode_us = 0;  // start of Run to the rows decoded
 };
 
 class StepExecutor {
@@ -66,10 +91,13 @@ class StepExecutor {
       int rank, int world, const std::string& host,
       gloo::rendezvous::Store& store, std::chrono::milliseconds timeout);
 
-  // Runs `step` as rank comm.rank() of comm.size(); fills `result` (rows,
-  // timing, rows computed).
-  absl::Status Run(const moe::v1::Step& step, Communicator& comm,
-                   moe::v1::StepResult* result);
+  // Runs the step `header` names as rank comm.rank() of comm.size(), on the
+  // rows `decode` gives once the placement and layer are checked: switches
+  // to a staged placement the step names, FAILED_PRECONDITION for one it
+  // does not hold, NOT_FOUND for a layer it has no weights of,
+  // RESOURCE_EXHAUSTED for more rows than it was loaded for.
+  absl::Status Run(const StepHeader& header, StepDecoder decode,
+                   Communicator& comm, StepOutput* out);
   // After a failed Run: whether `comm` is still usable for the next step
   // (the step was refused before its first collective). See
   // EpStep::collectives_intact.
@@ -96,10 +124,10 @@ class StepExecutor {
   int64_t physical_experts_ = 0;  // E + R: what step ids and counts name
   uint64_t epoch_ = 0;            // placement epoch of backend_
   // A staged placement's weights, waiting for its first step.
-  std::mutex staged_mu_;
-  std::unique_ptr<ExpertBackend> staged_;  // guarded by staged_mu_
-  uint64_t staged_epoch_ = 0;              // guarded by staged_mu_
-  int64_t staged_physical_ = 0;            // guarded by staged_mu_
+  absl::Mutex staged_mu_;
+  std::unique_ptr<ExpertBackend> staged_ ABSL_GUARDED_BY(staged_mu_);
+  uint64_t staged_epoch_ ABSL_GUARDED_BY(staged_mu_) = 0;
+  int64_t staged_physical_ ABSL_GUARDED_BY(staged_mu_) = 0;
   std::atomic<int64_t> staged_max_tokens_{0};
   bool collectives_intact_ = true;
   EpStep step_;

@@ -13,7 +13,9 @@
 #include "core/status_macros.h"
 #include "core/thread_slice.h"
 #include "proto/model_spec.h"
+#include "proto/step_codec.h"
 #include "worker/router_store.h"
+#include "worker/step_message.h"
 
 namespace moe {
 namespace {
@@ -229,7 +231,7 @@ void WorkerAgent::Execute(
           generation_, comm_ ? "" : ", no collective group", ")"));
     } else {
       result->set_rank(comm_->rank());
-      s = executor_->Run(step, *comm_, result);
+      s = RunStepMessage(*executor_, step, *comm_, result);
       broken = !s.ok() && !executor_->collectives_intact();
       // A failed collective leaves the group unusable until reassigned; a
       // step refused before its collectives leaves it as it was.
@@ -247,7 +249,9 @@ void WorkerAgent::Execute(
       result->set_collectives_broken(broken);
     }
     if (options_.metrics != nullptr) {
-      options_.metrics->Step(*result);
+      options_.metrics->Step(
+          static_cast<absl::StatusCode>(result->error_code()),
+          DecodeStepTimes(*result, result->rank()), result->expert_rows());
     }
   } else {
     return;

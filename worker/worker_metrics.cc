@@ -67,22 +67,20 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
   }
 }
 
-void WorkerMetrics::Step(const moe::v1::StepResult& r) {
-  steps_
-      .Add({{"code", absl::StatusCodeToString(
-                         static_cast<absl::StatusCode>(r.error_code()))}})
-      .Increment();
-  if (r.error_code() != 0) return;
-  for (auto [stage, us] : {std::pair{"decode", r.decode_us()},
-                           {"gather", r.gather_us()},
-                           {"dispatch_wait", r.dispatch_us() - r.gather_us()},
-                           {"experts", r.experts_us()},
-                           {"combine_wait", r.combine_us() - r.sum_us()},
-                           {"sum", r.sum_us()},
-                           {"step", r.step_us()}}) {
+void WorkerMetrics::Step(absl::StatusCode code, const WorkerStageTimes& t,
+                         int64_t expert_rows) {
+  steps_.Add({{"code", absl::StatusCodeToString(code)}}).Increment();
+  if (code != absl::StatusCode::kOk) return;
+  for (auto [stage, us] : {std::pair{"decode", t.decode_us},
+                           {"gather", t.gather_us},
+                           {"dispatch_wait", t.dispatch_wait_us},
+                           {"experts", t.experts_us},
+                           {"combine_wait", t.combine_wait_us},
+                           {"sum", t.sum_us},
+                           {"step", t.step_us}}) {
     stages_.Add({{"stage", stage}}, Seconds()).Observe(us / 1e6);
   }
-  rows_.Observe(static_cast<double>(r.expert_rows()));
+  rows_.Observe(static_cast<double>(expert_rows));
 }
 
 void WorkerMetrics::Group(int rank, int world_size, uint64_t generation,

@@ -4,7 +4,8 @@
 
 #include <cstdint>
 
-#include "moe/v1/worker.pb.h"
+#include "absl/status/status.h"
+#include "engine/stage_times.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -17,8 +18,10 @@ class WorkerMetrics {
  public:
   explicit WorkerMetrics(prometheus::Registry& registry);
   // One step's outcome and, when it succeeded, its stage times (decode,
-  // dispatch, experts, combine, and the whole step) and rows computed.
-  void Step(const moe::v1::StepResult& result);
+  // gather, dispatch wait, experts, combine wait, sum, and the whole step)
+  // and rows computed.
+  void Step(absl::StatusCode code, const WorkerStageTimes& times,
+            int64_t expert_rows);
   void Group(int rank, int world_size, uint64_t generation, bool ready);
 
  private:

@@ -877,7 +877,7 @@ std::vector<float> RunDirectRanks(
     EXPECT_EQ(times.expert_rows, d.row_offsets[r + 1] - d.row_offsets[r]);
     type = out.type;
     // Slot order, as the worker returns them (EncodeDirectResult).
-    const size_t row_bytes = H * ElementSize(type);
+    const size_t row_bytes = H * DTypeSize(type);
     outputs.resize(d.row_offsets[world] * row_bytes);
     char* dst = outputs.data() + d.row_offsets[r] * row_bytes;
     for (int64_t i = 0; i < tokens * S; ++i) {

@@ -35,7 +35,7 @@ void Check(const moe::v1::ForwardRequest& req) {
   if (x.cols != 8 || x.rows < 0 || x.rows > 64 ||
       x.data != req.hidden_states().data().data() ||
       req.hidden_states().data().size() !=
-          static_cast<size_t>(x.rows * x.cols) * moe::WireDTypeSize(x.dtype)) {
+          static_cast<size_t>(x.rows * x.cols) * moe::DTypeSize(x.dtype)) {
     __builtin_trap();
   }
   std::vector<float> rows(static_cast<size_t>(x.rows * x.cols));

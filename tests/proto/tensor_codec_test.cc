@@ -28,7 +28,7 @@ TEST(TensorCodec, EncodeMatchesTheOneValueConversionsAndDecodesBack) {
     moe::v1::Tensor t;
     EncodeMatrix(v.data(), rows, cols, dtype, &t);
     ASSERT_EQ(t.dtype(), dtype);
-    ASSERT_EQ(t.data().size(), v.size() * WireDTypeSize(dtype));
+    ASSERT_EQ(t.data().size(), v.size() * DTypeSize(*FromWireDType(dtype)));
     std::vector<float> want(v.size());
     for (size_t i = 0; i < v.size(); ++i) {
       want[i] = dtype == moe::v1::BF16  ? Bf16ToF32(F32ToBf16(v[i]))

@@ -211,7 +211,7 @@ std::unique_ptr<BatchRequest> Request(Answers& answers,
   static const float kOnes[4] = {1, 1, 1, 1};
   r->x.rows = 1;
   r->x.cols = 4;
-  r->x.dtype = moe::v1::F32;
+  r->x.dtype = DType::kF32;
   r->x.data = reinterpret_cast<const char*>(kOnes);
   r->arrival = Clock::now();
   r->deadline = r->arrival + std::chrono::minutes(1);

@@ -13,14 +13,17 @@ TEST(ExpertStats, WorkerRowsAndTheirImbalancePerStep) {
   book.Record(0, counts, 4, 0, std::vector<int64_t>{6, 2});  // 1.5
   book.Record(0, counts, 4, 0, std::vector<int64_t>{4, 4});  // 1.0
   EXPECT_DOUBLE_EQ(book.WorkerImbalance(0), 1.25);
-  const moe::v1::ExpertStats s = book.Snapshot(0, /*reset=*/true);
-  ASSERT_EQ(s.rows_per_worker_size(), 2);
-  EXPECT_EQ(s.rows_per_worker(0), 10);
-  EXPECT_EQ(s.rows_per_worker(1), 6);
-  EXPECT_DOUBLE_EQ(s.worker_max_over_mean(), 1.25);
-  EXPECT_EQ(s.placement_size(), 0);
-  EXPECT_EQ(book.WorkerImbalance(0), 0);  // reset
-  EXPECT_EQ(book.TotalSteps(), 2);        // what rebalancing counts: kept
+  const LayerStats s = book.Snapshot(0, /*reset=*/true);
+  EXPECT_EQ(s.steps, 2);
+  EXPECT_EQ(s.tokens, 8);
+  EXPECT_EQ(s.tokens_per_expert, (std::vector<int64_t>{6, 2, 0, 8}));
+  EXPECT_DOUBLE_EQ(s.balance.max_over_mean, 2.0);
+  EXPECT_EQ(s.rows_per_worker, (std::vector<int64_t>{10, 6}));
+  EXPECT_DOUBLE_EQ(s.worker_max_over_mean, 1.25);
+  EXPECT_TRUE(s.placement.empty());
+  EXPECT_EQ(book.Snapshot(0, false).steps, 0);  // reset
+  EXPECT_EQ(book.WorkerImbalance(0), 0);        // reset
+  EXPECT_EQ(book.TotalSteps(), 2);              // what rebalancing counts: kept
 }
 
 TEST(ExpertStats, SnapshotCarriesThePlacement) {
@@ -29,13 +32,10 @@ TEST(ExpertStats, SnapshotCarriesThePlacement) {
   p->redundant = 2;
   p->layers[0].workers = {{0, 1, 3}, {2, 3, 0}};
   book.SetPlacement(p);
-  const moe::v1::ExpertStats s = book.Snapshot(0, false);
-  ASSERT_EQ(s.placement_size(), 2);
-  EXPECT_EQ(s.placement(1).experts(0), 2);
-  ASSERT_EQ(s.replicas_per_expert_size(), 4);
-  EXPECT_EQ(s.replicas_per_expert(0), 2);
-  EXPECT_EQ(s.replicas_per_expert(1), 1);
-  EXPECT_EQ(s.replicas_per_expert(3), 2);
+  const LayerStats s = book.Snapshot(0, false);
+  ASSERT_EQ(s.placement.size(), 2u);
+  EXPECT_EQ(s.placement[1][0], 2);
+  EXPECT_EQ(s.replicas_per_expert, (std::vector<int32_t>{2, 1, 1, 2}));
 }
 
 TEST(ExpertStats, LoadFromSavedStats) {

@@ -46,14 +46,4 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   return resp.substr(body + 4);
 }
 
-double MetricValue(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(series + " ", 0) == 0)
-      return std::stod(line.substr(series.size() + 1));
-  }
-  return -1;
-}
-
 }  // namespace moe::testing
