@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "engine/placement.h"
 #include "moe/v1/worker.grpc.pb.h"
+#include "server/step_group.h"
 #include "server/worker_auth.h"
 
 namespace moe {
@@ -64,10 +65,6 @@ struct WorkerPoolOptions {
   std::shared_ptr<const ExpertPlacement> placement;
 };
 
-// RunStep's answer to steps planned with a placement that is no longer in
-// force (a rebalance switched meanwhile): plan them again.
-bool IsPlacementChanged(const absl::Status& status);
-
 // A direct step that gives its rank no rows: RunStep need not send it.
 bool IdleInDirectStep(const moe::v1::Step& step);
 
@@ -84,7 +81,7 @@ using WorkerControlBase = moe::v1::WorkerControl::WithCallbackMethod_StoreSet<
     moe::v1::WorkerControl::WithCallbackMethod_StoreGet<
         moe::v1::WorkerControl::Service>>;
 
-class WorkerPool final : public WorkerControlBase {
+class WorkerPool final : public WorkerControlBase, public StepGroup {
  public:
   explicit WorkerPool(WorkerPoolOptions options);
   ~WorkerPool() override;
@@ -138,7 +135,7 @@ class WorkerPool final : public WorkerControlBase {
     return options_.hold_while_regrouping.count() > 0;
   }
   absl::StatusOr<int> AwaitGroup(
-      std::chrono::steady_clock::time_point deadline);
+      std::chrono::steady_clock::time_point deadline) override;
 
   // Sends steps[r] to rank r (steps.size() is AwaitGroup's world size; a
   // group re-formed since then fails the step UNAVAILABLE), all in one ordered
@@ -158,15 +155,12 @@ class WorkerPool final : public WorkerControlBase {
   absl::Status RunStep(std::vector<moe::v1::Step>& steps,
                        std::chrono::steady_clock::time_point deadline,
                        const std::function<void()>& overlap,
-                       std::vector<moe::v1::StepResult>* results);
+                       std::vector<moe::v1::StepResult>* results) override;
 
-  // The placement steps are planned with now (null: contiguous ranges), and
-  // its epoch, which every Step names.
-  struct PlacementInForce {
-    std::shared_ptr<const ExpertPlacement> placement;
-    uint64_t epoch = 0;
-  };
-  PlacementInForce placement() const;
+  // The placement steps are planned with now (null: contiguous ranges, and
+  // while the group is degraded).
+  using PlacementInForce = moe::PlacementInForce;
+  PlacementInForce placement() const override;
   // Live rebalancing: sends `next` to every rank of the current generation,
   // which loads it while steps go on; once every rank has, `next` becomes
   // the placement of every step sent from then on (RunStep refuses steps

@@ -27,18 +27,9 @@ absl::Status WorkerError(int rank, const moe::v1::StepResult& result) {
 
 }  // namespace
 
-namespace {
-constexpr absl::string_view kPlacementChanged = "expert placement changed";
-}  // namespace
-
 bool IdleInDirectStep(const moe::v1::Step& step) {
   return step.direct() && step.rows().shape_size() > 0 &&
          step.rows().shape(0) == 0;
-}
-
-bool IsPlacementChanged(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kAborted &&
-         absl::StartsWith(status.message(), kPlacementChanged);
 }
 
 void WorkerPool::OnResult(const std::shared_ptr<Conn>& conn,
@@ -92,9 +83,8 @@ absl::Status WorkerPool::RunStep(std::vector<moe::v1::Step>& steps,
             " workers while a step for ", P, " was planned; retry"));
       }
       if (!steps.empty() && steps[0].placement_epoch() != placement_epoch_) {
-        return absl::AbortedError(absl::StrCat(
-            kPlacementChanged, ": step planned for ",
-            steps[0].placement_epoch(), ", in force ", placement_epoch_));
+        return PlacementChangedError(steps[0].placement_epoch(),
+                                     placement_epoch_);
       }
       id = next_step_++;
       pending->generation = generation_;
