@@ -132,6 +132,17 @@ void WorkerPool::NotifyLocked(Notify* notify) {
   });
 }
 
+void AddLayerSlots(
+    const ExpertPlacement& placement, int rank,
+    google::protobuf::RepeatedPtrField<moe::v1::LayerSlots>* out) {
+  for (const auto& [layer, lp] : placement.layers) {
+    auto* slots = out->Add();
+    slots->set_layer(static_cast<int32_t>(layer));
+    slots->mutable_experts()->Assign(lp.workers[rank].begin(),
+                                     lp.workers[rank].end());
+  }
+}
+
 moe::v1::RouterMessage WorkerPool::AssignmentLocked(
     int r, int W, const std::string& store_token) const {
   // The placement is made for the configured P workers: a smaller group
@@ -151,12 +162,7 @@ moe::v1::RouterMessage WorkerPool::AssignmentLocked(
   a->set_placement_epoch(in_force.epoch);
   if (placed != nullptr) {
     a->set_redundant_experts(placed->redundant);
-    for (const auto& [layer, lp] : placed->layers) {
-      auto* slots = a->add_layer_slots();
-      slots->set_layer(static_cast<int32_t>(layer));
-      slots->mutable_experts()->Assign(lp.workers[r].begin(),
-                                       lp.workers[r].end());
-    }
+    AddLayerSlots(*placed, r, a->mutable_layer_slots());
   }
   *a->mutable_model() = options_.model;
   a->set_heartbeat_interval_ms(options_.heartbeat_interval.count());
@@ -404,6 +410,23 @@ bool WorkerPool::CheckStallsLocked(Clock::time_point now, Notify* notify) {
   return any;
 }
 
+Clock::time_point WorkerPool::NextStallCheckLocked(
+    Clock::time_point now) const {
+  // Every heartbeat interval, and as soon as a rank's silence would pass
+  // the limit (ahead of the transport's keepalive, which would otherwise
+  // drop a frozen worker as disconnected before it is seen stalled).
+  Clock::time_point wake = now + options_.heartbeat_interval;
+  const auto limit = options_.heartbeat_interval * options_.heartbeat_misses;
+  for (const auto& c : ranks_) {
+    if (c == nullptr || c->stalled || !c->assigned) continue;
+    const Clock::time_point due =
+        Clock::time_point(Clock::duration(c->last_seen.load())) + limit +
+        std::chrono::milliseconds(1);
+    wake = std::min(wake, std::max(due, now));
+  }
+  return wake;
+}
+
 void WorkerPool::OnReady(const std::shared_ptr<Conn>& conn,
                          const moe::v1::Ready& ready) {
   Notify notify;
@@ -510,8 +533,7 @@ void WorkerPool::RetryLoop() {
       continue;
     }
     if (parked != store_parked_) continue;  // a new timeout to keep
-    // The watchdog looks every heartbeat interval.
-    Clock::time_point wake = now + options_.heartbeat_interval;
+    Clock::time_point wake = NextStallCheckLocked(now);
     if (regroup_pending_) wake = std::min(wake, regroup_at_);
     if (store_wake) wake = std::min(wake, *store_wake);
     cv_.WaitWithTimeout(&mu_, absl::FromChrono(wake - Clock::now()));

@@ -216,6 +216,9 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
   // Marks the ranks silent for too long as stalled; true if one was.
   bool CheckStallsLocked(Clock::time_point now, Notify* notify)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the watchdog looks next.
+  Clock::time_point NextStallCheckLocked(Clock::time_point now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // State::stalled.
   std::string StalledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION when `info` names a device another registered

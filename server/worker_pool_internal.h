@@ -34,6 +34,12 @@ class WorkerPool::StoreWait : public grpc::ServerUnaryReactor,
   moe::v1::StoreGetResponse* const resp_;
 };
 
+// Rank `rank`'s expert slots of every layer of `placement` into `out` (an
+// Assignment's or a PlacementUpdate's layer_slots).
+void AddLayerSlots(
+    const ExpertPlacement& placement, int rank,
+    google::protobuf::RepeatedPtrField<moe::v1::LayerSlots>* out);
+
 struct WorkerPool::Conn {
   grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
       stream = nullptr;

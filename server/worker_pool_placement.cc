@@ -60,12 +60,7 @@ absl::Status WorkerPool::Rebalance(std::shared_ptr<const ExpertPlacement> next,
         u->set_generation(generation_);
         u->set_epoch(epoch);
         u->set_redundant_experts(next->redundant);
-        for (const auto& [layer, lp] : next->layers) {
-          auto* slots = u->add_layer_slots();
-          slots->set_layer(static_cast<int32_t>(layer));
-          slots->mutable_experts()->Assign(lp.workers[r].begin(),
-                                           lp.workers[r].end());
-        }
+        AddLayerSlots(*next, r, u->mutable_layer_slots());
         out.emplace_back(ranks_[r], std::move(msg));
       }
     }

@@ -11,22 +11,32 @@
 namespace moe {
 namespace {
 
+// A step's content over spans of the caller's vectors.
+StepContent Content(const std::vector<float>& x, int64_t hidden, int64_t slots,
+                    const std::vector<int32_t>& ids,
+                    const std::vector<int32_t>& all,
+                    const std::vector<float>& weights,
+                    const std::vector<int64_t>& counts) {
+  StepContent c;
+  c.in.tokens = static_cast<int64_t>(x.size()) / hidden;
+  c.in.rows = x.data();
+  c.in.slots = slots;
+  c.in.expert_ids = ids;
+  c.in.all_expert_ids = all;
+  c.in.weights = weights;
+  c.in.counts = counts;
+  c.hidden = hidden;
+  return c;
+}
+
 moe::v1::Step Encoded(DispatchDType dispatch) {
   const std::vector<float> x(2 * 4, 0.5f), w(2, 1.0f);
   const std::vector<int32_t> ids = {0, 1};
   const std::vector<int64_t> counts = {1, 1};
-  StepContent c;
+  StepContent c = Content(x, 4, 1, ids, ids, w, counts);
   c.in.step_id = 7;
-  c.in.tokens = 2;
-  c.in.rows = x.data();
-  c.in.slots = 1;
-  c.in.expert_ids = ids;
-  c.in.all_expert_ids = ids;
-  c.in.weights = w;
-  c.in.counts = counts;
   c.in.timeout = std::chrono::milliseconds(100);
   c.in.dispatch = dispatch;
-  c.hidden = 4;
   moe::v1::Step step;
   EncodeStep(c, &step);
   return step;
@@ -39,19 +49,11 @@ TEST(StepCodec, DecodeStepReadsBackWhatEncodeStepWrote) {
   const std::vector<float> w = {0.5f, 0.25f, 0.125f, 1};
   const std::vector<int32_t> ids = {3, -1, 0, 2}, all = {3, -1, 0, 2, 1, 1};
   const std::vector<int64_t> counts = {1, 0, 1, 1, 0, 2, 0, 0};
-  StepContent c;
+  StepContent c = Content(x, 3, 2, ids, all, w, counts);
   c.in.step_id = 9;
   c.in.layer = 5;
-  c.in.tokens = 2;
-  c.in.rows = x.data();
-  c.in.slots = 2;
-  c.in.expert_ids = ids;
-  c.in.all_expert_ids = all;
-  c.in.weights = w;
-  c.in.counts = counts;
   c.in.timeout = std::chrono::milliseconds(250);
   c.in.dispatch = DispatchDType::kBf16;
-  c.hidden = 3;
   c.bf16_result = true;
   c.direct = true;
   c.placement_epoch = 4;
@@ -142,15 +144,7 @@ TEST(StepCodec, RowsTravelAsBf16ExactlyWhenEveryValueIsOne) {
     SCOPED_TRACE(wider);
     std::vector<float> v = x;
     if (wider >= 0) v[wider] = 1.0f + 1.0f / 1024;  // not a bf16
-    StepContent c;
-    c.in.tokens = tokens;
-    c.in.rows = v.data();
-    c.in.slots = 1;
-    c.in.expert_ids = ids;
-    c.in.all_expert_ids = ids;
-    c.in.weights = w;
-    c.in.counts = counts;
-    c.hidden = H;
+    const StepContent c = Content(v, H, 1, ids, ids, w, counts);
     moe::v1::Step step;
     EncodeStep(c, &step);
     EXPECT_EQ(step.rows().dtype(), wider < 0 ? moe::v1::BF16 : moe::v1::F32);
