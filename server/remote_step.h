@@ -22,9 +22,6 @@
 
 namespace moe {
 
-// Everything of a routed step that happens on the worker group: the plan,
-// the step on every rank, the shared expert on this thread meanwhile, and
-// the results put together. Keeps its message buffers between steps.
 struct RemoteStepOptions {
   // How rows cross the workers' all-to-all (--dispatch-dtype).
   DispatchDType dispatch = DispatchDType::kRowType;
@@ -33,6 +30,9 @@ struct RemoteStepOptions {
   int64_t direct_step_tokens = 0;
 };
 
+// Everything of a routed step that happens on the worker group: the plan,
+// the step on every rank, the shared expert on this thread meanwhile, and
+// the results put together. Keeps its message buffers between steps.
 class RemoteStep {
  public:
   explicit RemoteStep(RemoteStepOptions options = {}) : options_(options) {}

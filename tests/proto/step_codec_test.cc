@@ -89,13 +89,12 @@ TEST(StepCodec, DecodeStepReadsBackWhatEncodeStepWrote) {
 
 TEST(StepCodec, DecodeStepTimesReadsEveryTime) {
   moe::v1::StepResult r;
-  EpStepTimes t;
-  t.dispatch_us = 1;
-  t.experts_us = 2;
-  t.combine_us = 3;
-  t.gather_us = 4;
-  t.sum_us = 5;
-  t.expert_rows = 6;
+  const EpStepTimes t{.dispatch_us = 1,
+                      .experts_us = 2,
+                      .combine_us = 3,
+                      .gather_us = 4,
+                      .sum_us = 5,
+                      .expert_rows = 6};
   const float y = 0;
   EncodeStepResult(&y, 0, 1, t, moe::v1::F32, &r);
   r.set_decode_us(7);
