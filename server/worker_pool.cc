@@ -7,7 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/even_split.h"
 #include "core/logging.h"
-#include "core/net_address.h"
+#include "server/moe_service.h"  // ToGrpcStatus
+#include "server/worker_admission.h"
 #include "server/worker_pool_internal.h"
 
 namespace moe {
@@ -23,26 +24,6 @@ std::string NewToken() {
   std::string t(16, '\0');
   for (char& c : t) c = static_cast<char>(rd() & 0xff);
   return t;
-}
-
-// A worker on another host that advertises a loopback collective address
-// would send the other workers to themselves: the group could never form.
-grpc::Status CheckCollectiveHost(const moe::v1::Register& info,
-                                 const std::string& peer) {
-  if (!IsLoopbackHost(info.collective_host()) || IsLoopbackPeer(peer)) {
-    return grpc::Status::OK;
-  }
-  return grpc::Status(
-      grpc::StatusCode::FAILED_PRECONDITION,
-      absl::StrCat("worker (", info.host(), " pid ", info.pid(),
-                   ") refused: it connects from ", peer,
-                   " but advertises the loopback collective address ",
-                   info.collective_host(),
-                   ", which the other workers cannot reach; start it "
-                   "without --collective-host (the address of the "
-                   "interface that reaches the router) or with "
-                   "--collective-host set to an address the other workers "
-                   "reach it on"));
 }
 
 }  // namespace
@@ -93,28 +74,6 @@ WorkerPool::State WorkerPool::StateLocked() const {
   s.refusal = ready_ ? "" : refusal_;
   s.stalled = StalledLocked();
   return s;
-}
-
-grpc::Status WorkerPool::CheckDeviceLocked(
-    const moe::v1::Register& info) const {
-  if (info.device_identity().empty()) return grpc::Status::OK;
-  for (const auto& c : members_) {
-    if (c == nullptr || c->info.host() != info.host() ||
-        c->info.device_identity() != info.device_identity() ||
-        (info.shares_device() && c->info.shares_device())) {
-      continue;
-    }
-    return grpc::Status(
-        grpc::StatusCode::FAILED_PRECONDITION,
-        absl::StrCat(
-            "worker (", info.host(), " pid ", info.pid(), ") refused: its ",
-            info.device(), " is ", info.device_identity(), ", which worker ",
-            c->Name(),
-            " already uses; NCCL runs one rank "
-            "per GPU: give each worker its own GPU, or start every worker "
-            "that shares it with --collective gloo"));
-  }
-  return grpc::Status::OK;
 }
 
 void WorkerPool::SetStateCallback(std::function<void(const State&)> callback) {
@@ -246,13 +205,19 @@ grpc::Status WorkerPool::AdmitLocked(const std::shared_ptr<Conn>& conn,
   if (shutdown_) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "router shutting down");
   }
-  grpc::Status dup = CheckCollectiveHost(conn->info, peer);
-  if (dup.ok()) dup = CheckDeviceLocked(conn->info);
-  if (!dup.ok()) {
+  absl::Status refused = CheckCollectiveHost(conn->info, peer);
+  if (refused.ok()) {
+    std::vector<RegisteredWorker> registered;
+    for (const auto& c : members_) {
+      if (c != nullptr) registered.push_back({&c->info, c->Name()});
+    }
+    refused = CheckDevice(conn->info, registered);
+  }
+  if (!refused.ok()) {
     // Refused before it takes a rank: the group is not re-formed.
-    refusal_ = dup.error_message();
+    refusal_ = std::string(refused.message());
     spdlog::error("{}", refusal_);
-    return dup;
+    return ToGrpcStatus(refused);
   }
   for (int i = 0; i < options_.world_size; ++i) {
     if (members_[i] == nullptr) {

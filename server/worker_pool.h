@@ -201,7 +201,8 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
   // Queues a state notification to run after the locks are released.
   void NotifyLocked(Notify* notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
-  // Takes a slot for a registering worker, or says why it is refused.
+  // Takes a slot for a registering worker, or says why it is refused
+  // (worker_admission.h).
   grpc::Status AdmitLocked(const std::shared_ptr<Conn>& conn,
                            const std::string& peer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -221,11 +222,6 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // State::stalled.
   std::string StalledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // FAILED_PRECONDITION when `info` names a device another registered
-  // worker on the same host already uses and either of them exchanges over
-  // NCCL (which runs one rank per GPU).
-  grpc::Status CheckDeviceLocked(const moe::v1::Register& info) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts a new generation with the same members (after a failed step or
   // rendezvous), now or after retry_delay.
   void Regroup(bool delayed);
