@@ -1,6 +1,7 @@
 #include "engine/direct_plan.h"
 
 #include "core/even_split.h"
+#include "kernels/cpu/dispatch.h"
 
 namespace moe {
 
@@ -82,6 +83,19 @@ void DirectRankSlots(const DirectPlan& p, int q, int world, int64_t E,
       (*rank_weights)[(i - b) * S + j] = weights[t * S + j];
       if (mine) ++(*counts)[q * E + x];
     }
+  }
+}
+
+void SumDirectOutputs(const DirectPlan& p, int64_t H, ElementType type,
+                      const void* rows, const float* weights, float* y) {
+  if (type == ElementType::kBF16) {
+    kernels::cpu::CombineSlots(p.tokens, p.slots, H, weights, p.slot_row.data(),
+                               static_cast<const uint16_t*>(rows), y,
+                               /*num_threads=*/1);
+  } else {
+    kernels::cpu::CombineSlots(p.tokens, p.slots, H, weights, p.slot_row.data(),
+                               static_cast<const float*>(rows), y,
+                               /*num_threads=*/1);
   }
 }
 

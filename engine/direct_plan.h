@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "comm/communicator.h"
 
 namespace moe {
 
@@ -45,5 +46,14 @@ void DirectRankSlots(const DirectPlan& plan, int q, int world,
                      absl::Span<const float> weights, std::vector<int32_t>* ids,
                      std::vector<float>* rank_weights,
                      std::vector<int64_t>* counts);
+
+// The router's sum: y [plan.tokens, hidden] = every token's slot outputs,
+// in slot order, times `weights` [tokens * slots] (null: weight 1, when
+// score_before_experts scaled the input instead). `rows` are the ranks'
+// outputs put together in rank order (plan.slot_row indexes them), F32 or
+// BF16 as `type` says. The kernel of the workers' combine, one thread: y
+// has the bits of the all-to-all path.
+void SumDirectOutputs(const DirectPlan& plan, int64_t hidden, ElementType type,
+                      const void* rows, const float* weights, float* y);
 
 }  // namespace moe

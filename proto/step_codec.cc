@@ -74,24 +74,25 @@ void SetStepTimes(const EpStepTimes& t, moe::v1::StepResult* result) {
 
 }  // namespace
 
-void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
-                int64_t H, int64_t slots, absl::Span<const int32_t> expert_ids,
-                absl::Span<const int32_t> all_expert_ids,
-                absl::Span<const float> weights,
-                absl::Span<const int64_t> counts, int64_t timeout_ms,
-                bool bf16_result, DispatchDType dispatch, moe::v1::Step* step) {
+void EncodeStep(const StepContent& content, moe::v1::Step* step) {
+  const EpStepInput& in = content.in;
+  const int64_t H = content.hidden;
   // Not Clear(): the rows' string keeps its size for the next step of the
   // same shape (see SizeTo).
   step->set_generation(0);
-  step->set_step_id(step_id);
-  step->set_layer(static_cast<int32_t>(layer));
-  step->set_slots(static_cast<int32_t>(slots));
-  step->set_timeout_ms(timeout_ms);
-  step->set_result_dtype(bf16_result ? moe::v1::BF16 : moe::v1::F32);
+  step->set_step_id(in.step_id);
+  step->set_layer(static_cast<int32_t>(in.layer));
+  step->set_slots(static_cast<int32_t>(in.slots));
+  step->set_timeout_ms(in.timeout.count());
+  step->set_result_dtype(content.bf16_result ? moe::v1::BF16 : moe::v1::F32);
   step->set_dispatch_dtype(
-      dispatch == DispatchDType::kFp8    ? moe::v1::DISPATCH_FP8
-      : dispatch == DispatchDType::kBf16 ? moe::v1::DISPATCH_BF16
-                                         : moe::v1::DISPATCH_ROW_TYPE);
+      in.dispatch == DispatchDType::kFp8    ? moe::v1::DISPATCH_FP8
+      : in.dispatch == DispatchDType::kBf16 ? moe::v1::DISPATCH_BF16
+                                            : moe::v1::DISPATCH_ROW_TYPE);
+  step->set_placement_epoch(content.placement_epoch);
+  step->set_direct(content.direct);
+  const int64_t tokens = in.tokens;
+  const float* x = in.rows;
   auto* rows = step->mutable_rows();
   rows->clear_shape();
   rows->add_shape(tokens);
@@ -108,11 +109,12 @@ void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
       rows->clear_data();
     }
   }
-  step->mutable_expert_ids()->Assign(expert_ids.begin(), expert_ids.end());
-  step->mutable_all_expert_ids()->Assign(all_expert_ids.begin(),
-                                         all_expert_ids.end());
-  step->mutable_weights()->Assign(weights.begin(), weights.end());
-  step->mutable_counts()->Assign(counts.begin(), counts.end());
+  step->mutable_expert_ids()->Assign(in.expert_ids.begin(),
+                                     in.expert_ids.end());
+  step->mutable_all_expert_ids()->Assign(in.all_expert_ids.begin(),
+                                         in.all_expert_ids.end());
+  step->mutable_weights()->Assign(in.weights.begin(), in.weights.end());
+  step->mutable_counts()->Assign(in.counts.begin(), in.counts.end());
 }
 
 absl::Status DecodeStep(const moe::v1::Step& step, int64_t H,

@@ -15,19 +15,24 @@
 
 namespace moe {
 
-// Router side: rank q's Step from its rows x [tokens, H] (fp32) and its
-// slots, with the whole (source, expert) count matrix and every rank's
-// expert ids (`all_expert_ids`, its own among them). Rows travel as BF16
-// when that is lossless (every value a bf16: a bf16 client's), else F32.
-// With `bf16_result` the worker answers y_r rounded to bf16, as BF16.
-// `dispatch`: how the rows cross the workers' all-to-all.
-void EncodeStep(uint64_t step_id, int64_t layer, const float* x, int64_t tokens,
-                int64_t hidden, int64_t slots,
-                absl::Span<const int32_t> expert_ids,
-                absl::Span<const int32_t> all_expert_ids,
-                absl::Span<const float> weights,
-                absl::Span<const int64_t> counts, int64_t timeout_ms,
-                bool bf16_result, DispatchDType dispatch, moe::v1::Step* step);
+// Router side: what one rank's Step carries, as plain values: DecodeStep's
+// EpStepInput (rows [tokens, hidden] fp32, slots, expert ids, weights, the
+// whole (source, expert) count matrix and every rank's expert ids, its own
+// among them; `experts` does not travel) and what the router sets around it.
+struct StepContent {
+  EpStepInput in;
+  int64_t hidden = 0;
+  // The worker answers its rows rounded to bf16 (result_dtype BF16).
+  bool bf16_result = false;
+  bool direct = false;  // Step.direct (engine/direct_plan.h)
+  uint64_t placement_epoch = 0;
+};
+
+// Router side: `content` into `step`, reusing its buffers. Rows travel as
+// BF16 when that is lossless (every value a bf16: a bf16 client's), else
+// F32; in.dispatch says how they cross the workers' all-to-all. The
+// generation is the pool's to set (0 here).
+void EncodeStep(const StepContent& content, moe::v1::Step* step);
 
 // Worker side: a view of `step` as the engine's input. The spans point into
 // `step`, which must outlive `in`; F32 rows are used in place unless
@@ -66,5 +71,6 @@ WorkerStageTimes DecodeStepTimes(const moe::v1::StepResult& result, int rank);
 // checked against the rows it was sent; INTERNAL for a malformed result.
 absl::Status DecodeStepResult(const moe::v1::StepResult& result, int rank,
                               int64_t tokens, int64_t hidden, float* y);
+
 
 }  // namespace moe

@@ -7,7 +7,7 @@
 namespace moe {
 namespace {
 
-class PoolSwitch : public PlacementSwitch {
+class PoolSwitch : public PlacementTarget {
  public:
   explicit PoolSwitch(WorkerPool* pool) : pool_(pool) {}
   std::shared_ptr<const ExpertPlacement> Current() override {

@@ -32,9 +32,9 @@ struct RebalanceOutcome {
 
 // Where the rebalancer reads and switches the placement: the worker pool in
 // the router, a fake in tests.
-class PlacementSwitch {
+class PlacementTarget {
  public:
-  virtual ~PlacementSwitch() = default;
+  virtual ~PlacementTarget() = default;
   // The placement in force (null: none yet, the contiguous ranges).
   virtual std::shared_ptr<const ExpertPlacement> Current() = 0;
   // Has every worker load `next` and switch to it by `deadline`; `epoch`
@@ -49,7 +49,7 @@ class Rebalancer {
   struct Options {
     // The router's workers; or `placements` (e.g. a test's) instead.
     WorkerPool* pool = nullptr;
-    PlacementSwitch* placements = nullptr;
+    PlacementTarget* placements = nullptr;
     ExpertStatsBook* stats = nullptr;
     RouterMetrics* metrics = nullptr;  // may be null
     ModelInfo info;
@@ -74,8 +74,8 @@ class Rebalancer {
   absl::StatusOr<std::shared_ptr<const ExpertPlacement>> NextPlacement();
 
   Options options_;
-  std::unique_ptr<PlacementSwitch> pool_switch_;  // over options_.pool
-  PlacementSwitch* placements_;
+  std::unique_ptr<PlacementTarget> pool_switch_;  // over options_.pool
+  PlacementTarget* placements_;
   absl::Mutex mu_;
   std::deque<Done> requests_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

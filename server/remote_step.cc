@@ -7,26 +7,26 @@
 #include "core/even_split.h"
 #include "core/status_macros.h"
 #include "engine/ep_plan.h"
-#include "kernels/cpu/dispatch.h"
 #include "proto/step_codec.h"
 
 namespace moe {
 
-void RemoteStep::BuildSteps(int64_t layer, const float* x, int64_t n, int64_t H,
-                            int64_t E, const Routing& r, int P,
-                            const WorkerPool::PlacementInForce& placement,
-                            bool bf16_result) {
+void RemoteStep::BuildSteps(const Planned& p, int P,
+                            const PlacementInForce& placement) {
+  const Routing& r = *p.routing;
+  const int64_t n = p.n, H = p.config->hidden, E = p.config->num_experts;
   if (placement.epoch != replicas_epoch_) {
     replicas_.clear();
     replicas_epoch_ = placement.epoch;
   }
   const ReplicaMap* replicas = nullptr;
   if (placement.placement != nullptr) {
-    auto it = replicas_.find(layer);
+    auto it = replicas_.find(p.layer);
     if (it == replicas_.end()) {
       it = replicas_
-               .emplace(layer, MakeReplicaMap(
-                                   placement.placement->layers.at(layer), E))
+               .emplace(
+                   p.layer,
+                   MakeReplicaMap(placement.placement->layers.at(p.layer), E))
                .first;
     }
     replicas = &it->second;
@@ -36,30 +36,50 @@ void RemoteStep::BuildSteps(int64_t layer, const float* x, int64_t n, int64_t H,
   worker_rows_ = RowsPerRank(counts_, P, physical);
   direct_ = P >= 2 && n <= options_.direct_step_tokens;
   if (direct_) {
-    BuildDirectSteps(layer, x, n, H, r, P, physical, placement.epoch);
+    BuildDirectSteps(p, P, physical, placement.epoch);
     return;
   }
   const int64_t S = r.slots;
+  StepContent c;
+  c.in.layer = p.layer;
+  c.in.slots = S;
+  c.in.all_expert_ids = expert_ids_;
+  c.in.counts = counts_;
+  // Step id and timeout are the pool's to set.
+  c.in.timeout = std::chrono::milliseconds(0);
+  c.in.dispatch = options_.dispatch;
+  c.hidden = H;
+  c.bf16_result = p.bf16_result;
+  c.placement_epoch = placement.epoch;
   steps_.resize(P);
   for (int q = 0; q < P; ++q) {
     const int64_t b = SplitBegin(q, P, n), e = SplitBegin(q + 1, P, n);
-    // Step id and timeout are the pool's to set.
-    EncodeStep(
-        /*step_id=*/0, layer, x + b * H, e - b, H, S,
-        absl::MakeConstSpan(expert_ids_).subspan(b * S, (e - b) * S),
-        expert_ids_, absl::MakeConstSpan(r.weight).subspan(b * S, (e - b) * S),
-        counts_, /*timeout_ms=*/0, bf16_result, options_.dispatch, &steps_[q]);
-    steps_[q].set_placement_epoch(placement.epoch);
-    steps_[q].set_direct(false);
+    c.in.tokens = e - b;
+    c.in.rows = p.x + b * H;
+    c.in.expert_ids =
+        absl::MakeConstSpan(expert_ids_).subspan(b * S, (e - b) * S);
+    c.in.weights = absl::MakeConstSpan(r.weight).subspan(b * S, (e - b) * S);
+    EncodeStep(c, &steps_[q]);
   }
 }
 
-void RemoteStep::BuildDirectSteps(int64_t layer, const float* x, int64_t n,
-                                  int64_t H, const Routing& r, int P,
-                                  int64_t experts, uint64_t epoch) {
-  const int64_t S = r.slots;
-  PlanDirectStep(expert_ids_, n, S, P, experts, &direct_plan_);
+void RemoteStep::BuildDirectSteps(const Planned& p, int P, int64_t experts,
+                                  uint64_t epoch) {
+  const Routing& r = *p.routing;
+  const int64_t H = p.config->hidden, S = r.slots;
+  PlanDirectStep(expert_ids_, p.n, S, P, experts, &direct_plan_);
   const DirectPlan& d = direct_plan_;
+  StepContent c;
+  c.in.layer = p.layer;
+  c.in.slots = S;
+  c.in.timeout = std::chrono::milliseconds(0);
+  c.in.dispatch = options_.dispatch;
+  c.hidden = H;
+  // The outputs come back per slot and are summed here: the workers never
+  // round a result (result_dtype F32), whatever the client asked for.
+  c.bf16_result = false;
+  c.direct = true;
+  c.placement_epoch = epoch;
   steps_.resize(P);
   for (int q = 0; q < P; ++q) {
     const int64_t b = d.token_offsets[q], tokens = d.token_offsets[q + 1] - b;
@@ -67,19 +87,17 @@ void RemoteStep::BuildDirectSteps(int64_t layer, const float* x, int64_t n,
       direct_rows_.resize(tokens * H);
     }
     for (int64_t i = 0; i < tokens; ++i) {
-      std::memcpy(direct_rows_.data() + i * H, x + d.token[b + i] * H,
+      std::memcpy(direct_rows_.data() + i * H, p.x + d.token[b + i] * H,
                   H * sizeof(float));
     }
     DirectRankSlots(d, q, P, experts, expert_ids_, r.weight, &direct_ids_,
                     &direct_weights_, &direct_counts_);
-    // The outputs come back per slot and are summed here: the workers never
-    // round a result (result_dtype F32), whatever the client asked for.
-    EncodeStep(/*step_id=*/0, layer, direct_rows_.data(), tokens, H, S,
-               direct_ids_, /*all_expert_ids=*/{}, direct_weights_,
-               direct_counts_, /*timeout_ms=*/0, /*bf16_result=*/false,
-               options_.dispatch, &steps_[q]);
-    steps_[q].set_placement_epoch(epoch);
-    steps_[q].set_direct(true);
+    c.in.tokens = tokens;
+    c.in.rows = direct_rows_.data();
+    c.in.expert_ids = direct_ids_;
+    c.in.weights = direct_weights_;
+    c.in.counts = direct_counts_;
+    EncodeStep(c, &steps_[q]);
   }
 }
 
@@ -116,51 +134,32 @@ absl::Status RemoteStep::SumDirectResults(const MoeLayerConfig& c,
     typed = true;
   }
   CriticalWorkerTimes(wall_us, t);
-  // The workers' weighted sum, here: the same kernel over the same rows in
-  // slot order, so y has the bits of the all-to-all path. Timed by the
-  // caller, as combine.
+  // The workers' weighted sum, here, in the engine: the same kernel over the
+  // same rows in slot order, so y has the bits of the all-to-all path. Timed
+  // by the caller, as combine.
   const float* w = c.score_before_experts ? nullptr : r.weight.data();
-  if (type == ElementType::kBF16) {
-    kernels::cpu::CombineSlots(
-        d.tokens, r.slots, H, w, d.slot_row.data(),
-        reinterpret_cast<const uint16_t*>(direct_out_.data()), y,
-        /*num_threads=*/1);
-  } else {
-    kernels::cpu::CombineSlots(
-        d.tokens, r.slots, H, w, d.slot_row.data(),
-        reinterpret_cast<const float*>(direct_out_.data()), y,
-        /*num_threads=*/1);
-  }
+  SumDirectOutputs(d, H, type, direct_out_.data(), w, y);
   return absl::OkStatus();
 }
 
 void RemoteStep::CriticalWorkerTimes(double wall_us, StageTimes* t) const {
   const int P = static_cast<int>(results_.size());
   double slowest = 0;
-  int critical = 0;
+  WorkerStageTimes c;
   for (int q = 0; q < P; ++q) {
-    const moe::v1::StepResult& res = results_[q];
-    if (res.experts_us() > results_[critical].experts_us()) critical = q;
-    slowest = std::max(slowest, res.step_us());
+    const WorkerStageTimes w = DecodeStepTimes(results_[q], q);
+    if (q == 0 || w.experts_us > c.experts_us) c = w;
+    slowest = std::max(slowest, w.step_us);
   }
   // The stages of the worker whose experts took longest: the step's
   // critical path. Another worker's combine wait also holds the time it
   // waited for that worker's experts (uneven expert load), which is not
   // exchange overhead and is already in experts.
   if (P > 0) {
-    const moe::v1::StepResult& c = results_[critical];
-    t->dispatch_us = c.dispatch_us();
-    t->experts_us = c.experts_us();
-    t->combine_us = c.combine_us();
-    WorkerStageTimes& w = t->critical_worker;
-    w.rank = critical;
-    w.decode_us = c.decode_us();
-    w.gather_us = c.gather_us();
-    w.dispatch_wait_us = c.dispatch_us() - c.gather_us();
-    w.experts_us = c.experts_us();
-    w.combine_wait_us = c.combine_us() - c.sum_us();
-    w.sum_us = c.sum_us();
-    w.step_us = c.step_us();
+    t->dispatch_us = c.gather_us + c.dispatch_wait_us;
+    t->experts_us = c.experts_us;
+    t->combine_us = c.combine_wait_us + c.sum_us;
+    t->critical_worker = c;
   }
   // What neither the workers' own clocks nor the shared expert running
   // here meanwhile cover: the messages' trips (hidden when the shared
@@ -168,7 +167,7 @@ void RemoteStep::CriticalWorkerTimes(double wall_us, StageTimes* t) const {
   t->wire_us = std::max(0.0, wall_us - std::max(slowest, t->shared_us));
 }
 
-absl::Status RemoteStep::Run(WorkerPool& pool, int64_t layer, const float* x,
+absl::Status RemoteStep::Run(StepGroup& group, int64_t layer, const float* x,
                              int64_t n, const MoeLayerConfig& config,
                              const Routing& routing, bool bf16_result,
                              std::chrono::steady_clock::time_point deadline,
@@ -192,13 +191,13 @@ absl::Status RemoteStep::Run(WorkerPool& pool, int64_t layer, const float* x,
     // wait: holding must not eat the budget of the step it holds. A client
     // whose deadline comes first gets DEADLINE_EXCEEDED from gRPC meanwhile.
     const absl::StatusOr<int> world_size =
-        pool.AwaitGroup(std::chrono::steady_clock::time_point::max());
+        group.AwaitGroup(std::chrono::steady_clock::time_point::max());
     deadline += std::chrono::microseconds(static_cast<int64_t>(clock.Lap()));
     MOE_RETURN_IF_ERROR(world_size.status());
-    BuildSteps(layer, x, n, hidden, config.num_experts, routing, *world_size,
-               pool.placement(), bf16_result);
+    BuildSteps({layer, x, n, &config, &routing, bf16_result}, *world_size,
+               group.placement());
     t->plan_us += clock.Lap();
-    status = pool.RunStep(steps_, deadline, overlap, &results_);
+    status = group.RunStep(steps_, deadline, overlap, &results_);
     if (!IsPlacementChanged(status)) break;
   }
   MOE_RETURN_IF_ERROR(status);

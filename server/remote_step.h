@@ -18,13 +18,10 @@
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
 #include "moe/v1/worker.pb.h"
-#include "server/worker_pool.h"
+#include "server/step_group.h"
 
 namespace moe {
 
-// Everything of a routed step that happens on the worker group: the plan,
-// the step on every rank, the shared expert on this thread meanwhile, and
-// the results put together. Keeps its message buffers between steps.
 struct RemoteStepOptions {
   // How rows cross the workers' all-to-all (--dispatch-dtype).
   DispatchDType dispatch = DispatchDType::kRowType;
@@ -33,6 +30,9 @@ struct RemoteStepOptions {
   int64_t direct_step_tokens = 0;
 };
 
+// Everything of a routed step that happens on the worker group: the plan,
+// the step on every rank, the shared expert on this thread meanwhile, and
+// the results put together. Keeps its message buffers between steps.
 class RemoteStep {
  public:
   explicit RemoteStep(RemoteStepOptions options = {}) : options_(options) {}
@@ -44,7 +44,7 @@ class RemoteStep {
   // route_us); y is [n, H]. Fills the plan, worker, shared and combine
   // times and the total. `bf16_result`: the workers answer their rows
   // rounded to bf16 (Step.result_dtype), half the bytes home.
-  absl::Status Run(WorkerPool& pool, int64_t layer, const float* x, int64_t n,
+  absl::Status Run(StepGroup& group, int64_t layer, const float* x, int64_t n,
                    const MoeLayerConfig& config, const Routing& routing,
                    bool bf16_result,
                    std::chrono::steady_clock::time_point deadline,
@@ -55,16 +55,24 @@ class RemoteStep {
   const std::vector<int64_t>& worker_rows() const { return worker_rows_; }
 
  private:
-  // One Step per rank from the routing, planned with `placement` (the
-  // pool's, redundant experts: engine/placement.h; null: contiguous).
-  void BuildSteps(int64_t layer, const float* x, int64_t n, int64_t hidden,
-                  int64_t num_experts, const Routing& routing, int world,
-                  const WorkerPool::PlacementInForce& placement,
-                  bool bf16_result);
-  // A direct step's Steps instead (expert_ids_ and counts_ planned).
-  void BuildDirectSteps(int64_t layer, const float* x, int64_t n,
-                        int64_t hidden, const Routing& routing, int world,
-                        int64_t experts, uint64_t epoch);
+  // What a step is planned from: the rows x [n, config.hidden], their
+  // routing, and how the workers answer.
+  struct Planned {
+    int64_t layer = 0;
+    const float* x = nullptr;
+    int64_t n = 0;
+    const MoeLayerConfig* config = nullptr;
+    const Routing* routing = nullptr;
+    bool bf16_result = false;
+  };
+  // One Step per rank of `world` from the routing, planned with `placement`
+  // (the group's, redundant experts: engine/placement.h; null: contiguous).
+  void BuildSteps(const Planned& p, int world,
+                  const PlacementInForce& placement);
+  // A direct step's Steps instead (expert_ids_ planned), over `experts`
+  // physical expert slots.
+  void BuildDirectSteps(const Planned& p, int world, int64_t experts,
+                        uint64_t epoch);
   // Each rank's rows into y, and the critical worker's stage times into t;
   // `wall_us`: the step's time on the worker group, seen from here.
   absl::Status GatherResults(int64_t n, int64_t hidden, double wall_us,

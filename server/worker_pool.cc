@@ -7,63 +7,36 @@
 #include "absl/strings/str_cat.h"
 #include "core/even_split.h"
 #include "core/logging.h"
-#include "core/net_address.h"
+#include "server/moe_service.h"  // ToGrpcStatus
+#include "server/worker_admission.h"
 #include "server/worker_pool_internal.h"
 
 namespace moe {
-namespace worker_pool_internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 // A fresh secret per rank and generation.
 std::string NewToken() {
-  static std::mutex mu;
+  static absl::Mutex mu(absl::kConstInit);
   static std::random_device rd;
-  std::lock_guard<std::mutex> lock(mu);
+  absl::MutexLock lock(&mu);
   std::string t(16, '\0');
   for (char& c : t) c = static_cast<char>(rd() & 0xff);
   return t;
-}
-
-grpc::Status GenerationMismatch(const char* what, uint64_t asked,
-                                uint64_t now) {
-  return grpc::Status(
-      grpc::StatusCode::FAILED_PRECONDITION,
-      absl::StrCat(what, " for generation ", asked, " refused: generation ",
-                   asked, asked < now ? " is over" : " has not started",
-                   "; the store serves generation ", now));
-}
-
-}  // namespace worker_pool_internal
-namespace {
-
-using worker_pool_internal::GenerationMismatch;
-using worker_pool_internal::NewToken;
-
-// A worker on another host that advertises a loopback collective address
-// would send the other workers to themselves: the group could never form.
-grpc::Status CheckCollectiveHost(const moe::v1::Register& info,
-                                 const std::string& peer) {
-  if (!IsLoopbackHost(info.collective_host()) || IsLoopbackPeer(peer)) {
-    return grpc::Status::OK;
-  }
-  return grpc::Status(
-      grpc::StatusCode::FAILED_PRECONDITION,
-      absl::StrCat("worker (", info.host(), " pid ", info.pid(),
-                   ") refused: it connects from ", peer,
-                   " but advertises the loopback collective address ",
-                   info.collective_host(),
-                   ", which the other workers cannot reach; start it "
-                   "without --collective-host (the address of the "
-                   "interface that reaches the router) or with "
-                   "--collective-host set to an address the other workers "
-                   "reach it on"));
 }
 
 }  // namespace
 
 WorkerPool::WorkerPool(WorkerPoolOptions options)
     : options_(std::move(options)),
-      members_(options_.world_size),
+      policy_{options_.world_size, options_.regroup_after},
+      store_(options_.max_store_waits_per_rank),
       placement_(options_.placement) {
+  {
+    absl::MutexLock lock(&mu_);
+    members_.resize(options_.world_size);
+  }
   retry_thread_ = std::thread([this] { RetryLoop(); });
 }
 
@@ -74,19 +47,19 @@ WorkerPool::~WorkerPool() {
 
 void WorkerPool::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (shutdown_) return;
     shutdown_ = true;
-    FailPendingLocked(absl::UnavailableError("router shutting down"));
-    EndWaitsLocked(
-        grpc::Status(grpc::StatusCode::UNAVAILABLE, "router shutting down"));
-    cv_.notify_all();
+    steps_.AbortAll(absl::UnavailableError("router shutting down"));
+    store_.Shutdown();
+    placement_.Shutdown();
+    cv_.SignalAll();
   }
-  FinishWaits();
+  store_.FinishEnded();
 }
 
 WorkerPool::State WorkerPool::state() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return StateLocked();
 }
 
@@ -103,132 +76,105 @@ WorkerPool::State WorkerPool::StateLocked() const {
   return s;
 }
 
-grpc::Status WorkerPool::CheckDeviceLocked(
-    const moe::v1::Register& info) const {
-  if (info.device_identity().empty()) return grpc::Status::OK;
-  for (const auto& c : members_) {
-    if (c == nullptr || c->info.host() != info.host() ||
-        c->info.device_identity() != info.device_identity() ||
-        (info.shares_device() && c->info.shares_device())) {
-      continue;
-    }
-    return grpc::Status(
-        grpc::StatusCode::FAILED_PRECONDITION,
-        absl::StrCat(
-            "worker (", info.host(), " pid ", info.pid(), ") refused: its ",
-            info.device(), " is ", info.device_identity(), ", which worker ",
-            c->Name(),
-            " already uses; NCCL runs one rank "
-            "per GPU: give each worker its own GPU, or start every worker "
-            "that shares it with --collective gloo"));
-  }
-  return grpc::Status::OK;
-}
-
 void WorkerPool::SetStateCallback(std::function<void(const State&)> callback) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   state_callback_ = std::move(callback);
 }
 
-void WorkerPool::NotifyLocked(std::vector<std::function<void()>>* notify) {
+void WorkerPool::NotifyLocked(Notify* notify) {
   if (!state_callback_) return;
   // The callback reads the state when it runs, under notify_mu_: two
   // notifications racing out of order still leave the latest state shown.
   notify->push_back([this, cb = state_callback_] {
-    std::lock_guard<std::mutex> lock(notify_mu_);
+    absl::MutexLock lock(&notify_mu_);
     cb(state());
   });
 }
 
-void WorkerPool::FailPendingLocked(const absl::Status& status) {
-  for (auto& [id, p] : pending_) {
-    if (p->done()) continue;
-    p->aborted = true;
-    if (p->status.ok()) p->status = status;
+void AddLayerSlots(
+    const ExpertPlacement& placement, int rank,
+    google::protobuf::RepeatedPtrField<moe::v1::LayerSlots>* out) {
+  for (const auto& [layer, lp] : placement.layers) {
+    auto* slots = out->Add();
+    slots->set_layer(static_cast<int32_t>(layer));
+    slots->mutable_experts()->Assign(lp.workers[rank].begin(),
+                                     lp.workers[rank].end());
   }
-  cv_.notify_all();
+}
+
+moe::v1::RouterMessage WorkerPool::AssignmentLocked(
+    int r, int W, const std::string& store_token) const {
+  // The placement is made for the configured P workers: a smaller group
+  // (degraded, see regroup_after) splits the experts evenly instead, and
+  // the placement is back in force when the group is whole again.
+  const PlacementInForce in_force = placement_.in_force();
+  const ExpertPlacement* placed =
+      W == options_.world_size ? in_force.placement.get() : nullptr;
+  const int64_t E = options_.num_experts;
+  moe::v1::RouterMessage msg;
+  auto* a = msg.mutable_assignment();
+  a->set_generation(generation_);
+  a->set_rank(r);
+  a->set_world_size(W);
+  a->set_expert_begin(SplitBegin(r, W, E));
+  a->set_expert_end(SplitBegin(r + 1, W, E));
+  a->set_placement_epoch(in_force.epoch);
+  if (placed != nullptr) {
+    a->set_redundant_experts(placed->redundant);
+    AddLayerSlots(*placed, r, a->mutable_layer_slots());
+  }
+  *a->mutable_model() = options_.model;
+  a->set_heartbeat_interval_ms(options_.heartbeat_interval.count());
+  a->set_connect_timeout_ms(options_.connect_timeout.count());
+  a->set_collective_timeout_ms(options_.collective_timeout.count());
+  a->set_max_batch_tokens(options_.max_batch_tokens);
+  a->set_store_token(store_token);
+  return msg;
 }
 
 void WorkerPool::StartGenerationLocked(Outbox* out) {
-  std::vector<std::shared_ptr<Conn>> group;
-  for (const auto& c : members_) {
-    // A stalled worker could not join (it gets a new generation when it
-    // answers again).
-    if (c != nullptr && !c->stalled) group.push_back(c);
+  std::vector<bool> available(members_.size());
+  for (size_t s = 0; s < members_.size(); ++s) {
+    available[s] = members_[s] != nullptr && !members_[s]->stalled;
   }
-  const int P = options_.world_size;
-  const int W = static_cast<int>(group.size());
-  if (W == 0) return;
-  if (W < P) {
-    // Fewer than configured: only once a full group has run and its last
-    // loss is regroup_after old (then also at once when a worker returns).
-    if (!formed_full_ || !lost_at_) return;
-    const Clock::time_point at = *lost_at_ + options_.regroup_after;
-    if (Clock::now() < at) {
-      if (!regroup_pending_ || regroup_at_ < at) regroup_at_ = at;
-      regroup_pending_ = true;
-      cv_.notify_all();
-      return;
+  const NextGeneration next =
+      PlanGeneration(available, history_, Clock::now(), policy_);
+  if (next.action == NextGeneration::Action::kNone) return;
+  if (next.action == NextGeneration::Action::kWait) {
+    if (!regroup_pending_ || regroup_at_ < next.regroup_at) {
+      regroup_at_ = next.regroup_at;
     }
+    regroup_pending_ = true;
+    cv_.SignalAll();
+    return;
   }
-  const uint64_t ended = generation_;
+  history_ = next.history;
   ++generation_;
   ready_count_ = 0;
-  store_.clear();
-  EndWaitsLocked(GenerationMismatch("StoreGet", ended, generation_));
   regroup_pending_ = false;
-  if (W == P) {
-    formed_full_ = true;
-    lost_at_.reset();
-  }
   for (const auto& c : members_) {
     if (c == nullptr) continue;
     // Left out of this generation: no rank, no store token, no heartbeat
     // watch (it is already known to be stalled).
     c->rank = -1;
-    c->store_token.clear();
+    c->assigned = false;
   }
-  ranks_ = std::move(group);
-  FailPendingLocked(absl::UnavailableError(absl::StrCat(
-      "worker group reconfigured (generation ", generation_, ")")));
-  if (staging_.active && staging_.error.empty()) {
-    staging_.error =
-        absl::StrCat("worker group reconfigured (generation ", generation_,
-                     ") while loading placement ", staging_.epoch);
-  }
-  // The placement is made for the configured P workers: a smaller group
-  // (degraded, see regroup_after) splits the experts evenly instead, and
-  // the placement is back in force when the group is whole again.
-  const ExpertPlacement* placed = W == P ? placement_.get() : nullptr;
-  const int64_t E = options_.num_experts;
+  ranks_.clear();
+  for (int s : next.slots) ranks_.push_back(members_[s]);
+  const int P = options_.world_size;
+  const int W = static_cast<int>(ranks_.size());
+  std::vector<std::string> tokens(W);
   for (int r = 0; r < W; ++r) {
     ranks_[r]->rank = r;
-    moe::v1::RouterMessage msg;
-    auto* a = msg.mutable_assignment();
-    a->set_generation(generation_);
-    a->set_rank(r);
-    a->set_world_size(W);
-    a->set_expert_begin(SplitBegin(r, W, E));
-    a->set_expert_end(SplitBegin(r + 1, W, E));
-    a->set_placement_epoch(placement_epoch_);
-    if (placed != nullptr) {
-      a->set_redundant_experts(placed->redundant);
-      for (const auto& [layer, lp] : placed->layers) {
-        auto* slots = a->add_layer_slots();
-        slots->set_layer(static_cast<int32_t>(layer));
-        slots->mutable_experts()->Assign(lp.workers[r].begin(),
-                                         lp.workers[r].end());
-      }
-    }
-    *a->mutable_model() = options_.model;
-    a->set_heartbeat_interval_ms(options_.heartbeat_interval.count());
-    a->set_connect_timeout_ms(options_.connect_timeout.count());
-    a->set_collective_timeout_ms(options_.collective_timeout.count());
-    a->set_max_batch_tokens(options_.max_batch_tokens);
-    ranks_[r]->store_token = NewToken();
-    a->set_store_token(ranks_[r]->store_token);
-    out->emplace_back(ranks_[r], std::move(msg));
+    ranks_[r]->assigned = true;
+    tokens[r] = NewToken();
+    out->emplace_back(ranks_[r], AssignmentLocked(r, W, tokens[r]));
   }
+  // The ended generation's rendezvous, steps and placement loading end.
+  store_.StartGeneration(generation_, std::move(tokens));
+  steps_.AbortAll(absl::UnavailableError(absl::StrCat(
+      "worker group reconfigured (generation ", generation_, ")")));
+  placement_.GenerationStarted(generation_);
   if (W < P) {
     spdlog::warn(
         "worker group generation {}: {} ranks assigned, DEGRADED ({} of {} "
@@ -242,16 +188,58 @@ void WorkerPool::StartGenerationLocked(Outbox* out) {
 }
 
 void WorkerPool::LostLocked() {
-  lost_at_ = Clock::now();
-  if (!formed_full_) return;
+  const auto at = RegroupAfterLoss(&history_, Clock::now(), policy_);
+  if (!at) return;
   // The retry thread forms the smaller group when the time comes.
   regroup_pending_ = true;
-  regroup_at_ = *lost_at_ + options_.regroup_after;
-  cv_.notify_all();
+  regroup_at_ = *at;
+  cv_.SignalAll();
 }
 
 void WorkerPool::Send(Outbox& out) {
   for (auto& [conn, msg] : out) conn->Write(msg);
+}
+
+grpc::Status WorkerPool::AdmitLocked(const std::shared_ptr<Conn>& conn,
+                                     const std::string& peer) {
+  if (shutdown_) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "router shutting down");
+  }
+  absl::Status refused = CheckCollectiveHost(conn->info, peer);
+  if (refused.ok()) {
+    std::vector<RegisteredWorker> registered;
+    for (const auto& c : members_) {
+      if (c != nullptr) registered.push_back({&c->info, c->Name()});
+    }
+    refused = CheckDevice(conn->info, registered);
+  }
+  if (!refused.ok()) {
+    // Refused before it takes a rank: the group is not re-formed.
+    refusal_ = std::string(refused.message());
+    spdlog::error("{}", refusal_);
+    return ToGrpcStatus(refused);
+  }
+  for (int i = 0; i < options_.world_size; ++i) {
+    if (members_[i] == nullptr) {
+      conn->slot = i;
+      members_[i] = conn;
+      break;
+    }
+  }
+  if (conn->slot < 0) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("all ", options_.world_size,
+                                     " worker ranks are taken; retry to "
+                                     "stand by"));
+  }
+  int connected = 0;
+  for (const auto& c : members_) connected += c != nullptr;
+  spdlog::info(
+      "worker {} registered from {} ({} of {} workers connected; {} "
+      "threads, {})",
+      conn->Name(), peer, connected, options_.world_size, conn->info.threads(),
+      conn->info.device());
+  return grpc::Status::OK;
 }
 
 grpc::Status WorkerPool::Join(
@@ -267,50 +255,19 @@ grpc::Status WorkerPool::Join(
   auto conn = std::make_shared<Conn>();
   conn->stream = stream;
   conn->info = msg.register_();
-  std::vector<std::function<void()>> notify;
+  Notify notify;
   {
-    std::lock_guard<std::mutex> send_lock(send_mu_);
+    absl::MutexLock send_lock(&send_mu_);
     Outbox out;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (shutdown_) {
-        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                            "router shutting down");
-      }
-      grpc::Status dup = CheckCollectiveHost(conn->info, ctx->peer());
-      if (dup.ok()) dup = CheckDeviceLocked(conn->info);
-      if (!dup.ok()) {
-        // Refused before it takes a rank: the group is not re-formed.
-        refusal_ = dup.error_message();
-        spdlog::error("{}", refusal_);
-        return dup;
-      }
-      for (int i = 0; i < options_.world_size; ++i) {
-        if (members_[i] == nullptr) {
-          conn->slot = i;
-          members_[i] = conn;
-          break;
-        }
-      }
-      if (conn->slot < 0) {
-        return grpc::Status(
-            grpc::StatusCode::RESOURCE_EXHAUSTED,
-            absl::StrCat("all ", options_.world_size,
-                         " worker ranks are taken; retry to stand by"));
-      }
-      int connected = 0;
-      for (const auto& c : members_) connected += c != nullptr;
-      spdlog::info(
-          "worker {} registered from {} ({} of {} workers connected; {} "
-          "threads, {})",
-          conn->Name(), ctx->peer(), connected, options_.world_size,
-          conn->info.threads(), conn->info.device());
+      absl::MutexLock lock(&mu_);
+      if (grpc::Status s = AdmitLocked(conn, ctx->peer()); !s.ok()) return s;
       StartGenerationLocked(&out);
       NotifyLocked(&notify);
     }
     // The ended generation's waits first: a send can block on a slow
     // worker.
-    FinishWaits();
+    store_.FinishEnded();
     Send(out);
   }
   for (auto& n : notify) n();
@@ -330,9 +287,9 @@ grpc::Status WorkerPool::Join(
 
 void WorkerPool::Remove(const std::shared_ptr<Conn>& conn) {
   conn->Close();
-  std::vector<std::function<void()>> notify;
+  Notify notify;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (conn->slot >= 0 && members_[conn->slot] == conn) {
       members_[conn->slot] = nullptr;
       spdlog::warn("worker {} disconnected", conn->Name());
@@ -343,21 +300,20 @@ void WorkerPool::Remove(const std::shared_ptr<Conn>& conn) {
         if (conn->ready_generation == generation_ && ready_count_ > 0) {
           --ready_count_;
         }
-        FailPendingLocked(absl::UnavailableError(
+        steps_.AbortAll(absl::UnavailableError(
             absl::StrCat("worker ", conn->Name(), " disconnected")));
         // The generation's rendezvous cannot complete without it.
-        EndWaitsLocked(
-            grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                         absl::StrCat("worker ", conn->Name(),
-                                      " left generation ", generation_)));
-        conn->store_token.clear();
+        store_.EndWaits(absl::UnavailableError(absl::StrCat(
+            "worker ", conn->Name(), " left generation ", generation_)));
+        store_.RevokeRank(conn->rank);
+        conn->assigned = false;
         ready_ = false;
         LostLocked();
       }
       NotifyLocked(&notify);
     }
   }
-  FinishWaits();
+  store_.FinishEnded();
   for (auto& n : notify) n();
 }
 
@@ -365,7 +321,7 @@ void WorkerPool::Seen(const std::shared_ptr<Conn>& conn) {
   conn->last_seen = Clock::now().time_since_epoch().count();
   if (!conn->stalled) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!conn->stalled) return;
     conn->stalled = false;
     spdlog::warn("worker {} answers again; rebuilding the worker group",
@@ -390,17 +346,18 @@ std::string WorkerPool::StalledLocked() const {
   return out;
 }
 
-void WorkerPool::CheckStallsLocked(Clock::time_point now,
-                                   std::vector<std::function<void()>>* notify) {
+bool WorkerPool::CheckStallsLocked(Clock::time_point now, Notify* notify) {
   const auto limit = options_.heartbeat_interval * options_.heartbeat_misses;
+  bool any = false;
   for (const auto& c : ranks_) {
     // Only a rank that was told the interval (in an Assignment) is held
     // to it.
-    if (c == nullptr || c->stalled || c->store_token.empty()) continue;
+    if (c == nullptr || c->stalled || !c->assigned) continue;
     const auto silent =
         now.time_since_epoch() - Clock::duration(c->last_seen.load());
     if (silent <= limit) continue;
     c->stalled = true;
+    any = true;
     const absl::Status status = absl::UnavailableError(absl::StrCat(
         "worker ", c->Name(), " stopped answering: no heartbeat for ",
         std::chrono::duration_cast<std::chrono::milliseconds>(silent).count(),
@@ -409,26 +366,38 @@ void WorkerPool::CheckStallsLocked(Clock::time_point now,
     spdlog::error("{}", status.message());
     // The silent rank is the cause: its peers' errors (a collective that
     // timed out waiting for it) are not.
-    for (auto& [id, p] : pending_) {
-      if (p->done() && !p->aborted) continue;
-      p->aborted = true;
-      p->status = status;
-    }
-    cv_.notify_all();
-    EndWaitsLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                std::string(status.message())));
+    steps_.Blame(status);
+    store_.EndWaits(status);
     ready_ = false;
     LostLocked();
     NotifyLocked(notify);
   }
+  return any;
+}
+
+Clock::time_point WorkerPool::NextStallCheckLocked(
+    Clock::time_point now) const {
+  // Every heartbeat interval, and as soon as a rank's silence would pass
+  // the limit (ahead of the transport's keepalive, which would otherwise
+  // drop a frozen worker as disconnected before it is seen stalled).
+  Clock::time_point wake = now + options_.heartbeat_interval;
+  const auto limit = options_.heartbeat_interval * options_.heartbeat_misses;
+  for (const auto& c : ranks_) {
+    if (c == nullptr || c->stalled || !c->assigned) continue;
+    const Clock::time_point due =
+        Clock::time_point(Clock::duration(c->last_seen.load())) + limit +
+        std::chrono::milliseconds(1);
+    wake = std::min(wake, std::max(due, now));
+  }
+  return wake;
 }
 
 void WorkerPool::OnReady(const std::shared_ptr<Conn>& conn,
                          const moe::v1::Ready& ready) {
-  std::vector<std::function<void()>> notify;
+  Notify notify;
   bool retry = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (ready.generation() != generation_ || conn->rank < 0 ||
         ranks_[conn->rank] != conn) {
       return;
@@ -444,7 +413,7 @@ void WorkerPool::OnReady(const std::shared_ptr<Conn>& conn,
                      generation_, ranks_.size(), options_.world_size);
         ready_ = true;
         refusal_.clear();
-        cv_.notify_all();  // steps held while the group re-formed
+        cv_.SignalAll();  // steps held while the group re-formed
       }
       NotifyLocked(&notify);
     }
@@ -461,14 +430,18 @@ std::string WorkerPool::NotReadyLocked() const {
 }
 
 absl::StatusOr<int> WorkerPool::AwaitGroup(Clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!ready_ && !shutdown_ && options_.hold_while_regrouping.count() > 0) {
     // Held, not failed: a regroup takes about a rendezvous, and a client
     // would only retry. Bounded by the flag and `deadline`; the
     // requests behind this step wait in the batcher's bounded queue.
     const Clock::time_point until =
         std::min(deadline, Clock::now() + options_.hold_while_regrouping);
-    cv_.wait_until(lock, until, [&] { return ready_ || shutdown_; });
+    auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return ready_ || shutdown_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&settled),
+                         absl::FromChrono(until - Clock::now()));
   }
   if (shutdown_) return absl::UnavailableError("router shutting down");
   if (!ready_) return absl::UnavailableError(NotReadyLocked());
@@ -477,63 +450,60 @@ absl::StatusOr<int> WorkerPool::AwaitGroup(Clock::time_point deadline) {
 
 void WorkerPool::Regroup(bool delayed) {
   if (delayed) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     regroup_pending_ = true;
     regroup_at_ = Clock::now() + options_.retry_delay;
-    cv_.notify_all();
+    cv_.SignalAll();
     return;
   }
-  std::vector<std::function<void()>> notify;
-  std::lock_guard<std::mutex> send_lock(send_mu_);
+  Notify notify;
+  absl::MutexLock send_lock(&send_mu_);
   Outbox out;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (shutdown_) return;
     ready_ = false;
     StartGenerationLocked(&out);
     NotifyLocked(&notify);
   }
-  FinishWaits();  // before a send that can block on a slow worker
+  store_.FinishEnded();  // before a send that can block on a slow worker
   Send(out);
   for (auto& n : notify) n();
 }
 
 void WorkerPool::RetryLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!shutdown_) {
     const Clock::time_point now = Clock::now();
+    const uint64_t parked = store_parked_;
     // Parked StoreGets whose timeout passed.
-    WakeWaitsLocked(now);
-    if (!ended_waits_.empty()) {
-      lock.unlock();
-      FinishWaits();
-      lock.lock();
-      continue;
-    }
-    std::vector<std::function<void()>> notify;
-    CheckStallsLocked(now, &notify);
-    if (!notify.empty() || !ended_waits_.empty()) {
-      lock.unlock();
-      FinishWaits();
+    mu_.Unlock();
+    const std::optional<Clock::time_point> store_wake = store_.Expire(now);
+    store_.FinishEnded();
+    mu_.Lock();
+    if (shutdown_) break;
+    Notify notify;
+    if (CheckStallsLocked(now, &notify)) {
+      mu_.Unlock();
+      store_.FinishEnded();
       for (auto& n : notify) n();
-      lock.lock();
+      mu_.Lock();
       continue;
     }
     if (regroup_pending_ && now >= regroup_at_) {
       regroup_pending_ = false;
-      lock.unlock();
+      mu_.Unlock();
       Regroup(/*delayed=*/false);
-      lock.lock();
+      mu_.Lock();
       continue;
     }
-    // The watchdog looks every heartbeat interval.
-    std::optional<Clock::time_point> wake = now + options_.heartbeat_interval;
-    if (regroup_pending_) wake = std::min(*wake, regroup_at_);
-    for (const StoreWait* w : waits_) {
-      if (!wake || w->deadline < *wake) wake = w->deadline;
-    }
-    cv_.wait_until(lock, *wake);
+    if (parked != store_parked_) continue;  // a new timeout to keep
+    Clock::time_point wake = NextStallCheckLocked(now);
+    if (regroup_pending_) wake = std::min(wake, regroup_at_);
+    if (store_wake) wake = std::min(wake, *store_wake);
+    cv_.WaitWithTimeout(&mu_, absl::FromChrono(wake - Clock::now()));
   }
+  mu_.Unlock();
 }
 
 }  // namespace moe

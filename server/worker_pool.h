@@ -1,34 +1,41 @@
-// The router's side of the worker group: registration and rank assignment,
-// the rendezvous store of each group generation, ordered step delivery and
-// result collection, and failure handling. Any change of membership, or a
-// failed step that may have left a worker's collectives broken, starts a new
-// generation, in which every worker rebuilds its collective group; in-flight
-// steps then fail with UNAVAILABLE. A step that every worker refused before
-// its collectives fails with the workers' own error and keeps the group.
+// The router's side of the worker group, and its gRPC service
+// (WorkerControl): registration and rank assignment, heartbeats, and the
+// generations of the group. Any change of membership, or a failed step that
+// may have left a worker's collectives broken, starts a new generation, in
+// which every worker rebuilds its collective group; in-flight steps then
+// fail with UNAVAILABLE. A step that every worker refused before its
+// collectives fails with the workers' own error and keeps the group.
 // Elastic: once a full group has formed, a worker gone (disconnected or
 // stalled) for longer than regroup_after no longer blocks the service: the
 // remaining workers form a group of their own (world size = workers there,
 // experts re-split evenly), and the group grows back, in a new generation,
 // as soon as workers return.
+// Its parts, each with its own lock, below the pool's: when a generation
+// forms (group_membership), the rendezvous store (rendezvous_store), the
+// steps in flight and their answers (step_tracker), the placement in force
+// and its switch (placement_switch).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/placement.h"
 #include "moe/v1/worker.grpc.pb.h"
+#include "server/group_membership.h"
+#include "server/placement_switch.h"
+#include "server/rendezvous_store.h"
+#include "server/step_group.h"
+#include "server/step_tracker.h"
 #include "server/worker_auth.h"
 
 namespace moe {
@@ -64,18 +71,8 @@ struct WorkerPoolOptions {
   std::shared_ptr<const ExpertPlacement> placement;
 };
 
-// RunStep's answer to steps planned with a placement that is no longer in
-// force (a rebalance switched meanwhile): plan them again.
-bool IsPlacementChanged(const absl::Status& status);
-
 // A direct step that gives its rank no rows: RunStep need not send it.
 bool IdleInDirectStep(const moe::v1::Step& step);
-
-// The rank whose rendezvous key `key` is, or -1 for a key of no rank:
-// Gloo's pair addresses ("R", "R/S", "rank_R": the keys
-// gloo::rendezvous::Context::connectFullMesh sets, across Gloo versions) are
-// rank R's; NCCL's unique id ("nccl-unique-id") is rank 0's.
-int KeyOwner(const std::string& key);
 
 // Join is a synchronous method (one thread per worker, P of them); the
 // store's methods use the callback API, so a parked StoreGet holds no
@@ -84,7 +81,7 @@ using WorkerControlBase = moe::v1::WorkerControl::WithCallbackMethod_StoreSet<
     moe::v1::WorkerControl::WithCallbackMethod_StoreGet<
         moe::v1::WorkerControl::Service>>;
 
-class WorkerPool final : public WorkerControlBase {
+class WorkerPool final : public WorkerControlBase, public StepGroup {
  public:
   explicit WorkerPool(WorkerPoolOptions options);
   ~WorkerPool() override;
@@ -104,7 +101,7 @@ class WorkerPool final : public WorkerControlBase {
                                      const moe::v1::StoreGetRequest* req,
                                      moe::v1::StoreGetResponse* resp) override;
   // StoreGet calls parked now.
-  size_t store_waits() const;
+  size_t store_waits() const { return store_.waits(); }
 
   struct State {
     int world_size = 0;  // configured (P)
@@ -128,17 +125,17 @@ class WorkerPool final : public WorkerControlBase {
   // readiness, with the state at the time it runs.
   void SetStateCallback(std::function<void(const State&)> callback);
 
-  // The world size to plan a step for: waits while the group is not ready,
-  // at most hold_while_regrouping and until `deadline` (the router passes
-  // none: the client's deadline bounds the wait on its side), then
-  // UNAVAILABLE.
   // True when AwaitGroup waits for a group that is not ready (requests then
   // queue instead of being refused at admission).
   bool holds_steps() const {
     return options_.hold_while_regrouping.count() > 0;
   }
+  // The world size to plan a step for: waits while the group is not ready,
+  // at most hold_while_regrouping and until `deadline` (the router passes
+  // none: the client's deadline bounds the wait on its side), then
+  // UNAVAILABLE.
   absl::StatusOr<int> AwaitGroup(
-      std::chrono::steady_clock::time_point deadline);
+      std::chrono::steady_clock::time_point deadline) override;
 
   // Sends steps[r] to rank r (steps.size() is AwaitGroup's world size; a
   // group re-formed since then fails the step UNAVAILABLE), all in one ordered
@@ -158,15 +155,12 @@ class WorkerPool final : public WorkerControlBase {
   absl::Status RunStep(std::vector<moe::v1::Step>& steps,
                        std::chrono::steady_clock::time_point deadline,
                        const std::function<void()>& overlap,
-                       std::vector<moe::v1::StepResult>* results);
+                       std::vector<moe::v1::StepResult>* results) override;
 
-  // The placement steps are planned with now (null: contiguous ranges), and
-  // its epoch, which every Step names.
-  struct PlacementInForce {
-    std::shared_ptr<const ExpertPlacement> placement;
-    uint64_t epoch = 0;
-  };
-  PlacementInForce placement() const;
+  // The placement steps are planned with now (null: contiguous ranges, and
+  // while the group is degraded).
+  using PlacementInForce = moe::PlacementInForce;
+  PlacementInForce placement() const override;
   // Live rebalancing: sends `next` to every rank of the current generation,
   // which loads it while steps go on; once every rank has, `next` becomes
   // the placement of every step sent from then on (RunStep refuses steps
@@ -184,26 +178,34 @@ class WorkerPool final : public WorkerControlBase {
 
  private:
   struct Conn;
-  struct Pending;
   class StoreWait;
-  friend class StoreWait;
+  using Clock = std::chrono::steady_clock;
   using Outbox =
       std::vector<std::pair<std::shared_ptr<Conn>, moe::v1::RouterMessage>>;
+  using Notify = std::vector<std::function<void()>>;
 
-  // With mu_ held: a new generation if every configured worker is there,
-  // or (see regroup_after) with those there; the assignments to send (under
+  // A new generation if every configured worker is there, or (see
+  // regroup_after) with those there; the assignments to send (under
   // send_mu_, after releasing mu_) go to `out`.
-  void StartGenerationLocked(Outbox* out);
-  // With mu_ held: a member of the current generation is gone (disconnected
-  // or stalled); the workers left may form a group after regroup_after.
-  void LostLocked();
-  // With mu_ held: the not-ready message (connected, ready, stalled).
-  std::string NotReadyLocked() const;
-  void FailPendingLocked(const absl::Status& status);
-  State StateLocked() const;
+  void StartGenerationLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rank r's Assignment in a new generation of `world` ranks.
+  moe::v1::RouterMessage AssignmentLocked(int r, int world,
+                                          const std::string& store_token) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A member of the current generation is gone (disconnected or stalled);
+  // the workers left may form a group after regroup_after.
+  void LostLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The not-ready message (connected, ready, stalled).
+  std::string NotReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  State StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues a state notification to run after the locks are released.
-  void NotifyLocked(std::vector<std::function<void()>>* notify);
-  void Send(Outbox& out);
+  void NotifyLocked(Notify* notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Send(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
+  // Takes a slot for a registering worker, or says why it is refused
+  // (worker_admission.h).
+  grpc::Status AdmitLocked(const std::shared_ptr<Conn>& conn,
+                           const std::string& peer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnReady(const std::shared_ptr<Conn>& conn, const moe::v1::Ready& ready);
   void OnPlacementLoaded(const std::shared_ptr<Conn>& conn,
                          const moe::v1::PlacementLoaded& loaded);
@@ -212,72 +214,48 @@ class WorkerPool final : public WorkerControlBase {
   // Any message from `conn` proves it alive; one that was stalled gets a
   // new generation.
   void Seen(const std::shared_ptr<Conn>& conn);
-  // With mu_ held: marks the ranks silent for too long as stalled.
-  void CheckStallsLocked(std::chrono::steady_clock::time_point now,
-                         std::vector<std::function<void()>>* notify);
-  // With mu_ held: State::stalled.
-  std::string StalledLocked() const;
-  // With mu_ held: FAILED_PRECONDITION when `info` names a device another
-  // registered worker on the same host already uses and either of them
-  // exchanges over NCCL (which runs one rank per GPU).
-  grpc::Status CheckDeviceLocked(const moe::v1::Register& info) const;
-  // With mu_ held: the rank whose store token (from its Assignment) this is,
-  // or -1.
-  int RankOfStoreTokenLocked(const std::string& token) const;
+  // Marks the ranks silent for too long as stalled; true if one was.
+  bool CheckStallsLocked(Clock::time_point now, Notify* notify)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the watchdog looks next.
+  Clock::time_point NextStallCheckLocked(Clock::time_point now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // State::stalled.
+  std::string StalledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts a new generation with the same members (after a failed step or
   // rendezvous), now or after retry_delay.
   void Regroup(bool delayed);
   void RetryLoop();
-  // With mu_ held: ends the parked StoreGets (all, or those whose keys are
-  // set or whose timeout passed); their reactors finish in FinishWaits,
-  // after mu_ is released.
-  void EndWaitsLocked(const grpc::Status& status);
-  void WakeWaitsLocked(std::chrono::steady_clock::time_point now);
-  void FinishWaits();
-  void CancelWait(StoreWait* wait);
 
-  WorkerPoolOptions options_;
-  // Lock order: send_mu_ before mu_. send_mu_ makes every stream see
-  // assignments and steps in one global order.
-  std::mutex send_mu_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;  // results, store keys, shutdown
+  const WorkerPoolOptions options_;
+  const GroupPolicy policy_;
+  RendezvousStore store_;
+  StepTracker steps_;
+  PlacementSwitch placement_;
+  // Lock order: send_mu_, mu_, then the parts' own locks (store_, steps_,
+  // placement_), which call nothing back. send_mu_ makes every stream see
+  // assignments, placements and steps in one global order; it also guards
+  // each Conn's step_generation and step_epoch.
+  absl::Mutex send_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // readiness, regroups, parked StoreGets, shutdown
   // Registered workers, by slot (at most world_size; null: free slot).
-  std::vector<std::shared_ptr<Conn>> members_;
+  std::vector<std::shared_ptr<Conn>> members_ ABSL_GUARDED_BY(mu_);
   // The current generation's ranks (members, in slot order).
-  std::vector<std::shared_ptr<Conn>> ranks_;
-  uint64_t generation_ = 0;
-  bool formed_full_ = false;  // a group of world_size workers has formed
-  // When the last member of a generation was lost; a smaller group may
-  // form regroup_after later.
-  std::optional<std::chrono::steady_clock::time_point> lost_at_;
-  bool ready_ = false;
-  int ready_count_ = 0;
-  std::string refusal_;  // see State::refusal
-  bool shutdown_ = false;
-  std::chrono::steady_clock::time_point regroup_at_{};
-  bool regroup_pending_ = false;
-  std::map<uint64_t, std::shared_ptr<Pending>> pending_;
-  uint64_t next_step_ = 1;
-  std::map<std::string, std::string> store_;  // current generation only
-  std::vector<StoreWait*> waits_;             // parked StoreGets, under mu_
-  // Ended waits to finish outside mu_, with their status.
-  std::vector<std::pair<StoreWait*, grpc::Status>> ended_waits_;
-  std::function<void(const State&)> state_callback_;
-  // The placement in force and its epoch, and a rebalance under way (all
-  // under mu_; switched under send_mu_ as well).
-  std::shared_ptr<const ExpertPlacement> placement_;
-  uint64_t placement_epoch_ = 0;
-  uint64_t next_epoch_ = 0;
-  struct Staging {
-    bool active = false;
-    uint64_t epoch = 0;
-    uint64_t generation = 0;
-    std::vector<bool> loaded;
-    int remaining = 0;
-    std::string error;
-  } staging_;
-  std::mutex notify_mu_;  // keeps notifications in order
+  std::vector<std::shared_ptr<Conn>> ranks_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  GroupHistory history_ ABSL_GUARDED_BY(mu_);
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
+  int ready_count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string refusal_ ABSL_GUARDED_BY(mu_);  // see State::refusal
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  Clock::time_point regroup_at_ ABSL_GUARDED_BY(mu_){};
+  bool regroup_pending_ ABSL_GUARDED_BY(mu_) = false;
+  // StoreGets parked so far: the retry thread, which keeps their
+  // timeouts, looks again when it moved.
+  uint64_t store_parked_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void(const State&)> state_callback_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex notify_mu_;  // keeps notifications in order
   std::thread retry_thread_;
 };
 

@@ -1,15 +1,14 @@
 // What the files of WorkerPool's implementation share: the record of a
-// worker's connection, of a step in flight and of a parked rendezvous wait.
-//   worker_pool.cc            membership, generations, heartbeats, regroups
+// worker's connection and the reactor of a parked StoreGet.
+//   worker_pool.cc            registration, generations, heartbeats, regroups
 //   worker_pool_steps.cc      steps on the group and their results
-//   worker_pool_placement.cc  redundant-expert placements and rebalancing
-//   worker_pool_store.cc      the collectives' rendezvous store
+//   worker_pool_placement.cc  the placement in force and rebalancing
+//   worker_pool_store.cc      StoreSet and StoreGet over the rendezvous store
 // Not for use outside server/worker_pool*.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -18,49 +17,46 @@
 #include "server/worker_pool.h"
 
 namespace moe {
-namespace worker_pool_internal {
-
-using Clock = std::chrono::steady_clock;
-
-// A fresh secret per rank and generation.
-std::string NewToken();
-// FAILED_PRECONDITION for a store call of another generation than `now`.
-grpc::Status GenerationMismatch(const char* what, uint64_t asked, uint64_t now);
-
-}  // namespace worker_pool_internal
-
-using worker_pool_internal::Clock;
 
 // One parked StoreGet: the call's reactor, deleted when the call is done.
-class WorkerPool::StoreWait : public grpc::ServerUnaryReactor {
+class WorkerPool::StoreWait : public grpc::ServerUnaryReactor,
+                              public StoreWaiter {
  public:
-  StoreWait(WorkerPool* pool, const moe::v1::StoreGetRequest* req,
-            moe::v1::StoreGetResponse* resp, int rank,
-            Clock::time_point deadline)
-      : pool(pool), req(req), resp(resp), rank(rank), deadline(deadline) {}
-  void OnCancel() override { pool->CancelWait(this); }
+  StoreWait(RendezvousStore* store, moe::v1::StoreGetResponse* resp)
+      : store_(store), resp_(resp) {}
+  void OnCancel() override { store_->Cancel(this); }
   void OnDone() override { delete this; }
+  void End(const absl::Status& status,
+           std::vector<std::string> values) override;
 
-  WorkerPool* const pool;
-  const moe::v1::StoreGetRequest* const req;
-  moe::v1::StoreGetResponse* const resp;
-  const int rank;
-  const Clock::time_point deadline;
+ private:
+  RendezvousStore* const store_;
+  moe::v1::StoreGetResponse* const resp_;
 };
+
+// Rank `rank`'s expert slots of every layer of `placement` into `out` (an
+// Assignment's or a PlacementUpdate's layer_slots).
+void AddLayerSlots(
+    const ExpertPlacement& placement, int rank,
+    google::protobuf::RepeatedPtrField<moe::v1::LayerSlots>* out);
 
 struct WorkerPool::Conn {
   grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
       stream = nullptr;
   moe::v1::Register info;
   int slot = -1;  // in members_
-  int rank = -1;  // in the current generation (under mu_); -1: not in it
-  std::string store_token;        // of the current generation, under mu_
-  uint64_t ready_generation = 0;  // guarded by the pool's mu_
-  std::mutex write_mu;
-  bool open = true;  // guarded by write_mu
+  // The pool's mu_ guards rank, assigned and ready_generation.
+  int rank = -1;  // in the current generation; -1: not in it
+  // Told the heartbeat interval in this generation's Assignment (and so
+  // held to it).
+  bool assigned = false;
+  uint64_t ready_generation = 0;
+  absl::Mutex write_mu;
+  bool open ABSL_GUARDED_BY(write_mu) = true;
   // When the last message came (steady clock, ns); stalled: no message
   // for heartbeat_misses intervals (set under the pool's mu_).
-  std::atomic<int64_t> last_seen{Clock::now().time_since_epoch().count()};
+  std::atomic<int64_t> last_seen{
+      std::chrono::steady_clock::now().time_since_epoch().count()};
   std::atomic<bool> stalled{false};
   // The generation and placement epoch of the last Step written (under the
   // pool's send_mu_): a rank with no rows in a direct step still gets it
@@ -70,11 +66,11 @@ struct WorkerPool::Conn {
   uint64_t step_generation = 0, step_epoch = 0;
 
   bool Write(const moe::v1::RouterMessage& m) {
-    std::lock_guard<std::mutex> lock(write_mu);
+    absl::MutexLock lock(&write_mu);
     return open && stream->Write(m);
   }
   void Close() {
-    std::lock_guard<std::mutex> lock(write_mu);
+    absl::MutexLock lock(&write_mu);
     open = false;
   }
   std::string Name() const {
@@ -82,21 +78,6 @@ struct WorkerPool::Conn {
     return absl::StrCat(rank >= 0 ? absl::StrCat("rank ", rank, " ") : "", "(",
                         info.host(), " pid ", info.pid(), ")");
   }
-};
-
-struct WorkerPool::Pending {
-  uint64_t generation = 0;
-  std::vector<moe::v1::StepResult> results;
-  std::vector<bool> have;  // rank answered (a result or an error)
-  int remaining = 0;       // ranks yet to answer
-  int failed = 0;          // ranks that answered with an error
-  bool broken = false;     // some rank's collective group is broken
-  bool direct = false;     // every rank's step is direct: no collective
-  // No more answers will come: a worker was lost, the generation changed or
-  // the router is shutting down.
-  bool aborted = false;
-  absl::Status status;  // first failure
-  bool done() const { return aborted || remaining == 0; }
 };
 
 }  // namespace moe

@@ -21,7 +21,6 @@
 #include "engine/placement.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/dispatch.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/reference_moe.h"
 
@@ -891,16 +890,28 @@ std::vector<float> RunDirectRanks(
   }
   std::vector<float> y(n * H, -1.0f);
   const float* w = c.score_before_experts ? nullptr : routing.weight.data();
-  if (type == ElementType::kBF16) {
-    kernels::cpu::CombineSlots(
-        n, S, H, w, d.slot_row.data(),
-        reinterpret_cast<const uint16_t*>(outputs.data()), y.data(), 1);
-  } else {
-    kernels::cpu::CombineSlots(n, S, H, w, d.slot_row.data(),
-                               reinterpret_cast<const float*>(outputs.data()),
-                               y.data(), 1);
-  }
+  SumDirectOutputs(d, H, type, outputs.data(), w, y.data());
   return y;
+}
+
+// The router's sum of a direct step: each token's slot rows, weighted, in
+// slot order; weight 1 without weights; BF16 rows widened exactly.
+TEST(SumDirectOutputs, SumsEachTokensSlotRowsWeightedInSlotOrder) {
+  DirectPlan d;
+  d.tokens = 2;
+  d.slots = 2;
+  d.slot_row = {1, -1, 0, 2};  // token 0: row 1; token 1: rows 0 and 2
+  const std::vector<float> rows = {1, 2, 10, 20, 100, 200};  // [3, 2]
+  const std::vector<float> w = {0.5f, 9, 2, 0.25f};
+  std::vector<float> y(4, -1);
+  SumDirectOutputs(d, 2, ElementType::kF32, rows.data(), w.data(), y.data());
+  EXPECT_EQ(y, (std::vector<float>{5, 10, 27, 54}));
+  SumDirectOutputs(d, 2, ElementType::kF32, rows.data(), nullptr, y.data());
+  EXPECT_EQ(y, (std::vector<float>{10, 20, 101, 202}));
+  std::vector<uint16_t> bf16(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) bf16[i] = F32ToBf16(rows[i]);
+  SumDirectOutputs(d, 2, ElementType::kBF16, bf16.data(), w.data(), y.data());
+  EXPECT_EQ(y, (std::vector<float>{5, 10, 27, 54}));
 }
 
 // The router's plan of a direct step: each rank gets a token once however

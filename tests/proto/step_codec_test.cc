@@ -11,14 +11,103 @@
 namespace moe {
 namespace {
 
+// A step's content over spans of the caller's vectors.
+StepContent Content(const std::vector<float>& x, int64_t hidden, int64_t slots,
+                    const std::vector<int32_t>& ids,
+                    const std::vector<int32_t>& all,
+                    const std::vector<float>& weights,
+                    const std::vector<int64_t>& counts) {
+  StepContent c;
+  c.in.tokens = static_cast<int64_t>(x.size()) / hidden;
+  c.in.rows = x.data();
+  c.in.slots = slots;
+  c.in.expert_ids = ids;
+  c.in.all_expert_ids = all;
+  c.in.weights = weights;
+  c.in.counts = counts;
+  c.hidden = hidden;
+  return c;
+}
+
 moe::v1::Step Encoded(DispatchDType dispatch) {
   const std::vector<float> x(2 * 4, 0.5f), w(2, 1.0f);
   const std::vector<int32_t> ids = {0, 1};
   const std::vector<int64_t> counts = {1, 1};
+  StepContent c = Content(x, 4, 1, ids, ids, w, counts);
+  c.in.step_id = 7;
+  c.in.timeout = std::chrono::milliseconds(100);
+  c.in.dispatch = dispatch;
   moe::v1::Step step;
-  EncodeStep(7, 0, x.data(), 2, 4, 1, ids, ids, w, counts, 100, false, dispatch,
-             &step);
+  EncodeStep(c, &step);
   return step;
+}
+
+// What EncodeStep writes, DecodeStep reads back: every field of the
+// content, and the router's own fields beside it.
+TEST(StepCodec, DecodeStepReadsBackWhatEncodeStepWrote) {
+  const std::vector<float> x = {1, 2, 3, 4.25f, 5, 6};
+  const std::vector<float> w = {0.5f, 0.25f, 0.125f, 1};
+  const std::vector<int32_t> ids = {3, -1, 0, 2}, all = {3, -1, 0, 2, 1, 1};
+  const std::vector<int64_t> counts = {1, 0, 1, 1, 0, 2, 0, 0};
+  StepContent c = Content(x, 3, 2, ids, all, w, counts);
+  c.in.step_id = 9;
+  c.in.layer = 5;
+  c.in.timeout = std::chrono::milliseconds(250);
+  c.in.dispatch = DispatchDType::kBf16;
+  c.bf16_result = true;
+  c.direct = true;
+  c.placement_epoch = 4;
+  moe::v1::Step step;
+  EncodeStep(c, &step);
+  EXPECT_EQ(step.result_dtype(), moe::v1::BF16);
+  EXPECT_TRUE(step.direct());
+  EXPECT_EQ(step.placement_epoch(), 4u);
+  EXPECT_EQ(step.generation(), 0u);
+  std::vector<float> scratch;
+  EpStepInput in;
+  ASSERT_TRUE(DecodeStep(step, 3, &scratch, &in).ok());
+  EXPECT_EQ(in.step_id, 9u);
+  EXPECT_EQ(in.layer, 5);
+  EXPECT_EQ(in.tokens, 2);
+  EXPECT_EQ(in.slots, 2);
+  EXPECT_EQ(in.timeout.count(), 250);
+  EXPECT_EQ(in.dispatch, DispatchDType::kBf16);
+  EXPECT_EQ(std::vector<float>(in.rows, in.rows + 6), x);
+  EXPECT_EQ(std::vector<int32_t>(in.expert_ids.begin(), in.expert_ids.end()),
+            ids);
+  EXPECT_EQ(
+      std::vector<int32_t>(in.all_expert_ids.begin(), in.all_expert_ids.end()),
+      all);
+  EXPECT_EQ(std::vector<float>(in.weights.begin(), in.weights.end()), w);
+  EXPECT_EQ(std::vector<int64_t>(in.counts.begin(), in.counts.end()), counts);
+  c.bf16_result = false;
+  c.direct = false;
+  EncodeStep(c, &step);
+  EXPECT_EQ(step.result_dtype(), moe::v1::F32);
+  EXPECT_FALSE(step.direct());
+}
+
+TEST(StepCodec, DecodeStepTimesReadsEveryTime) {
+  moe::v1::StepResult r;
+  const EpStepTimes t{.dispatch_us = 1,
+                      .experts_us = 2,
+                      .combine_us = 3,
+                      .gather_us = 4,
+                      .sum_us = 5,
+                      .expert_rows = 6};
+  const float y = 0;
+  EncodeStepResult(&y, 0, 1, t, moe::v1::F32, &r);
+  r.set_decode_us(7);
+  r.set_step_us(8);
+  const WorkerStageTimes d = DecodeStepTimes(r, 3);
+  EXPECT_EQ(d.rank, 3);
+  EXPECT_EQ(d.gather_us, 4);
+  EXPECT_EQ(d.dispatch_wait_us, 1 - 4);
+  EXPECT_EQ(d.experts_us, 2);
+  EXPECT_EQ(d.combine_wait_us, 3 - 5);
+  EXPECT_EQ(d.sum_us, 5);
+  EXPECT_EQ(d.decode_us, 7);
+  EXPECT_EQ(d.step_us, 8);
 }
 
 TEST(StepCodec, DispatchDTypeTravelsInTheStep) {
@@ -54,9 +143,9 @@ TEST(StepCodec, RowsTravelAsBf16ExactlyWhenEveryValueIsOne) {
     SCOPED_TRACE(wider);
     std::vector<float> v = x;
     if (wider >= 0) v[wider] = 1.0f + 1.0f / 1024;  // not a bf16
+    const StepContent c = Content(v, H, 1, ids, ids, w, counts);
     moe::v1::Step step;
-    EncodeStep(1, 0, v.data(), tokens, H, 1, ids, ids, w, counts, 100, false,
-               DispatchDType::kRowType, &step);
+    EncodeStep(c, &step);
     EXPECT_EQ(step.rows().dtype(), wider < 0 ? moe::v1::BF16 : moe::v1::F32);
     std::vector<float> scratch;
     EpStepInput in;

@@ -17,7 +17,7 @@ namespace {
 
 constexpr int64_t kExperts = 4;
 
-class FakeSwitch : public PlacementSwitch {
+class FakeSwitch : public PlacementTarget {
  public:
   std::shared_ptr<const ExpertPlacement> Current() override {
     absl::MutexLock lock(&mu_);

@@ -60,7 +60,7 @@ class FakeWorker {
     m.mutable_ready()->set_generation(a.generation());
     m.mutable_ready()->set_rank(a.rank());
     m.mutable_ready()->set_error(error);
-    EXPECT_TRUE(stream_->Write(m));
+    EXPECT_TRUE(Write(m));
   }
   // Answers every Step with an empty result until the stream ends; counts
   // the steps into `steps`.
@@ -72,13 +72,19 @@ class FakeWorker {
       moe::v1::WorkerMessage r;
       r.mutable_result()->set_generation(m.step().generation());
       r.mutable_result()->set_step_id(m.step().step_id());
-      if (!stream_->Write(r)) return;
+      if (!Write(r)) return;
     }
   }
   void Heartbeat() {
     moe::v1::WorkerMessage m;
     m.mutable_heartbeat();
-    EXPECT_TRUE(stream_->Write(m));
+    EXPECT_TRUE(Write(m));
+  }
+  // One write at a time: a test's heartbeat thread writes beside it (two
+  // at once are a gRPC API misuse, which aborts).
+  bool Write(const moe::v1::WorkerMessage& m) {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    return stream_->Write(m);
   }
   // Ends the worker's side of the stream (the router then ends its side),
   // from another thread than one in AnswerSteps, which then returns.
@@ -104,6 +110,7 @@ class FakeWorker {
       grpc::ClientReaderWriter<moe::v1::WorkerMessage, moe::v1::RouterMessage>>
       stream_;
   bool left_ = false, writes_done_ = false;
+  std::mutex write_mu_;
   grpc::Status status_;
 };
 

@@ -1,0 +1,55 @@
+// What a step run on the workers needs of the worker group (RemoteStep's
+// view of WorkerPool): the group's world size, the placement to plan with,
+// and one step sent to every rank and answered. An interface so that
+// RemoteStep is tested in-process against a fake group.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/placement.h"
+#include "moe/v1/worker.pb.h"
+
+namespace moe {
+
+// The placement steps are planned with now (null: contiguous ranges), and
+// its epoch, which every Step names.
+struct PlacementInForce {
+  std::shared_ptr<const ExpertPlacement> placement;
+  uint64_t epoch = 0;
+};
+
+// RunStep's answer to steps planned with a placement that is no longer in
+// force (a rebalance switched meanwhile): plan them again.
+absl::Status PlacementChangedError(uint64_t planned, uint64_t in_force);
+bool IsPlacementChanged(const absl::Status& status);
+
+class StepGroup {
+ public:
+  virtual ~StepGroup() = default;
+
+  // The world size to plan a step for: waits while the group is not ready
+  // (bounded by the group's own policy and `deadline`), then UNAVAILABLE.
+  virtual absl::StatusOr<int> AwaitGroup(
+      std::chrono::steady_clock::time_point deadline) = 0;
+
+  virtual PlacementInForce placement() const = 0;
+
+  // Sends steps[r] to rank r (steps.size() is AwaitGroup's world size),
+  // runs `overlap` while the ranks compute, and gathers every rank's
+  // result into (*results)[r] until `deadline`. The steps' buffers come
+  // back to the caller for the next step. A rank with no rows in a direct
+  // step may not be sent its step; its result is then left empty.
+  // IsPlacementChanged when the steps name an epoch no longer in force.
+  virtual absl::Status RunStep(std::vector<moe::v1::Step>& steps,
+                               std::chrono::steady_clock::time_point deadline,
+                               const std::function<void()>& overlap,
+                               std::vector<moe::v1::StepResult>* results) = 0;
+};
+
+}  // namespace moe
