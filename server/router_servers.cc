@@ -42,11 +42,18 @@ void RouterServers::Configure(grpc::ServerBuilder& b, int message_limit) const {
   AddKeepaliveServerArgs(b);
 }
 
-// Builds and starts `b`, which listens on `address` with `port` bound.
-absl::Status RouterServers::Add(grpc::ServerBuilder& b, const std::string& what,
-                                const std::string& address, const int& port) {
+absl::Status RouterServers::Listen(
+    const std::string& what, const std::string& address,
+    const std::shared_ptr<grpc::ServerCredentials>& credentials,
+    const std::vector<grpc::Service*>& services, int message_limit, int* port) {
+  grpc::ServerBuilder b;
+  Configure(b, message_limit);
+  b.AddListeningPort(
+      address, credentials ? credentials : grpc::InsecureServerCredentials(),
+      port);
+  for (grpc::Service* service : services) b.RegisterService(service);
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
-  if (!server || port == 0) {
+  if (!server || *port == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", what, address));
   }
@@ -57,25 +64,15 @@ absl::Status RouterServers::Add(grpc::ServerBuilder& b, const std::string& what,
 absl::Status RouterServers::Start(const Services& s) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  auto insecure = grpc::InsecureServerCredentials();
   const bool own_worker_port = s.workers && !o_.worker_listen.empty();
-  grpc::ServerBuilder pub;
-  Configure(pub, s.message_limit);
-  pub.AddListeningPort(o_.listen,
-                       s.public_credentials ? s.public_credentials : insecure,
-                       &port_);
-  pub.RegisterService(s.api);
-  if (s.workers && !own_worker_port) pub.RegisterService(s.workers);
-  MOE_RETURN_IF_ERROR(Add(pub, "", o_.listen, port_));
+  std::vector<grpc::Service*> pub = {s.api};
+  if (s.workers && !own_worker_port) pub.push_back(s.workers);
+  MOE_RETURN_IF_ERROR(Listen("", o_.listen, s.public_credentials, pub,
+                             s.message_limit, &port_));
   if (!own_worker_port) return absl::OkStatus();
-  grpc::ServerBuilder b;
-  Configure(b, s.message_limit);
-  b.AddListeningPort(o_.worker_listen,
-                     s.worker_credentials ? s.worker_credentials : insecure,
-                     &worker_port_);
-  b.RegisterService(s.workers);
-  MOE_RETURN_IF_ERROR(
-      Add(b, "--worker-listen ", o_.worker_listen, worker_port_));
+  MOE_RETURN_IF_ERROR(Listen("--worker-listen ", o_.worker_listen,
+                             s.worker_credentials, {s.workers}, s.message_limit,
+                             &worker_port_));
   return WritePortFile(o_.worker_port_file, worker_port_);
 }
 

@@ -74,8 +74,13 @@ class RouterServers {
 
  private:
   void Configure(grpc::ServerBuilder& b, int message_limit) const;
-  absl::Status Add(grpc::ServerBuilder& b, const std::string& what,
-                   const std::string& address, const int& port);
+  // Starts a server serving `services` on `address` (null credentials:
+  // insecure); UNAVAILABLE naming `what` and the address when it cannot.
+  absl::Status Listen(
+      const std::string& what, const std::string& address,
+      const std::shared_ptr<grpc::ServerCredentials>& credentials,
+      const std::vector<grpc::Service*>& services, int message_limit,
+      int* port);
   // The health services of every port (public, workers', probes').
   std::vector<grpc::HealthCheckServiceInterface*> HealthServices();
   void SetStatusesLocked(bool ready, bool full)

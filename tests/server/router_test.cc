@@ -184,20 +184,36 @@ TEST(RouterTest, ReadyOnlyWhileItsWorkersGroupIs) {
   router.Stop("test");
 }
 
-// A request waits for a group that never forms (hold_while_regrouping):
-// it is in flight while the router drains.
+// A router with one worker's place and none there, and a request waiting
+// up to `hold` for the group that never forms (hold_while_regrouping): it
+// is in flight while the router drains for at most `drain`.
+class HeldRequest {
+ public:
+  HeldRequest(milliseconds hold, milliseconds drain) {
+    RouterOptions o = Options(1);
+    o.hold_while_regrouping_ms = hold.count();
+    o.drain_wait = drain;
+    router_ = std::make_unique<Router>(o);
+    EXPECT_EQ(router_->Start(), 0);
+    answer_ = std::async(std::launch::async, [this, hold] {
+      moe::v1::ForwardResponse resp;
+      grpc::Status s = Forward(router_->port(), 3, hold * 2, &resp);
+      return std::make_pair(s, Clock::now());
+    });
+    std::this_thread::sleep_for(milliseconds(300));  // the request is held
+  }
+  Router& router() { return *router_; }
+  // Its status, and when it came.
+  std::pair<grpc::Status, Clock::time_point> Answer() { return answer_.get(); }
+
+ private:
+  std::unique_ptr<Router> router_;
+  std::future<std::pair<grpc::Status, Clock::time_point>> answer_;
+};
+
 TEST(RouterTest, DrainWaitsForRequestsInFlightAndRefusesNewOnes) {
-  RouterOptions o = Options(1);
-  o.hold_while_regrouping_ms = 1500;
-  o.drain_wait = milliseconds(20000);
-  Router router(o);
-  ASSERT_EQ(router.Start(), 0);
-  auto held = std::async(std::launch::async, [&] {
-    moe::v1::ForwardResponse resp;
-    grpc::Status s = Forward(router.port(), 3, milliseconds(20000), &resp);
-    return std::make_pair(s, Clock::now());
-  });
-  std::this_thread::sleep_for(milliseconds(300));  // the request is held
+  HeldRequest held(milliseconds(1500), milliseconds(20000));
+  Router& router = held.router();
   const auto drain_start = Clock::now();
   auto stopped = std::async(std::launch::async, [&] {
     router.Stop("test");
@@ -213,7 +229,7 @@ TEST(RouterTest, DrainWaitsForRequestsInFlightAndRefusesNewOnes) {
   EXPECT_TRUE(Serving(router.health_port(), kLivenessService));
   moe::v1::ForwardResponse resp;
   EXPECT_FALSE(Forward(router.port(), 1, milliseconds(2000), &resp).ok());
-  const auto [status, answered] = held.get();
+  const auto [status, answered] = held.Answer();
   const Clock::time_point stop_end = stopped.get();
   // The held request got its own answer (no group formed at the end of its
   // hold), not the pool's shutdown, and the drain waited for it.
@@ -227,23 +243,14 @@ TEST(RouterTest, DrainWaitsForRequestsInFlightAndRefusesNewOnes) {
 }
 
 TEST(RouterTest, DrainGivesUpOnRequestsAtItsDeadline) {
-  RouterOptions o = Options(1);
-  o.hold_while_regrouping_ms = 60000;
-  o.drain_wait = milliseconds(400);
-  Router router(o);
-  ASSERT_EQ(router.Start(), 0);
-  auto held = std::async(std::launch::async, [&] {
-    moe::v1::ForwardResponse resp;
-    return Forward(router.port(), 3, milliseconds(60000), &resp);
-  });
-  std::this_thread::sleep_for(milliseconds(300));
+  HeldRequest held(milliseconds(60000), milliseconds(400));
   const auto start = Clock::now();
-  router.Stop("test");
+  held.router().Stop("test");
   EXPECT_GE(Clock::now() - start, milliseconds(400));
   EXPECT_LT(Clock::now() - start, milliseconds(10000));
   // Ended by the drain (its hold is a minute): the pool's shutdown or the
   // cancel of what is left, whichever reaches it first.
-  const grpc::Status s = held.get();
+  const grpc::Status s = held.Answer().first;
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
 }
 

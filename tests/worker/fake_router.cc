@@ -5,6 +5,16 @@
 
 namespace moe::testing {
 
+moe::v1::RouterMessage StepMessage(uint64_t generation, uint64_t id) {
+  moe::v1::RouterMessage m;
+  m.mutable_step()->set_generation(generation);
+  m.mutable_step()->set_step_id(id);
+  return m;
+}
+
+bool IsReady(const moe::v1::WorkerMessage& m) { return m.has_ready(); }
+bool IsResult(const moe::v1::WorkerMessage& m) { return m.has_result(); }
+
 FakeRouter::FakeRouter() {
   grpc::ServerBuilder b;
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);

@@ -18,6 +18,12 @@
 
 namespace moe::testing {
 
+// An empty Step of `generation` numbered `id` (the fake's tests never run
+// one), and what a worker answers.
+moe::v1::RouterMessage StepMessage(uint64_t generation, uint64_t id);
+bool IsReady(const moe::v1::WorkerMessage& m);
+bool IsResult(const moe::v1::WorkerMessage& m);
+
 class FakeRouter final : public moe::v1::WorkerControl::Service {
  public:
   FakeRouter();

@@ -19,6 +19,9 @@ namespace {
 
 using std::chrono::milliseconds;
 using testing::FakeRouter;
+using testing::IsReady;
+using testing::IsResult;
+using testing::StepMessage;
 using testing::WaitFor;
 
 // Records what it is handed; answers an Assignment with Ready and a Step
@@ -108,16 +111,6 @@ moe::v1::RouterMessage Assignment(uint64_t generation,
   return m;
 }
 
-moe::v1::RouterMessage Step(uint64_t generation, uint64_t id) {
-  moe::v1::RouterMessage m;
-  m.mutable_step()->set_generation(generation);
-  m.mutable_step()->set_step_id(id);
-  return m;
-}
-
-bool IsResult(const moe::v1::WorkerMessage& m) { return m.has_result(); }
-bool IsReady(const moe::v1::WorkerMessage& m) { return m.has_ready(); }
-
 TEST(RouterConnectionTest, RegistersWithItsIdentityAndToken) {
   FakeRouter router;
   RecordingHandler handler;
@@ -140,7 +133,8 @@ TEST(RouterConnectionTest, HandsMessagesOverInOrderAndCarriesTheAnswers) {
   RecordingHandler handler;
   Running running(Options(router), &handler);
   ASSERT_TRUE(router.Send(Assignment(1)));
-  for (uint64_t id = 1; id <= 5; ++id) ASSERT_TRUE(router.Send(Step(1, id)));
+  for (uint64_t id = 1; id <= 5; ++id)
+    ASSERT_TRUE(router.Send(StepMessage(1, id)));
   ASSERT_TRUE(router.AwaitReceived(5, IsResult));
   const auto handled = handler.handled();
   ASSERT_EQ(handled.size(), 6u);
@@ -160,7 +154,7 @@ TEST(RouterConnectionTest, HeartbeatsAtTheAssignedIntervalWhileAStepRuns) {
   Running running(Options(router), &handler);
   ASSERT_TRUE(router.Send(Assignment(4, /*heartbeat_ms=*/20)));
   ASSERT_TRUE(router.AwaitReceived(1, IsReady));
-  ASSERT_TRUE(router.Send(Step(4, 1)));
+  ASSERT_TRUE(router.Send(StepMessage(4, 1)));
   ASSERT_TRUE(router.AwaitReceived(1, IsResult));
   // Between the Ready and the result (800 ms of step) beats kept coming,
   // each naming the newest generation read.
@@ -181,7 +175,7 @@ TEST(RouterConnectionTest, ReaderRunsAheadOfTheHandler) {
   FakeRouter router;
   RecordingHandler handler(milliseconds(300));
   Running running(Options(router), &handler);
-  ASSERT_TRUE(router.Send(Step(1, 1)));
+  ASSERT_TRUE(router.Send(StepMessage(1, 1)));
   ASSERT_TRUE(router.Send(Assignment(2)));
   ASSERT_TRUE(router.AwaitReceived(1, IsReady));
   // Still in the step of generation 1, the handler already knew of 2.
@@ -212,9 +206,9 @@ TEST(RouterConnectionTest, ShutdownFinishesTheRunningStepThenLeaves) {
   FakeRouter router;
   RecordingHandler handler(milliseconds(500));
   auto running = std::make_unique<Running>(Options(router), &handler);
-  ASSERT_TRUE(router.Send(Step(1, 1)));
-  ASSERT_TRUE(router.Send(Step(1, 2)));
-  ASSERT_TRUE(router.Send(Step(1, 3)));
+  ASSERT_TRUE(router.Send(StepMessage(1, 1)));
+  ASSERT_TRUE(router.Send(StepMessage(1, 2)));
+  ASSERT_TRUE(router.Send(StepMessage(1, 3)));
   ASSERT_TRUE(
       WaitFor([&] { return !handler.handled().empty(); }, milliseconds(10000)));
   running->Stop();  // returns once the connection's Run has

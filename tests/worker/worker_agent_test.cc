@@ -21,6 +21,9 @@ namespace {
 
 using std::chrono::milliseconds;
 using testing::FakeRouter;
+using testing::IsReady;
+using testing::IsResult;
+using testing::StepMessage;
 
 moe::v1::ModelSpec SmallModel() {
   SyntheticArgs args{.hidden = 16,
@@ -49,16 +52,6 @@ moe::v1::RouterMessage Assignment(uint64_t generation, int world) {
   a->set_max_batch_tokens(32);
   return m;
 }
-
-moe::v1::RouterMessage Step(uint64_t generation, uint64_t id) {
-  moe::v1::RouterMessage m;
-  m.mutable_step()->set_generation(generation);
-  m.mutable_step()->set_step_id(id);
-  return m;
-}
-
-bool IsReady(const moe::v1::WorkerMessage& m) { return m.has_ready(); }
-bool IsResult(const moe::v1::WorkerMessage& m) { return m.has_result(); }
 
 class WorkerAgentTest : public ::testing::Test {
  protected:
@@ -117,7 +110,7 @@ TEST_F(WorkerAgentTest, AssignmentItCannotLoadIsAnsweredWithTheReason) {
 TEST_F(WorkerAgentTest, StepOutsideItsGroupIsRefusedUnavailable) {
   ASSERT_TRUE(router_.Send(Assignment(1, 1)));
   ASSERT_TRUE(router_.AwaitReceived(1, IsReady));
-  ASSERT_TRUE(router_.Send(Step(2, 7)));
+  ASSERT_TRUE(router_.Send(StepMessage(2, 7)));
   ASSERT_TRUE(router_.AwaitReceived(1, IsResult));
   const moe::v1::StepResult r = Of(IsResult).at(0).result();
   EXPECT_EQ(r.step_id(), 7u);
@@ -134,7 +127,7 @@ TEST_F(WorkerAgentTest, WhatANewerGenerationSupersedesIsSkipped) {
   // Rank 0 has published its address: it waits for rank 1.
   ASSERT_TRUE(testing::WaitFor([&] { return router_.store_keys() > 0; },
                                milliseconds(10000)));
-  ASSERT_TRUE(router_.Send(Step(1, 5)));
+  ASSERT_TRUE(router_.Send(StepMessage(1, 5)));
   ASSERT_TRUE(router_.Send(Assignment(2, 1)));
   ASSERT_TRUE(router_.AwaitReceived(2, IsReady));
   const auto readies = Of(IsReady);
