@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "core/moe_config.h"
+#include "core/serving_defaults.h"
 
 namespace moe {
 
@@ -50,7 +51,8 @@ struct EpStepInput {
   // rank once however many of its experts live there (see EpPlan). Empty:
   // one row per dispatched slot (the layout the counts alone describe).
   absl::Span<const int32_t> all_expert_ids;
-  std::chrono::milliseconds timeout{10000};  // collectives' deadline
+  // The collectives' deadline.
+  std::chrono::milliseconds timeout{kDefaultStepTimeoutMs};
   DispatchDType dispatch = DispatchDType::kRowType;
 };
 

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "core/serving_defaults.h"
 #include "core/wire_matrix.h"
 #include "server/expert_stats.h"
 #include "server/router_metrics.h"
@@ -47,7 +48,7 @@ struct QueuedRequestView {
 };
 
 struct BatchPolicy {
-  int64_t max_batch_tokens = 4096;
+  int64_t max_batch_tokens = kDefaultMaxBatchTokens;
   // How long the oldest queued request may wait for others to share its
   // step; 0 = no wait.
   std::chrono::microseconds window{0};
@@ -117,9 +118,9 @@ struct BatchRequest {
 class Batcher {
  public:
   struct Options {
-    int64_t max_batch_tokens = 4096;
+    int64_t max_batch_tokens = kDefaultMaxBatchTokens;
     std::chrono::microseconds window{0};
-    std::chrono::milliseconds step_timeout{10000};
+    std::chrono::milliseconds step_timeout{kDefaultStepTimeoutMs};
     // Tokens queued at most (0: unbounded); see Admit.
     int64_t max_queue_tokens = 0;
     // A step whose requests all want bf16 answers (and send bf16) gets the

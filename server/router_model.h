@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/model_location.h"
+#include "core/serving_defaults.h"
 #include "engine/expert_backend.h"
 #include "engine/layer_weights.h"
 
@@ -22,8 +23,8 @@ class RouterModel {
     WeightDType dtype = WeightDType::kF32;
     bool all_experts = false;  // P = 0: the router runs the experts
     int threads = 1;
-    std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
-    int64_t max_tokens = 4096;   // tokens per step at most
+    std::string device = "cpu";                   // "cpu", "cuda" or "cuda:N"
+    int64_t max_tokens = kDefaultMaxBatchTokens;  // tokens per step at most
   };
   static absl::StatusOr<std::unique_ptr<RouterModel>> Load(const Options& o);
 

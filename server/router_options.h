@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/model_location.h"
+#include "core/serving_defaults.h"
 #include "core/synthetic_model.h"
 #include "engine/ep_plan.h"
 #include "engine/layer_weights.h"
@@ -40,12 +41,12 @@ struct RouterFlags {
   std::string expert_load;
   std::string expert_placement;
   int64_t rebalance_every_steps = 0;  // live rebalancing; 0: only on request
-  int64_t step_timeout_ms = 10000;
+  int64_t step_timeout_ms = kDefaultStepTimeoutMs;
   int64_t heartbeat_interval_ms = 500;
   int heartbeat_misses = 4;
   int64_t regroup_after_ms = 5000;
   int64_t hold_while_regrouping_ms = 0;
-  int64_t max_batch_tokens = 4096;
+  int64_t max_batch_tokens = kDefaultMaxBatchTokens;
   int64_t max_request_tokens = 0;
   int64_t batch_window_us = 500;
   int max_inflight_steps = 2;

@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "core/serving_defaults.h"
 #include "engine/placement.h"
 #include "moe/v1/worker.grpc.pb.h"
 #include "server/group_membership.h"
@@ -44,7 +45,7 @@ struct WorkerPoolOptions {
   int world_size = 1;  // P
   int64_t num_experts = 0;
   moe::v1::ModelSpec model;
-  std::chrono::milliseconds collective_timeout{10000};
+  std::chrono::milliseconds collective_timeout{kDefaultStepTimeoutMs};
   int64_t max_batch_tokens = 0;
   // Delay before retrying a generation whose rendezvous failed.
   std::chrono::milliseconds retry_delay{1000};
