@@ -65,7 +65,11 @@ Router::Router(RouterOptions o)
     : o_(std::move(o)),
       servers_(std::make_unique<RouterServers>(ServersOptions(o_))) {}
 
-Router::~Router() = default;
+Router::~Router() {
+  // The pool's state callback reaches servers_ and metrics_, which are
+  // destroyed before it: stop it first (a no-op after Stop).
+  if (pool_) pool_->Shutdown();
+}
 
 int Router::Start() {
   // The probe port first: `liveness` answers while a large checkpoint

@@ -84,13 +84,15 @@ class CudaBackend : public ExpertBackend {
 
   absl::Status Load(const ModelSource& source, const LoadOptions& options,
                     int64_t max_tokens) override {
-    // Steps route with one config per backend (config_).
-    if (!source.info().routing_overrides.empty()) {
+    // The router part routes with one config per backend (config_), so a
+    // model whose layers route differently is refused where it would route;
+    // a worker (no gate) only runs experts, which are per layer already.
+    if (options.load_gate && !source.info().routing_overrides.empty()) {
       return absl::UnimplementedError(absl::StrCat(
           name(), " routes every MoE layer with one config; layer ",
           source.info().routing_overrides.begin()->first,
-          " has its own (hash and top-k layers in one model): serve this "
-          "model on the CPU backend"));
+          " has its own (hash and top-k layers in one model): route this "
+          "model on a CPU router (CUDA workers can run its experts)"));
     }
     MOE_ASSIGN_OR_RETURN(WeightDType dtype,
                          ResolveWeightDType(options.dtype, source));
