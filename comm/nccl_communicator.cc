@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
 #include "core/cuda/cuda_status.h"
+#include "core/status_macros.h"
 
 namespace moe {
 namespace {

@@ -72,5 +72,4 @@ WorkerStageTimes DecodeStepTimes(const moe::v1::StepResult& result, int rank);
 absl::Status DecodeStepResult(const moe::v1::StepResult& result, int rank,
                               int64_t tokens, int64_t hidden, float* y);
 
-
 }  // namespace moe
