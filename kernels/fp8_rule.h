@@ -17,11 +17,19 @@
 //    where ceil(k / 128) % 4 != 0), and what NVIDIA's LtBlk128x128Fp8Matmul
 //    sample allocates;
 //  - activations, X [m, k], one scale per row per 128 columns: (row r,
-//    block kb) at kb * m + r ("outer-dim-major": the m scales of a block
-//    contiguous), m being the row count of that one matmul. Each expert's
-//    rows are their own matmul, so a pass over several experts keeps one
-//    such table per expert (a segment), each starting on a 16-byte
-//    boundary: Fp8SegmentScaleBase.
+//    block kb) at kb * Fp8MatmulRows(m) + r ("outer-dim-major": the scales
+//    of a block contiguous), m being the row count of that one matmul. Each
+//    expert's rows are their own matmul, so a pass over several experts
+//    keeps one such table per expert (a segment), each starting on a
+//    16-byte boundary: Fp8SegmentScaleBase.
+//  - row counts: cuBLASLt 13.1 on sm_90 (an H200, 2026-11-26) finds no
+//    algorithm for a VEC128 operand whose row count is not a multiple of 4
+//    (CUBLAS_STATUS_NOT_SUPPORTED from the heuristic at m = 1, 2, 3, 5, 17,
+//    130; every multiple of 4 tried ran and matched), so each matmul runs
+//    Fp8MatmulRows(m) rows: the rows past m read whatever follows (the next
+//    expert's rows, or the buffers' spare rows) and their outputs are
+//    overwritten or dropped (engine/cuda/cuda_experts.cc). The table of a
+//    segment is laid out for those rows.
 #pragma once
 
 #include <cmath>
@@ -35,6 +43,7 @@ namespace moe::kernels {
 inline constexpr int64_t kFp8Block = 128;  // block edge, both modes
 inline constexpr float kE4M3Max = 448.0f;  // largest finite E4M3FN value
 inline constexpr int kFp8ScaleAlign = 4;   // floats: 16 bytes
+inline constexpr int kFp8RowQuantum = 4;   // rows of a block-scaled matmul
 
 MOE_HOST_DEVICE inline uint32_t Fp8FloatBits(float v) {
 #if defined(__CUDA_ARCH__)
@@ -118,24 +127,33 @@ MOE_HOST_DEVICE inline int64_t Fp8WeightScaleFloats(int64_t n, int64_t k) {
   return Fp8Blocks(n) * Fp8WeightScaleLd(k);
 }
 
+// The rows a block-scaled matmul of m rows runs: m rounded up to a
+// multiple of kFp8RowQuantum (0 stays 0).
+MOE_HOST_DEVICE inline int64_t Fp8MatmulRows(int64_t m) {
+  return (m + kFp8RowQuantum - 1) / kFp8RowQuantum * kFp8RowQuantum;
+}
+
 // Activations: the first scale of segment `g` whose rows start `begin` rows
-// into the pass, for rows of `cols` columns. Segments in ascending order
-// never overlap: base(g) + blocks * rows(g) <= base(g + 1).
+// into the pass, for rows of `cols` columns. Each earlier segment's table
+// holds at most kFp8RowQuantum - 1 padding rows, so segments in ascending
+// order never overlap: base(g) + blocks * Fp8MatmulRows(rows(g)) <=
+// base(g + 1).
 MOE_HOST_DEVICE inline int64_t Fp8SegmentScaleBase(int64_t begin, int64_t g,
                                                    int64_t cols) {
-  const int64_t first = begin * Fp8Blocks(cols);
+  const int64_t first = (begin + (kFp8RowQuantum - 1) * g) * Fp8Blocks(cols);
   return (first + kFp8ScaleAlign - 1) / kFp8ScaleAlign * kFp8ScaleAlign +
          kFp8ScaleAlign * g;
 }
 // Row r (of the segment's m rows), block kb.
 MOE_HOST_DEVICE inline int64_t Fp8ActScaleIndex(int64_t base, int64_t m,
                                                 int64_t r, int64_t kb) {
-  return base + kb * m + r;
+  return base + kb * Fp8MatmulRows(m) + r;
 }
 // Floats a pass of `rows` rows in `segments` segments needs at most.
 MOE_HOST_DEVICE inline int64_t Fp8ActScaleFloats(int64_t rows, int64_t segments,
                                                  int64_t cols) {
-  return rows * Fp8Blocks(cols) + kFp8ScaleAlign * (segments + 1);
+  return (rows + (kFp8RowQuantum - 1) * segments) * Fp8Blocks(cols) +
+         kFp8ScaleAlign * (segments + 1);
 }
 
 }  // namespace moe::kernels

@@ -34,6 +34,9 @@
 # that would start after it are NOT RUN. MOE_GPU_CHECK_ONLY (a bash regex):
 # run only the steps whose name matches; the others are NOT RUN, so a run
 # split over several calls fails until each part passes.
+# MOE_GPU_CHECK_STEP_LIMIT_S: the longest any one step may run (default: each
+# step's own timeout), so that a hung step on a short device lease costs at
+# most this much.
 # MOE_GPU_CHECK_LIB_DIRS (colon list): where to look for the CUDA libraries
 # instead of the usual CUDA directories. MOE_GPU_CHECK_SANITIZER: the
 # compute-sanitizer to use (set and empty: none). The last two exist for the
@@ -44,9 +47,10 @@ set -uo pipefail
 # NAME|CLASS|TIMEOUT_S|ENV|BINARY|FILTER. CLASS: test, or san:TOOL (the
 # binary under compute-sanitizer). ENV: one VAR=VALUE or empty.
 cuda_unit='CudaEngineTest.*:CudaExpertsTest.*:CudaFp8ExpertsTest.*:CublasApi.*'
-# The one case that makes failing CUDA calls on purpose (an invalid device, a
+# The cases that make failing CUDA calls on purpose (an invalid device, a
 # launch of 2^31 blocks): compute-sanitizer reports those as API errors.
 deliberate_api_errors='CudaKernelTest.StaleErrorDoesNotFailTheNextLaunch'
+deliberate_engine_api_errors='CudaEngineTest.FiveHundredStepsInARowAllSucceed'
 dg='DistributedGoldenTest.EveryCaseMatches'
 gtest_steps=(
   "cuda-kernels|test|240||kernels_cuda_test|*"
@@ -60,8 +64,8 @@ gtest_steps=(
   "racecheck-kernels|san:racecheck|240||kernels_cuda_test|*-$deliberate_api_errors"
   "synccheck-kernels|san:synccheck|240||kernels_cuda_test|*-$deliberate_api_errors"
   "initcheck-kernels|san:initcheck|240||kernels_cuda_test|*-$deliberate_api_errors"
-  "memcheck-engine|san:memcheck|300||engine_test|$cuda_unit"
-  "initcheck-engine|san:initcheck|300||engine_test|$cuda_unit"
+  "memcheck-engine|san:memcheck|300||engine_test|$cuda_unit-$deliberate_engine_api_errors"
+  "initcheck-engine|san:initcheck|300||engine_test|$cuda_unit-$deliberate_engine_api_errors"
 )
 
 if [[ "${1:-}" == --list-filters ]]; then
@@ -80,6 +84,7 @@ mkdir -p "$2/logs" || exit 1
 out="$(cd "$2" && pwd)"
 budget_s="${MOE_GPU_CHECK_BUDGET_S:-1500}"
 only="${MOE_GPU_CHECK_ONLY:-}"
+step_cap_s="${MOE_GPU_CHECK_STEP_LIMIT_S:-0}"
 start_s=$SECONDS
 
 # --- the report ------------------------------------------------------------
@@ -126,6 +131,7 @@ run_step() {
   local name="$1" limit="$2"; shift 2
   local left=$((budget_s - (SECONDS - start_s)))
   ((limit > left)) && limit=$left
+  ((step_cap_s > 0 && limit > step_cap_s)) && limit=$step_cap_s
   ((limit < 1)) && limit=1
   step_log="$out/logs/$name.log"
   echo "gpu-check: running $name (timeout ${limit}s): $*"
@@ -286,7 +292,10 @@ for s in "${gtest_steps[@]}"; do
     continue
   fi
   run_step "$name" "$limit" "${cmd[@]}"
-  if [[ "$class" == san:* ]] && ((step_rc == 0)) && ! grep -q 'ERROR SUMMARY: 0 errors' "$step_log"; then
+  # racecheck ends with "RACECHECK SUMMARY: 0 hazards displayed (0 errors,
+  # 0 warnings)", the other tools with "ERROR SUMMARY: 0 errors".
+  if [[ "$class" == san:* ]] && ((step_rc == 0)) &&
+     ! grep -Eq 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors' "$step_log"; then
     step_rc=1
     echo "gpu-check: no 'ERROR SUMMARY: 0 errors' from compute-sanitizer" >>"$step_log"
   fi

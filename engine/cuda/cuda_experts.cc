@@ -56,27 +56,38 @@ absl::StatusOr<std::unique_ptr<CudaExperts>> CudaExperts::Create(
     x->paths_ = SharedGemmPathTable::For(
         {device, max_rows, hidden, max_inter, x->max_experts_, options.fp8});
   }
-  // FP8 experts write gate-up rows of 2 Ip (W3 on a 128-row boundary).
+  // FP8 experts write gate-up rows of 2 Ip (W3 on a 128-row boundary), and
+  // each of their matmuls runs up to kFp8RowQuantum - 1 rows past its own
+  // (kernels/fp8_rule.h): the buffers it reads or writes hold that many
+  // spare rows past max_rows, zeroed once so that no matmul reads memory
+  // never written.
+  const int64_t spare = options.fp8 ? kernels::kFp8RowQuantum - 1 : 0;
   const int64_t gate_up_cols =
       2 * (options.fp8 ? Fp8InterPad(max_inter) : max_inter);
-  MOE_ASSIGN_OR_RETURN(x->gate_up_,
-                       DeviceBuffer::Allocate(max_rows * gate_up_cols * 2));
+  MOE_ASSIGN_OR_RETURN(x->gate_up_, DeviceBuffer::Allocate((max_rows + spare) *
+                                                           gate_up_cols * 2));
   MOE_ASSIGN_OR_RETURN(x->h_, DeviceBuffer::Allocate(max_rows * max_inter * 2));
   if (options.fp8) {
     namespace k = kernels;
     const int64_t Hk = Fp8Pad(hidden), Ik = Fp8DownK(max_inter);
     const int64_t E = x->max_experts_;
     x->fp8_ = true;
-    MOE_ASSIGN_OR_RETURN(x->xq_, DeviceBuffer::Allocate(max_rows * Hk));
+    MOE_ASSIGN_OR_RETURN(x->xq_,
+                         DeviceBuffer::Allocate((max_rows + spare) * Hk));
     MOE_ASSIGN_OR_RETURN(
         x->xq_scale_,
         DeviceBuffer::Allocate(k::Fp8ActScaleFloats(max_rows, E, hidden) * 4));
-    MOE_ASSIGN_OR_RETURN(x->hq_, DeviceBuffer::Allocate(max_rows * Ik));
+    MOE_ASSIGN_OR_RETURN(x->hq_,
+                         DeviceBuffer::Allocate((max_rows + spare) * Ik));
     MOE_ASSIGN_OR_RETURN(
         x->hq_scale_,
         DeviceBuffer::Allocate(k::Fp8ActScaleFloats(max_rows, E, Ik) * 4));
-    MOE_ASSIGN_OR_RETURN(x->down_,
-                         DeviceBuffer::Allocate(max_rows * hidden * 2));
+    MOE_ASSIGN_OR_RETURN(
+        x->down_, DeviceBuffer::Allocate((max_rows + spare) * hidden * 2));
+    for (const DeviceBuffer* b :
+         {&x->xq_, &x->xq_scale_, &x->hq_, &x->hq_scale_}) {
+      MOE_CUDA_OK(cudaMemset(b->data(), 0, b->size()));
+    }
   }
   const int max_graphs = std::max(options.max_graphs, 0);
   x->graphs_ = std::make_unique<GraphCache<cudaGraphExec_t>>(
@@ -264,14 +275,18 @@ absl::Status CudaExperts::RunFp8(const Pass& p) {
       k::cuda::QuantizeRowsFp8(p.gather != nullptr ? p.in : p.in + first * H, H,
                                p.gather != nullptr ? p.gather + first : nullptr,
                                rows, seg, Hk, xq, xs, p.stream));
+  // Each matmul runs Fp8MatmulRows(m) rows (kernels/fp8_rule.h). The rows
+  // past m read the next experts' rows, or the spare rows past the pass,
+  // and write gate-up rows that the next experts' matmuls overwrite after
+  // (one stream, in order), or spare rows; their outputs are never used.
   for (int32_t g = 0; g < seg.count; ++g) {
     const int64_t off = p.offsets[g] - first,
                   m = p.offsets[g + 1] - first - off;
     const CudaExpert& e = *p.experts[g];
-    MOE_RETURN_IF_ERROR(p.lt->RunFp8(m, 2 * Ip, Hk, xq + off * Hk,
-                                     xs + k::Fp8SegmentScaleBase(off, g, H),
-                                     e.w13.data(), e.w13_scale.as<float>(),
-                                     gate_up + off * 2 * Ip, p.stream));
+    MOE_RETURN_IF_ERROR(p.lt->RunFp8(
+        k::Fp8MatmulRows(m), 2 * Ip, Hk, xq + off * Hk,
+        xs + k::Fp8SegmentScaleBase(off, g, H), e.w13.data(),
+        e.w13_scale.as<float>(), gate_up + off * 2 * Ip, p.stream));
     MOE_RETURN_IF_ERROR(
         AddGateUpBias(e, gate_up + off * 2 * Ip, m, 2 * Ip, Ip, p.stream));
   }
@@ -282,13 +297,23 @@ absl::Status CudaExperts::RunFp8(const Pass& p) {
   for (int32_t g = 0; g < seg.count; ++g) {
     const int64_t off = p.offsets[g] - first,
                   m = p.offsets[g + 1] - first - off;
+    const int64_t m4 = k::Fp8MatmulRows(m);
     const CudaExpert& e = *p.experts[g];
+    // Rows past the pass in the caller's buffer are not ours to write (they
+    // may be another pass's, or past its end): an expert whose padded rows
+    // reach them writes to the scratch rows and its m rows are copied.
+    const bool spills = !p.out_f32 && off + m4 > rows;
+    uint16_t* dst = spills ? down_.as<uint16_t>() : out_bf16 + off * H;
     MOE_RETURN_IF_ERROR(p.lt->RunFp8(
-        m, H, Ik, hq + off * Ik, hs + k::Fp8SegmentScaleBase(off, g, I),
-        e.w2.data(), e.w2_scale.as<float>(), out_bf16 + off * H, p.stream));
+        m4, H, Ik, hq + off * Ik, hs + k::Fp8SegmentScaleBase(off, g, I),
+        e.w2.data(), e.w2_scale.as<float>(), dst, p.stream));
     if (e.has_bias()) {
-      MOE_CUDA_OK(k::cuda::AddBiasRowsBf16(out_bf16 + off * H, m, H, H,
-                                           e.b2.as<float>(), p.stream));
+      MOE_CUDA_OK(
+          k::cuda::AddBiasRowsBf16(dst, m, H, H, e.b2.as<float>(), p.stream));
+    }
+    if (spills && m > 0) {
+      MOE_CUDA_OK(cudaMemcpyAsync(out_bf16 + off * H, dst, m * H * 2,
+                                  cudaMemcpyDeviceToDevice, p.stream));
     }
   }
   if (p.out_f32) {

@@ -7,6 +7,7 @@
 #include "engine/cuda/cublaslt_api.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/row_bucket.h"
+#include "kernels/fp8_rule.h"
 
 namespace moe {
 namespace {
@@ -80,6 +81,11 @@ bool LtMatmul::AlgoValid(const Plan& p) {
 
 absl::Status LtMatmul::BuildPlan(const Key& key, int64_t rows, Plan* out) {
   const auto [bucket, n, k, in, o, al_x, al_w, al_d] = key;
+  // Block-scaled FP8 runs whole quanta of rows only (kernels/fp8_rule.h):
+  // the plans of its buckets are built, and checked, at such a count.
+  if (static_cast<cudaDataType_t>(in) == CUDA_R_8F_E4M3) {
+    rows = kernels::Fp8MatmulRows(rows);
+  }
   Plan p;
   // Column-major view: D^T [n, m] = W [n, k] X^T. W is stored row-major
   // [n, k], i.e. column-major [k, n] (ld k), used transposed; X likewise
@@ -183,8 +189,12 @@ absl::StatusOr<LtMatmul::Plan*> LtMatmul::GetPlan(const Key& key) {
   // workspace grow with the row count, so both ends are checked). A plan
   // that fails is checked per call instead.
   p.checked = AlgoValid(p);
-  const int64_t low = RowBucketLow(bucket);
-  if (p.checked && low < bucket) {
+  int64_t low = RowBucketLow(bucket), top = bucket;
+  if (static_cast<cudaDataType_t>(std::get<3>(key)) == CUDA_R_8F_E4M3) {
+    low = kernels::Fp8MatmulRows(low);
+    top = kernels::Fp8MatmulRows(top);
+  }
+  if (p.checked && low < top) {
     if (absl::Status s = SetRows(p, low); !s.ok()) {
       Destroy(p);
       return s;
@@ -239,6 +249,11 @@ absl::Status LtMatmul::RunFp8(int64_t m, int64_t n, int64_t k, const void* x,
   if (x_scale == nullptr || w_scale == nullptr) {
     return absl::InvalidArgumentError(
         "a block-scaled FP8 matmul needs both scale tables");
+  }
+  if (m % kernels::kFp8RowQuantum != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a block-scaled FP8 matmul runs a multiple of ",
+        kernels::kFp8RowQuantum, " rows (kernels::Fp8MatmulRows), got ", m));
   }
   return RunImpl(m, n, k, x, x_scale, w, w_scale, d, CUDA_R_8F_E4M3,
                  CUDA_R_16BF, stream);

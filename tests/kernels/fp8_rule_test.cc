@@ -115,7 +115,9 @@ TEST(Fp8Rule, ActivationScaleTablesAreAlignedAndDisjoint) {
     for (int64_t g = 0; g < segments; ++g) {
       const int64_t base = Fp8SegmentScaleBase(begin, g, cols);
       EXPECT_EQ(base % kFp8ScaleAlign, 0);
-      for (int64_t r = 0; r < rows[g]; ++r) {
+      // The matmul reads the padded rows too: their scales must not be
+      // another segment's.
+      for (int64_t r = 0; r < Fp8MatmulRows(rows[g]); ++r) {
         for (int64_t kb = 0; kb < Fp8Blocks(cols); ++kb) {
           const int64_t i = Fp8ActScaleIndex(base, rows[g], r, kb);
           ASSERT_LT(i, static_cast<int64_t>(used.size()));
@@ -129,13 +131,25 @@ TEST(Fp8Rule, ActivationScaleTablesAreAlignedAndDisjoint) {
 }
 
 TEST(Fp8Rule, ActivationScalesOfOneSegmentAreOuterDimMajor) {
-  // One matmul of m rows: row r, block kb at kb * m + r (PyTorch's check
-  // for BlockWise1x128: shape (m, blocks), strides (1, m)).
+  // One matmul of m rows: row r, block kb at kb * m4 + r, m4 = m rounded up
+  // to a multiple of 4 (the rows the matmul runs; PyTorch's check for
+  // BlockWise1x128: shape (m4, blocks), strides (1, m4)).
   EXPECT_EQ(Fp8SegmentScaleBase(0, 0, 300), 0);
-  EXPECT_EQ(Fp8ActScaleIndex(0, 5, 0, 0), 0);
+  EXPECT_EQ(Fp8ActScaleIndex(0, 8, 0, 0), 0);
+  EXPECT_EQ(Fp8ActScaleIndex(0, 8, 7, 0), 7);
+  EXPECT_EQ(Fp8ActScaleIndex(0, 8, 0, 1), 8);
+  EXPECT_EQ(Fp8ActScaleIndex(0, 8, 2, 2), 18);
   EXPECT_EQ(Fp8ActScaleIndex(0, 5, 4, 0), 4);
-  EXPECT_EQ(Fp8ActScaleIndex(0, 5, 0, 1), 5);
-  EXPECT_EQ(Fp8ActScaleIndex(0, 5, 2, 2), 12);
+  EXPECT_EQ(Fp8ActScaleIndex(0, 5, 0, 1), 8);
+  EXPECT_EQ(Fp8ActScaleIndex(0, 5, 2, 2), 18);
+}
+
+TEST(Fp8Rule, MatmulRowsAreWholeQuanta) {
+  EXPECT_EQ(Fp8MatmulRows(0), 0);
+  EXPECT_EQ(Fp8MatmulRows(1), 4);
+  EXPECT_EQ(Fp8MatmulRows(4), 4);
+  EXPECT_EQ(Fp8MatmulRows(5), 8);
+  EXPECT_EQ(Fp8MatmulRows(130), 132);
 }
 
 }  // namespace
