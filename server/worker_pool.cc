@@ -403,8 +403,16 @@ void WorkerPool::OnReady(const std::shared_ptr<Conn>& conn,
       return;
     }
     if (!ready.error().empty()) {
-      spdlog::warn("worker {} failed generation {}: {}", conn->Name(),
-                   ready.generation(), ready.error());
+      // Kept for the clients' UNAVAILABLE answers (State::refusal): without
+      // it they would only see "0 ready" while the group retries.
+      refusal_ =
+          absl::StrCat("worker ", conn->Name(), " could not join generation ",
+                       ready.generation(), ": ", ready.error());
+      if (failed_generation_ != generation_) {  // once per generation
+        failed_generation_ = generation_;
+        ++failed_generations_;
+      }
+      spdlog::warn("{}", refusal_);
       retry = true;
     } else if (conn->ready_generation != generation_) {
       conn->ready_generation = generation_;
@@ -413,6 +421,7 @@ void WorkerPool::OnReady(const std::shared_ptr<Conn>& conn,
                      generation_, ranks_.size(), options_.world_size);
         ready_ = true;
         refusal_.clear();
+        failed_generations_ = 0;
         cv_.SignalAll();  // steps held while the group re-formed
       }
       NotifyLocked(&notify);
@@ -426,7 +435,8 @@ std::string WorkerPool::NotReadyLocked() const {
   const State st = StateLocked();
   return absl::StrCat("worker group not ready: ", st.connected, " of ",
                       st.world_size, " workers connected, ", st.ready_workers,
-                      " ready", StalledLocked());
+                      " ready", StalledLocked(),
+                      st.refusal.empty() ? "" : "; last refused: ", st.refusal);
 }
 
 absl::StatusOr<int> WorkerPool::AwaitGroup(Clock::time_point deadline) {
@@ -452,7 +462,9 @@ void WorkerPool::Regroup(bool delayed) {
   if (delayed) {
     absl::MutexLock lock(&mu_);
     regroup_pending_ = true;
-    regroup_at_ = Clock::now() + options_.retry_delay;
+    const int doublings = std::clamp(failed_generations_ - 1, 0,
+                                     WorkerPoolOptions::kMaxRetryDoublings);
+    regroup_at_ = Clock::now() + options_.retry_delay * (1 << doublings);
     cv_.SignalAll();
     return;
   }

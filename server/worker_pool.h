@@ -47,8 +47,13 @@ struct WorkerPoolOptions {
   moe::v1::ModelSpec model;
   std::chrono::milliseconds collective_timeout{kDefaultStepTimeoutMs};
   int64_t max_batch_tokens = 0;
-  // Delay before retrying a generation whose rendezvous failed.
+  // Delay before retrying a generation that a worker could not join (its
+  // load or rendezvous failed), doubled for each such generation in a row
+  // up to kMaxRetryDoublings times, so that a worker that cannot load its
+  // experts (a wrong checkpoint, too little memory) is retried, not
+  // hammered; back to this once a group is ready.
   std::chrono::milliseconds retry_delay{1000};
+  static constexpr int kMaxRetryDoublings = 5;
   // StoreGet waits parked at once per rank (RESOURCE_EXHAUSTED beyond).
   int max_store_waits_per_rank = 64;
   // Workers send a heartbeat this often (Assignment.heartbeat_interval_ms);
@@ -114,7 +119,9 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
     bool ready = false;
     uint64_t generation = 0;
     // Why the last worker was refused at registration (e.g. a second NCCL
-    // worker on one GPU), until a group is ready; empty if none was.
+    // worker on one GPU) or could not join a generation (its load or
+    // rendezvous error, naming the worker), until a group is ready; empty
+    // if none was.
     std::string refusal;
     // "; worker rank R (...) not answering (...)" for each stalled rank.
     std::string stalled;
@@ -252,6 +259,9 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   Clock::time_point regroup_at_ ABSL_GUARDED_BY(mu_){};
   bool regroup_pending_ ABSL_GUARDED_BY(mu_) = false;
+  // Generations in a row that a worker could not join (see retry_delay).
+  int failed_generations_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t failed_generation_ ABSL_GUARDED_BY(mu_) = 0;  // the last counted
   // StoreGets parked so far: the retry thread, which keeps their
   // timeouts, looks again when it moved.
   uint64_t store_parked_ ABSL_GUARDED_BY(mu_) = 0;

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/wait_for.h"
@@ -310,6 +311,44 @@ TEST_F(WorkerPoolTest, FailedRendezvousRetriesWithANewGeneration) {
   b.Ready(rb);
   ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
   EXPECT_EQ(pool_->state().generation, ra.generation());
+}
+
+// A worker that cannot load its experts answers every generation with an
+// error: clients are told which worker and why (State::refusal), and the
+// retries back off (retry_delay 10 ms here, doubled per failed generation
+// in a row) until a group is ready, which clears both.
+TEST_F(WorkerPoolTest, WorkerThatCannotLoadIsNamedAndRetriedWithBackoff) {
+  FakeWorker& a = Join();
+  FakeWorker& b = Join();
+  moe::v1::Assignment aa, ab;
+  ExpectGeneration(a, b, &aa, &ab);
+  const std::string why = "checkpoint /models/x: no such directory";
+  a.Ready(aa, why);  // both fail: one failed generation, counted once
+  b.Ready(ab, why);
+  ASSERT_TRUE(StateIs([&](const auto& s) {
+    return absl::StrContains(s.refusal, why) &&
+           absl::StrContains(s.refusal, "could not join generation");
+  })) << pool_->state().refusal;
+  EXPECT_FALSE(pool_->state().ready);
+  // Three more failed generations: the wait before each retry doubles.
+  std::vector<std::chrono::steady_clock::time_point> assigned;
+  for (int i = 0; i < 3; ++i) {
+    moe::v1::Assignment ra, rb;
+    ExpectGeneration(a, b, &ra, &rb);
+    assigned.push_back(std::chrono::steady_clock::now());
+    a.Ready(ra, why);
+    b.Ready(rb, why);
+  }
+  // After failures 2, 3 and 4 the regroup waits at least 20, 40 and 80 ms.
+  EXPECT_GE(assigned[1] - assigned[0], milliseconds(20));
+  EXPECT_GE(assigned[2] - assigned[1], milliseconds(40));
+  moe::v1::Assignment ra, rb;
+  ExpectGeneration(a, b, &ra, &rb);
+  EXPECT_GE(std::chrono::steady_clock::now() - assigned[2], milliseconds(80));
+  a.Ready(ra);
+  b.Ready(rb);
+  ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
+  EXPECT_EQ(pool_->state().refusal, "");
 }
 
 TEST_F(WorkerPoolTest, WorkerBeyondTheWorldSizeIsRefused) {
