@@ -15,7 +15,8 @@
 #      scatter, the workers' combine) and with direct steps;
 #   3. the NCCL communicator;
 #   4. compute-sanitizer (memcheck, racecheck, synccheck, initcheck on the
-#      kernels; memcheck and initcheck on the engine's CUDA cases). API
+#      kernels; memcheck and initcheck on the engine's CUDA cases, the
+#      latter after initcheck on a bare cuBLASLt GEMM's output, its control). API
 #      errors are reported as usual: the one test that makes failing CUDA
 #      calls on purpose is filtered out, nothing is muted;
 #   5. the GPU benchmarks of README.md, then the PyTorch peer.
@@ -46,7 +47,11 @@ set -uo pipefail
 # --- the steps ----------------------------------------------------------------
 # NAME|CLASS|TIMEOUT_S|ENV|BINARY|FILTER. CLASS: test, or san:TOOL (the
 # binary under compute-sanitizer). ENV: one VAR=VALUE or empty.
-cuda_unit='CudaEngineTest.*:CudaExpertsTest.*:CudaFp8ExpertsTest.*:CublasApi.*'
+cuda_unit='CudaEngineTest.*:CudaExpertsTest.*:CudaFp8ExpertsTest.*:CublasApi.*:LtMatmulTest.*'
+# initcheck's control: a cuBLASLt GEMM's output read by one of our kernels.
+# If initcheck reports it, the tool does not see cuBLAS's writes on this GPU
+# and initcheck-engine's reports of reads after a GEMM are the tool's.
+initcheck_control='LtMatmulTest.GemmOutputReadByAKernelMatchesTheHost'
 # The cases that make failing CUDA calls on purpose (an invalid device, a
 # launch of 2^31 blocks): compute-sanitizer reports those as API errors.
 deliberate_api_errors='CudaKernelTest.StaleErrorDoesNotFailTheNextLaunch'
@@ -65,6 +70,7 @@ gtest_steps=(
   "synccheck-kernels|san:synccheck|240||kernels_cuda_test|*-$deliberate_api_errors"
   "initcheck-kernels|san:initcheck|240||kernels_cuda_test|*-$deliberate_api_errors"
   "memcheck-engine|san:memcheck|300||engine_test|$cuda_unit-$deliberate_engine_api_errors"
+  "initcheck-control|san:initcheck|120||engine_test|$initcheck_control"
   "initcheck-engine|san:initcheck|300||engine_test|$cuda_unit-$deliberate_engine_api_errors"
 )
 

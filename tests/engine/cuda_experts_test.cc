@@ -18,8 +18,10 @@
 #include "engine/cuda/cublas_api.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/lt_matmul.h"
 #include "engine/cuda/row_bucket.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda/kernels.h"
 #include "tests/testutil/cuda_test_util.h"
 
 namespace moe {
@@ -238,6 +240,50 @@ TEST(CublasApi, OpensWithEverySymbolTheGroupedPathCalls) {
   EXPECT_NE((*api)->SetWorkspace, nullptr);
   EXPECT_NE((*api)->GemmGroupedBatchedEx, nullptr);
   EXPECT_STRNE((*api)->GetStatusString(CUBLAS_STATUS_NOT_SUPPORTED), "");
+}
+
+// A cuBLASLt GEMM writes a fresh (never memset) buffer and one of our
+// kernels reads all of it: the values match a host reference. Under
+// compute-sanitizer initcheck this is the control of the engine's initcheck
+// step (scripts/gpu-check.sh, "initcheck-control"): if initcheck reports
+// this kernel's reads, it does not see cuBLAS's writes on that GPU, and the
+// engine's reports of reads after a GEMM are the tool's, not ours.
+TEST(LtMatmulTest, GemmOutputReadByAKernelMatchesTheHost) {
+  if (absl::Status s = CudaDeviceAvailable(); !s.ok()) {
+    GTEST_SKIP() << s.message();
+  }
+  constexpr int64_t m = 48, n = 80, k = 64;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> d(0.0f, 0.5f);
+  std::vector<uint16_t> x(m * k), w(n * k);
+  for (auto& v : x) v = F32ToBf16(d(rng));
+  for (auto& v : w) v = F32ToBf16(d(rng));
+  DeviceBuffer dx = testing::Upload(x), dw = testing::Upload(w);
+  auto dd = DeviceBuffer::Allocate(m * n * 2);
+  auto df = DeviceBuffer::Allocate(m * n * 4);
+  ASSERT_TRUE(dd.ok() && df.ok());
+  auto lt = LtMatmul::Create();
+  ASSERT_TRUE(lt.ok()) << lt.status();
+  ASSERT_TRUE((*lt)
+                  ->Run(m, n, k, dx.data(), dw.data(), dd->data(), CUDA_R_16BF,
+                        CUDA_R_16BF, nullptr)
+                  .ok());
+  ASSERT_EQ(kernels::cuda::ConvertBf16ToF32(dd->as<uint16_t>(), m * n,
+                                            df->as<float>(), nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> y = testing::Download<float>(*df, m * n);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      double want = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        want += double(Bf16ToF32(x[r * k + i])) * Bf16ToF32(w[c * k + i]);
+      }
+      // bf16 output: one rounding, 2^-8 relative, plus accumulation order.
+      ASSERT_NEAR(y[r * n + c], want, 1e-2 * std::abs(want) + 1e-3)
+          << "row " << r << " col " << c;
+    }
+  }
 }
 
 // What the backend does at its first step: every bucket timed up front.
