@@ -67,28 +67,7 @@ absl::StatusOr<std::unique_ptr<CudaExperts>> CudaExperts::Create(
   MOE_ASSIGN_OR_RETURN(x->gate_up_, DeviceBuffer::Allocate((max_rows + spare) *
                                                            gate_up_cols * 2));
   MOE_ASSIGN_OR_RETURN(x->h_, DeviceBuffer::Allocate(max_rows * max_inter * 2));
-  if (options.fp8) {
-    namespace k = kernels;
-    const int64_t Hk = Fp8Pad(hidden), Ik = Fp8DownK(max_inter);
-    const int64_t E = x->max_experts_;
-    x->fp8_ = true;
-    MOE_ASSIGN_OR_RETURN(x->xq_,
-                         DeviceBuffer::Allocate((max_rows + spare) * Hk));
-    MOE_ASSIGN_OR_RETURN(
-        x->xq_scale_,
-        DeviceBuffer::Allocate(k::Fp8ActScaleFloats(max_rows, E, hidden) * 4));
-    MOE_ASSIGN_OR_RETURN(x->hq_,
-                         DeviceBuffer::Allocate((max_rows + spare) * Ik));
-    MOE_ASSIGN_OR_RETURN(
-        x->hq_scale_,
-        DeviceBuffer::Allocate(k::Fp8ActScaleFloats(max_rows, E, Ik) * 4));
-    MOE_ASSIGN_OR_RETURN(
-        x->down_, DeviceBuffer::Allocate((max_rows + spare) * hidden * 2));
-    for (const DeviceBuffer* b :
-         {&x->xq_, &x->xq_scale_, &x->hq_, &x->hq_scale_}) {
-      MOE_CUDA_OK(cudaMemset(b->data(), 0, b->size()));
-    }
-  }
+  if (options.fp8) MOE_RETURN_IF_ERROR(x->AllocateFp8(spare));
   const int max_graphs = std::max(options.max_graphs, 0);
   x->graphs_ = std::make_unique<GraphCache<cudaGraphExec_t>>(
       max_graphs, [](cudaGraphExec_t g) { cudaGraphExecDestroy(g); });
@@ -96,37 +75,60 @@ absl::StatusOr<std::unique_ptr<CudaExperts>> CudaExperts::Create(
   MOE_CUDA_OK(cudaEventCreateWithFlags(&x->staged_, cudaEventDisableTiming));
   // The grouped call pays off only over several experts; int sizes.
   if (x->max_experts_ > 1 && max_rows <= std::numeric_limits<int>::max()) {
-    auto g = GroupedGemm::Create(static_cast<int>(x->max_experts_));
-    if (g.ok()) {
-      x->grouped_ = std::move(*g);
-      const size_t per_region = kPointerArrays * x->max_experts_;
-      MOE_ASSIGN_OR_RETURN(x->ptr_host_,
-                           PinnedBuffer::Allocate(per_region * sizeof(void*)));
-      MOE_ASSIGN_OR_RETURN(
-          x->ptr_dev_, DeviceBuffer::Allocate((1 + max_graphs) * per_region *
-                                              sizeof(void*)));
-      x->group_rows_.reserve(x->max_experts_);
-      // Padded passes may take up to 4 x max_graph_rows rows (the buckets'
-      // rounding up): within the workspaces.
-      if (options.max_graph_rows > 0) {
-        const int64_t P = std::min(max_rows, 4 * options.max_graph_rows);
-        MOE_ASSIGN_OR_RETURN(x->pad_in_,
-                             DeviceBuffer::Allocate(P * hidden * 2));
-        MOE_ASSIGN_OR_RETURN(x->pad_out_,
-                             DeviceBuffer::Allocate(P * hidden * 2));
-        MOE_ASSIGN_OR_RETURN(x->pad_map_, DeviceBuffer::Allocate(P * 4));
-        MOE_ASSIGN_OR_RETURN(x->pad_map_host_, PinnedBuffer::Allocate(P * 4));
-        x->max_padded_rows_ = P;
-      }
-    } else {
-      static std::atomic<bool> logged{false};
-      if (!logged.exchange(true)) {
-        spdlog::info("expert GEMMs: per-expert cuBLASLt only ({})",
-                     std::string(g.status().message()));
-      }
-    }
+    MOE_RETURN_IF_ERROR(x->SetUpGrouped(max_graphs));
   }
   return x;
+}
+
+absl::Status CudaExperts::AllocateFp8(int64_t spare) {
+  namespace k = kernels;
+  const int64_t Hk = Fp8Pad(hidden_), Ik = Fp8DownK(max_inter_);
+  const int64_t E = max_experts_, rows = max_rows_ + spare;
+  fp8_ = true;
+  MOE_ASSIGN_OR_RETURN(xq_, DeviceBuffer::Allocate(rows * Hk));
+  MOE_ASSIGN_OR_RETURN(
+      xq_scale_,
+      DeviceBuffer::Allocate(k::Fp8ActScaleFloats(max_rows_, E, hidden_) * 4));
+  MOE_ASSIGN_OR_RETURN(hq_, DeviceBuffer::Allocate(rows * Ik));
+  MOE_ASSIGN_OR_RETURN(
+      hq_scale_,
+      DeviceBuffer::Allocate(k::Fp8ActScaleFloats(max_rows_, E, Ik) * 4));
+  MOE_ASSIGN_OR_RETURN(down_, DeviceBuffer::Allocate(rows * hidden_ * 2));
+  for (const DeviceBuffer* b : {&xq_, &xq_scale_, &hq_, &hq_scale_}) {
+    MOE_CUDA_OK(cudaMemset(b->data(), 0, b->size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaExperts::SetUpGrouped(int max_graphs) {
+  auto g = GroupedGemm::Create(static_cast<int>(max_experts_));
+  if (!g.ok()) {
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      spdlog::info("expert GEMMs: per-expert cuBLASLt only ({})",
+                   std::string(g.status().message()));
+    }
+    return absl::OkStatus();
+  }
+  grouped_ = std::move(*g);
+  const size_t per_region = kPointerArrays * max_experts_;
+  MOE_ASSIGN_OR_RETURN(ptr_host_,
+                       PinnedBuffer::Allocate(per_region * sizeof(void*)));
+  MOE_ASSIGN_OR_RETURN(
+      ptr_dev_,
+      DeviceBuffer::Allocate((1 + max_graphs) * per_region * sizeof(void*)));
+  group_rows_.reserve(max_experts_);
+  // Padded passes may take up to 4 x max_graph_rows rows (the buckets'
+  // rounding up): within the workspaces.
+  if (max_graph_rows_ > 0) {
+    const int64_t P = std::min(max_rows_, 4 * max_graph_rows_);
+    MOE_ASSIGN_OR_RETURN(pad_in_, DeviceBuffer::Allocate(P * hidden_ * 2));
+    MOE_ASSIGN_OR_RETURN(pad_out_, DeviceBuffer::Allocate(P * hidden_ * 2));
+    MOE_ASSIGN_OR_RETURN(pad_map_, DeviceBuffer::Allocate(P * 4));
+    MOE_ASSIGN_OR_RETURN(pad_map_host_, PinnedBuffer::Allocate(P * 4));
+    max_padded_rows_ = P;
+  }
+  return absl::OkStatus();
 }
 
 CudaExperts::~CudaExperts() {

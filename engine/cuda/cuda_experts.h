@@ -115,6 +115,11 @@ class CudaExperts {
 
  private:
   CudaExperts() = default;
+  // Create's parts: the FP8 pass's buffers (with `spare` rows past
+  // max_rows, zeroed), and the grouped GEMM's pointer arrays and padded
+  // pass buffers (none, and no error, where cuBLAS has no grouped call).
+  absl::Status AllocateFp8(int64_t spare);
+  absl::Status SetUpGrouped(int max_graphs);
 
   struct Pass {  // one Run's arguments
     LtMatmul* lt;

@@ -79,54 +79,37 @@ bool LtMatmul::AlgoValid(const Plan& p) {
          r.workspaceSize <= workspace_.size();
 }
 
-absl::Status LtMatmul::BuildPlan(const Key& key, int64_t rows, Plan* out) {
-  const auto [bucket, n, k, in, o, al_x, al_w, al_d] = key;
-  // Block-scaled FP8 runs whole quanta of rows only (kernels/fp8_rule.h):
-  // the plans of its buckets are built, and checked, at such a count.
-  if (static_cast<cudaDataType_t>(in) == CUDA_R_8F_E4M3) {
-    rows = kernels::Fp8MatmulRows(rows);
-  }
-  Plan p;
+cublasStatus_t LtMatmul::Describe(cudaDataType_t in_t, cudaDataType_t out_t,
+                                  int64_t n, int64_t k, int64_t rows, Plan& p) {
   // Column-major view: D^T [n, m] = W [n, k] X^T. W is stored row-major
   // [n, k], i.e. column-major [k, n] (ld k), used transposed; X likewise
   // [k, m] (ld k), used as is; D^T column-major [n, m] (ld n) is D row-major.
   cublasStatus_t st =
       api_->MatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  const auto in_t = static_cast<cudaDataType_t>(in);
-  const auto out_t = static_cast<cudaDataType_t>(o);
-  if (st == CUBLAS_STATUS_SUCCESS) {
-    st = api_->MatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
-                                      sizeof(ta));
-  }
-  if (st == CUBLAS_STATUS_SUCCESS) {
-    st = api_->MatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
-                                      sizeof(tb));
-  }
+  auto set = [&](cublasLtMatmulDescAttributes_t attr, const void* v,
+                 size_t size) {
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      st = api_->MatmulDescSetAttribute(p.desc, attr, v, size);
+    }
+  };
+  set(CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+  set(CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
   if (in_t == CUDA_R_8F_E4M3) {
     // W = cuBLASLt's A (one scale per 128 x 128 block), X = its B (one per
     // 128 values of each column of the column-major view, i.e. per row per
     // 128 channels); both as int32_t, as the attributes are declared.
     const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    if (st == CUBLAS_STATUS_SUCCESS) {
-      st = api_->MatmulDescSetAttribute(
-          p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode));
-    }
-    if (st == CUBLAS_STATUS_SUCCESS) {
-      st = api_->MatmulDescSetAttribute(
-          p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode));
-    }
+    set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode));
+    set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode));
     // Real device memory behind the scale pointers while the heuristic
     // looks (it reads none); each call sets its own (SetScales).
     const void* placeholder = workspace_.data();
-    for (auto attr : {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                      CUBLASLT_MATMUL_DESC_B_SCALE_POINTER}) {
-      if (st == CUBLAS_STATUS_SUCCESS) {
-        st = api_->MatmulDescSetAttribute(p.desc, attr, &placeholder,
-                                          sizeof(placeholder));
-      }
-    }
+    set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder,
+        sizeof(placeholder));
+    set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder,
+        sizeof(placeholder));
   }
   if (st == CUBLAS_STATUS_SUCCESS) {
     st = api_->MatrixLayoutCreate(&p.w, in_t, k, n, k);
@@ -137,8 +120,14 @@ absl::Status LtMatmul::BuildPlan(const Key& key, int64_t rows, Plan* out) {
   if (st == CUBLAS_STATUS_SUCCESS) {
     st = api_->MatrixLayoutCreate(&p.d, out_t, n, rows, n);
   }
+  return st;
+}
+
+cublasStatus_t LtMatmul::Choose(uint32_t al_x, uint32_t al_w, uint32_t al_d,
+                                Plan& p, int* found) {
+  *found = 0;
   cublasLtMatmulPreference_t pref = nullptr;
-  if (st == CUBLAS_STATUS_SUCCESS) st = api_->MatmulPreferenceCreate(&pref);
+  cublasStatus_t st = api_->MatmulPreferenceCreate(&pref);
   const uint64_t ws = workspace_.size();
   if (st == CUBLAS_STATUS_SUCCESS) {
     st = api_->MatmulPreferenceSetAttribute(
@@ -154,13 +143,27 @@ absl::Status LtMatmul::BuildPlan(const Key& key, int64_t rows, Plan* out) {
     }
   }
   cublasLtMatmulHeuristicResult_t result;
-  int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
     ++heuristic_queries_;
     st = api_->MatmulAlgoGetHeuristic(handle_, p.desc, p.w, p.x, p.d, p.d, pref,
-                                      1, &result, &found);
+                                      1, &result, found);
   }
   if (pref != nullptr) api_->MatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_SUCCESS && *found > 0) p.algo = result.algo;
+  return st;
+}
+
+absl::Status LtMatmul::BuildPlan(const Key& key, int64_t rows, Plan* out) {
+  const auto [bucket, n, k, in, o, al_x, al_w, al_d] = key;
+  const auto in_t = static_cast<cudaDataType_t>(in);
+  // Block-scaled FP8 runs whole quanta of rows only (kernels/fp8_rule.h):
+  // the plans of its buckets are built, and checked, at such a count.
+  if (in_t == CUDA_R_8F_E4M3) rows = kernels::Fp8MatmulRows(rows);
+  Plan p;
+  cublasStatus_t st =
+      Describe(in_t, static_cast<cudaDataType_t>(o), n, k, rows, p);
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS) st = Choose(al_x, al_w, al_d, p, &found);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     Destroy(p);
     if (st != CUBLAS_STATUS_SUCCESS) {
@@ -170,7 +173,6 @@ absl::Status LtMatmul::BuildPlan(const Key& key, int64_t rows, Plan* out) {
                                             rows, ", ", k, "] x [", n, ", ", k,
                                             "]^T"));
   }
-  p.algo = result.algo;
   *out = p;
   return absl::OkStatus();
 }

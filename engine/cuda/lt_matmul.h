@@ -90,6 +90,12 @@ class LtMatmul {
   absl::StatusOr<Plan*> GetPlan(const Key& key);
   // Descriptor and layouts for `rows` rows, and the heuristic's algorithm.
   absl::Status BuildPlan(const Key& key, int64_t rows, Plan* p);
+  // BuildPlan's parts: the descriptor and layouts; the heuristic's choice
+  // for pointers of those alignments (*found 0: none).
+  cublasStatus_t Describe(cudaDataType_t in, cudaDataType_t out, int64_t n,
+                          int64_t k, int64_t rows, Plan& p);
+  cublasStatus_t Choose(uint32_t al_x, uint32_t al_w, uint32_t al_d, Plan& p,
+                        int* found);
   absl::Status SetRows(Plan& p, int64_t rows);
   absl::Status RunImpl(int64_t m, int64_t n, int64_t k, const void* x,
                        const float* x_scale, const void* w,
