@@ -222,17 +222,13 @@ void Batcher::Loop(size_t index) {
   mu_.Unlock();
 }
 
-void Batcher::RunBatch(size_t index,
-                       std::vector<std::unique_ptr<BatchRequest>>& batch) {
-  StepRunner& runner = *runners_[index];
-  const Clock::time_point start = Clock::now();
-  const int64_t layer = batch.front()->layer;
+int64_t Batcher::StageBatch(size_t index, const Batch& batch,
+                            std::vector<int64_t>* ends) {
   const int64_t H = batch.front()->x.cols;
-  std::vector<int64_t> ends;
   int64_t n = 0;
   for (const auto& r : batch) {
     n += r->x.rows;
-    ends.push_back(n);
+    ends->push_back(n);
   }
   std::vector<float>& x = staging_[index];
   if (x.size() < static_cast<size_t>(n * H)) x.resize(n * H);
@@ -257,48 +253,50 @@ void Batcher::RunBatch(size_t index,
       }
     }
   }
-  StepRunner::Output& out = outputs_[index];
-  // bf16 through and through: nothing finer than bf16 is wanted back.
-  const bool bf16 =
-      options_.bf16_steps &&
-      std::all_of(batch.begin(), batch.end(), [](const auto& r) {
-        return r->x.dtype == DType::kBF16 && r->output_dtype == DType::kBF16;
-      });
-  const absl::Status s = runner.Run(layer, x.data(), n, ends, bf16,
-                                    start + options_.step_timeout, &out, ids);
-  if (s.ok() && n > 0) {
-    // The admission estimate's per-token cost of recent steps.
-    const double per_token =
-        std::chrono::duration<double>(Clock::now() - start).count() /
-        static_cast<double>(n);
-    absl::MutexLock lock(&mu_);
-    if (recent_seconds_per_token_.size() < kRecentSteps) {
-      recent_seconds_per_token_.push_back(per_token);
-    } else {
-      recent_seconds_per_token_[recent_next_] = per_token;
-      recent_next_ = (recent_next_ + 1) % kRecentSteps;
-    }
-    min_seconds_per_token_ = *std::min_element(
-        recent_seconds_per_token_.begin(), recent_seconds_per_token_.end());
+  return n;
+}
+
+void Batcher::RecordStepCost(Clock::time_point start, int64_t n) {
+  // The admission estimate's per-token cost of recent steps.
+  const double per_token =
+      std::chrono::duration<double>(Clock::now() - start).count() /
+      static_cast<double>(n);
+  absl::MutexLock lock(&mu_);
+  if (recent_seconds_per_token_.size() < kRecentSteps) {
+    recent_seconds_per_token_.push_back(per_token);
+  } else {
+    recent_seconds_per_token_[recent_next_] = per_token;
+    recent_next_ = (recent_next_ + 1) % kRecentSteps;
   }
+  min_seconds_per_token_ = *std::min_element(recent_seconds_per_token_.begin(),
+                                             recent_seconds_per_token_.end());
+}
+
+void Batcher::RecordStep(const Batch& batch, const absl::Status& s,
+                         const StepRunner::Output& out, int64_t layer,
+                         int64_t n, Clock::time_point start) {
   if (s.ok() && stats_ != nullptr) {
     stats_->Record(layer, out.routing.expert_counts, n, out.routing.dropped,
                    out.worker_rows);
   }
-  if (metrics_ != nullptr) {
-    for (const auto& r : batch)
-      metrics_->Queued(Micros(start - r->arrival) / 1e6);
-    if (s.ok()) {
-      metrics_->Step(n, static_cast<int>(batch.size()), out.times);
-      if (stats_ != nullptr) {
-        metrics_->Layer(layer, n, out.routing.dropped, stats_->Balance(layer));
-        if (!out.worker_rows.empty()) {
-          metrics_->WorkerRows(layer, out.worker_rows,
-                               stats_->WorkerImbalance(layer));
-        }
-      }
+  if (metrics_ == nullptr) return;
+  for (const auto& r : batch)
+    metrics_->Queued(Micros(start - r->arrival) / 1e6);
+  if (!s.ok()) return;
+  metrics_->Step(n, static_cast<int>(batch.size()), out.times);
+  if (stats_ != nullptr) {
+    metrics_->Layer(layer, n, out.routing.dropped, stats_->Balance(layer));
+    if (!out.worker_rows.empty()) {
+      metrics_->WorkerRows(layer, out.worker_rows,
+                           stats_->WorkerImbalance(layer));
     }
   }
+}
+
+void Batcher::Answer(Batch& batch, const absl::Status& s,
+                     const StepRunner::Output& out, int64_t n,
+                     Clock::time_point start) {
+  const int64_t H = batch.front()->x.cols;
   int64_t begin = 0;
   for (auto& r : batch) {
     const int64_t rows = r->x.rows;
@@ -322,6 +320,27 @@ void Batcher::RunBatch(size_t index,
     r->done(s, res);
     begin += rows;
   }
+}
+
+void Batcher::RunBatch(size_t index, Batch& batch) {
+  StepRunner& runner = *runners_[index];
+  const Clock::time_point start = Clock::now();
+  const int64_t layer = batch.front()->layer;
+  std::vector<int64_t> ends;
+  const int64_t n = StageBatch(index, batch, &ends);
+  StepRunner::Output& out = outputs_[index];
+  // bf16 through and through: nothing finer than bf16 is wanted back.
+  const bool bf16 =
+      options_.bf16_steps &&
+      std::all_of(batch.begin(), batch.end(), [](const auto& r) {
+        return r->x.dtype == DType::kBF16 && r->output_dtype == DType::kBF16;
+      });
+  const absl::Status s =
+      runner.Run(layer, staging_[index].data(), n, ends, bf16,
+                 start + options_.step_timeout, &out, token_ids_[index]);
+  if (s.ok() && n > 0) RecordStepCost(start, n);
+  RecordStep(batch, s, out, layer, n, start);
+  Answer(batch, s, out, n, start);
 }
 
 }  // namespace moe

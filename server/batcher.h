@@ -151,8 +151,21 @@ class Batcher {
                            std::vector<std::unique_ptr<BatchRequest>>* batch,
                            std::vector<std::unique_ptr<BatchRequest>>* expired)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RunBatch(size_t index,
-                std::vector<std::unique_ptr<BatchRequest>>& batch);
+  using Batch = std::vector<std::unique_ptr<BatchRequest>>;
+  using Clock = std::chrono::steady_clock;
+  void RunBatch(size_t index, Batch& batch);
+  // RunBatch's parts: the step's rows (and token ids) into runner `index`'s
+  // staging, returning the token count; the admission estimate's cost of a
+  // successful step; stats and metrics; each request's answer.
+  int64_t StageBatch(size_t index, const Batch& batch,
+                     std::vector<int64_t>* ends);
+  void RecordStepCost(Clock::time_point start, int64_t n);
+  void RecordStep(const Batch& batch, const absl::Status& s,
+                  const StepRunner::Output& out, int64_t layer, int64_t n,
+                  Clock::time_point start);
+  void Answer(Batch& batch, const absl::Status& s,
+              const StepRunner::Output& out, int64_t n,
+              Clock::time_point start);
 
   Options options_;
   std::vector<std::unique_ptr<StepRunner>> runners_;
