@@ -15,7 +15,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <iostream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -23,8 +22,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -136,15 +133,11 @@ int ParkStoreGets(const std::string& target, int n, int seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  moe::ParseFlagsOrExit(
+      argc, argv,
       "moe-abuse-client --target HOST:PORT --hidden H [--tokens N] "
       "[--seconds S]: a ForwardStream that never reads; or "
       "--park-store-gets N: N rendezvous waits without a store token");
-  if (moe::PrintHelpIfAsked(
-          argc, argv, std::string(absl::ProgramUsageMessage()), std::cout)) {
-    return 0;
-  }
-  absl::ParseCommandLine(argc, argv);
   if (const int n = absl::GetFlag(FLAGS_park_store_gets); n > 0) {
     return ParkStoreGets(absl::GetFlag(FLAGS_target), n,
                          absl::GetFlag(FLAGS_seconds));

@@ -15,9 +15,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "core/cli_args.h"
 #include "core/flag_help.h"
 #include "kernels/cpu/packed_gemm.h"
 
@@ -136,15 +133,10 @@ int Main() {
 }  // namespace moe
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  moe::ParseFlagsOrExit(
+      argc, argv,
       "moe-gemm-bench [--format mxfp4|f32] [--rows M] [--hidden H] [--inter "
       "I] [--experts E] [--reps R]: one expert's gate/up and down GEMMs "
       "through the CPU kernels, one thread");
-  if (moe::PrintHelpIfAsked(
-          argc, argv, std::string(absl::ProgramUsageMessage()), std::cout)) {
-    return 0;
-  }
-  moe::NormalizedArgs args(argc, argv);
-  absl::ParseCommandLine(args.argc(), args.argv());
   return moe::Main();
 }

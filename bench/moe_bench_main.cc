@@ -2,14 +2,11 @@
 // a synthetic layer against the machine's own sgemm and read references.
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/fma_peak.h"
@@ -406,7 +403,8 @@ absl::Status RunSynthetic() {
 }  // namespace moe
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  moe::ParseFlagsOrExit(
+      argc, argv,
       "Run one MoE layer of a checkpoint, or time a synthetic layer.\n"
       "  moe-bench --model DIR --layer L --input IN.safetensors --output "
       "OUT.safetensors [--weight-dtype auto|f32|bf16|fp8|mxfp4] [--routing]\n"
@@ -417,12 +415,6 @@ int main(int argc, char** argv) {
       "--hidden H --inter I --experts E --top-k K --tokens N\n"
       "  moe-bench --collective [--gpus G] --hidden H --experts E --top-k K "
       "--tokens N");
-  if (moe::PrintHelpIfAsked(
-          argc, argv, std::string(absl::ProgramUsageMessage()), std::cout)) {
-    return 0;
-  }
-  moe::NormalizedArgs args(argc, argv);
-  absl::ParseCommandLine(args.argc(), args.argv());
   absl::Status s;
   const std::string isa = absl::GetFlag(FLAGS_isa);
   if (isa != "auto" && !moe::kernels::cpu::SetGemmIsa(isa.c_str())) {

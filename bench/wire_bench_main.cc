@@ -13,17 +13,13 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
 #include <limits>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "core/cli_args.h"
 #include "core/flag_help.h"
 #include "nlohmann/json.hpp"
 
@@ -172,14 +168,9 @@ int Main() {
 }  // namespace moe
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  moe::ParseFlagsOrExit(
+      argc, argv,
       "moe-wire-bench [--bytes B] [--reps R] [--channels C]: memcpy and a "
       "loopback gRPC echo of the same payload");
-  if (moe::PrintHelpIfAsked(
-          argc, argv, std::string(absl::ProgramUsageMessage()), std::cout)) {
-    return 0;
-  }
-  moe::NormalizedArgs args(argc, argv);
-  absl::ParseCommandLine(args.argc(), args.argv());
   return moe::Main();
 }

@@ -9,13 +9,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -23,7 +21,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/moe_client.h"
-#include "core/cli_args.h"
 #include "core/flag_help.h"
 #include "core/safetensors.h"
 #include "core/synthetic_model.h"
@@ -377,7 +374,8 @@ int Health(MoeClient& client) {
 }  // namespace moe
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  const std::vector<std::string> rest = moe::ParseFlagsOrExit(
+      argc, argv,
       "moe-cli forward|info|stats|placement|rebalance|health --target "
       "HOST:PORT "
       "[...]\n"
@@ -387,12 +385,6 @@ int main(int argc, char** argv) {
       "  stats --layer L [--reset] [--save FILE.json]\n  placement\n  "
       "rebalance\n"
       "  health [--service NAME]");
-  if (moe::PrintHelpIfAsked(
-          argc, argv, std::string(absl::ProgramUsageMessage()), std::cout)) {
-    return 0;
-  }
-  moe::NormalizedArgs norm(argc, argv);
-  std::vector<char*> rest = absl::ParseCommandLine(norm.argc(), norm.argv());
   if (rest.size() != 2) {
     std::fprintf(stderr, "usage: %s\n", absl::ProgramUsageMessage().data());
     return moe::kUsage;

@@ -10,21 +10,17 @@
 
 #include <condition_variable>
 #include <cstdio>
-#include <iostream>
 #include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/loadtest/load_runner.h"
 #include "client/loadtest/report.h"
 #include "client/moe_client.h"
-#include "core/cli_args.h"
 #include "core/flag_help.h"
 #include "core/status_macros.h"
 #include "core/tensor_io.h"
@@ -331,16 +327,11 @@ int Main() {
 }  // namespace moe::loadtest
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  moe::ParseFlagsOrExit(
+      argc, argv,
       "moe-loadtest --target HOST:PORT [-c N] [-n N | -z 10s] [--rps R "
       "[--arrival poisson]] [--tokens N|A:B|a,b] [--layer L|all] [--stream] "
-      "[--concurrency-range a:b:s] [--format text|json|csv]");
-  if (moe::PrintHelpIfAsked(
-          argc, argv, std::string(absl::ProgramUsageMessage()), std::cout)) {
-    return 0;
-  }
-  moe::NormalizedArgs args(
-      argc, argv, {{"c", "concurrency"}, {"n", "requests"}, {"z", "duration"}});
-  absl::ParseCommandLine(args.argc(), args.argv());
+      "[--concurrency-range a:b:s] [--format text|json|csv]",
+      {{"c", "concurrency"}, {"n", "requests"}, {"z", "duration"}});
   return moe::loadtest::Main();
 }

@@ -1,14 +1,19 @@
 #include "core/flag_help.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <iostream>
 #include <string_view>
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
+#include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "core/cli_args.h"
 
 namespace moe {
 namespace {
@@ -64,6 +69,18 @@ bool PrintHelpIfAsked(int argc, char** argv, const std::string& usage,
     }
   }
   return false;
+}
+
+std::vector<std::string> ParseFlagsOrExit(
+    int argc, char** argv, const std::string& usage,
+    const std::map<std::string, std::string>& aliases) {
+  absl::SetProgramUsageMessage(usage);
+  if (PrintHelpIfAsked(argc, argv, usage, std::cout)) std::exit(0);
+  NormalizedArgs args(argc, argv, aliases);
+  // The positional arguments point into `args`: copy them out.
+  const std::vector<char*> rest =
+      absl::ParseCommandLine(args.argc(), args.argv());
+  return std::vector<std::string>(rest.begin(), rest.end());
 }
 
 }  // namespace moe

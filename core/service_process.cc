@@ -1,12 +1,7 @@
 #include "core/service_process.h"
 
-#include <cstdlib>
-#include <iostream>
 #include <string>
 
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "core/cli_args.h"
 #include "core/flag_help.h"
 #include "core/logging.h"
 #include "core/memory_policy.h"
@@ -24,10 +19,7 @@ void InitServiceProcess(int argc, char** argv, const char* usage,
   // the threads that compute say so around their math.
   SetThreadRole(ThreadRole::kLatency);
   BlockShutdownSignals();
-  absl::SetProgramUsageMessage(usage);
-  if (PrintHelpIfAsked(argc, argv, usage, std::cout)) std::exit(0);
-  NormalizedArgs args(argc, argv);
-  absl::ParseCommandLine(args.argc(), args.argv());
+  ParseFlagsOrExit(argc, argv, usage);
   spdlog::set_pattern(std::string("[%Y-%m-%d %H:%M:%S.%e] [") + log_tag +
                       "] [%l] %v");
   if (const double slice_us = ThreadSliceUs();

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "engine/layer_shard.h"
 #include "kernels/cpu/dispatch.h"
 
 namespace moe {
@@ -68,15 +69,7 @@ absl::StatusOr<const LayerWeights*> CpuBackend::Find(int64_t layer) const {
 
 absl::StatusOr<LayerShard> CpuBackend::Shard(int64_t layer) const {
   MOE_ASSIGN_OR_RETURN(const LayerWeights* w, Find(layer));
-  LayerShard s;
-  s.num_experts = w->config.num_experts;
-  s.has_shared_expert = w->config.has_shared();
-  s.gate_loaded = w->has_gate;
-  s.shared_loaded = w->has_shared;
-  s.expert_begin = w->expert_begin;
-  s.expert_end = w->expert_end;
-  s.local_experts = w->num_local_experts();
-  return s;
+  return ShardOf(*w);
 }
 
 absl::Status CpuBackend::Route(int64_t layer, const float* x, int64_t n,

@@ -18,6 +18,7 @@
 #include "engine/cuda/fp8_image.h"
 #include "engine/cuda/lt_matmul.h"
 #include "engine/cuda/step_setup.h"
+#include "engine/layer_shard.h"
 #include "kernels/cuda/kernels.h"
 #include "spdlog/spdlog.h"
 
@@ -167,15 +168,7 @@ class CudaBackend : public ExpertBackend {
 
   absl::StatusOr<LayerShard> Shard(int64_t layer) const override {
     MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
-    LayerShard s;
-    s.num_experts = w->config.num_experts;
-    s.has_shared_expert = w->config.has_shared();
-    s.gate_loaded = w->has_gate;
-    s.shared_loaded = w->has_shared;
-    s.expert_begin = w->expert_begin;
-    s.expert_end = w->expert_end;
-    s.local_experts = static_cast<int64_t>(w->experts.size());
-    return s;
+    return ShardOf(*w);
   }
 
   absl::Status Route(int64_t layer, const float* x, int64_t n,

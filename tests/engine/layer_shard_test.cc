@@ -3,7 +3,10 @@
 // every routed expert in its own slot for the single-process layer.
 #include "engine/layer_shard.h"
 
+#include <vector>
+
 #include "engine/cpu_backend.h"
+#include "engine/layer_weights.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/golden_case.h"
 #include "tests/testutil/reference_moe.h"
@@ -67,6 +70,60 @@ TEST(CheckLayerShard, SingleProcessNeedsEveryExpertInItsSlot) {
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(st.message().find("in 8 local slots"), std::string::npos) << st;
   EXPECT_TRUE(CheckLayerShard(3, s, true, true, false).ok());
+}
+
+// ShardOf reads every field from the host's LayerWeights, counting the
+// slots held (here a redundant placement's three slots over a range of two
+// experts), not the range.
+TEST(ShardOf, ReadsHostLayerWeights) {
+  LayerWeights w;
+  w.config.num_experts = 6;
+  w.config.shared_inter = 4;
+  w.has_gate = true;
+  w.has_shared = false;
+  w.expert_begin = 2;
+  w.expert_end = 4;
+  w.expert_ids = {2, 3, 3};
+  w.experts.resize(3);
+  const LayerShard s = ShardOf(w);
+  EXPECT_EQ(s.num_experts, 6);
+  EXPECT_TRUE(s.has_shared_expert);
+  EXPECT_TRUE(s.gate_loaded);
+  EXPECT_FALSE(s.shared_loaded);
+  EXPECT_EQ(s.expert_begin, 2);
+  EXPECT_EQ(s.expert_end, 4);
+  EXPECT_EQ(s.local_experts, 3);
+  w.config.shared_inter = 0;
+  w.has_gate = false;
+  w.has_shared = true;
+  EXPECT_FALSE(ShardOf(w).has_shared_expert);
+  EXPECT_FALSE(ShardOf(w).gate_loaded);
+  EXPECT_TRUE(ShardOf(w).shared_loaded);
+}
+
+// The same template serves a device backend's weights, which share only
+// these field names (CudaLayerWeights keeps its experts on the device).
+struct DeviceLikeWeights {
+  MoeLayerConfig config;
+  bool has_gate = false, has_shared = false;
+  int64_t expert_begin = 0, expert_end = 0;
+  std::vector<int> experts;
+};
+
+TEST(ShardOf, ReadsAnyBackendsWeights) {
+  DeviceLikeWeights w;
+  w.config.num_experts = 8;
+  w.has_gate = true;
+  w.expert_begin = 0;
+  w.expert_end = 8;
+  w.experts.resize(8);
+  const LayerShard s = ShardOf(w);
+  EXPECT_EQ(s.num_experts, 8);
+  EXPECT_FALSE(s.has_shared_expert);
+  EXPECT_EQ(s.local_experts, 8);
+  EXPECT_TRUE(CheckLayerShard(1, s, true, true, true).ok());
+  w.experts.resize(7);
+  EXPECT_FALSE(CheckLayerShard(1, ShardOf(w), true, true, true).ok());
 }
 
 // Through a backend: its shard as loaded, and NOT_FOUND for a layer it
