@@ -221,47 +221,6 @@ void EncodeDirectResult(const DirectOutputs& o, int64_t tokens, int64_t S,
   SetStepTimes(t, result);
 }
 
-absl::Status DecodeDirectResult(const moe::v1::StepResult& res, int rank,
-                                int64_t rows, int64_t H, ElementType* type,
-                                std::vector<char>* dst, int64_t first_row) {
-  const auto& r = res.rows();
-  const bool known = r.dtype() == moe::v1::F32 || r.dtype() == moe::v1::BF16;
-  const ElementType t =
-      r.dtype() == moe::v1::BF16 ? ElementType::kBF16 : ElementType::kF32;
-  const size_t row_bytes = static_cast<size_t>(H) * DTypeSize(t);
-  if (!known || r.shape_size() != 2 || r.shape(0) != rows || r.shape(1) != H ||
-      r.data().size() != rows * row_bytes) {
-    return absl::InternalError(absl::StrCat(
-        "worker rank ", rank, " returned a malformed direct-step result"));
-  }
-  *type = t;
-  const size_t need = (first_row + rows) * row_bytes;
-  if (dst->size() < need) dst->resize(need);
-  if (rows > 0) {
-    std::memcpy(dst->data() + first_row * row_bytes, r.data().data(),
-                rows * row_bytes);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status DecodeStepResult(const moe::v1::StepResult& res, int rank,
-                              int64_t tokens, int64_t H, float* y) {
-  const auto& rows = res.rows();
-  const size_t width = RowWidth(rows.dtype());
-  const size_t count = static_cast<size_t>(tokens * H);
-  if (width == 0 || rows.shape_size() != 2 || rows.shape(0) != tokens ||
-      rows.shape(1) != H || rows.data().size() != count * width) {
-    return absl::InternalError(
-        absl::StrCat("worker rank ", rank, " returned a malformed result"));
-  }
-  if (width == 2) {
-    ConvertToF32(DType::kBF16, rows.data().data(), count, y);
-  } else if (count > 0) {
-    std::memcpy(y, rows.data().data(), count * 4);
-  }
-  return absl::OkStatus();
-}
-
 WorkerStageTimes DecodeStepTimes(const moe::v1::StepResult& r, int rank) {
   WorkerStageTimes w;
   w.rank = rank;
@@ -273,6 +232,21 @@ WorkerStageTimes DecodeStepTimes(const moe::v1::StepResult& r, int rank) {
   w.sum_us = r.sum_us();
   w.step_us = r.step_us();
   return w;
+}
+
+StepReply ViewStepResult(const moe::v1::StepResult& r) {
+  StepReply reply;
+  reply.generation = r.generation();
+  reply.step_id = r.step_id();
+  reply.error_code = r.error_code();
+  reply.error_message = r.error_message();
+  reply.collectives_broken = r.collectives_broken();
+  reply.dtype = FromWireDType(r.rows().dtype());
+  reply.shape =
+      absl::MakeConstSpan(r.rows().shape().data(), r.rows().shape_size());
+  reply.data = r.rows().data();
+  reply.times = DecodeStepTimes(r, -1);
+  return reply;
 }
 
 }  // namespace moe

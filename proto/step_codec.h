@@ -1,5 +1,6 @@
 // The worker protocol's Step and StepResult messages <-> the engine's plain
-// step types (engine/ep_plan.h, engine/ep_step.h). The only place where the
+// step types (engine/ep_plan.h, engine/ep_step.h) and the step's plain sides
+// (proto/step_views.h). The only place where the
 // step meets protobuf: the engine never sees a wire type.
 #pragma once
 
@@ -12,21 +13,9 @@
 #include "engine/ep_step.h"
 #include "engine/stage_times.h"
 #include "moe/v1/worker.pb.h"
+#include "proto/step_views.h"
 
 namespace moe {
-
-// Router side: what one rank's Step carries, as plain values: DecodeStep's
-// EpStepInput (rows [tokens, hidden] fp32, slots, expert ids, weights, the
-// whole (source, expert) count matrix and every rank's expert ids, its own
-// among them; `experts` does not travel) and what the router sets around it.
-struct StepContent {
-  EpStepInput in;
-  int64_t hidden = 0;
-  // The worker answers its rows rounded to bf16 (result_dtype BF16).
-  bool bf16_result = false;
-  bool direct = false;  // Step.direct (engine/direct_plan.h)
-  uint64_t placement_epoch = 0;
-};
 
 // Router side: `content` into `step`, reusing its buffers. Rows travel as
 // BF16 when that is lossless (every value a bf16: a bf16 client's), else
@@ -55,21 +44,13 @@ void EncodeDirectResult(const DirectOutputs& out, int64_t tokens, int64_t slots,
                         int64_t hidden, const EpStepTimes& times,
                         moe::v1::StepResult* result);
 
-// Router side, a direct step: rank `rank`'s `rows` expert outputs into
-// rows [first_row, first_row + rows) of `dst` (grown to hold them) as they
-// travelled, F32 or BF16 (into `*type`; the caller checks that every rank
-// agrees); INTERNAL for a malformed result.
-absl::Status DecodeDirectResult(const moe::v1::StepResult& result, int rank,
-                                int64_t rows, int64_t hidden, ElementType* type,
-                                std::vector<char>* dst, int64_t first_row);
-
 // Either side: the worker's stage times of `result`, as rank `rank`'s
 // (dispatch and combine split into their packing and waiting pieces).
 WorkerStageTimes DecodeStepTimes(const moe::v1::StepResult& result, int rank);
 
-// Router side: rank `rank`'s rows of y (F32 or BF16, widened exactly),
-// checked against the rows it was sent; INTERNAL for a malformed result.
-absl::Status DecodeStepResult(const moe::v1::StepResult& result, int rank,
-                              int64_t tokens, int64_t hidden, float* y);
+// Router side: `result` as a StepReply whose shape and rows view `result`
+// (which must outlive it; `owner` is left for the caller to set), its times
+// rank-less.
+StepReply ViewStepResult(const moe::v1::StepResult& result);
 
 }  // namespace moe

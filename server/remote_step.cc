@@ -7,7 +7,7 @@
 #include "core/even_split.h"
 #include "core/status_macros.h"
 #include "engine/ep_plan.h"
-#include "proto/step_codec.h"
+#include "proto/step_views.h"
 
 namespace moe {
 
@@ -59,7 +59,7 @@ void RemoteStep::BuildSteps(const Planned& p, int P,
     c.in.expert_ids =
         absl::MakeConstSpan(expert_ids_).subspan(b * S, (e - b) * S);
     c.in.weights = absl::MakeConstSpan(r.weight).subspan(b * S, (e - b) * S);
-    EncodeStep(c, &steps_[q]);
+    steps_[q] = c;
   }
 }
 
@@ -81,23 +81,27 @@ void RemoteStep::BuildDirectSteps(const Planned& p, int P, int64_t experts,
   c.direct = true;
   c.placement_epoch = epoch;
   steps_.resize(P);
+  // Each rank's own buffers: the steps view them until the group sends.
+  direct_rows_.resize(P);
+  direct_ids_.resize(P);
+  direct_weights_.resize(P);
+  direct_counts_.resize(P);
   for (int q = 0; q < P; ++q) {
     const int64_t b = d.token_offsets[q], tokens = d.token_offsets[q + 1] - b;
-    if (direct_rows_.size() < static_cast<size_t>(tokens * H)) {
-      direct_rows_.resize(tokens * H);
-    }
+    std::vector<float>& rows = direct_rows_[q];
+    if (rows.size() < static_cast<size_t>(tokens * H)) rows.resize(tokens * H);
     for (int64_t i = 0; i < tokens; ++i) {
-      std::memcpy(direct_rows_.data() + i * H, p.x + d.token[b + i] * H,
+      std::memcpy(rows.data() + i * H, p.x + d.token[b + i] * H,
                   H * sizeof(float));
     }
-    DirectRankSlots(d, q, P, experts, expert_ids_, r.weight, &direct_ids_,
-                    &direct_weights_, &direct_counts_);
+    DirectRankSlots(d, q, P, experts, expert_ids_, r.weight, &direct_ids_[q],
+                    &direct_weights_[q], &direct_counts_[q]);
     c.in.tokens = tokens;
-    c.in.rows = direct_rows_.data();
-    c.in.expert_ids = direct_ids_;
-    c.in.weights = direct_weights_;
-    c.in.counts = direct_counts_;
-    EncodeStep(c, &steps_[q]);
+    c.in.rows = rows.data();
+    c.in.expert_ids = direct_ids_[q];
+    c.in.weights = direct_weights_[q];
+    c.in.counts = direct_counts_[q];
+    steps_[q] = c;
   }
 }
 
@@ -147,7 +151,8 @@ void RemoteStep::CriticalWorkerTimes(double wall_us, StageTimes* t) const {
   double slowest = 0;
   WorkerStageTimes c;
   for (int q = 0; q < P; ++q) {
-    const WorkerStageTimes w = DecodeStepTimes(results_[q], q);
+    WorkerStageTimes w = results_[q].times;
+    w.rank = q;
     if (q == 0 || w.experts_us > c.experts_us) c = w;
     slowest = std::max(slowest, w.step_us);
   }

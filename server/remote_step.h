@@ -2,7 +2,8 @@
 // each rank's Step (its token shard, slots and the full per-(source,
 // expert) count matrix, from engine/ep_plan.h's PlanDispatch; or, for a
 // direct step, the rows its experts need, engine/direct_plan.h), the shared
-// expert meanwhile, and the ranks' results put together.
+// expert meanwhile, and the ranks' results put together. Plain structs
+// both ways (proto/step_views.h): the group encodes and decodes the wire.
 #pragma once
 
 #include <chrono>
@@ -17,7 +18,7 @@
 #include "engine/placement.h"
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
-#include "moe/v1/worker.pb.h"
+#include "proto/step_views.h"
 #include "server/step_group.h"
 
 namespace moe {
@@ -32,7 +33,8 @@ struct RemoteStepOptions {
 
 // Everything of a routed step that happens on the worker group: the plan,
 // the step on every rank, the shared expert on this thread meanwhile, and
-// the results put together. Keeps its message buffers between steps.
+// the results put together. Keeps its plan buffers between steps (the
+// group keeps the wire messages').
 class RemoteStep {
  public:
   explicit RemoteStep(RemoteStepOptions options = {}) : options_(options) {}
@@ -65,11 +67,11 @@ class RemoteStep {
     const Routing* routing = nullptr;
     bool bf16_result = false;
   };
-  // One Step per rank of `world` from the routing, planned with `placement`
+  // One step per rank of `world` from the routing, planned with `placement`
   // (the group's, redundant experts: engine/placement.h; null: contiguous).
   void BuildSteps(const Planned& p, int world,
                   const PlacementInForce& placement);
-  // A direct step's Steps instead (expert_ids_ planned), over `experts`
+  // A direct step's steps instead (expert_ids_ planned), over `experts`
   // physical expert slots.
   void BuildDirectSteps(const Planned& p, int world, int64_t experts,
                         uint64_t epoch);
@@ -87,16 +89,17 @@ class RemoteStep {
   RemoteStepOptions options_;
   bool direct_ = false;  // the last step was direct
   DirectPlan direct_plan_;
-  std::vector<float> direct_rows_, direct_weights_;
-  std::vector<int32_t> direct_ids_;
-  std::vector<int64_t> direct_counts_;
+  // Per rank: the steps view them until the group has sent them.
+  std::vector<std::vector<float>> direct_rows_, direct_weights_;
+  std::vector<std::vector<int32_t>> direct_ids_;
+  std::vector<std::vector<int64_t>> direct_counts_;
   std::vector<char> direct_out_;
   // Per layer, built on first use, for placement epoch replicas_epoch_.
   std::map<int64_t, ReplicaMap> replicas_;
   uint64_t replicas_epoch_ = 0;
   std::vector<int64_t> worker_rows_;
-  std::vector<moe::v1::Step> steps_;
-  std::vector<moe::v1::StepResult> results_;
+  std::vector<StepContent> steps_;  // views of x and the buffers here
+  std::vector<StepReply> results_;  // views of the received messages
   std::vector<int32_t> expert_ids_;
   std::vector<int64_t> counts_;
 };

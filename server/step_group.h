@@ -13,12 +13,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/placement.h"
-#include "moe/v1/worker.pb.h"
+#include "proto/step_views.h"
 
 namespace moe {
 
 // The placement steps are planned with now (null: contiguous ranges), and
-// its epoch, which every Step names.
+// its epoch, which every step names.
 struct PlacementInForce {
   std::shared_ptr<const ExpertPlacement> placement;
   uint64_t epoch = 0;
@@ -40,16 +40,18 @@ class StepGroup {
 
   virtual PlacementInForce placement() const = 0;
 
-  // Sends steps[r] to rank r (steps.size() is AwaitGroup's world size),
-  // runs `overlap` while the ranks compute, and gathers every rank's
-  // result into (*results)[r] until `deadline`. The steps' buffers come
-  // back to the caller for the next step. A rank with no rows in a direct
-  // step may not be sent its step; its result is then left empty.
-  // IsPlacementChanged when the steps name an epoch no longer in force.
-  virtual absl::Status RunStep(std::vector<moe::v1::Step>& steps,
+  // Sends steps[r] to rank r (steps.size() is AwaitGroup's world size;
+  // their views are read before the ranks compute, their step ids and
+  // timeouts are the group's to set), runs `overlap` while the ranks
+  // compute, and gathers every rank's reply into (*results)[r] until
+  // `deadline`: views into the received messages, which each reply's owner
+  // keeps alive. A rank with no rows in a direct step may not be sent its
+  // step; its reply is then left empty. IsPlacementChanged when the steps
+  // name an epoch no longer in force.
+  virtual absl::Status RunStep(const std::vector<StepContent>& steps,
                                std::chrono::steady_clock::time_point deadline,
                                const std::function<void()>& overlap,
-                               std::vector<moe::v1::StepResult>* results) = 0;
+                               std::vector<StepReply>* results) = 0;
 };
 
 }  // namespace moe

@@ -10,14 +10,14 @@ namespace {
 
 // A worker's error as the client sees it: its code and message, with the
 // rank that reported it.
-absl::Status WorkerError(int rank, const moe::v1::StepResult& result) {
-  const int code = result.error_code();
+absl::Status WorkerError(int rank, const StepReply& reply) {
+  const int code = reply.error_code;
   const auto c =
       code > 0 && code <= static_cast<int>(absl::StatusCode::kUnauthenticated)
           ? static_cast<absl::StatusCode>(code)
           : absl::StatusCode::kUnknown;
   return absl::Status(
-      c, absl::StrCat("worker rank ", rank, ": ", result.error_message()));
+      c, absl::StrCat("worker rank ", rank, ": ", reply.error_message));
 }
 
 }  // namespace
@@ -39,31 +39,30 @@ uint64_t StepTracker::Open(uint64_t generation,
 }
 
 void StepTracker::Answer(int r, absl::FunctionRef<std::string()> who,
-                         moe::v1::StepResult& result) {
+                         StepReply& result) {
   absl::MutexLock lock(&mu_);
-  auto it = pending_.find(result.step_id());
+  auto it = pending_.find(result.step_id);
   if (it == pending_.end()) return;  // the step already failed or finished
   Pending& p = *it->second;
   // `r` is the worker's rank in the current generation. A step of an
   // earlier one was aborted when the generation changed, and the rank may
   // be past the end of that step's (smaller) group: a late answer to it
   // goes nowhere.
-  if (result.generation() != p.generation || p.aborted || r < 0 ||
+  if (result.generation != p.generation || p.aborted || r < 0 ||
       r >= static_cast<int>(p.results.size()) || p.have[r]) {
     return;
   }
   p.have[r] = true;
   --p.remaining;
-  if (result.error_code() != 0) {
-    spdlog::warn(
-        "worker {} failed step {}{}: {}", who(), result.step_id(),
-        result.collectives_broken() ? " (collective group broken)" : "",
-        result.error_message());
+  if (result.error_code != 0) {
+    spdlog::warn("worker {} failed step {}{}: {}", who(), result.step_id,
+                 result.collectives_broken ? " (collective group broken)" : "",
+                 result.error_message);
     ++p.failed;
-    p.broken = p.broken || result.collectives_broken();
+    p.broken = p.broken || result.collectives_broken;
     if (p.status.ok()) p.status = WorkerError(r, result);
   } else {
-    p.results[r].Swap(&result);
+    p.results[r] = std::move(result);
   }
 }
 
@@ -95,7 +94,7 @@ void StepTracker::Blame(const absl::Status& status) {
 
 StepTracker::Outcome StepTracker::Wait(
     uint64_t id, std::chrono::steady_clock::time_point deadline,
-    std::vector<moe::v1::StepResult>* results) {
+    std::vector<StepReply>* results) {
   absl::MutexLock lock(&mu_);
   Pending& p = *pending_.at(id);
   const int P = static_cast<int>(p.have.size());

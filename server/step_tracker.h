@@ -17,7 +17,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "moe/v1/worker.pb.h"
+#include "proto/step_views.h"
 
 namespace moe {
 
@@ -30,9 +30,9 @@ class StepTracker {
                 bool direct);
   // Rank `rank`'s answer (`who` names its worker, for the log of a
   // failure). Answers of another generation, to a step that ended, or a
-  // second one are ignored; a successful result is moved out of `result`.
-  void Answer(int rank, absl::FunctionRef<std::string()> who,
-              moe::v1::StepResult& result);
+  // second one are ignored; a successful reply is moved out of `reply`
+  // (with its owner: the rows stay where they arrived).
+  void Answer(int rank, absl::FunctionRef<std::string()> who, StepReply& reply);
   // Step `id` cannot complete (a send failed): `status` unless it already
   // failed.
   void Fail(uint64_t id, const absl::Status& status);
@@ -55,12 +55,12 @@ class StepTracker {
   // that did not answer after it), forgets it, and on success moves the
   // ranks' results into `results`.
   Outcome Wait(uint64_t id, std::chrono::steady_clock::time_point deadline,
-               std::vector<moe::v1::StepResult>* results);
+               std::vector<StepReply>* results);
 
  private:
   struct Pending {
     uint64_t generation = 0;
-    std::vector<moe::v1::StepResult> results;
+    std::vector<StepReply> results;
     std::vector<bool> have;  // rank answered (a result or an error)
     int remaining = 0;       // ranks yet to answer
     int failed = 0;          // ranks that answered with an error

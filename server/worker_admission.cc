@@ -5,37 +5,34 @@
 
 namespace moe {
 
-absl::Status CheckCollectiveHost(const moe::v1::Register& info,
+absl::Status CheckCollectiveHost(const WorkerRegistration& info,
                                  const std::string& peer) {
-  if (!IsLoopbackHost(info.collective_host()) || IsLoopbackPeer(peer)) {
+  if (!IsLoopbackHost(info.collective_host) || IsLoopbackPeer(peer)) {
     return absl::OkStatus();
   }
-  return absl::FailedPreconditionError(
-      absl::StrCat("worker (", info.host(), " pid ", info.pid(),
-                   ") refused: it connects from ", peer,
-                   " but advertises the loopback collective address ",
-                   info.collective_host(),
-                   ", which the other workers cannot reach; start it "
-                   "without --collective-host (the address of the "
-                   "interface that reaches the router) or with "
-                   "--collective-host set to an address the other workers "
-                   "reach it on"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "worker (", info.host, " pid ", info.pid, ") refused: it connects from ",
+      peer, " but advertises the loopback collective address ",
+      info.collective_host,
+      ", which the other workers cannot reach; start it "
+      "without --collective-host (the address of the "
+      "interface that reaches the router) or with "
+      "--collective-host set to an address the other workers "
+      "reach it on"));
 }
 
-absl::Status CheckDevice(const moe::v1::Register& info,
+absl::Status CheckDevice(const WorkerRegistration& info,
                          absl::Span<const RegisteredWorker> registered) {
-  if (info.device_identity().empty()) return absl::OkStatus();
+  if (info.device_identity.empty()) return absl::OkStatus();
   for (const RegisteredWorker& w : registered) {
-    const moe::v1::Register& c = *w.info;
-    if (c.host() != info.host() ||
-        c.device_identity() != info.device_identity() ||
-        (info.shares_device() && c.shares_device())) {
+    const WorkerRegistration& c = *w.info;
+    if (c.host != info.host || c.device_identity != info.device_identity ||
+        (info.shares_device && c.shares_device)) {
       continue;
     }
     return absl::FailedPreconditionError(absl::StrCat(
-        "worker (", info.host(), " pid ", info.pid(), ") refused: its ",
-        info.device(), " is ", info.device_identity(), ", which worker ",
-        w.name,
+        "worker (", info.host, " pid ", info.pid, ") refused: its ",
+        info.device, " is ", info.device_identity, ", which worker ", w.name,
         " already uses; NCCL runs one rank "
         "per GPU: give each worker its own GPU, or start every worker "
         "that shares it with --collective gloo"));

@@ -8,7 +8,6 @@
 #include "core/even_split.h"
 #include "core/logging.h"
 #include "server/moe_service.h"  // ToGrpcStatus
-#include "server/worker_admission.h"
 #include "server/worker_pool_internal.h"
 
 namespace moe {
@@ -237,8 +236,8 @@ grpc::Status WorkerPool::AdmitLocked(const std::shared_ptr<Conn>& conn,
   spdlog::info(
       "worker {} registered from {} ({} of {} workers connected; {} "
       "threads, {})",
-      conn->Name(), peer, connected, options_.world_size, conn->info.threads(),
-      conn->info.device());
+      conn->Name(), peer, connected, options_.world_size, conn->threads,
+      conn->info.device);
   return grpc::Status::OK;
 }
 
@@ -254,7 +253,14 @@ grpc::Status WorkerPool::Join(
   }
   auto conn = std::make_shared<Conn>();
   conn->stream = stream;
-  conn->info = msg.register_();
+  const moe::v1::Register& r = msg.register_();
+  conn->info = {.host = r.host(),
+                .pid = r.pid(),
+                .device = r.device(),
+                .collective_host = r.collective_host(),
+                .device_identity = r.device_identity(),
+                .shares_device = r.shares_device()};
+  conn->threads = r.threads();
   Notify notify;
   {
     absl::MutexLock send_lock(&send_mu_);

@@ -78,7 +78,7 @@ struct WorkerPoolOptions {
 };
 
 // A direct step that gives its rank no rows: RunStep need not send it.
-bool IdleInDirectStep(const moe::v1::Step& step);
+bool IdleInDirectStep(const StepContent& step);
 
 // Join is a synchronous method (one thread per worker, P of them); the
 // store's methods use the callback API, so a parked StoreGet holds no
@@ -155,15 +155,17 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
   // refused the step before its first collective (StepResult.collectives_broken
   // unset). The error of a rank that refused the step can take until its peers'
   // collectives time out (the deadline) when the peers did not refuse it.
-  // Direct steps (Step.direct) touch no collective: a rank with no rows
+  // Direct steps (StepContent.direct) touch no collective: a rank with no rows
   // (IdleInDirectStep) that already had a step of this generation and
   // placement epoch is not sent its step, and its result stays empty (one
   // whose placement moved gets it, to switch with the others); a failure
   // leaves the group as it is.
-  absl::Status RunStep(std::vector<moe::v1::Step>& steps,
+  // The steps are encoded into wire Steps here (proto/step_codec.h), and
+  // the results come back as views into the received messages.
+  absl::Status RunStep(const std::vector<StepContent>& steps,
                        std::chrono::steady_clock::time_point deadline,
                        const std::function<void()>& overlap,
-                       std::vector<moe::v1::StepResult>* results) override;
+                       std::vector<StepReply>* results) override;
 
   // The placement steps are planned with now (null: contiguous ranges, and
   // while the group is degraded).
@@ -218,6 +220,14 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
   void OnPlacementLoaded(const std::shared_ptr<Conn>& conn,
                          const moe::v1::PlacementLoaded& loaded);
   void OnResult(const std::shared_ptr<Conn>& conn, moe::v1::StepResult& result);
+  // RunStep's pieces: `steps` into wire Steps (reusing a spare set's
+  // buffers), and those sent in one ordered send under step `*id` of
+  // `*generation` (an error: nothing was sent, no step opened).
+  std::vector<moe::v1::Step> EncodeSteps(const std::vector<StepContent>& steps);
+  absl::Status SendSteps(const std::vector<StepContent>& steps,
+                         std::vector<moe::v1::Step>& wire,
+                         Clock::time_point deadline, uint64_t* id,
+                         uint64_t* generation);
   void Remove(const std::shared_ptr<Conn>& conn);
   // Any message from `conn` proves it alive; one that was stalled gets a
   // new generation.
@@ -266,6 +276,9 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
   // timeouts, looks again when it moved.
   uint64_t store_parked_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void(const State&)> state_callback_ ABSL_GUARDED_BY(mu_);
+  // Wire Steps of finished sends, reused by the next ones (one set per step
+  // sent concurrently): the rows' strings keep their size.
+  std::vector<std::vector<moe::v1::Step>> spare_steps_ ABSL_GUARDED_BY(mu_);
   absl::Mutex notify_mu_;  // keeps notifications in order
   std::thread retry_thread_;
 };

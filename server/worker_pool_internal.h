@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/worker_admission.h"
 #include "server/worker_pool.h"
 
 namespace moe {
@@ -43,8 +44,9 @@ void AddLayerSlots(
 struct WorkerPool::Conn {
   grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
       stream = nullptr;
-  moe::v1::Register info;
-  int slot = -1;  // in members_
+  WorkerRegistration info;  // from its Register message
+  int threads = 0;          // Register.threads, for the log
+  int slot = -1;            // in members_
   // The pool's mu_ guards rank, assigned and ready_generation.
   int rank = -1;  // in the current generation; -1: not in it
   // Told the heartbeat interval in this generation's Assignment (and so
@@ -76,7 +78,7 @@ struct WorkerPool::Conn {
   std::string Name() const {
     // "rank R (host pid N)", or "(host pid N)" outside the generation.
     return absl::StrCat(rank >= 0 ? absl::StrCat("rank ", rank, " ") : "", "(",
-                        info.host(), " pid ", info.pid(), ")");
+                        info.host, " pid ", info.pid, ")");
   }
 };
 

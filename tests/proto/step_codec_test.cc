@@ -185,7 +185,8 @@ TEST(StepCodec, DirectResultsTravelInSlotOrder) {
   EXPECT_EQ(result.expert_rows(), 3);
   std::vector<char> dst;
   ElementType type = ElementType::kBF16;
-  ASSERT_TRUE(DecodeDirectResult(result, 1, 3, H, &type, &dst, 1).ok());
+  ASSERT_TRUE(
+      DecodeDirectResult(ViewStepResult(result), 1, 3, H, &type, &dst, 1).ok());
   EXPECT_EQ(type, ElementType::kF32);
   ASSERT_EQ(dst.size(), 4 * H * sizeof(float));
   std::vector<float> got(3 * H);
@@ -198,13 +199,15 @@ TEST(StepCodec, DirectResultsTravelInSlotOrder) {
   out.rows = half.data();
   EncodeDirectResult(out, 2, 2, H, times, &result);
   EXPECT_EQ(result.rows().dtype(), moe::v1::BF16);
-  ASSERT_TRUE(DecodeDirectResult(result, 0, 3, H, &type, &dst, 0).ok());
+  ASSERT_TRUE(
+      DecodeDirectResult(ViewStepResult(result), 0, 3, H, &type, &dst, 0).ok());
   EXPECT_EQ(type, ElementType::kBF16);
   std::vector<uint16_t> got_half(3 * H);
   std::memcpy(got_half.data(), dst.data(), got_half.size() * 2);
   EXPECT_EQ(got_half, (std::vector<uint16_t>{7, 8, 9, 1, 2, 3, 4, 5, 6}));
 
-  EXPECT_EQ(DecodeDirectResult(result, 0, 2, H, &type, &dst, 0).code(),
+  EXPECT_EQ(DecodeDirectResult(ViewStepResult(result), 0, 2, H, &type, &dst, 0)
+                .code(),
             absl::StatusCode::kInternal);
 }
 

@@ -31,27 +31,35 @@ class FakeGroup : public StepGroup {
   }
   PlacementInForce placement() const override { return {nullptr, epoch_}; }
 
-  absl::Status RunStep(std::vector<moe::v1::Step>& steps,
+  // Encodes the steps as WorkerPool does, answers each from its wire Step,
+  // and hands back views of the answers, each owning its message.
+  absl::Status RunStep(const std::vector<StepContent>& steps,
                        std::chrono::steady_clock::time_point,
                        const std::function<void()>& overlap,
-                       std::vector<moe::v1::StepResult>* results) override {
+                       std::vector<StepReply>* results) override {
     ++runs_;
-    sent_ = steps;
+    sent_.assign(steps.size(), moe::v1::Step());
+    for (size_t q = 0; q < steps.size(); ++q) EncodeStep(steps[q], &sent_[q]);
     if (steps.size() != static_cast<size_t>(world_)) {
       return absl::InternalError("wrong world size");
     }
-    if (steps[0].placement_epoch() != epoch_) {
-      return PlacementChangedError(steps[0].placement_epoch(), epoch_);
+    if (sent_[0].placement_epoch() != epoch_) {
+      return PlacementChangedError(sent_[0].placement_epoch(), epoch_);
     }
     if (switch_after_plan_) {
       switch_after_plan_ = false;
       ++epoch_;
-      return PlacementChangedError(steps[0].placement_epoch(), epoch_);
+      return PlacementChangedError(sent_[0].placement_epoch(), epoch_);
     }
     if (overlap) overlap();
     if (!step_error_.ok()) return step_error_;
-    results->assign(world_, moe::v1::StepResult());
-    for (int q = 0; q < world_; ++q) Answer(q, steps[q], &(*results)[q]);
+    results->assign(world_, StepReply());
+    for (int q = 0; q < world_; ++q) {
+      auto answer = std::make_shared<moe::v1::StepResult>();
+      Answer(q, sent_[q], answer.get());
+      (*results)[q] = ViewStepResult(*answer);
+      (*results)[q].owner = std::move(answer);
+    }
     return absl::OkStatus();
   }
 

@@ -16,15 +16,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-moe::v1::StepResult Result(uint64_t id, uint64_t generation, int64_t rows,
-                           int error_code = 0, bool broken = false) {
-  moe::v1::StepResult r;
-  r.set_step_id(id);
-  r.set_generation(generation);
-  r.set_expert_rows(rows);
-  r.set_error_code(error_code);
-  if (error_code != 0) r.set_error_message("too big");
-  r.set_collectives_broken(broken);
+// A reply whose step_us stands for its rows, and whose owner says whose it
+// is.
+StepReply Result(uint64_t id, uint64_t generation, int64_t rows,
+                 int error_code = 0, bool broken = false) {
+  StepReply r;
+  r.step_id = id;
+  r.generation = generation;
+  r.times.step_us = static_cast<double>(rows);
+  r.error_code = error_code;
+  if (error_code != 0) r.error_message = "too big";
+  r.collectives_broken = broken;
+  r.owner = std::make_shared<int64_t>(rows);
   return r;
 }
 
@@ -44,20 +47,24 @@ TEST(StepTracker, EveryRankSentAnswersAndTheResultsComeBackByRank) {
     auto again = Result(id, 3, 77);
     t.Answer(0, Who, again);  // a second answer: ignored
   });
-  std::vector<moe::v1::StepResult> results;
+  std::vector<StepReply> results;
   const auto out = t.Wait(id, Clock::now() + milliseconds(5000), &results);
   rank0.join();
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_EQ(out.generation, 3u);
   ASSERT_EQ(results.size(), 3u);
-  EXPECT_EQ(results[0].expert_rows(), 10);
-  EXPECT_EQ(results[1].expert_rows(), 0);  // skipped: empty
-  EXPECT_EQ(results[2].expert_rows(), 22);
+  EXPECT_EQ(results[0].times.step_us, 10);
+  EXPECT_EQ(results[1].times.step_us, 0);  // skipped: empty
+  EXPECT_EQ(results[1].owner, nullptr);
+  EXPECT_EQ(results[2].times.step_us, 22);
+  // The reply's owner came along: its rows stay where they arrived.
+  ASSERT_NE(results[2].owner, nullptr);
+  EXPECT_EQ(*static_cast<const int64_t*>(results[2].owner.get()), 22);
 }
 
 TEST(StepTracker, TheGroupIsIntactOnlyWhenEveryRankRefusedBeforeCollectives) {
   StepTracker t;
-  std::vector<moe::v1::StepResult> results;
+  std::vector<StepReply> results;
   uint64_t id = t.Open(1, {false, false}, false);
   for (int r = 0; r < 2; ++r) {
     auto e = Result(id, 1, 0, /*error_code=*/3);
@@ -95,7 +102,7 @@ TEST(StepTracker, AMissingRankIsNamedAtTheDeadline) {
   const uint64_t id = t.Open(1, {false, false, false}, false);
   auto r1 = Result(id, 1, 5);
   t.Answer(1, Who, r1);
-  std::vector<moe::v1::StepResult> results;
+  std::vector<StepReply> results;
   const auto out = t.Wait(
       id, Clock::now() - std::chrono::seconds(1) + milliseconds(30), &results);
   EXPECT_EQ(out.status.code(), absl::StatusCode::kUnavailable);
@@ -108,7 +115,7 @@ TEST(StepTracker, AMissingRankIsNamedAtTheDeadline) {
 
 TEST(StepTracker, AbortsEndStepsAndAStalledRankIsBlamedOverItsPeers) {
   StepTracker t;
-  std::vector<moe::v1::StepResult> results;
+  std::vector<StepReply> results;
   uint64_t a = t.Open(1, {false, false}, false);
   uint64_t b = t.Open(1, {false, false}, false);
   auto e = Result(a, 1, 0, 4);  // a peer's collective timed out

@@ -8,31 +8,31 @@
 namespace moe {
 namespace {
 
-moe::v1::Register Worker(const std::string& host, const std::string& gpu,
-                         bool shares) {
-  moe::v1::Register r;
-  r.set_host(host);
-  r.set_pid(7);
-  r.set_device("cuda:0");
-  r.set_device_identity(gpu);
-  r.set_shares_device(shares);
+WorkerRegistration Worker(const std::string& host, const std::string& gpu,
+                          bool shares) {
+  WorkerRegistration r;
+  r.host = host;
+  r.pid = 7;
+  r.device = "cuda:0";
+  r.device_identity = gpu;
+  r.shares_device = shares;
   return r;
 }
 
 TEST(WorkerAdmission, ALoopbackCollectiveAddressIsRefusedFromAnotherHost) {
-  moe::v1::Register r = Worker("b", "", false);
-  r.set_collective_host("127.0.0.1");
+  WorkerRegistration r = Worker("b", "", false);
+  r.collective_host = "127.0.0.1";
   const absl::Status s = CheckCollectiveHost(r, "ipv4:10.1.2.3:5000");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("--collective-host"), std::string::npos) << s;
   EXPECT_TRUE(CheckCollectiveHost(r, "ipv4:127.0.0.1:5000").ok());
-  r.set_collective_host("10.1.2.3");
+  r.collective_host = "10.1.2.3";
   EXPECT_TRUE(CheckCollectiveHost(r, "ipv4:10.1.2.3:5000").ok());
 }
 
 TEST(WorkerAdmission, OneGpuTakesOneNcclWorker) {
-  const moe::v1::Register nccl = Worker("a", "GPU-1", false);
-  const moe::v1::Register gloo = Worker("a", "GPU-1", true);
+  const WorkerRegistration nccl = Worker("a", "GPU-1", false);
+  const WorkerRegistration gloo = Worker("a", "GPU-1", true);
   const std::vector<RegisteredWorker> one_nccl = {{&nccl, "rank 0 (a pid 7)"}};
   const std::vector<RegisteredWorker> one_gloo = {{&gloo, "rank 0 (a pid 7)"}};
   const absl::Status s = CheckDevice(nccl, one_nccl);

@@ -73,6 +73,7 @@ class FakeWorker {
       moe::v1::WorkerMessage r;
       r.mutable_result()->set_generation(m.step().generation());
       r.mutable_result()->set_step_id(m.step().step_id());
+      *r.mutable_result()->mutable_rows() = m.step().rows();  // echoed
       if (!Write(r)) return;
     }
   }
@@ -187,8 +188,8 @@ class WorkerPoolTest : public ::testing::Test {
 };
 
 absl::Status RunStep(WorkerPool& pool) {
-  std::vector<moe::v1::Step> steps(2);
-  std::vector<moe::v1::StepResult> results;
+  std::vector<StepContent> steps(2);
+  std::vector<StepReply> results;
   return pool.RunStep(
       steps, std::chrono::steady_clock::now() + milliseconds(500), [] {},
       &results);
@@ -670,14 +671,16 @@ TEST_F(WorkerPoolTest, DirectStepsSkipAnIdleRankThatHasThePlacement) {
   std::atomic<int> got[2] = {0, 0};  // steps per rank
   std::thread ta([&] { a.AnswerSteps(&got[aa.rank()]); });
   std::thread tb([&] { b.AnswerSteps(&got[ab.rank()]); });
+  std::vector<StepReply> results;
   auto run = [&](bool direct, int64_t rank1_rows) {
-    std::vector<moe::v1::Step> steps(2);
+    std::vector<StepContent> steps(2);
+    std::vector<float> rows(rank1_rows * 4 + 4, 0.0f);
     for (int r = 0; r < 2; ++r) {
-      steps[r].set_direct(direct);
-      steps[r].mutable_rows()->add_shape(r == 1 ? rank1_rows : 1);
-      steps[r].mutable_rows()->add_shape(4);
+      steps[r].direct = direct;
+      steps[r].in.tokens = r == 1 ? rank1_rows : 1;
+      steps[r].in.rows = rows.data();
+      steps[r].hidden = 4;
     }
-    std::vector<moe::v1::StepResult> results;
     return pool_->RunStep(
         steps, std::chrono::steady_clock::now() + milliseconds(5000), [] {},
         &results);
@@ -691,6 +694,14 @@ TEST_F(WorkerPoolTest, DirectStepsSkipAnIdleRankThatHasThePlacement) {
   EXPECT_EQ(got[1], 1);
   ASSERT_TRUE(run(true, 3).ok());  // rows: sent
   EXPECT_EQ(got[1], 2);
+  // Each rank's answer comes back as a view of its message, which the reply
+  // keeps: rank 1 echoed its 3 rows of zeros (sent as BF16, exact).
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_NE(results[1].owner, nullptr);
+  EXPECT_EQ(results[1].dtype, DType::kBF16);
+  ASSERT_EQ(results[1].shape.size(), 2u);
+  EXPECT_EQ(results[1].shape[0], 3);
+  EXPECT_EQ(results[1].data, std::string(3 * 4 * 2, '\0'));
   ASSERT_TRUE(run(false, 0).ok());  // an all-to-all step: every rank
   EXPECT_EQ(got[0], 4);
   EXPECT_EQ(got[1], 3);
