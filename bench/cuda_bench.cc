@@ -212,60 +212,53 @@ std::string DeviceName(int device) {
   return p.name;
 }
 
-}  // namespace
-
-absl::Status RunCudaLayer(const SyntheticSpec& spec, int device, int64_t tokens,
-                          int reps) {
-  if (tokens < 1 || reps < 1) {
-    return absl::InvalidArgumentError(
-        "--device cuda needs --tokens >= 1 and --reps >= 1");
-  }
-  MOE_RETURN_IF_ERROR(CheckDevice(device));
-  const MoeLayerConfig& c = spec.layer;
-  const int64_t H = c.hidden, n = tokens;
-  MOE_ASSIGN_OR_RETURN(auto model, MakeSyntheticModel(spec));
-  MOE_ASSIGN_OR_RETURN(
-      auto moe, LocalMoe::Create(*model, absl::StrCat("cuda:", device),
-                                 WeightDType::kBF16, ThreadsOrAllCores(0), n));
-  std::vector<float> x(n * H), y(n * H);
-  Routing routing;
-  std::vector<double> seconds;
+// What the timed steps of RunCudaLayer add up to.
+struct LayerSteps {
+  std::vector<double> seconds;  // of each timed step
   StageTimes mean;
   double flops = 0;
-  int64_t allocations = 0;
+  int64_t allocations = 0;  // device allocations in the timed steps
+};
+
+// `reps` timed steps of n synthetic tokens, after two warm-up steps.
+absl::StatusOr<LayerSteps> TimeLayerSteps(LocalMoe& moe,
+                                          const SyntheticSpec& spec, int64_t n,
+                                          int reps) {
+  const MoeLayerConfig& c = spec.layer;
+  const int64_t H = c.hidden;
+  std::vector<float> x(n * H), y(n * H);
+  Routing routing;
+  LayerSteps s;
   for (int r = 0; r < reps + 2; ++r) {  // two warm-up steps
     FillSyntheticInput(spec.seed + 1 + r, n * H, x.data());
     StageTimes t;
     const int64_t before = DeviceAllocationCount();
     MOE_RETURN_IF_ERROR(
-        moe->Forward(0, x.data(), n, {}, y.data(), &routing, &t));
+        moe.Forward(0, x.data(), n, {}, y.data(), &routing, &t));
     if (r < 2) continue;
-    allocations += DeviceAllocationCount() - before;
-    seconds.push_back(t.total_us / 1e6);
-    mean.route_us += t.route_us / reps;
-    mean.plan_us += t.plan_us / reps;
-    mean.experts_us += t.experts_us / reps;
-    mean.combine_us += t.combine_us / reps;
-    mean.shared_us += t.shared_us / reps;
+    s.allocations += DeviceAllocationCount() - before;
+    s.seconds.push_back(t.total_us / 1e6);
+    s.mean.route_us += t.route_us / reps;
+    s.mean.plan_us += t.plan_us / reps;
+    s.mean.experts_us += t.experts_us / reps;
+    s.mean.combine_us += t.combine_us / reps;
+    s.mean.shared_us += t.shared_us / reps;
     int64_t slots = 0;
     for (int64_t e = 0; e < c.num_experts; ++e) {
       slots += routing.expert_counts[e];
     }
-    flops += 6.0 * H * c.inter * slots + 6.0 * H * c.shared_inter * n +
-             2.0 * H * c.num_experts * n;
+    s.flops += 6.0 * H * c.inter * slots + 6.0 * H * c.shared_inter * n +
+               2.0 * H * c.num_experts * n;
   }
-  const double total = std::accumulate(seconds.begin(), seconds.end(), 0.0);
-  std::sort(seconds.begin(), seconds.end());
-  const double tflops = flops / total / 1e12;
-  // The dense GEMM with the same FLOPs per step at the same M (tokens):
-  // N = FLOPs / (2 M K), rounded up to a multiple of 64.
-  const int64_t dense_n =
-      (static_cast<int64_t>(flops / reps / (2.0 * n * H)) + 63) / 64 * 64;
-  MOE_ASSIGN_OR_RETURN(auto lt, LtMatmul::Create());
-  Stream stream;
-  MOE_RETURN_IF_ERROR(stream.Init());
-  MOE_ASSIGN_OR_RETURN(double dense,
-                       DenseGemmTflops(*lt, n, dense_n, H, reps, stream.get()));
+  return s;
+}
+
+// RunCudaLayer's lines and JSON; `s.seconds` sorted.
+void PrintLayerReport(const MoeLayerConfig& c, int device, int64_t n, int reps,
+                      const LayerSteps& s, double tflops, int64_t dense_n,
+                      double dense) {
+  const int64_t H = c.hidden;
+  const std::vector<double>& seconds = s.seconds;
   std::printf(
       "layer H=%ld I=%ld E=%ld k=%ld shared=%ld N=%ld weights=bf16 "
       "device=cuda:%d (%s)\n",
@@ -279,8 +272,8 @@ absl::Status RunCudaLayer(const SyntheticSpec& spec, int device, int64_t tokens,
   std::printf(
       "stages (mean us): route %.0f plan %.0f experts %.0f combine %.0f "
       "shared %.0f; device allocations in timed steps: %ld\n",
-      mean.route_us, mean.plan_us, mean.experts_us, mean.combine_us,
-      mean.shared_us, static_cast<long>(allocations));
+      s.mean.route_us, s.mean.plan_us, s.mean.experts_us, s.mean.combine_us,
+      s.mean.shared_us, static_cast<long>(s.allocations));
   std::printf(
       "%.2f TFLOP/s host to host (%.0f%% of dense cuBLASLt bf16 GEMM "
       "[%ld x %ld x %ld] %.2f TFLOP/s)\n",
@@ -299,8 +292,189 @@ absl::Status RunCudaLayer(const SyntheticSpec& spec, int device, int64_t tokens,
                       {"tflops", tflops},
                       {"ref_dense_tflops", dense},
                       {"tflops_vs_dense", tflops / dense},
-                      {"step_allocations", allocations}};
+                      {"step_allocations", s.allocations}};
   std::printf("%s\n", j.dump().c_str());
+}
+
+// E bf16 experts of the pattern's values, and pointers to them.
+absl::Status UploadBf16Experts(const ExpertsBenchArgs& a,
+                               std::vector<CudaExpert>& experts,
+                               std::vector<const CudaExpert*>& ptrs) {
+  const int64_t H = a.hidden, I = a.inter, E = a.experts;
+  PatternUploader pattern(a.seed, /*stddev=*/0.02f);
+  experts.resize(E);
+  for (int64_t e = 0; e < E; ++e) {
+    experts[e].inter = I;
+    MOE_ASSIGN_OR_RETURN(experts[e].w13, pattern.Upload(2 * I * H, 3 * e));
+    MOE_ASSIGN_OR_RETURN(experts[e].w2, pattern.Upload(H * I, 3 * e + 1));
+    ptrs.push_back(&experts[e]);
+  }
+  return absl::OkStatus();
+}
+
+// Rows routed to experts uniformly at random: the per-expert sizes vary
+// as they do in a real batch.
+std::vector<int64_t> RandomOffsets(uint64_t seed, int64_t E, int64_t rows) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> pick(0, E - 1);
+  std::vector<int64_t> offsets(E + 1, 0);
+  for (int64_t r = 0; r < rows; ++r) ++offsets[pick(rng) + 1];
+  std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
+  return offsets;
+}
+
+// The bf16 pass's times on each GEMM path and as the engine runs it.
+struct ExpertsTimes {
+  double loop_ms = 0, grouped_ms = -1, ms = 0;
+  std::string chosen = "loop";
+  bool graphed = false;
+  int64_t allocations = -1;  // most device allocations of one pass
+};
+
+absl::StatusOr<ExpertsTimes> TimeBf16Experts(
+    CudaExperts& swiglu, LtMatmul& lt,
+    const std::vector<const CudaExpert*>& ptrs,
+    const std::vector<int64_t>& offsets, const DeviceBuffer& in,
+    const DeviceBuffer& out, int64_t rows, int reps, cudaStream_t stream,
+    Timer& timer) {
+  ExpertsTimes x;
+  auto pass = [&] {
+    const int64_t before = DeviceAllocationCount();
+    absl::Status s = swiglu.Run(lt, ptrs, offsets, in.as<uint16_t>(),
+                                out.data(), /*out_f32=*/false, stream);
+    x.allocations = std::max(x.allocations, DeviceAllocationCount() - before);
+    return s;
+  };
+  // Both GEMM paths forced, without graphs; then what the engine does: the
+  // bucket timed both ways at first use, the faster kept, and at decode
+  // sizes (rows <= CudaExpertsOptions::max_graph_rows) the repeating shape
+  // replayed as a graph.
+  const int64_t graph_rows = CudaExpertsOptions().max_graph_rows;
+  swiglu.set_max_graph_rows(0);
+  swiglu.set_gemm_mode(GemmPathTable::Mode::kLoop);
+  MOE_ASSIGN_OR_RETURN(x.loop_ms, timer.MeanMs(stream, reps, pass));
+  if (swiglu.grouped_available()) {
+    swiglu.set_gemm_mode(GemmPathTable::Mode::kGrouped);
+    MOE_ASSIGN_OR_RETURN(x.grouped_ms, timer.MeanMs(stream, reps, pass));
+    if (!swiglu.grouped_available()) x.grouped_ms = -1;  // it failed
+  }
+  swiglu.set_gemm_mode(GemmPathTable::Mode::kAuto);
+  swiglu.set_max_graph_rows(graph_rows);
+  // The bucket's measurement, then the shape's first sighting; the timer's
+  // untimed passes then capture and replay once.
+  for (int i = 0; i < 2; ++i) MOE_RETURN_IF_ERROR(pass());
+  MOE_ASSIGN_OR_RETURN(x.ms, timer.MeanMs(stream, reps, pass));
+  const GemmPathTable paths = swiglu.gemm_paths();
+  for (const GemmPathChoice& c : paths.choices()) {
+    if (c.bucket == RowBucket(rows, rows)) x.chosen = GemmPathName(c.chosen);
+  }
+  x.graphed = swiglu.graph_stats().replays > 0;
+  return x;
+}
+
+// RunCudaExperts's lines; its JSON, printed by the caller.
+nlohmann::json ReportExperts(const ExpertsBenchArgs& a,
+                             const std::vector<int64_t>& offsets,
+                             const ExpertsTimes& x, double tflops, double dense,
+                             size_t cached_plans) {
+  const int64_t H = a.hidden, I = a.inter, E = a.experts, rows = a.rows;
+  int64_t min_rows = rows, max_rows = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    min_rows = std::min(min_rows, offsets[e + 1] - offsets[e]);
+    max_rows = std::max(max_rows, offsets[e + 1] - offsets[e]);
+  }
+  std::printf(
+      "grouped SwiGLU H=%ld I=%ld E=%ld rows=%ld (%ld..%ld per expert) "
+      "device=cuda:%d (%s)\n",
+      static_cast<long>(H), static_cast<long>(I), static_cast<long>(E),
+      static_cast<long>(rows), static_cast<long>(min_rows),
+      static_cast<long>(max_rows), a.device, DeviceName(a.device).c_str());
+  const std::string grouped_text =
+      x.grouped_ms < 0 ? std::string("unavailable")
+                       : absl::StrFormat("%.3f ms", x.grouped_ms);
+  std::printf(
+      "per-expert cuBLASLt loop %.3f ms; cublasGemmGroupedBatchedEx %s; "
+      "engine (%s%s) %.3f ms\n",
+      x.loop_ms, grouped_text.c_str(), x.chosen.c_str(),
+      x.graphed ? ", graph replay" : "", x.ms);
+  std::printf(
+      "%.3f ms, %.2f TFLOP/s = %.0f%% of dense cuBLASLt bf16 GEMM "
+      "[%ld x %ld x %ld] %.2f TFLOP/s; %zu cached plans; device allocations "
+      "per step: %ld\n",
+      x.ms, tflops, 100 * tflops / dense, static_cast<long>(rows),
+      static_cast<long>(3 * I), static_cast<long>(H), dense, cached_plans,
+      static_cast<long>(x.allocations));
+  return {{"device", absl::StrCat("cuda:", a.device)},
+          {"gpu", DeviceName(a.device)},
+          {"hidden", H},
+          {"inter", I},
+          {"experts", E},
+          {"rows", rows},
+          {"step_ms", x.ms},
+          {"loop_ms", x.loop_ms},
+          {"grouped_ms", x.grouped_ms},
+          {"chosen", x.chosen},
+          {"graph_replay", x.graphed},
+          {"tflops", tflops},
+          {"ref_dense_tflops", dense},
+          {"tflops_vs_dense", tflops / dense},
+          {"step_allocations", x.allocations}};
+}
+
+// --weight-dtype fp8: the block-scaled FP8 pass against the bf16 grouped
+// GEMM (or the engine's pass where grouped is unavailable), into `j`.
+absl::Status AddFp8Experts(const ExpertsBenchArgs& a,
+                           const std::vector<int64_t>& offsets,
+                           const DeviceBuffer& in, LtMatmul& lt,
+                           cudaStream_t stream, Timer& timer,
+                           const ExpertsTimes& x, nlohmann::json& j) {
+  MOE_ASSIGN_OR_RETURN(double fp8_ms,
+                       TimeFp8Experts(a, offsets, in, lt, stream, timer));
+  const bool vs_grouped = x.grouped_ms > 0;
+  const double base_ms = vs_grouped ? x.grouped_ms : x.ms;
+  const double fp8_tflops =
+      6.0 * a.hidden * a.inter * a.rows / (fp8_ms * 1e-3) / 1e12;
+  std::printf(
+      "FP8 block-scaled experts (E4M3 weights and activations, per-expert "
+      "cuBLASLt) %.3f ms, %.2f TFLOP/s: %.2fx the bf16 %s (%.3f ms)\n",
+      fp8_ms, fp8_tflops, base_ms / fp8_ms,
+      vs_grouped ? "grouped GEMM" : "engine pass", base_ms);
+  j["fp8_ms"] = fp8_ms;
+  j["fp8_tflops"] = fp8_tflops;
+  j["fp8_speedup_vs_bf16"] = base_ms / fp8_ms;
+  j["fp8_baseline"] = vs_grouped ? "bf16_grouped" : "bf16_engine";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunCudaLayer(const SyntheticSpec& spec, int device, int64_t tokens,
+                          int reps) {
+  if (tokens < 1 || reps < 1) {
+    return absl::InvalidArgumentError(
+        "--device cuda needs --tokens >= 1 and --reps >= 1");
+  }
+  MOE_RETURN_IF_ERROR(CheckDevice(device));
+  const int64_t H = spec.layer.hidden, n = tokens;
+  MOE_ASSIGN_OR_RETURN(auto model, MakeSyntheticModel(spec));
+  MOE_ASSIGN_OR_RETURN(
+      auto moe, LocalMoe::Create(*model, absl::StrCat("cuda:", device),
+                                 WeightDType::kBF16, ThreadsOrAllCores(0), n));
+  MOE_ASSIGN_OR_RETURN(LayerSteps steps, TimeLayerSteps(*moe, spec, n, reps));
+  const double total =
+      std::accumulate(steps.seconds.begin(), steps.seconds.end(), 0.0);
+  std::sort(steps.seconds.begin(), steps.seconds.end());
+  const double tflops = steps.flops / total / 1e12;
+  // The dense GEMM with the same FLOPs per step at the same M (tokens):
+  // N = FLOPs / (2 M K), rounded up to a multiple of 64.
+  const int64_t dense_n =
+      (static_cast<int64_t>(steps.flops / reps / (2.0 * n * H)) + 63) / 64 * 64;
+  MOE_ASSIGN_OR_RETURN(auto lt, LtMatmul::Create());
+  Stream stream;
+  MOE_RETURN_IF_ERROR(stream.Init());
+  MOE_ASSIGN_OR_RETURN(double dense,
+                       DenseGemmTflops(*lt, n, dense_n, H, reps, stream.get()));
+  PrintLayerReport(spec.layer, device, n, reps, steps, tflops, dense_n, dense);
   return absl::OkStatus();
 }
 
@@ -313,27 +487,10 @@ absl::Status RunCudaExperts(const ExpertsBenchArgs& a) {
   }
   MOE_RETURN_IF_ERROR(CheckDevice(a.device));
   const int64_t H = a.hidden, I = a.inter, E = a.experts, rows = a.rows;
-  PatternUploader pattern(a.seed, /*stddev=*/0.02f);
-  std::vector<CudaExpert> experts(E);
+  std::vector<CudaExpert> experts;
   std::vector<const CudaExpert*> ptrs;
-  for (int64_t e = 0; e < E; ++e) {
-    experts[e].inter = I;
-    MOE_ASSIGN_OR_RETURN(experts[e].w13, pattern.Upload(2 * I * H, 3 * e));
-    MOE_ASSIGN_OR_RETURN(experts[e].w2, pattern.Upload(H * I, 3 * e + 1));
-    ptrs.push_back(&experts[e]);
-  }
-  // Rows routed to experts uniformly at random: the per-expert sizes vary
-  // as they do in a real batch.
-  std::mt19937_64 rng(a.seed);
-  std::uniform_int_distribution<int64_t> pick(0, E - 1);
-  std::vector<int64_t> offsets(E + 1, 0);
-  for (int64_t r = 0; r < rows; ++r) ++offsets[pick(rng) + 1];
-  std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
-  int64_t min_rows = rows, max_rows = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    min_rows = std::min(min_rows, offsets[e + 1] - offsets[e]);
-    max_rows = std::max(max_rows, offsets[e + 1] - offsets[e]);
-  }
+  MOE_RETURN_IF_ERROR(UploadBf16Experts(a, experts, ptrs));
+  const std::vector<int64_t> offsets = RandomOffsets(a.seed, E, rows);
   PatternUploader inputs(a.seed + 1, /*stddev=*/1.0f);
   MOE_ASSIGN_OR_RETURN(DeviceBuffer in, inputs.Upload(rows * H, 0));
   MOE_ASSIGN_OR_RETURN(DeviceBuffer out, DeviceBuffer::Allocate(rows * H * 2));
@@ -343,96 +500,18 @@ absl::Status RunCudaExperts(const ExpertsBenchArgs& a) {
   MOE_RETURN_IF_ERROR(stream.Init());
   Timer timer;
   MOE_RETURN_IF_ERROR(timer.Init());
-  int64_t allocations = -1;
-  auto pass = [&] {
-    const int64_t before = DeviceAllocationCount();
-    absl::Status s = swiglu->Run(*lt, ptrs, offsets, in.as<uint16_t>(),
-                                 out.data(), /*out_f32=*/false, stream.get());
-    allocations = std::max(allocations, DeviceAllocationCount() - before);
-    return s;
-  };
-  // Both GEMM paths forced, without graphs; then what the engine does: the
-  // bucket timed both ways at first use, the faster kept, and at decode
-  // sizes (rows <= CudaExpertsOptions::max_graph_rows) the repeating shape
-  // replayed as a graph.
-  const int64_t graph_rows = CudaExpertsOptions().max_graph_rows;
-  swiglu->set_max_graph_rows(0);
-  swiglu->set_gemm_mode(GemmPathTable::Mode::kLoop);
-  MOE_ASSIGN_OR_RETURN(double loop_ms,
-                       timer.MeanMs(stream.get(), a.reps, pass));
-  double grouped_ms = -1;
-  if (swiglu->grouped_available()) {
-    swiglu->set_gemm_mode(GemmPathTable::Mode::kGrouped);
-    MOE_ASSIGN_OR_RETURN(grouped_ms, timer.MeanMs(stream.get(), a.reps, pass));
-    if (!swiglu->grouped_available()) grouped_ms = -1;  // it failed
-  }
-  swiglu->set_gemm_mode(GemmPathTable::Mode::kAuto);
-  swiglu->set_max_graph_rows(graph_rows);
-  // The bucket's measurement, then the shape's first sighting; the timer's
-  // untimed passes then capture and replay once.
-  for (int i = 0; i < 2; ++i) MOE_RETURN_IF_ERROR(pass());
-  MOE_ASSIGN_OR_RETURN(double ms, timer.MeanMs(stream.get(), a.reps, pass));
-  std::string chosen = "loop";
-  const GemmPathTable paths = swiglu->gemm_paths();
-  for (const GemmPathChoice& c : paths.choices()) {
-    if (c.bucket == RowBucket(rows, rows)) chosen = GemmPathName(c.chosen);
-  }
-  const bool graphed = swiglu->graph_stats().replays > 0;
-  const double tflops = 6.0 * H * I * rows / (ms * 1e-3) / 1e12;
+  MOE_ASSIGN_OR_RETURN(ExpertsTimes x,
+                       TimeBf16Experts(*swiglu, *lt, ptrs, offsets, in, out,
+                                       rows, a.reps, stream.get(), timer));
+  const double tflops = 6.0 * H * I * rows / (x.ms * 1e-3) / 1e12;
   // Same FLOPs as one dense GEMM: [rows, H] x [3I, H]^T.
   MOE_ASSIGN_OR_RETURN(
       double dense, DenseGemmTflops(*lt, rows, 3 * I, H, a.reps, stream.get()));
-  std::printf(
-      "grouped SwiGLU H=%ld I=%ld E=%ld rows=%ld (%ld..%ld per expert) "
-      "device=cuda:%d (%s)\n",
-      static_cast<long>(H), static_cast<long>(I), static_cast<long>(E),
-      static_cast<long>(rows), static_cast<long>(min_rows),
-      static_cast<long>(max_rows), a.device, DeviceName(a.device).c_str());
-  const std::string grouped_text = grouped_ms < 0
-                                       ? std::string("unavailable")
-                                       : absl::StrFormat("%.3f ms", grouped_ms);
-  std::printf(
-      "per-expert cuBLASLt loop %.3f ms; cublasGemmGroupedBatchedEx %s; "
-      "engine (%s%s) %.3f ms\n",
-      loop_ms, grouped_text.c_str(), chosen.c_str(),
-      graphed ? ", graph replay" : "", ms);
-  std::printf(
-      "%.3f ms, %.2f TFLOP/s = %.0f%% of dense cuBLASLt bf16 GEMM "
-      "[%ld x %ld x %ld] %.2f TFLOP/s; %zu cached plans; device allocations "
-      "per step: %ld\n",
-      ms, tflops, 100 * tflops / dense, static_cast<long>(rows),
-      static_cast<long>(3 * I), static_cast<long>(H), dense, lt->cached_plans(),
-      static_cast<long>(allocations));
-  nlohmann::json j = {{"device", absl::StrCat("cuda:", a.device)},
-                      {"gpu", DeviceName(a.device)},
-                      {"hidden", H},
-                      {"inter", I},
-                      {"experts", E},
-                      {"rows", rows},
-                      {"step_ms", ms},
-                      {"loop_ms", loop_ms},
-                      {"grouped_ms", grouped_ms},
-                      {"chosen", chosen},
-                      {"graph_replay", graphed},
-                      {"tflops", tflops},
-                      {"ref_dense_tflops", dense},
-                      {"tflops_vs_dense", tflops / dense},
-                      {"step_allocations", allocations}};
+  nlohmann::json j =
+      ReportExperts(a, offsets, x, tflops, dense, lt->cached_plans());
   if (a.fp8) {
-    MOE_ASSIGN_OR_RETURN(double fp8_ms, TimeFp8Experts(a, offsets, in, *lt,
-                                                       stream.get(), timer));
-    const bool vs_grouped = grouped_ms > 0;
-    const double base_ms = vs_grouped ? grouped_ms : ms;
-    const double fp8_tflops = 6.0 * H * I * rows / (fp8_ms * 1e-3) / 1e12;
-    std::printf(
-        "FP8 block-scaled experts (E4M3 weights and activations, per-expert "
-        "cuBLASLt) %.3f ms, %.2f TFLOP/s: %.2fx the bf16 %s (%.3f ms)\n",
-        fp8_ms, fp8_tflops, base_ms / fp8_ms,
-        vs_grouped ? "grouped GEMM" : "engine pass", base_ms);
-    j["fp8_ms"] = fp8_ms;
-    j["fp8_tflops"] = fp8_tflops;
-    j["fp8_speedup_vs_bf16"] = base_ms / fp8_ms;
-    j["fp8_baseline"] = vs_grouped ? "bf16_grouped" : "bf16_engine";
+    MOE_RETURN_IF_ERROR(
+        AddFp8Experts(a, offsets, in, *lt, stream.get(), timer, x, j));
   }
   std::printf("%s\n", j.dump().c_str());
   return absl::OkStatus();
@@ -524,25 +603,10 @@ absl::Status RunRank(int rank, int world, const CollectiveBenchArgs& a,
   return status;
 }
 
-}  // namespace
-
-absl::Status RunCudaCollective(const CollectiveBenchArgs& a) {
-  const int visible = CudaDeviceCount();
-  const int G = a.gpus > 0 ? a.gpus : visible;
-  if (G < 2 || G > visible) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the collective benchmark needs 2 or more CUDA devices "
-                     "(asked for ",
-                     G, ", ", visible, " visible)"));
-  }
-  if (a.tokens < 1 || a.hidden < 1 || a.top_k < 1 || a.top_k > a.experts ||
-      a.experts < G || a.reps < 1) {
-    return absl::InvalidArgumentError(
-        "--collective needs --tokens >= 1, 1 <= --top-k <= --experts, "
-        "--experts >= GPUs and --reps >= 1");
-  }
-  // Every rank's tokens pick top_k distinct experts uniformly at random;
-  // rows[r][q] = slots rank r dispatches to rank q.
+// Every rank's tokens pick top_k distinct experts uniformly at random;
+// rows[r][q] = slots rank r dispatches to rank q.
+std::vector<std::vector<int64_t>> RandomRankRows(const CollectiveBenchArgs& a,
+                                                 int G) {
   std::vector<std::vector<int64_t>> rows(G, std::vector<int64_t>(G, 0));
   std::mt19937_64 rng(a.seed);
   std::vector<int64_t> perm(a.experts);
@@ -556,6 +620,14 @@ absl::Status RunCudaCollective(const CollectiveBenchArgs& a) {
       }
     }
   }
+  return rows;
+}
+
+// One thread per rank, each on its own device, beside a plain NCCL
+// communicator over the same devices; the first rank's failure, if any.
+absl::Status RunRanks(const CollectiveBenchArgs& a, int G,
+                      const std::vector<std::vector<int64_t>>& rows,
+                      std::vector<RankResult>& results) {
   std::vector<int> devices(G);
   std::iota(devices.begin(), devices.end(), 0);
   std::vector<ncclComm_t> plain(G, nullptr);
@@ -565,7 +637,7 @@ absl::Status RunCudaCollective(const CollectiveBenchArgs& a) {
         absl::StrCat("ncclCommInitAll: ", ncclGetErrorString(n)));
   }
   gloo::rendezvous::HashStore store;
-  std::vector<RankResult> results(G);
+  results.resize(G);
   std::vector<std::thread> threads;
   for (int r = 0; r < G; ++r) {
     threads.emplace_back([&, r] {
@@ -577,6 +649,12 @@ absl::Status RunCudaCollective(const CollectiveBenchArgs& a) {
   for (const RankResult& r : results) {
     if (!r.status.ok()) return r.status;
   }
+  return absl::OkStatus();
+}
+
+// RunCudaCollective's lines and JSON.
+void ReportCollective(const CollectiveBenchArgs& a, int G,
+                      const std::vector<RankResult>& results) {
   // Per-rank algorithm bandwidth (bytes a rank sends / time), averaged;
   // bus bandwidth scales it by (G-1)/G as nccl-tests does for all-to-all.
   double dispatch = 0, combine = 0, plain_bw = 0;
@@ -610,6 +688,29 @@ absl::Status RunCudaCollective(const CollectiveBenchArgs& a) {
                       {"dispatch_vs_alltoall", dispatch / plain_bw},
                       {"combine_vs_alltoall", combine / plain_bw}};
   std::printf("%s\n", j.dump().c_str());
+}
+
+}  // namespace
+
+absl::Status RunCudaCollective(const CollectiveBenchArgs& a) {
+  const int visible = CudaDeviceCount();
+  const int G = a.gpus > 0 ? a.gpus : visible;
+  if (G < 2 || G > visible) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the collective benchmark needs 2 or more CUDA devices "
+                     "(asked for ",
+                     G, ", ", visible, " visible)"));
+  }
+  if (a.tokens < 1 || a.hidden < 1 || a.top_k < 1 || a.top_k > a.experts ||
+      a.experts < G || a.reps < 1) {
+    return absl::InvalidArgumentError(
+        "--collective needs --tokens >= 1, 1 <= --top-k <= --experts, "
+        "--experts >= GPUs and --reps >= 1");
+  }
+  const std::vector<std::vector<int64_t>> rows = RandomRankRows(a, G);
+  std::vector<RankResult> results;
+  MOE_RETURN_IF_ERROR(RunRanks(a, G, rows, results));
+  ReportCollective(a, G, results);
   return absl::OkStatus();
 }
 

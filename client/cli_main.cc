@@ -125,21 +125,10 @@ int ReadTokenIds(MoeClient& client, int64_t rows, std::vector<int64_t>* ids) {
   return 0;
 }
 
-int Forward(MoeClient& client) {
-  ForwardOptions opts;
-  const std::string dt = absl::GetFlag(FLAGS_dtype);
-  opts.dtype = dt == "f32"    ? moe::v1::F32
-               : dt == "bf16" ? moe::v1::BF16
-               : dt == "f16"  ? moe::v1::F16
-                              : moe::v1::DTYPE_UNSPECIFIED;
-  if (opts.dtype == moe::v1::DTYPE_UNSPECIFIED) {
-    std::fprintf(stderr, "moe-cli: --dtype must be f32, bf16 or f16\n");
-    return kUsage;
-  }
-  opts.routing = absl::GetFlag(FLAGS_routing);
-  opts.timing = absl::GetFlag(FLAGS_timing);
-  opts.timeout = Timeout();
-  Matrix x;
+// The rows to send: --random N synthetic ones of the model's width, or
+// --input FILE's tensor; 0 or the exit code of the failure.
+int ReadForwardInput(MoeClient& client, Matrix* out) {
+  Matrix& x = *out;
   if (absl::GetFlag(FLAGS_random) >= 0) {
     auto info = client.GetModelInfo(Timeout());
     if (!info.ok()) return Fail(info.status());
@@ -161,33 +150,30 @@ int Forward(MoeClient& client) {
     std::fprintf(stderr, "moe-cli forward: give --input FILE or --random N\n");
     return kUsage;
   }
-  if (int rc = ReadTokenIds(client, x.rows, &opts.token_ids); rc != 0) {
-    return rc;
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  auto r = client.Forward(absl::GetFlag(FLAGS_layer), x.data.data(), x.rows,
-                          x.cols, opts);
-  const double ms = std::chrono::duration<double, std::milli>(
-                        std::chrono::steady_clock::now() - t0)
-                        .count();
-  if (!r.ok()) return Fail(r.status());
+  return 0;
+}
+
+// The answer's size, rms and time; token 0's routing (--routing) and the
+// stage times (--timing) when asked for.
+void PrintForwardResult(const ForwardResult& r, const ForwardOptions& opts,
+                        double ms) {
   double sum_sq = 0;
-  for (float v : r->y) sum_sq += static_cast<double>(v) * v;
+  for (float v : r.y) sum_sq += static_cast<double>(v) * v;
   std::printf("layer %d: %ld tokens x %ld -> y, rms %.6f, %.2f ms\n",
-              absl::GetFlag(FLAGS_layer), static_cast<long>(r->tokens),
-              static_cast<long>(r->hidden),
-              r->y.empty() ? 0.0 : std::sqrt(sum_sq / r->y.size()), ms);
-  if (opts.routing && r->tokens > 0) {
+              absl::GetFlag(FLAGS_layer), static_cast<long>(r.tokens),
+              static_cast<long>(r.hidden),
+              r.y.empty() ? 0.0 : std::sqrt(sum_sq / r.y.size()), ms);
+  if (opts.routing && r.tokens > 0) {
     std::vector<std::string> first;
-    for (int32_t s = 0; s < r->slots; ++s) {
-      first.push_back(absl::StrCat(r->expert_ids[s], ":",
-                                   absl::StrFormat("%.4f", r->weights[s])));
+    for (int32_t s = 0; s < r.slots; ++s) {
+      first.push_back(absl::StrCat(r.expert_ids[s], ":",
+                                   absl::StrFormat("%.4f", r.weights[s])));
     }
-    std::printf("routing: %d slots per token; token 0 -> %s\n", r->slots,
+    std::printf("routing: %d slots per token; token 0 -> %s\n", r.slots,
                 absl::StrJoin(first, " ").c_str());
   }
   if (opts.timing) {
-    const auto& t = r->timing;
+    const auto& t = r.timing;
     std::printf(
         "timing (us): queue %.0f route %.0f plan %.0f dispatch %.0f experts "
         "%.0f combine %.0f shared %.0f wire %.0f total %.0f (step of %ld "
@@ -205,14 +191,18 @@ int Forward(MoeClient& client) {
           w.experts_us(), w.combine_wait_us(), w.sum_us(), w.step_us());
     }
   }
+}
+
+// --output: y, and the routing when asked for, as safetensors.
+int WriteForwardOutput(const ForwardResult& r, bool routing) {
   const std::string out = absl::GetFlag(FLAGS_output);
   if (!out.empty()) {
     SafetensorsWriter w;
-    w.AddF32("y", {r->tokens, r->hidden}, r->y);
-    if (opts.routing) {
-      std::vector<int64_t> idx(r->expert_ids.begin(), r->expert_ids.end());
-      w.AddI64("top_idx", {r->tokens, r->slots}, idx);
-      w.AddF32("top_w", {r->tokens, r->slots}, r->weights);
+    w.AddF32("y", {r.tokens, r.hidden}, r.y);
+    if (routing) {
+      std::vector<int64_t> idx(r.expert_ids.begin(), r.expert_ids.end());
+      w.AddI64("top_idx", {r.tokens, r.slots}, idx);
+      w.AddF32("top_w", {r.tokens, r.slots}, r.weights);
     }
     if (absl::Status s = w.WriteFile(out); !s.ok()) {
       std::fprintf(stderr, "moe-cli: %s\n", std::string(s.message()).c_str());
@@ -221,6 +211,36 @@ int Forward(MoeClient& client) {
     std::printf("wrote %s\n", out.c_str());
   }
   return 0;
+}
+
+int Forward(MoeClient& client) {
+  ForwardOptions opts;
+  const std::string dt = absl::GetFlag(FLAGS_dtype);
+  opts.dtype = dt == "f32"    ? moe::v1::F32
+               : dt == "bf16" ? moe::v1::BF16
+               : dt == "f16"  ? moe::v1::F16
+                              : moe::v1::DTYPE_UNSPECIFIED;
+  if (opts.dtype == moe::v1::DTYPE_UNSPECIFIED) {
+    std::fprintf(stderr, "moe-cli: --dtype must be f32, bf16 or f16\n");
+    return kUsage;
+  }
+  opts.routing = absl::GetFlag(FLAGS_routing);
+  opts.timing = absl::GetFlag(FLAGS_timing);
+  opts.timeout = Timeout();
+  Matrix x;
+  if (int rc = ReadForwardInput(client, &x); rc != 0) return rc;
+  if (int rc = ReadTokenIds(client, x.rows, &opts.token_ids); rc != 0) {
+    return rc;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = client.Forward(absl::GetFlag(FLAGS_layer), x.data.data(), x.rows,
+                          x.cols, opts);
+  const double ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+  if (!r.ok()) return Fail(r.status());
+  PrintForwardResult(*r, opts, ms);
+  return WriteForwardOutput(*r, opts.routing);
 }
 
 int Info(MoeClient& client) {

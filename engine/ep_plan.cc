@@ -85,13 +85,12 @@ absl::Status CheckAllIds(const EpStepInput& in, int rank, int world,
 // one-row-per-slot, so the bits do not change. Counts were checked against
 // the ids (CheckInput, CheckAllIds, the own-slot check), and the histogram
 // below against the counts, so no cursor passes its range.
-absl::Status PlanTokenRows(absl::Span<const int32_t> all, int rank, int world,
-                           int64_t E, const int64_t* counts, uint64_t step_id,
-                           EpPlan* p) {
+
+// Sending: each of this rank's tokens once per rank that holds one of its
+// slots' experts.
+void PlanTokenSends(absl::Span<const int32_t> all, int rank, int world,
+                    int64_t E, int64_t total, EpPlan* p) {
   const int64_t n = p->tokens, S = p->slots;
-  const int64_t eb = p->expert_begin, local = p->expert_end - eb;
-  const int64_t total =
-      static_cast<int64_t>(all.size()) / std::max<int64_t>(S, 1);
   std::vector<int32_t>& rank_of = p->rank_of;
   rank_of.resize(E);
   for (int q = 0; q < world; ++q) {
@@ -117,9 +116,15 @@ absl::Status PlanTokenRows(absl::Span<const int32_t> all, int rank, int world,
     }
   }
   p->src_row.resize(p->sent);  // keeps its capacity
+}
 
-  // Receiving: per (source, local expert) cursors into the outputs' layout,
-  // first used to check the ids against the counts.
+// Receiving: per (source, local expert) cursors into the outputs' layout,
+// first used to check the ids against the counts.
+absl::Status PlanTokenCursors(absl::Span<const int32_t> all, int world,
+                              int64_t E, int64_t total, const int64_t* counts,
+                              uint64_t step_id, EpPlan* p) {
+  const int64_t S = p->slots;
+  const int64_t eb = p->expert_begin, local = p->expert_end - eb;
   std::vector<int64_t>& cursor = p->cursor;
   cursor.assign(world * local, 0);
   for (int q = 0; q < world; ++q) {
@@ -144,6 +149,15 @@ absl::Status PlanTokenRows(absl::Span<const int32_t> all, int rank, int world,
       base += counts[q * E + eb + g];
     }
   }
+  return absl::OkStatus();
+}
+
+// Each arriving token row, read by every grouped row of its slots here.
+void PlanTokenReceives(absl::Span<const int32_t> all, int world, int64_t total,
+                       EpPlan* p) {
+  const int64_t S = p->slots;
+  const int64_t eb = p->expert_begin, local = p->expert_end - eb;
+  std::vector<int64_t>& cursor = p->cursor;
   std::vector<int64_t>& expert_cursor = p->expert_cursor;
   expert_cursor.assign(p->expert_offsets.begin(), p->expert_offsets.end() - 1);
   p->recv_rows.assign(world, 0);
@@ -166,31 +180,29 @@ absl::Status PlanTokenRows(absl::Span<const int32_t> all, int rank, int world,
       }
     }
   }
+}
+
+absl::Status PlanTokenRows(absl::Span<const int32_t> all, int rank, int world,
+                           int64_t E, const int64_t* counts, uint64_t step_id,
+                           EpPlan* p) {
+  const int64_t total =
+      static_cast<int64_t>(all.size()) / std::max<int64_t>(p->slots, 1);
+  PlanTokenSends(all, rank, world, E, total, p);
+  if (absl::Status s =
+          PlanTokenCursors(all, world, E, total, counts, step_id, p);
+      !s.ok()) {
+    return s;
+  }
+  PlanTokenReceives(all, world, total, p);
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status PlanEpStep(const EpStepInput& in, int rank, int world, int64_t E,
-                        int64_t max_count, bool one_row_per_token, EpPlan* p) {
-  if (absl::Status s = CheckInput(in, world, E, max_count); !s.ok()) return s;
-  const int64_t n = in.tokens, S = in.slots;
-  p->tokens = n;
-  p->slots = S;
-  p->expert_begin = SplitBegin(rank, world, E);
-  p->expert_end = SplitBegin(rank + 1, world, E);
-  p->dispatch = world > 1 ? in.dispatch : DispatchDType::kRowType;
-  absl::Span<const int32_t> all = in.all_expert_ids;
-  p->one_row_per_token = one_row_per_token && (world == 1 || !all.empty());
-  if (p->one_row_per_token && !all.empty()) {
-    if (absl::Status s = CheckAllIds(in, rank, world, E); !s.ok()) return s;
-  }
-  if (all.empty()) all = in.expert_ids;  // world 1: every row is this rank's
-
-  // Own slots in expert order, which is also destination-rank order since
-  // ranks own contiguous (physical) expert ranges; they must match the
-  // plan's counts. Expert outputs come back in this order.
-  const int64_t num_slots = n * S;
+// Own slots in expert order, which is also destination-rank order since
+// ranks own contiguous (physical) expert ranges; they must match the
+// plan's counts. Expert outputs come back in this order.
+absl::Status PlanHomeSlots(const EpStepInput& in, int rank, int64_t E,
+                           EpPlan* p) {
+  const int64_t num_slots = in.tokens * in.slots;
   std::vector<int64_t>& offsets = p->slot_offsets;
   offsets.resize(E + 1);
   p->order.resize(num_slots);
@@ -208,9 +220,13 @@ absl::Status PlanEpStep(const EpStepInput& in, int rank, int world, int64_t E,
   }
   p->slot_row.assign(num_slots, -1);
   for (int64_t j = 0; j < p->home; ++j) p->slot_row[p->order[j]] = j;
+  return absl::OkStatus();
+}
 
-  // Expert outputs, straight from the counts: each rank's slots for this
-  // rank's experts go back to it, grouped here by (expert, source).
+// Expert outputs, straight from the counts: each rank's slots for this
+// rank's experts go back to it, grouped here by (expert, source).
+void PlanExpertOutputs(const int64_t* counts, int rank, int world, int64_t E,
+                       EpPlan* p) {
   p->home_rows.assign(world, 0);
   p->return_rows.assign(world, 0);
   for (int q = 0; q < world; ++q) {
@@ -233,12 +249,13 @@ absl::Status PlanEpStep(const EpStepInput& in, int rank, int world, int64_t E,
   }
   p->grouped.resize(p->received);
   p->out_row.resize(p->received);
-  if (p->one_row_per_token) {
-    return PlanTokenRows(all, rank, world, E, counts, in.step_id, p);
-  }
+}
 
-  // One row per slot: the dispatched rows are the outputs' rows, in the
-  // same (source, expert) order both ways.
+// One row per slot: the dispatched rows are the outputs' rows, in the
+// same (source, expert) order both ways.
+void PlanSlotRows(const int64_t* counts, int world, int64_t E, EpPlan* p) {
+  const int64_t S = p->slots;
+  const int64_t local = p->expert_end - p->expert_begin;
   p->sent = p->home;
   p->src_row.resize(p->sent);
   for (int64_t j = 0; j < p->sent; ++j) p->src_row[j] = p->order[j] / S;
@@ -261,6 +278,31 @@ absl::Status PlanEpStep(const EpStepInput& in, int rank, int world, int64_t E,
       }
     }
   }
+}
+
+}  // namespace
+
+absl::Status PlanEpStep(const EpStepInput& in, int rank, int world, int64_t E,
+                        int64_t max_count, bool one_row_per_token, EpPlan* p) {
+  if (absl::Status s = CheckInput(in, world, E, max_count); !s.ok()) return s;
+  p->tokens = in.tokens;
+  p->slots = in.slots;
+  p->expert_begin = SplitBegin(rank, world, E);
+  p->expert_end = SplitBegin(rank + 1, world, E);
+  p->dispatch = world > 1 ? in.dispatch : DispatchDType::kRowType;
+  absl::Span<const int32_t> all = in.all_expert_ids;
+  p->one_row_per_token = one_row_per_token && (world == 1 || !all.empty());
+  if (p->one_row_per_token && !all.empty()) {
+    if (absl::Status s = CheckAllIds(in, rank, world, E); !s.ok()) return s;
+  }
+  if (all.empty()) all = in.expert_ids;  // world 1: every row is this rank's
+  if (absl::Status s = PlanHomeSlots(in, rank, E, p); !s.ok()) return s;
+  const int64_t* counts = in.counts.data();
+  PlanExpertOutputs(counts, rank, world, E, p);
+  if (p->one_row_per_token) {
+    return PlanTokenRows(all, rank, world, E, counts, in.step_id, p);
+  }
+  PlanSlotRows(counts, world, E, p);
   return absl::OkStatus();
 }
 

@@ -18,142 +18,135 @@ prometheus::Histogram::BucketBoundaries CountBuckets(double max) {
   return b;
 }
 
-RouterMetrics::RouterMetrics(prometheus::Registry& r)
-    : requests_(prometheus::BuildCounter()
-                    .Name("moe_requests_total")
-                    .Help("Finished requests by method and gRPC status code")
-                    .Register(r)),
-      latency_(prometheus::BuildHistogram()
-                   .Name("moe_request_duration_seconds")
-                   .Help("End-to-end request latency in the router")
-                   .Register(r)),
-      queue_(prometheus::BuildHistogram()
-                 .Name("moe_queue_duration_seconds")
-                 .Help("Time requests wait in the batcher")
-                 .Register(r)
-                 .Add({}, LatencyBuckets())),
-      step_tokens_(prometheus::BuildHistogram()
-                       .Name("moe_step_tokens")
-                       .Help("Tokens per step")
-                       .Register(r)
-                       .Add({}, CountBuckets(65536))),
-      step_requests_(prometheus::BuildHistogram()
-                         .Name("moe_step_requests")
-                         .Help("Requests batched into one step")
-                         .Register(r)
-                         .Add({}, CountBuckets(4096))),
-      stages_(prometheus::BuildHistogram()
-                  .Name("moe_stage_duration_seconds")
-                  .Help("Time of each stage of a step: route, plan, dispatch, "
-                        "experts, combine, shared, step")
-                  .Register(r)),
-      inflight_(prometheus::BuildGauge()
-                    .Name("moe_inflight_requests")
-                    .Help("Requests accepted and not yet answered")
-                    .Register(r)
-                    .Add({})),
-      workers_wanted_(prometheus::BuildGauge()
-                          .Name("moe_workers_expected")
-                          .Help("Expert workers the router runs with (P)")
-                          .Register(r)
-                          .Add({})),
-      workers_connected_(prometheus::BuildGauge()
-                             .Name("moe_workers_connected")
-                             .Help("Expert workers connected")
-                             .Register(r)
-                             .Add({})),
-      workers_ready_(prometheus::BuildGauge()
-                         .Name("moe_workers_ready")
-                         .Help("Expert workers ready in the current generation")
-                         .Register(r)
-                         .Add({})),
-      generation_(
-          prometheus::BuildGauge()
-              .Name("moe_worker_group_generation")
-              .Help("Generation of the worker group (bumps on every regroup)")
-              .Register(r)
-              .Add({})),
-      group_size_(prometheus::BuildGauge()
-                      .Name("moe_worker_group_size")
-                      .Help("World size of the current worker group: below "
-                            "moe_workers_expected while degraded")
-                      .Register(r)
-                      .Add({})),
-      layer_tokens_(prometheus::BuildCounter()
-                        .Name("moe_layer_tokens_total")
-                        .Help("Tokens routed per MoE layer")
-                        .Register(r)),
-      layer_dropped_(prometheus::BuildCounter()
-                         .Name("moe_layer_dropped_slots_total")
-                         .Help("Routing slots dropped by the capacity limit")
-                         .Register(r)),
-      layer_max_over_mean_(
-          prometheus::BuildGauge()
-              .Name("moe_layer_load_max_over_mean")
-              .Help("Most loaded expert over the mean, since start "
-                    "or the last stats reset")
-              .Register(r)),
-      layer_entropy_(
-          prometheus::BuildGauge()
-              .Name("moe_layer_load_entropy")
-              .Help("Entropy of the expert load over ln(E); 1 = even")
-              .Register(r)),
-      queue_tokens_(prometheus::BuildGauge()
-                        .Name("moe_queue_tokens")
-                        .Help("Tokens waiting in the batcher's queue")
-                        .Register(r)
-                        .Add({})),
-      worker_rows_(prometheus::BuildHistogram()
-                       .Name("moe_worker_step_rows")
-                       .Help("Rows each expert worker computes per step")
-                       .Register(r)
-                       .Add({}, CountBuckets(65536))),
-      worker_max_over_mean_(
-          prometheus::BuildGauge()
-              .Name("moe_layer_worker_max_over_mean")
-              .Help("Per step, the most loaded worker's rows over the mean "
-                    "worker's, averaged since start or the last stats reset")
-              .Register(r)),
-      replicas_(prometheus::BuildGauge()
-                    .Name("moe_layer_experts_by_replicas")
-                    .Help("Experts of a layer with this many replicas in "
-                          "the placement in force (--redundant-experts)")
-                    .Register(r)),
-      rebalances_(prometheus::BuildCounter()
-                      .Name("moe_rebalances_total")
-                      .Help("Live rebalances of the expert placement by "
-                            "result (ok, failed)")
-                      .Register(r)),
-      rebalance_seconds_(prometheus::BuildHistogram()
-                             .Name("moe_rebalance_duration_seconds")
-                             .Help("Time of a live rebalance: placement, "
-                                   "background loading, switch")
-                             .Register(r)
-                             .Add({}, LatencyBuckets())),
-      refusals_(prometheus::BuildCounter()
-                    .Name("moe_admission_refusals_total")
-                    .Help("Requests refused at admission by reason: "
-                          "queue_full (--max-queue-tokens), deadline (the "
-                          "queue ahead outlasts the request's deadline)")
-                    .Register(r)) {
+namespace {
+
+// Metric families by name and help text, registered in `r`; the One* forms
+// for metrics with a single, unlabelled series.
+template <typename Builder>
+auto& Registered(Builder b, prometheus::Registry& r, const char* name,
+                 const char* help) {
+  return b.Name(name).Help(help).Register(r);
+}
+
+prometheus::Family<prometheus::Counter>& Counters(prometheus::Registry& r,
+                                                  const char* name,
+                                                  const char* help) {
+  return Registered(prometheus::BuildCounter(), r, name, help);
+}
+
+prometheus::Family<prometheus::Gauge>& Gauges(prometheus::Registry& r,
+                                              const char* name,
+                                              const char* help) {
+  return Registered(prometheus::BuildGauge(), r, name, help);
+}
+
+prometheus::Family<prometheus::Histogram>& Histograms(prometheus::Registry& r,
+                                                      const char* name,
+                                                      const char* help) {
+  return Registered(prometheus::BuildHistogram(), r, name, help);
+}
+
+prometheus::Gauge& OneGauge(prometheus::Registry& r, const char* name,
+                            const char* help) {
+  return Gauges(r, name, help).Add({});
+}
+
+prometheus::Histogram& OneHistogram(
+    prometheus::Registry& r, const char* name, const char* help,
+    const prometheus::Histogram::BucketBoundaries& buckets) {
+  return Histograms(r, name, help).Add({}, buckets);
+}
+
+void AddZeroSeries(prometheus::Family<prometheus::Counter>& requests,
+                   prometheus::Family<prometheus::Counter>& rebalances,
+                   prometheus::Family<prometheus::Counter>& refusals) {
   // Series present at zero from the start, so that rates and alert rules
   // see 0 rather than nothing until the first event.
   for (const char* reason : {"queue_full", "deadline"}) {
-    refusals_.Add({{"reason", reason}});
+    refusals.Add({{"reason", reason}});
   }
   for (const char* result : {"ok", "failed"}) {
-    rebalances_.Add({{"result", result}});
+    rebalances.Add({{"result", result}});
   }
   for (const char* method : {"Forward", "ForwardStream"}) {
     for (grpc::StatusCode code :
          {grpc::StatusCode::OK, grpc::StatusCode::UNAVAILABLE,
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           grpc::StatusCode::DEADLINE_EXCEEDED, grpc::StatusCode::INTERNAL}) {
-      requests_.Add({{"method", method},
-                     {"code", absl::StatusCodeToString(
-                                  static_cast<absl::StatusCode>(code))}});
+      requests.Add({{"method", method},
+                    {"code", absl::StatusCodeToString(
+                                 static_cast<absl::StatusCode>(code))}});
     }
   }
+}
+
+}  // namespace
+
+RouterMetrics::RouterMetrics(prometheus::Registry& r)
+    : requests_(Counters(r, "moe_requests_total",
+                         "Finished requests by method and gRPC status code")),
+      latency_(Histograms(r, "moe_request_duration_seconds",
+                          "End-to-end request latency in the router")),
+      queue_(OneHistogram(r, "moe_queue_duration_seconds",
+                          "Time requests wait in the batcher",
+                          LatencyBuckets())),
+      step_tokens_(OneHistogram(r, "moe_step_tokens", "Tokens per step",
+                                CountBuckets(65536))),
+      step_requests_(OneHistogram(r, "moe_step_requests",
+                                  "Requests batched into one step",
+                                  CountBuckets(4096))),
+      stages_(Histograms(r, "moe_stage_duration_seconds",
+                         "Time of each stage of a step: route, plan, dispatch, "
+                         "experts, combine, shared, step")),
+      inflight_(OneGauge(r, "moe_inflight_requests",
+                         "Requests accepted and not yet answered")),
+      workers_wanted_(OneGauge(r, "moe_workers_expected",
+                               "Expert workers the router runs with (P)")),
+      workers_connected_(
+          OneGauge(r, "moe_workers_connected", "Expert workers connected")),
+      workers_ready_(
+          OneGauge(r, "moe_workers_ready",
+                   "Expert workers ready in the current generation")),
+      generation_(
+          OneGauge(r, "moe_worker_group_generation",
+                   "Generation of the worker group (bumps on every regroup)")),
+      group_size_(OneGauge(r, "moe_worker_group_size",
+                           "World size of the current worker group: below "
+                           "moe_workers_expected while degraded")),
+      layer_tokens_(
+          Counters(r, "moe_layer_tokens_total", "Tokens routed per MoE layer")),
+      layer_dropped_(Counters(r, "moe_layer_dropped_slots_total",
+                              "Routing slots dropped by the capacity limit")),
+      layer_max_over_mean_(
+          Gauges(r, "moe_layer_load_max_over_mean",
+                 "Most loaded expert over the mean, since start "
+                 "or the last stats reset")),
+      layer_entropy_(Gauges(r, "moe_layer_load_entropy",
+                            "Entropy of the expert load over ln(E); 1 = even")),
+      queue_tokens_(OneGauge(r, "moe_queue_tokens",
+                             "Tokens waiting in the batcher's queue")),
+      worker_rows_(OneHistogram(r, "moe_worker_step_rows",
+                                "Rows each expert worker computes per step",
+                                CountBuckets(65536))),
+      worker_max_over_mean_(
+          Gauges(r, "moe_layer_worker_max_over_mean",
+                 "Per step, the most loaded worker's rows over the mean "
+                 "worker's, averaged since start or the last stats reset")),
+      replicas_(Gauges(r, "moe_layer_experts_by_replicas",
+                       "Experts of a layer with this many replicas in "
+                       "the placement in force (--redundant-experts)")),
+      rebalances_(Counters(r, "moe_rebalances_total",
+                           "Live rebalances of the expert placement by "
+                           "result (ok, failed)")),
+      rebalance_seconds_(OneHistogram(r, "moe_rebalance_duration_seconds",
+                                      "Time of a live rebalance: placement, "
+                                      "background loading, switch",
+                                      LatencyBuckets())),
+      refusals_(Counters(r, "moe_admission_refusals_total",
+                         "Requests refused at admission by reason: "
+                         "queue_full (--max-queue-tokens), deadline (the "
+                         "queue ahead outlasts the request's deadline)")) {
+  AddZeroSeries(requests_, rebalances_, refusals_);
 }
 
 void RouterMetrics::RequestStarted() { inflight_.Increment(); }

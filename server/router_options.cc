@@ -30,7 +30,8 @@ absl::StatusOr<ModelLocation> LocationOf(const RouterFlags& f) {
   return loc;
 }
 
-absl::Status CheckSizes(const RouterFlags& f) {
+// Workers and where experts go on them.
+absl::Status CheckPlacementSizes(const RouterFlags& f) {
   if (f.num_workers < 0 || f.num_workers > 1024) {
     return BadFlag("num-workers", "between 0 and 1024",
                    absl::StrCat(f.num_workers));
@@ -63,6 +64,11 @@ absl::Status CheckSizes(const RouterFlags& f) {
         "--expert-placement pins the placement; --expert-load computes one: "
         "give one of them");
   }
+  return absl::OkStatus();
+}
+
+// Step deadlines, heartbeats and regrouping.
+absl::Status CheckLivenessSizes(const RouterFlags& f) {
   MOE_RETURN_IF_ERROR(AtLeast("step-timeout-ms", f.step_timeout_ms, 1));
   if (f.heartbeat_interval_ms < 10 || f.heartbeat_interval_ms > 60000) {
     return BadFlag("heartbeat-interval-ms", "between 10 and 60000",
@@ -80,6 +86,11 @@ absl::Status CheckSizes(const RouterFlags& f) {
     return BadFlag("hold-while-regrouping-ms", "between 0 and 600000",
                    absl::StrCat(f.hold_while_regrouping_ms));
   }
+  return absl::OkStatus();
+}
+
+// Batches, requests and the queue in front of them.
+absl::Status CheckBatchSizes(const RouterFlags& f) {
   MOE_RETURN_IF_ERROR(AtLeast("max-batch-tokens", f.max_batch_tokens, 1));
   if (f.max_request_tokens < 0 || f.max_request_tokens > f.max_batch_tokens) {
     return BadFlag("max-request-tokens",
@@ -101,6 +112,13 @@ absl::Status CheckSizes(const RouterFlags& f) {
                    absl::StrCat(f.max_queue_tokens));
   }
   MOE_RETURN_IF_ERROR(AtLeast("max-stream-inflight", f.max_stream_inflight, 1));
+  return absl::OkStatus();
+}
+
+absl::Status CheckSizes(const RouterFlags& f) {
+  MOE_RETURN_IF_ERROR(CheckPlacementSizes(f));
+  MOE_RETURN_IF_ERROR(CheckLivenessSizes(f));
+  MOE_RETURN_IF_ERROR(CheckBatchSizes(f));
   if (f.dispatch_dtype != "auto" && f.dispatch_dtype != "f32" &&
       f.dispatch_dtype != "bf16" && f.dispatch_dtype != "fp8") {
     return BadFlag("dispatch-dtype", "auto, f32, bf16 or fp8",

@@ -37,93 +37,99 @@ std::vector<std::pair<double, int64_t>> Histogram(
   return h;
 }
 
-}  // namespace
-
-Summary Summarize(const RunResult& run, const RunSpec& spec) {
-  Summary s;
-  s.mode = spec.rps > 0 ? "open" : "closed";
-  s.concurrency = spec.rps > 0 ? 0 : spec.concurrency;
-  s.target_rps = spec.rps;
-  s.stream = spec.stream;
-  s.seconds = run.seconds;
-  s.late_starts = run.late_starts;
-  s.server_timing = spec.server_timing;
-  s.error_messages = run.errors;
+// What Summarize gathers from the samples before it fills the summary.
+struct Tally {
   std::vector<double> ok_lat, admitted_lat, refused_lat;
   std::map<std::string, std::vector<double>> stage_samples;
   int64_t tokens = 0;
   double batch_tokens = 0, batch_requests = 0;
-  for (const Sample& x : run.samples) {
-    ++s.requests;
-    s.codes[absl::StatusCodeToString(static_cast<absl::StatusCode>(x.code))]++;
-    if (x.code != 0) {
-      ++s.errors;
-      if (x.code == static_cast<int>(absl::StatusCode::kResourceExhausted)) {
-        ++s.refused;
-        refused_lat.push_back(x.latency_ms);
-      } else {
-        admitted_lat.push_back(x.latency_ms);
-      }
-      continue;
-    }
-    admitted_lat.push_back(x.latency_ms);
-    ++s.ok;
-    tokens += x.tokens;
-    ok_lat.push_back(x.latency_ms);
-    if (spec.server_timing) {
-      const auto& t = x.timing;
-      auto add = [&](const char* k, double us) {
-        s.stage_us[k] += us;
-        stage_samples[k].push_back(us);
-      };
-      add("queue", t.queue_us());
-      add("route", t.route_us());
-      add("plan", t.plan_us());
-      add("dispatch", t.dispatch_us());
-      add("experts", t.experts_us());
-      add("combine", t.combine_us());
-      add("shared", t.shared_us());
-      add("wire", t.wire_us());
-      add("total", t.total_us());
-      // The exchange with the workers and back, per step: its median is
-      // the decode-latency figure (a mean of the two medians is not).
-      add("dispatch+combine", t.dispatch_us() + t.combine_us());
-      if (t.has_critical_worker()) {
-        // The critical worker's own clock (prefixed w_).
-        const auto& w = t.critical_worker();
-        add("w_decode", w.decode_us());
-        add("w_gather", w.gather_us());
-        add("w_dispatch_wait", w.dispatch_wait_us());
-        add("w_experts", w.experts_us());
-        add("w_combine_wait", w.combine_wait_us());
-        add("w_sum", w.sum_us());
-      }
-      batch_tokens += t.batch_tokens();
-      batch_requests += t.batch_requests();
-    }
+};
+
+// One answered request's server-side stage times (server_timing).
+void AddStageTimes(const moe::v1::StageTiming& t, Summary& s, Tally& tally) {
+  auto add = [&](const char* k, double us) {
+    s.stage_us[k] += us;
+    tally.stage_samples[k].push_back(us);
+  };
+  add("queue", t.queue_us());
+  add("route", t.route_us());
+  add("plan", t.plan_us());
+  add("dispatch", t.dispatch_us());
+  add("experts", t.experts_us());
+  add("combine", t.combine_us());
+  add("shared", t.shared_us());
+  add("wire", t.wire_us());
+  add("total", t.total_us());
+  // The exchange with the workers and back, per step: its median is
+  // the decode-latency figure (a mean of the two medians is not).
+  add("dispatch+combine", t.dispatch_us() + t.combine_us());
+  if (t.has_critical_worker()) {
+    // The critical worker's own clock (prefixed w_).
+    const auto& w = t.critical_worker();
+    add("w_decode", w.decode_us());
+    add("w_gather", w.gather_us());
+    add("w_dispatch_wait", w.dispatch_wait_us());
+    add("w_experts", w.experts_us());
+    add("w_combine_wait", w.combine_wait_us());
+    add("w_sum", w.sum_us());
   }
+  tally.batch_tokens += t.batch_tokens();
+  tally.batch_requests += t.batch_requests();
+}
+
+void CountSample(const Sample& x, bool server_timing, Summary& s,
+                 Tally& tally) {
+  ++s.requests;
+  s.codes[absl::StatusCodeToString(static_cast<absl::StatusCode>(x.code))]++;
+  if (x.code != 0) {
+    ++s.errors;
+    if (x.code == static_cast<int>(absl::StatusCode::kResourceExhausted)) {
+      ++s.refused;
+      tally.refused_lat.push_back(x.latency_ms);
+    } else {
+      tally.admitted_lat.push_back(x.latency_ms);
+    }
+    return;
+  }
+  tally.admitted_lat.push_back(x.latency_ms);
+  ++s.ok;
+  tally.tokens += x.tokens;
+  tally.ok_lat.push_back(x.latency_ms);
+  if (server_timing) AddStageTimes(x.timing, s, tally);
+}
+
+// Means and medians of the stage times and batch sizes over the answered
+// requests; rates over the run.
+void FillRates(Tally& tally, Summary& s) {
   if (s.ok > 0) {
     for (auto& [k, v] : s.stage_us) v /= s.ok;
-    for (auto& [k, v] : stage_samples) {
+    for (auto& [k, v] : tally.stage_samples) {
       std::sort(v.begin(), v.end());
       s.stage_p50_us[k] = Percentile(v, 0.50);
     }
-    s.mean_batch_tokens = batch_tokens / s.ok;
-    s.mean_batch_requests = batch_requests / s.ok;
+    s.mean_batch_tokens = tally.batch_tokens / s.ok;
+    s.mean_batch_requests = tally.batch_requests / s.ok;
   }
   s.error_rate =
       s.requests > 0 ? static_cast<double>(s.errors) / s.requests : 0;
   if (s.seconds > 0) {
     s.requests_per_s = s.requests / s.seconds;
-    s.tokens_per_s = tokens / s.seconds;
+    s.tokens_per_s = tally.tokens / s.seconds;
   }
+}
+
+// Latencies of the refusals apart; of the answers, or of every admitted
+// request when none was answered.
+void FillLatencies(Tally& tally, Summary& s) {
+  std::vector<double>& refused_lat = tally.refused_lat;
   std::sort(refused_lat.begin(), refused_lat.end());
   if (!refused_lat.empty()) {
     s.refused_p50_ms = Percentile(refused_lat, 0.50);
     s.refused_p99_ms = Percentile(refused_lat, 0.99);
     s.refused_max_ms = refused_lat.back();
   }
-  std::vector<double>& lat = ok_lat.empty() ? admitted_lat : ok_lat;
+  std::vector<double>& lat =
+      tally.ok_lat.empty() ? tally.admitted_lat : tally.ok_lat;
   std::sort(lat.begin(), lat.end());
   if (!lat.empty()) {
     s.min_ms = lat.front();
@@ -137,6 +143,26 @@ Summary Summarize(const RunResult& run, const RunSpec& spec) {
     s.p99_ms = Percentile(lat, 0.99);
   }
   s.histogram = Histogram(lat, 12);
+}
+
+}  // namespace
+
+Summary Summarize(const RunResult& run, const RunSpec& spec) {
+  Summary s;
+  s.mode = spec.rps > 0 ? "open" : "closed";
+  s.concurrency = spec.rps > 0 ? 0 : spec.concurrency;
+  s.target_rps = spec.rps;
+  s.stream = spec.stream;
+  s.seconds = run.seconds;
+  s.late_starts = run.late_starts;
+  s.server_timing = spec.server_timing;
+  s.error_messages = run.errors;
+  Tally tally;
+  for (const Sample& x : run.samples) {
+    CountSample(x, spec.server_timing, s, tally);
+  }
+  FillRates(tally, s);
+  FillLatencies(tally, s);
   return s;
 }
 

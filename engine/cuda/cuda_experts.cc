@@ -37,6 +37,56 @@ absl::Status AddGateUpBias(const CudaExpert& e, uint16_t* gate_up, int64_t m,
   return absl::OkStatus();
 }
 
+// One pass runs experts of one dtype, size, activation and bias form, within
+// the workspaces it was created with.
+absl::Status CheckPassExperts(absl::Span<const CudaExpert* const> experts,
+                              const int32_t* gather, bool fp8_workspaces,
+                              int64_t max_experts) {
+  if (experts.empty()) return absl::OkStatus();
+  const bool fp8 = experts.front()->fp8;
+  for (const CudaExpert* e : experts) {
+    if (e->fp8 != fp8 || e->inter != experts.front()->inter ||
+        e->act != experts.front()->act ||
+        e->has_bias() != experts.front()->has_bias()) {
+      return absl::InvalidArgumentError(
+          "one expert pass needs experts of one dtype, size, activation "
+          "and bias form");
+    }
+  }
+  if (gather != nullptr && !fp8) {
+    return absl::InvalidArgumentError(
+        "a gathered expert pass needs FP8 experts");
+  }
+  if (fp8 && !fp8_workspaces) {
+    return absl::FailedPreconditionError(
+        "FP8 experts in a pass created without FP8 workspaces");
+  }
+  if (fp8 &&
+      static_cast<int64_t>(experts.size()) >
+          std::min<int64_t>(max_experts, kernels::cuda::kMaxFp8Segments)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        experts.size(), " FP8 experts in one pass exceed the workspaces (",
+        std::min<int64_t>(max_experts, kernels::cuda::kMaxFp8Segments), ")"));
+  }
+  return absl::OkStatus();
+}
+
+// `offsets` holds num_experts + 1 entries.
+absl::Status CheckPassOffsets(size_t num_experts,
+                              absl::Span<const int64_t> offsets) {
+  // Every row SiLU-mul reads, [offsets.front(), offsets.back()), is written
+  // by one expert's GEMM first: offsets must start at 0 or more and never
+  // go down.
+  for (size_t g = 0; g < num_experts; ++g) {
+    if (offsets[g] < 0 || offsets[g + 1] < offsets[g]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expert offsets must be non-negative and non-decreasing; offsets[", g,
+          "..", g + 1, "] = ", offsets[g], ", ", offsets[g + 1]));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaExperts>> CudaExperts::Create(
@@ -159,44 +209,8 @@ absl::Status CudaExperts::Run(LtMatmul& lt,
     return absl::InvalidArgumentError(
         "expert offsets need one more entry than experts");
   }
-  if (!experts.empty()) {
-    const bool fp8 = experts.front()->fp8;
-    for (const CudaExpert* e : experts) {
-      if (e->fp8 != fp8 || e->inter != experts.front()->inter ||
-          e->act != experts.front()->act ||
-          e->has_bias() != experts.front()->has_bias()) {
-        return absl::InvalidArgumentError(
-            "one expert pass needs experts of one dtype, size, activation "
-            "and bias form");
-      }
-    }
-    if (gather != nullptr && !fp8) {
-      return absl::InvalidArgumentError(
-          "a gathered expert pass needs FP8 experts");
-    }
-    if (fp8 && !fp8_) {
-      return absl::FailedPreconditionError(
-          "FP8 experts in a pass created without FP8 workspaces");
-    }
-    if (fp8 &&
-        static_cast<int64_t>(experts.size()) >
-            std::min<int64_t>(max_experts_, kernels::cuda::kMaxFp8Segments)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          experts.size(), " FP8 experts in one pass exceed the workspaces (",
-          std::min<int64_t>(max_experts_, kernels::cuda::kMaxFp8Segments),
-          ")"));
-    }
-  }
-  // Every row SiLU-mul reads, [offsets.front(), offsets.back()), is written
-  // by one expert's GEMM first: offsets must start at 0 or more and never
-  // go down.
-  for (size_t g = 0; g < experts.size(); ++g) {
-    if (offsets[g] < 0 || offsets[g + 1] < offsets[g]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "expert offsets must be non-negative and non-decreasing; offsets[", g,
-          "..", g + 1, "] = ", offsets[g], ", ", offsets[g + 1]));
-    }
-  }
+  MOE_RETURN_IF_ERROR(CheckPassExperts(experts, gather, fp8_, max_experts_));
+  MOE_RETURN_IF_ERROR(CheckPassOffsets(experts.size(), offsets));
   const int64_t rows = offsets.back() - offsets.front();
   if (rows == 0) return absl::OkStatus();
   const int64_t I = experts.front()->inter;
