@@ -24,7 +24,9 @@ struct StageTimes {
   double experts_us = 0;   // grouped SwiGLU
   double combine_us = 0;   // all-to-all back + weighted sum
   double shared_us = 0;    // shared expert
-  double wire_us = 0;      // rows between router and workers (no compute)
+  // Rows between router and workers (no compute), the encoding of the step
+  // messages included (WorkerPool encodes them as it sends).
+  double wire_us = 0;
   double total_us = 0;
   WorkerStageTimes critical_worker;  // the worker whose experts took longest
 };

@@ -467,10 +467,13 @@ absl::StatusOr<int> WorkerPool::AwaitGroup(Clock::time_point deadline) {
 void WorkerPool::Regroup(bool delayed) {
   if (delayed) {
     absl::MutexLock lock(&mu_);
-    regroup_pending_ = true;
     const int doublings = std::clamp(failed_generations_ - 1, 0,
                                      WorkerPoolOptions::kMaxRetryDoublings);
-    regroup_at_ = Clock::now() + options_.retry_delay * (1 << doublings);
+    const Clock::time_point at =
+        Clock::now() + options_.retry_delay * (1 << doublings);
+    // A regroup already due sooner (a lost worker's) keeps its time.
+    regroup_at_ = regroup_pending_ ? std::min(regroup_at_, at) : at;
+    regroup_pending_ = true;
     cv_.SignalAll();
     return;
   }

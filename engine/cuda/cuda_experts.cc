@@ -147,6 +147,9 @@ absl::Status CudaExperts::AllocateFp8(int64_t spare) {
   for (const DeviceBuffer* b : {&xq_, &xq_scale_, &hq_, &hq_scale_}) {
     MOE_CUDA_OK(cudaMemset(b->data(), 0, b->size()));
   }
+  // cudaMemset may return before it is done, and the passes run on
+  // non-blocking streams that do not wait for the legacy stream.
+  MOE_CUDA_OK(cudaDeviceSynchronize());
   return absl::OkStatus();
 }
 

@@ -208,11 +208,21 @@ absl::StatusOr<LtMatmul::Plan*> LtMatmul::GetPlan(const Key& key) {
   return &plans_.emplace(key, p).first->second;
 }
 
+int64_t LtMatmul::BucketOf(int64_t m, cudaDataType_t in) const {
+  // Block-scaled FP8 runs whole quanta of rows (RunFp8 refuses others): its
+  // buckets go up to the quantum above max_rows_, so that every padded pass
+  // finds a warmed plan.
+  return RowBucket(
+      m, in == CUDA_R_8F_E4M3 ? kernels::Fp8MatmulRows(max_rows_) : max_rows_);
+}
+
 absl::Status LtMatmul::Warm(absl::Span<const LtShape> shapes) {
   for (const LtShape& s : shapes) max_rows_ = std::max(max_rows_, s.max_rows);
   for (const LtShape& s : shapes) {
-    for (int64_t m = 1; m <= s.max_rows;) {
-      const int64_t bucket = RowBucket(m, max_rows_);
+    const bool fp8 = s.in == CUDA_R_8F_E4M3;
+    const int64_t top = fp8 ? kernels::Fp8MatmulRows(s.max_rows) : s.max_rows;
+    for (int64_t m = fp8 ? kernels::kFp8RowQuantum : 1; m <= top;) {
+      const int64_t bucket = BucketOf(m, s.in);
       MOE_RETURN_IF_ERROR(GetPlan(Key{bucket, s.n, s.k, static_cast<int>(s.in),
                                       static_cast<int>(s.out), kMaxAlignment,
                                       kMaxAlignment, kMaxAlignment})
@@ -267,7 +277,7 @@ absl::Status LtMatmul::RunImpl(int64_t m, int64_t n, int64_t k, const void* x,
                                cudaDataType_t out, cudaStream_t stream) {
   if (m == 0 || n == 0) return absl::OkStatus();
   const bool scaled = in == CUDA_R_8F_E4M3;
-  const Key key{RowBucket(m, max_rows_),
+  const Key key{BucketOf(m, in),
                 n,
                 k,
                 static_cast<int>(in),

@@ -88,6 +88,8 @@ class LtMatmul {
   using Key = std::tuple<int64_t, int64_t, int64_t, int, int, uint32_t,
                          uint32_t, uint32_t>;
   absl::StatusOr<Plan*> GetPlan(const Key& key);
+  // The row bucket of an m-row matmul with X of type `in`.
+  int64_t BucketOf(int64_t m, cudaDataType_t in) const;
   // Descriptor and layouts for `rows` rows, and the heuristic's algorithm.
   absl::Status BuildPlan(const Key& key, int64_t rows, Plan* p);
   // BuildPlan's parts: the descriptor and layouts; the heuristic's choice

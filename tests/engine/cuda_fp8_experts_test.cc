@@ -16,7 +16,9 @@
 #include "engine/cuda/cuda_experts.h"
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/fp8_image.h"
+#include "engine/cuda/lt_matmul.h"
 #include "gtest/gtest.h"
+#include "kernels/fp8_rule.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/cuda_test_util.h"
 #include "tests/testutil/fp8_gpu_reference.h"
@@ -260,6 +262,41 @@ TEST_F(CudaFp8ExpertsTest, RefusesAGatherOverBf16Experts) {
   const absl::Status s = x->Run(*lt_, one, whole, in_.as<uint16_t>(),
                                 out_.data(), false, stream_, idx.as<int32_t>());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+}
+
+// Block-scaled FP8 matmuls run whole quanta of 4 rows (kernels/fp8_rule.h):
+// after Warm, every padded row count up to the quantum above max_rows (130
+// here, not a multiple of 4) finds a warmed plan (no heuristic query in the
+// passes), and a count that is not a multiple of 4 is refused.
+TEST_F(CudaFp8ExpertsTest, WarmedPlansServeEveryPaddedRowCount) {
+  const Fp8ExpertImage& img = images_[0];
+  const int64_t n = 2 * img.inter_pad, k = img.hidden_k, max_rows = 130;
+  const int64_t rows = kernels::Fp8MatmulRows(max_rows);
+  auto x = *DeviceBuffer::Allocate(rows * k);
+  auto xs = *DeviceBuffer::Allocate(kernels::Fp8Blocks(k) * rows * 4);
+  auto d = *DeviceBuffer::Allocate(rows * n * 2);
+  ASSERT_EQ(cudaMemset(x.data(), 0, x.size()), cudaSuccess);
+  const std::vector<float> ones(kernels::Fp8Blocks(k) * rows, 1.0f);
+  ASSERT_EQ(cudaMemcpy(xs.data(), ones.data(), ones.size() * 4,
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  const LtShape shape{max_rows, n, k, CUDA_R_8F_E4M3, CUDA_R_16BF};
+  ASSERT_TRUE(lt_->Warm({&shape, 1}).ok());
+  const int64_t queries = lt_->heuristic_queries();
+  for (int64_t m = kernels::kFp8RowQuantum; m <= rows;
+       m += kernels::kFp8RowQuantum) {
+    ASSERT_TRUE(
+        lt_->RunFp8(m, n, k, x.data(), xs.as<float>(), experts_[0].w13.data(),
+                    experts_[0].w13_scale.as<float>(), d.data(), stream_)
+            .ok())
+        << m << " rows";
+  }
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  EXPECT_EQ(lt_->heuristic_queries(), queries);
+  const absl::Status odd =
+      lt_->RunFp8(5, n, k, x.data(), xs.as<float>(), experts_[0].w13.data(),
+                  experts_[0].w13_scale.as<float>(), d.data(), stream_);
+  EXPECT_EQ(odd.code(), absl::StatusCode::kInvalidArgument) << odd;
 }
 
 }  // namespace
