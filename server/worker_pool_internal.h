@@ -1,7 +1,7 @@
 // What the files of WorkerPool's implementation share: the record of a
 // worker's connection and the reactor of a parked StoreGet.
 //   worker_pool.cc            registration, generations, heartbeats, regroups
-//   worker_pool_steps.cc      steps on the group and their results
+//   worker_pool_steps.cc      steps on the group (the StepChannel sends them)
 //   worker_pool_placement.cc  the placement in force and rebalancing
 //   worker_pool_store.cc      StoreSet and StoreGet over the rendezvous store
 // Not for use outside server/worker_pool*.
