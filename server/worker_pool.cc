@@ -49,7 +49,7 @@ void WorkerPool::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return;
     shutdown_ = true;
-    steps_.AbortAll(absl::UnavailableError("router shutting down"));
+    channel_.AbortAll(absl::UnavailableError("router shutting down"));
     store_.Shutdown();
     placement_.Shutdown();
     cv_.SignalAll();
@@ -171,7 +171,7 @@ void WorkerPool::StartGenerationLocked(Outbox* out) {
   }
   // The ended generation's rendezvous, steps and placement loading end.
   store_.StartGeneration(generation_, std::move(tokens));
-  steps_.AbortAll(absl::UnavailableError(absl::StrCat(
+  channel_.AbortAll(absl::UnavailableError(absl::StrCat(
       "worker group reconfigured (generation ", generation_, ")")));
   placement_.GenerationStarted(generation_);
   if (W < P) {
@@ -263,7 +263,7 @@ grpc::Status WorkerPool::Join(
   conn->threads = r.threads();
   Notify notify;
   {
-    absl::MutexLock send_lock(&send_mu_);
+    absl::MutexLock send_lock(&channel_.send_order());
     Outbox out;
     {
       absl::MutexLock lock(&mu_);
@@ -306,7 +306,7 @@ void WorkerPool::Remove(const std::shared_ptr<Conn>& conn) {
         if (conn->ready_generation == generation_ && ready_count_ > 0) {
           --ready_count_;
         }
-        steps_.AbortAll(absl::UnavailableError(
+        channel_.AbortAll(absl::UnavailableError(
             absl::StrCat("worker ", conn->Name(), " disconnected")));
         // The generation's rendezvous cannot complete without it.
         store_.EndWaits(absl::UnavailableError(absl::StrCat(
@@ -372,7 +372,7 @@ bool WorkerPool::CheckStallsLocked(Clock::time_point now, Notify* notify) {
     spdlog::error("{}", status.message());
     // The silent rank is the cause: its peers' errors (a collective that
     // timed out waiting for it) are not.
-    steps_.Blame(status);
+    channel_.Blame(status);
     store_.EndWaits(status);
     ready_ = false;
     LostLocked();
@@ -478,7 +478,7 @@ void WorkerPool::Regroup(bool delayed) {
     return;
   }
   Notify notify;
-  absl::MutexLock send_lock(&send_mu_);
+  absl::MutexLock send_lock(&channel_.send_order());
   Outbox out;
   {
     absl::MutexLock lock(&mu_);

@@ -12,8 +12,8 @@
 // as soon as workers return.
 // Its parts, each with its own lock, below the pool's: when a generation
 // forms (group_membership), the rendezvous store (rendezvous_store), the
-// steps in flight and their answers (step_tracker), the placement in force
-// and its switch (placement_switch).
+// steps sent and their answers gathered (step_channel, over step_tracker),
+// the placement in force and its switch (placement_switch).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -35,8 +35,8 @@
 #include "server/group_membership.h"
 #include "server/placement_switch.h"
 #include "server/rendezvous_store.h"
+#include "server/step_channel.h"
 #include "server/step_group.h"
-#include "server/step_tracker.h"
 #include "server/worker_auth.h"
 
 namespace moe {
@@ -77,9 +77,6 @@ struct WorkerPoolOptions {
   std::shared_ptr<const ExpertPlacement> placement;
 };
 
-// A direct step that gives its rank no rows: RunStep need not send it.
-bool IdleInDirectStep(const StepContent& step);
-
 // Join is a synchronous method (one thread per worker, P of them); the
 // store's methods use the callback API, so a parked StoreGet holds no
 // thread.
@@ -87,7 +84,9 @@ using WorkerControlBase = moe::v1::WorkerControl::WithCallbackMethod_StoreSet<
     moe::v1::WorkerControl::WithCallbackMethod_StoreGet<
         moe::v1::WorkerControl::Service>>;
 
-class WorkerPool final : public WorkerControlBase, public StepGroup {
+class WorkerPool final : public WorkerControlBase,
+                         public StepGroup,
+                         private StepRanks {
  public:
   explicit WorkerPool(WorkerPoolOptions options);
   ~WorkerPool() override;
@@ -160,8 +159,9 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
   // placement epoch is not sent its step, and its result stays empty (one
   // whose placement moved gets it, to switch with the others); a failure
   // leaves the group as it is.
-  // The steps are encoded into wire Steps here (proto/step_codec.h), and
-  // the results come back as views into the received messages.
+  // The steps are encoded into wire Steps (proto/step_codec.h) and sent by
+  // the step channel, and the results come back as views into the received
+  // messages.
   absl::Status RunStep(const std::vector<StepContent>& steps,
                        std::chrono::steady_clock::time_point deadline,
                        const std::function<void()>& overlap,
@@ -196,7 +196,7 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
 
   // A new generation if every configured worker is there, or (see
   // regroup_after) with those there; the assignments to send (under
-  // send_mu_, after releasing mu_) go to `out`.
+  // the send order, after releasing mu_) go to `out`.
   void StartGenerationLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rank r's Assignment in a new generation of `world` ranks.
   moe::v1::RouterMessage AssignmentLocked(int r, int world,
@@ -210,7 +210,7 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
   State StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues a state notification to run after the locks are released.
   void NotifyLocked(Notify* notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Send(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
+  void Send(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(channel_.send_order());
   // Takes a slot for a registering worker, or says why it is refused
   // (worker_admission.h).
   grpc::Status AdmitLocked(const std::shared_ptr<Conn>& conn,
@@ -220,14 +220,10 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
   void OnPlacementLoaded(const std::shared_ptr<Conn>& conn,
                          const moe::v1::PlacementLoaded& loaded);
   void OnResult(const std::shared_ptr<Conn>& conn, moe::v1::StepResult& result);
-  // RunStep's pieces: `steps` into wire Steps (reusing a spare set's
-  // buffers), and those sent in one ordered send under step `*id` of
-  // `*generation` (an error: nothing was sent, no step opened).
-  std::vector<moe::v1::Step> EncodeSteps(const std::vector<StepContent>& steps);
-  absl::Status SendSteps(const std::vector<StepContent>& steps,
-                         std::vector<moe::v1::Step>& wire,
-                         Clock::time_point deadline, uint64_t* id,
-                         uint64_t* generation);
+  // StepRanks: the channel's step opened under mu_ if the group can take
+  // `steps` now.
+  absl::Status OpenStep(const std::vector<StepContent>& steps,
+                        StepRanks::Open open) override;
   void Remove(const std::shared_ptr<Conn>& conn);
   // Any message from `conn` proves it alive; one that was stalled gets a
   // new generation.
@@ -248,14 +244,13 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
   const WorkerPoolOptions options_;
   const GroupPolicy policy_;
   RendezvousStore store_;
-  StepTracker steps_;
   PlacementSwitch placement_;
-  // Lock order: send_mu_, mu_, then the parts' own locks (store_, steps_,
-  // placement_), which call nothing back. send_mu_ makes every stream see
-  // assignments, placements and steps in one global order; it also guards
-  // each Conn's step_generation and step_epoch.
-  absl::Mutex send_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  mutable absl::Mutex mu_;
+  StepChannel channel_{this};
+  // Lock order: the channel's send order, mu_, then the parts' own locks
+  // (store_, the channel's tracker, placement_), which call nothing back.
+  // The send order makes every stream see assignments, placements and
+  // steps in one global order.
+  mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(channel_.send_order());
   absl::CondVar cv_;  // readiness, regroups, parked StoreGets, shutdown
   // Registered workers, by slot (at most world_size; null: free slot).
   std::vector<std::shared_ptr<Conn>> members_ ABSL_GUARDED_BY(mu_);
@@ -276,9 +271,6 @@ class WorkerPool final : public WorkerControlBase, public StepGroup {
   // timeouts, looks again when it moved.
   uint64_t store_parked_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void(const State&)> state_callback_ ABSL_GUARDED_BY(mu_);
-  // Wire Steps of finished sends, reused by the next ones (one set per step
-  // sent concurrently): the rows' strings keep their size.
-  std::vector<std::vector<moe::v1::Step>> spare_steps_ ABSL_GUARDED_BY(mu_);
   absl::Mutex notify_mu_;  // keeps notifications in order
   std::thread retry_thread_;
 };

@@ -1,7 +1,7 @@
 // What the files of WorkerPool's implementation share: the record of a
 // worker's connection and the reactor of a parked StoreGet.
 //   worker_pool.cc            registration, generations, heartbeats, regroups
-//   worker_pool_steps.cc      steps on the group and their results
+//   worker_pool_steps.cc      steps on the group (the StepChannel sends them)
 //   worker_pool_placement.cc  the placement in force and rebalancing
 //   worker_pool_store.cc      StoreSet and StoreGet over the rendezvous store
 // Not for use outside server/worker_pool*.
@@ -41,7 +41,7 @@ void AddLayerSlots(
     const ExpertPlacement& placement, int rank,
     google::protobuf::RepeatedPtrField<moe::v1::LayerSlots>* out);
 
-struct WorkerPool::Conn {
+struct WorkerPool::Conn : StepRank {
   grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
       stream = nullptr;
   WorkerRegistration info;  // from its Register message
@@ -60,14 +60,8 @@ struct WorkerPool::Conn {
   std::atomic<int64_t> last_seen{
       std::chrono::steady_clock::now().time_since_epoch().count()};
   std::atomic<bool> stalled{false};
-  // The generation and placement epoch of the last Step written (under the
-  // pool's send_mu_): a rank with no rows in a direct step still gets it
-  // when the epoch moved since, so that it switches placements with the
-  // steps (a worker keeps one staged placement, and a newer one replaces
-  // it).
-  uint64_t step_generation = 0, step_epoch = 0;
 
-  bool Write(const moe::v1::RouterMessage& m) {
+  bool Write(const moe::v1::RouterMessage& m) override {
     absl::MutexLock lock(&write_mu);
     return open && stream->Write(m);
   }
@@ -75,7 +69,7 @@ struct WorkerPool::Conn {
     absl::MutexLock lock(&write_mu);
     open = false;
   }
-  std::string Name() const {
+  std::string Name() const override {
     // "rank R (host pid N)", or "(host pid N)" outside the generation.
     return absl::StrCat(rank >= 0 ? absl::StrCat("rank ", rank, " ") : "", "(",
                         info.host, " pid ", info.pid, ")");

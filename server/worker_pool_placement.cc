@@ -39,7 +39,7 @@ absl::Status WorkerPool::Rebalance(std::shared_ptr<const ExpertPlacement> next,
   }
   uint64_t epoch = 0;
   {
-    absl::MutexLock send_lock(&send_mu_);
+    absl::MutexLock send_lock(&channel_.send_order());
     Outbox out;
     {
       absl::MutexLock lock(&mu_);
@@ -68,7 +68,7 @@ absl::Status WorkerPool::Rebalance(std::shared_ptr<const ExpertPlacement> next,
   }
   MOE_RETURN_IF_ERROR(placement_.AwaitLoaded(deadline));
   // Switch between two sends: every step sent from here on names `epoch`.
-  absl::MutexLock send_lock(&send_mu_);
+  absl::MutexLock send_lock(&channel_.send_order());
   absl::MutexLock lock(&mu_);
   MOE_RETURN_IF_ERROR(placement_.Commit(std::move(next), generation_));
   if (epoch_out != nullptr) *epoch_out = epoch;
