@@ -205,7 +205,7 @@ inline void Mxfp4BlockScales(const uint8_t* s, float* out) {
   }
 }
 
-// The scales of Mxfp4OneRow's block sums (value * 2^25 each): 2^(s - 152)
+// The scales of the decode tiles' block sums (value * 2^25 each): 2^(s - 152)
 // for the 32 E8M0 bytes of one block, written to `out`, when every s is at
 // least 26 (a normal float, exact: then one FMA scales a sum); false, and
 // nothing written, when some s is below (real checkpoints' scales are near
@@ -253,92 +253,18 @@ inline void AddBlockSum(__m256 acc, int g, const float* s, bool fused,
   _mm256_store_ps(sums[g], _mm256_fmadd_ps(a, sc, _mm256_load_ps(sums[g])));
 }
 
-// MXFP4 tile for one row (decode: most experts see one token). Two K steps
-// at a time, one per 128-bit lane: a 32-byte load holds steps kk and kk+1,
-// masked into low nibbles (columns 0-15 of both steps) and high nibbles
-// (16-31, shifted by vpmulhuw), one pshufb each looks up twice the code
-// values, and four pshufb each move four of a lane's bytes to the top of
-// dwords, converted to fp32 (value * 2^25): accumulator j holds columns
-// 4j..4j+3 (16 + 4j.. for the high nibbles), step kk in lane 0 and kk+1 in
-// lane 1, against the activation pair (a[kk] in lane 0, a[kk+1] in lane 1).
-// Per 64 weights: 2 logic ops, one multiply, 10 shuffles, 8 converts, 8
-// FMAs and a permute of the pair; eight accumulators, each updated every
-// other step, so the FMA latency is hidden (the four-accumulator tile it
-// replaced waited on it). Each 32-step block's sums are scaled once (by
-// 2^(s - 152), or 2^-25 then 2^(s - 127) for the smallest s) into an 8 x 8
-// sum per lane; the lanes are added at the end. Sums, not products, are
-// scaled: within fp32 rounding of the fp32 kernel on dequantised weights,
-// not bit-equal (and finite while the block's sums are: |a| below about
-// 2^95, against fp32's 2^128).
-void Mxfp4OneRow(const float* ap, int64_t k, const Mxfp4Byte* w, float* tile,
-                 bool first, const Mxfp4Byte* prefetch, const uint8_t* scale) {
-  const Mxfp4Tables t;
-  const __m256i pair_sel = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-  PrefetchMxScales(scale, k);
-  alignas(32) float sums[8][8];
-  ZeroRows(sums, 8);
-  alignas(32) float s[kPanelWidth];
-  for (int64_t q = 0; q < k; q += kMxBlock) {
-    const int64_t q_end = k - q < kMxBlock ? k : q + kMxBlock;
-    __m256 l0, l1, l2, l3, h0, h1, h2, h3;
-    l0 = l1 = l2 = l3 = h0 = h1 = h2 = h3 = _mm256_setzero_ps();
-    // Steps kk (lane 0) and kk + 1 (lane 1) of codes x against r.
-    auto steps = [&](__m256i x, __m256 r) __attribute__((always_inline)) {
-      const __m256i vl =
-          _mm256_shuffle_epi8(t.table, _mm256_and_si256(x, t.nibble));
-      const __m256i vh = _mm256_shuffle_epi8(
-          t.table, _mm256_and_si256(_mm256_mulhi_epu16(x, t.shift4), t.nibble));
-#define MOE_PLACE(v, j) _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v, t.top[j]))
-      l0 = _mm256_fmadd_ps(r, MOE_PLACE(vl, 0), l0);
-      l1 = _mm256_fmadd_ps(r, MOE_PLACE(vl, 1), l1);
-      l2 = _mm256_fmadd_ps(r, MOE_PLACE(vl, 2), l2);
-      l3 = _mm256_fmadd_ps(r, MOE_PLACE(vl, 3), l3);
-      h0 = _mm256_fmadd_ps(r, MOE_PLACE(vh, 0), h0);
-      h1 = _mm256_fmadd_ps(r, MOE_PLACE(vh, 1), h1);
-      h2 = _mm256_fmadd_ps(r, MOE_PLACE(vh, 2), h2);
-      h3 = _mm256_fmadd_ps(r, MOE_PLACE(vh, 3), h3);
-#undef MOE_PLACE
-    };
-    int64_t kk = q;
-    for (; kk + 1 < q_end; kk += 2) {
-      PrefetchStep(prefetch, kk);
-      steps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                w + kk * kStepElems<Mxfp4Byte>)),
-            _mm256_permutevar_ps(_mm256_castpd_ps(_mm256_broadcast_sd(
-                                     reinterpret_cast<const double*>(ap + kk))),
-                                 pair_sel));
-    }
-    if (kk < q_end) {
-      // An odd last step: lane 1 holds zero codes against a zero
-      // activation (not a[kk + 1], which is past the row).
-      PrefetchStep(prefetch, kk);
-      steps(_mm256_zextsi128_si256(
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                    w + kk * kStepElems<Mxfp4Byte>))),
-            _mm256_zextps128_ps256(_mm_broadcast_ss(ap + kk)));
-    }
-    const uint8_t* sq = scale + q / kMxBlock * kPanelWidth;
-    const bool fused = Mxfp4SumScales(sq, s);
-    if (!fused) Mxfp4BlockScales(sq, s);
-    const __m256 acc[8] = {l0, l1, l2, l3, h0, h1, h2, h3};
-    for (int g = 0; g < 8; ++g) AddBlockSum(acc[g], g, s, fused, sums);
-  }
-  for (int g = 0; g < 8; ++g) {
-    __m128 v = _mm_add_ps(_mm_load_ps(sums[g]), _mm_load_ps(sums[g] + 4));
-    if (!first) v = _mm_add_ps(v, _mm_loadu_ps(tile + 4 * g));
-    _mm_storeu_ps(tile + 4 * g, v);
-  }
-}
-
-// MXFP4 tile for two rows, built as Mxfp4OneRow (two K steps a ymm, one per
-// lane) but in two passes over each 32-step block, low nibbles (columns
-// 0-15) then high (16-31): 4 column groups x 2 rows = eight accumulators
-// a pass (both halves at once would need sixteen, more than AVX2 has
-// registers for); the second pass reads the block's 512 bytes from L1.
+// MXFP4 tile for two rows: two K steps a ymm, one per lane (a 32-byte load
+// holds steps kk and kk + 1; one pshufb looks up twice the code values of
+// a nibble half, four move four of a lane's bytes to the tops of dwords,
+// converted to fp32, value * 2^25), in two passes over each 32-step block,
+// low nibbles (columns 0-15) then high (16-31): 4 column groups x 2 rows =
+// eight accumulators a pass (both halves at once would need sixteen, more than
+// AVX2 has registers for); the second pass reads the block's 512 bytes from L1.
 // Per 64 weights of each row: 1-2 logic ops, 5 shuffles and 2 permutes of
-// the activation pairs, 4 converts and 8 FMAs, against the one-step tile's
-// 3 logic ops, 5 shuffles, 4 converts and 8 FMAs per 32, whose eight
-// accumulators each waited on the previous step's FMA.
+// the activation pairs, 4 converts and 8 FMAs. Each 32-step block's sums
+// are scaled once (by 2^(s - 152), or 2^-25 then 2^(s - 127) for the
+// smallest s): within fp32 rounding of the fp32 kernel on dequantised
+// weights, not bit-equal. (One row goes to the integer GEMV instead.)
 void Mxfp4TwoRows(const float* ap, int64_t k, const Mxfp4Byte* w, float* tile,
                   bool first, const Mxfp4Byte* prefetch, const uint8_t* scale) {
   const Mxfp4Tables t;
@@ -418,10 +344,9 @@ void Mxfp4TwoRows(const float* ap, int64_t k, const Mxfp4Byte* w, float* tile,
 template <int MR, typename W>
 void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
           const W* prefetch, const ScaleOf<W>* scale) {
-  if constexpr (kIsMxfp4<W> && MR == 1) {
-    Mxfp4OneRow(ap, k, w, tile, first, prefetch, scale);
-    return;
-  } else if constexpr (kIsMxfp4<W> && MR == 2) {
+  // One MXFP4 row never comes here: GemmPanelsAvx2 sends it to
+  // Mxfp4GemvAvx2.
+  if constexpr (kIsMxfp4<W> && MR == 2) {
     Mxfp4TwoRows(ap, k, w, tile, first, prefetch, scale);
     return;
   }
@@ -478,6 +403,9 @@ void GemmPanelsAvx2(const float* const* a_rows, int64_t m, int64_t k,
   } else if (format == WeightFormat::kFP8) {
     Run(a_rows, m, k, static_cast<const uint8_t*>(packed), panel_begin,
         panel_end, epilogue, n_out, out_rows);
+  } else if (format == WeightFormat::kMXFP4 && m == 1) {
+    Mxfp4GemvAvx2(a_rows[0], k, packed, panel_begin, panel_end, epilogue, n_out,
+                  out_rows[0]);
   } else if (format == WeightFormat::kMXFP4) {
     Run(a_rows, m, k, static_cast<const Mxfp4Byte*>(packed), panel_begin,
         panel_end, epilogue, n_out, out_rows);

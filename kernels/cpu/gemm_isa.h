@@ -29,6 +29,13 @@ void GemmPanelsGeneric(const float* const* a_rows, int64_t m, int64_t k,
                        Epilogue epilogue, int64_t n_out,
                        float* const* out_rows);
 
+// One-row MXFP4 GEMMs on AVX2, by integer dot products against the row
+// quantised to 22 bits per 32-block (mxfp4_gemv_avx2.cc); GemmPanelsAvx2
+// sends them there. Same contract as GemmPanels with m = 1.
+void Mxfp4GemvAvx2(const float* a, int64_t k, const void* packed,
+                   int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
+                   int64_t n_out, float* out);
+
 // Per-thread scratch buffers, grown on demand and then reused (no
 // steady-state allocation). Slot 0 holds packed A, slot 1 partial C tiles,
 // slot 2 a K block of FP8 weights decoded to fp32 for several row tiles.
