@@ -7,8 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/even_split.h"
 #include "core/logging.h"
-#include "server/moe_service.h"  // ToGrpcStatus
-#include "server/worker_pool_internal.h"
+#include "core/status_macros.h"
 
 namespace moe {
 namespace {
@@ -90,45 +89,23 @@ void WorkerPool::NotifyLocked(Notify* notify) {
   });
 }
 
-void AddLayerSlots(
-    const ExpertPlacement& placement, int rank,
-    google::protobuf::RepeatedPtrField<moe::v1::LayerSlots>* out) {
-  for (const auto& [layer, lp] : placement.layers) {
-    auto* slots = out->Add();
-    slots->set_layer(static_cast<int32_t>(layer));
-    slots->mutable_experts()->Assign(lp.workers[rank].begin(),
-                                     lp.workers[rank].end());
-  }
-}
-
-moe::v1::RouterMessage WorkerPool::AssignmentLocked(
+GroupAssignment WorkerPool::AssignmentLocked(
     int r, int W, const std::string& store_token) const {
   // The placement is made for the configured P workers: a smaller group
   // (degraded, see regroup_after) splits the experts evenly instead, and
   // the placement is back in force when the group is whole again.
-  const PlacementInForce in_force = placement_.in_force();
-  const ExpertPlacement* placed =
-      W == options_.world_size ? in_force.placement.get() : nullptr;
+  PlacementInForce in_force = placement_.in_force();
   const int64_t E = options_.num_experts;
-  moe::v1::RouterMessage msg;
-  auto* a = msg.mutable_assignment();
-  a->set_generation(generation_);
-  a->set_rank(r);
-  a->set_world_size(W);
-  a->set_expert_begin(SplitBegin(r, W, E));
-  a->set_expert_end(SplitBegin(r + 1, W, E));
-  a->set_placement_epoch(in_force.epoch);
-  if (placed != nullptr) {
-    a->set_redundant_experts(placed->redundant);
-    AddLayerSlots(*placed, r, a->mutable_layer_slots());
-  }
-  *a->mutable_model() = options_.model;
-  a->set_heartbeat_interval_ms(options_.heartbeat_interval.count());
-  a->set_connect_timeout_ms(options_.connect_timeout.count());
-  a->set_collective_timeout_ms(options_.collective_timeout.count());
-  a->set_max_batch_tokens(options_.max_batch_tokens);
-  a->set_store_token(store_token);
-  return msg;
+  return {.generation = generation_,
+          .rank = r,
+          .world_size = W,
+          .expert_begin = SplitBegin(r, W, E),
+          .expert_end = SplitBegin(r + 1, W, E),
+          .placement_epoch = in_force.epoch,
+          .placement = W == options_.world_size ? std::move(in_force.placement)
+                                                : nullptr,
+          .heartbeat_interval = options_.heartbeat_interval,
+          .store_token = store_token};
 }
 
 void WorkerPool::StartGenerationLocked(Outbox* out) {
@@ -196,14 +173,18 @@ void WorkerPool::LostLocked() {
 }
 
 void WorkerPool::Send(Outbox& out) {
-  for (auto& [conn, msg] : out) conn->Write(msg);
+  for (auto& [member, msg] : out) {
+    if (const auto* a = std::get_if<GroupAssignment>(&msg)) {
+      member->Assign(*a);
+    } else {
+      member->SendPlacement(std::get<PlacementUpdate>(msg));
+    }
+  }
 }
 
-grpc::Status WorkerPool::AdmitLocked(const std::shared_ptr<Conn>& conn,
+absl::Status WorkerPool::AdmitLocked(const std::shared_ptr<GroupMember>& conn,
                                      const std::string& peer) {
-  if (shutdown_) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "router shutting down");
-  }
+  if (shutdown_) return absl::UnavailableError("router shutting down");
   absl::Status refused = CheckCollectiveHost(conn->info, peer);
   if (refused.ok()) {
     std::vector<RegisteredWorker> registered;
@@ -216,7 +197,7 @@ grpc::Status WorkerPool::AdmitLocked(const std::shared_ptr<Conn>& conn,
     // Refused before it takes a rank: the group is not re-formed.
     refusal_ = std::string(refused.message());
     spdlog::error("{}", refusal_);
-    return ToGrpcStatus(refused);
+    return refused;
   }
   for (int i = 0; i < options_.world_size; ++i) {
     if (members_[i] == nullptr) {
@@ -226,10 +207,9 @@ grpc::Status WorkerPool::AdmitLocked(const std::shared_ptr<Conn>& conn,
     }
   }
   if (conn->slot < 0) {
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        absl::StrCat("all ", options_.world_size,
-                                     " worker ranks are taken; retry to "
-                                     "stand by"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("all ", options_.world_size,
+                     " worker ranks are taken; retry to stand by"));
   }
   int connected = 0;
   for (const auto& c : members_) connected += c != nullptr;
@@ -238,36 +218,18 @@ grpc::Status WorkerPool::AdmitLocked(const std::shared_ptr<Conn>& conn,
       "threads, {})",
       conn->Name(), peer, connected, options_.world_size, conn->threads,
       conn->info.device);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-grpc::Status WorkerPool::Join(
-    grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
-        stream) {
-  if (auto s = CheckWorkerCall(options_.auth, *ctx, "Join"); !s.ok()) return s;
-  moe::v1::WorkerMessage msg;
-  if (!stream->Read(&msg) || !msg.has_register_()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "the first message of Join must be Register");
-  }
-  auto conn = std::make_shared<Conn>();
-  conn->stream = stream;
-  const moe::v1::Register& r = msg.register_();
-  conn->info = {.host = r.host(),
-                .pid = r.pid(),
-                .device = r.device(),
-                .collective_host = r.collective_host(),
-                .device_identity = r.device_identity(),
-                .shares_device = r.shares_device()};
-  conn->threads = r.threads();
+absl::Status WorkerPool::Admit(const std::shared_ptr<GroupMember>& member,
+                               const std::string& peer) {
   Notify notify;
   {
     absl::MutexLock send_lock(&channel_.send_order());
     Outbox out;
     {
       absl::MutexLock lock(&mu_);
-      if (grpc::Status s = AdmitLocked(conn, ctx->peer()); !s.ok()) return s;
+      MOE_RETURN_IF_ERROR(AdmitLocked(member, peer));
       StartGenerationLocked(&out);
       NotifyLocked(&notify);
     }
@@ -277,22 +239,10 @@ grpc::Status WorkerPool::Join(
     Send(out);
   }
   for (auto& n : notify) n();
-  while (stream->Read(&msg)) {
-    Seen(conn);
-    if (msg.has_ready()) {
-      OnReady(conn, msg.ready());
-    } else if (msg.has_result()) {
-      OnResult(conn, *msg.mutable_result());
-    } else if (msg.has_placement_loaded()) {
-      OnPlacementLoaded(conn, msg.placement_loaded());
-    }
-  }
-  Remove(conn);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
-void WorkerPool::Remove(const std::shared_ptr<Conn>& conn) {
-  conn->Close();
+void WorkerPool::Remove(const std::shared_ptr<GroupMember>& conn) {
   Notify notify;
   {
     absl::MutexLock lock(&mu_);
@@ -323,7 +273,7 @@ void WorkerPool::Remove(const std::shared_ptr<Conn>& conn) {
   for (auto& n : notify) n();
 }
 
-void WorkerPool::Seen(const std::shared_ptr<Conn>& conn) {
+void WorkerPool::Seen(const std::shared_ptr<GroupMember>& conn) {
   conn->last_seen = Clock::now().time_since_epoch().count();
   if (!conn->stalled) return;
   {
@@ -398,22 +348,22 @@ Clock::time_point WorkerPool::NextStallCheckLocked(
   return wake;
 }
 
-void WorkerPool::OnReady(const std::shared_ptr<Conn>& conn,
-                         const moe::v1::Ready& ready) {
+void WorkerPool::OnReady(const std::shared_ptr<GroupMember>& conn,
+                         uint64_t generation, const std::string& error) {
   Notify notify;
   bool retry = false;
   {
     absl::MutexLock lock(&mu_);
-    if (ready.generation() != generation_ || conn->rank < 0 ||
+    if (generation != generation_ || conn->rank < 0 ||
         ranks_[conn->rank] != conn) {
       return;
     }
-    if (!ready.error().empty()) {
+    if (!error.empty()) {
       // Kept for the clients' UNAVAILABLE answers (State::refusal): without
       // it they would only see "0 ready" while the group retries.
       refusal_ =
           absl::StrCat("worker ", conn->Name(), " could not join generation ",
-                       ready.generation(), ": ", ready.error());
+                       generation, ": ", error);
       if (failed_generation_ != generation_) {  // once per generation
         failed_generation_ = generation_;
         ++failed_generations_;
@@ -462,6 +412,22 @@ absl::StatusOr<int> WorkerPool::AwaitGroup(Clock::time_point deadline) {
   if (shutdown_) return absl::UnavailableError("router shutting down");
   if (!ready_) return absl::UnavailableError(NotReadyLocked());
   return static_cast<int>(ranks_.size());
+}
+
+absl::Status WorkerPool::ParkStoreGet(uint64_t generation,
+                                      const std::string& token,
+                                      std::vector<std::string> keys,
+                                      Clock::time_point deadline,
+                                      StoreWaiter* waiter) {
+  MOE_RETURN_IF_ERROR(
+      store_.Get(generation, token, std::move(keys), deadline, waiter));
+  {
+    absl::MutexLock lock(&mu_);
+    ++store_parked_;
+    cv_.SignalAll();  // the retry thread keeps the timeouts
+  }
+  store_.FinishEnded();
+  return absl::OkStatus();
 }
 
 void WorkerPool::Regroup(bool delayed) {

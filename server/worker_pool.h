@@ -1,28 +1,29 @@
-// The router's side of the worker group, and its gRPC service
-// (WorkerControl): registration and rank assignment, heartbeats, and the
-// generations of the group. Any change of membership, or a failed step that
-// may have left a worker's collectives broken, starts a new generation, in
-// which every worker rebuilds its collective group; in-flight steps then
-// fail with UNAVAILABLE. A step that every worker refused before its
-// collectives fails with the workers' own error and keeps the group.
-// Elastic: once a full group has formed, a worker gone (disconnected or
-// stalled) for longer than regroup_after no longer blocks the service: the
-// remaining workers form a group of their own (world size = workers there,
-// experts re-split evenly), and the group grows back, in a new generation,
-// as soon as workers return.
-// Its parts, each with its own lock, below the pool's: when a generation
-// forms (group_membership), the rendezvous store (rendezvous_store), the
-// steps sent and their answers gathered (step_channel, over step_tracker),
-// the placement in force and its switch (placement_switch).
+// The router's side of the worker group: registration and rank
+// assignment, heartbeats, and the generations of the group. Any change of
+// membership, or a failed step that may have left a worker's collectives
+// broken, starts a new generation, in which every worker rebuilds its
+// collective group; in-flight steps then fail with UNAVAILABLE. A step that
+// every worker refused before its collectives fails with the workers' own error
+// and keeps the group. Elastic: once a full group has formed, a worker gone
+// (disconnected or stalled) for longer than regroup_after no longer blocks the
+// service: the remaining workers form a group of their own (world size =
+// workers there, experts re-split evenly), and the group grows back, in a new
+// generation, as soon as workers return. Its parts, each with its own lock,
+// below the pool's: when a generation forms (group_membership), the rendezvous
+// store (rendezvous_store), the steps sent and their answers gathered
+// (step_channel, over step_tracker), the placement in force and its switch
+// (placement_switch). Its gRPC side is the WorkerControl service
+// (worker_control_service), which calls it with plain values and members
+// (group_member.h).
 #pragma once
-
-#include <grpcpp/grpcpp.h>
 
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -31,22 +32,18 @@
 #include "absl/synchronization/mutex.h"
 #include "core/serving_defaults.h"
 #include "engine/placement.h"
-#include "moe/v1/worker.grpc.pb.h"
+#include "server/group_member.h"
 #include "server/group_membership.h"
 #include "server/placement_switch.h"
 #include "server/rendezvous_store.h"
 #include "server/step_channel.h"
 #include "server/step_group.h"
-#include "server/worker_auth.h"
 
 namespace moe {
 
 struct WorkerPoolOptions {
   int world_size = 1;  // P
   int64_t num_experts = 0;
-  moe::v1::ModelSpec model;
-  std::chrono::milliseconds collective_timeout{kDefaultStepTimeoutMs};
-  int64_t max_batch_tokens = 0;
   // Delay before retrying a generation that a worker could not join (its
   // load or rendezvous failed), doubled for each such generation in a row
   // up to kMaxRetryDoublings times, so that a worker that cannot load its
@@ -62,11 +59,6 @@ struct WorkerPoolOptions {
   // rebuilt once it sends again.
   std::chrono::milliseconds heartbeat_interval{500};
   int heartbeat_misses = 4;
-  // One collective connect attempt (Assignment.connect_timeout_ms), retried
-  // within the generation until collective_timeout.
-  std::chrono::milliseconds connect_timeout{2000};
-  // Checked at the top of every WorkerControl call; null: open.
-  const WorkerAuth* auth = nullptr;
   // After a loss, how long before the workers left form a smaller group.
   std::chrono::milliseconds regroup_after{5000};
   // How long a step waits for a group that is not ready (bounded by its
@@ -77,34 +69,40 @@ struct WorkerPoolOptions {
   std::shared_ptr<const ExpertPlacement> placement;
 };
 
-// Join is a synchronous method (one thread per worker, P of them); the
-// store's methods use the callback API, so a parked StoreGet holds no
-// thread.
-using WorkerControlBase = moe::v1::WorkerControl::WithCallbackMethod_StoreSet<
-    moe::v1::WorkerControl::WithCallbackMethod_StoreGet<
-        moe::v1::WorkerControl::Service>>;
-
-class WorkerPool final : public WorkerControlBase,
-                         public StepGroup,
-                         private StepRanks {
+class WorkerPool final : public StepGroup, private StepRanks {
  public:
   explicit WorkerPool(WorkerPoolOptions options);
   ~WorkerPool() override;
 
-  grpc::Status Join(
-      grpc::ServerContext* ctx,
-      grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
-          stream) override;
-  // The rendezvous store of the current generation. A rank proves who it
-  // is with its Assignment's store_token and may set only its own keys
-  // (KeyOwner). A StoreGet waits without a thread until its keys are set,
-  // its timeout passes, its caller cancels, or the generation ends.
-  grpc::ServerUnaryReactor* StoreSet(grpc::CallbackServerContext* ctx,
-                                     const moe::v1::StoreSetRequest* req,
-                                     moe::v1::StoreSetResponse* resp) override;
-  grpc::ServerUnaryReactor* StoreGet(grpc::CallbackServerContext* ctx,
-                                     const moe::v1::StoreGetRequest* req,
-                                     moe::v1::StoreGetResponse* resp) override;
+  // What a member's stream brings (worker_control_service calls these).
+  // Takes a slot for a registering worker (and starts a generation when
+  // the group can form), or says why it is refused (worker_admission.h;
+  // RESOURCE_EXHAUSTED when every slot is taken).
+  absl::Status Admit(const std::shared_ptr<GroupMember>& member,
+                     const std::string& peer);
+  // Any message from `member` proves it alive; one that was stalled gets
+  // a new generation.
+  void Seen(const std::shared_ptr<GroupMember>& member);
+  // The member joined `generation` (its collectives are up), or could not
+  // (`error`): the group is retried with backoff.
+  void OnReady(const std::shared_ptr<GroupMember>& member, uint64_t generation,
+               const std::string& error);
+  // Its answer to a step (the reply is moved out).
+  void OnResult(const GroupMember& member, StepReply& reply);
+  void OnPlacementLoaded(const std::shared_ptr<GroupMember>& member,
+                         uint64_t generation, uint64_t epoch,
+                         const std::string& error);
+  // Its stream ended.
+  void Remove(const std::shared_ptr<GroupMember>& member);
+
+  // The rendezvous store of the current generation: StoreSet and a
+  // StoreGet's cancel go to it directly; a StoreGet parks through
+  // ParkStoreGet, which keeps its timeout.
+  RendezvousStore& store() { return store_; }
+  absl::Status ParkStoreGet(uint64_t generation, const std::string& token,
+                            std::vector<std::string> keys,
+                            std::chrono::steady_clock::time_point deadline,
+                            StoreWaiter* waiter);
   // StoreGet calls parked now.
   size_t store_waits() const { return store_.waits(); }
 
@@ -187,20 +185,19 @@ class WorkerPool final : public WorkerControlBase,
   void Shutdown();
 
  private:
-  struct Conn;
-  class StoreWait;
   using Clock = std::chrono::steady_clock;
   using Outbox =
-      std::vector<std::pair<std::shared_ptr<Conn>, moe::v1::RouterMessage>>;
+      std::vector<std::pair<std::shared_ptr<GroupMember>,
+                            std::variant<GroupAssignment, PlacementUpdate>>>;
   using Notify = std::vector<std::function<void()>>;
 
   // A new generation if every configured worker is there, or (see
   // regroup_after) with those there; the assignments to send (under
   // the send order, after releasing mu_) go to `out`.
   void StartGenerationLocked(Outbox* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Rank r's Assignment in a new generation of `world` ranks.
-  moe::v1::RouterMessage AssignmentLocked(int r, int world,
-                                          const std::string& store_token) const
+  // Rank r's assignment in a new generation of `world` ranks.
+  GroupAssignment AssignmentLocked(int r, int world,
+                                   const std::string& store_token) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A member of the current generation is gone (disconnected or stalled);
   // the workers left may form a group after regroup_after.
@@ -211,23 +208,14 @@ class WorkerPool final : public WorkerControlBase,
   // Queues a state notification to run after the locks are released.
   void NotifyLocked(Notify* notify) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(channel_.send_order());
-  // Takes a slot for a registering worker, or says why it is refused
-  // (worker_admission.h).
-  grpc::Status AdmitLocked(const std::shared_ptr<Conn>& conn,
+  // Admit's slot for `member`, or why it is refused.
+  absl::Status AdmitLocked(const std::shared_ptr<GroupMember>& member,
                            const std::string& peer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnReady(const std::shared_ptr<Conn>& conn, const moe::v1::Ready& ready);
-  void OnPlacementLoaded(const std::shared_ptr<Conn>& conn,
-                         const moe::v1::PlacementLoaded& loaded);
-  void OnResult(const std::shared_ptr<Conn>& conn, moe::v1::StepResult& result);
   // StepRanks: the channel's step opened under mu_ if the group can take
   // `steps` now.
   absl::Status OpenStep(const std::vector<StepContent>& steps,
                         StepRanks::Open open) override;
-  void Remove(const std::shared_ptr<Conn>& conn);
-  // Any message from `conn` proves it alive; one that was stalled gets a
-  // new generation.
-  void Seen(const std::shared_ptr<Conn>& conn);
   // Marks the ranks silent for too long as stalled; true if one was.
   bool CheckStallsLocked(Clock::time_point now, Notify* notify)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -253,9 +241,9 @@ class WorkerPool final : public WorkerControlBase,
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(channel_.send_order());
   absl::CondVar cv_;  // readiness, regroups, parked StoreGets, shutdown
   // Registered workers, by slot (at most world_size; null: free slot).
-  std::vector<std::shared_ptr<Conn>> members_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<GroupMember>> members_ ABSL_GUARDED_BY(mu_);
   // The current generation's ranks (members, in slot order).
-  std::vector<std::shared_ptr<Conn>> ranks_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<GroupMember>> ranks_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   GroupHistory history_ ABSL_GUARDED_BY(mu_);
   bool ready_ ABSL_GUARDED_BY(mu_) = false;

@@ -4,7 +4,6 @@
 #include "core/logging.h"
 #include "core/status_macros.h"
 #include "server/worker_pool.h"
-#include "server/worker_pool_internal.h"
 
 namespace moe {
 
@@ -18,12 +17,12 @@ WorkerPool::PlacementInForce WorkerPool::placement() const {
   return p;
 }
 
-void WorkerPool::OnPlacementLoaded(const std::shared_ptr<Conn>& conn,
-                                   const moe::v1::PlacementLoaded& loaded) {
+void WorkerPool::OnPlacementLoaded(const std::shared_ptr<GroupMember>& member,
+                                   uint64_t generation, uint64_t epoch,
+                                   const std::string& error) {
   absl::MutexLock lock(&mu_);
-  if (conn->rank < 0 || ranks_[conn->rank] != conn) return;
-  placement_.Loaded(loaded.generation(), loaded.epoch(), conn->rank,
-                    loaded.error());
+  if (member->rank < 0 || ranks_[member->rank] != member) return;
+  placement_.Loaded(generation, epoch, member->rank, error);
 }
 
 absl::Status WorkerPool::Rebalance(std::shared_ptr<const ExpertPlacement> next,
@@ -55,13 +54,10 @@ absl::Status WorkerPool::Rebalance(std::shared_ptr<const ExpertPlacement> next,
       }
       MOE_ASSIGN_OR_RETURN(epoch, placement_.Begin(generation_, P));
       for (int r = 0; r < P; ++r) {
-        moe::v1::RouterMessage msg;
-        auto* u = msg.mutable_placement();
-        u->set_generation(generation_);
-        u->set_epoch(epoch);
-        u->set_redundant_experts(next->redundant);
-        AddLayerSlots(*next, r, u->mutable_layer_slots());
-        out.emplace_back(ranks_[r], std::move(msg));
+        out.emplace_back(ranks_[r], PlacementUpdate{.generation = generation_,
+                                                    .rank = r,
+                                                    .epoch = epoch,
+                                                    .placement = next});
       }
     }
     Send(out);

@@ -2,25 +2,16 @@
 // results.
 #include "absl/strings/str_cat.h"
 #include "core/logging.h"
-#include "proto/step_codec.h"  // ViewStepResult
 #include "server/worker_pool.h"
-#include "server/worker_pool_internal.h"
 
 namespace moe {
 
-void WorkerPool::OnResult(const std::shared_ptr<Conn>& conn,
-                          moe::v1::StepResult& result) {
-  // The reply views the rows where they arrived: the message itself moves
-  // (no copy of its bytes) into storage the reply owns.
-  auto owned = std::make_shared<moe::v1::StepResult>();
-  owned->Swap(&result);
-  StepReply reply = ViewStepResult(*owned);
-  reply.owner = std::move(owned);
+void WorkerPool::OnResult(const GroupMember& member, StepReply& reply) {
   absl::MutexLock lock(&mu_);
-  // `conn->rank` is its rank in the current generation (StepTracker::Answer
-  // drops an answer to a step of another one).
+  // `member.rank` is its rank in the current generation
+  // (StepTracker::Answer drops an answer to a step of another one).
   channel_.Answer(
-      conn->rank, [&] { return conn->Name(); }, reply);
+      member.rank, [&] { return member.Name(); }, reply);
 }
 
 absl::Status WorkerPool::OpenStep(const std::vector<StepContent>& steps,

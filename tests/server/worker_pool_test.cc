@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "server/worker_control_service.h"
 #include "tests/testutil/wait_for.h"
 
 namespace moe {
@@ -124,8 +125,10 @@ class WorkerPoolTest : public ::testing::Test {
                  milliseconds regroup_after = milliseconds(60000),
                  milliseconds hold = milliseconds(0)) {
     // A test that restarts the pool: the old server goes before the pool it
-    // serves (its callback methods belong to the pool).
+    // serves (its callback methods belong to the service, which calls the
+    // pool).
     server_.reset();
+    service_.reset();
     pool_.reset();
     WorkerPoolOptions o;
     o.regroup_after = regroup_after;
@@ -134,12 +137,14 @@ class WorkerPoolTest : public ::testing::Test {
     o.heartbeat_misses = 4;
     o.world_size = 2;
     o.num_experts = 8;
-    o.max_batch_tokens = 64;
     o.retry_delay = milliseconds(10);
     o.max_store_waits_per_rank = max_store_waits_per_rank;
     pool_ = std::make_unique<WorkerPool>(o);
+    WorkerControlOptions wo;
+    wo.max_batch_tokens = 64;
+    service_ = std::make_unique<WorkerControlService>(pool_.get(), wo);
     grpc::ServerBuilder b;
-    b.RegisterService(pool_.get());
+    b.RegisterService(service_.get());
     // Loopback TCP, as in production: with the in-process transport, a
     // sync Write to one Join stream from another stream's handler was seen
     // to hang (about 1 in 30 runs) while the client was reading.
@@ -182,6 +187,7 @@ class WorkerPoolTest : public ::testing::Test {
   }
 
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<WorkerControlService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<moe::v1::WorkerControl::Stub> stub_;
   std::vector<std::unique_ptr<FakeWorker>> workers_;
