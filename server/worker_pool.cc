@@ -14,6 +14,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+Clock::time_point LastSeen(const GroupMember& member) {
+  return Clock::time_point(Clock::duration(member.last_seen.load()));
+}
+
 // A fresh secret per rank and generation.
 std::string NewToken() {
   static absl::Mutex mu(absl::kConstInit);
@@ -29,19 +33,17 @@ std::string NewToken() {
 WorkerPool::WorkerPool(WorkerPoolOptions options)
     : options_(std::move(options)),
       policy_{options_.world_size, options_.regroup_after},
+      liveness_{options_.heartbeat_interval, options_.heartbeat_misses},
       store_(options_.max_store_waits_per_rank),
       placement_(options_.placement) {
   {
     absl::MutexLock lock(&mu_);
     members_.resize(options_.world_size);
   }
-  retry_thread_ = std::thread([this] { RetryLoop(); });
+  timer_.Start([this](Clock::time_point now) { return Tick(now); });
 }
 
-WorkerPool::~WorkerPool() {
-  Shutdown();
-  if (retry_thread_.joinable()) retry_thread_.join();
-}
+WorkerPool::~WorkerPool() { Shutdown(); }
 
 void WorkerPool::Shutdown() {
   {
@@ -51,7 +53,7 @@ void WorkerPool::Shutdown() {
     channel_.AbortAll(absl::UnavailableError("router shutting down"));
     store_.Shutdown();
     placement_.Shutdown();
-    cv_.SignalAll();
+    timer_.Stop();
   }
   store_.FinishEnded();
 }
@@ -121,7 +123,7 @@ void WorkerPool::StartGenerationLocked(Outbox* out) {
       regroup_at_ = next.regroup_at;
     }
     regroup_pending_ = true;
-    cv_.SignalAll();
+    timer_.Poke();
     return;
   }
   history_ = next.history;
@@ -166,10 +168,10 @@ void WorkerPool::StartGenerationLocked(Outbox* out) {
 void WorkerPool::LostLocked() {
   const auto at = RegroupAfterLoss(&history_, Clock::now(), policy_);
   if (!at) return;
-  // The retry thread forms the smaller group when the time comes.
+  // The timer forms the smaller group when the time comes.
   regroup_pending_ = true;
   regroup_at_ = *at;
-  cv_.SignalAll();
+  timer_.Poke();
 }
 
 void WorkerPool::Send(Outbox& out) {
@@ -288,37 +290,30 @@ void WorkerPool::Seen(const std::shared_ptr<GroupMember>& conn) {
 
 std::string WorkerPool::StalledLocked() const {
   std::string out;
+  const Clock::time_point now = Clock::now();
   for (const auto& c : members_) {
     if (c != nullptr && c->stalled) {
-      absl::StrAppend(&out, "; worker ", c->Name(),
-                      " not answering (no heartbeat for ",
-                      std::chrono::duration_cast<std::chrono::milliseconds>(
-                          Clock::now().time_since_epoch() -
-                          Clock::duration(c->last_seen.load()))
-                          .count(),
-                      " ms)");
+      absl::StrAppend(&out, NotAnswering(c->Name(), now - LastSeen(*c)));
     }
   }
   return out;
 }
 
-bool WorkerPool::CheckStallsLocked(Clock::time_point now, Notify* notify) {
-  const auto limit = options_.heartbeat_interval * options_.heartbeat_misses;
-  bool any = false;
-  for (const auto& c : ranks_) {
-    // Only a rank that was told the interval (in an Assignment) is held
-    // to it.
-    if (c == nullptr || c->stalled || !c->assigned) continue;
-    const auto silent =
-        now.time_since_epoch() - Clock::duration(c->last_seen.load());
-    if (silent <= limit) continue;
-    c->stalled = true;
-    any = true;
-    const absl::Status status = absl::UnavailableError(absl::StrCat(
-        "worker ", c->Name(), " stopped answering: no heartbeat for ",
-        std::chrono::duration_cast<std::chrono::milliseconds>(silent).count(),
-        " ms (", options_.heartbeat_misses, " x ",
-        options_.heartbeat_interval.count(), " ms)"));
+bool WorkerPool::CheckStallsLocked(Clock::time_point now, Notify* notify,
+                                   Clock::time_point* next_check) {
+  // Only a rank that was told the interval (in an assignment) is held to
+  // it.
+  std::vector<std::optional<Clock::time_point>> watched(ranks_.size());
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    const auto& c = ranks_[r];
+    if (c != nullptr && !c->stalled && c->assigned) watched[r] = LastSeen(*c);
+  }
+  const LivenessCheck check = CheckLiveness(watched, now, liveness_);
+  *next_check = check.next_check;
+  for (const LivenessCheck::Stall& stall : check.stalled) {
+    GroupMember& c = *ranks_[stall.index];
+    c.stalled = true;
+    const absl::Status status = StallError(c.Name(), stall.silent, liveness_);
     spdlog::error("{}", status.message());
     // The silent rank is the cause: its peers' errors (a collective that
     // timed out waiting for it) are not.
@@ -328,24 +323,7 @@ bool WorkerPool::CheckStallsLocked(Clock::time_point now, Notify* notify) {
     LostLocked();
     NotifyLocked(notify);
   }
-  return any;
-}
-
-Clock::time_point WorkerPool::NextStallCheckLocked(
-    Clock::time_point now) const {
-  // Every heartbeat interval, and as soon as a rank's silence would pass
-  // the limit (ahead of the transport's keepalive, which would otherwise
-  // drop a frozen worker as disconnected before it is seen stalled).
-  Clock::time_point wake = now + options_.heartbeat_interval;
-  const auto limit = options_.heartbeat_interval * options_.heartbeat_misses;
-  for (const auto& c : ranks_) {
-    if (c == nullptr || c->stalled || !c->assigned) continue;
-    const Clock::time_point due =
-        Clock::time_point(Clock::duration(c->last_seen.load())) + limit +
-        std::chrono::milliseconds(1);
-    wake = std::min(wake, std::max(due, now));
-  }
-  return wake;
+  return !check.stalled.empty();
 }
 
 void WorkerPool::OnReady(const std::shared_ptr<GroupMember>& conn,
@@ -377,8 +355,7 @@ void WorkerPool::OnReady(const std::shared_ptr<GroupMember>& conn,
                      generation_, ranks_.size(), options_.world_size);
         ready_ = true;
         refusal_.clear();
-        failed_generations_ = 0;
-        cv_.SignalAll();  // steps held while the group re-formed
+        failed_generations_ = 0;  // steps held meanwhile go (AwaitGroup)
       }
       NotifyLocked(&notify);
     }
@@ -421,11 +398,7 @@ absl::Status WorkerPool::ParkStoreGet(uint64_t generation,
                                       StoreWaiter* waiter) {
   MOE_RETURN_IF_ERROR(
       store_.Get(generation, token, std::move(keys), deadline, waiter));
-  {
-    absl::MutexLock lock(&mu_);
-    ++store_parked_;
-    cv_.SignalAll();  // the retry thread keeps the timeouts
-  }
+  timer_.Poke();  // the timer keeps the timeouts
   store_.FinishEnded();
   return absl::OkStatus();
 }
@@ -440,7 +413,7 @@ void WorkerPool::Regroup(bool delayed) {
     // A regroup already due sooner (a lost worker's) keeps its time.
     regroup_at_ = regroup_pending_ ? std::min(regroup_at_, at) : at;
     regroup_pending_ = true;
-    cv_.SignalAll();
+    timer_.Poke();
     return;
   }
   Notify notify;
@@ -458,39 +431,31 @@ void WorkerPool::Regroup(bool delayed) {
   for (auto& n : notify) n();
 }
 
-void WorkerPool::RetryLoop() {
-  mu_.Lock();
-  while (!shutdown_) {
-    const Clock::time_point now = Clock::now();
-    const uint64_t parked = store_parked_;
-    // Parked StoreGets whose timeout passed.
-    mu_.Unlock();
-    const std::optional<Clock::time_point> store_wake = store_.Expire(now);
-    store_.FinishEnded();
-    mu_.Lock();
-    if (shutdown_) break;
-    Notify notify;
-    if (CheckStallsLocked(now, &notify)) {
-      mu_.Unlock();
-      store_.FinishEnded();
-      for (auto& n : notify) n();
-      mu_.Lock();
-      continue;
-    }
-    if (regroup_pending_ && now >= regroup_at_) {
+Clock::time_point WorkerPool::Tick(Clock::time_point now) {
+  // Parked StoreGets whose timeout passed.
+  const std::optional<Clock::time_point> store_wake = store_.Expire(now);
+  store_.FinishEnded();
+  Notify notify;
+  bool regroup = false;
+  Clock::time_point wake = now;  // at once, unless nothing happened
+  {
+    absl::MutexLock lock(&mu_);
+    Clock::time_point next_check;
+    if (shutdown_ || CheckStallsLocked(now, &notify, &next_check)) {
+      // Stalls handled: look again at once.
+    } else if (regroup_pending_ && now >= regroup_at_) {
       regroup_pending_ = false;
-      mu_.Unlock();
-      Regroup(/*delayed=*/false);
-      mu_.Lock();
-      continue;
+      regroup = true;
+    } else {
+      wake = next_check;
+      if (regroup_pending_) wake = std::min(wake, regroup_at_);
+      if (store_wake) wake = std::min(wake, *store_wake);
     }
-    if (parked != store_parked_) continue;  // a new timeout to keep
-    Clock::time_point wake = NextStallCheckLocked(now);
-    if (regroup_pending_) wake = std::min(wake, regroup_at_);
-    if (store_wake) wake = std::min(wake, *store_wake);
-    cv_.WaitWithTimeout(&mu_, absl::FromChrono(wake - Clock::now()));
   }
-  mu_.Unlock();
+  store_.FinishEnded();
+  for (auto& n : notify) n();
+  if (regroup) Regroup(/*delayed=*/false);
+  return wake;
 }
 
 }  // namespace moe

@@ -21,7 +21,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -34,6 +33,8 @@
 #include "engine/placement.h"
 #include "server/group_member.h"
 #include "server/group_membership.h"
+#include "server/group_timer.h"
+#include "server/liveness.h"
 #include "server/placement_switch.h"
 #include "server/rendezvous_store.h"
 #include "server/step_channel.h"
@@ -181,7 +182,7 @@ class WorkerPool final : public StepGroup, private StepRanks {
                          std::chrono::steady_clock::time_point deadline,
                          uint64_t* epoch);
 
-  // Fails everything in flight and stops the retry thread.
+  // Fails everything in flight and stops the timer.
   void Shutdown();
 
  private:
@@ -216,30 +217,32 @@ class WorkerPool final : public StepGroup, private StepRanks {
   // `steps` now.
   absl::Status OpenStep(const std::vector<StepContent>& steps,
                         StepRanks::Open open) override;
-  // Marks the ranks silent for too long as stalled; true if one was.
-  bool CheckStallsLocked(Clock::time_point now, Notify* notify)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // When the watchdog looks next.
-  Clock::time_point NextStallCheckLocked(Clock::time_point now) const
+  // Marks the ranks silent for too long as stalled (liveness.h); true if
+  // one was. When to look again goes to `next_check`.
+  bool CheckStallsLocked(Clock::time_point now, Notify* notify,
+                         Clock::time_point* next_check)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // State::stalled.
   std::string StalledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts a new generation with the same members (after a failed step or
   // rendezvous), now or after retry_delay.
   void Regroup(bool delayed);
-  void RetryLoop();
+  // The timer's round: parked StoreGets past their timeout, stalls, a
+  // regroup that is due; returns when it is due again.
+  Clock::time_point Tick(Clock::time_point now);
 
   const WorkerPoolOptions options_;
   const GroupPolicy policy_;
+  const LivenessPolicy liveness_;
   RendezvousStore store_;
   PlacementSwitch placement_;
   StepChannel channel_{this};
   // Lock order: the channel's send order, mu_, then the parts' own locks
-  // (store_, the channel's tracker, placement_), which call nothing back.
+  // (store_, the channel's tracker, placement_, timer_'s), which call
+  // nothing back (the timer's thread ticks outside its lock).
   // The send order makes every stream see assignments, placements and
   // steps in one global order.
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(channel_.send_order());
-  absl::CondVar cv_;  // readiness, regroups, parked StoreGets, shutdown
   // Registered workers, by slot (at most world_size; null: free slot).
   std::vector<std::shared_ptr<GroupMember>> members_ ABSL_GUARDED_BY(mu_);
   // The current generation's ranks (members, in slot order).
@@ -255,12 +258,11 @@ class WorkerPool final : public StepGroup, private StepRanks {
   // Generations in a row that a worker could not join (see retry_delay).
   int failed_generations_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failed_generation_ ABSL_GUARDED_BY(mu_) = 0;  // the last counted
-  // StoreGets parked so far: the retry thread, which keeps their
-  // timeouts, looks again when it moved.
-  uint64_t store_parked_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void(const State&)> state_callback_ ABSL_GUARDED_BY(mu_);
   absl::Mutex notify_mu_;  // keeps notifications in order
-  std::thread retry_thread_;
+  // Stall checks, regroups when due, StoreGet timeouts. Last: its thread
+  // starts once everything above is built, and stops first.
+  GroupTimer timer_;
 };
 
 }  // namespace moe
