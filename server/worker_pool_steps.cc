@@ -1,5 +1,5 @@
-// WorkerPool: steps on the group (sent by its StepChannel) and their
-// results.
+// WorkerPool: steps on the group (its StepChannel sends them and gathers
+// the replies) and whether a failed one rebuilds the group.
 #include "absl/strings/str_cat.h"
 #include "core/logging.h"
 #include "server/worker_pool.h"
@@ -18,18 +18,21 @@ absl::Status WorkerPool::OpenStep(const std::vector<StepContent>& steps,
                                   StepRanks::Open open) {
   const int P = static_cast<int>(steps.size());
   absl::MutexLock lock(&mu_);
-  if (!ready_) return absl::UnavailableError(NotReadyLocked());
-  if (P != static_cast<int>(ranks_.size())) {
+  const GroupRoster::Members& ranks = roster_.ranks();
+  if (!roster_.ready()) {
+    return absl::UnavailableError(roster_.NotReady(Clock::now()));
+  }
+  if (P != static_cast<int>(ranks.size())) {
     return absl::UnavailableError(
-        absl::StrCat("worker group re-formed with ", ranks_.size(),
+        absl::StrCat("worker group re-formed with ", ranks.size(),
                      " workers while a step for ", P, " was planned; retry"));
   }
   const uint64_t epoch = placement_.in_force().epoch;
   if (!steps.empty() && steps[0].placement_epoch != epoch) {
     return PlacementChangedError(steps[0].placement_epoch, epoch);
   }
-  open(generation_,
-       std::vector<std::shared_ptr<StepRank>>(ranks_.begin(), ranks_.end()));
+  open(roster_.generation(),
+       std::vector<std::shared_ptr<StepRank>>(ranks.begin(), ranks.end()));
   return absl::OkStatus();
 }
 
@@ -46,7 +49,8 @@ absl::Status WorkerPool::RunStep(const std::vector<StepContent>& steps,
   bool regroup = false;
   {
     absl::MutexLock lock(&mu_);
-    regroup = !outcome.intact && outcome.generation == generation_ && ready_;
+    regroup = !outcome.intact && outcome.generation == roster_.generation() &&
+              roster_.ready();
   }
   if (regroup) {
     spdlog::warn("step {} failed ({}); rebuilding the worker group", sent.id,
