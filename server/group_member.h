@@ -11,10 +11,12 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/placement.h"
 #include "server/step_channel.h"
+#include "server/step_group.h"
 #include "server/worker_admission.h"
 
 namespace moe {
@@ -32,6 +34,16 @@ struct GroupAssignment {
   std::chrono::milliseconds heartbeat_interval{0};
   std::string store_token;  // the rendezvous store's key to rank `rank`
 };
+
+// The assignments of generation `generation` to `world` ranks, of the
+// `configured` workers: each rank's even split of `num_experts`, the
+// placement `in_force` only when the group is whole (it is made for the
+// configured workers: a smaller group splits evenly, and is back on it when
+// whole again), and a fresh store token each.
+std::vector<GroupAssignment> AssignGeneration(
+    uint64_t generation, int world, int configured, int64_t num_experts,
+    const PlacementInForce& in_force,
+    std::chrono::milliseconds heartbeat_interval);
 
 // Rank `rank` of `generation`: load `placement` as `epoch` (live
 // rebalancing).

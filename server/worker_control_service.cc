@@ -134,19 +134,20 @@ grpc::Status WorkerControlService::Join(grpc::ServerContext* ctx,
                         "the first message of Join must be Register");
   }
   auto member = std::make_shared<Stream>(stream, msg.register_(), &options_);
-  const absl::Status admitted = group_->Admit(member, ctx->peer());
+  const absl::Status admitted = pool_->group().Admit(member, ctx->peer());
   if (!admitted.ok()) return ToGrpcStatus(admitted);
   while (stream->Read(&msg)) Dispatch(member, msg);
   member->Close();
-  group_->Remove(member);
+  pool_->group().Remove(member);
   return grpc::Status::OK;
 }
 
 void WorkerControlService::Dispatch(const std::shared_ptr<Stream>& member,
                                     moe::v1::WorkerMessage& msg) {
-  group_->Seen(member);  // any message proves it alive
+  pool_->group().Seen(member);  // any message proves it alive
   if (msg.has_ready()) {
-    group_->OnReady(member, msg.ready().generation(), msg.ready().error());
+    pool_->group().OnReady(member, msg.ready().generation(),
+                           msg.ready().error());
   } else if (msg.has_result()) {
     // The reply views the rows where they arrived: the message itself
     // moves (no copy of its bytes) into storage the reply owns.
@@ -154,11 +155,11 @@ void WorkerControlService::Dispatch(const std::shared_ptr<Stream>& member,
     owned->Swap(msg.mutable_result());
     StepReply reply = ViewStepResult(*owned);
     reply.owner = std::move(owned);
-    group_->OnResult(*member, reply);
+    pool_->OnResult(*member, reply);
   } else if (msg.has_placement_loaded()) {
     const moe::v1::PlacementLoaded& loaded = msg.placement_loaded();
-    group_->OnPlacementLoaded(member, loaded.generation(), loaded.epoch(),
-                              loaded.error());
+    pool_->OnPlacementLoaded(member, loaded.generation(), loaded.epoch(),
+                             loaded.error());
   }
 }
 
@@ -167,7 +168,7 @@ grpc::ServerUnaryReactor* WorkerControlService::StoreSet(
     moe::v1::StoreSetResponse*) {
   if (auto* r = RefuseWorkerCall(options_.auth, ctx, "StoreSet")) return r;
   auto* reactor = ctx->DefaultReactor();
-  RendezvousStore& store = group_->store();
+  RendezvousStore& store = pool_->group().store();
   const absl::Status status = store.Set(req->generation(), req->store_token(),
                                         req->key(), req->value());
   store.FinishEnded();
@@ -182,8 +183,8 @@ grpc::ServerUnaryReactor* WorkerControlService::StoreGet(
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(std::clamp<int64_t>(
                             req->timeout_ms(), 0, int64_t{24} * 3600 * 1000));
-  auto* wait = new StoreWait(&group_->store(), resp);
-  const absl::Status refused = group_->ParkStoreGet(
+  auto* wait = new StoreWait(&pool_->group().store(), resp);
+  const absl::Status refused = pool_->group().ParkStoreGet(
       req->generation(), req->store_token(),
       std::vector<std::string>(req->keys().begin(), req->keys().end()),
       deadline, wait);

@@ -1,9 +1,10 @@
 // The worker group's gRPC edge: the WorkerControl service. It checks each
 // call's credentials, reads a Join stream's messages and hands them to the
-// group (WorkerPool) as plain calls, encodes what the group sends a member
-// (GroupAssignment, PlacementUpdate) into wire messages, and adapts StoreSet
-// and StoreGet to the group's rendezvous store. The only part of the worker
-// group that reads or writes worker messages, besides the step codecs.
+// group (WorkerPool, its WorkerGroup) as plain calls, encodes what the group
+// sends a member (GroupAssignment, PlacementUpdate) into wire messages, and
+// adapts StoreSet and StoreGet to the group's rendezvous store. The only part
+// of the worker group that reads or writes worker messages, besides the step
+// codecs.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -39,9 +40,9 @@ using WorkerControlBase = moe::v1::WorkerControl::WithCallbackMethod_StoreSet<
 
 class WorkerControlService final : public WorkerControlBase {
  public:
-  // `group` outlives the service (and the server that serves it).
-  WorkerControlService(WorkerPool* group, WorkerControlOptions options)
-      : group_(group), options_(std::move(options)) {}
+  // `pool` outlives the service (and the server that serves it).
+  WorkerControlService(WorkerPool* pool, WorkerControlOptions options)
+      : pool_(pool), options_(std::move(options)) {}
 
   // Register first, then Ready, StepResult, PlacementLoaded and Heartbeat
   // messages until the worker leaves.
@@ -66,7 +67,7 @@ class WorkerControlService final : public WorkerControlBase {
   void Dispatch(const std::shared_ptr<Stream>& member,
                 moe::v1::WorkerMessage& msg);
 
-  WorkerPool* const group_;
+  WorkerPool* const pool_;
   const WorkerControlOptions options_;
 };
 

@@ -1,306 +1,150 @@
 #include "server/worker_pool.h"
 
-#include <algorithm>
-#include <optional>
-#include <random>
-
 #include "absl/strings/str_cat.h"
-#include "core/even_split.h"
 #include "core/logging.h"
 #include "core/status_macros.h"
 
 namespace moe {
-namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A fresh secret per rank and generation.
-std::string NewToken() {
-  static absl::Mutex mu(absl::kConstInit);
-  static std::random_device rd;
-  absl::MutexLock lock(&mu);
-  std::string t(16, '\0');
-  for (char& c : t) c = static_cast<char>(rd() & 0xff);
-  return t;
-}
-
-}  // namespace
-
 WorkerPool::WorkerPool(WorkerPoolOptions options)
     : options_(std::move(options)),
-      liveness_{options_.heartbeat_interval, options_.heartbeat_misses},
-      store_(options_.max_store_waits_per_rank),
       placement_(options_.placement),
-      roster_(options_.world_size),
-      schedule_({options_.world_size, options_.regroup_after},
-                options_.retry_delay, WorkerPoolOptions::kMaxRetryDoublings) {
-  timer_.Start([this](Clock::time_point now) { return Tick(now); });
+      group_(options_, &channel_, &placement_) {}
+
+void WorkerPool::OnResult(const GroupMember& member, StepReply& reply) {
+  group_
+      .View([&](const GroupRoster&) {
+        // `member.rank` is its rank in the current generation
+        // (StepTracker::Answer drops an answer to a step of another one).
+        channel_.Answer(
+            member.rank, [&] { return member.Name(); }, reply);
+        return absl::OkStatus();
+      })
+      .IgnoreError();
 }
 
-WorkerPool::~WorkerPool() { Shutdown(); }
-
-void WorkerPool::Shutdown() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutdown_) return;
-    shutdown_ = true;
-    channel_.AbortAll(absl::UnavailableError("router shutting down"));
-    store_.Shutdown();
-    placement_.Shutdown();
-    timer_.Stop();
-  }
-  store_.FinishEnded();
-}
-
-WorkerPool::State WorkerPool::state() const {
-  absl::MutexLock lock(&mu_);
-  return roster_.State(Clock::now());
-}
-
-absl::Status WorkerPool::Reconfigure(Change change) {
-  Effects fx;
-  absl::Status status;
-  {
-    absl::MutexLock send_lock(&channel_.send_order());
-    {
-      absl::MutexLock lock(&mu_);
-      status = change(&fx);
+absl::Status WorkerPool::OpenStep(const std::vector<StepContent>& steps,
+                                  StepRanks::Open open) {
+  const int P = static_cast<int>(steps.size());
+  return group_.View([&](const GroupRoster& roster) {
+    const GroupRoster::Members& ranks = roster.ranks();
+    if (!roster.ready()) {
+      return absl::UnavailableError(roster.NotReady(Clock::now()));
     }
-    // The ended generation's waits first: a send can block on a slow
-    // worker.
-    store_.FinishEnded();
-    for (auto& [member, msg] : fx.out) {
-      if (const auto* a = std::get_if<GroupAssignment>(&msg)) {
-        member->Assign(*a);
-      } else {
-        member->SendPlacement(std::get<PlacementUpdate>(msg));
-      }
+    if (P != static_cast<int>(ranks.size())) {
+      return absl::UnavailableError(
+          absl::StrCat("worker group re-formed with ", ranks.size(),
+                       " workers while a step for ", P, " was planned; retry"));
     }
-  }
-  if (fx.changed) notifier_.Deliver([this] { return state(); });
-  return status;
-}
-
-void WorkerPool::Settle(bool changed) {
-  store_.FinishEnded();
-  if (changed) notifier_.Deliver([this] { return state(); });
-}
-
-void WorkerPool::StartGenerationLocked(Effects* fx) {
-  const NextGeneration next = schedule_.Plan(roster_.Available(), Clock::now());
-  if (next.action == NextGeneration::Action::kNone) return;
-  if (next.action == NextGeneration::Action::kWait) {
-    timer_.Poke();  // it forms the smaller group when the time comes
-    return;
-  }
-  roster_.StartGeneration(next.slots);
-  const uint64_t g = roster_.generation();
-  const GroupRoster::Members& ranks = roster_.ranks();
-  const int P = options_.world_size;
-  const int W = static_cast<int>(ranks.size());
-  const int64_t E = options_.num_experts;
-  // The placement is made for the configured P workers: a smaller group
-  // (degraded, see regroup_after) splits the experts evenly instead, and
-  // the placement is back in force when the group is whole again.
-  const PlacementInForce in_force = placement_.in_force();
-  std::vector<std::string> tokens(W);
-  for (int r = 0; r < W; ++r) {
-    tokens[r] = NewToken();
-    fx->out.emplace_back(
-        ranks[r],
-        GroupAssignment{.generation = g,
-                        .rank = r,
-                        .world_size = W,
-                        .expert_begin = SplitBegin(r, W, E),
-                        .expert_end = SplitBegin(r + 1, W, E),
-                        .placement_epoch = in_force.epoch,
-                        .placement = W == P ? in_force.placement : nullptr,
-                        .heartbeat_interval = options_.heartbeat_interval,
-                        .store_token = tokens[r]});
-  }
-  // The ended generation's rendezvous, steps and placement loading end.
-  store_.StartGeneration(g, std::move(tokens));
-  channel_.AbortAll(absl::UnavailableError(
-      absl::StrCat("worker group reconfigured (generation ", g, ")")));
-  placement_.GenerationStarted(g);
-  if (W < P) {
-    spdlog::warn(
-        "worker group generation {}: {} ranks assigned, DEGRADED ({} of {} "
-        "configured workers; experts re-split over {}); it grows back when "
-        "workers return",
-        g, W, W, P, W);
-  } else {
-    spdlog::info("worker group generation {}: {} ranks assigned", g, W);
-  }
-}
-
-void WorkerPool::LostLocked() {
-  if (schedule_.Lost(Clock::now())) timer_.Poke();
-}
-
-absl::Status WorkerPool::Admit(const std::shared_ptr<GroupMember>& member,
-                               const std::string& peer) {
-  return Reconfigure([&](Effects* fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (shutdown_) return absl::UnavailableError("router shutting down");
-    MOE_RETURN_IF_ERROR(roster_.Admit(member, peer));
-    StartGenerationLocked(fx);
-    fx->changed = true;
+    const uint64_t epoch = placement_.in_force().epoch;
+    if (!steps.empty() && steps[0].placement_epoch != epoch) {
+      return PlacementChangedError(steps[0].placement_epoch, epoch);
+    }
+    open(roster.generation(),
+         std::vector<std::shared_ptr<StepRank>>(ranks.begin(), ranks.end()));
     return absl::OkStatus();
   });
 }
 
-void WorkerPool::Remove(const std::shared_ptr<GroupMember>& member) {
-  bool changed = false;
-  {
-    absl::MutexLock lock(&mu_);
-    const GroupRoster::Removed removed = roster_.Remove(member);
-    changed = removed != GroupRoster::Removed::kNone;
-    if (removed == GroupRoster::Removed::kRank) {
-      channel_.AbortAll(absl::UnavailableError(
-          absl::StrCat("worker ", member->Name(), " disconnected")));
-      // The generation's rendezvous cannot complete without it.
-      store_.EndWaits(absl::UnavailableError(
-          absl::StrCat("worker ", member->Name(), " left generation ",
-                       roster_.generation())));
-      store_.RevokeRank(member->rank);
-      LostLocked();
-    }
-  }
-  Settle(changed);
-}
-
-void WorkerPool::Seen(const std::shared_ptr<GroupMember>& member) {
-  member->last_seen = Clock::now().time_since_epoch().count();
-  if (!member->stalled) return;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!member->stalled) return;
-    member->stalled = false;
-    spdlog::warn("worker {} answers again; rebuilding the worker group",
-                 member->Name());
-  }
-  Regroup(/*delayed=*/false);
-}
-
-bool WorkerPool::CheckStallsLocked(Clock::time_point now,
-                                   Clock::time_point* next_check) {
-  const LivenessCheck check = CheckLiveness(roster_.Watched(), now, liveness_);
-  *next_check = check.next_check;
-  for (const LivenessCheck::Stall& stall : check.stalled) {
-    roster_.Stall(stall.index);
-    const absl::Status status = StallError(roster_.ranks()[stall.index]->Name(),
-                                           stall.silent, liveness_);
-    spdlog::error("{}", status.message());
-    // The silent rank is the cause: its peers' errors (a collective that
-    // timed out waiting for it) are not.
-    channel_.Blame(status);
-    store_.EndWaits(status);
-    LostLocked();
-  }
-  return !check.stalled.empty();
-}
-
-void WorkerPool::OnReady(const std::shared_ptr<GroupMember>& member,
-                         uint64_t generation, const std::string& error) {
-  bool retry = false;
-  {
-    absl::MutexLock lock(&mu_);
-    switch (roster_.Ready(member, generation, error)) {
-      case GroupRoster::Readiness::kIgnored:
-        return;
-      case GroupRoster::Readiness::kFailed:
-        schedule_.Failed(generation);
-        retry = true;
-        break;
-      case GroupRoster::Readiness::kGroupReady:
-        schedule_.Succeeded();  // steps held meanwhile go (AwaitGroup)
-        break;
-      case GroupRoster::Readiness::kCounted:
-        break;
-    }
-  }
-  if (retry) {
-    Regroup(/*delayed=*/true);
-  } else {
-    notifier_.Deliver([this] { return state(); });
-  }
-}
-
-absl::StatusOr<int> WorkerPool::AwaitGroup(Clock::time_point deadline) {
-  absl::MutexLock lock(&mu_);
-  if (!roster_.ready() && !shutdown_ &&
-      options_.hold_while_regrouping.count() > 0) {
-    // Held, not failed: a regroup takes about a rendezvous, and a client
-    // would only retry. Bounded by the flag and `deadline`; the
-    // requests behind this step wait in the batcher's bounded queue.
-    const Clock::time_point until =
-        std::min(deadline, Clock::now() + options_.hold_while_regrouping);
-    auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return roster_.ready() || shutdown_;
-    };
-    mu_.AwaitWithTimeout(absl::Condition(&settled),
-                         absl::FromChrono(until - Clock::now()));
-  }
-  if (shutdown_) return absl::UnavailableError("router shutting down");
-  if (!roster_.ready()) {
-    return absl::UnavailableError(roster_.NotReady(Clock::now()));
-  }
-  return static_cast<int>(roster_.ranks().size());
-}
-
-void WorkerPool::Regroup(bool delayed) {
-  if (delayed) {
-    absl::MutexLock lock(&mu_);
-    schedule_.RetryLater(Clock::now());
-    timer_.Poke();
-    return;
-  }
-  Reconfigure([&](Effects* fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (shutdown_) return absl::OkStatus();
-    roster_.Unready();
-    StartGenerationLocked(fx);
-    fx->changed = true;
-    return absl::OkStatus();
-  }).IgnoreError();
-}
-
-absl::Status WorkerPool::ParkStoreGet(uint64_t generation,
-                                      const std::string& token,
-                                      std::vector<std::string> keys,
-                                      Clock::time_point deadline,
-                                      StoreWaiter* waiter) {
-  MOE_RETURN_IF_ERROR(
-      store_.Get(generation, token, std::move(keys), deadline, waiter));
-  timer_.Poke();  // the timer keeps the timeouts
-  store_.FinishEnded();
-  return absl::OkStatus();
-}
-
-Clock::time_point WorkerPool::Tick(Clock::time_point now) {
-  // Parked StoreGets whose timeout passed.
-  const std::optional<Clock::time_point> store_wake = store_.Expire(now);
-  store_.FinishEnded();
-  bool stalled = false;
+absl::Status WorkerPool::RunStep(const std::vector<StepContent>& steps,
+                                 Clock::time_point deadline,
+                                 const std::function<void()>& overlap,
+                                 std::vector<StepReply>* results) {
+  const StepChannel::Outcome sent =
+      channel_.Run(steps, deadline, overlap, results);
+  const StepTracker::Outcome& outcome = sent.step;
+  if (outcome.status.ok()) return outcome.status;
+  // Rebuild the group unless the step left it intact (StepTracker) or a
+  // disconnect or a new generation already took care of it.
   bool regroup = false;
-  Clock::time_point wake = now;  // at once, unless nothing happened
-  {
-    absl::MutexLock lock(&mu_);
-    Clock::time_point next_check;
-    if (shutdown_) {
-      // The timer is stopped.
-    } else if (CheckStallsLocked(now, &next_check)) {
-      stalled = true;
-    } else if (schedule_.Due(now)) {
-      regroup = true;
-    } else {
-      wake = next_check;
-      if (const auto at = schedule_.next()) wake = std::min(wake, *at);
-      if (store_wake) wake = std::min(wake, *store_wake);
+  group_
+      .View([&](const GroupRoster& roster) {
+        regroup = !outcome.intact &&
+                  outcome.generation == roster.generation() && roster.ready();
+        return absl::OkStatus();
+      })
+      .IgnoreError();
+  if (regroup) {
+    spdlog::warn("step {} failed ({}); rebuilding the worker group", sent.id,
+                 outcome.status.ToString());
+    group_.Regroup(/*delayed=*/false);
+  }
+  return outcome.status;
+}
+
+WorkerPool::PlacementInForce WorkerPool::placement() const {
+  PlacementInForce p;
+  group_
+      .View([&](const GroupRoster& roster) {
+        p = placement_.in_force();
+        // A degraded group runs without it (its assignments split evenly).
+        if (static_cast<int>(roster.ranks().size()) != options_.world_size) {
+          p.placement = nullptr;
+        }
+        return absl::OkStatus();
+      })
+      .IgnoreError();
+  return p;
+}
+
+void WorkerPool::OnPlacementLoaded(const std::shared_ptr<GroupMember>& member,
+                                   uint64_t generation, uint64_t epoch,
+                                   const std::string& error) {
+  group_
+      .View([&](const GroupRoster& roster) {
+        if (roster.IsRank(*member)) {
+          placement_.Loaded(generation, epoch, member->rank, error);
+        }
+        return absl::OkStatus();
+      })
+      .IgnoreError();
+}
+
+absl::Status WorkerPool::Rebalance(std::shared_ptr<const ExpertPlacement> next,
+                                   Clock::time_point deadline,
+                                   uint64_t* epoch_out) {
+  const int P = options_.world_size;
+  for (const auto& [layer, lp] : next->layers) {
+    if (lp.world() != P) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("placement of layer ", layer, " is for ", lp.world(),
+                       " workers, the group has ", P));
     }
   }
-  Settle(stalled);
-  if (regroup) Regroup(/*delayed=*/false);
-  return wake;
+  uint64_t epoch = 0;
+  MOE_RETURN_IF_ERROR(group_.Reconfigure([&](const GroupRoster& roster,
+                                             WorkerGroup::Effects* fx) {
+    const GroupRoster::Members& ranks = roster.ranks();
+    if (!roster.ready()) {
+      return absl::UnavailableError(
+          "worker group not ready: cannot rebalance now");
+    }
+    if (static_cast<int>(ranks.size()) != P) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker group degraded to ", ranks.size(), " of ", P,
+          " workers: the placement is not in force; rebalance once the "
+          "group is whole"));
+    }
+    const uint64_t g = roster.generation();
+    MOE_ASSIGN_OR_RETURN(epoch, placement_.Begin(g, P));
+    for (int r = 0; r < P; ++r) {
+      fx->out.emplace_back(
+          ranks[r],
+          PlacementUpdate{
+              .generation = g, .rank = r, .epoch = epoch, .placement = next});
+    }
+    return absl::OkStatus();
+  }));
+  MOE_RETURN_IF_ERROR(placement_.AwaitLoaded(deadline));
+  // Switch between two sends: every step sent from here on names `epoch`.
+  absl::MutexLock send_lock(&channel_.send_order());
+  MOE_RETURN_IF_ERROR(group_.View([&](const GroupRoster& roster) {
+    return placement_.Commit(std::move(next), roster.generation());
+  }));
+  if (epoch_out != nullptr) *epoch_out = epoch;
+  return absl::OkStatus();
 }
 
 }  // namespace moe
