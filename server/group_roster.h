@@ -1,6 +1,6 @@
 // Who is in the worker group: the registered members by slot, the ranks of
 // the current generation, how many of them are ready, and why the last
-// worker was refused. Plain state with no lock of its own: WorkerPool keeps
+// worker was refused. Plain state with no lock of its own: WorkerGroup keeps
 // it under its one lock and applies what it answers (the store, the steps,
 // the placement, the notifications), so its rules are tested without
 // threads or gRPC.

@@ -1,7 +1,7 @@
 // Whether the ranks of the worker group are alive: a pure function of when
 // each was last heard of, the time and the policy (a heartbeat interval and
 // how many may be missed), so that the watchdog's rules are tested without
-// threads or gRPC. WorkerPool applies its answers; its timer (group_timer)
+// threads or gRPC. WorkerGroup applies its answers; its timer (group_timer)
 // looks again when the answer says.
 #pragma once
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/server/serve_pool.h"
 #include "tests/testutil/wait_for.h"
 
 namespace moe {
@@ -100,24 +101,15 @@ class WorkerControlServiceTest : public ::testing::Test {
     po.world_size = 1;
     po.num_experts = 4;
     po.heartbeat_interval = milliseconds(60000);
-    pool_ = std::make_unique<WorkerPool>(po);
     WorkerControlOptions wo;
     wo.auth = auth;
     wo.max_batch_tokens = 32;
-    service_ = std::make_unique<WorkerControlService>(pool_.get(), wo);
-    grpc::ServerBuilder b;
-    b.RegisterService(service_.get());
-    int port = 0;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    server_ = b.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    stub_ = moe::v1::WorkerControl::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    testing::ServePool(po, wo, &served_);
   }
   void TearDown() override {
-    pool_->Shutdown();
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      std::chrono::seconds(1));
+    served_.pool->Shutdown();
+    served_.server->Shutdown(std::chrono::system_clock::now() +
+                             std::chrono::seconds(1));
   }
   static void Authorize(grpc::ClientContext* ctx, const std::string& token) {
     if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
@@ -128,7 +120,7 @@ class WorkerControlServiceTest : public ::testing::Test {
                             moe::v1::Assignment* assignment) {
     grpc::ClientContext ctx;
     Authorize(&ctx, token);
-    auto stream = stub_->Join(&ctx);
+    auto stream = served_.stub->Join(&ctx);
     moe::v1::WorkerMessage m;
     m.mutable_register_()->set_host("h");
     m.mutable_register_()->set_device("cpu");
@@ -139,7 +131,7 @@ class WorkerControlServiceTest : public ::testing::Test {
       moe::v1::WorkerMessage ready;
       ready.mutable_ready()->set_generation(r.assignment().generation());
       stream->Write(ready);
-      EXPECT_TRUE(testing::WaitFor([&] { return pool_->state().ready; },
+      EXPECT_TRUE(testing::WaitFor([&] { return served_.pool->state().ready; },
                                    milliseconds(10000)));
     }
     stream->WritesDone();
@@ -148,10 +140,7 @@ class WorkerControlServiceTest : public ::testing::Test {
     return stream->Finish();
   }
 
-  std::unique_ptr<WorkerPool> pool_;
-  std::unique_ptr<WorkerControlService> service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<moe::v1::WorkerControl::Stub> stub_;
+  testing::ServedPool served_;
 };
 
 TEST_F(WorkerControlServiceTest, JoinHandsTheStreamToTheGroup) {
@@ -163,14 +152,17 @@ TEST_F(WorkerControlServiceTest, JoinHandsTheStreamToTheGroup) {
   EXPECT_EQ(a.max_batch_tokens(), 32) << "the edge's settings";
   // The stream's end reached the group.
   EXPECT_TRUE(testing::WaitFor(
-      [&] { return pool_->state().connected == 0 && !pool_->state().ready; },
+      [&] {
+        return served_.pool->state().connected == 0 &&
+               !served_.pool->state().ready;
+      },
       milliseconds(10000)));
 }
 
 TEST_F(WorkerControlServiceTest, JoinMustStartWithRegister) {
   Start(nullptr);
   grpc::ClientContext ctx;
-  auto stream = stub_->Join(&ctx);
+  auto stream = served_.stub->Join(&ctx);
   moe::v1::WorkerMessage m;
   m.mutable_heartbeat();
   stream->Write(m);
@@ -178,7 +170,7 @@ TEST_F(WorkerControlServiceTest, JoinMustStartWithRegister) {
   moe::v1::RouterMessage r;
   EXPECT_FALSE(stream->Read(&r));
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(pool_->state().connected, 0);
+  EXPECT_EQ(served_.pool->state().connected, 0);
 }
 
 TEST_F(WorkerControlServiceTest, EveryCallIsCheckedAgainstTheTokens) {
@@ -189,12 +181,12 @@ TEST_F(WorkerControlServiceTest, EveryCallIsCheckedAgainstTheTokens) {
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(JoinAndReady("wrong", &a).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(pool_->state().connected, 0);
+  EXPECT_EQ(served_.pool->state().connected, 0);
   {
     grpc::ClientContext ctx;
     moe::v1::StoreSetRequest req;
     moe::v1::StoreSetResponse resp;
-    EXPECT_EQ(stub_->StoreSet(&ctx, req, &resp).error_code(),
+    EXPECT_EQ(served_.stub->StoreSet(&ctx, req, &resp).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
   }
   {
@@ -202,7 +194,7 @@ TEST_F(WorkerControlServiceTest, EveryCallIsCheckedAgainstTheTokens) {
     moe::v1::StoreGetRequest req;
     req.add_keys("0");
     moe::v1::StoreGetResponse resp;
-    EXPECT_EQ(stub_->StoreGet(&ctx, req, &resp).error_code(),
+    EXPECT_EQ(served_.stub->StoreGet(&ctx, req, &resp).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
   }
   EXPECT_TRUE(JoinAndReady("s3cret", &a).ok());
