@@ -2,10 +2,13 @@
 // function of the members there, the time and the policy, so that the rules
 // (a full group first; after a loss, a smaller one once regroup_after has
 // passed; whole again as soon as workers return) are tested without threads
-// or gRPC. WorkerPool applies its answers.
+// or gRPC; RegroupSchedule keeps what the rules remember between
+// generations (and the backoff of failed ones). WorkerGroup applies its
+// answers.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -49,5 +52,51 @@ NextGeneration PlanGeneration(const std::vector<bool>& available,
 std::optional<std::chrono::steady_clock::time_point> RegroupAfterLoss(
     GroupHistory* history, std::chrono::steady_clock::time_point now,
     const GroupPolicy& policy);
+
+// When the next generation forms: PlanGeneration and RegroupAfterLoss over
+// the history they keep, the regroup scheduled (after a loss, a wait or a
+// failed generation) and the backoff of generations that a worker could
+// not join. Plain state with no lock: WorkerGroup keeps it under its own.
+class RegroupSchedule {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // A failed generation is retried after `retry_delay`, doubled for each
+  // one failed in a row, at most `max_doublings` times.
+  RegroupSchedule(GroupPolicy policy, std::chrono::milliseconds retry_delay,
+                  int max_doublings)
+      : policy_(policy),
+        retry_delay_(retry_delay),
+        max_doublings_(max_doublings) {}
+
+  // PlanGeneration over the history kept: kForm adopts the plan's history
+  // and drops a scheduled regroup; kWait schedules one at the plan's time
+  // (the later one if one was scheduled).
+  NextGeneration Plan(const std::vector<bool>& available,
+                      Clock::time_point now);
+  // A member of the current generation was lost at `now`: true when the
+  // members left may form a smaller group, scheduled at regroup_after.
+  bool Lost(Clock::time_point now);
+  // A worker could not join `generation` (counted once per generation).
+  void Failed(uint64_t generation);
+  // A group is ready: the backoff starts over.
+  void Succeeded() { failed_in_a_row_ = 0; }
+  // A new generation of the same members after the backoff; a regroup due
+  // sooner keeps its time.
+  void RetryLater(Clock::time_point now);
+  // True, once, when the regroup scheduled is due at `now`.
+  bool Due(Clock::time_point now);
+  // When the regroup scheduled is due; nullopt: none is.
+  std::optional<Clock::time_point> next() const { return at_; }
+
+ private:
+  const GroupPolicy policy_;
+  const std::chrono::milliseconds retry_delay_;
+  const int max_doublings_;
+  GroupHistory history_;
+  std::optional<Clock::time_point> at_;
+  int failed_in_a_row_ = 0;   // generations a worker could not join
+  uint64_t last_failed_ = 0;  // the last one counted
+};
 
 }  // namespace moe

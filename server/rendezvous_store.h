@@ -3,8 +3,8 @@
 // unique id). A rank proves who it is with its generation's store token and
 // may set only its own keys (KeyOwner). A Get parks until its keys are set,
 // its deadline passes, it is cancelled, or the generation ends, and holds no
-// thread meanwhile. Knows no gRPC: the pool's StoreSet and StoreGet
-// handlers adapt it (worker_pool_store.cc).
+// thread meanwhile. Knows no gRPC: the StoreSet and StoreGet handlers of
+// the group's gRPC edge adapt it (worker_control_service.cc).
 #pragma once
 
 #include <chrono>

@@ -88,7 +88,7 @@ int Router::Start() {
   }
   if (int rc = ExitCodeOf(MakeService(), 2)) return rc;
   services.api = service_.get();
-  services.workers = pool_.get();
+  services.workers = worker_service_.get();
   services.message_limit = MessageLimit(o_, model_->info());
   if (int rc = ExitCodeOf(servers_->Start(services), 1)) return rc;
   ReportReadiness();
@@ -130,22 +130,24 @@ absl::Status Router::MakePool() {
   po.world_size = o_.num_workers;
   po.placement = placement_;
   po.num_experts = model_->info().layer.num_experts;
-  // The resolved dtype (never "auto"): every worker loads what the router
-  // reports.
-  po.model = ModelSpecFor(o_.location, WeightDTypeName(model_->dtype()));
-  po.collective_timeout = o_.step_timeout;
   po.heartbeat_interval = std::chrono::milliseconds(o_.heartbeat_interval_ms);
   po.heartbeat_misses = o_.heartbeat_misses;
   po.regroup_after = std::chrono::milliseconds(o_.regroup_after_ms);
   po.hold_while_regrouping =
       std::chrono::milliseconds(o_.hold_while_regrouping_ms);
+  pool_ = std::make_unique<WorkerPool>(po);
+  WorkerControlOptions wo;
+  // The resolved dtype (never "auto"): every worker loads what the router
+  // reports.
+  wo.model = ModelSpecFor(o_.location, WeightDTypeName(model_->dtype()));
+  wo.collective_timeout = o_.step_timeout;
   // One connect attempt: long enough for a busy host, short next to a
   // step timeout, so that a peer stopped for a moment costs one retry.
-  po.connect_timeout =
+  wo.connect_timeout =
       std::min(o_.step_timeout, std::chrono::milliseconds(3000));
-  po.max_batch_tokens = o_.max_batch_tokens;
-  po.auth = worker_auth_.get();
-  pool_ = std::make_unique<WorkerPool>(po);
+  wo.max_batch_tokens = o_.max_batch_tokens;
+  wo.auth = worker_auth_.get();
+  worker_service_ = std::make_unique<WorkerControlService>(pool_.get(), wo);
   return absl::OkStatus();
 }
 

@@ -21,6 +21,7 @@
 #include "server/router_servers.h"
 #include "server/token_auth.h"
 #include "server/worker_auth.h"
+#include "server/worker_control_service.h"
 #include "server/worker_pool.h"
 
 namespace moe {
@@ -62,7 +63,8 @@ class Router {
   std::unique_ptr<RouterModel> model_;
   std::unique_ptr<WorkerAuth> worker_auth_;
   std::unique_ptr<WorkerPool> pool_;
-  std::shared_ptr<const ExpertPlacement> placement_;  // null: contiguous
+  std::unique_ptr<WorkerControlService> worker_service_;  // pool_'s gRPC side
+  std::shared_ptr<const ExpertPlacement> placement_;      // null: contiguous
   // Metrics before the pool's callbacks: it reports from its first event.
   std::shared_ptr<prometheus::Registry> registry_ =
       std::make_shared<prometheus::Registry>();

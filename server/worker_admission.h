@@ -13,7 +13,7 @@
 namespace moe {
 
 // What a worker says of itself when it registers (the Register message, as
-// WorkerPool reads it off the wire), as far as admission looks at it.
+// the gRPC edge reads it off the wire), as far as admission looks at it.
 struct WorkerRegistration {
   std::string host;  // for logs
   int64_t pid = 0;

@@ -1,530 +1,150 @@
 #include "server/worker_pool.h"
 
-#include <algorithm>
-#include <optional>
-#include <random>
-
 #include "absl/strings/str_cat.h"
-#include "core/even_split.h"
 #include "core/logging.h"
-#include "server/moe_service.h"  // ToGrpcStatus
-#include "server/worker_pool_internal.h"
+#include "core/status_macros.h"
 
 namespace moe {
-namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A fresh secret per rank and generation.
-std::string NewToken() {
-  static absl::Mutex mu(absl::kConstInit);
-  static std::random_device rd;
-  absl::MutexLock lock(&mu);
-  std::string t(16, '\0');
-  for (char& c : t) c = static_cast<char>(rd() & 0xff);
-  return t;
-}
-
-}  // namespace
-
 WorkerPool::WorkerPool(WorkerPoolOptions options)
     : options_(std::move(options)),
-      policy_{options_.world_size, options_.regroup_after},
-      store_(options_.max_store_waits_per_rank),
-      placement_(options_.placement) {
-  {
-    absl::MutexLock lock(&mu_);
-    members_.resize(options_.world_size);
-  }
-  retry_thread_ = std::thread([this] { RetryLoop(); });
+      placement_(options_.placement),
+      group_(options_, &channel_, &placement_) {}
+
+void WorkerPool::OnResult(const GroupMember& member, StepReply& reply) {
+  group_
+      .View([&](const GroupRoster&) {
+        // `member.rank` is its rank in the current generation
+        // (StepTracker::Answer drops an answer to a step of another one).
+        channel_.Answer(
+            member.rank, [&] { return member.Name(); }, reply);
+        return absl::OkStatus();
+      })
+      .IgnoreError();
 }
 
-WorkerPool::~WorkerPool() {
-  Shutdown();
-  if (retry_thread_.joinable()) retry_thread_.join();
-}
-
-void WorkerPool::Shutdown() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutdown_) return;
-    shutdown_ = true;
-    channel_.AbortAll(absl::UnavailableError("router shutting down"));
-    store_.Shutdown();
-    placement_.Shutdown();
-    cv_.SignalAll();
-  }
-  store_.FinishEnded();
-}
-
-WorkerPool::State WorkerPool::state() const {
-  absl::MutexLock lock(&mu_);
-  return StateLocked();
-}
-
-WorkerPool::State WorkerPool::StateLocked() const {
-  State s;
-  s.world_size = options_.world_size;
-  s.group_size = static_cast<int>(ranks_.size());
-  for (const auto& c : members_) s.connected += c != nullptr;
-  s.ready_workers = ready_count_;
-  s.ready = ready_;
-  s.generation = generation_;
-  s.refusal = ready_ ? "" : refusal_;
-  s.stalled = StalledLocked();
-  return s;
-}
-
-void WorkerPool::SetStateCallback(std::function<void(const State&)> callback) {
-  absl::MutexLock lock(&mu_);
-  state_callback_ = std::move(callback);
-}
-
-void WorkerPool::NotifyLocked(Notify* notify) {
-  if (!state_callback_) return;
-  // The callback reads the state when it runs, under notify_mu_: two
-  // notifications racing out of order still leave the latest state shown.
-  notify->push_back([this, cb = state_callback_] {
-    absl::MutexLock lock(&notify_mu_);
-    cb(state());
+absl::Status WorkerPool::OpenStep(const std::vector<StepContent>& steps,
+                                  StepRanks::Open open) {
+  const int P = static_cast<int>(steps.size());
+  return group_.View([&](const GroupRoster& roster) {
+    const GroupRoster::Members& ranks = roster.ranks();
+    if (!roster.ready()) {
+      return absl::UnavailableError(roster.NotReady(Clock::now()));
+    }
+    if (P != static_cast<int>(ranks.size())) {
+      return absl::UnavailableError(
+          absl::StrCat("worker group re-formed with ", ranks.size(),
+                       " workers while a step for ", P, " was planned; retry"));
+    }
+    const uint64_t epoch = placement_.in_force().epoch;
+    if (!steps.empty() && steps[0].placement_epoch != epoch) {
+      return PlacementChangedError(steps[0].placement_epoch, epoch);
+    }
+    open(roster.generation(),
+         std::vector<std::shared_ptr<StepRank>>(ranks.begin(), ranks.end()));
+    return absl::OkStatus();
   });
 }
 
-void AddLayerSlots(
-    const ExpertPlacement& placement, int rank,
-    google::protobuf::RepeatedPtrField<moe::v1::LayerSlots>* out) {
-  for (const auto& [layer, lp] : placement.layers) {
-    auto* slots = out->Add();
-    slots->set_layer(static_cast<int32_t>(layer));
-    slots->mutable_experts()->Assign(lp.workers[rank].begin(),
-                                     lp.workers[rank].end());
+absl::Status WorkerPool::RunStep(const std::vector<StepContent>& steps,
+                                 Clock::time_point deadline,
+                                 const std::function<void()>& overlap,
+                                 std::vector<StepReply>* results) {
+  const StepChannel::Outcome sent =
+      channel_.Run(steps, deadline, overlap, results);
+  const StepTracker::Outcome& outcome = sent.step;
+  if (outcome.status.ok()) return outcome.status;
+  // Rebuild the group unless the step left it intact (StepTracker) or a
+  // disconnect or a new generation already took care of it.
+  bool regroup = false;
+  group_
+      .View([&](const GroupRoster& roster) {
+        regroup = !outcome.intact &&
+                  outcome.generation == roster.generation() && roster.ready();
+        return absl::OkStatus();
+      })
+      .IgnoreError();
+  if (regroup) {
+    spdlog::warn("step {} failed ({}); rebuilding the worker group", sent.id,
+                 outcome.status.ToString());
+    group_.Regroup(/*delayed=*/false);
   }
+  return outcome.status;
 }
 
-moe::v1::RouterMessage WorkerPool::AssignmentLocked(
-    int r, int W, const std::string& store_token) const {
-  // The placement is made for the configured P workers: a smaller group
-  // (degraded, see regroup_after) splits the experts evenly instead, and
-  // the placement is back in force when the group is whole again.
-  const PlacementInForce in_force = placement_.in_force();
-  const ExpertPlacement* placed =
-      W == options_.world_size ? in_force.placement.get() : nullptr;
-  const int64_t E = options_.num_experts;
-  moe::v1::RouterMessage msg;
-  auto* a = msg.mutable_assignment();
-  a->set_generation(generation_);
-  a->set_rank(r);
-  a->set_world_size(W);
-  a->set_expert_begin(SplitBegin(r, W, E));
-  a->set_expert_end(SplitBegin(r + 1, W, E));
-  a->set_placement_epoch(in_force.epoch);
-  if (placed != nullptr) {
-    a->set_redundant_experts(placed->redundant);
-    AddLayerSlots(*placed, r, a->mutable_layer_slots());
-  }
-  *a->mutable_model() = options_.model;
-  a->set_heartbeat_interval_ms(options_.heartbeat_interval.count());
-  a->set_connect_timeout_ms(options_.connect_timeout.count());
-  a->set_collective_timeout_ms(options_.collective_timeout.count());
-  a->set_max_batch_tokens(options_.max_batch_tokens);
-  a->set_store_token(store_token);
-  return msg;
-}
-
-void WorkerPool::StartGenerationLocked(Outbox* out) {
-  std::vector<bool> available(members_.size());
-  for (size_t s = 0; s < members_.size(); ++s) {
-    available[s] = members_[s] != nullptr && !members_[s]->stalled;
-  }
-  const NextGeneration next =
-      PlanGeneration(available, history_, Clock::now(), policy_);
-  if (next.action == NextGeneration::Action::kNone) return;
-  if (next.action == NextGeneration::Action::kWait) {
-    if (!regroup_pending_ || regroup_at_ < next.regroup_at) {
-      regroup_at_ = next.regroup_at;
-    }
-    regroup_pending_ = true;
-    cv_.SignalAll();
-    return;
-  }
-  history_ = next.history;
-  ++generation_;
-  ready_count_ = 0;
-  regroup_pending_ = false;
-  for (const auto& c : members_) {
-    if (c == nullptr) continue;
-    // Left out of this generation: no rank, no store token, no heartbeat
-    // watch (it is already known to be stalled).
-    c->rank = -1;
-    c->assigned = false;
-  }
-  ranks_.clear();
-  for (int s : next.slots) ranks_.push_back(members_[s]);
-  const int P = options_.world_size;
-  const int W = static_cast<int>(ranks_.size());
-  std::vector<std::string> tokens(W);
-  for (int r = 0; r < W; ++r) {
-    ranks_[r]->rank = r;
-    ranks_[r]->assigned = true;
-    tokens[r] = NewToken();
-    out->emplace_back(ranks_[r], AssignmentLocked(r, W, tokens[r]));
-  }
-  // The ended generation's rendezvous, steps and placement loading end.
-  store_.StartGeneration(generation_, std::move(tokens));
-  channel_.AbortAll(absl::UnavailableError(absl::StrCat(
-      "worker group reconfigured (generation ", generation_, ")")));
-  placement_.GenerationStarted(generation_);
-  if (W < P) {
-    spdlog::warn(
-        "worker group generation {}: {} ranks assigned, DEGRADED ({} of {} "
-        "configured workers; experts re-split over {}); it grows back when "
-        "workers return",
-        generation_, W, W, P, W);
-  } else {
-    spdlog::info("worker group generation {}: {} ranks assigned", generation_,
-                 W);
-  }
-}
-
-void WorkerPool::LostLocked() {
-  const auto at = RegroupAfterLoss(&history_, Clock::now(), policy_);
-  if (!at) return;
-  // The retry thread forms the smaller group when the time comes.
-  regroup_pending_ = true;
-  regroup_at_ = *at;
-  cv_.SignalAll();
-}
-
-void WorkerPool::Send(Outbox& out) {
-  for (auto& [conn, msg] : out) conn->Write(msg);
-}
-
-grpc::Status WorkerPool::AdmitLocked(const std::shared_ptr<Conn>& conn,
-                                     const std::string& peer) {
-  if (shutdown_) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "router shutting down");
-  }
-  absl::Status refused = CheckCollectiveHost(conn->info, peer);
-  if (refused.ok()) {
-    std::vector<RegisteredWorker> registered;
-    for (const auto& c : members_) {
-      if (c != nullptr) registered.push_back({&c->info, c->Name()});
-    }
-    refused = CheckDevice(conn->info, registered);
-  }
-  if (!refused.ok()) {
-    // Refused before it takes a rank: the group is not re-formed.
-    refusal_ = std::string(refused.message());
-    spdlog::error("{}", refusal_);
-    return ToGrpcStatus(refused);
-  }
-  for (int i = 0; i < options_.world_size; ++i) {
-    if (members_[i] == nullptr) {
-      conn->slot = i;
-      members_[i] = conn;
-      break;
-    }
-  }
-  if (conn->slot < 0) {
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        absl::StrCat("all ", options_.world_size,
-                                     " worker ranks are taken; retry to "
-                                     "stand by"));
-  }
-  int connected = 0;
-  for (const auto& c : members_) connected += c != nullptr;
-  spdlog::info(
-      "worker {} registered from {} ({} of {} workers connected; {} "
-      "threads, {})",
-      conn->Name(), peer, connected, options_.world_size, conn->threads,
-      conn->info.device);
-  return grpc::Status::OK;
-}
-
-grpc::Status WorkerPool::Join(
-    grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
-        stream) {
-  if (auto s = CheckWorkerCall(options_.auth, *ctx, "Join"); !s.ok()) return s;
-  moe::v1::WorkerMessage msg;
-  if (!stream->Read(&msg) || !msg.has_register_()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "the first message of Join must be Register");
-  }
-  auto conn = std::make_shared<Conn>();
-  conn->stream = stream;
-  const moe::v1::Register& r = msg.register_();
-  conn->info = {.host = r.host(),
-                .pid = r.pid(),
-                .device = r.device(),
-                .collective_host = r.collective_host(),
-                .device_identity = r.device_identity(),
-                .shares_device = r.shares_device()};
-  conn->threads = r.threads();
-  Notify notify;
-  {
-    absl::MutexLock send_lock(&channel_.send_order());
-    Outbox out;
-    {
-      absl::MutexLock lock(&mu_);
-      if (grpc::Status s = AdmitLocked(conn, ctx->peer()); !s.ok()) return s;
-      StartGenerationLocked(&out);
-      NotifyLocked(&notify);
-    }
-    // The ended generation's waits first: a send can block on a slow
-    // worker.
-    store_.FinishEnded();
-    Send(out);
-  }
-  for (auto& n : notify) n();
-  while (stream->Read(&msg)) {
-    Seen(conn);
-    if (msg.has_ready()) {
-      OnReady(conn, msg.ready());
-    } else if (msg.has_result()) {
-      OnResult(conn, *msg.mutable_result());
-    } else if (msg.has_placement_loaded()) {
-      OnPlacementLoaded(conn, msg.placement_loaded());
-    }
-  }
-  Remove(conn);
-  return grpc::Status::OK;
-}
-
-void WorkerPool::Remove(const std::shared_ptr<Conn>& conn) {
-  conn->Close();
-  Notify notify;
-  {
-    absl::MutexLock lock(&mu_);
-    if (conn->slot >= 0 && members_[conn->slot] == conn) {
-      members_[conn->slot] = nullptr;
-      spdlog::warn("worker {} disconnected", conn->Name());
-      const bool in_group = conn->rank >= 0 &&
-                            conn->rank < static_cast<int>(ranks_.size()) &&
-                            ranks_[conn->rank] == conn;
-      if (in_group) {
-        if (conn->ready_generation == generation_ && ready_count_ > 0) {
-          --ready_count_;
+WorkerPool::PlacementInForce WorkerPool::placement() const {
+  PlacementInForce p;
+  group_
+      .View([&](const GroupRoster& roster) {
+        p = placement_.in_force();
+        // A degraded group runs without it (its assignments split evenly).
+        if (static_cast<int>(roster.ranks().size()) != options_.world_size) {
+          p.placement = nullptr;
         }
-        channel_.AbortAll(absl::UnavailableError(
-            absl::StrCat("worker ", conn->Name(), " disconnected")));
-        // The generation's rendezvous cannot complete without it.
-        store_.EndWaits(absl::UnavailableError(absl::StrCat(
-            "worker ", conn->Name(), " left generation ", generation_)));
-        store_.RevokeRank(conn->rank);
-        conn->assigned = false;
-        ready_ = false;
-        LostLocked();
-      }
-      NotifyLocked(&notify);
+        return absl::OkStatus();
+      })
+      .IgnoreError();
+  return p;
+}
+
+void WorkerPool::OnPlacementLoaded(const std::shared_ptr<GroupMember>& member,
+                                   uint64_t generation, uint64_t epoch,
+                                   const std::string& error) {
+  group_
+      .View([&](const GroupRoster& roster) {
+        if (roster.IsRank(*member)) {
+          placement_.Loaded(generation, epoch, member->rank, error);
+        }
+        return absl::OkStatus();
+      })
+      .IgnoreError();
+}
+
+absl::Status WorkerPool::Rebalance(std::shared_ptr<const ExpertPlacement> next,
+                                   Clock::time_point deadline,
+                                   uint64_t* epoch_out) {
+  const int P = options_.world_size;
+  for (const auto& [layer, lp] : next->layers) {
+    if (lp.world() != P) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("placement of layer ", layer, " is for ", lp.world(),
+                       " workers, the group has ", P));
     }
   }
-  store_.FinishEnded();
-  for (auto& n : notify) n();
-}
-
-void WorkerPool::Seen(const std::shared_ptr<Conn>& conn) {
-  conn->last_seen = Clock::now().time_since_epoch().count();
-  if (!conn->stalled) return;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!conn->stalled) return;
-    conn->stalled = false;
-    spdlog::warn("worker {} answers again; rebuilding the worker group",
-                 conn->Name());
-  }
-  Regroup(/*delayed=*/false);
-}
-
-std::string WorkerPool::StalledLocked() const {
-  std::string out;
-  for (const auto& c : members_) {
-    if (c != nullptr && c->stalled) {
-      absl::StrAppend(&out, "; worker ", c->Name(),
-                      " not answering (no heartbeat for ",
-                      std::chrono::duration_cast<std::chrono::milliseconds>(
-                          Clock::now().time_since_epoch() -
-                          Clock::duration(c->last_seen.load()))
-                          .count(),
-                      " ms)");
+  uint64_t epoch = 0;
+  MOE_RETURN_IF_ERROR(group_.Reconfigure([&](const GroupRoster& roster,
+                                             WorkerGroup::Effects* fx) {
+    const GroupRoster::Members& ranks = roster.ranks();
+    if (!roster.ready()) {
+      return absl::UnavailableError(
+          "worker group not ready: cannot rebalance now");
     }
-  }
-  return out;
-}
-
-bool WorkerPool::CheckStallsLocked(Clock::time_point now, Notify* notify) {
-  const auto limit = options_.heartbeat_interval * options_.heartbeat_misses;
-  bool any = false;
-  for (const auto& c : ranks_) {
-    // Only a rank that was told the interval (in an Assignment) is held
-    // to it.
-    if (c == nullptr || c->stalled || !c->assigned) continue;
-    const auto silent =
-        now.time_since_epoch() - Clock::duration(c->last_seen.load());
-    if (silent <= limit) continue;
-    c->stalled = true;
-    any = true;
-    const absl::Status status = absl::UnavailableError(absl::StrCat(
-        "worker ", c->Name(), " stopped answering: no heartbeat for ",
-        std::chrono::duration_cast<std::chrono::milliseconds>(silent).count(),
-        " ms (", options_.heartbeat_misses, " x ",
-        options_.heartbeat_interval.count(), " ms)"));
-    spdlog::error("{}", status.message());
-    // The silent rank is the cause: its peers' errors (a collective that
-    // timed out waiting for it) are not.
-    channel_.Blame(status);
-    store_.EndWaits(status);
-    ready_ = false;
-    LostLocked();
-    NotifyLocked(notify);
-  }
-  return any;
-}
-
-Clock::time_point WorkerPool::NextStallCheckLocked(
-    Clock::time_point now) const {
-  // Every heartbeat interval, and as soon as a rank's silence would pass
-  // the limit (ahead of the transport's keepalive, which would otherwise
-  // drop a frozen worker as disconnected before it is seen stalled).
-  Clock::time_point wake = now + options_.heartbeat_interval;
-  const auto limit = options_.heartbeat_interval * options_.heartbeat_misses;
-  for (const auto& c : ranks_) {
-    if (c == nullptr || c->stalled || !c->assigned) continue;
-    const Clock::time_point due =
-        Clock::time_point(Clock::duration(c->last_seen.load())) + limit +
-        std::chrono::milliseconds(1);
-    wake = std::min(wake, std::max(due, now));
-  }
-  return wake;
-}
-
-void WorkerPool::OnReady(const std::shared_ptr<Conn>& conn,
-                         const moe::v1::Ready& ready) {
-  Notify notify;
-  bool retry = false;
-  {
-    absl::MutexLock lock(&mu_);
-    if (ready.generation() != generation_ || conn->rank < 0 ||
-        ranks_[conn->rank] != conn) {
-      return;
+    if (static_cast<int>(ranks.size()) != P) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker group degraded to ", ranks.size(), " of ", P,
+          " workers: the placement is not in force; rebalance once the "
+          "group is whole"));
     }
-    if (!ready.error().empty()) {
-      // Kept for the clients' UNAVAILABLE answers (State::refusal): without
-      // it they would only see "0 ready" while the group retries.
-      refusal_ =
-          absl::StrCat("worker ", conn->Name(), " could not join generation ",
-                       ready.generation(), ": ", ready.error());
-      if (failed_generation_ != generation_) {  // once per generation
-        failed_generation_ = generation_;
-        ++failed_generations_;
-      }
-      spdlog::warn("{}", refusal_);
-      retry = true;
-    } else if (conn->ready_generation != generation_) {
-      conn->ready_generation = generation_;
-      if (++ready_count_ == static_cast<int>(ranks_.size())) {
-        spdlog::info("worker group generation {} ready ({} of {} workers)",
-                     generation_, ranks_.size(), options_.world_size);
-        ready_ = true;
-        refusal_.clear();
-        failed_generations_ = 0;
-        cv_.SignalAll();  // steps held while the group re-formed
-      }
-      NotifyLocked(&notify);
+    const uint64_t g = roster.generation();
+    MOE_ASSIGN_OR_RETURN(epoch, placement_.Begin(g, P));
+    for (int r = 0; r < P; ++r) {
+      fx->out.emplace_back(
+          ranks[r],
+          PlacementUpdate{
+              .generation = g, .rank = r, .epoch = epoch, .placement = next});
     }
-  }
-  for (auto& n : notify) n();
-  if (retry) Regroup(/*delayed=*/true);
-}
-
-std::string WorkerPool::NotReadyLocked() const {
-  const State st = StateLocked();
-  return absl::StrCat("worker group not ready: ", st.connected, " of ",
-                      st.world_size, " workers connected, ", st.ready_workers,
-                      " ready", StalledLocked(),
-                      st.refusal.empty() ? "" : "; last refused: ", st.refusal);
-}
-
-absl::StatusOr<int> WorkerPool::AwaitGroup(Clock::time_point deadline) {
-  absl::MutexLock lock(&mu_);
-  if (!ready_ && !shutdown_ && options_.hold_while_regrouping.count() > 0) {
-    // Held, not failed: a regroup takes about a rendezvous, and a client
-    // would only retry. Bounded by the flag and `deadline`; the
-    // requests behind this step wait in the batcher's bounded queue.
-    const Clock::time_point until =
-        std::min(deadline, Clock::now() + options_.hold_while_regrouping);
-    auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return ready_ || shutdown_;
-    };
-    mu_.AwaitWithTimeout(absl::Condition(&settled),
-                         absl::FromChrono(until - Clock::now()));
-  }
-  if (shutdown_) return absl::UnavailableError("router shutting down");
-  if (!ready_) return absl::UnavailableError(NotReadyLocked());
-  return static_cast<int>(ranks_.size());
-}
-
-void WorkerPool::Regroup(bool delayed) {
-  if (delayed) {
-    absl::MutexLock lock(&mu_);
-    const int doublings = std::clamp(failed_generations_ - 1, 0,
-                                     WorkerPoolOptions::kMaxRetryDoublings);
-    const Clock::time_point at =
-        Clock::now() + options_.retry_delay * (1 << doublings);
-    // A regroup already due sooner (a lost worker's) keeps its time.
-    regroup_at_ = regroup_pending_ ? std::min(regroup_at_, at) : at;
-    regroup_pending_ = true;
-    cv_.SignalAll();
-    return;
-  }
-  Notify notify;
+    return absl::OkStatus();
+  }));
+  MOE_RETURN_IF_ERROR(placement_.AwaitLoaded(deadline));
+  // Switch between two sends: every step sent from here on names `epoch`.
   absl::MutexLock send_lock(&channel_.send_order());
-  Outbox out;
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutdown_) return;
-    ready_ = false;
-    StartGenerationLocked(&out);
-    NotifyLocked(&notify);
-  }
-  store_.FinishEnded();  // before a send that can block on a slow worker
-  Send(out);
-  for (auto& n : notify) n();
-}
-
-void WorkerPool::RetryLoop() {
-  mu_.Lock();
-  while (!shutdown_) {
-    const Clock::time_point now = Clock::now();
-    const uint64_t parked = store_parked_;
-    // Parked StoreGets whose timeout passed.
-    mu_.Unlock();
-    const std::optional<Clock::time_point> store_wake = store_.Expire(now);
-    store_.FinishEnded();
-    mu_.Lock();
-    if (shutdown_) break;
-    Notify notify;
-    if (CheckStallsLocked(now, &notify)) {
-      mu_.Unlock();
-      store_.FinishEnded();
-      for (auto& n : notify) n();
-      mu_.Lock();
-      continue;
-    }
-    if (regroup_pending_ && now >= regroup_at_) {
-      regroup_pending_ = false;
-      mu_.Unlock();
-      Regroup(/*delayed=*/false);
-      mu_.Lock();
-      continue;
-    }
-    if (parked != store_parked_) continue;  // a new timeout to keep
-    Clock::time_point wake = NextStallCheckLocked(now);
-    if (regroup_pending_) wake = std::min(wake, regroup_at_);
-    if (store_wake) wake = std::min(wake, *store_wake);
-    cv_.WaitWithTimeout(&mu_, absl::FromChrono(wake - Clock::now()));
-  }
-  mu_.Unlock();
+  MOE_RETURN_IF_ERROR(group_.View([&](const GroupRoster& roster) {
+    return placement_.Commit(std::move(next), roster.generation());
+  }));
+  if (epoch_out != nullptr) *epoch_out = epoch;
+  return absl::OkStatus();
 }
 
 }  // namespace moe

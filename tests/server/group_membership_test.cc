@@ -68,3 +68,75 @@ TEST(PlanGeneration, ALossBeforeAnyFullGroupSchedulesNoRegroup) {
 
 }  // namespace
 }  // namespace moe
+
+// RegroupSchedule: the history kept between plans, the regroup scheduled
+// and the backoff of failed generations.
+namespace moe {
+namespace {
+
+RegroupSchedule Schedule() {
+  return RegroupSchedule(Policy(), milliseconds(100), /*max_doublings=*/2);
+}
+
+TEST(RegroupSchedule, KeepsTheHistoryAndSchedulesTheSmallerGroup) {
+  RegroupSchedule s = Schedule();
+  EXPECT_FALSE(s.Lost(kT0)) << "no smaller group before a full one";
+  EXPECT_EQ(s.Plan({true, true, true}, kT0).action, Action::kForm);
+  EXPECT_FALSE(s.next());
+  ASSERT_TRUE(s.Lost(kT0 + milliseconds(10)));
+  EXPECT_EQ(s.next(), kT0 + milliseconds(5010));
+  s.RetryLater(kT0);  // a failed rendezvous meanwhile: sooner
+  EXPECT_EQ(s.next(), kT0 + milliseconds(100));
+  // The members left wait for the smaller group: the later time.
+  const NextGeneration wait =
+      s.Plan({true, false, true}, kT0 + milliseconds(20));
+  EXPECT_EQ(wait.action, Action::kWait);
+  EXPECT_EQ(s.next(), kT0 + milliseconds(5010));
+  EXPECT_FALSE(s.Due(kT0 + milliseconds(5009)));
+  EXPECT_TRUE(s.Due(kT0 + milliseconds(5010)));
+  EXPECT_FALSE(s.Due(kT0 + milliseconds(5010))) << "due once";
+  EXPECT_EQ(s.Plan({true, false, true}, kT0 + milliseconds(5010)).action,
+            Action::kForm);
+}
+
+TEST(RegroupSchedule, AFormedGenerationDropsTheScheduledRegroup) {
+  RegroupSchedule s = Schedule();
+  s.Plan({true, true, true}, kT0);
+  ASSERT_TRUE(s.Lost(kT0));
+  EXPECT_EQ(s.Plan({true, true, true}, kT0 + milliseconds(1)).action,
+            Action::kForm);
+  EXPECT_FALSE(s.next());
+  EXPECT_FALSE(s.Due(kT0 + std::chrono::hours(1)));
+}
+
+TEST(RegroupSchedule, FailedGenerationsBackOffUntilOneSucceeds) {
+  RegroupSchedule s = Schedule();
+  s.RetryLater(kT0);  // none failed yet: the delay itself
+  EXPECT_EQ(s.next(), kT0 + milliseconds(100));
+  ASSERT_TRUE(s.Due(kT0 + milliseconds(100)));
+  s.Failed(7);
+  s.Failed(7);  // counted once per generation
+  s.RetryLater(kT0);
+  EXPECT_EQ(s.next(), kT0 + milliseconds(100));
+  ASSERT_TRUE(s.Due(kT0 + milliseconds(100)));
+  s.Failed(8);
+  s.RetryLater(kT0);
+  EXPECT_EQ(s.next(), kT0 + milliseconds(200));
+  ASSERT_TRUE(s.Due(kT0 + milliseconds(200)));
+  s.Failed(9);
+  s.Failed(10);  // at most 2 doublings
+  s.RetryLater(kT0);
+  EXPECT_EQ(s.next(), kT0 + milliseconds(400));
+  // A regroup due sooner keeps its time.
+  s.RetryLater(kT0 - milliseconds(350));
+  EXPECT_EQ(s.next(), kT0 + milliseconds(50));
+  s.RetryLater(kT0 + milliseconds(900));
+  EXPECT_EQ(s.next(), kT0 + milliseconds(50));
+  ASSERT_TRUE(s.Due(kT0 + milliseconds(50)));
+  s.Succeeded();
+  s.RetryLater(kT0);
+  EXPECT_EQ(s.next(), kT0 + milliseconds(100)) << "the backoff starts over";
+}
+
+}  // namespace
+}  // namespace moe

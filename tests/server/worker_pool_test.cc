@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/server/serve_pool.h"
 #include "tests/testutil/wait_for.h"
 
 namespace moe {
@@ -124,9 +125,11 @@ class WorkerPoolTest : public ::testing::Test {
                  milliseconds regroup_after = milliseconds(60000),
                  milliseconds hold = milliseconds(0)) {
     // A test that restarts the pool: the old server goes before the pool it
-    // serves (its callback methods belong to the pool).
-    server_.reset();
-    pool_.reset();
+    // serves (its callback methods belong to the service, which calls the
+    // pool).
+    served_.server.reset();
+    served_.service.reset();
+    served_.pool.reset();
     WorkerPoolOptions o;
     o.regroup_after = regroup_after;
     o.hold_while_regrouping = hold;
@@ -134,35 +137,24 @@ class WorkerPoolTest : public ::testing::Test {
     o.heartbeat_misses = 4;
     o.world_size = 2;
     o.num_experts = 8;
-    o.max_batch_tokens = 64;
     o.retry_delay = milliseconds(10);
     o.max_store_waits_per_rank = max_store_waits_per_rank;
-    pool_ = std::make_unique<WorkerPool>(o);
-    grpc::ServerBuilder b;
-    b.RegisterService(pool_.get());
-    // Loopback TCP, as in production: with the in-process transport, a
-    // sync Write to one Join stream from another stream's handler was seen
-    // to hang (about 1 in 30 runs) while the client was reading.
-    int port = 0;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    server_ = b.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    ASSERT_GT(port, 0);
-    stub_ = moe::v1::WorkerControl::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    WorkerControlOptions wo;
+    wo.max_batch_tokens = 64;
+    testing::ServePool(o, wo, &served_);
   }
   void TearDown() override {
     workers_.clear();  // each leaves
-    pool_->Shutdown();
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      std::chrono::seconds(1));
+    served_.pool->Shutdown();
+    served_.server->Shutdown(std::chrono::system_clock::now() +
+                             std::chrono::seconds(1));
   }
   FakeWorker& Join() {
-    workers_.push_back(std::make_unique<FakeWorker>(stub_.get()));
+    workers_.push_back(std::make_unique<FakeWorker>(served_.stub.get()));
     return *workers_.back();
   }
   bool StateIs(const std::function<bool(const WorkerPool::State&)>& pred) {
-    return WaitFor([&] { return pred(pool_->state()); }, kTimeout);
+    return WaitFor([&] { return pred(served_.pool->state()); }, kTimeout);
   }
   // Both workers' assignments of one new generation, checked.
   void ExpectGeneration(FakeWorker& a, FakeWorker& b, moe::v1::Assignment* aa,
@@ -181,9 +173,7 @@ class WorkerPoolTest : public ::testing::Test {
     EXPECT_EQ(r1.expert_end(), 8);
   }
 
-  std::unique_ptr<WorkerPool> pool_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<moe::v1::WorkerControl::Stub> stub_;
+  testing::ServedPool served_;
   std::vector<std::unique_ptr<FakeWorker>> workers_;
 };
 
@@ -196,27 +186,28 @@ absl::Status RunStep(WorkerPool& pool) {
 }
 
 TEST_F(WorkerPoolTest, GenerationStartsWhenFullAndIsReadyWhenAllAreReady) {
-  EXPECT_EQ(pool_->state().generation, 0u);
+  EXPECT_EQ(served_.pool->state().generation, 0u);
   FakeWorker& a = Join();
   ASSERT_TRUE(StateIs([](const auto& s) { return s.connected == 1; }));
-  EXPECT_EQ(pool_->state().generation, 0u) << "a generation with a rank open";
-  EXPECT_EQ(RunStep(*pool_).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(served_.pool->state().generation, 0u)
+      << "a generation with a rank open";
+  EXPECT_EQ(RunStep(*served_.pool).code(), absl::StatusCode::kUnavailable);
 
   FakeWorker& b = Join();
   moe::v1::Assignment aa, ab;
   ExpectGeneration(a, b, &aa, &ab);
   const uint64_t g = aa.generation();
   EXPECT_GT(g, 0u);
-  EXPECT_EQ(pool_->state().generation, g);
-  EXPECT_FALSE(pool_->state().ready);
+  EXPECT_EQ(served_.pool->state().generation, g);
+  EXPECT_FALSE(served_.pool->state().ready);
 
   a.Ready(aa);
   ASSERT_TRUE(StateIs([](const auto& s) { return s.ready_workers == 1; }));
-  EXPECT_FALSE(pool_->state().ready);
+  EXPECT_FALSE(served_.pool->state().ready);
   b.Ready(ab);
   ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }))
       << "not ready with every rank ready";
-  EXPECT_EQ(pool_->state().generation, g);
+  EXPECT_EQ(served_.pool->state().generation, g);
 }
 
 TEST_F(WorkerPoolTest, LostWorkerEndsTheGenerationAndAReplacementStartsANew) {
@@ -233,7 +224,7 @@ TEST_F(WorkerPoolTest, LostWorkerEndsTheGenerationAndAReplacementStartsANew) {
   ASSERT_TRUE(StateIs([](const auto& s) {
     return !s.ready && s.connected == 1;
   })) << "still ready without a member";
-  EXPECT_EQ(RunStep(*pool_).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(RunStep(*served_.pool).code(), absl::StatusCode::kUnavailable);
 
   FakeWorker& c = Join();
   moe::v1::Assignment ga, gc;
@@ -245,10 +236,10 @@ TEST_F(WorkerPoolTest, LostWorkerEndsTheGenerationAndAReplacementStartsANew) {
   a.Ready(aa);
   c.Ready(gc);
   ASSERT_TRUE(StateIs([](const auto& s) { return s.ready_workers == 1; }));
-  EXPECT_FALSE(pool_->state().ready);
+  EXPECT_FALSE(served_.pool->state().ready);
   a.Ready(ga);
   ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
-  EXPECT_EQ(pool_->state().generation, g2);
+  EXPECT_EQ(served_.pool->state().generation, g2);
 }
 
 TEST_F(WorkerPoolTest, SilentWorkerIsStalledUntilItSendsAgain) {
@@ -274,12 +265,12 @@ TEST_F(WorkerPoolTest, SilentWorkerIsStalledUntilItSendsAgain) {
   const auto silent = std::chrono::steady_clock::now();
   ASSERT_TRUE(StateIs([](const auto& s) { return !s.ready; }));
   EXPECT_LT(std::chrono::steady_clock::now() - silent, milliseconds(1000));
-  const std::string stalled = pool_->state().stalled;
+  const std::string stalled = served_.pool->state().stalled;
   EXPECT_NE(stalled.find(absl::StrCat("rank ", ab.rank())), std::string::npos)
       << stalled;
   EXPECT_EQ(stalled.find(absl::StrCat("rank ", aa.rank())), std::string::npos)
       << stalled;
-  const absl::Status step = RunStep(*pool_);
+  const absl::Status step = RunStep(*served_.pool);
   EXPECT_EQ(step.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(step.message().find(absl::StrCat("rank ", ab.rank())),
             std::string::npos)
@@ -289,7 +280,7 @@ TEST_F(WorkerPoolTest, SilentWorkerIsStalledUntilItSendsAgain) {
   moe::v1::Assignment ra, rb;
   ExpectGeneration(a, b, &ra, &rb);
   EXPECT_GT(ra.generation(), aa.generation());
-  EXPECT_TRUE(pool_->state().stalled.empty());
+  EXPECT_TRUE(served_.pool->state().stalled.empty());
   a.Ready(ra);
   b.Ready(rb);
   ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
@@ -311,7 +302,7 @@ TEST_F(WorkerPoolTest, FailedRendezvousRetriesWithANewGeneration) {
   a.Ready(ra);
   b.Ready(rb);
   ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
-  EXPECT_EQ(pool_->state().generation, ra.generation());
+  EXPECT_EQ(served_.pool->state().generation, ra.generation());
 }
 
 // A worker that cannot load its experts answers every generation with an
@@ -329,8 +320,8 @@ TEST_F(WorkerPoolTest, WorkerThatCannotLoadIsNamedAndRetriedWithBackoff) {
   ASSERT_TRUE(StateIs([&](const auto& s) {
     return absl::StrContains(s.refusal, why) &&
            absl::StrContains(s.refusal, "could not join generation");
-  })) << pool_->state().refusal;
-  EXPECT_FALSE(pool_->state().ready);
+  })) << served_.pool->state().refusal;
+  EXPECT_FALSE(served_.pool->state().ready);
   // Three more failed generations: the wait before each retry doubles.
   std::vector<std::chrono::steady_clock::time_point> assigned;
   for (int i = 0; i < 3; ++i) {
@@ -349,7 +340,7 @@ TEST_F(WorkerPoolTest, WorkerThatCannotLoadIsNamedAndRetriedWithBackoff) {
   a.Ready(ra);
   b.Ready(rb);
   ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
-  EXPECT_EQ(pool_->state().refusal, "");
+  EXPECT_EQ(served_.pool->state().refusal, "");
 }
 
 TEST_F(WorkerPoolTest, WorkerBeyondTheWorldSizeIsRefused) {
@@ -361,8 +352,8 @@ TEST_F(WorkerPoolTest, WorkerBeyondTheWorldSizeIsRefused) {
   const grpc::Status s = extra.Leave();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
       << s.error_message();
-  EXPECT_EQ(pool_->state().connected, 2);
-  EXPECT_EQ(pool_->state().generation, aa.generation());
+  EXPECT_EQ(served_.pool->state().connected, 2);
+  EXPECT_EQ(served_.pool->state().generation, aa.generation());
 }
 
 grpc::Status StoreSet(moe::v1::WorkerControl::Stub* stub,
@@ -398,12 +389,12 @@ TEST_F(WorkerPoolTest, StoreWritesOnlyTheCallersOwnKeysOfTheGeneration) {
   const auto& r0 = aa.rank() == 0 ? aa : ab;
   const auto& r1 = aa.rank() == 0 ? ab : aa;
   EXPECT_NE(r0.store_token(), r1.store_token());
-  EXPECT_TRUE(StoreSet(stub_.get(), r0, "0").ok());
-  EXPECT_TRUE(StoreSet(stub_.get(), r0, "nccl-unique-id").ok());
-  EXPECT_TRUE(StoreSet(stub_.get(), r1, "1").ok());
+  EXPECT_TRUE(StoreSet(served_.stub.get(), r0, "0").ok());
+  EXPECT_TRUE(StoreSet(served_.stub.get(), r0, "nccl-unique-id").ok());
+  EXPECT_TRUE(StoreSet(served_.stub.get(), r1, "1").ok());
   // A rogue write of rank 0's keys by rank 1.
   for (const char* key : {"0", "0/1", "nccl-unique-id", "other"}) {
-    const grpc::Status s = StoreSet(stub_.get(), r1, key);
+    const grpc::Status s = StoreSet(served_.stub.get(), r1, key);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << key;
     EXPECT_NE(s.error_message().find("rank 1 may not set"), std::string::npos)
         << s.error_message();
@@ -411,12 +402,12 @@ TEST_F(WorkerPoolTest, StoreWritesOnlyTheCallersOwnKeysOfTheGeneration) {
   // No token, or an unknown one.
   moe::v1::Assignment stranger = r0;
   stranger.set_store_token("guess");
-  EXPECT_EQ(StoreSet(stub_.get(), stranger, "0").error_code(),
+  EXPECT_EQ(StoreSet(served_.stub.get(), stranger, "0").error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   // Another generation, named with the current one.
   const uint64_t g = r0.generation();
   for (uint64_t other : {g + 1, g - 1 == 0 ? g + 7 : g - 1}) {
-    const grpc::Status s = StoreSet(stub_.get(), r0, "0", other);
+    const grpc::Status s = StoreSet(served_.stub.get(), r0, "0", other);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_NE(s.error_message().find(absl::StrCat("generation ", other)),
               std::string::npos)
@@ -484,9 +475,10 @@ TEST_F(WorkerPoolTest, ParkedStoreGetsHoldNoThreadAndEndWithTheGeneration) {
   ExpectGeneration(a, b, &aa, &ab);
   const int before = ThreadCount();
   ParkedGets& gets = NewParkedGets();
-  gets.Park(stub_.get(), aa, 500, "1/0");
-  ASSERT_TRUE(WaitFor([&] { return pool_->store_waits() == 500; }, kTimeout))
-      << pool_->store_waits() << " parked";
+  gets.Park(served_.stub.get(), aa, 500, "1/0");
+  ASSERT_TRUE(
+      WaitFor([&] { return served_.pool->store_waits() == 500; }, kTimeout))
+      << served_.pool->store_waits() << " parked";
   const int parked = ThreadCount();
   EXPECT_LT(parked - before, 50)
       << "500 parked StoreGets took threads: " << before << " -> " << parked;
@@ -495,11 +487,11 @@ TEST_F(WorkerPoolTest, ParkedStoreGetsHoldNoThreadAndEndWithTheGeneration) {
   b.Ready(ab, "gloo: connect timed out");
   ASSERT_TRUE(WaitFor([&] { return gets.answered() == 500; }, kTimeout))
       << gets.answered() << " of 500 ended; generation "
-      << pool_->state().generation << " (was " << ab.generation() << ")";
+      << served_.pool->state().generation << " (was " << ab.generation() << ")";
   for (grpc::StatusCode c : gets.codes) {
     EXPECT_EQ(c, grpc::StatusCode::FAILED_PRECONDITION);
   }
-  EXPECT_EQ(pool_->store_waits(), 0u);
+  EXPECT_EQ(served_.pool->store_waits(), 0u);
   std::printf("threads: %d before, %d with 500 StoreGets parked\n", before,
               parked);
 }
@@ -512,8 +504,9 @@ TEST_F(WorkerPoolTest, StoreWaitsAreCappedPerRankAndAnsweredWhenSet) {
   const auto& r0 = aa.rank() == 0 ? aa : ab;
   const auto& r1 = aa.rank() == 0 ? ab : aa;
   ParkedGets& gets = NewParkedGets();
-  gets.Park(stub_.get(), r1, 64, "0");
-  ASSERT_TRUE(WaitFor([&] { return pool_->store_waits() == 64; }, kTimeout));
+  gets.Park(served_.stub.get(), r1, 64, "0");
+  ASSERT_TRUE(
+      WaitFor([&] { return served_.pool->store_waits() == 64; }, kTimeout));
   {
     grpc::ClientContext ctx;
     moe::v1::StoreGetRequest req;
@@ -522,7 +515,7 @@ TEST_F(WorkerPoolTest, StoreWaitsAreCappedPerRankAndAnsweredWhenSet) {
     req.set_timeout_ms(60000);
     req.set_store_token(r1.store_token());
     moe::v1::StoreGetResponse resp;
-    const grpc::Status s = stub_->StoreGet(&ctx, req, &resp);
+    const grpc::Status s = served_.stub->StoreGet(&ctx, req, &resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
         << s.error_message();
   }
@@ -535,10 +528,10 @@ TEST_F(WorkerPoolTest, StoreWaitsAreCappedPerRankAndAnsweredWhenSet) {
     req.set_timeout_ms(50);
     req.set_store_token(r0.store_token());
     moe::v1::StoreGetResponse resp;
-    EXPECT_EQ(stub_->StoreGet(&ctx, req, &resp).error_code(),
+    EXPECT_EQ(served_.stub->StoreGet(&ctx, req, &resp).error_code(),
               grpc::StatusCode::DEADLINE_EXCEEDED);
   }
-  ASSERT_TRUE(StoreSet(stub_.get(), r0, "0").ok());
+  ASSERT_TRUE(StoreSet(served_.stub.get(), r0, "0").ok());
   ASSERT_TRUE(WaitFor([&] { return gets.answered() == 64; }, kTimeout));
   for (grpc::StatusCode c : gets.codes) EXPECT_EQ(c, grpc::StatusCode::OK);
   for (const auto& r : gets.resps) {
@@ -560,8 +553,8 @@ TEST_F(WorkerPoolTest, LostWorkerLeavesASmallerGroupThatGrowsBack) {
   a.Ready(aa);
   b.Ready(ab);
   ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
-  EXPECT_FALSE(pool_->state().degraded());
-  EXPECT_EQ(pool_->state().group_size, 2);
+  EXPECT_FALSE(served_.pool->state().degraded());
+  EXPECT_EQ(served_.pool->state().group_size, 2);
 
   const auto left = std::chrono::steady_clock::now();
   EXPECT_TRUE(b.Leave().ok());
@@ -576,15 +569,15 @@ TEST_F(WorkerPoolTest, LostWorkerLeavesASmallerGroupThatGrowsBack) {
   EXPECT_GT(solo.generation(), aa.generation());
   a.Ready(solo);
   ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
-  WorkerPool::State st = pool_->state();
+  WorkerPool::State st = served_.pool->state();
   EXPECT_TRUE(st.degraded());
   EXPECT_EQ(st.group_size, 1);
   EXPECT_EQ(st.world_size, 2);
-  auto w = pool_->AwaitGroup(std::chrono::steady_clock::now());
+  auto w = served_.pool->AwaitGroup(std::chrono::steady_clock::now());
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ(*w, 1);
   // A step planned for the old world size is refused, not misrouted.
-  EXPECT_EQ(RunStep(*pool_).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(RunStep(*served_.pool).code(), absl::StatusCode::kUnavailable);
 
   FakeWorker& c = Join();
   moe::v1::Assignment ga, gc;
@@ -593,7 +586,7 @@ TEST_F(WorkerPoolTest, LostWorkerLeavesASmallerGroupThatGrowsBack) {
   a.Ready(ga);
   c.Ready(gc);
   ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
-  st = pool_->state();
+  st = served_.pool->state();
   EXPECT_FALSE(st.degraded());
   EXPECT_EQ(st.group_size, 2);
 }
@@ -606,7 +599,7 @@ TEST_F(WorkerPoolTest, NoSmallerGroupBeforeTheFirstFullOne) {
   Join();
   ASSERT_TRUE(StateIs([](const auto& s) { return s.connected == 1; }));
   std::this_thread::sleep_for(milliseconds(300));
-  EXPECT_EQ(pool_->state().generation, 0u);
+  EXPECT_EQ(served_.pool->state().generation, 0u);
 }
 
 // A step that finds the group re-forming waits for it (at most the hold and
@@ -619,7 +612,7 @@ TEST_F(WorkerPoolTest, StepsAreHeldWhileTheGroupReforms) {
   FakeWorker& a = Join();
   // Bounded by the step's deadline.
   auto start = Clock::now();
-  auto w = pool_->AwaitGroup(start + milliseconds(200));
+  auto w = served_.pool->AwaitGroup(start + milliseconds(200));
   EXPECT_EQ(w.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_GE(Clock::now() - start, milliseconds(150));
   EXPECT_LT(Clock::now() - start, milliseconds(3000));
@@ -627,7 +620,7 @@ TEST_F(WorkerPoolTest, StepsAreHeldWhileTheGroupReforms) {
   std::atomic<bool> done{false};
   absl::StatusOr<int> held = 0;
   std::thread waiter([&] {
-    held = pool_->AwaitGroup(Clock::now() + milliseconds(20000));
+    held = served_.pool->AwaitGroup(Clock::now() + milliseconds(20000));
     done = true;
   });
   std::this_thread::sleep_for(milliseconds(100));
@@ -649,7 +642,7 @@ TEST_F(WorkerPoolTest, HoldEndsAfterTheFlagsTime) {
             /*hold=*/milliseconds(200));
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  auto w = pool_->AwaitGroup(start + milliseconds(20000));
+  auto w = served_.pool->AwaitGroup(start + milliseconds(20000));
   EXPECT_EQ(w.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(w.status().message().find("not ready"), std::string::npos)
       << w.status();
@@ -681,7 +674,7 @@ TEST_F(WorkerPoolTest, DirectStepsSkipAnIdleRankThatHasThePlacement) {
       steps[r].in.rows = rows.data();
       steps[r].hidden = 4;
     }
-    return pool_->RunStep(
+    return served_.pool->RunStep(
         steps, std::chrono::steady_clock::now() + milliseconds(5000), [] {},
         &results);
   };

@@ -1,0 +1,104 @@
+// Who is in the worker group: the registered members by slot, the ranks of
+// the current generation, how many of them are ready, and why the last
+// worker was refused. Plain state with no lock of its own: WorkerGroup keeps
+// it under its one lock and applies what it answers (the store, the steps,
+// the placement, the notifications), so its rules are tested without
+// threads or gRPC.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/group_member.h"
+
+namespace moe {
+
+// The group as the router's readiness, metrics and errors see it.
+struct GroupState {
+  int world_size = 0;  // configured (P)
+  // The current generation's world size: P, or fewer while degraded; 0
+  // before any group formed.
+  int group_size = 0;
+  int connected = 0;
+  int ready_workers = 0;
+  bool ready = false;
+  uint64_t generation = 0;
+  // Why the last worker was refused at registration (e.g. a second NCCL
+  // worker on one GPU) or could not join a generation (its load or
+  // rendezvous error, naming the worker), until a group is ready; empty if
+  // none was.
+  std::string refusal;
+  // "; worker rank R (...) not answering (...)" for each stalled rank.
+  std::string stalled;
+  // Ready with fewer workers than configured.
+  bool degraded() const { return ready && group_size < world_size; }
+};
+
+class GroupRoster {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Members = std::vector<std::shared_ptr<GroupMember>>;
+
+  explicit GroupRoster(int world_size) : members_(world_size) {}
+
+  // A free slot for a registering worker (from `peer`), or why it is
+  // refused: worker_admission.h's checks (kept as the refusal), or
+  // RESOURCE_EXHAUSTED when every slot is taken.
+  absl::Status Admit(const std::shared_ptr<GroupMember>& member,
+                     const std::string& peer);
+  enum class Removed { kNone, kMember, kRank };
+  // `member`'s stream ended: its slot is free. kRank: it was a rank of the
+  // current generation, which is no longer ready (its rank is kept for the
+  // caller to revoke); kNone: it held no slot.
+  Removed Remove(const std::shared_ptr<GroupMember>& member);
+
+  enum class Readiness { kIgnored, kFailed, kCounted, kGroupReady };
+  // `member` said Ready for `generation`, or could not join it (`error`,
+  // kept as the refusal: kFailed). kIgnored: another generation, not a
+  // rank, or said before; kGroupReady: every rank is now ready.
+  Readiness Ready(const std::shared_ptr<GroupMember>& member,
+                  uint64_t generation, const std::string& error);
+
+  // Which slots could join a generation (registered and not stalled).
+  std::vector<bool> Available() const;
+  // Generation + 1, whose ranks are the members in `slots` (ascending);
+  // none of them is ready yet. Whether the group is ready is left as it
+  // was (the caller marks it not ready where the old one failed).
+  void StartGeneration(const std::vector<int>& slots);
+  // Rank `rank` is stalled: the group is not ready.
+  void Stall(int rank);
+  void Unready() { ready_ = false; }
+
+  // `member` is a rank of the current generation.
+  bool IsRank(const GroupMember& member) const;
+  // When each rank was last heard of (liveness.h), nullopt for a rank not
+  // held to the interval (not assigned or already stalled).
+  std::vector<std::optional<Clock::time_point>> Watched() const;
+
+  bool ready() const { return ready_; }
+  uint64_t generation() const { return generation_; }
+  const Members& ranks() const { return ranks_; }
+  int world_size() const { return static_cast<int>(members_.size()); }
+  GroupState State(Clock::time_point now) const;
+  // UNAVAILABLE's message while not ready (connected, ready, stalled,
+  // the last refusal).
+  std::string NotReady(Clock::time_point now) const;
+
+ private:
+  int Connected() const;
+  std::string Stalled(Clock::time_point now) const;
+
+  Members members_;  // by slot (null: free)
+  Members ranks_;    // the current generation's, in slot order
+  uint64_t generation_ = 0;
+  bool ready_ = false;
+  int ready_count_ = 0;
+  std::string refusal_;  // see GroupState::refusal
+};
+
+}  // namespace moe

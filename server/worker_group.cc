@@ -1,0 +1,288 @@
+#include "server/worker_group.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "core/logging.h"
+#include "core/status_macros.h"
+
+namespace moe {
+
+using Clock = std::chrono::steady_clock;
+
+WorkerGroup::WorkerGroup(const WorkerPoolOptions& options, StepChannel* channel,
+                         PlacementSwitch* placement)
+    : num_experts_(options.num_experts),
+      heartbeat_interval_(options.heartbeat_interval),
+      liveness_{options.heartbeat_interval, options.heartbeat_misses},
+      channel_(channel),
+      placement_(placement),
+      store_(options.max_store_waits_per_rank),
+      roster_(options.world_size),
+      schedule_({options.world_size, options.regroup_after},
+                options.retry_delay, WorkerPoolOptions::kMaxRetryDoublings) {
+  timer_.Start([this](Clock::time_point now) { return Tick(now); });
+}
+
+WorkerGroup::~WorkerGroup() { Shutdown(); }
+
+void WorkerGroup::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return;
+    shutdown_ = true;
+    channel_->AbortAll(absl::UnavailableError("router shutting down"));
+    store_.Shutdown();
+    placement_->Shutdown();
+    timer_.Stop();
+  }
+  store_.FinishEnded();
+}
+
+GroupState WorkerGroup::state() const {
+  absl::MutexLock lock(&mu_);
+  return roster_.State(Clock::now());
+}
+
+absl::Status WorkerGroup::Reconfigure(Change change) {
+  Effects fx;
+  absl::Status status;
+  {
+    absl::MutexLock send_lock(&channel_->send_order());
+    {
+      absl::MutexLock lock(&mu_);
+      status = change(roster_, &fx);
+    }
+    // The ended generation's waits first: a send can block on a slow
+    // worker.
+    store_.FinishEnded();
+    for (auto& [member, msg] : fx.out) {
+      if (const auto* a = std::get_if<GroupAssignment>(&msg)) {
+        member->Assign(*a);
+      } else {
+        member->SendPlacement(std::get<PlacementUpdate>(msg));
+      }
+    }
+  }
+  if (fx.changed) notifier_.Deliver([this] { return state(); });
+  return status;
+}
+
+void WorkerGroup::Settle(bool changed) {
+  store_.FinishEnded();
+  if (changed) notifier_.Deliver([this] { return state(); });
+}
+
+void WorkerGroup::StartGenerationLocked(Effects* fx) {
+  const NextGeneration next = schedule_.Plan(roster_.Available(), Clock::now());
+  if (next.action == NextGeneration::Action::kNone) return;
+  if (next.action == NextGeneration::Action::kWait) {
+    timer_.Poke();  // it forms the smaller group when the time comes
+    return;
+  }
+  roster_.StartGeneration(next.slots);
+  const uint64_t g = roster_.generation();
+  const GroupRoster::Members& ranks = roster_.ranks();
+  const int P = roster_.world_size();
+  const int W = static_cast<int>(ranks.size());
+  std::vector<GroupAssignment> assigned = AssignGeneration(
+      g, W, P, num_experts_, placement_->in_force(), heartbeat_interval_);
+  std::vector<std::string> tokens(W);
+  for (int r = 0; r < W; ++r) {
+    tokens[r] = assigned[r].store_token;
+    fx->out.emplace_back(ranks[r], std::move(assigned[r]));
+  }
+  // The ended generation's rendezvous, steps and placement loading end.
+  store_.StartGeneration(g, std::move(tokens));
+  channel_->AbortAll(absl::UnavailableError(
+      absl::StrCat("worker group reconfigured (generation ", g, ")")));
+  placement_->GenerationStarted(g);
+  if (W < P) {
+    spdlog::warn(
+        "worker group generation {}: {} ranks assigned, DEGRADED ({} of {} "
+        "configured workers; experts re-split over {}); it grows back when "
+        "workers return",
+        g, W, W, P, W);
+  } else {
+    spdlog::info("worker group generation {}: {} ranks assigned", g, W);
+  }
+}
+
+void WorkerGroup::LostLocked() {
+  if (schedule_.Lost(Clock::now())) timer_.Poke();
+}
+
+absl::Status WorkerGroup::Admit(const std::shared_ptr<GroupMember>& member,
+                                const std::string& peer) {
+  return Reconfigure(
+      [&](const GroupRoster&, Effects* fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        if (shutdown_) return absl::UnavailableError("router shutting down");
+        MOE_RETURN_IF_ERROR(roster_.Admit(member, peer));
+        StartGenerationLocked(fx);
+        fx->changed = true;
+        return absl::OkStatus();
+      });
+}
+
+void WorkerGroup::Remove(const std::shared_ptr<GroupMember>& member) {
+  bool changed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    const GroupRoster::Removed removed = roster_.Remove(member);
+    changed = removed != GroupRoster::Removed::kNone;
+    if (removed == GroupRoster::Removed::kRank) {
+      channel_->AbortAll(absl::UnavailableError(
+          absl::StrCat("worker ", member->Name(), " disconnected")));
+      // The generation's rendezvous cannot complete without it.
+      store_.EndWaits(absl::UnavailableError(
+          absl::StrCat("worker ", member->Name(), " left generation ",
+                       roster_.generation())));
+      store_.RevokeRank(member->rank);
+      LostLocked();
+    }
+  }
+  Settle(changed);
+}
+
+void WorkerGroup::Seen(const std::shared_ptr<GroupMember>& member) {
+  member->last_seen = Clock::now().time_since_epoch().count();
+  if (!member->stalled) return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!member->stalled) return;
+    member->stalled = false;
+    spdlog::warn("worker {} answers again; rebuilding the worker group",
+                 member->Name());
+  }
+  Regroup(/*delayed=*/false);
+}
+
+bool WorkerGroup::CheckStallsLocked(Clock::time_point now,
+                                    Clock::time_point* next_check) {
+  const LivenessCheck check = CheckLiveness(roster_.Watched(), now, liveness_);
+  *next_check = check.next_check;
+  for (const LivenessCheck::Stall& stall : check.stalled) {
+    roster_.Stall(stall.index);
+    const absl::Status status = StallError(roster_.ranks()[stall.index]->Name(),
+                                           stall.silent, liveness_);
+    spdlog::error("{}", status.message());
+    // The silent rank is the cause: its peers' errors (a collective that
+    // timed out waiting for it) are not.
+    channel_->Blame(status);
+    store_.EndWaits(status);
+    LostLocked();
+  }
+  return !check.stalled.empty();
+}
+
+void WorkerGroup::OnReady(const std::shared_ptr<GroupMember>& member,
+                          uint64_t generation, const std::string& error) {
+  bool retry = false;
+  {
+    absl::MutexLock lock(&mu_);
+    switch (roster_.Ready(member, generation, error)) {
+      case GroupRoster::Readiness::kIgnored:
+        return;
+      case GroupRoster::Readiness::kFailed:
+        schedule_.Failed(generation);
+        retry = true;
+        break;
+      case GroupRoster::Readiness::kGroupReady:
+        schedule_.Succeeded();  // steps held meanwhile go (AwaitGroup)
+        break;
+      case GroupRoster::Readiness::kCounted:
+        break;
+    }
+  }
+  if (retry) {
+    Regroup(/*delayed=*/true);
+  } else {
+    notifier_.Deliver([this] { return state(); });
+  }
+}
+
+absl::StatusOr<int> WorkerGroup::AwaitReady(Clock::time_point deadline,
+                                            std::chrono::milliseconds hold) {
+  absl::MutexLock lock(&mu_);
+  if (!roster_.ready() && !shutdown_ && hold.count() > 0) {
+    // Held, not failed: a regroup takes about a rendezvous, and a client
+    // would only retry. Bounded by the flag and `deadline`; the
+    // requests behind this step wait in the batcher's bounded queue.
+    const Clock::time_point until = std::min(deadline, Clock::now() + hold);
+    auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return roster_.ready() || shutdown_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&settled),
+                         absl::FromChrono(until - Clock::now()));
+  }
+  if (shutdown_) return absl::UnavailableError("router shutting down");
+  if (!roster_.ready()) {
+    return absl::UnavailableError(roster_.NotReady(Clock::now()));
+  }
+  return static_cast<int>(roster_.ranks().size());
+}
+
+void WorkerGroup::Regroup(bool delayed) {
+  if (delayed) {
+    absl::MutexLock lock(&mu_);
+    schedule_.RetryLater(Clock::now());
+    timer_.Poke();
+    return;
+  }
+  Reconfigure([&](const GroupRoster&,
+                  Effects* fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (shutdown_) return absl::OkStatus();
+    roster_.Unready();
+    StartGenerationLocked(fx);
+    fx->changed = true;
+    return absl::OkStatus();
+  }).IgnoreError();
+}
+
+absl::Status WorkerGroup::ParkStoreGet(uint64_t generation,
+                                       const std::string& token,
+                                       std::vector<std::string> keys,
+                                       Clock::time_point deadline,
+                                       StoreWaiter* waiter) {
+  MOE_RETURN_IF_ERROR(
+      store_.Get(generation, token, std::move(keys), deadline, waiter));
+  timer_.Poke();  // the timer keeps the timeouts
+  store_.FinishEnded();
+  return absl::OkStatus();
+}
+
+absl::Status WorkerGroup::View(
+    absl::FunctionRef<absl::Status(const GroupRoster&)> view) const {
+  absl::MutexLock lock(&mu_);
+  return view(roster_);
+}
+
+Clock::time_point WorkerGroup::Tick(Clock::time_point now) {
+  // Parked StoreGets whose timeout passed.
+  const std::optional<Clock::time_point> store_wake = store_.Expire(now);
+  store_.FinishEnded();
+  bool stalled = false;
+  bool regroup = false;
+  Clock::time_point wake = now;  // at once, unless nothing happened
+  {
+    absl::MutexLock lock(&mu_);
+    Clock::time_point next_check;
+    if (shutdown_) {
+      // The timer is stopped.
+    } else if (CheckStallsLocked(now, &next_check)) {
+      stalled = true;
+    } else if (schedule_.Due(now)) {
+      regroup = true;
+    } else {
+      wake = next_check;
+      if (const auto at = schedule_.next()) wake = std::min(wake, *at);
+      if (store_wake) wake = std::min(wake, *store_wake);
+    }
+  }
+  Settle(stalled);
+  if (regroup) Regroup(/*delayed=*/false);
+  return wake;
+}
+
+}  // namespace moe
