@@ -17,6 +17,7 @@
 #include "engine/local_moe.h"
 #include "gtest/gtest.h"
 #include "server/router_model.h"
+#include "tests/server/server_test_util.h"
 #include "tests/testutil/wait_for.h"
 
 namespace moe {
@@ -53,30 +54,7 @@ class GatedBackend : public CpuBackend {
   Gate* gate_;
 };
 
-// Answers by request name.
-class Answers {
- public:
-  std::function<void(const absl::Status&, BatchResult&)> For(
-      const std::string& name) {
-    return [this, name](const absl::Status& s, BatchResult&) {
-      std::lock_guard<std::mutex> lock(mu_);
-      EXPECT_TRUE(codes_.emplace(name, s.code()).second)
-          << name << " answered twice";
-    };
-  }
-  bool Has(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return codes_.count(name) > 0;
-  }
-  absl::StatusCode Code(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return codes_.at(name);
-  }
-
- private:
-  std::mutex mu_;
-  std::map<std::string, absl::StatusCode> codes_;
-};
+using Answers = testing::AnswersByName;
 
 std::unique_ptr<BatchRequest> Request(Answers& answers,
                                       const std::string& name) {
@@ -211,22 +189,12 @@ TEST(BatcherTest, EachRequestGetsItsOwnRowsAndTheStepsAreCounted) {
   a.top_k = 2;
   a.layers = 1;
   a.seed = 5;
-  auto spec = MakeSyntheticSpec(a);
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  RouterModel::Options mo;
-  mo.location.synthetic = *spec;
-  mo.all_experts = true;
-  mo.max_tokens = 64;
-  auto model = RouterModel::Load(mo);
-  ASSERT_TRUE(model.ok()) << model.status();
-  auto source = MakeSyntheticModel(*spec);
-  ASSERT_TRUE(source.ok()) << source.status();
-  auto engine = LocalMoe::Create(**source, "cpu", WeightDType::kF32, 1, 64);
-  ASSERT_TRUE(engine.ok()) << engine.status();
+  testing::SmallRouterModel m;
+  ASSERT_NO_FATAL_FAILURE(testing::LoadSmallRouterModel(a, &m));
 
   ExpertStatsBook stats(a.experts);
   std::vector<std::unique_ptr<StepRunner>> runners;
-  auto runner = CreateStepRunner(**model, nullptr);
+  auto runner = CreateStepRunner(*m.model, nullptr);
   ASSERT_TRUE(runner.ok()) << runner.status();
   runners.push_back(std::move(*runner));
   Batcher::Options o;
@@ -280,9 +248,9 @@ TEST(BatcherTest, EachRequestGetsItsOwnRowsAndTheStepsAreCounted) {
     const int64_t n = static_cast<int64_t>(inputs[i].size()) / kHidden;
     std::vector<float> want(inputs[i].size());
     Routing routing;
-    ASSERT_TRUE((*engine)
-                    ->Forward(0, inputs[i].data(), n, {}, want.data(), &routing)
-                    .ok());
+    ASSERT_TRUE(
+        m.engine->Forward(0, inputs[i].data(), n, {}, want.data(), &routing)
+            .ok());
     ASSERT_TRUE(got[i].ok) << i;
     EXPECT_EQ(got[i].y, want) << "request " << i;
     EXPECT_EQ(got[i].experts, routing.expert) << "request " << i;

@@ -190,7 +190,7 @@ TEST_F(ForwardStreamTest, ReadsNoMoreThanTheInflightBound) {
     }
     stream->WritesDone();
   });
-  ASSERT_TRUE(Held(2));
+  EXPECT_TRUE(Held(2));
   std::this_thread::sleep_for(milliseconds(200));
   EXPECT_EQ(service_.calls(), 2) << "read past the bound";
   service_.Hold(false);
@@ -216,11 +216,11 @@ TEST_F(ForwardStreamTest, ReadsNoMoreThanTheQueuedTokenBound) {
     }
     stream->WritesDone();
   });
-  ASSERT_TRUE(Held(2));  // 3 tokens < 4: one more; 6 >= 4: stop
+  EXPECT_TRUE(Held(2));  // 3 tokens < 4: one more; 6 >= 4: stop
   std::this_thread::sleep_for(milliseconds(200));
   EXPECT_EQ(service_.calls(), 2) << "read past the token bound";
   service_.Release(0);  // 3 tokens left: one more is read
-  ASSERT_TRUE(Held(2));
+  EXPECT_TRUE(Held(2));
   EXPECT_EQ(service_.calls(), 3);
   service_.Hold(false);
   moe::v1::ForwardResponse resp;
@@ -288,11 +288,16 @@ TEST_F(ForwardStreamTest, MessageThatDoesNotParseEndsTheStreamNamingIt) {
 
 TEST_F(ForwardStreamTest, RefusedAuthorizationEndsTheStreamUnread) {
   service_.auth = grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no token");
+  service_.Hold(false);  // were it read, it would be answered
   Start();
   grpc::ClientContext ctx;
   auto stream = stub_->ForwardStream(&ctx);
   stream->Write(Request("a"));
   stream->WritesDone();
+  moe::v1::ForwardResponse resp;
+  int answers = 0;
+  while (stream->Read(&resp)) ++answers;
+  EXPECT_EQ(answers, 0);
   const grpc::Status s = stream->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(service_.calls(), 0);

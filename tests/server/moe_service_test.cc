@@ -24,6 +24,7 @@
 #include "server/expert_stats.h"
 #include "server/router_model.h"
 #include "server/step_runner.h"
+#include "tests/server/server_test_util.h"
 
 namespace moe {
 namespace {
@@ -47,22 +48,10 @@ SyntheticArgs ModelArgs() {
 class MoeServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto spec = MakeSyntheticSpec(ModelArgs());
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    RouterModel::Options mo;
-    mo.location.synthetic = *spec;
-    mo.all_experts = true;
-    mo.max_tokens = 64;
-    auto model = RouterModel::Load(mo);
-    ASSERT_TRUE(model.ok()) << model.status();
-    model_ = std::move(*model);
-    // The engine's own answer, from a second copy of the same weights.
-    auto source = MakeSyntheticModel(*spec);
-    ASSERT_TRUE(source.ok()) << source.status();
-    auto engine =
-        LocalMoe::Create(**source, "cpu", WeightDType::kF32, 1, /*max=*/64);
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    engine_ = std::move(*engine);
+    testing::SmallRouterModel m;
+    ASSERT_NO_FATAL_FAILURE(testing::LoadSmallRouterModel(ModelArgs(), &m));
+    model_ = std::move(m.model);
+    engine_ = std::move(m.engine);
 
     stats_ = std::make_unique<ExpertStatsBook>(ModelArgs().experts);
     std::vector<std::unique_ptr<StepRunner>> runners;
