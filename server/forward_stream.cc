@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "moe/v1/moe.grpc.pb.h"  // SerializationTraits for the messages
 #include "server/rpc_edge.h"
 
 namespace moe {

@@ -13,7 +13,6 @@
 #pragma once
 
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/impl/codegen/proto_utils.h>
 
 #include <chrono>
 #include <cstdint>
