@@ -1,5 +1,10 @@
 // moe.v1.MoeService on gRPC's callback API: requests wait for their batch
-// without holding a thread.
+// without holding a thread. The RPC handler is this class (authorization,
+// validation, readiness, submitting to the batcher) and its pieces:
+// request_validator (a ForwardRequest checked and viewed as plain structs),
+// forward_response (the answer from a request's share of a step),
+// forward_stream (one ForwardStream call), info_responses (GetModelInfo,
+// GetExpertStats) and rpc_edge (status and deadline conversions).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -15,6 +20,7 @@
 #include "server/request_validator.h"
 #include "server/router_metrics.h"
 #include "server/router_model.h"
+#include "server/rpc_edge.h"
 #include "server/token_auth.h"
 #include "server/worker_pool.h"
 
@@ -93,10 +99,5 @@ class MoeServiceImpl final : public MoeServiceBase {
  private:
   MoeServiceOptions options_;
 };
-
-grpc::Status ToGrpcStatus(const absl::Status& s);
-// A server context's deadline on the steady clock (far future if none).
-std::chrono::steady_clock::time_point SteadyDeadline(
-    std::chrono::system_clock::time_point deadline);
 
 }  // namespace moe

@@ -1,6 +1,9 @@
 // Checks a Forward request before any work: layer, tensor dtype, rank,
 // hidden size, byte length, finiteness and size limits. Every message names
-// the field and what was expected.
+// the field and what was expected. Part of the MoeService RPC handler (its
+// one caller): it checks the request against the model served and the
+// router's limits, which proto/'s codecs do not know, and hands on a plain
+// ValidForward of views into the message, so protobuf ends here.
 #pragma once
 
 #include <cstdint>

@@ -9,7 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/step_codec.h"    // ViewStepResult
-#include "server/moe_service.h"  // ToGrpcStatus
+#include "server/rpc_edge.h"
 
 namespace moe {
 namespace {

@@ -1,5 +1,6 @@
-// Batch selection (SelectBatch) without threads, and the Batcher's threads
-// with a StepRunner over a fake backend that holds a step in flight.
+// The Batcher's threads with a StepRunner over a fake backend that holds a
+// step in flight, and over a real model: each request gets its own rows of
+// the step, and the step is counted in the expert stats.
 #include "server/batcher.h"
 
 #include <chrono>
@@ -11,8 +12,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/synthetic_model.h"
 #include "engine/cpu_backend.h"
+#include "engine/local_moe.h"
 #include "gtest/gtest.h"
+#include "server/router_model.h"
+#include "tests/server/server_test_util.h"
 #include "tests/testutil/wait_for.h"
 
 namespace moe {
@@ -21,136 +26,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
-using Take = std::vector<size_t>;
-
-const Clock::time_point kT0 = Clock::time_point() + std::chrono::hours(1);
-const Clock::time_point kFar = kT0 + std::chrono::hours(1);
-
-QueuedRequestView Req(int64_t layer, int64_t tokens, microseconds arrived,
-                      Clock::time_point deadline = kFar) {
-  return {layer, tokens, kT0 + arrived, deadline};
-}
-
-BatchPolicy Policy(int64_t max_tokens, microseconds window) {
-  return {max_tokens, window};
-}
-
-TEST(SelectBatchTest, EmptyQueueWaitsForARequest) {
-  const BatchDecision d =
-      SelectBatch({}, kT0, Policy(64, microseconds(500)), 1);
-  EXPECT_TRUE((d.take).empty());
-  EXPECT_TRUE((d.expired).empty());
-  EXPECT_FALSE(d.wake_at.has_value());
-}
-
-TEST(SelectBatchTest, LoneRequestStartsAtOnceWithNothingInFlight) {
-  const std::vector<QueuedRequestView> q = {Req(0, 4, microseconds(0))};
-  const BatchDecision d =
-      SelectBatch(q, kT0, Policy(64, microseconds(500)), /*in_flight=*/0);
-  EXPECT_EQ(d.take, (Take{0}));
-  EXPECT_FALSE(d.wake_at.has_value());
-}
-
-TEST(SelectBatchTest, WaitsForTheWindowWhileOtherStepsAreInFlight) {
-  const std::vector<QueuedRequestView> q = {Req(0, 4, microseconds(0)),
-                                            Req(0, 4, microseconds(100))};
-  const BatchPolicy p = Policy(64, microseconds(500));
-  BatchDecision d = SelectBatch(q, kT0 + microseconds(200), p, 1);
-  EXPECT_TRUE((d.take).empty());
-  ASSERT_TRUE(d.wake_at.has_value());
-  // The oldest request's window decides.
-  EXPECT_EQ(*d.wake_at, kT0 + microseconds(500));
-  // Just before it closes: still waiting; when it closes: both go.
-  d = SelectBatch(q, kT0 + microseconds(499), p, 1);
-  EXPECT_TRUE((d.take).empty());
-  d = SelectBatch(q, kT0 + microseconds(500), p, 1);
-  EXPECT_EQ(d.take, (Take{0, 1}));
-}
-
-TEST(SelectBatchTest, ZeroWindowNeverWaits) {
-  const std::vector<QueuedRequestView> q = {Req(0, 4, microseconds(0))};
-  const BatchDecision d = SelectBatch(q, kT0, Policy(64, microseconds(0)), 3);
-  EXPECT_EQ(d.take, (Take{0}));
-}
-
-TEST(SelectBatchTest, StartsAtOnceWhenTheQueuedTokensFillTheStep) {
-  const BatchPolicy p = Policy(16, microseconds(500));
-  std::vector<QueuedRequestView> q = {Req(0, 8, microseconds(0)),
-                                      Req(0, 7, microseconds(1))};
-  EXPECT_TRUE((SelectBatch(q, kT0 + microseconds(2), p, 1).take).empty());
-  q.push_back(Req(0, 1, microseconds(2)));  // 16 tokens: full
-  EXPECT_EQ(SelectBatch(q, kT0 + microseconds(2), p, 1).take, (Take{0, 1, 2}));
-}
-
-TEST(SelectBatchTest, TokenCapPassesOverRequestsThatDoNotFit) {
-  const BatchPolicy p = Policy(16, microseconds(0));
-  const std::vector<QueuedRequestView> q = {
-      Req(0, 10, microseconds(0)), Req(0, 10, microseconds(1)),
-      Req(0, 6, microseconds(2)), Req(0, 1, microseconds(3))};
-  // FIFO first fit: 10 + 6 = 16; the second 10 and the 1 wait.
-  EXPECT_EQ(SelectBatch(q, kT0 + microseconds(5), p, 0).take, (Take{0, 2}));
-}
-
-TEST(SelectBatchTest, OldestRequestIsTakenEvenAboveTheCap) {
-  const std::vector<QueuedRequestView> q = {Req(0, 40, microseconds(0)),
-                                            Req(0, 1, microseconds(1))};
-  EXPECT_EQ(
-      SelectBatch(q, kT0 + microseconds(5), Policy(16, microseconds(0)), 0)
-          .take,
-      (Take{0}));
-}
-
-TEST(SelectBatchTest, OldestRequestPicksTheLayer) {
-  const std::vector<QueuedRequestView> q = {
-      Req(1, 2, microseconds(0)), Req(0, 2, microseconds(1)),
-      Req(1, 2, microseconds(2)), Req(0, 2, microseconds(3)),
-      Req(1, 2, microseconds(4))};
-  const BatchDecision d =
-      SelectBatch(q, kT0 + microseconds(5), Policy(64, microseconds(0)), 0);
-  EXPECT_EQ(d.take, (Take{0, 2, 4}));
-}
-
-TEST(SelectBatchTest, OtherLayersDoNotFillTheStep) {
-  const BatchPolicy p = Policy(8, microseconds(500));
-  const std::vector<QueuedRequestView> q = {Req(0, 4, microseconds(0)),
-                                            Req(1, 8, microseconds(1))};
-  // Layer 0 has 4 of 8 tokens queued: it still waits for its window.
-  const BatchDecision d = SelectBatch(q, kT0 + microseconds(2), p, 1);
-  EXPECT_TRUE((d.take).empty());
-}
-
-TEST(SelectBatchTest, ExpiredRequestsAreReportedAndNeverTaken) {
-  const Clock::time_point now = kT0 + microseconds(1000);
-  const std::vector<QueuedRequestView> q = {
-      Req(0, 4, microseconds(0), now),  // expires exactly now
-      Req(1, 4, microseconds(1), now + microseconds(1)),
-      Req(0, 4, microseconds(2), kT0 + microseconds(10))};
-  const BatchDecision d = SelectBatch(q, now, Policy(64, microseconds(0)), 0);
-  EXPECT_EQ(d.expired, (Take{0, 2}));
-  // The oldest live request (layer 1) picks the layer.
-  EXPECT_EQ(d.take, (Take{1}));
-}
-
-TEST(SelectBatchTest, OnlyExpiredRequestsMeansNothingToRun) {
-  const std::vector<QueuedRequestView> q = {
-      Req(0, 4, microseconds(0), kT0 + microseconds(1))};
-  const BatchDecision d =
-      SelectBatch(q, kT0 + microseconds(5), Policy(64, microseconds(500)), 1);
-  EXPECT_EQ(d.expired, (Take{0}));
-  EXPECT_TRUE((d.take).empty());
-  EXPECT_FALSE(d.wake_at.has_value());
-}
-
-TEST(SelectBatchTest, WakesForTheEarliestDeadlineBeforeTheWindowCloses) {
-  const std::vector<QueuedRequestView> q = {
-      Req(0, 4, microseconds(0)),
-      Req(0, 4, microseconds(1), kT0 + microseconds(200))};
-  const BatchDecision d =
-      SelectBatch(q, kT0 + microseconds(5), Policy(64, microseconds(500)), 1);
-  EXPECT_TRUE((d.take).empty());
-  ASSERT_TRUE(d.wake_at.has_value());
-  EXPECT_EQ(*d.wake_at, kT0 + microseconds(200));
-}
 
 // A backend whose every step stops in HasLayer until the gate opens, then
 // reports the layer missing (the step answers NOT_FOUND). Nothing else of
@@ -179,30 +54,7 @@ class GatedBackend : public CpuBackend {
   Gate* gate_;
 };
 
-// Answers by request name.
-class Answers {
- public:
-  std::function<void(const absl::Status&, BatchResult&)> For(
-      const std::string& name) {
-    return [this, name](const absl::Status& s, BatchResult&) {
-      std::lock_guard<std::mutex> lock(mu_);
-      EXPECT_TRUE(codes_.emplace(name, s.code()).second)
-          << name << " answered twice";
-    };
-  }
-  bool Has(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return codes_.count(name) > 0;
-  }
-  absl::StatusCode Code(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return codes_.at(name);
-  }
-
- private:
-  std::mutex mu_;
-  std::map<std::string, absl::StatusCode> codes_;
-};
+using Answers = testing::AnswersByName;
 
 std::unique_ptr<BatchRequest> Request(Answers& answers,
                                       const std::string& name) {
@@ -288,39 +140,6 @@ TEST(BatcherTest, ExpiredQueuedRequestIsAnsweredDeadlineExceeded) {
   EXPECT_EQ(gate.entered, 0) << "an expired request cost a step";
 }
 
-TEST(AdmitTest, QueueBoundRefusesTheExcessNamingTheLimit) {
-  const Clock::time_point far = kT0 + std::chrono::hours(1);
-  EXPECT_TRUE(Admit(10, 90, 100, 0, 1, kT0, far).ok());
-  const char* reason = nullptr;
-  const absl::Status s = Admit(11, 90, 100, 0, 1, kT0, far, &reason);
-  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(s.message().find("--max-queue-tokens 100"), std::string::npos)
-      << s.message();
-  EXPECT_STREQ(reason, "queue_full");
-  // 0: unbounded; a request of no tokens always fits.
-  EXPECT_TRUE(Admit(1000, 1000, 0, 0, 1, kT0, far).ok());
-  EXPECT_TRUE(Admit(0, 100, 100, 0, 1, kT0, far).ok());
-}
-
-TEST(AdmitTest, DeadlineThatTheQueueAheadOutlastsIsRefused) {
-  // 1000 tokens ahead at 100 us each: 100 ms of work; 50 with two steps
-  // at once.
-  const double per_token = 100e-6;
-  const char* reason = nullptr;
-  const absl::Status s =
-      Admit(1, 1000, 0, per_token, 1, kT0, kT0 + milliseconds(80), &reason);
-  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(s.message().find("deadline"), std::string::npos) << s.message();
-  EXPECT_STREQ(reason, "deadline");
-  EXPECT_TRUE(
-      Admit(1, 1000, 0, per_token, 2, kT0, kT0 + milliseconds(80)).ok());
-  EXPECT_TRUE(
-      Admit(1, 1000, 0, per_token, 1, kT0, kT0 + milliseconds(120)).ok());
-  // No estimate yet, or nothing ahead: admitted.
-  EXPECT_TRUE(Admit(1, 1000, 0, 0, 1, kT0, kT0 + milliseconds(1)).ok());
-  EXPECT_TRUE(Admit(500, 0, 0, per_token, 1, kT0, kT0 + milliseconds(1)).ok());
-}
-
 TEST(BatcherTest, QueueIsBoundedByTokensAndRefusesAtOnce) {
   Gate gate;
   std::vector<std::unique_ptr<StepRunner>> runners;
@@ -355,6 +174,91 @@ TEST(BatcherTest, QueueIsBoundedByTokensAndRefusesAtOnce) {
       testing::WaitFor([&] { return answers.Has("q2"); }, milliseconds(10000)));
   EXPECT_EQ(batcher.queued_tokens(), 0);
   EXPECT_TRUE(batcher.Submit(Request(answers, "later")).ok());
+}
+
+// Requests submitted at once over a real model (one layer, no workers):
+// whatever steps they share, each gets the engine's answer for its own rows
+// and routing, every step's tokens reach the expert stats, and the stats
+// count each token once.
+TEST(BatcherTest, EachRequestGetsItsOwnRowsAndTheStepsAreCounted) {
+  constexpr int64_t kHidden = 16;
+  SyntheticArgs a;
+  a.hidden = kHidden;
+  a.inter = 8;
+  a.experts = 4;
+  a.top_k = 2;
+  a.layers = 1;
+  a.seed = 5;
+  testing::SmallRouterModel m;
+  ASSERT_NO_FATAL_FAILURE(testing::LoadSmallRouterModel(a, &m));
+
+  ExpertStatsBook stats(a.experts);
+  std::vector<std::unique_ptr<StepRunner>> runners;
+  auto runner = CreateStepRunner(*m.model, nullptr);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  runners.push_back(std::move(*runner));
+  Batcher::Options o;
+  o.max_batch_tokens = 64;
+  o.window = std::chrono::milliseconds(20);  // company for a waiting step
+
+  constexpr int kRequests = 6;
+  std::vector<std::vector<float>> inputs(kRequests);
+  struct Got {
+    std::vector<float> y;
+    std::vector<int32_t> experts;
+    int64_t batch_tokens = 0;
+    bool ok = false;
+  };
+  std::mutex mu;
+  std::vector<Got> got(kRequests);
+  int answered = 0;
+  int64_t total = 0;
+  {
+    Batcher batcher(o, std::move(runners), &stats, nullptr);
+    for (int i = 0; i < kRequests; ++i) {
+      const int64_t n = 1 + i % 3;
+      total += n;
+      inputs[i].resize(n * kHidden);
+      FillSyntheticInput(100 + i, n * kHidden, inputs[i].data());
+      auto r = std::make_unique<BatchRequest>();
+      r->x.rows = n;
+      r->x.cols = kHidden;
+      r->x.dtype = DType::kF32;
+      r->x.data = reinterpret_cast<const char*>(inputs[i].data());
+      r->arrival = Clock::now();
+      r->deadline = r->arrival + std::chrono::minutes(1);
+      r->done = [&, i](const absl::Status& s, BatchResult& res) {
+        std::lock_guard<std::mutex> lock(mu);
+        got[i].ok = s.ok();
+        got[i].y.assign(res.y.begin(), res.y.end());
+        got[i].experts = res.routing.expert;
+        got[i].batch_tokens = res.batch_tokens;
+        ++answered;
+      };
+      ASSERT_TRUE(batcher.Submit(std::move(r)).ok());
+    }
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          std::lock_guard<std::mutex> lock(mu);
+          return answered == kRequests;
+        },
+        milliseconds(30000)));
+  }
+  for (int i = 0; i < kRequests; ++i) {
+    const int64_t n = static_cast<int64_t>(inputs[i].size()) / kHidden;
+    std::vector<float> want(inputs[i].size());
+    Routing routing;
+    ASSERT_TRUE(
+        m.engine->Forward(0, inputs[i].data(), n, {}, want.data(), &routing)
+            .ok());
+    ASSERT_TRUE(got[i].ok) << i;
+    EXPECT_EQ(got[i].y, want) << "request " << i;
+    EXPECT_EQ(got[i].experts, routing.expert) << "request " << i;
+    EXPECT_GE(got[i].batch_tokens, n);
+  }
+  const LayerStats l = stats.Snapshot(0, false);
+  EXPECT_EQ(l.tokens, total);
+  EXPECT_GE(l.steps, 1);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // model on the router, a batcher over its step runners, and the service on
 // an in-process gRPC channel. Forward answers what the engine computes for
 // the same weights, bad input is refused naming the field and leaves the
-// next request's answer unchanged, and GetModelInfo reports the model.
+// next request's answer unchanged, ForwardStream answers the same way in
+// request order, and GetModelInfo reports the model.
 #include "server/moe_service.h"
 
 #include <grpcpp/grpcpp.h>
@@ -23,6 +24,7 @@
 #include "server/expert_stats.h"
 #include "server/router_model.h"
 #include "server/step_runner.h"
+#include "tests/server/server_test_util.h"
 
 namespace moe {
 namespace {
@@ -46,22 +48,10 @@ SyntheticArgs ModelArgs() {
 class MoeServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto spec = MakeSyntheticSpec(ModelArgs());
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    RouterModel::Options mo;
-    mo.location.synthetic = *spec;
-    mo.all_experts = true;
-    mo.max_tokens = 64;
-    auto model = RouterModel::Load(mo);
-    ASSERT_TRUE(model.ok()) << model.status();
-    model_ = std::move(*model);
-    // The engine's own answer, from a second copy of the same weights.
-    auto source = MakeSyntheticModel(*spec);
-    ASSERT_TRUE(source.ok()) << source.status();
-    auto engine =
-        LocalMoe::Create(**source, "cpu", WeightDType::kF32, 1, /*max=*/64);
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    engine_ = std::move(*engine);
+    testing::SmallRouterModel m;
+    ASSERT_NO_FATAL_FAILURE(testing::LoadSmallRouterModel(ModelArgs(), &m));
+    model_ = std::move(m.model);
+    engine_ = std::move(m.engine);
 
     stats_ = std::make_unique<ExpertStatsBook>(ModelArgs().experts);
     std::vector<std::unique_ptr<StepRunner>> runners;
@@ -326,6 +316,45 @@ TEST_F(MoeServiceTest, RebalanceAndStatsRefuseWhatThisRouterLacks) {
   grpc::Status s = stub_->GetExpertStats(&ctx, req, &stats);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(s.error_message().find("layer: 5"), std::string::npos);
+}
+
+// ForwardStream through the service: each request validated and run like
+// Forward, answered in order, a refused one in band with its code.
+TEST_F(MoeServiceTest, ForwardStreamAnswersLikeForwardInRequestOrder) {
+  const std::vector<float> x0 = Input(3, 21), x1 = Input(2, 22);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = stub_->ForwardStream(&ctx);
+  moe::v1::ForwardRequest bad = Request(7, x0);
+  bad.set_request_id("bad");
+  ASSERT_TRUE(stream->Write(Request(0, x0)));
+  ASSERT_TRUE(stream->Write(bad));
+  ASSERT_TRUE(stream->Write(Request(1, x1)));
+  ASSERT_TRUE(stream->WritesDone());
+  const std::vector<std::pair<int64_t, const std::vector<float>*>> good = {
+      {0, &x0}, {1, &x1}};
+  for (int i = 0; i < 3; ++i) {
+    moe::v1::ForwardResponse resp;
+    ASSERT_TRUE(stream->Read(&resp)) << i;
+    if (i == 1) {
+      EXPECT_EQ(resp.request_id(), "bad");
+      EXPECT_EQ(resp.error_code(), grpc::StatusCode::NOT_FOUND);
+      EXPECT_NE(resp.error_message().find("layer: 7"), std::string::npos);
+      continue;
+    }
+    const auto& [layer, x] = good[i / 2];
+    EXPECT_EQ(resp.request_id(), absl::StrCat("r", layer));
+    EXPECT_EQ(resp.error_code(), 0) << resp.error_message();
+    auto y = DecodeMatrix(resp.output(), "output", kHidden, true);
+    ASSERT_TRUE(y.ok()) << y.status();
+    std::vector<float> want;
+    Routing routing;
+    EngineForward(layer, *x, &want, &routing);
+    EXPECT_EQ(y->data, want) << "layer " << layer;
+    EXPECT_EQ(resp.routing().tokens(), y->rows);
+  }
+  const grpc::Status s = stream->Finish();
+  EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
 }  // namespace

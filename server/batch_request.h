@@ -1,0 +1,48 @@
+// A request as the batcher holds it, and its share of a step's answer:
+// plain structs (views into the request message, no protobuf).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "core/wire_matrix.h"
+#include "engine/stage_times.h"
+#include "engine/token_router.h"
+
+namespace moe {
+
+struct BatchResult {
+  // This request's rows [n, H]: a view of the step's output, valid only
+  // while `done` runs (the next step reuses the buffer).
+  absl::Span<const float> y;
+  Routing routing;   // this request's tokens
+  StageTimes times;  // of the step the request rode in
+  double queue_us = 0;
+  int64_t batch_tokens = 0;
+  int batch_requests = 0;
+};
+
+struct BatchRequest {
+  int64_t layer = 0;
+  // The request's rows, viewed in the request message (which the caller
+  // keeps until `done` has run); decoded straight into the step's buffer.
+  WireMatrix x;
+  DType output_dtype = DType::kF32;  // what the client asked for
+  // One per row, or empty (viewed in the request message, like x).
+  absl::Span<const int64_t> token_ids;
+  std::chrono::steady_clock::time_point arrival;
+  std::chrono::steady_clock::time_point deadline;  // the client's
+  // Called exactly once: on a batcher thread, or on the thread closing the
+  // queue (Batcher::Shutdown) for a request still queued.
+  std::function<void(const absl::Status&, BatchResult&)> done;
+};
+
+// The requests of one step, in queue (FIFO) order.
+using Batch = std::vector<std::unique_ptr<BatchRequest>>;
+
+}  // namespace moe
