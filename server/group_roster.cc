@@ -104,6 +104,7 @@ std::vector<bool> GroupRoster::Available() const {
 
 void GroupRoster::StartGeneration(const std::vector<int>& slots) {
   ++generation_;
+  ready_ = false;
   ready_count_ = 0;
   for (const auto& c : members_) {
     if (c == nullptr) continue;

@@ -67,8 +67,9 @@ class GroupRoster {
   // Which slots could join a generation (registered and not stalled).
   std::vector<bool> Available() const;
   // Generation + 1, whose ranks are the members in `slots` (ascending);
-  // none of them is ready yet. Whether the group is ready is left as it
-  // was (the caller marks it not ready where the old one failed).
+  // none of them is ready yet, and so neither is the group (steps wait
+  // until every rank has loaded and joined, also when a worker returns to
+  // a degraded group that was ready).
   void StartGeneration(const std::vector<int>& slots);
   // Rank `rank` is stalled: the group is not ready.
   void Stall(int rank);

@@ -81,6 +81,27 @@ TEST(GroupRoster, AGenerationIsReadyWhenEveryRankSaidSoOnce) {
   EXPECT_FALSE(c->assigned);
 }
 
+// A degraded group that was ready takes a returning worker: the new
+// generation is not ready until its ranks are (steps must not go to ranks
+// still loading).
+TEST(GroupRoster, ANewGenerationIsNotReadyUntilItsRanksAre) {
+  GroupRoster roster(2);
+  auto a = Member("a"), b = Member("b");
+  ASSERT_TRUE(roster.Admit(a, kPeer).ok());
+  roster.StartGeneration({0});
+  ASSERT_EQ(roster.Ready(a, 1, ""), Readiness::kGroupReady);
+  ASSERT_TRUE(roster.Admit(b, kPeer).ok());
+  roster.StartGeneration({0, 1});
+  EXPECT_FALSE(roster.ready());
+  const GroupState st = roster.State(Clock::now());
+  EXPECT_FALSE(st.ready);
+  EXPECT_EQ(st.ready_workers, 0);
+  EXPECT_EQ(st.group_size, 2);
+  EXPECT_EQ(roster.Ready(a, 2, ""), Readiness::kCounted);
+  EXPECT_EQ(roster.Ready(b, 2, ""), Readiness::kGroupReady);
+  EXPECT_TRUE(roster.ready());
+}
+
 TEST(GroupRoster, ARankThatCannotJoinIsTheRefusal) {
   GroupRoster roster(1);
   auto a = Member("a");
