@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -53,6 +54,14 @@ struct PlacementUpdate {
   uint64_t epoch = 0;
   std::shared_ptr<const ExpertPlacement> placement;
 };
+
+class GroupMember;
+// Messages for members, which the group writes in the order added once its
+// lock is released (in the channel's send order).
+using GroupOutbox =
+    std::vector<std::pair<std::shared_ptr<GroupMember>,
+                          std::variant<GroupAssignment, PlacementUpdate>>>;
+void Send(const GroupOutbox& out);
 
 class GroupMember : public StepRank {
  public:

@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/logging.h"
-#include "server/liveness.h"
 #include "server/worker_admission.h"
 
 namespace moe {
@@ -124,6 +123,21 @@ void GroupRoster::StartGeneration(const std::vector<int>& slots) {
 void GroupRoster::Stall(int rank) {
   ranks_[rank]->stalled = true;
   ready_ = false;
+}
+
+std::vector<absl::Status> GroupRoster::StallSilent(
+    Clock::time_point now, const LivenessPolicy& policy,
+    Clock::time_point* next_check) {
+  const LivenessCheck check = CheckLiveness(Watched(), now, policy);
+  *next_check = check.next_check;
+  std::vector<absl::Status> stalled;
+  for (const LivenessCheck::Stall& stall : check.stalled) {
+    Stall(stall.index);
+    stalled.push_back(
+        StallError(ranks_[stall.index]->Name(), stall.silent, policy));
+    spdlog::error("{}", stalled.back().message());
+  }
+  return stalled;
 }
 
 bool GroupRoster::IsRank(const GroupMember& member) const {

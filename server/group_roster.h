@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "server/group_member.h"
+#include "server/liveness.h"
 
 namespace moe {
 
@@ -73,6 +74,11 @@ class GroupRoster {
   void StartGeneration(const std::vector<int>& slots);
   // Rank `rank` is stalled: the group is not ready.
   void Stall(int rank);
+  // Stalls the ranks silent for longer than `policy` allows (liveness.h):
+  // the error naming each; when to look again goes to `next_check`.
+  std::vector<absl::Status> StallSilent(Clock::time_point now,
+                                        const LivenessPolicy& policy,
+                                        Clock::time_point* next_check);
   void Unready() { ready_ = false; }
 
   // `member` is a rank of the current generation.

@@ -143,6 +143,31 @@ TEST(GroupRoster, StalledRanksAreNotWatchedAndNamedInTheState) {
   EXPECT_EQ(roster.Watched().size(), 1u);
 }
 
+TEST(GroupRoster, RanksSilentTooLongAreStalledOnceAndNamed) {
+  GroupRoster roster(2);
+  auto a = Member("a"), b = Member("b");
+  ASSERT_TRUE(roster.Admit(a, kPeer).ok());
+  ASSERT_TRUE(roster.Admit(b, kPeer).ok());
+  roster.StartGeneration({0, 1});
+  const LivenessPolicy policy{std::chrono::milliseconds(10), 2};
+  const Clock::time_point now = Clock::now();
+  a->last_seen = now.time_since_epoch().count();
+  b->last_seen =
+      (now - std::chrono::milliseconds(50)).time_since_epoch().count();
+  Clock::time_point next{};
+  const std::vector<absl::Status> stalls =
+      roster.StallSilent(now, policy, &next);
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(stalls[0].code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(stalls[0].message(), "rank 1 (b pid 1)"))
+      << stalls[0];
+  EXPECT_TRUE(b->stalled);
+  EXPECT_FALSE(a->stalled);
+  EXPECT_FALSE(roster.ready());
+  EXPECT_GT(next, now);
+  EXPECT_TRUE(roster.StallSilent(now, policy, &next).empty()) << "twice";
+}
+
 TEST(AssignGeneration, EvenSplitsThePlacementOnlyWhenWholeAndFreshTokens) {
   auto placed = std::make_shared<ExpertPlacement>();
   placed->layers[0].workers = {{0, 1}, {2, 3}, {4, 5}};
