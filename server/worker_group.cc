@@ -98,7 +98,8 @@ void WorkerGroup::Remove(const std::shared_ptr<GroupMember>& member) {
     const GroupRoster::Removed removed = roster_.Remove(member);
     changed = removed != GroupRoster::Removed::kNone;
     if (removed == GroupRoster::Removed::kRank) {
-      parts_.RankLeft(member->Name(), member->rank, roster_.generation());
+      parts_.RankLeft(roster_.NameOf(*member), roster_.RankOf(*member),
+                      roster_.generation());
       LostLocked();
     }
   }
@@ -113,7 +114,7 @@ void WorkerGroup::Seen(const std::shared_ptr<GroupMember>& member) {
     if (!member->stalled) return;
     member->stalled = false;
     spdlog::warn("worker {} answers again; rebuilding the worker group",
-                 member->Name());
+                 roster_.NameOf(*member));
   }
   Regroup(/*delayed=*/false);
 }

@@ -30,7 +30,7 @@ struct Waiter : StoreWaiter {
 class SilentRank : public StepRank {
  public:
   bool Write(const moe::v1::RouterMessage&) override { return true; }
-  std::string Name() const override { return "rank 0"; }
+  std::string Name() const override { return "(silent)"; }
 };
 
 class OneRank : public StepRanks {

@@ -24,8 +24,8 @@ TEST(GroupRoster, SlotsFillInOrderAndRefuseBeyondTheWorldSize) {
   auto a = Member("a"), b = Member("b"), c = Member("c");
   ASSERT_TRUE(roster.Admit(a, kPeer).ok());
   ASSERT_TRUE(roster.Admit(b, kPeer).ok());
-  EXPECT_EQ(a->slot, 0);
-  EXPECT_EQ(b->slot, 1);
+  EXPECT_EQ(roster.SlotOf(*a), 0);
+  EXPECT_EQ(roster.SlotOf(*b), 1);
   EXPECT_EQ(roster.Admit(c, kPeer).code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(roster.State(Clock::now()).connected, 2);
@@ -33,7 +33,7 @@ TEST(GroupRoster, SlotsFillInOrderAndRefuseBeyondTheWorldSize) {
   EXPECT_EQ(roster.Remove(a), Removed::kMember);
   EXPECT_EQ(roster.Remove(a), Removed::kNone);
   ASSERT_TRUE(roster.Admit(c, kPeer).ok());
-  EXPECT_EQ(c->slot, 0);
+  EXPECT_EQ(roster.SlotOf(*c), 0);
 }
 
 TEST(GroupRoster, ARefusedWorkerIsKeptAsTheRefusalUntilReady) {
@@ -41,7 +41,7 @@ TEST(GroupRoster, ARefusedWorkerIsKeptAsTheRefusalUntilReady) {
   auto a = Member("a", /*collective_host=*/"127.0.0.1");
   const absl::Status s = roster.Admit(a, "ipv4:10.1.2.3:5000");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(a->slot, -1);
+  EXPECT_EQ(roster.SlotOf(*a), -1);
   EXPECT_EQ(roster.State(Clock::now()).refusal, s.message());
   EXPECT_TRUE(absl::StrContains(roster.NotReady(Clock::now()), s.message()));
   auto b = Member("b");
@@ -57,11 +57,13 @@ TEST(GroupRoster, AGenerationIsReadyWhenEveryRankSaidSoOnce) {
   for (const auto& m : {a, b, c}) ASSERT_TRUE(roster.Admit(m, kPeer).ok());
   roster.StartGeneration({0, 2});  // b left out (e.g. stalled)
   EXPECT_EQ(roster.generation(), 1u);
-  EXPECT_EQ(a->rank, 0);
-  EXPECT_EQ(c->rank, 1);
-  EXPECT_EQ(b->rank, -1);
-  EXPECT_TRUE(c->assigned);
-  EXPECT_FALSE(b->assigned);
+  EXPECT_EQ(roster.RankOf(*a), 0);
+  EXPECT_EQ(roster.RankOf(*c), 1);
+  EXPECT_EQ(roster.RankOf(*b), -1);
+  EXPECT_EQ(roster.NameOf(*c), "rank 1 (c pid 1)");
+  EXPECT_EQ(roster.NameOf(*b), "(b pid 1)");
+  ASSERT_EQ(roster.Watched().size(), 2u);
+  EXPECT_TRUE(roster.Watched()[1]) << "c is held to the heartbeat interval";
   EXPECT_FALSE(roster.IsRank(*b));
   EXPECT_EQ(roster.Ready(b, 1, ""), Readiness::kIgnored) << "not a rank";
   EXPECT_EQ(roster.Ready(a, 2, ""), Readiness::kIgnored) << "generation";
@@ -78,7 +80,8 @@ TEST(GroupRoster, AGenerationIsReadyWhenEveryRankSaidSoOnce) {
   EXPECT_EQ(roster.Remove(c), Removed::kRank);
   EXPECT_FALSE(roster.ready());
   EXPECT_EQ(roster.State(Clock::now()).ready_workers, 1);
-  EXPECT_FALSE(c->assigned);
+  EXPECT_FALSE(roster.Watched()[1]) << "c, gone, is not watched";
+  EXPECT_EQ(roster.RankOf(*c), 1) << "kept, for its token to be revoked";
 }
 
 // A degraded group that was ready takes a returning worker: the new
@@ -137,8 +140,7 @@ TEST(GroupRoster, StalledRanksAreNotWatchedAndNamedInTheState) {
   EXPECT_TRUE(absl::StrContains(roster.NotReady(Clock::now()), stalled));
   // A generation without it: it holds no rank and is no longer watched.
   roster.StartGeneration({0});
-  EXPECT_EQ(b->rank, -1);
-  EXPECT_FALSE(b->assigned);
+  EXPECT_EQ(roster.RankOf(*b), -1);
   EXPECT_FALSE(roster.IsRank(*b));
   EXPECT_EQ(roster.Watched().size(), 1u);
 }
