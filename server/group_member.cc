@@ -39,4 +39,14 @@ std::vector<GroupAssignment> AssignGeneration(
   return out;
 }
 
+void Send(const GroupOutbox& out) {
+  for (const auto& [member, msg] : out) {
+    if (const auto* a = std::get_if<GroupAssignment>(&msg)) {
+      member->Assign(*a);
+    } else {
+      member->SendPlacement(std::get<PlacementUpdate>(msg));
+    }
+  }
+}
+
 }  // namespace moe

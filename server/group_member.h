@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -54,6 +55,14 @@ struct PlacementUpdate {
   std::shared_ptr<const ExpertPlacement> placement;
 };
 
+class GroupMember;
+// Messages for members, which the group writes in the order added once its
+// lock is released (in the channel's send order).
+using GroupOutbox =
+    std::vector<std::pair<std::shared_ptr<GroupMember>,
+                          std::variant<GroupAssignment, PlacementUpdate>>>;
+void Send(const GroupOutbox& out);
+
 class GroupMember : public StepRank {
  public:
   GroupMember(WorkerRegistration registration, int threads)
@@ -62,21 +71,14 @@ class GroupMember : public StepRank {
   // False when the connection is gone (nothing was sent).
   virtual bool Assign(const GroupAssignment& assignment) = 0;
   virtual bool SendPlacement(const PlacementUpdate& update) = 0;
-  // "rank R (host pid N)", or "(host pid N)" outside the generation.
+  // "(host pid N)"; GroupRoster::NameOf adds its rank.
   std::string Name() const override {
-    return absl::StrCat(rank >= 0 ? absl::StrCat("rank ", rank, " ") : "", "(",
-                        info.host, " pid ", info.pid, ")");
+    return absl::StrCat("(", info.host, " pid ", info.pid, ")");
   }
 
   const WorkerRegistration info;  // from its Register message
   const int threads;              // Register.threads, for the log
-  // The group's lock guards slot, rank, assigned and ready_generation.
-  int slot = -1;  // in the group's members; -1: not admitted
-  int rank = -1;  // in the current generation; -1: not in it
-  // Told the heartbeat interval in this generation's assignment (and so
-  // held to it).
-  bool assigned = false;
-  uint64_t ready_generation = 0;
+  // Its slot, rank and readiness are the group's (GroupRoster).
   // When the last message came (steady clock, ns); stalled: no message
   // for heartbeat_misses intervals (set under the group's lock).
   std::atomic<int64_t> last_seen{

@@ -1,8 +1,9 @@
 #include "server/group_roster.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/logging.h"
-#include "server/liveness.h"
 #include "server/worker_admission.h"
 
 namespace moe {
@@ -14,6 +15,14 @@ Clock::time_point LastSeen(const GroupMember& member) {
   return Clock::time_point(Clock::duration(member.last_seen.load()));
 }
 
+// The index of `member` in `members`, -1 if it is not there.
+int IndexOf(const GroupRoster::Members& members, const GroupMember& member) {
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].get() == &member) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 }  // namespace
 
 absl::Status GroupRoster::Admit(const std::shared_ptr<GroupMember>& member,
@@ -22,7 +31,7 @@ absl::Status GroupRoster::Admit(const std::shared_ptr<GroupMember>& member,
   if (refused.ok()) {
     std::vector<RegisteredWorker> registered;
     for (const auto& c : members_) {
-      if (c != nullptr) registered.push_back({&c->info, c->Name()});
+      if (c != nullptr) registered.push_back({&c->info, NameOf(*c)});
     }
     refused = CheckDevice(member->info, registered);
   }
@@ -32,17 +41,12 @@ absl::Status GroupRoster::Admit(const std::shared_ptr<GroupMember>& member,
     spdlog::error("{}", refusal_);
     return refused;
   }
-  for (int i = 0; i < world_size(); ++i) {
-    if (members_[i] == nullptr) {
-      member->slot = i;
-      members_[i] = member;
-      break;
-    }
-  }
-  if (member->slot < 0) {
+  const auto free = std::find(members_.begin(), members_.end(), nullptr);
+  if (free == members_.end()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "all ", world_size(), " worker ranks are taken; retry to stand by"));
   }
+  *free = member;
   spdlog::info(
       "worker {} registered from {} ({} of {} workers connected; {} "
       "threads, {})",
@@ -53,16 +57,17 @@ absl::Status GroupRoster::Admit(const std::shared_ptr<GroupMember>& member,
 
 GroupRoster::Removed GroupRoster::Remove(
     const std::shared_ptr<GroupMember>& member) {
-  if (member->slot < 0 || members_[member->slot] != member) {
-    return Removed::kNone;
-  }
-  members_[member->slot] = nullptr;
-  spdlog::warn("worker {} disconnected", member->Name());
-  if (!IsRank(*member)) return Removed::kMember;
-  if (member->ready_generation == generation_ && ready_count_ > 0) {
+  const int slot = SlotOf(*member);
+  if (slot < 0) return Removed::kNone;
+  members_[slot] = nullptr;
+  spdlog::warn("worker {} disconnected", NameOf(*member));
+  const int rank = RankOf(*member);
+  if (rank < 0) return Removed::kMember;
+  if (said_ready_[rank]) {
+    said_ready_[rank] = false;
     --ready_count_;
   }
-  member->assigned = false;
+  assigned_[rank] = false;
   ready_ = false;
   return Removed::kRank;
 }
@@ -70,20 +75,19 @@ GroupRoster::Removed GroupRoster::Remove(
 GroupRoster::Readiness GroupRoster::Ready(
     const std::shared_ptr<GroupMember>& member, uint64_t generation,
     const std::string& error) {
-  if (generation != generation_ || !IsRank(*member)) {
-    return Readiness::kIgnored;
-  }
+  const int rank = RankOf(*member);
+  if (generation != generation_ || rank < 0) return Readiness::kIgnored;
   if (!error.empty()) {
     // Kept for the clients' UNAVAILABLE answers (GroupState::refusal):
     // without it they would only see "0 ready" while the group retries.
     refusal_ =
-        absl::StrCat("worker ", member->Name(), " could not join generation ",
+        absl::StrCat("worker ", NameOf(*member), " could not join generation ",
                      generation, ": ", error);
     spdlog::warn("{}", refusal_);
     return Readiness::kFailed;
   }
-  if (member->ready_generation == generation_) return Readiness::kIgnored;
-  member->ready_generation = generation_;
+  if (said_ready_[rank]) return Readiness::kIgnored;
+  said_ready_[rank] = true;
   if (++ready_count_ < static_cast<int>(ranks_.size())) {
     return Readiness::kCounted;
   }
@@ -104,20 +108,14 @@ std::vector<bool> GroupRoster::Available() const {
 
 void GroupRoster::StartGeneration(const std::vector<int>& slots) {
   ++generation_;
+  ready_ = false;
   ready_count_ = 0;
-  for (const auto& c : members_) {
-    if (c == nullptr) continue;
-    // Left out of this generation: no rank, no store token, no heartbeat
-    // watch (it is already known to be stalled).
-    c->rank = -1;
-    c->assigned = false;
-  }
+  // A member left out of it has no rank, no store token and no heartbeat
+  // watch (it is already known to be stalled).
   ranks_.clear();
   for (int s : slots) ranks_.push_back(members_[s]);
-  for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
-    ranks_[r]->rank = r;
-    ranks_[r]->assigned = true;
-  }
+  said_ready_.assign(ranks_.size(), false);
+  assigned_.assign(ranks_.size(), true);
 }
 
 void GroupRoster::Stall(int rank) {
@@ -125,9 +123,33 @@ void GroupRoster::Stall(int rank) {
   ready_ = false;
 }
 
-bool GroupRoster::IsRank(const GroupMember& member) const {
-  return member.rank >= 0 && member.rank < static_cast<int>(ranks_.size()) &&
-         ranks_[member.rank].get() == &member;
+std::vector<absl::Status> GroupRoster::StallSilent(
+    Clock::time_point now, const LivenessPolicy& policy,
+    Clock::time_point* next_check) {
+  const LivenessCheck check = CheckLiveness(Watched(), now, policy);
+  *next_check = check.next_check;
+  std::vector<absl::Status> stalled;
+  for (const LivenessCheck::Stall& stall : check.stalled) {
+    Stall(stall.index);
+    stalled.push_back(
+        StallError(NameOf(*ranks_[stall.index]), stall.silent, policy));
+    spdlog::error("{}", stalled.back().message());
+  }
+  return stalled;
+}
+
+int GroupRoster::SlotOf(const GroupMember& member) const {
+  return IndexOf(members_, member);
+}
+
+int GroupRoster::RankOf(const GroupMember& member) const {
+  return IndexOf(ranks_, member);
+}
+
+std::string GroupRoster::NameOf(const GroupMember& member) const {
+  const int rank = RankOf(member);
+  return rank >= 0 ? absl::StrCat("rank ", rank, " ", member.Name())
+                   : member.Name();
 }
 
 std::vector<std::optional<Clock::time_point>> GroupRoster::Watched() const {
@@ -136,7 +158,7 @@ std::vector<std::optional<Clock::time_point>> GroupRoster::Watched() const {
   std::vector<std::optional<Clock::time_point>> watched(ranks_.size());
   for (size_t r = 0; r < ranks_.size(); ++r) {
     const auto& c = ranks_[r];
-    if (c != nullptr && !c->stalled && c->assigned) watched[r] = LastSeen(*c);
+    if (c != nullptr && !c->stalled && assigned_[r]) watched[r] = LastSeen(*c);
   }
   return watched;
 }
@@ -151,7 +173,7 @@ std::string GroupRoster::Stalled(Clock::time_point now) const {
   std::string out;
   for (const auto& c : members_) {
     if (c != nullptr && c->stalled) {
-      absl::StrAppend(&out, NotAnswering(c->Name(), now - LastSeen(*c)));
+      absl::StrAppend(&out, NotAnswering(NameOf(*c), now - LastSeen(*c)));
     }
   }
   return out;

@@ -3,7 +3,9 @@
 // worker was refused. Plain state with no lock of its own: WorkerGroup keeps
 // it under its one lock and applies what it answers (the store, the steps,
 // the placement, the notifications), so its rules are tested without
-// threads or gRPC.
+// threads or gRPC. A member's slot, rank and readiness are kept here, not
+// in the member, so that the compiler checks they are only touched under
+// the group's lock (the roster is ABSL_GUARDED_BY it).
 #pragma once
 
 #include <chrono>
@@ -15,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "server/group_member.h"
+#include "server/liveness.h"
 
 namespace moe {
 
@@ -67,15 +70,27 @@ class GroupRoster {
   // Which slots could join a generation (registered and not stalled).
   std::vector<bool> Available() const;
   // Generation + 1, whose ranks are the members in `slots` (ascending);
-  // none of them is ready yet. Whether the group is ready is left as it
-  // was (the caller marks it not ready where the old one failed).
+  // none of them is ready yet, and so neither is the group (steps wait
+  // until every rank has loaded and joined, also when a worker returns to
+  // a degraded group that was ready).
   void StartGeneration(const std::vector<int>& slots);
   // Rank `rank` is stalled: the group is not ready.
   void Stall(int rank);
+  // Stalls the ranks silent for longer than `policy` allows (liveness.h):
+  // the error naming each; when to look again goes to `next_check`.
+  std::vector<absl::Status> StallSilent(Clock::time_point now,
+                                        const LivenessPolicy& policy,
+                                        Clock::time_point* next_check);
   void Unready() { ready_ = false; }
 
-  // `member` is a rank of the current generation.
-  bool IsRank(const GroupMember& member) const;
+  // `member`'s slot, -1 when it holds none.
+  int SlotOf(const GroupMember& member) const;
+  // `member`'s rank in the current generation, -1 when it has none (a
+  // rank that left keeps it, for its token to be revoked).
+  int RankOf(const GroupMember& member) const;
+  bool IsRank(const GroupMember& member) const { return RankOf(member) >= 0; }
+  // "rank R (host pid N)", or "(host pid N)" outside the generation.
+  std::string NameOf(const GroupMember& member) const;
   // When each rank was last heard of (liveness.h), nullopt for a rank not
   // held to the interval (not assigned or already stalled).
   std::vector<std::optional<Clock::time_point>> Watched() const;
@@ -95,6 +110,9 @@ class GroupRoster {
 
   Members members_;  // by slot (null: free)
   Members ranks_;    // the current generation's, in slot order
+  // By rank: said Ready for the current generation; told the heartbeat
+  // interval in its assignment, and so held to it (not once it left).
+  std::vector<bool> said_ready_, assigned_;
   uint64_t generation_ = 0;
   bool ready_ = false;
   int ready_count_ = 0;

@@ -94,9 +94,9 @@ absl::Status StepChannel::Send(const std::vector<StepContent>& steps,
     // be overwritten by a later step instead of allocated anew.
     msg.mutable_step()->Swap(&wire[r]);
     if (!written) {
-      tracker_.Fail(
-          *id, absl::UnavailableError(absl::StrCat(
-                   "lost worker ", ranks[r]->Name(), " sending step ", *id)));
+      tracker_.Fail(*id, absl::UnavailableError(absl::StrCat(
+                             "lost worker rank ", r, " ", ranks[r]->Name(),
+                             " sending step ", *id)));
       break;
     }
     sent_[r] = {generation, steps[r].placement_epoch};

@@ -35,7 +35,8 @@ class StepRank {
   virtual ~StepRank() = default;
   // False when the connection is gone (the message was not sent).
   virtual bool Write(const moe::v1::RouterMessage& message) = 0;
-  // The worker, for an error message ("rank R (host pid N)").
+  // The worker, for an error message ("(host pid N)"; the channel names
+  // its rank).
   virtual std::string Name() const = 0;
 };
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <optional>
 
-#include "absl/strings/str_cat.h"
 #include "core/logging.h"
 #include "core/status_macros.h"
 
@@ -13,12 +12,9 @@ using Clock = std::chrono::steady_clock;
 
 WorkerGroup::WorkerGroup(const WorkerPoolOptions& options, StepChannel* channel,
                          PlacementSwitch* placement)
-    : num_experts_(options.num_experts),
-      heartbeat_interval_(options.heartbeat_interval),
-      liveness_{options.heartbeat_interval, options.heartbeat_misses},
+    : liveness_{options.heartbeat_interval, options.heartbeat_misses},
       channel_(channel),
-      placement_(placement),
-      store_(options.max_store_waits_per_rank),
+      parts_(options, channel, placement),
       roster_(options.world_size),
       schedule_({options.world_size, options.regroup_after},
                 options.retry_delay, WorkerPoolOptions::kMaxRetryDoublings) {
@@ -32,12 +28,10 @@ void WorkerGroup::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return;
     shutdown_ = true;
-    channel_->AbortAll(absl::UnavailableError("router shutting down"));
-    store_.Shutdown();
-    placement_->Shutdown();
+    parts_.Shutdown();
     timer_.Stop();
   }
-  store_.FinishEnded();
+  parts_.store().FinishEnded();
 }
 
 GroupState WorkerGroup::state() const {
@@ -56,56 +50,28 @@ absl::Status WorkerGroup::Reconfigure(Change change) {
     }
     // The ended generation's waits first: a send can block on a slow
     // worker.
-    store_.FinishEnded();
-    for (auto& [member, msg] : fx.out) {
-      if (const auto* a = std::get_if<GroupAssignment>(&msg)) {
-        member->Assign(*a);
-      } else {
-        member->SendPlacement(std::get<PlacementUpdate>(msg));
-      }
-    }
+    parts_.store().FinishEnded();
+    Send(fx.out);
   }
   if (fx.changed) notifier_.Deliver([this] { return state(); });
   return status;
 }
 
 void WorkerGroup::Settle(bool changed) {
-  store_.FinishEnded();
+  parts_.store().FinishEnded();
   if (changed) notifier_.Deliver([this] { return state(); });
 }
 
 void WorkerGroup::StartGenerationLocked(Effects* fx) {
   const NextGeneration next = schedule_.Plan(roster_.Available(), Clock::now());
-  if (next.action == NextGeneration::Action::kNone) return;
-  if (next.action == NextGeneration::Action::kWait) {
-    timer_.Poke();  // it forms the smaller group when the time comes
-    return;
-  }
+  // kWait: the timer forms the smaller group when the time comes.
+  if (next.action == NextGeneration::Action::kWait) timer_.Poke();
+  if (next.action != NextGeneration::Action::kForm) return;
   roster_.StartGeneration(next.slots);
-  const uint64_t g = roster_.generation();
-  const GroupRoster::Members& ranks = roster_.ranks();
-  const int P = roster_.world_size();
-  const int W = static_cast<int>(ranks.size());
-  std::vector<GroupAssignment> assigned = AssignGeneration(
-      g, W, P, num_experts_, placement_->in_force(), heartbeat_interval_);
-  std::vector<std::string> tokens(W);
-  for (int r = 0; r < W; ++r) {
-    tokens[r] = assigned[r].store_token;
-    fx->out.emplace_back(ranks[r], std::move(assigned[r]));
-  }
-  // The ended generation's rendezvous, steps and placement loading end.
-  store_.StartGeneration(g, std::move(tokens));
-  channel_->AbortAll(absl::UnavailableError(
-      absl::StrCat("worker group reconfigured (generation ", g, ")")));
-  placement_->GenerationStarted(g);
-  if (W < P) {
-    spdlog::warn(
-        "worker group generation {}: {} ranks assigned, DEGRADED ({} of {} "
-        "configured workers; experts re-split over {}); it grows back when "
-        "workers return",
-        g, W, W, P, W);
-  } else {
-    spdlog::info("worker group generation {}: {} ranks assigned", g, W);
+  std::vector<GroupAssignment> assigned = parts_.StartGeneration(
+      roster_.generation(), static_cast<int>(next.slots.size()));
+  for (size_t r = 0; r < assigned.size(); ++r) {
+    fx->out.emplace_back(roster_.ranks()[r], std::move(assigned[r]));
   }
 }
 
@@ -132,13 +98,8 @@ void WorkerGroup::Remove(const std::shared_ptr<GroupMember>& member) {
     const GroupRoster::Removed removed = roster_.Remove(member);
     changed = removed != GroupRoster::Removed::kNone;
     if (removed == GroupRoster::Removed::kRank) {
-      channel_->AbortAll(absl::UnavailableError(
-          absl::StrCat("worker ", member->Name(), " disconnected")));
-      // The generation's rendezvous cannot complete without it.
-      store_.EndWaits(absl::UnavailableError(
-          absl::StrCat("worker ", member->Name(), " left generation ",
-                       roster_.generation())));
-      store_.RevokeRank(member->rank);
+      parts_.RankLeft(roster_.NameOf(*member), roster_.RankOf(*member),
+                      roster_.generation());
       LostLocked();
     }
   }
@@ -153,27 +114,9 @@ void WorkerGroup::Seen(const std::shared_ptr<GroupMember>& member) {
     if (!member->stalled) return;
     member->stalled = false;
     spdlog::warn("worker {} answers again; rebuilding the worker group",
-                 member->Name());
+                 roster_.NameOf(*member));
   }
   Regroup(/*delayed=*/false);
-}
-
-bool WorkerGroup::CheckStallsLocked(Clock::time_point now,
-                                    Clock::time_point* next_check) {
-  const LivenessCheck check = CheckLiveness(roster_.Watched(), now, liveness_);
-  *next_check = check.next_check;
-  for (const LivenessCheck::Stall& stall : check.stalled) {
-    roster_.Stall(stall.index);
-    const absl::Status status = StallError(roster_.ranks()[stall.index]->Name(),
-                                           stall.silent, liveness_);
-    spdlog::error("{}", status.message());
-    // The silent rank is the cause: its peers' errors (a collective that
-    // timed out waiting for it) are not.
-    channel_->Blame(status);
-    store_.EndWaits(status);
-    LostLocked();
-  }
-  return !check.stalled.empty();
 }
 
 void WorkerGroup::OnReady(const std::shared_ptr<GroupMember>& member,
@@ -246,9 +189,9 @@ absl::Status WorkerGroup::ParkStoreGet(uint64_t generation,
                                        Clock::time_point deadline,
                                        StoreWaiter* waiter) {
   MOE_RETURN_IF_ERROR(
-      store_.Get(generation, token, std::move(keys), deadline, waiter));
+      parts_.store().Get(generation, token, std::move(keys), deadline, waiter));
   timer_.Poke();  // the timer keeps the timeouts
-  store_.FinishEnded();
+  parts_.store().FinishEnded();
   return absl::OkStatus();
 }
 
@@ -260,8 +203,9 @@ absl::Status WorkerGroup::View(
 
 Clock::time_point WorkerGroup::Tick(Clock::time_point now) {
   // Parked StoreGets whose timeout passed.
-  const std::optional<Clock::time_point> store_wake = store_.Expire(now);
-  store_.FinishEnded();
+  const std::optional<Clock::time_point> store_wake =
+      parts_.store().Expire(now);
+  parts_.store().FinishEnded();
   bool stalled = false;
   bool regroup = false;
   Clock::time_point wake = now;  // at once, unless nothing happened
@@ -270,8 +214,14 @@ Clock::time_point WorkerGroup::Tick(Clock::time_point now) {
     Clock::time_point next_check;
     if (shutdown_) {
       // The timer is stopped.
-    } else if (CheckStallsLocked(now, &next_check)) {
+    } else if (const std::vector<absl::Status> stalls =
+                   roster_.StallSilent(now, liveness_, &next_check);
+               !stalls.empty()) {
       stalled = true;
+      for (const absl::Status& stall : stalls) {
+        parts_.RankStalled(stall);
+        LostLocked();
+      }
     } else if (schedule_.Due(now)) {
       regroup = true;
     } else {

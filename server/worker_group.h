@@ -1,19 +1,18 @@
 // The worker group's membership, with the group's one lock: members
-// registering and leaving, generations started (the assignments sent, the
-// rendezvous store, steps in flight and a loading placement reset), ranks
-// said ready or stalled, regroups when due, and steps held while the group
-// re-forms. It applies the rules of its plain parts, GroupRoster (who is in
-// the group) and RegroupSchedule (when the next generation forms), under
-// its lock, and asks liveness (pure) which ranks are stalled; its
-// GroupTimer looks when due, its StateNotifier tells the router. WorkerPool
-// runs steps and rebalances on it through View and Reconfigure.
+// registering and leaving, generations started, ranks said ready or
+// stalled, regroups when due, and steps held while the group re-forms. It
+// applies the rules of its plain parts under its lock: GroupRoster (who is
+// in the group, who is silent), RegroupSchedule (when the next generation
+// forms), and tells GroupParts (the rendezvous store, the steps in flight,
+// a placement loading) what happened. Its GroupTimer looks when due, its
+// StateNotifier tells the router. WorkerPool runs steps and rebalances on
+// it through View and Reconfigure.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -23,13 +22,10 @@
 #include "absl/synchronization/mutex.h"
 #include "server/group_member.h"
 #include "server/group_membership.h"
+#include "server/group_parts.h"
 #include "server/group_roster.h"
 #include "server/group_timer.h"
-#include "server/liveness.h"
-#include "server/placement_switch.h"
-#include "server/rendezvous_store.h"
 #include "server/state_notifier.h"
-#include "server/step_channel.h"
 #include "server/worker_pool_options.h"
 
 namespace moe {
@@ -54,16 +50,15 @@ class WorkerGroup {
   // is retried with backoff.
   void OnReady(const std::shared_ptr<GroupMember>& member, uint64_t generation,
                const std::string& error);
-  // Its stream ended.
-  void Remove(const std::shared_ptr<GroupMember>& member);
+  void Remove(const std::shared_ptr<GroupMember>& member);  // stream ended
   // Starts a new generation with the same members (after a failed step or
   // rendezvous), now or after the backoff.
   void Regroup(bool delayed);
 
-  // The rendezvous store of the current generation: StoreSet and a
-  // StoreGet's cancel go to it directly; a StoreGet parks through
-  // ParkStoreGet, which keeps its timeout.
-  RendezvousStore& store() { return store_; }
+  // The current generation's rendezvous store: StoreSet and a StoreGet's
+  // cancel go to it directly; a StoreGet parks through ParkStoreGet, which
+  // keeps its timeout.
+  RendezvousStore& store() { return parts_.store(); }
   absl::Status ParkStoreGet(uint64_t generation, const std::string& token,
                             std::vector<std::string> keys,
                             Clock::time_point deadline, StoreWaiter* waiter);
@@ -80,9 +75,7 @@ class WorkerGroup {
   // What a change leaves to do once the lock is released: the messages to
   // send (in the send order) and whether to deliver the state.
   struct Effects {
-    std::vector<std::pair<std::shared_ptr<GroupMember>,
-                          std::variant<GroupAssignment, PlacementUpdate>>>
-        out;
+    GroupOutbox out;
     bool changed = false;
   };
   using Change =
@@ -95,12 +88,11 @@ class WorkerGroup {
   absl::Status View(
       absl::FunctionRef<absl::Status(const GroupRoster&)> view) const;
 
-  // Fails everything in flight and stops the timer.
-  void Shutdown();
+  void Shutdown();  // fails everything in flight, stops the timer
 
  private:
-  // Changes under the lock without sends: the ended store waits finished
-  // and the state delivered if it `changed`.
+  // After a change under the lock without sends: the ended store waits
+  // finished, and the state delivered if it `changed`.
   void Settle(bool changed);
   // A new generation if every configured worker is there, or (see
   // regroup_after) with those there; its assignments go to `fx`.
@@ -108,25 +100,21 @@ class WorkerGroup {
   // A member of the current generation is gone (disconnected or stalled):
   // the workers left may form a group after regroup_after.
   void LostLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Marks the ranks silent for too long as stalled (liveness.h); true if
-  // one was. When to look again goes to `next_check`.
-  bool CheckStallsLocked(Clock::time_point now, Clock::time_point* next_check)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The timer's round: parked StoreGets past their timeout, stalls, a
   // regroup that is due; returns when it is due again.
   Clock::time_point Tick(Clock::time_point now);
 
-  const int64_t num_experts_;
-  const std::chrono::milliseconds heartbeat_interval_;
   const LivenessPolicy liveness_;
   StepChannel* const channel_;
-  PlacementSwitch* const placement_;
-  RendezvousStore store_;
+  // Told what happened under mu_, in the order it happened; its parts
+  // lock themselves (the store is also called directly).
+  GroupParts parts_;
   StateNotifier notifier_;
   // Lock order: the notifier's, the channel's send order, mu_, then the
-  // parts' own (store_, the channel's tracker, placement_, timer_'s), which
-  // call nothing back (the timer ticks outside its lock). The send order
-  // makes every stream see assignments, placements and steps in one order.
+  // parts' own (the store's, the channel's tracker, the placement's,
+  // timer_'s), which call nothing back (the timer ticks outside its lock).
+  // The send order makes every stream see assignments, placements and
+  // steps in one order.
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(channel_->send_order());
   GroupRoster roster_ ABSL_GUARDED_BY(mu_);
   RegroupSchedule schedule_ ABSL_GUARDED_BY(mu_);

@@ -15,11 +15,12 @@ WorkerPool::WorkerPool(WorkerPoolOptions options)
 
 void WorkerPool::OnResult(const GroupMember& member, StepReply& reply) {
   group_
-      .View([&](const GroupRoster&) {
-        // `member.rank` is its rank in the current generation
-        // (StepTracker::Answer drops an answer to a step of another one).
+      .View([&](const GroupRoster& roster) {
+        // Its rank in the current generation (StepTracker::Answer drops an
+        // answer to a step of another one).
         channel_.Answer(
-            member.rank, [&] { return member.Name(); }, reply);
+            roster.RankOf(member), [&] { return roster.NameOf(member); },
+            reply);
         return absl::OkStatus();
       })
       .IgnoreError();
@@ -94,8 +95,8 @@ void WorkerPool::OnPlacementLoaded(const std::shared_ptr<GroupMember>& member,
                                    const std::string& error) {
   group_
       .View([&](const GroupRoster& roster) {
-        if (roster.IsRank(*member)) {
-          placement_.Loaded(generation, epoch, member->rank, error);
+        if (const int rank = roster.RankOf(*member); rank >= 0) {
+          placement_.Loaded(generation, epoch, rank, error);
         }
         return absl::OkStatus();
       })

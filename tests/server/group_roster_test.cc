@@ -24,8 +24,8 @@ TEST(GroupRoster, SlotsFillInOrderAndRefuseBeyondTheWorldSize) {
   auto a = Member("a"), b = Member("b"), c = Member("c");
   ASSERT_TRUE(roster.Admit(a, kPeer).ok());
   ASSERT_TRUE(roster.Admit(b, kPeer).ok());
-  EXPECT_EQ(a->slot, 0);
-  EXPECT_EQ(b->slot, 1);
+  EXPECT_EQ(roster.SlotOf(*a), 0);
+  EXPECT_EQ(roster.SlotOf(*b), 1);
   EXPECT_EQ(roster.Admit(c, kPeer).code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(roster.State(Clock::now()).connected, 2);
@@ -33,7 +33,7 @@ TEST(GroupRoster, SlotsFillInOrderAndRefuseBeyondTheWorldSize) {
   EXPECT_EQ(roster.Remove(a), Removed::kMember);
   EXPECT_EQ(roster.Remove(a), Removed::kNone);
   ASSERT_TRUE(roster.Admit(c, kPeer).ok());
-  EXPECT_EQ(c->slot, 0);
+  EXPECT_EQ(roster.SlotOf(*c), 0);
 }
 
 TEST(GroupRoster, ARefusedWorkerIsKeptAsTheRefusalUntilReady) {
@@ -41,7 +41,7 @@ TEST(GroupRoster, ARefusedWorkerIsKeptAsTheRefusalUntilReady) {
   auto a = Member("a", /*collective_host=*/"127.0.0.1");
   const absl::Status s = roster.Admit(a, "ipv4:10.1.2.3:5000");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(a->slot, -1);
+  EXPECT_EQ(roster.SlotOf(*a), -1);
   EXPECT_EQ(roster.State(Clock::now()).refusal, s.message());
   EXPECT_TRUE(absl::StrContains(roster.NotReady(Clock::now()), s.message()));
   auto b = Member("b");
@@ -57,11 +57,13 @@ TEST(GroupRoster, AGenerationIsReadyWhenEveryRankSaidSoOnce) {
   for (const auto& m : {a, b, c}) ASSERT_TRUE(roster.Admit(m, kPeer).ok());
   roster.StartGeneration({0, 2});  // b left out (e.g. stalled)
   EXPECT_EQ(roster.generation(), 1u);
-  EXPECT_EQ(a->rank, 0);
-  EXPECT_EQ(c->rank, 1);
-  EXPECT_EQ(b->rank, -1);
-  EXPECT_TRUE(c->assigned);
-  EXPECT_FALSE(b->assigned);
+  EXPECT_EQ(roster.RankOf(*a), 0);
+  EXPECT_EQ(roster.RankOf(*c), 1);
+  EXPECT_EQ(roster.RankOf(*b), -1);
+  EXPECT_EQ(roster.NameOf(*c), "rank 1 (c pid 1)");
+  EXPECT_EQ(roster.NameOf(*b), "(b pid 1)");
+  ASSERT_EQ(roster.Watched().size(), 2u);
+  EXPECT_TRUE(roster.Watched()[1]) << "c is held to the heartbeat interval";
   EXPECT_FALSE(roster.IsRank(*b));
   EXPECT_EQ(roster.Ready(b, 1, ""), Readiness::kIgnored) << "not a rank";
   EXPECT_EQ(roster.Ready(a, 2, ""), Readiness::kIgnored) << "generation";
@@ -78,7 +80,29 @@ TEST(GroupRoster, AGenerationIsReadyWhenEveryRankSaidSoOnce) {
   EXPECT_EQ(roster.Remove(c), Removed::kRank);
   EXPECT_FALSE(roster.ready());
   EXPECT_EQ(roster.State(Clock::now()).ready_workers, 1);
-  EXPECT_FALSE(c->assigned);
+  EXPECT_FALSE(roster.Watched()[1]) << "c, gone, is not watched";
+  EXPECT_EQ(roster.RankOf(*c), 1) << "kept, for its token to be revoked";
+}
+
+// A degraded group that was ready takes a returning worker: the new
+// generation is not ready until its ranks are (steps must not go to ranks
+// still loading).
+TEST(GroupRoster, ANewGenerationIsNotReadyUntilItsRanksAre) {
+  GroupRoster roster(2);
+  auto a = Member("a"), b = Member("b");
+  ASSERT_TRUE(roster.Admit(a, kPeer).ok());
+  roster.StartGeneration({0});
+  ASSERT_EQ(roster.Ready(a, 1, ""), Readiness::kGroupReady);
+  ASSERT_TRUE(roster.Admit(b, kPeer).ok());
+  roster.StartGeneration({0, 1});
+  EXPECT_FALSE(roster.ready());
+  const GroupState st = roster.State(Clock::now());
+  EXPECT_FALSE(st.ready);
+  EXPECT_EQ(st.ready_workers, 0);
+  EXPECT_EQ(st.group_size, 2);
+  EXPECT_EQ(roster.Ready(a, 2, ""), Readiness::kCounted);
+  EXPECT_EQ(roster.Ready(b, 2, ""), Readiness::kGroupReady);
+  EXPECT_TRUE(roster.ready());
 }
 
 TEST(GroupRoster, ARankThatCannotJoinIsTheRefusal) {
@@ -116,10 +140,34 @@ TEST(GroupRoster, StalledRanksAreNotWatchedAndNamedInTheState) {
   EXPECT_TRUE(absl::StrContains(roster.NotReady(Clock::now()), stalled));
   // A generation without it: it holds no rank and is no longer watched.
   roster.StartGeneration({0});
-  EXPECT_EQ(b->rank, -1);
-  EXPECT_FALSE(b->assigned);
+  EXPECT_EQ(roster.RankOf(*b), -1);
   EXPECT_FALSE(roster.IsRank(*b));
   EXPECT_EQ(roster.Watched().size(), 1u);
+}
+
+TEST(GroupRoster, RanksSilentTooLongAreStalledOnceAndNamed) {
+  GroupRoster roster(2);
+  auto a = Member("a"), b = Member("b");
+  ASSERT_TRUE(roster.Admit(a, kPeer).ok());
+  ASSERT_TRUE(roster.Admit(b, kPeer).ok());
+  roster.StartGeneration({0, 1});
+  const LivenessPolicy policy{std::chrono::milliseconds(10), 2};
+  const Clock::time_point now = Clock::now();
+  a->last_seen = now.time_since_epoch().count();
+  b->last_seen =
+      (now - std::chrono::milliseconds(50)).time_since_epoch().count();
+  Clock::time_point next{};
+  const std::vector<absl::Status> stalls =
+      roster.StallSilent(now, policy, &next);
+  ASSERT_EQ(stalls.size(), 1u);
+  EXPECT_EQ(stalls[0].code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(stalls[0].message(), "rank 1 (b pid 1)"))
+      << stalls[0];
+  EXPECT_TRUE(b->stalled);
+  EXPECT_FALSE(a->stalled);
+  EXPECT_FALSE(roster.ready());
+  EXPECT_GT(next, now);
+  EXPECT_TRUE(roster.StallSilent(now, policy, &next).empty()) << "twice";
 }
 
 TEST(AssignGeneration, EvenSplitsThePlacementOnlyWhenWholeAndFreshTokens) {

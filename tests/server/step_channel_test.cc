@@ -28,7 +28,9 @@ class FakeRank : public StepRank {
     log_->push_back(rank_);
     return true;
   }
-  std::string Name() const override { return absl::StrCat("rank ", rank_); }
+  std::string Name() const override {
+    return absl::StrCat("(fake ", rank_, ")");
+  }
 
   bool lost = false;
   std::vector<moe::v1::Step> steps;
@@ -163,7 +165,7 @@ TEST(StepChannel, ALostRankFailsTheStepNamingItAndLaterRanksAreNotSent) {
                   Clock::now() + milliseconds(5000), nullptr, &results);
   EXPECT_EQ(out.step.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(out.step.status.message(),
-            absl::StrCat("lost worker rank 1 sending step ", out.id));
+            absl::StrCat("lost worker rank 1 (fake 1) sending step ", out.id));
   EXPECT_FALSE(out.step.intact);
   EXPECT_EQ(group.log, (std::vector<int>{0}));
 }

@@ -591,6 +591,70 @@ TEST_F(WorkerPoolTest, LostWorkerLeavesASmallerGroupThatGrowsBack) {
   EXPECT_EQ(st.group_size, 2);
 }
 
+// A worker returning to a degraded group starts a generation whose ranks
+// have yet to load their experts and join: the group is not ready until
+// each says so (the readiness probe and metrics see it), steps are held (at
+// most the hold) and then refused UNAVAILABLE, and none is sent to a rank
+// before it is ready (a step sent then would wait in the stream, time out
+// and restart the generation).
+TEST_F(WorkerPoolTest, AGroupGrowingBackIsNotReadyUntilItsRanksAre) {
+  TearDown();
+  StartPool(64, milliseconds(60000), /*regroup_after=*/milliseconds(100),
+            /*hold=*/milliseconds(200));
+  using Clock = std::chrono::steady_clock;
+  FakeWorker& a = Join();
+  FakeWorker& b = Join();
+  moe::v1::Assignment aa, ab;
+  ExpectGeneration(a, b, &aa, &ab);
+  a.Ready(aa);
+  b.Ready(ab);
+  ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
+  EXPECT_TRUE(b.Leave().ok());
+  moe::v1::Assignment solo;
+  ASSERT_TRUE(a.NextAssignment(&solo));
+  a.Ready(solo);
+  ASSERT_TRUE(StateIs([](const auto& s) { return s.ready && s.degraded(); }));
+
+  FakeWorker& c = Join();
+  moe::v1::Assignment ga, gc;
+  ExpectGeneration(a, c, &ga, &gc);
+  const WorkerPool::State st = served_.pool->state();
+  EXPECT_EQ(st.generation, ga.generation());
+  EXPECT_EQ(st.group_size, 2);
+  EXPECT_EQ(st.ready_workers, 0);
+  EXPECT_FALSE(st.ready) << "ready with 0 of 2 ranks ready";
+  const auto start = Clock::now();
+  const auto w = served_.pool->AwaitGroup(start + milliseconds(20000));
+  EXPECT_GE(Clock::now() - start, milliseconds(150)) << "not held";
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kUnavailable) << w.status();
+  EXPECT_TRUE(absl::StrContains(w.status().message(),
+                                "2 of 2 workers connected, 0 ready"))
+      << w.status();
+  // A step planned for the new world size is refused, not sent.
+  const absl::Status early = RunStep(*served_.pool);
+  EXPECT_EQ(early.code(), absl::StatusCode::kUnavailable) << early;
+  EXPECT_TRUE(absl::StrContains(early.message(), "not ready")) << early;
+  EXPECT_EQ(served_.pool->state().generation, ga.generation())
+      << "a step restarted the forming generation";
+
+  a.Ready(ga);
+  c.Ready(gc);
+  ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
+  EXPECT_FALSE(served_.pool->state().degraded());
+  std::atomic<int> got_a{0}, got_c{0};
+  std::thread ta([&] { a.AnswerSteps(&got_a); });
+  std::thread tc([&] { c.AnswerSteps(&got_c); });
+  const absl::Status step = RunStep(*served_.pool);
+  EXPECT_TRUE(step.ok()) << step;
+  a.HalfClose();  // the router ends each stream: the answering threads end
+  c.HalfClose();
+  ta.join();
+  tc.join();
+  // Each stream's first step is the one sent once its rank was ready.
+  EXPECT_EQ(got_a, 1);
+  EXPECT_EQ(got_c, 1);
+}
+
 // Before any full group has formed, a worker short of the world size is
 // start-up, not a loss: no smaller group.
 TEST_F(WorkerPoolTest, NoSmallerGroupBeforeTheFirstFullOne) {
