@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/server/recording_store_waiter.h"
 
 namespace moe {
 namespace {
@@ -17,14 +18,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-struct Waiter : StoreWaiter {
-  int ended = 0;
-  absl::Status status;
-  void End(const absl::Status& s, std::vector<std::string>) override {
-    ++ended;
-    status = s;
-  }
-};
+using Waiter = RecordingStoreWaiter;
 
 // One rank that takes every step and never answers.
 class SilentRank : public StepRank {

@@ -5,6 +5,7 @@
 #include "server/rendezvous_store.h"
 
 #include "gtest/gtest.h"
+#include "tests/server/recording_store_waiter.h"
 
 namespace moe {
 namespace {
@@ -12,16 +13,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-struct Waiter : StoreWaiter {
-  int ended = 0;
-  absl::Status status;
-  std::vector<std::string> values;
-  void End(const absl::Status& s, std::vector<std::string> v) override {
-    ++ended;
-    status = s;
-    values = std::move(v);
-  }
-};
+using Waiter = RecordingStoreWaiter;
 
 Clock::time_point Later() { return Clock::now() + std::chrono::hours(1); }
 

@@ -171,6 +171,13 @@ class WorkerPoolTest : public ::testing::Test {
     EXPECT_EQ(r0.expert_end(), 4);
     EXPECT_EQ(r1.expert_begin(), 4);
     EXPECT_EQ(r1.expert_end(), 8);
+  }  // ExpectGeneration, then both ranks ready and the group with them.
+  void FormReadyGroup(FakeWorker& a, FakeWorker& b, moe::v1::Assignment* aa,
+                      moe::v1::Assignment* ab) {
+    ASSERT_NO_FATAL_FAILURE(ExpectGeneration(a, b, aa, ab));
+    a.Ready(*aa);
+    b.Ready(*ab);
+    ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
   }
 
   testing::ServedPool served_;
@@ -214,10 +221,7 @@ TEST_F(WorkerPoolTest, LostWorkerEndsTheGenerationAndAReplacementStartsANew) {
   FakeWorker& a = Join();
   FakeWorker& b = Join();
   moe::v1::Assignment aa, ab;
-  ExpectGeneration(a, b, &aa, &ab);
-  a.Ready(aa);
-  b.Ready(ab);
-  ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
+  ASSERT_NO_FATAL_FAILURE(FormReadyGroup(a, b, &aa, &ab));
   const uint64_t g1 = aa.generation();
 
   EXPECT_TRUE(b.Leave().ok());
@@ -549,10 +553,7 @@ TEST_F(WorkerPoolTest, LostWorkerLeavesASmallerGroupThatGrowsBack) {
   FakeWorker& a = Join();
   FakeWorker& b = Join();
   moe::v1::Assignment aa, ab;
-  ExpectGeneration(a, b, &aa, &ab);
-  a.Ready(aa);
-  b.Ready(ab);
-  ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
+  ASSERT_NO_FATAL_FAILURE(FormReadyGroup(a, b, &aa, &ab));
   EXPECT_FALSE(served_.pool->state().degraded());
   EXPECT_EQ(served_.pool->state().group_size, 2);
 
@@ -605,10 +606,7 @@ TEST_F(WorkerPoolTest, AGroupGrowingBackIsNotReadyUntilItsRanksAre) {
   FakeWorker& a = Join();
   FakeWorker& b = Join();
   moe::v1::Assignment aa, ab;
-  ExpectGeneration(a, b, &aa, &ab);
-  a.Ready(aa);
-  b.Ready(ab);
-  ASSERT_TRUE(StateIs([](const auto& s) { return s.ready; }));
+  ASSERT_NO_FATAL_FAILURE(FormReadyGroup(a, b, &aa, &ab));
   EXPECT_TRUE(b.Leave().ok());
   moe::v1::Assignment solo;
   ASSERT_TRUE(a.NextAssignment(&solo));

@@ -13,19 +13,12 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/mxfp4_rule.h"
+#include "tests/kernels/cpu/isa_param_test.h"
 
 namespace moe::kernels::cpu {
 namespace {
 
-class Mxfp4GemvTest : public ::testing::TestWithParam<const char*> {
- protected:
-  void SetUp() override {
-    original_ = GemmIsaName();
-    if (!SetGemmIsa(GetParam())) GTEST_SKIP() << "CPU lacks " << GetParam();
-  }
-  void TearDown() override { SetGemmIsa(original_.c_str()); }
-  std::string original_;
-};
+using Mxfp4GemvTest = IsaParamTest;
 
 // An [n, k] MXFP4 weight with random codes and scales near 127, packed, and
 // its dequantised values.
@@ -162,11 +155,7 @@ TEST_P(Mxfp4GemvTest, PanelRangesAndTheSwigluEpilogue) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, Mxfp4GemvTest,
-                         ::testing::Values("generic", "avx2", "avx512"),
-                         [](const auto& info) {
-                           return std::string(info.param);
-                         });
+MOE_INSTANTIATE_ISA_TESTS(Mxfp4GemvTest);
 
 }  // namespace
 }  // namespace moe::kernels::cpu

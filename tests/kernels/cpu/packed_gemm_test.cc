@@ -13,6 +13,7 @@
 #include "core/dtype.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/grouped_swiglu.h"
+#include "tests/kernels/cpu/isa_param_test.h"
 
 namespace moe::kernels::cpu {
 namespace {
@@ -25,15 +26,7 @@ std::vector<float> Random(size_t n, uint64_t seed) {
   return v;
 }
 
-class IsaTest : public ::testing::TestWithParam<const char*> {
- protected:
-  void SetUp() override {
-    original_ = GemmIsaName();
-    if (!SetGemmIsa(GetParam())) GTEST_SKIP() << "CPU lacks " << GetParam();
-  }
-  void TearDown() override { SetGemmIsa(original_.c_str()); }
-  std::string original_;
-};
+using IsaTest = IsaParamTest;
 
 TEST_P(IsaTest, StoreMatchesNaive) {
   for (int64_t m : {1, 5, 6, 12, 13, 31}) {
@@ -332,11 +325,7 @@ TEST_P(IsaTest, Mxfp4EqualsF32OnDequantisedWeights) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, IsaTest,
-                         ::testing::Values("generic", "avx2", "avx512"),
-                         [](const auto& info) {
-                           return std::string(info.param);
-                         });
+MOE_INSTANTIATE_ISA_TESTS(IsaTest);
 
 TEST(PackedGemm, DispatcherPicksTheBestIsa) {
   const std::string isa = GemmIsaName();
