@@ -1,6 +1,5 @@
 #include "server/router.h"
 
-#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 
@@ -12,25 +11,11 @@
 #include "core/shutdown_signal.h"
 #include "core/status_macros.h"
 #include "proto/credentials.h"
-#include "proto/model_spec.h"
+#include "server/router_part_options.h"
 #include "server/step_runner.h"
 
 namespace moe {
 namespace {
-
-// The gRPC message size limit: --max-message-bytes, or room for the largest
-// request or step (rows, routing and a margin).
-int MessageLimit(const RouterOptions& o, const ModelInfo& info) {
-  int64_t max_bytes = o.max_message_bytes;
-  if (max_bytes <= 0) {
-    max_bytes =
-        o.max_batch_tokens *
-            (info.layer.hidden * 4 +
-             std::max<int64_t>(info.layer.top_k, info.layer.num_experts) * 8) +
-        (16 << 20);
-  }
-  return static_cast<int>(std::min<int64_t>(max_bytes, INT32_MAX));
-}
 
 // The public API: TLS with --tls-cert/--tls-key. Workers: mutual TLS when
 // --tls-ca is given (on --worker-listen).
@@ -40,17 +25,6 @@ absl::Status AddCredentials(const TlsFiles& tls, RouterServers::Services* s) {
   MOE_ASSIGN_OR_RETURN(s->worker_credentials,
                        MakeServerCredentials(tls, !tls.ca.empty()));
   return absl::OkStatus();
-}
-
-RouterServers::Options ServersOptions(const RouterOptions& o) {
-  RouterServers::Options s;
-  s.listen = o.listen;
-  s.worker_listen = o.worker_listen;
-  s.worker_port_file = o.worker_port_file;
-  s.health_listen = o.health_listen;
-  s.health_port_file = o.health_port_file;
-  s.max_concurrent_streams = o.max_concurrent_streams;
-  return s;
 }
 
 absl::StatusOr<std::unique_ptr<TokenAuth>> MakeAuth(const std::string& file) {
@@ -63,7 +37,7 @@ absl::StatusOr<std::unique_ptr<TokenAuth>> MakeAuth(const std::string& file) {
 
 Router::Router(RouterOptions o)
     : o_(std::move(o)),
-      servers_(std::make_unique<RouterServers>(ServersOptions(o_))) {}
+      servers_(std::make_unique<RouterServers>(ServersOptionsFor(o_))) {}
 
 Router::~Router() {
   // The pool's state callback reaches servers_ and metrics_, which are
@@ -89,7 +63,7 @@ int Router::Start() {
   if (int rc = ExitCodeOf(MakeService(), 2)) return rc;
   services.api = service_.get();
   services.workers = worker_service_.get();
-  services.message_limit = MessageLimit(o_, model_->info());
+  services.message_limit = MessageLimitFor(o_, model_->info());
   if (int rc = ExitCodeOf(servers_->Start(services), 1)) return rc;
   ReportReadiness();
   if (int rc = ExitCodeOf(WritePortFile(o_.port_file, port()), 1)) return rc;
@@ -98,14 +72,7 @@ int Router::Start() {
 }
 
 absl::Status Router::LoadModel() {
-  RouterModel::Options mo;
-  mo.location = o_.location;
-  mo.dtype = o_.dtype;
-  mo.all_experts = o_.num_workers == 0;
-  mo.threads = o_.threads;
-  mo.device = o_.device;
-  mo.max_tokens = o_.max_batch_tokens;
-  MOE_ASSIGN_OR_RETURN(model_, RouterModel::Load(mo));
+  MOE_ASSIGN_OR_RETURN(model_, RouterModel::Load(ModelOptionsFor(o_)));
   return absl::OkStatus();
 }
 
@@ -126,28 +93,10 @@ absl::Status Router::MakePool() {
     spdlog::info("expert placement ({} redundant slots): {}",
                  placement_->redundant, PlacementToJson(*placement_));
   }
-  WorkerPoolOptions po;
-  po.world_size = o_.num_workers;
-  po.placement = placement_;
-  po.num_experts = model_->info().layer.num_experts;
-  po.heartbeat_interval = std::chrono::milliseconds(o_.heartbeat_interval_ms);
-  po.heartbeat_misses = o_.heartbeat_misses;
-  po.regroup_after = std::chrono::milliseconds(o_.regroup_after_ms);
-  po.hold_while_regrouping =
-      std::chrono::milliseconds(o_.hold_while_regrouping_ms);
-  pool_ = std::make_unique<WorkerPool>(po);
-  WorkerControlOptions wo;
-  // The resolved dtype (never "auto"): every worker loads what the router
-  // reports.
-  wo.model = ModelSpecFor(o_.location, WeightDTypeName(model_->dtype()));
-  wo.collective_timeout = o_.step_timeout;
-  // One connect attempt: long enough for a busy host, short next to a
-  // step timeout, so that a peer stopped for a moment costs one retry.
-  wo.connect_timeout =
-      std::min(o_.step_timeout, std::chrono::milliseconds(3000));
-  wo.max_batch_tokens = o_.max_batch_tokens;
-  wo.auth = worker_auth_.get();
-  worker_service_ = std::make_unique<WorkerControlService>(pool_.get(), wo);
+  pool_ = std::make_unique<WorkerPool>(
+      PoolOptionsFor(o_, model_->info().layer.num_experts, placement_));
+  worker_service_ = std::make_unique<WorkerControlService>(
+      pool_.get(), ControlOptionsFor(o_, model_->dtype(), worker_auth_.get()));
   return absl::OkStatus();
 }
 
@@ -184,14 +133,8 @@ absl::Status Router::MakeBatcher() {
     ro.every_steps = o_.rebalance_every_steps;
     rebalancer_ = std::make_unique<Rebalancer>(ro);
   }
-  Batcher::Options bo;
-  bo.max_batch_tokens = o_.max_batch_tokens;
-  bo.window = o_.batch_window;
-  bo.step_timeout = o_.step_timeout;
-  bo.max_queue_tokens = o_.max_queue_tokens;
-  bo.bf16_steps = o_.bf16_results;
-  batcher_ = std::make_unique<Batcher>(bo, std::move(runners), stats_.get(),
-                                       &metrics_);
+  batcher_ = std::make_unique<Batcher>(
+      BatcherOptionsFor(o_), std::move(runners), stats_.get(), &metrics_);
   return absl::OkStatus();
 }
 

@@ -1,0 +1,36 @@
+// What each part of the router process is built with, from RouterOptions:
+// pure translations (no I/O, no threads), so that the Router only assembles
+// and runs its parts, and each rule here (the message limit, the connect
+// timeout, the resolved weight dtype the workers load) is tested alone.
+#pragma once
+
+#include <memory>
+
+#include "core/model_source.h"
+#include "engine/placement.h"
+#include "server/batcher.h"
+#include "server/router_model.h"
+#include "server/router_options.h"
+#include "server/router_servers.h"
+#include "server/worker_auth.h"
+#include "server/worker_control_service.h"
+#include "server/worker_pool_options.h"
+
+namespace moe {
+
+RouterModel::Options ModelOptionsFor(const RouterOptions& o);
+RouterServers::Options ServersOptionsFor(const RouterOptions& o);
+// The gRPC message size limit: --max-message-bytes, or room for the largest
+// request or step (rows, routing and a margin).
+int MessageLimitFor(const RouterOptions& o, const ModelInfo& info);
+WorkerPoolOptions PoolOptionsFor(
+    const RouterOptions& o, int64_t num_experts,
+    std::shared_ptr<const ExpertPlacement> placement);
+// `resolved`: the weight dtype the router loaded (never auto), which every
+// worker loads too.
+WorkerControlOptions ControlOptionsFor(const RouterOptions& o,
+                                       WeightDType resolved,
+                                       const WorkerAuth* auth);
+Batcher::Options BatcherOptionsFor(const RouterOptions& o);
+
+}  // namespace moe
