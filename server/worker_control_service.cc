@@ -8,7 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "proto/step_codec.h"    // ViewStepResult
+#include "proto/step_codec.h"  // ViewStepResult
 #include "server/rpc_edge.h"
 
 namespace moe {
