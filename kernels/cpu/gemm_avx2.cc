@@ -69,13 +69,7 @@ inline const float* HalfScales(const float* s, int half, float* /*buf*/) {
 }
 inline const float* HalfScales(const uint8_t* s, int half, float* buf) {
   for (int i = 0; i < 2; ++i) {
-    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-        reinterpret_cast<const __m128i*>(s + half * kHalfPanel + 8 * i)));
-    // 2^(s - 127) as an exponent field; s = 0 gives 0, replaced by 2^-127.
-    __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(b, 23));
-    f = _mm256_blendv_ps(
-        f, _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000)),
-        _mm256_castsi256_ps(_mm256_cmpeq_epi32(b, _mm256_setzero_si256())));
+    const __m256 f = WidenE8M0x8(s + half * kHalfPanel + 8 * i);
     _mm256_storeu_ps(buf + 8 * i, _mm256_mul_ps(f, _mm256_set1_ps(0.5f)));
   }
   return buf;
@@ -192,16 +186,11 @@ struct Mxfp4Tables {
 };
 
 // 2^(s - 127) / 2 for the 32 E8M0 bytes of one block (columns in order):
-// the half undoes the table's doubling. s = 0 gives the exponent field 0,
-// raised to 2^-127 by the max (every other s is above it). Exact.
+// the half undoes the table's doubling. Exact.
 inline void Mxfp4BlockScales(const uint8_t* s, float* out) {
-  const __m256 min_scale = _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000));
   for (int i = 0; i < 4; ++i) {
-    const __m256i b = _mm256_cvtepu8_epi32(
-        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + 8 * i)));
-    const __m256 f =
-        _mm256_max_ps(_mm256_castsi256_ps(_mm256_slli_epi32(b, 23)), min_scale);
-    _mm256_store_ps(out + 8 * i, _mm256_mul_ps(f, _mm256_set1_ps(0.5f)));
+    _mm256_store_ps(out + 8 * i, _mm256_mul_ps(WidenE8M0x8(s + 8 * i),
+                                               _mm256_set1_ps(0.5f)));
   }
 }
 

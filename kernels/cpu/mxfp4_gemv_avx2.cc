@@ -233,14 +233,9 @@ inline void BlockPass(const Tables& t, const uint8_t* codes,
   const __m256i corr =
       _mm256_load_si256(reinterpret_cast<const __m256i*>(row.corr + 8 * b));
   const __m256 xs = _mm256_set1_ps(row.scale[b]);
-  // 2^(s - 127); s = 0 gives the exponent field 0, raised to 2^-127.
-  const __m256 min_scale = _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000));
   for (int j = 0; j < 2; ++j) {
     const int group = 2 * half + j;  // columns 8 group .. + 8
-    const __m256i s8 = _mm256_cvtepu8_epi32(
-        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * group)));
-    const __m256 sf = _mm256_max_ps(
-        _mm256_castsi256_ps(_mm256_slli_epi32(s8, 23)), min_scale);
+    const __m256 sf = WidenE8M0x8(scales + 8 * group);
     const __m256 sc[2] = {
         _mm256_permutevar8x32_ps(sf, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)),
         _mm256_permutevar8x32_ps(sf,

@@ -105,6 +105,18 @@ static inline void PackATile(const float* const* a_rows, int rows, int64_t k,
   PackATileScalar(a_rows, rows, kk, k, dst);
 }
 
+#if defined(__AVX2__)
+// 2^(s - 127) for 8 E8M0 bytes: each byte shifted into the exponent field;
+// s = 0 gives the field 0, raised to 2^-127 by the max (every other s is
+// above it). Exact.
+static inline __m256 WidenE8M0x8(const uint8_t* s) {
+  const __m256i b = _mm256_cvtepu8_epi32(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+  return _mm256_max_ps(_mm256_castsi256_ps(_mm256_slli_epi32(b, 23)),
+                       _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000)));
+}
+#endif
+
 // Prefetches the cache lines of weight step `kk` of a panel block (32
 // values: one line of bf16, two of fp32, part of one for FP8 and MXFP4).
 // Never null: a branch here makes GCC keep the accumulators in memory.
