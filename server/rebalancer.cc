@@ -46,14 +46,23 @@ Rebalancer::~Rebalancer() {
 }
 
 void Rebalancer::Request(Done done) {
+  bool stopped = false;
   {
     absl::MutexLock lock(&mu_);
-    if (!stop_) {
+    stopped = stop_;
+    if (!stopped && requests_.size() < kMaxQueuedRequests) {
       requests_.push_back(std::move(done));
       return;
     }
   }
-  done(absl::UnavailableError("router shutting down"));
+  if (stopped) {
+    done(absl::UnavailableError("router shutting down"));
+    return;
+  }
+  done(absl::ResourceExhaustedError(absl::StrCat(
+      "rebalance: ", kMaxQueuedRequests,
+      " requests already wait behind the one running; ask again when one is "
+      "answered")));
 }
 
 void Rebalancer::Loop() {

@@ -64,7 +64,13 @@ class Rebalancer {
   explicit Rebalancer(Options options);
   ~Rebalancer();  // stops the thread; pending requests get UNAVAILABLE
 
-  // Queues a rebalance; `done` runs on the rebalancer's thread.
+  // At most this many asked rebalances wait behind the one running.
+  static constexpr size_t kMaxQueuedRequests = 4;
+
+  // Queues a rebalance; `done` runs on the rebalancer's thread, or at once
+  // with RESOURCE_EXHAUSTED when kMaxQueuedRequests already wait (each
+  // rebalance loads weights on every worker: a client asking faster than
+  // that gets refused, not queued without bound).
   void Request(Done done);
 
  private:

@@ -28,6 +28,8 @@ class FakeSwitch : public PlacementTarget {
                       uint64_t* epoch) override {
     absl::MutexLock lock(&mu_);
     ++switches_;
+    mu_.Await(absl::Condition(
+        +[](bool* held) { return !*held; }, &held_));
     if (!fail_.ok()) return fail_;
     current_ = std::move(next);
     *epoch = ++epoch_;
@@ -41,6 +43,11 @@ class FakeSwitch : public PlacementTarget {
     absl::MutexLock lock(&mu_);
     return switches_;
   }
+  // Switches wait while held.
+  void Hold(bool held) {
+    absl::MutexLock lock(&mu_);
+    held_ = held;
+  }
 
  private:
   absl::Mutex mu_;
@@ -48,6 +55,7 @@ class FakeSwitch : public PlacementTarget {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int switches_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status fail_ ABSL_GUARDED_BY(mu_);
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 Rebalancer::Options Options(FakeSwitch* placements, ExpertStatsBook* stats) {
@@ -135,6 +143,50 @@ TEST(Rebalancer, EveryKStepsUnasked) {
                                std::chrono::seconds(10)));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(placements.switches(), 1);  // not again until 3 more steps
+}
+
+// Asked rebalances wait behind the one running up to a bound; one more is
+// refused at once, RESOURCE_EXHAUSTED, and the queued ones are all answered.
+TEST(Rebalancer, AskedRebalancesQueueUpToABound) {
+  FakeSwitch placements;
+  ExpertStatsBook stats(kExperts);
+  stats.Record(0, std::vector<int64_t>{1, 1, 90, 1}, 93, 0);
+  Rebalancer r(Options(&placements, &stats));
+  placements.Hold(true);
+  // Let go before `r` joins its thread, also when an assertion returns.
+  struct Release {
+    FakeSwitch* s;
+    ~Release() { s->Hold(false); }
+  } release{&placements};
+  absl::Mutex mu;
+  std::vector<absl::Status> answers;
+  auto ask = [&] {
+    r.Request([&](const absl::StatusOr<RebalanceOutcome>& o) {
+      absl::MutexLock lock(&mu);
+      answers.push_back(o.status());
+    });
+  };
+  ask();  // runs, held in the switch
+  ASSERT_TRUE(testing::WaitFor([&] { return placements.switches() == 1; },
+                               std::chrono::seconds(10)));
+  for (size_t i = 0; i < Rebalancer::kMaxQueuedRequests; ++i) ask();
+  ask();  // one too many: answered at once
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(answers.size(), 1u);
+    EXPECT_EQ(answers[0].code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_NE(answers[0].message().find("already wait"), std::string::npos)
+        << answers[0];
+  }
+  placements.Hold(false);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        absl::MutexLock lock(&mu);
+        return answers.size() == Rebalancer::kMaxQueuedRequests + 2;
+      },
+      std::chrono::seconds(10)));
+  absl::MutexLock lock(&mu);
+  for (size_t i = 1; i < answers.size(); ++i) EXPECT_TRUE(answers[i].ok()) << i;
 }
 
 }  // namespace
