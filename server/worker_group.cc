@@ -36,7 +36,7 @@ void WorkerGroup::Shutdown() {
 
 GroupState WorkerGroup::state() const {
   absl::MutexLock lock(&mu_);
-  return roster_.State(Clock::now());
+  return GroupStateOf(roster_, Clock::now());
 }
 
 absl::Status WorkerGroup::Reconfigure(Change change) {
@@ -161,7 +161,7 @@ absl::StatusOr<int> WorkerGroup::AwaitReady(Clock::time_point deadline,
   }
   if (shutdown_) return absl::UnavailableError("router shutting down");
   if (!roster_.ready()) {
-    return absl::UnavailableError(roster_.NotReady(Clock::now()));
+    return absl::UnavailableError(NotReady(roster_, Clock::now()));
   }
   return static_cast<int>(roster_.ranks().size());
 }

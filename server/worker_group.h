@@ -24,6 +24,7 @@
 #include "server/group_membership.h"
 #include "server/group_parts.h"
 #include "server/group_roster.h"
+#include "server/group_state.h"
 #include "server/group_timer.h"
 #include "server/state_notifier.h"
 #include "server/worker_pool_options.h"
