@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/server/fake_member.h"
+#include "tests/server/idle_channel.h"
 
 namespace moe {
 namespace {
@@ -18,28 +19,27 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using AfterReady = GroupEvents::AfterReady;
+using testing::IdleChannel;
 using testing::Member;
 
 constexpr char kPeer[] = "ipv4:127.0.0.1:4000";
 
-class NoSteps : public StepRanks {
-  absl::Status OpenStep(const std::vector<StepContent>&, Open) override {
-    return absl::UnavailableError("no steps here");
-  }
-};
+// Two workers; times short enough to reason about: a rank silent for 40
+// ms is stalled, the members left regroup 100 ms after a loss, a failed
+// generation is retried after 10 ms, then 20.
+WorkerPoolOptions Options() {
+  WorkerPoolOptions o;
+  o.world_size = 2;
+  o.heartbeat_interval = milliseconds(20);
+  o.heartbeat_misses = 2;
+  o.regroup_after = milliseconds(100);
+  o.retry_delay = milliseconds(10);
+  o.num_experts = 6;
+  return o;
+}
 
 class GroupEventsTest : public ::testing::Test {
  protected:
-  static WorkerPoolOptions Options() {
-    WorkerPoolOptions o;
-    o.world_size = 2;
-    o.num_experts = 6;
-    o.heartbeat_interval = milliseconds(20);
-    o.heartbeat_misses = 2;
-    o.regroup_after = milliseconds(100);
-    o.retry_delay = milliseconds(10);
-    return o;
-  }
   // a and b admitted at t0_ (generation 1) and, unless `ready` is false,
   // both ready in it.
   void Form(bool ready = true) {
@@ -63,10 +63,8 @@ class GroupEventsTest : public ::testing::Test {
     return worlds;
   }
 
-  NoSteps steps_;
-  StepChannel channel_{&steps_};
-  PlacementSwitch placement_{nullptr};
-  GroupParts parts_{Options(), &channel_, &placement_};
+  IdleChannel idle_;
+  GroupParts parts_{Options(), &idle_.channel, &idle_.placement};
   int pokes_ = 0;
   GroupEvents events_{Options(), &parts_, [this] { ++pokes_; }};
   const Clock::time_point t0_ = Clock::now();

@@ -3,6 +3,9 @@
 // stalled ranks, and the UNAVAILABLE message made of them.
 #include "server/group_state.h"
 
+#include <memory>
+#include <vector>
+
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/server/fake_member.h"
@@ -16,15 +19,26 @@ using testing::Member;
 
 constexpr char kPeer[] = "ipv4:127.0.0.1:4000";
 
+// `members` admitted and made the ranks of generation 1, the first `ready`
+// of them ready.
+void Form(GroupRoster* roster,
+          const std::vector<std::shared_ptr<testing::FakeMember>>& members,
+          int ready) {
+  std::vector<int> slots;
+  for (const auto& m : members) {
+    ASSERT_TRUE(roster->Admit(m, kPeer).ok());
+    slots.push_back(roster->SlotOf(*m));
+  }
+  roster->StartGeneration(slots);
+  for (int r = 0; r < ready; ++r) roster->Ready(members[r], 1, "");
+}
+
 TEST(GroupState, CountsTheRosterAndIsDegradedWhenReadyWithFewer) {
   GroupRoster roster(3);
   EXPECT_EQ(GroupStateOf(roster, Clock::now()).world_size, 3);
   EXPECT_EQ(GroupStateOf(roster, Clock::now()).group_size, 0);
   auto a = Member("a"), b = Member("b");
-  ASSERT_TRUE(roster.Admit(a, kPeer).ok());
-  ASSERT_TRUE(roster.Admit(b, kPeer).ok());
-  roster.StartGeneration({0, 1});
-  ASSERT_EQ(roster.Ready(a, 1, ""), Readiness::kCounted);
+  Form(&roster, {a, b}, 1);
   GroupState st = GroupStateOf(roster, Clock::now());
   EXPECT_EQ(st.world_size, 3);
   EXPECT_EQ(st.group_size, 2);
@@ -42,31 +56,21 @@ TEST(GroupState, CountsTheRosterAndIsDegradedWhenReadyWithFewer) {
 
 TEST(GroupState, TheRefusalIsShownOnlyWhileNotReady) {
   GroupRoster roster(1);
-  auto a = Member("a");
-  ASSERT_TRUE(roster.Admit(a, kPeer).ok());
-  roster.StartGeneration({0});
-  ASSERT_EQ(roster.Ready(a, 1, "no such checkpoint"), Readiness::kFailed);
-  EXPECT_TRUE(absl::StrContains(GroupStateOf(roster, Clock::now()).refusal,
-                                "no such checkpoint"));
-  roster.StartGeneration({0});
-  ASSERT_EQ(roster.Ready(a, 2, ""), Readiness::kGroupReady);
-  EXPECT_EQ(GroupStateOf(roster, Clock::now()).refusal, "");
+  Form(&roster, {Member("a")}, 1);
+  ASSERT_TRUE(roster.ready());
   // Refused while the group is ready: kept, shown once it is not.
   auto b = Member("b", /*collective_host=*/"127.0.0.1");
-  ASSERT_FALSE(roster.Admit(b, "ipv4:10.1.2.3:5000").ok());
+  const absl::Status refused = roster.Admit(b, "ipv4:10.1.2.3:5000");
+  ASSERT_FALSE(refused.ok());
   EXPECT_EQ(GroupStateOf(roster, Clock::now()).refusal, "");
   roster.Unready();
-  EXPECT_EQ(GroupStateOf(roster, Clock::now()).refusal, roster.refusal());
-  EXPECT_FALSE(roster.refusal().empty());
+  EXPECT_EQ(GroupStateOf(roster, Clock::now()).refusal, refused.message());
 }
 
 TEST(GroupState, NotReadySaysTheCountsTheStalledAndTheLastRefusal) {
   GroupRoster roster(2);
   auto a = Member("a"), b = Member("b");
-  ASSERT_TRUE(roster.Admit(a, kPeer).ok());
-  ASSERT_TRUE(roster.Admit(b, kPeer).ok());
-  roster.StartGeneration({0, 1});
-  ASSERT_EQ(roster.Ready(a, 1, ""), Readiness::kCounted);
+  Form(&roster, {a, b}, 1);
   EXPECT_EQ(NotReady(roster, Clock::now()),
             "worker group not ready: 2 of 2 workers connected, 1 ready");
   roster.Stall(1);
