@@ -1,11 +1,12 @@
 // Who is in the worker group: the registered members by slot, the ranks of
 // the current generation, how many of them are ready, and why the last
-// worker was refused. Plain state with no lock of its own: WorkerGroup keeps
-// it under its one lock and applies what it answers (the store, the steps,
-// the placement, the notifications), so its rules are tested without
-// threads or gRPC. A member's slot, rank and readiness are kept here, not
-// in the member, so that the compiler checks they are only touched under
-// the group's lock (the roster is ABSL_GUARDED_BY it).
+// worker was refused. Plain state with no lock of its own: GroupEvents
+// keeps it under the group's one lock (WorkerGroup's) and applies what it
+// answers (the store, the steps, the placement, the notifications), so its
+// rules are tested without threads or gRPC. A member's slot, rank and
+// readiness are kept here, not in the member, so that the compiler checks
+// they are only touched under the group's lock (GroupEvents, which holds
+// the roster, is ABSL_GUARDED_BY it).
 #pragma once
 
 #include <chrono>
