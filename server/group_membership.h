@@ -3,7 +3,7 @@
 // (a full group first; after a loss, a smaller one once regroup_after has
 // passed; whole again as soon as workers return) are tested without threads
 // or gRPC; RegroupSchedule keeps what the rules remember between
-// generations (and the backoff of failed ones). WorkerGroup applies its
+// generations (and the backoff of failed ones). GroupEvents applies its
 // answers.
 #pragma once
 
@@ -56,7 +56,8 @@ std::optional<std::chrono::steady_clock::time_point> RegroupAfterLoss(
 // When the next generation forms: PlanGeneration and RegroupAfterLoss over
 // the history they keep, the regroup scheduled (after a loss, a wait or a
 // failed generation) and the backoff of generations that a worker could
-// not join. Plain state with no lock: WorkerGroup keeps it under its own.
+// not join. Plain state with no lock: GroupEvents keeps it, under
+// WorkerGroup's lock.
 class RegroupSchedule {
  public:
   using Clock = std::chrono::steady_clock;

@@ -2,8 +2,8 @@
 // here), the steps in flight (the step channel) and a placement loading
 // (the placement switch), each told what happened to the group: a
 // generation started, a rank left or stalled, the router shutting down.
-// No lock of its own: WorkerGroup calls it under its lock, and the parts'
-// own locks call nothing back.
+// No lock of its own: WorkerGroup and its GroupEvents call it under the
+// group's lock, and the parts' own locks call nothing back.
 #pragma once
 
 #include <chrono>

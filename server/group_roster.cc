@@ -179,25 +179,4 @@ std::string GroupRoster::Stalled(Clock::time_point now) const {
   return out;
 }
 
-GroupState GroupRoster::State(Clock::time_point now) const {
-  GroupState s;
-  s.world_size = world_size();
-  s.group_size = static_cast<int>(ranks_.size());
-  s.connected = Connected();
-  s.ready_workers = ready_count_;
-  s.ready = ready_;
-  s.generation = generation_;
-  s.refusal = ready_ ? "" : refusal_;
-  s.stalled = Stalled(now);
-  return s;
-}
-
-std::string GroupRoster::NotReady(Clock::time_point now) const {
-  const GroupState st = State(now);
-  return absl::StrCat("worker group not ready: ", st.connected, " of ",
-                      st.world_size, " workers connected, ", st.ready_workers,
-                      " ready", st.stalled,
-                      st.refusal.empty() ? "" : "; last refused: ", st.refusal);
-}
-
 }  // namespace moe

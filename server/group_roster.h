@@ -1,11 +1,12 @@
 // Who is in the worker group: the registered members by slot, the ranks of
 // the current generation, how many of them are ready, and why the last
-// worker was refused. Plain state with no lock of its own: WorkerGroup keeps
-// it under its one lock and applies what it answers (the store, the steps,
-// the placement, the notifications), so its rules are tested without
-// threads or gRPC. A member's slot, rank and readiness are kept here, not
-// in the member, so that the compiler checks they are only touched under
-// the group's lock (the roster is ABSL_GUARDED_BY it).
+// worker was refused. Plain state with no lock of its own: GroupEvents
+// keeps it under the group's one lock (WorkerGroup's) and applies what it
+// answers (the store, the steps, the placement, the notifications), so its
+// rules are tested without threads or gRPC. A member's slot, rank and
+// readiness are kept here, not in the member, so that the compiler checks
+// they are only touched under the group's lock (GroupEvents, which holds
+// the roster, is ABSL_GUARDED_BY it).
 #pragma once
 
 #include <chrono>
@@ -20,27 +21,6 @@
 #include "server/liveness.h"
 
 namespace moe {
-
-// The group as the router's readiness, metrics and errors see it.
-struct GroupState {
-  int world_size = 0;  // configured (P)
-  // The current generation's world size: P, or fewer while degraded; 0
-  // before any group formed.
-  int group_size = 0;
-  int connected = 0;
-  int ready_workers = 0;
-  bool ready = false;
-  uint64_t generation = 0;
-  // Why the last worker was refused at registration (e.g. a second NCCL
-  // worker on one GPU) or could not join a generation (its load or
-  // rendezvous error, naming the worker), until a group is ready; empty if
-  // none was.
-  std::string refusal;
-  // "; worker rank R (...) not answering (...)" for each stalled rank.
-  std::string stalled;
-  // Ready with fewer workers than configured.
-  bool degraded() const { return ready && group_size < world_size; }
-};
 
 class GroupRoster {
  public:
@@ -99,15 +79,15 @@ class GroupRoster {
   uint64_t generation() const { return generation_; }
   const Members& ranks() const { return ranks_; }
   int world_size() const { return static_cast<int>(members_.size()); }
-  GroupState State(Clock::time_point now) const;
-  // UNAVAILABLE's message while not ready (connected, ready, stalled,
-  // the last refusal).
-  std::string NotReady(Clock::time_point now) const;
-
- private:
+  // The group's state (group_state.h) is read off these.
   int Connected() const;
+  int ready_workers() const { return ready_count_; }
+  const std::string& refusal() const { return refusal_; }
+  // "; worker NAME not answering (...)" for each stalled member, its
+  // silence measured to `now`.
   std::string Stalled(Clock::time_point now) const;
 
+ private:
   Members members_;  // by slot (null: free)
   Members ranks_;    // the current generation's, in slot order
   // By rank: said Ready for the current generation; told the heartbeat
@@ -116,7 +96,7 @@ class GroupRoster {
   uint64_t generation_ = 0;
   bool ready_ = false;
   int ready_count_ = 0;
-  std::string refusal_;  // see GroupState::refusal
+  std::string refusal_;  // see GroupState::refusal (group_state.h)
 };
 
 }  // namespace moe

@@ -1,8 +1,8 @@
 // Whether the ranks of the worker group are alive: a pure function of when
 // each was last heard of, the time and the policy (a heartbeat interval and
 // how many may be missed), so that the watchdog's rules are tested without
-// threads or gRPC. WorkerGroup applies its answers; its timer (group_timer)
-// looks again when the answer says.
+// threads or gRPC. GroupEvents applies its answers; the group's timer
+// (group_timer) looks again when the answer says.
 #pragma once
 
 #include <chrono>

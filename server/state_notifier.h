@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
-#include "server/group_roster.h"
+#include "server/group_state.h"
 
 namespace moe {
 

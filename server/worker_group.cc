@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <optional>
 
-#include "core/logging.h"
 #include "core/status_macros.h"
 
 namespace moe {
@@ -12,12 +11,9 @@ using Clock = std::chrono::steady_clock;
 
 WorkerGroup::WorkerGroup(const WorkerPoolOptions& options, StepChannel* channel,
                          PlacementSwitch* placement)
-    : liveness_{options.heartbeat_interval, options.heartbeat_misses},
-      channel_(channel),
+    : channel_(channel),
       parts_(options, channel, placement),
-      roster_(options.world_size),
-      schedule_({options.world_size, options.regroup_after},
-                options.retry_delay, WorkerPoolOptions::kMaxRetryDoublings) {
+      events_(options, &parts_, [this] { timer_.Poke(); }) {
   timer_.Start([this](Clock::time_point now) { return Tick(now); });
 }
 
@@ -36,7 +32,7 @@ void WorkerGroup::Shutdown() {
 
 GroupState WorkerGroup::state() const {
   absl::MutexLock lock(&mu_);
-  return roster_.State(Clock::now());
+  return GroupStateOf(events_.roster(), Clock::now());
 }
 
 absl::Status WorkerGroup::Reconfigure(Change change) {
@@ -46,7 +42,7 @@ absl::Status WorkerGroup::Reconfigure(Change change) {
     absl::MutexLock send_lock(&channel_->send_order());
     {
       absl::MutexLock lock(&mu_);
-      status = change(roster_, &fx);
+      status = change(events_.roster(), &fx);
     }
     // The ended generation's waits first: a send can block on a slow
     // worker.
@@ -62,46 +58,22 @@ void WorkerGroup::Settle(bool changed) {
   if (changed) notifier_.Deliver([this] { return state(); });
 }
 
-void WorkerGroup::StartGenerationLocked(Effects* fx) {
-  const NextGeneration next = schedule_.Plan(roster_.Available(), Clock::now());
-  // kWait: the timer forms the smaller group when the time comes.
-  if (next.action == NextGeneration::Action::kWait) timer_.Poke();
-  if (next.action != NextGeneration::Action::kForm) return;
-  roster_.StartGeneration(next.slots);
-  std::vector<GroupAssignment> assigned = parts_.StartGeneration(
-      roster_.generation(), static_cast<int>(next.slots.size()));
-  for (size_t r = 0; r < assigned.size(); ++r) {
-    fx->out.emplace_back(roster_.ranks()[r], std::move(assigned[r]));
-  }
-}
-
-void WorkerGroup::LostLocked() {
-  if (schedule_.Lost(Clock::now())) timer_.Poke();
-}
-
 absl::Status WorkerGroup::Admit(const std::shared_ptr<GroupMember>& member,
                                 const std::string& peer) {
-  return Reconfigure(
-      [&](const GroupRoster&, Effects* fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (shutdown_) return absl::UnavailableError("router shutting down");
-        MOE_RETURN_IF_ERROR(roster_.Admit(member, peer));
-        StartGenerationLocked(fx);
-        fx->changed = true;
-        return absl::OkStatus();
-      });
+  return Reconfigure([&](const GroupRoster&,
+                         Effects* fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (shutdown_) return absl::UnavailableError("router shutting down");
+    MOE_RETURN_IF_ERROR(events_.Admit(member, peer, Clock::now(), &fx->out));
+    fx->changed = true;
+    return absl::OkStatus();
+  });
 }
 
 void WorkerGroup::Remove(const std::shared_ptr<GroupMember>& member) {
   bool changed = false;
   {
     absl::MutexLock lock(&mu_);
-    const GroupRoster::Removed removed = roster_.Remove(member);
-    changed = removed != GroupRoster::Removed::kNone;
-    if (removed == GroupRoster::Removed::kRank) {
-      parts_.RankLeft(roster_.NameOf(*member), roster_.RankOf(*member),
-                      roster_.generation());
-      LostLocked();
-    }
+    changed = events_.Remove(member, Clock::now());
   }
   Settle(changed);
 }
@@ -111,34 +83,20 @@ void WorkerGroup::Seen(const std::shared_ptr<GroupMember>& member) {
   if (!member->stalled) return;
   {
     absl::MutexLock lock(&mu_);
-    if (!member->stalled) return;
-    member->stalled = false;
-    spdlog::warn("worker {} answers again; rebuilding the worker group",
-                 roster_.NameOf(*member));
+    if (!events_.Answered(*member)) return;
   }
   Regroup(/*delayed=*/false);
 }
 
 void WorkerGroup::OnReady(const std::shared_ptr<GroupMember>& member,
                           uint64_t generation, const std::string& error) {
-  bool retry = false;
+  GroupEvents::AfterReady after;
   {
     absl::MutexLock lock(&mu_);
-    switch (roster_.Ready(member, generation, error)) {
-      case GroupRoster::Readiness::kIgnored:
-        return;
-      case GroupRoster::Readiness::kFailed:
-        schedule_.Failed(generation);
-        retry = true;
-        break;
-      case GroupRoster::Readiness::kGroupReady:
-        schedule_.Succeeded();  // steps held meanwhile go (AwaitGroup)
-        break;
-      case GroupRoster::Readiness::kCounted:
-        break;
-    }
+    after = events_.Ready(member, generation, error);
   }
-  if (retry) {
+  if (after == GroupEvents::AfterReady::kIgnored) return;
+  if (after == GroupEvents::AfterReady::kRetry) {
     Regroup(/*delayed=*/true);
   } else {
     notifier_.Deliver([this] { return state(); });
@@ -148,36 +106,35 @@ void WorkerGroup::OnReady(const std::shared_ptr<GroupMember>& member,
 absl::StatusOr<int> WorkerGroup::AwaitReady(Clock::time_point deadline,
                                             std::chrono::milliseconds hold) {
   absl::MutexLock lock(&mu_);
-  if (!roster_.ready() && !shutdown_ && hold.count() > 0) {
+  const GroupRoster& roster = events_.roster();
+  if (!roster.ready() && !shutdown_ && hold.count() > 0) {
     // Held, not failed: a regroup takes about a rendezvous, and a client
     // would only retry. Bounded by the flag and `deadline`; the
     // requests behind this step wait in the batcher's bounded queue.
     const Clock::time_point until = std::min(deadline, Clock::now() + hold);
     auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return roster_.ready() || shutdown_;
+      return events_.roster().ready() || shutdown_;
     };
     mu_.AwaitWithTimeout(absl::Condition(&settled),
                          absl::FromChrono(until - Clock::now()));
   }
   if (shutdown_) return absl::UnavailableError("router shutting down");
-  if (!roster_.ready()) {
-    return absl::UnavailableError(roster_.NotReady(Clock::now()));
+  if (!roster.ready()) {
+    return absl::UnavailableError(NotReady(roster, Clock::now()));
   }
-  return static_cast<int>(roster_.ranks().size());
+  return static_cast<int>(roster.ranks().size());
 }
 
 void WorkerGroup::Regroup(bool delayed) {
   if (delayed) {
     absl::MutexLock lock(&mu_);
-    schedule_.RetryLater(Clock::now());
-    timer_.Poke();
+    events_.RegroupLater(Clock::now());
     return;
   }
   Reconfigure([&](const GroupRoster&,
                   Effects* fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (shutdown_) return absl::OkStatus();
-    roster_.Unready();
-    StartGenerationLocked(fx);
+    events_.Regroup(Clock::now(), &fx->out);
     fx->changed = true;
     return absl::OkStatus();
   }).IgnoreError();
@@ -198,7 +155,7 @@ absl::Status WorkerGroup::ParkStoreGet(uint64_t generation,
 absl::Status WorkerGroup::View(
     absl::FunctionRef<absl::Status(const GroupRoster&)> view) const {
   absl::MutexLock lock(&mu_);
-  return view(roster_);
+  return view(events_.roster());
 }
 
 Clock::time_point WorkerGroup::Tick(Clock::time_point now) {
@@ -206,33 +163,15 @@ Clock::time_point WorkerGroup::Tick(Clock::time_point now) {
   const std::optional<Clock::time_point> store_wake =
       parts_.store().Expire(now);
   parts_.store().FinishEnded();
-  bool stalled = false;
-  bool regroup = false;
-  Clock::time_point wake = now;  // at once, unless nothing happened
+  GroupEvents::Round round;
+  round.wake = now;  // at once while shutting down (the timer is stopped)
   {
     absl::MutexLock lock(&mu_);
-    Clock::time_point next_check;
-    if (shutdown_) {
-      // The timer is stopped.
-    } else if (const std::vector<absl::Status> stalls =
-                   roster_.StallSilent(now, liveness_, &next_check);
-               !stalls.empty()) {
-      stalled = true;
-      for (const absl::Status& stall : stalls) {
-        parts_.RankStalled(stall);
-        LostLocked();
-      }
-    } else if (schedule_.Due(now)) {
-      regroup = true;
-    } else {
-      wake = next_check;
-      if (const auto at = schedule_.next()) wake = std::min(wake, *at);
-      if (store_wake) wake = std::min(wake, *store_wake);
-    }
+    if (!shutdown_) round = events_.Look(now, store_wake);
   }
-  Settle(stalled);
-  if (regroup) Regroup(/*delayed=*/false);
-  return wake;
+  Settle(round.stalled);
+  if (round.regroup) Regroup(/*delayed=*/false);
+  return round.wake;
 }
 
 }  // namespace moe

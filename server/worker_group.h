@@ -1,12 +1,12 @@
 // The worker group's membership, with the group's one lock: members
 // registering and leaving, generations started, ranks said ready or
 // stalled, regroups when due, and steps held while the group re-forms. It
-// applies the rules of its plain parts under its lock: GroupRoster (who is
-// in the group, who is silent), RegroupSchedule (when the next generation
-// forms), and tells GroupParts (the rendezvous store, the steps in flight,
-// a placement loading) what happened. Its GroupTimer looks when due, its
-// StateNotifier tells the router. WorkerPool runs steps and rebalances on
-// it through View and Reconfigure.
+// applies GroupEvents (what each event does to the roster, the regroup
+// schedule and GroupParts: the rendezvous store, the steps in flight, a
+// placement loading) under its lock, and what they leave to do once it is
+// released. Its GroupTimer looks when due, its StateNotifier tells the
+// router. WorkerPool runs steps and rebalances on it through View and
+// Reconfigure.
 #pragma once
 
 #include <chrono>
@@ -20,10 +20,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/group_events.h"
 #include "server/group_member.h"
-#include "server/group_membership.h"
 #include "server/group_parts.h"
 #include "server/group_roster.h"
+#include "server/group_state.h"
 #include "server/group_timer.h"
 #include "server/state_notifier.h"
 #include "server/worker_pool_options.h"
@@ -94,17 +95,10 @@ class WorkerGroup {
   // After a change under the lock without sends: the ended store waits
   // finished, and the state delivered if it `changed`.
   void Settle(bool changed);
-  // A new generation if every configured worker is there, or (see
-  // regroup_after) with those there; its assignments go to `fx`.
-  void StartGenerationLocked(Effects* fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A member of the current generation is gone (disconnected or stalled):
-  // the workers left may form a group after regroup_after.
-  void LostLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The timer's round: parked StoreGets past their timeout, stalls, a
   // regroup that is due; returns when it is due again.
   Clock::time_point Tick(Clock::time_point now);
 
-  const LivenessPolicy liveness_;
   StepChannel* const channel_;
   // Told what happened under mu_, in the order it happened; its parts
   // lock themselves (the store is also called directly).
@@ -116,8 +110,7 @@ class WorkerGroup {
   // The send order makes every stream see assignments, placements and
   // steps in one order.
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(channel_->send_order());
-  GroupRoster roster_ ABSL_GUARDED_BY(mu_);
-  RegroupSchedule schedule_ ABSL_GUARDED_BY(mu_);
+  GroupEvents events_ ABSL_GUARDED_BY(mu_);  // the roster and schedule
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   // Stall checks, regroups when due, StoreGet timeouts. Last: its thread
   // starts once everything above is built, and stops first.

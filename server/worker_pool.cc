@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/logging.h"
 #include "core/status_macros.h"
+#include "server/group_state.h"
 
 namespace moe {
 
@@ -32,7 +33,7 @@ absl::Status WorkerPool::OpenStep(const std::vector<StepContent>& steps,
   return group_.View([&](const GroupRoster& roster) {
     const GroupRoster::Members& ranks = roster.ranks();
     if (!roster.ready()) {
-      return absl::UnavailableError(roster.NotReady(Clock::now()));
+      return absl::UnavailableError(NotReady(roster, Clock::now()));
     }
     if (P != static_cast<int>(ranks.size())) {
       return absl::UnavailableError(

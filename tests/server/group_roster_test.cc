@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "server/group_state.h"
 #include "tests/server/fake_member.h"
 
 namespace moe {
@@ -28,7 +29,7 @@ TEST(GroupRoster, SlotsFillInOrderAndRefuseBeyondTheWorldSize) {
   EXPECT_EQ(roster.SlotOf(*b), 1);
   EXPECT_EQ(roster.Admit(c, kPeer).code(),
             absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(roster.State(Clock::now()).connected, 2);
+  EXPECT_EQ(GroupStateOf(roster, Clock::now()).connected, 2);
   // A freed slot is taken again.
   EXPECT_EQ(roster.Remove(a), Removed::kMember);
   EXPECT_EQ(roster.Remove(a), Removed::kNone);
@@ -42,13 +43,13 @@ TEST(GroupRoster, ARefusedWorkerIsKeptAsTheRefusalUntilReady) {
   const absl::Status s = roster.Admit(a, "ipv4:10.1.2.3:5000");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(roster.SlotOf(*a), -1);
-  EXPECT_EQ(roster.State(Clock::now()).refusal, s.message());
-  EXPECT_TRUE(absl::StrContains(roster.NotReady(Clock::now()), s.message()));
+  EXPECT_EQ(GroupStateOf(roster, Clock::now()).refusal, s.message());
+  EXPECT_TRUE(absl::StrContains(NotReady(roster, Clock::now()), s.message()));
   auto b = Member("b");
   ASSERT_TRUE(roster.Admit(b, kPeer).ok());
   roster.StartGeneration({0});
   EXPECT_EQ(roster.Ready(b, 1, ""), Readiness::kGroupReady);
-  EXPECT_EQ(roster.State(Clock::now()).refusal, "");
+  EXPECT_EQ(GroupStateOf(roster, Clock::now()).refusal, "");
 }
 
 TEST(GroupRoster, AGenerationIsReadyWhenEveryRankSaidSoOnce) {
@@ -71,7 +72,7 @@ TEST(GroupRoster, AGenerationIsReadyWhenEveryRankSaidSoOnce) {
   EXPECT_EQ(roster.Ready(a, 1, ""), Readiness::kIgnored) << "said twice";
   EXPECT_FALSE(roster.ready());
   EXPECT_EQ(roster.Ready(c, 1, ""), Readiness::kGroupReady);
-  const GroupState st = roster.State(Clock::now());
+  const GroupState st = GroupStateOf(roster, Clock::now());
   EXPECT_TRUE(st.ready);
   EXPECT_EQ(st.ready_workers, 2);
   EXPECT_EQ(st.group_size, 2);
@@ -79,7 +80,7 @@ TEST(GroupRoster, AGenerationIsReadyWhenEveryRankSaidSoOnce) {
   // Losing a rank: not ready, its Ready no longer counted.
   EXPECT_EQ(roster.Remove(c), Removed::kRank);
   EXPECT_FALSE(roster.ready());
-  EXPECT_EQ(roster.State(Clock::now()).ready_workers, 1);
+  EXPECT_EQ(GroupStateOf(roster, Clock::now()).ready_workers, 1);
   EXPECT_FALSE(roster.Watched()[1]) << "c, gone, is not watched";
   EXPECT_EQ(roster.RankOf(*c), 1) << "kept, for its token to be revoked";
 }
@@ -96,7 +97,7 @@ TEST(GroupRoster, ANewGenerationIsNotReadyUntilItsRanksAre) {
   ASSERT_TRUE(roster.Admit(b, kPeer).ok());
   roster.StartGeneration({0, 1});
   EXPECT_FALSE(roster.ready());
-  const GroupState st = roster.State(Clock::now());
+  const GroupState st = GroupStateOf(roster, Clock::now());
   EXPECT_FALSE(st.ready);
   EXPECT_EQ(st.ready_workers, 0);
   EXPECT_EQ(st.group_size, 2);
@@ -111,7 +112,7 @@ TEST(GroupRoster, ARankThatCannotJoinIsTheRefusal) {
   ASSERT_TRUE(roster.Admit(a, kPeer).ok());
   roster.StartGeneration({0});
   EXPECT_EQ(roster.Ready(a, 1, "no such checkpoint"), Readiness::kFailed);
-  const std::string refusal = roster.State(Clock::now()).refusal;
+  const std::string refusal = GroupStateOf(roster, Clock::now()).refusal;
   EXPECT_TRUE(absl::StrContains(refusal, "could not join generation 1"));
   EXPECT_TRUE(absl::StrContains(refusal, "no such checkpoint"));
   EXPECT_FALSE(roster.ready());
@@ -132,12 +133,12 @@ TEST(GroupRoster, StalledRanksAreNotWatchedAndNamedInTheState) {
   EXPECT_TRUE(roster.Watched()[0]);
   EXPECT_FALSE(roster.Watched()[1]);
   EXPECT_EQ(roster.Available(), (std::vector<bool>{true, false}));
-  const std::string stalled = roster.State(Clock::now()).stalled;
+  const std::string stalled = GroupStateOf(roster, Clock::now()).stalled;
   EXPECT_TRUE(
       absl::StrContains(stalled, "worker rank 1 (b pid 1) not answering"))
       << stalled;
   EXPECT_FALSE(absl::StrContains(stalled, "(a pid")) << stalled;
-  EXPECT_TRUE(absl::StrContains(roster.NotReady(Clock::now()), stalled));
+  EXPECT_TRUE(absl::StrContains(NotReady(roster, Clock::now()), stalled));
   // A generation without it: it holds no rank and is no longer watched.
   roster.StartGeneration({0});
   EXPECT_EQ(roster.RankOf(*b), -1);

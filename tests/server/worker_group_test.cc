@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/server/fake_member.h"
+#include "tests/server/idle_channel.h"
 #include "tests/testutil/wait_for.h"
 
 namespace moe {
@@ -20,17 +21,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using testing::FakeMember;
+using testing::IdleChannel;
 using testing::Member;
 using testing::WaitFor;
 
 constexpr milliseconds kTimeout(10000);
 constexpr char kPeer[] = "ipv4:127.0.0.1:4000";
-
-class NoSteps : public StepRanks {
-  absl::Status OpenStep(const std::vector<StepContent>&, Open) override {
-    return absl::UnavailableError("no steps here");
-  }
-};
 
 class WorkerGroupTest : public ::testing::Test {
  protected:
@@ -42,7 +38,7 @@ class WorkerGroupTest : public ::testing::Test {
     o.heartbeat_interval = heartbeat;
     o.heartbeat_misses = 2;
     o.regroup_after = regroup_after;
-    group_ = std::make_unique<WorkerGroup>(o, &channel_, &placement_);
+    group_ = std::make_unique<WorkerGroup>(o, &idle_.channel, &idle_.placement);
     group_->SetStateCallback([this](const GroupState& s) {
       notified_ = static_cast<int>(s.generation) * 10 + s.ready_workers;
     });
@@ -58,9 +54,7 @@ class WorkerGroupTest : public ::testing::Test {
     ASSERT_TRUE(group_->state().ready);
   }
 
-  NoSteps steps_;
-  StepChannel channel_{&steps_};
-  PlacementSwitch placement_{nullptr};
+  IdleChannel idle_;
   std::atomic<int> notified_{-1};
   std::unique_ptr<WorkerGroup> group_;
 };
