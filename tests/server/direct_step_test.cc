@@ -21,6 +21,18 @@ constexpr int64_t kHidden = 2, kSlots = 2, kExperts = 4;
 // two keep every sum exact, whatever its order.
 float ExpertOut(int32_t e, float x) { return static_cast<float>(e + 1) * x; }
 
+// What every rank's step starts from, for a client that asked for bf16.
+StepContent Common() {
+  StepContent c;
+  c.in.layer = 4;
+  c.in.slots = kSlots;
+  c.in.dispatch = DispatchDType::kBf16;
+  c.hidden = kHidden;
+  c.bf16_result = true;  // a direct step's workers never round
+  c.placement_epoch = 9;
+  return c;
+}
+
 // Three tokens routed over experts 0-1 (rank 0) and 2-3 (rank 1): token 0
 // to both ranks, token 1 to rank 0 only, token 2 to rank 1 only.
 struct Routed {
@@ -28,6 +40,13 @@ struct Routed {
   std::vector<int32_t> ids = {0, 2, 1, -1, 3, 2};
   std::vector<float> weights = {0.5f, 0.25f, 1, 0, 0.125f, 2};
   int64_t n() const { return static_cast<int64_t>(x.size()) / kHidden; }
+
+  // `direct`'s steps for 2 ranks (they view x and direct's buffers).
+  std::vector<StepContent> Build(DirectStep& direct) const {
+    std::vector<StepContent> steps;
+    direct.Build(Common(), x.data(), n(), ids, weights, 2, kExperts, &steps);
+    return steps;
+  }
 
   // The routed sum, the reference.
   std::vector<float> Expected(bool weighted) const {
@@ -43,17 +62,6 @@ struct Routed {
     return y;
   }
 };
-
-StepContent Common() {
-  StepContent c;
-  c.in.layer = 4;
-  c.in.slots = kSlots;
-  c.in.dispatch = DispatchDType::kBf16;
-  c.hidden = kHidden;
-  c.bf16_result = true;  // a direct step's workers never round
-  c.placement_epoch = 9;
-  return c;
-}
 
 // One rank's answer to `step`: each of its slots' outputs in slot order,
 // as F32 (or `bf16`: the top halves, exact for these values).
@@ -91,9 +99,7 @@ struct Answer {
 TEST(DirectStep, EachRankGetsTheRowsAndSlotsOfItsExperts) {
   const Routed r;
   DirectStep direct;
-  std::vector<StepContent> steps;
-  direct.Build(Common(), r.x.data(), r.n(), r.ids, r.weights, 2, kExperts,
-               &steps);
+  const std::vector<StepContent> steps = r.Build(direct);
   ASSERT_EQ(steps.size(), 2u);
   for (const StepContent& s : steps) {
     EXPECT_TRUE(s.direct);
@@ -134,8 +140,7 @@ TEST(DirectStep, TheRanksSlotOutputsAreSummedWithTheRoutingsWeights) {
   DirectStep direct;
   std::vector<StepContent> steps;
   for (bool weighted : {true, false}) {
-    direct.Build(Common(), r.x.data(), r.n(), r.ids, r.weights, 2, kExperts,
-                 &steps);
+    steps = r.Build(direct);
     const Answer a0(steps[0]), a1(steps[1]);
     std::vector<float> y(r.x.size(), -7.0f);
     ASSERT_TRUE(direct
@@ -157,9 +162,7 @@ TEST(DirectStep, ARankSentNoTokenIsNotRead) {
   Routed r;
   r.ids = {0, 1, 1, -1, 0, 1};  // every slot on rank 0
   DirectStep direct;
-  std::vector<StepContent> steps;
-  direct.Build(Common(), r.x.data(), r.n(), r.ids, r.weights, 2, kExperts,
-               &steps);
+  const std::vector<StepContent> steps = r.Build(direct);
   EXPECT_EQ(steps[1].in.tokens, 0);
   const Answer a0(steps[0]);
   std::vector<float> y(r.x.size());
@@ -172,9 +175,7 @@ TEST(DirectStep, ARankSentNoTokenIsNotRead) {
 TEST(DirectStep, AMalformedOrDifferentlyTypedAnswerNamesItsRank) {
   const Routed r;
   DirectStep direct;
-  std::vector<StepContent> steps;
-  direct.Build(Common(), r.x.data(), r.n(), r.ids, r.weights, 2, kExperts,
-               &steps);
+  const std::vector<StepContent> steps = r.Build(direct);
   const Answer a0(steps[0]), b1(steps[1], /*bf16=*/true);
   std::vector<float> y(r.x.size());
   absl::Status s =
