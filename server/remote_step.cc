@@ -1,7 +1,6 @@
 #include "server/remote_step.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/types/span.h"
 #include "core/even_split.h"
@@ -35,22 +34,22 @@ void RemoteStep::BuildSteps(const Planned& p, int P,
   const int64_t physical = replicas != nullptr ? replicas->physical : E;
   worker_rows_ = RowsPerRank(counts_, P, physical);
   direct_ = P >= 2 && n <= options_.direct_step_tokens;
-  if (direct_) {
-    BuildDirectSteps(p, P, physical, placement.epoch);
-    return;
-  }
-  const int64_t S = r.slots;
   StepContent c;
   c.in.layer = p.layer;
-  c.in.slots = S;
-  c.in.all_expert_ids = expert_ids_;
-  c.in.counts = counts_;
+  c.in.slots = r.slots;
   // Step id and timeout are the pool's to set.
   c.in.timeout = std::chrono::milliseconds(0);
   c.in.dispatch = options_.dispatch;
   c.hidden = H;
-  c.bf16_result = p.bf16_result;
   c.placement_epoch = placement.epoch;
+  if (direct_) {
+    direct_step_.Build(c, p.x, n, expert_ids_, r.weight, P, physical, &steps_);
+    return;
+  }
+  const int64_t S = r.slots;
+  c.in.all_expert_ids = expert_ids_;
+  c.in.counts = counts_;
+  c.bf16_result = p.bf16_result;
   steps_.resize(P);
   for (int q = 0; q < P; ++q) {
     const int64_t b = SplitBegin(q, P, n), e = SplitBegin(q + 1, P, n);
@@ -63,86 +62,12 @@ void RemoteStep::BuildSteps(const Planned& p, int P,
   }
 }
 
-void RemoteStep::BuildDirectSteps(const Planned& p, int P, int64_t experts,
-                                  uint64_t epoch) {
-  const Routing& r = *p.routing;
-  const int64_t H = p.config->hidden, S = r.slots;
-  PlanDirectStep(expert_ids_, p.n, S, P, experts, &direct_plan_);
-  const DirectPlan& d = direct_plan_;
-  StepContent c;
-  c.in.layer = p.layer;
-  c.in.slots = S;
-  c.in.timeout = std::chrono::milliseconds(0);
-  c.in.dispatch = options_.dispatch;
-  c.hidden = H;
-  // The outputs come back per slot and are summed here: the workers never
-  // round a result (result_dtype F32), whatever the client asked for.
-  c.bf16_result = false;
-  c.direct = true;
-  c.placement_epoch = epoch;
-  steps_.resize(P);
-  // Each rank's own buffers: the steps view them until the group sends.
-  direct_rows_.resize(P);
-  direct_ids_.resize(P);
-  direct_weights_.resize(P);
-  direct_counts_.resize(P);
-  for (int q = 0; q < P; ++q) {
-    const int64_t b = d.token_offsets[q], tokens = d.token_offsets[q + 1] - b;
-    std::vector<float>& rows = direct_rows_[q];
-    if (rows.size() < static_cast<size_t>(tokens * H)) rows.resize(tokens * H);
-    for (int64_t i = 0; i < tokens; ++i) {
-      std::memcpy(rows.data() + i * H, p.x + d.token[b + i] * H,
-                  H * sizeof(float));
-    }
-    DirectRankSlots(d, q, P, experts, expert_ids_, r.weight, &direct_ids_[q],
-                    &direct_weights_[q], &direct_counts_[q]);
-    c.in.tokens = tokens;
-    c.in.rows = rows.data();
-    c.in.expert_ids = direct_ids_[q];
-    c.in.weights = direct_weights_[q];
-    c.in.counts = direct_counts_[q];
-    steps_[q] = c;
-  }
-}
-
-absl::Status RemoteStep::GatherResults(int64_t n, int64_t H, double wall_us,
-                                       float* y, StageTimes* t) const {
+absl::Status RemoteStep::GatherResults(int64_t n, int64_t H, float* y) const {
   const int P = static_cast<int>(results_.size());
   for (int q = 0; q < P; ++q) {
     const int64_t b = SplitBegin(q, P, n), e = SplitBegin(q + 1, P, n);
     MOE_RETURN_IF_ERROR(DecodeStepResult(results_[q], q, e - b, H, y + b * H));
   }
-  CriticalWorkerTimes(wall_us, t);
-  return absl::OkStatus();
-}
-
-absl::Status RemoteStep::SumDirectResults(const MoeLayerConfig& c,
-                                          const Routing& r, double wall_us,
-                                          float* y, StageTimes* t) {
-  const DirectPlan& d = direct_plan_;
-  const int P = static_cast<int>(results_.size());
-  const int64_t H = c.hidden;
-  ElementType type = ElementType::kF32;
-  bool typed = false;
-  for (int q = 0; q < P; ++q) {
-    const int64_t rows = d.row_offsets[q + 1] - d.row_offsets[q];
-    if (d.token_offsets[q + 1] == d.token_offsets[q]) continue;  // not sent
-    ElementType rank_type;
-    MOE_RETURN_IF_ERROR(DecodeDirectResult(results_[q], q, rows, H, &rank_type,
-                                           &direct_out_, d.row_offsets[q]));
-    if (typed && rank_type != type) {
-      return absl::InternalError(absl::StrCat(
-          "worker rank ", q, " returned its expert outputs in another type"));
-    }
-    type = rank_type;
-    typed = true;
-  }
-  CriticalWorkerTimes(wall_us, t);
-  // The workers' weighted sum, here, in the engine: the same kernel over the
-  // same rows in slot order, so y has the bits of the all-to-all path. Timed
-  // by the caller, as combine.
-  const float* w = c.score_before_experts ? nullptr : r.weight.data();
-  SumDirectOutputs(d, H, type, direct_out_.data(), w, y);
   return absl::OkStatus();
 }
 
@@ -208,8 +133,13 @@ absl::Status RemoteStep::Run(StepGroup& group, int64_t layer, const float* x,
   MOE_RETURN_IF_ERROR(status);
   MOE_RETURN_IF_ERROR(shared_y.status());
   const double wall_us = clock.Lap();
-  MOE_RETURN_IF_ERROR(direct_ ? SumDirectResults(config, routing, wall_us, y, t)
-                              : GatherResults(n, hidden, wall_us, y, t));
+  // A direct step's slot outputs are summed here, in the engine: timed as
+  // combine (below).
+  const float* weights =
+      config.score_before_experts ? nullptr : routing.weight.data();
+  MOE_RETURN_IF_ERROR(direct_ ? direct_step_.Sum(results_, hidden, weights, y)
+                              : GatherResults(n, hidden, y));
+  CriticalWorkerTimes(wall_us, t);
   if (*shared_y != nullptr) {
     const float* s = *shared_y;
     for (int64_t i = 0; i < n * hidden; ++i) y[i] += s[i];

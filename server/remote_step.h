@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/direct_plan.h"
 #include "engine/ep_plan.h"
 #include "engine/placement.h"
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
 #include "proto/step_views.h"
+#include "server/direct_step.h"
 #include "server/step_group.h"
 
 namespace moe {
@@ -71,29 +71,15 @@ class RemoteStep {
   // (the group's, redundant experts: engine/placement.h; null: contiguous).
   void BuildSteps(const Planned& p, int world,
                   const PlacementInForce& placement);
-  // A direct step's steps instead (expert_ids_ planned), over `experts`
-  // physical expert slots.
-  void BuildDirectSteps(const Planned& p, int world, int64_t experts,
-                        uint64_t epoch);
-  // Each rank's rows into y, and the critical worker's stage times into t;
-  // `wall_us`: the step's time on the worker group, seen from here.
-  absl::Status GatherResults(int64_t n, int64_t hidden, double wall_us,
-                             float* y, StageTimes* t) const;
-  // A direct step's: every rank's expert outputs, summed here in slot order.
-  absl::Status SumDirectResults(const MoeLayerConfig& config,
-                                const Routing& routing, double wall_us,
-                                float* y, StageTimes* t);
-  // The critical worker's stage times into t, and the wire time.
+  // Each rank's rows into y.
+  absl::Status GatherResults(int64_t n, int64_t hidden, float* y) const;
+  // The critical worker's stage times into t, and the wire time; `wall_us`:
+  // the step's time on the worker group, seen from here.
   void CriticalWorkerTimes(double wall_us, StageTimes* t) const;
 
   RemoteStepOptions options_;
   bool direct_ = false;  // the last step was direct
-  DirectPlan direct_plan_;
-  // Per rank: the steps view them until the group has sent them.
-  std::vector<std::vector<float>> direct_rows_, direct_weights_;
-  std::vector<std::vector<int32_t>> direct_ids_;
-  std::vector<std::vector<int64_t>> direct_counts_;
-  std::vector<char> direct_out_;
+  DirectStep direct_step_;
   // Per layer, built on first use, for placement epoch replicas_epoch_.
   std::map<int64_t, ReplicaMap> replicas_;
   uint64_t replicas_epoch_ = 0;

@@ -3,33 +3,17 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "proto/step_codec.h"
 
 namespace moe {
-
-std::vector<moe::v1::Step> StepBuffers::Take() {
-  std::vector<moe::v1::Step> steps;
-  absl::MutexLock lock(&mu_);
-  if (!spare_.empty()) {
-    steps.swap(spare_.back());
-    spare_.pop_back();
-  }
-  return steps;
-}
-
-void StepBuffers::Give(std::vector<moe::v1::Step> steps) {
-  absl::MutexLock lock(&mu_);
-  spare_.push_back(std::move(steps));
-}
 
 StepChannel::Outcome StepChannel::Run(
     const std::vector<StepContent>& steps,
     std::chrono::steady_clock::time_point deadline,
     const std::function<void()>& overlap, std::vector<StepReply>* results) {
-  std::vector<moe::v1::Step> wire = buffers_.Take();
+  std::vector<EncodedStep> wire = buffers_.Take();
   // Outside the locks, so that concurrent steps encode in parallel.
   wire.resize(steps.size());
-  for (size_t r = 0; r < steps.size(); ++r) EncodeStep(steps[r], &wire[r]);
+  for (size_t r = 0; r < steps.size(); ++r) wire[r].Encode(steps[r]);
   Outcome out;
   const absl::Status sent = Send(steps, wire, deadline, &out.id);
   buffers_.Give(std::move(wire));
@@ -65,7 +49,7 @@ uint64_t StepChannel::OpenLocked(uint64_t generation,
 }
 
 absl::Status StepChannel::Send(const std::vector<StepContent>& steps,
-                               std::vector<moe::v1::Step>& wire,
+                               std::vector<EncodedStep>& wire,
                                std::chrono::steady_clock::time_point deadline,
                                uint64_t* id) {
   const int P = static_cast<int>(steps.size());
@@ -84,15 +68,11 @@ absl::Status StepChannel::Send(const std::vector<StepContent>& steps,
       deadline - std::chrono::steady_clock::now());
   for (int r = 0; r < P; ++r) {
     if (skip[r]) continue;
-    moe::v1::RouterMessage msg;
-    wire[r].set_generation(generation);
-    wire[r].set_step_id(*id);
-    wire[r].set_timeout_ms(std::max<int64_t>(left.count(), 1));
-    msg.mutable_step()->Swap(&wire[r]);
-    const bool written = ranks[r]->Write(msg);
-    // Write has serialized it: the step's buffers go back to the pool, to
-    // be overwritten by a later step instead of allocated anew.
-    msg.mutable_step()->Swap(&wire[r]);
+    wire[r].Address(generation, *id,
+                    std::max(left, std::chrono::milliseconds(1)));
+    // Write serializes it: the step's buffers then go back to the pool
+    // (Run), to be overwritten by a later step instead of allocated anew.
+    const bool written = ranks[r]->Write(wire[r]);
     if (!written) {
       tracker_.Fail(*id, absl::UnavailableError(absl::StrCat(
                              "lost worker rank ", r, " ", ranks[r]->Name(),

@@ -1,7 +1,7 @@
 // The worker group's step channel: one step sent to the ranks of the
 // current generation and their replies gathered by deadline. It encodes
-// each rank's StepContent into a wire Step (reusing the buffers of earlier
-// steps), writes them in the one order every rank's stream sees, leaves
+// each rank's StepContent (proto/encoded_step.h, reusing the buffers of
+// earlier steps), writes them in the one order every rank's stream sees, leaves
 // out a rank with no rows in a direct step that is already up to date,
 // and waits on the StepTracker for every rank's reply, or the failure
 // that ends the step (a rank lost, stalled or refusing it, the deadline).
@@ -20,7 +20,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "moe/v1/worker.pb.h"
+#include "proto/encoded_step.h"
 #include "proto/step_views.h"
 #include "server/step_tracker.h"
 
@@ -33,8 +33,8 @@ bool IdleInDirectStep(const StepContent& step);
 class StepRank {
  public:
   virtual ~StepRank() = default;
-  // False when the connection is gone (the message was not sent).
-  virtual bool Write(const moe::v1::RouterMessage& message) = 0;
+  // False when the connection is gone (the step was not sent).
+  virtual bool Write(const EncodedStep& step) = 0;
   // The worker, for an error message ("(host pid N)"; the channel names
   // its rank).
   virtual std::string Name() const = 0;
@@ -53,18 +53,6 @@ class StepRanks {
   // why not (not ready, re-formed, planned with another placement).
   virtual absl::Status OpenStep(const std::vector<StepContent>& steps,
                                 Open open) = 0;
-};
-
-// Wire Steps of finished sends, reused by the next ones (one set per step
-// sent concurrently): the rows' strings keep their size.
-class StepBuffers {
- public:
-  std::vector<moe::v1::Step> Take();
-  void Give(std::vector<moe::v1::Step> steps);
-
- private:
-  absl::Mutex mu_;
-  std::vector<std::vector<moe::v1::Step>> spare_ ABSL_GUARDED_BY(mu_);
 };
 
 class StepChannel {
@@ -112,13 +100,13 @@ class StepChannel {
   // `wire` (steps encoded) sent in order to the ranks of the group's
   // generation, as step `*id` (0: the group refused it, nothing was sent).
   absl::Status Send(const std::vector<StepContent>& steps,
-                    std::vector<moe::v1::Step>& wire,
+                    std::vector<EncodedStep>& wire,
                     std::chrono::steady_clock::time_point deadline,
                     uint64_t* id);
 
   StepRanks* const group_;
   StepTracker tracker_;
-  StepBuffers buffers_;
+  EncodedStepPool buffers_;
   absl::Mutex send_mu_;
   // A direct step with no rows for a rank is not sent to it if it already
   // had a step of this generation and placement epoch (see Send).

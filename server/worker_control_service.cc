@@ -8,6 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "proto/encoded_step.h"
 #include "proto/step_codec.h"  // ViewStepResult
 #include "server/rpc_edge.h"
 
@@ -51,15 +52,14 @@ class WorkerControlService::Stream final : public GroupMember {
         stream_(stream),
         options_(options) {}
 
-  bool Write(const moe::v1::RouterMessage& m) override {
-    absl::MutexLock lock(&mu_);
-    return open_ && stream_->Write(m);
+  bool Write(const EncodedStep& step) override {
+    return WriteMessage(step.message());
   }
   bool Assign(const GroupAssignment& a) override {
-    return Write(EncodeAssignment(a, *options_));
+    return WriteMessage(EncodeAssignment(a, *options_));
   }
   bool SendPlacement(const PlacementUpdate& u) override {
-    return Write(EncodePlacement(u));
+    return WriteMessage(EncodePlacement(u));
   }
   void Close() {
     absl::MutexLock lock(&mu_);
@@ -67,6 +67,11 @@ class WorkerControlService::Stream final : public GroupMember {
   }
 
  private:
+  bool WriteMessage(const moe::v1::RouterMessage& m) {
+    absl::MutexLock lock(&mu_);
+    return open_ && stream_->Write(m);
+  }
+
   JoinStream* const stream_;
   const WorkerControlOptions* const options_;
   absl::Mutex mu_;

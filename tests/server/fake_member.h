@@ -15,7 +15,7 @@ class FakeMember : public GroupMember {
  public:
   explicit FakeMember(WorkerRegistration info)
       : GroupMember(std::move(info), 1) {}
-  bool Write(const moe::v1::RouterMessage&) override { return true; }
+  bool Write(const EncodedStep&) override { return true; }
   bool Assign(const GroupAssignment& a) override {
     std::lock_guard<std::mutex> lock(mu_);
     assignments_.push_back(a);

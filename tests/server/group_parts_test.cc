@@ -23,7 +23,7 @@ using Waiter = RecordingStoreWaiter;
 // One rank that takes every step and never answers.
 class SilentRank : public StepRank {
  public:
-  bool Write(const moe::v1::RouterMessage&) override { return true; }
+  bool Write(const EncodedStep&) override { return true; }
   std::string Name() const override { return "(silent)"; }
 };
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "moe/v1/worker.pb.h"
 
 namespace moe {
 namespace {
@@ -22,9 +23,9 @@ using std::chrono::milliseconds;
 class FakeRank : public StepRank {
  public:
   FakeRank(int rank, std::vector<int>* log) : rank_(rank), log_(log) {}
-  bool Write(const moe::v1::RouterMessage& message) override {
+  bool Write(const EncodedStep& step) override {
     if (lost) return false;
-    steps.push_back(message.step());
+    steps.push_back(step.message().step());
     log_->push_back(rank_);
     return true;
   }
