@@ -45,14 +45,10 @@ TEST(ListeningLine, TlsMutualTlsDispatchDtypeAndTokens) {
             "router listening on port 443 (TLS) (2 workers on port 444 "
             "(mutual TLS), max batch 4096 tokens, window 500 us, 3 steps in "
             "flight, --dispatch-dtype fp8, bearer tokens required)");
-}
-
-TEST(ListeningLine, MutualTlsOnlyWhenTheWorkersPortServes) {
-  RouterOptions o = Options();
-  o.tls.ca = "ca.pem";
-  EXPECT_EQ(ListeningLine(o, {.api = 1}, false),
-            "router listening on port 1 (2 workers, max batch 4096 tokens, "
-            "window 500 us, 2 steps in flight)");
+  // Mutual TLS only where the workers' port serves.
+  EXPECT_EQ(ListeningLine(o, {.api = 443}, false),
+            "router listening on port 443 (TLS) (2 workers, max batch 4096 "
+            "tokens, window 500 us, 3 steps in flight, --dispatch-dtype fp8)");
 }
 
 }  // namespace

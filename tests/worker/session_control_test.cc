@@ -35,6 +35,19 @@ moe::v1::RouterMessage Step(uint64_t id) {
   return msg;
 }
 
+// A session begun on `ctx`, its queue set: the state once the reader runs.
+class SessionWithQueue : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(control_.Begin(&ctx_));
+    control_.SetQueue(&queue_);
+  }
+
+  SessionControl control_;
+  grpc::ClientContext ctx_;
+  BlockingQueue<moe::v1::RouterMessage> queue_;
+};
+
 TEST(SessionControlTest, StopBeforeBeginKeepsTheSessionFromStarting) {
   SessionControl control;
   EXPECT_FALSE(control.stopping());
@@ -57,33 +70,23 @@ TEST(SessionControlTest, StopBeforeTheQueueCancelsTheCall) {
   EXPECT_FALSE(queue.Push(Step(1)));
 }
 
-TEST(SessionControlTest, StopWithAQueueClosesItAndLeavesTheCall) {
-  SessionControl control;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(control.Begin(&ctx));
-  BlockingQueue<moe::v1::RouterMessage> queue;
-  control.SetQueue(&queue);
-  ASSERT_TRUE(queue.Push(Step(7)));
-  control.Stop();
-  EXPECT_FALSE(queue.Push(Step(8)));
+TEST_F(SessionWithQueue, StopClosesTheQueueAndLeavesTheCall) {
+  ASSERT_TRUE(queue_.Push(Step(7)));
+  control_.Stop();
+  EXPECT_FALSE(queue_.Push(Step(8)));
   // What was queued before the stop is still handed out; then the end.
-  auto first = queue.Pop();
+  auto first = queue_.Pop();
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->step().step_id(), 7u);
-  EXPECT_FALSE(queue.Pop().has_value());
-  EXPECT_EQ(JoinEnd(ctx), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_FALSE(queue_.Pop().has_value());
+  EXPECT_EQ(JoinEnd(ctx_), grpc::StatusCode::UNAVAILABLE);
 }
 
-TEST(SessionControlTest, AfterTheReaderIsDoneStopCancelsTheCallNotTheQueue) {
-  SessionControl control;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(control.Begin(&ctx));
-  BlockingQueue<moe::v1::RouterMessage> queue;
-  control.SetQueue(&queue);
-  control.ReaderDone();
-  control.Stop();
-  EXPECT_TRUE(queue.Push(Step(1)));
-  EXPECT_EQ(JoinEnd(ctx), grpc::StatusCode::CANCELLED);
+TEST_F(SessionWithQueue, AfterTheReaderIsDoneStopCancelsTheCallNotTheQueue) {
+  control_.ReaderDone();
+  control_.Stop();
+  EXPECT_TRUE(queue_.Push(Step(1)));
+  EXPECT_EQ(JoinEnd(ctx_), grpc::StatusCode::CANCELLED);
 }
 
 TEST(SessionControlTest, AfterEndStopLeavesTheCallAlone) {
