@@ -1,40 +1,12 @@
 #include "server/rendezvous_store.h"
 
-#include <openssl/crypto.h>
-
 #include <algorithm>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/logging.h"
 
 namespace moe {
-
-int KeyOwner(const std::string& key) {
-  if (key == "nccl-unique-id") return 0;
-  absl::string_view k = key;
-  if (absl::StartsWith(k, "rank_")) k.remove_prefix(5);
-  const size_t digits =
-      std::find_if(k.begin(), k.end(),
-                   [](char c) { return !absl::ascii_isdigit(c); }) -
-      k.begin();
-  if (digits == 0 || digits > 9) return -1;
-  if (digits < k.size() && k[digits] != '/') return -1;
-  int rank = -1;
-  if (!absl::SimpleAtoi(k.substr(0, digits), &rank)) return -1;
-  return rank;
-}
-
-absl::Status GenerationMismatch(const char* what, uint64_t asked,
-                                uint64_t now) {
-  return absl::FailedPreconditionError(
-      absl::StrCat(what, " for generation ", asked, " refused: generation ",
-                   asked, asked < now ? " is over" : " has not started",
-                   "; the store serves generation ", now));
-}
 
 void RendezvousStore::StartGeneration(uint64_t generation,
                                       std::vector<std::string> tokens) {
@@ -69,19 +41,6 @@ void RendezvousStore::EndWaitsLocked(const absl::Status& status) {
   waits_.clear();
 }
 
-int RendezvousStore::RankOfTokenLocked(const std::string& token) const {
-  int rank = -1;
-  for (size_t r = 0; r < tokens_.size(); ++r) {
-    // Every rank is compared, in constant time: the token is a secret.
-    const std::string& t = tokens_[r];
-    if (!t.empty() && t.size() == token.size() &&
-        CRYPTO_memcmp(t.data(), token.data(), token.size()) == 0) {
-      rank = static_cast<int>(r);
-    }
-  }
-  return rank;
-}
-
 void RendezvousStore::WakeLocked(Clock::time_point now) {
   std::erase_if(waits_, [&](Wait& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const bool all_set = std::all_of(
@@ -113,7 +72,7 @@ absl::Status RendezvousStore::Set(uint64_t generation, const std::string& token,
   absl::Status status;
   {
     absl::MutexLock lock(&mu_);
-    const int rank = RankOfTokenLocked(token);
+    const int rank = RankOfToken(tokens_, token);
     const int owner = KeyOwner(key);
     if (generation != generation_) {
       status = GenerationMismatch("StoreSet", generation, generation_);
@@ -141,7 +100,7 @@ absl::Status RendezvousStore::Get(uint64_t generation, const std::string& token,
                                   Clock::time_point deadline,
                                   StoreWaiter* waiter) {
   absl::MutexLock lock(&mu_);
-  const int rank = RankOfTokenLocked(token);
+  const int rank = RankOfToken(tokens_, token);
   const int parked = static_cast<int>(
       std::count_if(waits_.begin(), waits_.end(),
                     [&](const Wait& w) { return w.rank == rank; }));

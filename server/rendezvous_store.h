@@ -18,18 +18,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "server/rendezvous_access.h"
 
 namespace moe {
-
-// The rank whose rendezvous key `key` is, or -1 for a key of no rank:
-// Gloo's pair addresses ("R", "R/S", "rank_R": the keys
-// gloo::rendezvous::Context::connectFullMesh sets, across Gloo versions) are
-// rank R's; NCCL's unique id ("nccl-unique-id") is rank 0's.
-int KeyOwner(const std::string& key);
-
-// FAILED_PRECONDITION for a store call (`what`) of generation `asked` when
-// the store serves generation `now`.
-absl::Status GenerationMismatch(const char* what, uint64_t asked, uint64_t now);
 
 // One parked Get's caller. End runs exactly once, outside the store's
 // lock, with the keys' values (in the order asked) or why there are none.
@@ -91,8 +82,6 @@ class RendezvousStore {
     int rank;
     Clock::time_point deadline;
   };
-  int RankOfTokenLocked(const std::string& token) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndWaitsLocked(const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers the Gets whose keys are all set; ends those past `now`.

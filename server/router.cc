@@ -11,6 +11,7 @@
 #include "core/shutdown_signal.h"
 #include "core/status_macros.h"
 #include "proto/credentials.h"
+#include "server/listening_line.h"
 #include "server/router_part_options.h"
 #include "server/step_runner.h"
 
@@ -67,7 +68,10 @@ int Router::Start() {
   if (int rc = ExitCodeOf(servers_->Start(services), 1)) return rc;
   ReportReadiness();
   if (int rc = ExitCodeOf(WritePortFile(o_.port_file, port()), 1)) return rc;
-  LogListening();
+  spdlog::info(
+      "{}", ListeningLine(
+                o_, {port(), servers_->worker_port(), servers_->health_port()},
+                auth_ != nullptr));
   return 0;
 }
 
@@ -169,26 +173,6 @@ void Router::ReportReadiness() {
     metrics_.Group(st.group_size);
   });
   metrics_.Workers(o_.num_workers, 0, 0, 0);
-}
-
-void Router::LogListening() const {
-  const int worker_port = servers_->worker_port();
-  const int health_port = servers_->health_port();
-  spdlog::info(
-      "router listening on port {}{} ({} workers{}, max batch {} tokens, "
-      "window "
-      "{} us, {} steps in flight{}{}{})",
-      port(), o_.tls.cert.empty() ? "" : " (TLS)", o_.num_workers,
-      worker_port ? absl::StrCat(" on port ", worker_port,
-                                 o_.tls.ca.empty() ? "" : " (mutual TLS)")
-                  : "",
-      o_.max_batch_tokens, o_.batch_window.count(), o_.max_inflight_steps,
-      // How rows and results travel, when not the default.
-      o_.dispatch_dtype == "auto"
-          ? ""
-          : absl::StrCat(", --dispatch-dtype ", o_.dispatch_dtype),
-      health_port ? absl::StrCat(", health on port ", health_port) : "",
-      auth_ ? ", bearer tokens required" : "");
 }
 
 void Router::Serve() {

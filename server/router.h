@@ -57,7 +57,6 @@ class Router {
   // Every server tells the same story: ready at once without workers,
   // else when the pool's group is.
   void ReportReadiness();
-  void LogListening() const;
 
   const RouterOptions o_;
   std::unique_ptr<RouterModel> model_;

@@ -75,9 +75,4 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>& refusals_;
 };
 
-// Bucket boundaries shared by router and worker: seconds from 50 us to
-// 30 s, and powers of two for counts.
-prometheus::Histogram::BucketBoundaries LatencyBuckets();
-prometheus::Histogram::BucketBoundaries CountBuckets(double max);
-
 }  // namespace moe

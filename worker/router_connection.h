@@ -8,19 +8,17 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "core/blocking_queue.h"
 #include "core/logging.h"
 #include "moe/v1/worker.grpc.pb.h"
 #include "worker/join_stream.h"
 #include "worker/repeated_line.h"
+#include "worker/session_control.h"
 
 namespace moe {
 
@@ -56,32 +54,6 @@ class RouterMessageHandler {
   // The session is over and its writes closed; `Handle` is not running.
   // Threads that write to the stream end here.
   virtual void SessionEnded() = 0;
-};
-
-// A session's parts that Shutdown reaches from another thread.
-class SessionControl {
- public:
-  // Shutdown: the queue is closed (the message being handled is finished,
-  // the ones behind it are not started), or before there is one, the call
-  // cancelled.
-  void Stop();
-  bool stopping() const { return stopping_; }
-  const std::atomic<bool>* stopping_flag() const { return &stopping_; }
-  // False when Stop came first (the session must not start).
-  bool Begin(grpc::ClientContext* ctx);
-  void SetQueue(BlockingQueue<moe::v1::RouterMessage>* queue);
-  // The reader has read its last message.
-  void ReaderDone();
-  // Waits at most `timeout` for ReaderDone; false if it did not come.
-  bool AwaitReaderDone(std::chrono::milliseconds timeout);
-  void End();
-
- private:
-  std::atomic<bool> stopping_{false};
-  absl::Mutex mu_;
-  grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
-  BlockingQueue<moe::v1::RouterMessage>* queue_ ABSL_GUARDED_BY(mu_) = nullptr;
-  bool reader_done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 class RouterConnection {

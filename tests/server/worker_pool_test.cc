@@ -373,18 +373,6 @@ grpc::Status StoreSet(moe::v1::WorkerControl::Stub* stub,
   return stub->StoreSet(&ctx, req, &resp);
 }
 
-TEST(KeyOwnerTest, GlooAndNcclKeysBelongToTheirRank) {
-  EXPECT_EQ(KeyOwner("0"), 0);
-  EXPECT_EQ(KeyOwner("12"), 12);
-  EXPECT_EQ(KeyOwner("3/1"), 3);
-  EXPECT_EQ(KeyOwner("rank_2"), 2);
-  EXPECT_EQ(KeyOwner("nccl-unique-id"), 0);
-  EXPECT_EQ(KeyOwner(""), -1);
-  EXPECT_EQ(KeyOwner("x1"), -1);
-  EXPECT_EQ(KeyOwner("1x"), -1);
-  EXPECT_EQ(KeyOwner("99999999999"), -1);
-}
-
 TEST_F(WorkerPoolTest, StoreWritesOnlyTheCallersOwnKeysOfTheGeneration) {
   FakeWorker& a = Join();
   FakeWorker& b = Join();
