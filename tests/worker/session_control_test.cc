@@ -45,7 +45,7 @@ class SessionWithQueue : public ::testing::Test {
 
   SessionControl control_;
   grpc::ClientContext ctx_;
-  BlockingQueue<moe::v1::RouterMessage> queue_;
+  BlockingQueue<moe::v1::RouterMessage> queue_{16};
 };
 
 TEST(SessionControlTest, StopBeforeBeginKeepsTheSessionFromStarting) {
@@ -65,7 +65,7 @@ TEST(SessionControlTest, StopBeforeTheQueueCancelsTheCall) {
   control.Stop();
   EXPECT_EQ(JoinEnd(ctx), grpc::StatusCode::CANCELLED);
   // A queue set after the stop is closed at once.
-  BlockingQueue<moe::v1::RouterMessage> queue;
+  BlockingQueue<moe::v1::RouterMessage> queue(16);
   control.SetQueue(&queue);
   EXPECT_FALSE(queue.Push(Step(1)));
 }
