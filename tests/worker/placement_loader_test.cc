@@ -8,36 +8,25 @@
 #include <vector>
 
 #include "comm/loopback_communicator.h"
-#include "core/synthetic_model.h"
 #include "gtest/gtest.h"
-#include "proto/model_spec.h"
+#include "tests/worker/small_model.h"
 
 namespace moe {
 namespace {
 
-constexpr int64_t kExperts = 4, kMaxTokens = 8;
+constexpr int64_t kMaxTokens = 8;
 
 class PlacementLoaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SyntheticArgs args{.hidden = 16,
-                       .inter = 8,
-                       .experts = kExperts,
-                       .top_k = 2,
-                       .layers = 1,
-                       .seed = 5};
-    auto spec = MakeSyntheticSpec(args);
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    ModelLocation loc;
-    loc.synthetic = *spec;
-    model_ = ModelSpecFor(loc, "f32");
-    auto source = MakeSyntheticModel(*spec);
+    model_ = testing::SmallModel();
+    auto source = MakeSyntheticModel(testing::SmallModelLocation().synthetic);
     ASSERT_TRUE(source.ok()) << source.status();
     layer_ = (*source)->info().moe_layers.at(0);
     auto executor = StepExecutor::Create("cpu", 1, Collective::kGloo);
     ASSERT_TRUE(executor.ok()) << executor.status();
     executor_ = std::move(*executor);
-    ExpertShard all{.begin = 0, .end = kExperts};
+    ExpertShard all{.begin = 0, .end = testing::kSmallModelExperts};
     ASSERT_TRUE(executor_
                     ->Load(**source, all, WeightDType::kF32, kMaxTokens,
                            /*placement_epoch=*/0)
