@@ -108,8 +108,4 @@ struct RouterOptions : RouterFlags {
   static absl::StatusOr<RouterOptions> FromFlags(const RouterFlags& flags);
 };
 
-// True for a listen address only this host can reach: 127.0.0.0/8, [::1],
-// localhost, or a unix: socket.
-bool IsLoopbackAddress(const std::string& address);
-
 }  // namespace moe

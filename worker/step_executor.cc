@@ -10,16 +10,6 @@
 
 namespace moe {
 
-LoadOptions WorkerLoadOptions(const ExpertShard& shard) {
-  LoadOptions opts;
-  opts.load_gate = false;
-  opts.load_shared = false;
-  opts.expert_begin = shard.begin;
-  opts.expert_end = shard.end;
-  opts.layer_experts = shard.layer_slots;
-  return opts;
-}
-
 absl::StatusOr<std::unique_ptr<StepExecutor>> StepExecutor::Create(
     const std::string& device, int threads, Collective collective) {
   MOE_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(device));
@@ -42,31 +32,11 @@ absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(
   return StepExecutor::Create(device, threads, collective);
 }
 
-namespace {
-
-absl::Status CheckShard(const ModelSource& source, const ExpertShard& shard) {
-  if (shard.redundant < 0 ||
-      (shard.redundant > 0 && shard.layer_slots.empty())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("assignment: redundant_experts ", shard.redundant,
-                     " needs layer_slots for every MoE layer"));
-  }
-  for (int64_t layer : source.info().moe_layers) {
-    if (!shard.layer_slots.empty() && shard.layer_slots.count(layer) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "assignment: layer_slots has no entry for MoE layer ", layer));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status StepExecutor::Load(const ModelSource& source,
                                 const ExpertShard& shard, WeightDType dtype,
                                 int64_t max_batch_tokens,
                                 uint64_t placement_epoch) {
-  MOE_RETURN_IF_ERROR(CheckShard(source, shard));
+  MOE_RETURN_IF_ERROR(CheckShard(source.info(), shard));
   {
     absl::MutexLock lock(&staged_mu_);
     staged_.reset();
@@ -85,7 +55,7 @@ absl::Status StepExecutor::Load(const ModelSource& source,
 absl::Status StepExecutor::Stage(const ModelSource& source,
                                  const ExpertShard& shard, WeightDType dtype,
                                  uint64_t epoch) {
-  MOE_RETURN_IF_ERROR(CheckShard(source, shard));
+  MOE_RETURN_IF_ERROR(CheckShard(source.info(), shard));
   MOE_ASSIGN_OR_RETURN(std::unique_ptr<ExpertBackend> backend,
                        CreateExpertBackend(device_, threads_));
   LoadOptions opts = WorkerLoadOptions(shard);

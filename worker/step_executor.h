@@ -10,7 +10,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,17 +26,9 @@
 #include "engine/expert_backend.h"
 #include "engine/layer_weights.h"
 #include "gloo/rendezvous/store.h"
+#include "worker/expert_shard.h"
 
 namespace moe {
-
-// The routed experts a worker holds: [begin, end) of every layer, or with
-// redundant experts (engine/placement.h) each layer's slot list, the
-// worker's share of E + `redundant` physical slots.
-struct ExpertShard {
-  int64_t begin = 0, end = 0;
-  int64_t redundant = 0;
-  std::map<int64_t, std::vector<int32_t>> layer_slots;
-};
 
 // What a step is besides its rows.
 struct StepHeader {
@@ -133,10 +124,6 @@ class StepExecutor {
   EpStep step_;
   std::vector<float> scratch_, y_;
 };
-
-// What a worker loads: its shard of the routed experts, no gate and no
-// shared expert (the router's).
-LoadOptions WorkerLoadOptions(const ExpertShard& shard);
 
 // "cpu" or "cuda:N" (builds with the CUDA backend only).
 absl::StatusOr<std::unique_ptr<StepExecutor>> CreateStepExecutor(

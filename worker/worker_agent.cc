@@ -20,16 +20,14 @@ WorkerAgent::WorkerAgent(WorkerOptions options,
       executor_(std::move(executor)),
       connection_(options_, this) {}
 
-WorkerAgent::~WorkerAgent() {
-  if (loader_.joinable()) loader_.join();
-}
+WorkerAgent::~WorkerAgent() { loader_.Join(); }
 
 void WorkerAgent::SetReady(bool ready) {
   if (options_.on_ready) options_.on_ready(ready);
 }
 
 void WorkerAgent::SessionEnded() {
-  if (loader_.joinable()) loader_.join();
+  loader_.Join();
   comm_.reset();
   SetReady(false);
 }
@@ -46,7 +44,9 @@ void WorkerAgent::Handle(const moe::v1::RouterMessage& msg,
   }
   if (msg.has_placement()) {
     if (msg.placement().generation() == generation_) {
-      StagePlacement(msg.placement(), stream);
+      loader_.Start(
+          msg.placement(), assigned_model_, rank_, *executor_,
+          [&stream](const moe::v1::WorkerMessage& m) { stream.Write(m); });
     }
     return;
   }
@@ -185,40 +185,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> WorkerAgent::ConnectGroup(
     spdlog::warn("generation {}: connect attempt {} failed ({}); retrying",
                  a.generation(), attempt, comm.status().message());
   }
-}
-
-void WorkerAgent::StagePlacement(const moe::v1::PlacementUpdate& update,
-                                 JoinStream& stream) {
-  if (loader_.joinable()) loader_.join();
-  loader_ = std::thread([this, update, model = assigned_model_, rank = rank_,
-                         &stream] {
-    const ExpertShard shard = ShardOf(update);
-    const auto start = std::chrono::steady_clock::now();
-    absl::Status s = [&]() -> absl::Status {
-      MOE_ASSIGN_OR_RETURN(ModelLocation loc, ModelLocationOf(model));
-      MOE_ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> source, OpenModel(loc));
-      MOE_ASSIGN_OR_RETURN(WeightDType dtype,
-                           ParseWeightDType(model.weight_dtype()));
-      return executor_->Stage(*source, shard, dtype, update.epoch());
-    }();
-    moe::v1::WorkerMessage out;
-    auto* done = out.mutable_placement_loaded();
-    done->set_generation(update.generation());
-    done->set_epoch(update.epoch());
-    done->set_rank(rank);
-    if (!s.ok()) {
-      spdlog::error("placement {}: {}", update.epoch(), s.ToString());
-      done->set_error(std::string(s.message()));
-    } else {
-      spdlog::info("placement {} staged in {:.0f} ms: experts {}",
-                   update.epoch(),
-                   std::chrono::duration<double, std::milli>(
-                       std::chrono::steady_clock::now() - start)
-                       .count(),
-                   ShardText(shard));
-    }
-    stream.Write(out);
-  });
 }
 
 }  // namespace moe

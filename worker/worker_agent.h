@@ -7,12 +7,12 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "moe/v1/worker.pb.h"
 #include "worker/join_stream.h"
+#include "worker/placement_loader.h"
 #include "worker/router_connection.h"
 #include "worker/step_executor.h"
 #include "worker/worker_metrics.h"
@@ -58,10 +58,6 @@ class WorkerAgent final : public RouterMessageHandler {
   absl::StatusOr<std::unique_ptr<Communicator>> ConnectGroup(
       const moe::v1::Assignment& a, JoinStream& stream);
   void RunStep(const moe::v1::Step& step, moe::v1::StepResult* result);
-  // Live rebalancing: loads a PlacementUpdate's slots in the background and
-  // answers PlacementLoaded; the model is the last Assignment's.
-  void StagePlacement(const moe::v1::PlacementUpdate& update,
-                      JoinStream& stream);
   void SetReady(bool ready);
 
   const WorkerOptions options_;
@@ -70,7 +66,9 @@ class WorkerAgent final : public RouterMessageHandler {
   std::string result_rows_;  // kept between steps (Handle)
   moe::v1::ModelSpec assigned_model_;
   int32_t rank_ = 0;
-  std::thread loader_;  // joined before the next one and at session end
+  // Live rebalancing: a PlacementUpdate's slots of assigned_model_, loaded
+  // in the background; joined at session end.
+  PlacementLoader loader_;
   std::unique_ptr<Communicator> comm_;
   uint64_t generation_ = 0;
   // Last: its threads call the members above until Run returns.

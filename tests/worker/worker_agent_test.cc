@@ -15,6 +15,7 @@
 #include "proto/model_spec.h"
 #include "tests/testutil/wait_for.h"
 #include "tests/worker/fake_router.h"
+#include "tests/worker/small_model.h"
 
 namespace moe {
 namespace {
@@ -23,21 +24,8 @@ using std::chrono::milliseconds;
 using testing::FakeRouter;
 using testing::IsReady;
 using testing::IsResult;
+using testing::SmallModel;
 using testing::StepMessage;
-
-moe::v1::ModelSpec SmallModel() {
-  SyntheticArgs args{.hidden = 16,
-                     .inter = 8,
-                     .experts = 4,
-                     .top_k = 2,
-                     .layers = 1,
-                     .seed = 3};
-  auto spec = MakeSyntheticSpec(args);
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  ModelLocation loc;
-  loc.synthetic = *spec;
-  return ModelSpecFor(loc, "f32");
-}
 
 moe::v1::RouterMessage Assignment(uint64_t generation, int world) {
   moe::v1::RouterMessage m;
