@@ -20,7 +20,8 @@ namespace moe {
 // Router side: `content` into `step`, reusing its buffers. Rows travel as
 // BF16 when that is lossless (every value a bf16: a bf16 client's), else
 // F32; in.dispatch says how they cross the workers' all-to-all. The
-// generation is the pool's to set (0 here).
+// generation is left 0 and the step id and timeout are content's: the
+// router's step channel addresses each step itself (EncodedStep::Address).
 void EncodeStep(const StepContent& content, moe::v1::Step* step);
 
 // Worker side: a view of `step` as the engine's input. The spans point into
