@@ -37,7 +37,7 @@ void RemoteStep::BuildSteps(const Planned& p, int P,
   StepContent c;
   c.in.layer = p.layer;
   c.in.slots = r.slots;
-  // Step id and timeout are the pool's to set.
+  // Step id and timeout are the step channel's to set (EncodedStep::Address).
   c.in.timeout = std::chrono::milliseconds(0);
   c.in.dispatch = options_.dispatch;
   c.hidden = H;

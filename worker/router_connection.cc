@@ -113,7 +113,8 @@ void RouterConnection::Serve(JoinStream& stream, grpc::ClientContext& ctx) {
   // so that the router's writes do not block on a busy worker. Up to 16
   // wait (the router keeps --max-inflight-steps, 2 by default, steps in
   // flight, plus a few assignments and placements); past that the reads
-  // wait, and gRPC's flow control holds the router's writes.
+  // wait, and gRPC's flow control holds the router's writes. Shutdown
+  // closes the queue (SessionControl::Stop), which also ends a read's wait.
   BlockingQueue<moe::v1::RouterMessage> queue(16);
   std::thread executor([&] { Execute(queue, stream, ctx); });
   control_.SetQueue(&queue);
@@ -138,10 +139,7 @@ void RouterConnection::Serve(JoinStream& stream, grpc::ClientContext& ctx) {
 void RouterConnection::Execute(BlockingQueue<moe::v1::RouterMessage>& queue,
                                JoinStream& stream, grpc::ClientContext& ctx) {
   while (auto msg = queue.Pop()) {
-    if (control_.stopping()) {
-      queue.Close();  // a read waiting for room gives up
-      break;          // queued behind the last one
-    }
+    if (control_.stopping()) break;  // queued behind the last one
     // Waiting for the next step, this thread wakes as a latency one
     // (core/thread_slice.h); running it, it computes.
     const ScopedThreadRole computing(ThreadRole::kCompute,
