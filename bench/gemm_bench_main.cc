@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <random>
 #include <string>
@@ -18,7 +19,7 @@
 #include "core/flag_help.h"
 #include "kernels/cpu/packed_gemm.h"
 
-ABSL_FLAG(std::string, format, "mxfp4", "weights: mxfp4 or f32");
+ABSL_FLAG(std::string, format, "mxfp4", "weights: mxfp4, fp8, bf16 or f32");
 ABSL_FLAG(int64_t, rows, 1, "rows (tokens routed to the expert)");
 ABSL_FLAG(int64_t, hidden, 2048, "hidden size H");
 ABSL_FLAG(int64_t, inter, 1408, "expert intermediate size I");
@@ -36,14 +37,46 @@ namespace kc = kernels::cpu;
 std::vector<uint8_t> PackRandom(kc::WeightFormat format, int64_t n, int64_t k,
                                 std::mt19937& rng) {
   std::vector<uint8_t> packed(kc::PackedBytes(format, n, k));
-  if (format == kc::WeightFormat::kF32) {
+  if (format == kc::WeightFormat::kF32 || format == kc::WeightFormat::kBF16) {
     std::vector<float> w(n * k);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (float& v : w) v = u(rng);
     std::vector<const float*> rows(n);
     for (int64_t r = 0; r < n; ++r) rows[r] = w.data() + r * k;
-    kc::PackRowsF32(rows.data(), n, k, k,
-                    reinterpret_cast<float*>(packed.data()));
+    if (format == kc::WeightFormat::kF32) {
+      kc::PackRowsF32(rows.data(), n, k, k,
+                      reinterpret_cast<float*>(packed.data()));
+      return packed;
+    }
+    // bf16: the top half of each fp32 pattern (truncated: random anyway).
+    std::vector<uint16_t> b(n * k);
+    for (size_t i = 0; i < b.size(); ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &w[i], sizeof(bits));
+      b[i] = static_cast<uint16_t>(bits >> 16);
+    }
+    std::vector<const uint16_t*> brows(n);
+    for (int64_t r = 0; r < n; ++r) brows[r] = b.data() + r * k;
+    kc::PackRowsBF16(brows.data(), n, k, k,
+                     reinterpret_cast<uint16_t*>(packed.data()));
+    return packed;
+  }
+  if (format == kc::WeightFormat::kFP8) {
+    // e4m3 codes without the NaN pattern (0x7f/0xff), one scale per 128.
+    std::vector<uint8_t> codes(n * k);
+    for (uint8_t& c : codes) {
+      c = static_cast<uint8_t>(rng() % 254);
+      if ((c & 0x7f) == 0x7f) c = 0;
+    }
+    const int64_t blocks = (k + 127) / 128;
+    std::vector<float> scales(n * blocks, 0.01f);
+    std::vector<const uint8_t*> rows(n);
+    std::vector<const float*> row_scales(n);
+    for (int64_t r = 0; r < n; ++r) {
+      rows[r] = codes.data() + r * k;
+      row_scales[r] = scales.data() + r * blocks;
+    }
+    kc::PackRowsFP8(rows.data(), row_scales.data(), n, k, k, packed.data());
     return packed;
   }
   const int64_t blocks = kernels::MxBlocks(k);
@@ -61,8 +94,9 @@ std::vector<uint8_t> PackRandom(kc::WeightFormat format, int64_t n, int64_t k,
 
 int Main() {
   const std::string name = absl::GetFlag(FLAGS_format);
-  if (name != "mxfp4" && name != "f32") {
-    std::cerr << "--format: expected mxfp4 or f32, got " << name << "\n";
+  if (name != "mxfp4" && name != "fp8" && name != "bf16" && name != "f32") {
+    std::cerr << "--format: expected mxfp4, fp8, bf16 or f32, got " << name
+              << "\n";
     return 2;
   }
   const int64_t m = absl::GetFlag(FLAGS_rows), h = absl::GetFlag(FLAGS_hidden),
@@ -79,8 +113,10 @@ int Main() {
     std::cerr << "--isa: this CPU has no " << isa << "\n";
     return 2;
   }
-  const auto format =
-      name == "f32" ? kc::WeightFormat::kF32 : kc::WeightFormat::kMXFP4;
+  const auto format = name == "f32"    ? kc::WeightFormat::kF32
+                      : name == "bf16" ? kc::WeightFormat::kBF16
+                      : name == "fp8"  ? kc::WeightFormat::kFP8
+                                       : kc::WeightFormat::kMXFP4;
   const int64_t ip = kc::PaddedInter(inter);
   std::mt19937 rng(1);
   std::vector<std::vector<uint8_t>> w13(copies), w2(copies);
@@ -135,7 +171,8 @@ int Main() {
 int main(int argc, char** argv) {
   moe::ParseFlagsOrExit(
       argc, argv,
-      "moe-gemm-bench [--format mxfp4|f32] [--rows M] [--hidden H] [--inter "
+      "moe-gemm-bench [--format mxfp4|fp8|bf16|f32] [--rows M] [--hidden H] "
+      "[--inter "
       "I] [--experts E] [--reps R]: one expert's gate/up and down GEMMs "
       "through the CPU kernels, one thread");
   return moe::Main();

@@ -160,6 +160,80 @@ void HalfTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
 #undef MOE_STORE
 }
 
+// tile[r][0..32) (+)= sum_kk ap[kk*MR + r] * w[kk][0..32) for one or two
+// rows, both halves of the panel in one pass: the half tiles' two or four
+// accumulators a pass would wait on the FMA latency (4 cycles on Zen 3, 2
+// FMAs a cycle need 8 chains), so one and two rows ran at a quarter to a
+// half of the FMA rate from cache (7 and 8 rows: 6 + 1 and 6 + 2). Each
+// column's sum is the same chain of FMAs as in the half tiles: the same
+// bits. Not for MXFP4 (one row: Mxfp4GemvAvx2; two: Mxfp4TwoRows).
+template <int MR, typename W>
+void PanelTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
+               const W* prefetch, const ScaleOf<W>* scale) {
+  static_assert((MR == 1 || MR == 2) && !kIsMxfp4<W>);
+  constexpr bool kQuant = kBlockScaled<W>;
+  __m256 c00, c01, c02, c03, c10, c11, c12, c13;
+  c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = _mm256_setzero_ps();
+  if (!first) {
+    c00 = _mm256_loadu_ps(tile);
+    c01 = _mm256_loadu_ps(tile + 8);
+    c02 = _mm256_loadu_ps(tile + 16);
+    c03 = _mm256_loadu_ps(tile + 24);
+    if constexpr (MR == 2) {
+      c10 = _mm256_loadu_ps(tile + kPanelWidth);
+      c11 = _mm256_loadu_ps(tile + kPanelWidth + 8);
+      c12 = _mm256_loadu_ps(tile + kPanelWidth + 16);
+      c13 = _mm256_loadu_ps(tile + kPanelWidth + 24);
+    }
+  }
+  const auto step = [&](int64_t kk, const float* s) {
+    PrefetchHalfStep<0>(prefetch, kk);
+    PrefetchHalfStep<1>(prefetch, kk);
+    __m256 w0, w1, w2, w3;
+    LoadHalf(w + kk * kStepElems<W>, 0, &w0, &w1);
+    LoadHalf(w + kk * kStepElems<W>, 1, &w2, &w3);
+    if constexpr (kQuant) {
+      w0 = _mm256_mul_ps(w0, _mm256_loadu_ps(s));
+      w1 = _mm256_mul_ps(w1, _mm256_loadu_ps(s + 8));
+      w2 = _mm256_mul_ps(w2, _mm256_loadu_ps(s + 16));
+      w3 = _mm256_mul_ps(w3, _mm256_loadu_ps(s + 24));
+    }
+    const __m256 b0 = _mm256_broadcast_ss(ap + kk * MR);
+    c00 = _mm256_fmadd_ps(b0, w0, c00);
+    c01 = _mm256_fmadd_ps(b0, w1, c01);
+    c02 = _mm256_fmadd_ps(b0, w2, c02);
+    c03 = _mm256_fmadd_ps(b0, w3, c03);
+    if constexpr (MR == 2) {
+      const __m256 b1 = _mm256_broadcast_ss(ap + kk * MR + 1);
+      c10 = _mm256_fmadd_ps(b1, w0, c10);
+      c11 = _mm256_fmadd_ps(b1, w1, c11);
+      c12 = _mm256_fmadd_ps(b1, w2, c12);
+      c13 = _mm256_fmadd_ps(b1, w3, c13);
+    }
+  };
+  if constexpr (kQuant) {
+    constexpr int64_t kBlockK = kScaleBlockK<W>;
+    for (int64_t q = 0; q < k; q += kBlockK) {
+      const int64_t q_end = k - q < kBlockK ? k : q + kBlockK;
+      // FP8's 32 fp32 scales of this block, in column order.
+      const float* s = scale + q / kBlockK * kPanelWidth;
+      for (int64_t kk = q; kk < q_end; ++kk) step(kk, s);
+    }
+  } else {
+    for (int64_t kk = 0; kk < k; ++kk) step(kk, nullptr);
+  }
+  _mm256_storeu_ps(tile, c00);
+  _mm256_storeu_ps(tile + 8, c01);
+  _mm256_storeu_ps(tile + 16, c02);
+  _mm256_storeu_ps(tile + 24, c03);
+  if constexpr (MR == 2) {
+    _mm256_storeu_ps(tile + kPanelWidth, c10);
+    _mm256_storeu_ps(tile + kPanelWidth + 8, c11);
+    _mm256_storeu_ps(tile + kPanelWidth + 16, c12);
+    _mm256_storeu_ps(tile + kPanelWidth + 24, c13);
+  }
+}
+
 // The MXFP4 byte tables of the decode tiles: twice the E2M1 values (all
 // integers: 0, 1, 2, 3, 4, 6, 8, 12 and their negatives), and, for j < 4,
 // in-lane pshufb patterns moving bytes 4j..4j+3 of each lane into the top
@@ -337,6 +411,10 @@ void Tile(const float* ap, int64_t k, const W* w, float* tile, bool first,
   // Mxfp4GemvAvx2.
   if constexpr (kIsMxfp4<W> && MR == 2) {
     Mxfp4TwoRows(ap, k, w, tile, first, prefetch, scale);
+    return;
+  }
+  if constexpr (!kIsMxfp4<W> && MR <= 2) {
+    PanelTile<MR, W>(ap, k, w, tile, first, prefetch, scale);
     return;
   }
   HalfTile<MR, W, 0>(ap, k, w, tile, first, prefetch, scale);
