@@ -164,40 +164,53 @@ void HalfTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
 // rows, both halves of the panel in one pass: the half tiles' two or four
 // accumulators a pass would wait on the FMA latency (4 cycles on Zen 3, 2
 // FMAs a cycle need 8 chains), so one and two rows ran at a quarter to a
-// half of the FMA rate from cache (7 and 8 rows: 6 + 1 and 6 + 2). Each
-// column's sum is the same chain of FMAs as in the half tiles: the same
-// bits. Not for MXFP4 (one row: Mxfp4GemvAvx2; two: Mxfp4TwoRows).
+// half of the FMA rate from cache (7 and 8 rows: 6 + 1 and 6 + 2). Not for
+// MXFP4 (one row: Mxfp4GemvAvx2; two: Mxfp4TwoRows).
+// fp32 and bf16: each column's sum is the same chain of FMAs as in the half
+// tiles, the same bits. FP8: each 128-step block's sums are scaled once,
+// as AVX-512's decode tiles do (two multiplies fewer per 16 weights, where
+// the e4m3 widening already bounds one row; within fp32 rounding of the
+// per-step scaling, not bit-equal).
 template <int MR, typename W>
 void PanelTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
                const W* prefetch, const ScaleOf<W>* scale) {
   static_assert((MR == 1 || MR == 2) && !kIsMxfp4<W>);
   constexpr bool kQuant = kBlockScaled<W>;
   __m256 c00, c01, c02, c03, c10, c11, c12, c13;
-  c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = _mm256_setzero_ps();
-  if (!first) {
-    c00 = _mm256_loadu_ps(tile);
-    c01 = _mm256_loadu_ps(tile + 8);
-    c02 = _mm256_loadu_ps(tile + 16);
-    c03 = _mm256_loadu_ps(tile + 24);
+  const auto zero = [&] {
+    c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = _mm256_setzero_ps();
+  };
+  // sums[r][0..32) = c (+ s * c for FP8 blocks, or the tile when !first).
+  const auto load = [&](const float* t) {
+    c00 = _mm256_loadu_ps(t);
+    c01 = _mm256_loadu_ps(t + 8);
+    c02 = _mm256_loadu_ps(t + 16);
+    c03 = _mm256_loadu_ps(t + 24);
     if constexpr (MR == 2) {
-      c10 = _mm256_loadu_ps(tile + kPanelWidth);
-      c11 = _mm256_loadu_ps(tile + kPanelWidth + 8);
-      c12 = _mm256_loadu_ps(tile + kPanelWidth + 16);
-      c13 = _mm256_loadu_ps(tile + kPanelWidth + 24);
+      c10 = _mm256_loadu_ps(t + kPanelWidth);
+      c11 = _mm256_loadu_ps(t + kPanelWidth + 8);
+      c12 = _mm256_loadu_ps(t + kPanelWidth + 16);
+      c13 = _mm256_loadu_ps(t + kPanelWidth + 24);
     }
-  }
-  const auto step = [&](int64_t kk, const float* s) {
+  };
+  const auto store = [&](float* t) {
+    _mm256_storeu_ps(t, c00);
+    _mm256_storeu_ps(t + 8, c01);
+    _mm256_storeu_ps(t + 16, c02);
+    _mm256_storeu_ps(t + 24, c03);
+    if constexpr (MR == 2) {
+      _mm256_storeu_ps(t + kPanelWidth, c10);
+      _mm256_storeu_ps(t + kPanelWidth + 8, c11);
+      _mm256_storeu_ps(t + kPanelWidth + 16, c12);
+      _mm256_storeu_ps(t + kPanelWidth + 24, c13);
+    }
+  };
+  const auto step = [&](int64_t kk) {
     PrefetchHalfStep<0>(prefetch, kk);
     PrefetchHalfStep<1>(prefetch, kk);
     __m256 w0, w1, w2, w3;
     LoadHalf(w + kk * kStepElems<W>, 0, &w0, &w1);
     LoadHalf(w + kk * kStepElems<W>, 1, &w2, &w3);
-    if constexpr (kQuant) {
-      w0 = _mm256_mul_ps(w0, _mm256_loadu_ps(s));
-      w1 = _mm256_mul_ps(w1, _mm256_loadu_ps(s + 8));
-      w2 = _mm256_mul_ps(w2, _mm256_loadu_ps(s + 16));
-      w3 = _mm256_mul_ps(w3, _mm256_loadu_ps(s + 24));
-    }
     const __m256 b0 = _mm256_broadcast_ss(ap + kk * MR);
     c00 = _mm256_fmadd_ps(b0, w0, c00);
     c01 = _mm256_fmadd_ps(b0, w1, c01);
@@ -212,25 +225,38 @@ void PanelTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
     }
   };
   if constexpr (kQuant) {
+    // The running sums stay in `tile` (L1): 8 block sums and 4 weights fill
+    // the registers.
+    if (first) {
+      zero();
+      store(tile);
+    }
     constexpr int64_t kBlockK = kScaleBlockK<W>;
     for (int64_t q = 0; q < k; q += kBlockK) {
       const int64_t q_end = k - q < kBlockK ? k : q + kBlockK;
+      zero();
+      for (int64_t kk = q; kk < q_end; ++kk) step(kk);
       // FP8's 32 fp32 scales of this block, in column order.
       const float* s = scale + q / kBlockK * kPanelWidth;
-      for (int64_t kk = q; kk < q_end; ++kk) step(kk, s);
+      for (int r = 0; r < MR; ++r) {
+        float* t = tile + r * kPanelWidth;
+        const __m256 b[4] = {r == 0 ? c00 : c10, r == 0 ? c01 : c11,
+                             r == 0 ? c02 : c12, r == 0 ? c03 : c13};
+        for (int i = 0; i < 4; ++i) {
+          _mm256_storeu_ps(t + 8 * i,
+                           _mm256_fmadd_ps(b[i], _mm256_loadu_ps(s + 8 * i),
+                                           _mm256_loadu_ps(t + 8 * i)));
+        }
+      }
     }
   } else {
-    for (int64_t kk = 0; kk < k; ++kk) step(kk, nullptr);
-  }
-  _mm256_storeu_ps(tile, c00);
-  _mm256_storeu_ps(tile + 8, c01);
-  _mm256_storeu_ps(tile + 16, c02);
-  _mm256_storeu_ps(tile + 24, c03);
-  if constexpr (MR == 2) {
-    _mm256_storeu_ps(tile + kPanelWidth, c10);
-    _mm256_storeu_ps(tile + kPanelWidth + 8, c11);
-    _mm256_storeu_ps(tile + kPanelWidth + 16, c12);
-    _mm256_storeu_ps(tile + kPanelWidth + 24, c13);
+    if (first) {
+      zero();
+    } else {
+      load(tile);
+    }
+    for (int64_t kk = 0; kk < k; ++kk) step(kk);
+    store(tile);
   }
 }
 

@@ -150,9 +150,9 @@ TEST_P(IsaTest, Fp8ConversionIsExactForEveryCode) {
 
 // FP8 weights with 128 x 128 block scales (edge blocks smaller) give
 // exactly what the fp32 kernel gives on the dequantised weights (the same
-// fp32 weight values, the same accumulation order), except AVX-512's
-// decode-sized tiles (<= 3 rows), which scale each block's sum: those within
-// fp32 rounding of it.
+// fp32 weight values, the same accumulation order), except the decode-sized
+// tiles (AVX-512: <= 3 rows, AVX2: <= 2), which scale each block's sum:
+// those within fp32 rounding of it.
 TEST_P(IsaTest, Fp8EqualsF32OnDequantisedWeights) {
   std::mt19937_64 rng(11);
   for (int64_t m : {1, 2, 6, 13}) {
