@@ -11,8 +11,10 @@
 # (CPU backend only, GGML_NATIVE, OpenMP, no BLAS) into GGML_BUILD_DIR
 # (default BUILD_DIR/ggml-peer, reused when there) and the peer linked
 # against it statically. Environment: TOKENS ("8 512"), REPS_DECODE (20,
-# for N <= 64), REPS_PREFILL (3), THREADS (2), LLAMA_CPP_COMMIT (printed
-# when the checkout has no .git, e.g. one made with git archive).
+# for N <= 64), REPS_PREFILL (3), THREADS (2), SHARED_INTER (2816; 0 leaves
+# the shared expert out of both sides, to compare the routed experts alone),
+# LLAMA_CPP_COMMIT (printed when the checkout has no .git, e.g. one made
+# with git archive).
 # Not part of the tests: it needs a llama.cpp checkout and runs minutes.
 set -euo pipefail
 shopt -s inherit_errexit  # a failing run inside \$(...) stops the script
@@ -21,6 +23,8 @@ if [[ $# -ne 2 ]]; then
   echo "usage: $0 LLAMA_CPP_DIR BUILD_DIR" >&2
   exit 2
 fi
+shared_inter=${SHARED_INTER:-2816}
+[[ $shared_inter =~ ^[0-9]+$ ]] || { echo "$0: SHARED_INTER must be a whole number" >&2; exit 2; }
 llama=$(cd "$1" && pwd)
 build=$(cd "$2" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -65,7 +69,7 @@ peer="$ggml_build/ggml_moe"
 c++ -O2 -std=c++17 -march=native -I"$ggml_src/include" "$here/peers/ggml_moe.cc" \
   "$(lib ggml)" "$(lib ggml-cpu)" "$(lib ggml-base)" -fopenmp -lpthread -ldl -lm -o "$peer"
 
-layer=(--hidden 2048 --inter 1408 --experts 64 --top-k 6 --shared-inter 2816)
+layer=(--hidden 2048 --inter 1408 --experts 64 --top-k 6 --shared-inter "$shared_inter")
 reps_for() { if [[ $1 -le 64 ]]; then echo "${REPS_DECODE:-20}"; else echo "${REPS_PREFILL:-3}"; fi; }
 # moe-bench's JSON line -> tokens/s. Each run's own lines go to stderr as they are, its tokens/s to stdout.
 ours_tps() {
@@ -99,7 +103,7 @@ for n in $tokens; do
 done
 
 echo
-echo "MoE FFN, DeepSeek-V2-Lite sizes, $threads threads, tokens/s (median step);"
+echo "MoE FFN, DeepSeek-V2-Lite sizes (shared expert $shared_inter), $threads threads, tokens/s (median step);"
 echo "ggml: $commit$synced"
 echo
 echo "| N | ours bf16 | ggml bf16 | ours fp8 | ggml Q8_0 | ggml Q4_0 | ours mxfp4 | ggml MXFP4 | mxfp4 ours/ggml |"
