@@ -1,6 +1,7 @@
 // AVX2/FMA GemmPanels: each 32-column panel is computed as two 6x16 register
-// tiles (12 ymm accumulators). Built with -mavx2 -mfma -mf16c (pshufb, for
-// MXFP4, is SSSE3).
+// tiles (12 ymm accumulators), one or two rows as one 1x32 or 2x32 tile (see
+// PanelTile), one MXFP4 row by Mxfp4GemvAvx2. Built with -mavx2 -mfma -mf16c
+// (pshufb, for MXFP4, is SSSE3).
 #include <immintrin.h>
 
 #include "kernels/cpu/gemm_isa.h"
