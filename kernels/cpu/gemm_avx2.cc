@@ -76,12 +76,13 @@ inline const float* HalfScales(const uint8_t* s, int half, float* buf) {
   return buf;
 }
 
-// The plain (fp32, bf16) half tiles' prefetch of step kk of the next block:
-// an fp32 step is two cache lines, and each half prefetches its own, so the
-// next block's requests spread over both passes instead of bursting in the
-// first (a burst of 32 KiB in one pass left DRAM idle in the other, and in
-// the second row tile's passes at m = 7..12: 9.4 GB/s at m = 8 against 14
-// at m = 2 on Zen 3). bf16 steps are one line: the first half takes it.
+// The half tiles' prefetch of step kk of the next block: an fp32 step is
+// two cache lines, and each half prefetches its own, so the next block's
+// requests spread over both passes instead of bursting in the first (a burst
+// of 32 KiB in one pass left DRAM idle in the other, and in the second row
+// tile's passes at m = 7..12: 9.4 GB/s at m = 8 against 14 at m = 2 on Zen
+// 3). bf16 and FP8 steps are one line: the first half takes it. PanelTile
+// (one pass) calls both halves' for each step.
 template <int kHalf, typename W>
 inline void PrefetchHalfStep(const W* prefetch, int64_t kk) {
   if constexpr (sizeof(W) == 4) {
@@ -181,7 +182,7 @@ void PanelTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
   const auto zero = [&] {
     c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = _mm256_setzero_ps();
   };
-  // sums[r][0..32) = c (+ s * c for FP8 blocks, or the tile when !first).
+  // The tile's rows to and from the accumulators.
   const auto load = [&](const float* t) {
     c00 = _mm256_loadu_ps(t);
     c01 = _mm256_loadu_ps(t + 8);
@@ -235,10 +236,15 @@ void PanelTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
     constexpr int64_t kBlockK = kScaleBlockK<W>;
     for (int64_t q = 0; q < k; q += kBlockK) {
       const int64_t q_end = k - q < kBlockK ? k : q + kBlockK;
+      // FP8's 32 fp32 scales of this block, in column order. They sit after
+      // the panel's codes, beyond the code prefetch: fetched now, used at
+      // the block's end.
+      const float* s = scale + q / kBlockK * kPanelWidth;
+      _mm_prefetch(reinterpret_cast<const char*>(s), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(s + kPanelWidth - 1),
+                   _MM_HINT_T0);
       zero();
       for (int64_t kk = q; kk < q_end; ++kk) step(kk);
-      // FP8's 32 fp32 scales of this block, in column order.
-      const float* s = scale + q / kBlockK * kPanelWidth;
       for (int r = 0; r < MR; ++r) {
         float* t = tile + r * kPanelWidth;
         const __m256 b[4] = {r == 0 ? c00 : c10, r == 0 ? c01 : c11,

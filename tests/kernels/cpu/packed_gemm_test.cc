@@ -29,7 +29,8 @@ std::vector<float> Random(size_t n, uint64_t seed) {
 using IsaTest = IsaParamTest;
 
 TEST_P(IsaTest, StoreMatchesNaive) {
-  for (int64_t m : {1, 5, 6, 12, 13, 31}) {
+  // 2 and 8: AVX2's two-row panel tile alone and after a 6-row tile.
+  for (int64_t m : {1, 2, 5, 6, 8, 12, 13, 31}) {
     for (int64_t n : {1, 31, 32, 33, 70}) {
       // 64 and 300: whole 16-step blocks of A's vector packing, and a tail.
       for (int64_t k : {1, 7, 64, 300}) {
@@ -148,19 +149,21 @@ TEST_P(IsaTest, Fp8ConversionIsExactForEveryCode) {
   }
 }
 
-// FP8 weights with 128 x 128 block scales (edge blocks smaller) give
-// exactly what the fp32 kernel gives on the dequantised weights (the same
-// fp32 weight values, the same accumulation order), except the decode-sized
-// tiles (AVX-512: <= 3 rows, AVX2: <= 2), which scale each block's sum:
-// those within fp32 rounding of it.
+// FP8 weights with block scales (edge blocks smaller) give exactly what the
+// fp32 kernel gives on the dequantised weights (the same fp32 weight values,
+// the same accumulation order), except the decode-sized tiles (AVX-512: <= 3
+// rows, AVX2: <= 2; checked so up to 3 rows on every ISA), which scale each
+// block's sum: those within fp32 rounding of it. Each output row gets its
+// own scales (checkpoints share one per 128 x 128 block, a special case), so
+// that a scale applied to the wrong column shows.
 TEST_P(IsaTest, Fp8EqualsF32OnDequantisedWeights) {
   std::mt19937_64 rng(11);
   for (int64_t m : {1, 2, 6, 13}) {
     for (int64_t n : {33, 150}) {
       for (int64_t k : {7, 130, 300}) {
         const int64_t row_len = k == 300 ? 290 : k;  // padded K, as for W2
-        const int64_t kb = (row_len + 127) / 128, rb = (n + 127) / 128;
-        std::vector<float> block(rb * kb);
+        const int64_t kb = (row_len + 127) / 128;
+        std::vector<float> block(n * kb);
         for (float& b : block) {
           b = std::ldexp(1.0f + (rng() % 100) / 100.0f,
                          -8 + static_cast<int>(rng() % 6));
@@ -174,14 +177,14 @@ TEST_P(IsaTest, Fp8EqualsF32OnDequantisedWeights) {
               q = static_cast<uint8_t>(rng());
             } while ((q & 0x7f) == 0x7f);
             codes[j * row_len + kk] = q;
-            deq[j * k + kk] = F8E4M3ToF32(q) * block[(j / 128) * kb + kk / 128];
+            deq[j * k + kk] = F8E4M3ToF32(q) * block[j * kb + kk / 128];
           }
         }
         std::vector<const uint8_t*> rows(n);
         std::vector<const float*> row_scales(n), frows(n);
         for (int64_t j = 0; j < n; ++j) {
           rows[j] = codes.data() + j * row_len;
-          row_scales[j] = block.data() + (j / 128) * kb;
+          row_scales[j] = block.data() + j * kb;
           frows[j] = deq.data() + j * k;
         }
         std::vector<uint8_t> p8(PackedBytes(WeightFormat::kFP8, n, k));
