@@ -9,13 +9,14 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "core/dtype.h"
 #include "core/flag_help.h"
 #include "kernels/cpu/packed_gemm.h"
 
@@ -48,13 +49,8 @@ std::vector<uint8_t> PackRandom(kc::WeightFormat format, int64_t n, int64_t k,
                       reinterpret_cast<float*>(packed.data()));
       return packed;
     }
-    // bf16: the top half of each fp32 pattern (truncated: random anyway).
     std::vector<uint16_t> b(n * k);
-    for (size_t i = 0; i < b.size(); ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, &w[i], sizeof(bits));
-      b[i] = static_cast<uint16_t>(bits >> 16);
-    }
+    for (size_t i = 0; i < b.size(); ++i) b[i] = F32ToBf16(w[i]);
     std::vector<const uint16_t*> brows(n);
     for (int64_t r = 0; r < n; ++r) brows[r] = b.data() + r * k;
     kc::PackRowsBF16(brows.data(), n, k, k,
@@ -92,9 +88,18 @@ std::vector<uint8_t> PackRandom(kc::WeightFormat format, int64_t n, int64_t k,
   return packed;
 }
 
+std::optional<kc::WeightFormat> FormatNamed(const std::string& name) {
+  if (name == "mxfp4") return kc::WeightFormat::kMXFP4;
+  if (name == "fp8") return kc::WeightFormat::kFP8;
+  if (name == "bf16") return kc::WeightFormat::kBF16;
+  if (name == "f32") return kc::WeightFormat::kF32;
+  return std::nullopt;
+}
+
 int Main() {
   const std::string name = absl::GetFlag(FLAGS_format);
-  if (name != "mxfp4" && name != "fp8" && name != "bf16" && name != "f32") {
+  const auto format = FormatNamed(name);
+  if (!format) {
     std::cerr << "--format: expected mxfp4, fp8, bf16 or f32, got " << name
               << "\n";
     return 2;
@@ -113,16 +118,12 @@ int Main() {
     std::cerr << "--isa: this CPU has no " << isa << "\n";
     return 2;
   }
-  const auto format = name == "f32"    ? kc::WeightFormat::kF32
-                      : name == "bf16" ? kc::WeightFormat::kBF16
-                      : name == "fp8"  ? kc::WeightFormat::kFP8
-                                       : kc::WeightFormat::kMXFP4;
   const int64_t ip = kc::PaddedInter(inter);
   std::mt19937 rng(1);
   std::vector<std::vector<uint8_t>> w13(copies), w2(copies);
   for (int64_t e = 0; e < copies; ++e) {
-    w13[e] = PackRandom(format, 2 * ip, h, rng);
-    w2[e] = PackRandom(format, h, ip, rng);
+    w13[e] = PackRandom(*format, 2 * ip, h, rng);
+    w2[e] = PackRandom(*format, h, ip, rng);
   }
   std::vector<float> x(m * h), hbuf(m * ip), y(m * h);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -139,10 +140,10 @@ int Main() {
   for (int64_t i = 0; i < reps; ++i) {
     const int64_t e = i % copies;
     const auto t0 = std::chrono::steady_clock::now();
-    kc::GemmPanels(x_rows.data(), m, h, w13[e].data(), format, 0,
+    kc::GemmPanels(x_rows.data(), m, h, w13[e].data(), *format, 0,
                    2 * ip / kc::kPanelWidth, kc::Epilogue::kSwiGLU, 2 * ip,
                    h_rows.data());
-    kc::GemmPanels(h_in.data(), m, ip, w2[e].data(), format, 0,
+    kc::GemmPanels(h_in.data(), m, ip, w2[e].data(), *format, 0,
                    kc::NumPanels(h), kc::Epilogue::kStore, h, y_rows.data());
     seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
@@ -172,8 +173,7 @@ int main(int argc, char** argv) {
   moe::ParseFlagsOrExit(
       argc, argv,
       "moe-gemm-bench [--format mxfp4|fp8|bf16|f32] [--rows M] [--hidden H] "
-      "[--inter "
-      "I] [--experts E] [--reps R]: one expert's gate/up and down GEMMs "
-      "through the CPU kernels, one thread");
+      "[--inter I] [--experts E] [--reps R]: one expert's gate/up and down "
+      "GEMMs through the CPU kernels, one thread");
   return moe::Main();
 }

@@ -12,10 +12,12 @@ fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
 # One run: exit 0, a line naming the format, ISA and rows, a positive time.
 run() { # FORMAT ROWS ISA
-  local out
-  if ! out=$(timeout 60 "$bench" --format "$1" --rows "$2" --isa "$3" \
-    --hidden 64 --inter 40 --experts 2 --reps 3 2>&1); then
-    fail "$*: exit status $?: $out"
+  local out rc
+  out=$(timeout 60 "$bench" --format "$1" --rows "$2" --isa "$3" \
+    --hidden 64 --inter 40 --experts 2 --reps 3 2>&1)
+  rc=$?
+  if ((rc != 0)); then
+    fail "$*: exit status $rc: $out"
     return
   fi
   [[ $out == *"format=$1 "* && $out == *" rows=$2 "* ]] ||
