@@ -27,17 +27,24 @@ skip() {
 log() { echo "[check-image $(date +%T)] $*"; }
 
 [[ "$(id -u)" -eq 0 ]] || skip "needs root (podman with runc, debootstrap)"
+# Podman 4.3 on Debian 12 networks containers with CNI, and a compose
+# project's network resolves its service names (the workers dial
+# router:50053) only through the dnsname CNI plugin. Nothing pulls that
+# plugin in with --no-install-recommends, so it is asked for by its file.
+DNSNAME_PLUGIN=/usr/lib/cni/dnsname
 missing=()
 for tool in podman runc debootstrap podman-compose; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
+[[ -x "$DNSNAME_PLUGIN" ]] || missing+=("$DNSNAME_PLUGIN")
 if ((${#missing[@]})); then
   command -v apt-get >/dev/null || skip "no ${missing[*]} and no apt-get"
-  log "installing podman runc debootstrap"
+  log "installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    --no-install-recommends podman runc debootstrap uidmap podman-compose ||
-    skip "could not install podman, runc, debootstrap, podman-compose"
+    --no-install-recommends podman runc debootstrap uidmap podman-compose \
+    golang-github-containernetworking-plugin-dnsname ||
+    skip "could not install podman, runc, debootstrap, podman-compose and the dnsname CNI plugin"
 fi
 
 start_s=$SECONDS
@@ -82,6 +89,8 @@ cleanup() {
       done
     fi
     compose down -t 2 >/dev/null 2>&1
+    # podman-compose 1.0 leaves the project's network behind.
+    "${PODMAN[@]}" network rm -f "${TAG}_default" >/dev/null 2>&1
   fi
   "${PODMAN[@]}" rmi -f "$IMAGE" >/dev/null 2>&1
   for b in "${MADE_BASES[@]}"; do "${PODMAN[@]}" rmi -f "$b" >/dev/null 2>&1; done
@@ -89,6 +98,7 @@ cleanup() {
   # keeps none).
   "${PODMAN[@]}" image prune -f --filter "label=moe-check=$TAG" >/dev/null 2>&1
   rm -rf "$TMP"
+  [[ -n "${FAIL_LINE:-}" ]] && echo "$FAIL_LINE"
   exit "$rc"
 }
 trap cleanup EXIT
@@ -267,7 +277,18 @@ until out="$(in_compose router moe-cli forward --target 127.0.0.1:50051 \
   --layer 1 --random 9 --timeout-ms 5000 2>&1)"; do
   ((SECONDS < deadline)) || {
     echo "$out"
-    echo "FAIL: the compose layout answered no forward within 120 s"
+    # Name the likely cause: a worker that cannot resolve or reach the
+    # router logs why.
+    cause=""
+    for s in worker-0 worker-1; do
+      line="$("${PODMAN[@]}" logs --tail 50 "${TAG}_${s}_1" 2>&1 |
+        grep -E 'unreachable|resolution|refused' | tail -n 1)"
+      [[ -n "$line" ]] && cause="$s: ${line:0:300}" && break
+    done
+    # The cleanup prints the containers' logs after this; it repeats this
+    # line last.
+    FAIL_LINE="FAIL: the compose layout answered no forward within 120 s${cause:+ (likely cause, $cause; service names resolve only with the dnsname CNI plugin at $DNSNAME_PLUGIN)}"
+    echo "$FAIL_LINE"
     exit 1
   }
   sleep 2
