@@ -35,7 +35,7 @@ echo "== Dockerfile"
 deploy/validate/node_modules/.bin/dockerfile-utils lint Dockerfile
 echo "Dockerfile: no problems"
 echo "== Kubernetes"
-for layout in overlays/cpu overlays/gpu lws; do
+for layout in overlays/cpu overlays/gpu overlays/api-auth lws; do
   printf '%s: ' "$layout"
   kubectl kustomize "deploy/k8s/$layout" | node deploy/validate/validate.mjs k8s -
   # Every ConfigMap, Secret, PVC and Service a pod names is in the render;

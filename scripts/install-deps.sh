@@ -19,7 +19,7 @@ if [[ "${MOE_DEPS_TOOLS:-1}" == 1 ]]; then
   packages+=(clang libclang-rt-14-dev libomp-dev yamllint shellcheck openssl python3)
   # The Python client's tests (python3-torch: its PyTorch integration).
   packages+=(python3-grpcio python3-protobuf python3-numpy python3-pytest
-    python3-torch python3-yaml)
+    python3-torch python3-yaml python3-markdown-it)
 fi
 
 missing=()

@@ -7,7 +7,10 @@ worker): each ConfigMap, Secret and PersistentVolumeClaim it names (envFrom,
 env valueFrom, volumes) is in the render; each `--router=HOST:PORT` (or
 --target) argument whose HOST is a bare name is a Service of the render with that port; the
 number of workers is one setting (the worker StatefulSet's replicas equal
-MOE_NUM_WORKERS; a LeaderWorkerSet's router reads its group's size). A Secret the
+MOE_NUM_WORKERS; a LeaderWorkerSet's router reads its group's size); every
+router's pod has a preStop pause and a termination grace period above that
+pause plus its --drain-timeout, so the kubelet never kills a draining router
+with answers still owed. A Secret the
 operator must create (EXTERNAL below, each documented in deploy/README.md)
 may be absent. Exit 1 listing every problem.
 """
@@ -20,9 +23,10 @@ from typing import Dict, Iterator, List, Tuple
 
 import yaml
 
-# Made by the operator, never shipped (it holds a credential): deploy/README.md
+# Made by the operator, never shipped (they hold credentials): deploy/README.md
 # says how to create it.
-EXTERNAL = {("Secret", "moe-worker-token")}
+EXTERNAL = {("Secret", "moe-worker-token"), ("Secret", "moe-api-tls"),
+            ("Secret", "moe-api-token")}
 
 # The flags that dial another process (moe-worker --router, moe-cli --target).
 HOST_PORT = re.compile(r"^--(?:router|target)=([a-z][a-z0-9-]*):(\d+)$")
@@ -67,6 +71,51 @@ def references(pod: dict) -> Iterator[Tuple[str, str, str]]:
                    f"volume {v['name']}")
 
 
+# The router's --drain-timeout when the flag is not given (README, Draining).
+DEFAULT_DRAIN_S = 30.0
+# Kubernetes' grace period when the pod does not set one.
+DEFAULT_GRACE_S = 30.0
+DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
+
+
+def seconds(duration: str) -> float:
+    """An absl duration flag value ("30s", "500ms", "1m") in seconds."""
+    m = DURATION.match(duration)
+    if not m:
+        raise ValueError(f"cannot read the duration {duration!r}")
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+    return float(m.group(1)) * scale
+
+
+def drain_problems(where: str, pod: dict) -> List[str]:
+    """A router container's drain fits in the pod's grace period."""
+    problems = []
+    grace = float(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S))
+    for c in pod.get("containers", []):
+        if c.get("command", [None])[0] != "moe-router":
+            continue
+        drain = DEFAULT_DRAIN_S
+        for arg in c.get("args", []):
+            if str(arg).startswith("--drain-timeout="):
+                drain = seconds(str(arg).split("=", 1)[1])
+        pre_stop = c.get("lifecycle", {}).get("preStop")
+        pause = 0.0
+        if not pre_stop:
+            problems.append(f"{where}: router container {c.get('name')} has no preStop "
+                            "pause: the Service may still send calls after SIGTERM")
+        else:
+            command = pre_stop.get("exec", {}).get("command", [])
+            if len(command) == 2 and command[0] == "sleep":
+                pause = float(command[1])
+            elif "sleep" in pre_stop:
+                pause = float(pre_stop["sleep"].get("seconds", 0))
+        if grace <= pause + drain:
+            problems.append(f"{where}: terminationGracePeriodSeconds {grace:g} is not above "
+                            f"the preStop pause ({pause:g} s) plus --drain-timeout "
+                            f"({drain:g} s): the kubelet would kill a draining router")
+    return problems
+
+
 def check(docs: List[dict]) -> List[str]:
     problems = []
     have = {(d.get("kind"), d.get("metadata", {}).get("name")) for d in docs}
@@ -80,6 +129,7 @@ def check(docs: List[dict]) -> List[str]:
             settings.update(d.get("data", {}))
     for d in docs:
         for where, pod in pod_templates(d):
+            problems += drain_problems(where, pod)
             for kind, name, field in references(pod):
                 if (kind, name) not in have and (kind, name) not in EXTERNAL:
                     problems.append(f"{where}: {field} names {kind} {name}, "
