@@ -63,8 +63,6 @@ ABSL_FLAG(std::string, service, "", "health: service name ('' = overall)");
 namespace moe {
 namespace {
 
-constexpr int kUsage = 64;
-
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "moe-cli: %s: %s\n",
                absl::StatusCodeToString(s.code()).c_str(),
@@ -87,7 +85,7 @@ int ReadTokenIds(MoeClient& client, int64_t rows, std::vector<int64_t>* ids) {
       std::fprintf(stderr,
                    "moe-cli: --token_ids=random needs a hash-routed model "
                    "(GetModelInfo hash_vocab is 0)\n");
-      return kUsage;
+      return kExitUsage;
     }
     uint64_t s = absl::GetFlag(FLAGS_seed) * 0x9e3779b97f4a7c15ull + 1;
     for (int64_t i = 0; i < rows; ++i) {
@@ -105,7 +103,7 @@ int ReadTokenIds(MoeClient& client, int64_t rows, std::vector<int64_t>* ids) {
                      "moe-cli: --token_ids: '%s' is not an integer (expected "
                      "comma-separated ids or 'random')\n",
                      std::string(part).c_str());
-        return kUsage;
+        return kExitUsage;
       }
       ids->push_back(v);
     }
@@ -119,7 +117,7 @@ int ReadTokenIds(MoeClient& client, int64_t rows, std::vector<int64_t>* ids) {
   if (!v.ok()) {
     std::fprintf(stderr, "moe-cli: %s: token_ids: %s\n", input.c_str(),
                  std::string(v.status().message()).c_str());
-    return kUsage;
+    return kExitUsage;
   }
   *ids = std::move(*v);
   return 0;
@@ -143,12 +141,12 @@ int ReadForwardInput(MoeClient& client, Matrix* out) {
     if (!m.ok()) {
       std::fprintf(stderr, "moe-cli: %s\n",
                    std::string(m.status().message()).c_str());
-      return kUsage;
+      return kExitUsage;
     }
     x = std::move(*m);
   } else {
     std::fprintf(stderr, "moe-cli forward: give --input FILE or --random N\n");
-    return kUsage;
+    return kExitUsage;
   }
   return 0;
 }
@@ -222,7 +220,7 @@ int Forward(MoeClient& client) {
                               : moe::v1::DTYPE_UNSPECIFIED;
   if (opts.dtype == moe::v1::DTYPE_UNSPECIFIED) {
     std::fprintf(stderr, "moe-cli: --dtype must be f32, bf16 or f16\n");
-    return kUsage;
+    return kExitUsage;
   }
   opts.routing = absl::GetFlag(FLAGS_routing);
   opts.timing = absl::GetFlag(FLAGS_timing);
@@ -407,7 +405,7 @@ int main(int argc, char** argv) {
       "  health [--service NAME]");
   if (rest.size() != 2) {
     std::fprintf(stderr, "usage: %s\n", absl::ProgramUsageMessage().data());
-    return moe::kUsage;
+    return moe::kExitUsage;
   }
   const std::string cmd = rest[1];
   auto opts = moe::MakeClientOptions(
@@ -418,7 +416,7 @@ int main(int argc, char** argv) {
   if (!opts.ok()) {
     std::fprintf(stderr, "moe-cli: %s\n",
                  std::string(opts.status().message()).c_str());
-    return moe::kUsage;
+    return moe::kExitUsage;
   }
   moe::MoeClient client(*opts);
   if (cmd == "forward") return moe::Forward(client);
@@ -428,5 +426,5 @@ int main(int argc, char** argv) {
   if (cmd == "rebalance") return moe::Rebalance(client);
   if (cmd == "health") return moe::Health(client);
   std::fprintf(stderr, "moe-cli: unknown command '%s'\n", cmd.c_str());
-  return moe::kUsage;
+  return moe::kExitUsage;
 }
