@@ -241,6 +241,18 @@ int Forward(MoeClient& client) {
   return WriteForwardOutput(*r, opts.routing);
 }
 
+// A byte count for people: KiB, MiB or GiB; "unknown" for the -1 of a
+// figure the server could not read.
+std::string Bytes(int64_t bytes) {
+  if (bytes < 0) return "unknown";
+  const double b = static_cast<double>(bytes);
+  if (b < 1024.0 * 1024) return absl::StrFormat("%.1f KiB", b / 1024);
+  if (b < 1024.0 * 1024 * 1024) {
+    return absl::StrFormat("%.1f MiB", b / (1024 * 1024));
+  }
+  return absl::StrFormat("%.2f GiB", b / (1024 * 1024 * 1024));
+}
+
 int Info(MoeClient& client) {
   auto info = client.GetModelInfo(Timeout());
   if (!info.ok()) return Fail(info.status());
@@ -275,6 +287,17 @@ int Info(MoeClient& client) {
   std::printf("limits: %ld tokens per step, %ld per request\n",
               static_cast<long>(info->max_batch_tokens()),
               static_cast<long>(info->max_request_tokens()));
+  // The routed experts of every MoE layer, spread over the workers (held
+  // by the router without workers); replicas are not counted.
+  const int64_t all_experts = info->experts() * info->moe_layers_size();
+  std::printf(
+      "memory: routed experts %s each in %s (%s for all %ld in %d MoE "
+      "layers), router rss %s (peak %s)\n",
+      Bytes(info->expert_weight_bytes()).c_str(), info->weight_dtype().c_str(),
+      Bytes(info->expert_weight_bytes() * all_experts).c_str(),
+      static_cast<long>(all_experts), info->moe_layers_size(),
+      Bytes(info->router_rss_bytes()).c_str(),
+      Bytes(info->router_peak_rss_bytes()).c_str());
   return 0;
 }
 
