@@ -133,7 +133,7 @@ int ParkStoreGets(const std::string& target, int n, int seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  moe::ParseFlagsOrExit(
+  moe::ParseOnlyFlagsOrExit(
       argc, argv,
       "moe-abuse-client --target HOST:PORT --hidden H [--tokens N] "
       "[--seconds S]: a ForwardStream that never reads; or "

@@ -102,7 +102,7 @@ int Main() {
   if (!format) {
     std::cerr << "--format: expected mxfp4, fp8, bf16 or f32, got " << name
               << "\n";
-    return 2;
+    return kExitUsage;
   }
   const int64_t m = absl::GetFlag(FLAGS_rows), h = absl::GetFlag(FLAGS_hidden),
                 inter = absl::GetFlag(FLAGS_inter),
@@ -111,12 +111,12 @@ int Main() {
   if (m < 1 || h < 1 || inter < 1 || copies < 1 || reps < 1) {
     std::cerr << "--rows, --hidden, --inter, --experts and --reps must be "
                  "positive\n";
-    return 2;
+    return kExitUsage;
   }
   const std::string isa = absl::GetFlag(FLAGS_isa);
   if (isa != "auto" && !kc::SetGemmIsa(isa.c_str())) {
     std::cerr << "--isa: this CPU has no " << isa << "\n";
-    return 2;
+    return kExitUsage;
   }
   const int64_t ip = kc::PaddedInter(inter);
   std::mt19937 rng(1);
@@ -170,7 +170,7 @@ int Main() {
 }  // namespace moe
 
 int main(int argc, char** argv) {
-  moe::ParseFlagsOrExit(
+  moe::ParseOnlyFlagsOrExit(
       argc, argv,
       "moe-gemm-bench [--format mxfp4|fp8|bf16|f32] [--rows M] [--hidden H] "
       "[--inter I] [--experts E] [--reps R]: one expert's gate/up and down "

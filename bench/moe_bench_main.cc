@@ -403,7 +403,7 @@ absl::Status RunSynthetic() {
 }  // namespace moe
 
 int main(int argc, char** argv) {
-  moe::ParseFlagsOrExit(
+  moe::ParseOnlyFlagsOrExit(
       argc, argv,
       "Run one MoE layer of a checkpoint, or time a synthetic layer.\n"
       "  moe-bench --model DIR --layer L --input IN.safetensors --output "
@@ -437,7 +437,9 @@ int main(int argc, char** argv) {
   }
   if (!s.ok()) {
     std::fprintf(stderr, "moe-bench: %s\n", std::string(s.message()).c_str());
-    return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    // INVALID_ARGUMENT: flags that are wrong or do not fit together (or
+    // an --input that does not fit the --model).
+    return s.code() == absl::StatusCode::kInvalidArgument ? moe::kExitUsage : 1;
   }
   return 0;
 }

@@ -96,7 +96,7 @@ int Main() {
   const int channels = std::max(1, absl::GetFlag(FLAGS_channels));
   if (bytes < 0 || reps < 1) {
     std::fprintf(stderr, "moe-wire-bench: --bytes >= 0, --reps >= 1\n");
-    return 64;
+    return kExitUsage;
   }
   const int limit = static_cast<int>(
       std::min<int64_t>(bytes + (1 << 20), std::numeric_limits<int>::max()));
@@ -168,7 +168,7 @@ int Main() {
 }  // namespace moe
 
 int main(int argc, char** argv) {
-  moe::ParseFlagsOrExit(
+  moe::ParseOnlyFlagsOrExit(
       argc, argv,
       "moe-wire-bench [--bytes B] [--reps R] [--channels C]: memcpy and a "
       "loopback gRPC echo of the same payload");

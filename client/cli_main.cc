@@ -63,8 +63,6 @@ ABSL_FLAG(std::string, service, "", "health: service name ('' = overall)");
 namespace moe {
 namespace {
 
-constexpr int kUsage = 64;
-
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "moe-cli: %s: %s\n",
                absl::StatusCodeToString(s.code()).c_str(),
@@ -87,7 +85,7 @@ int ReadTokenIds(MoeClient& client, int64_t rows, std::vector<int64_t>* ids) {
       std::fprintf(stderr,
                    "moe-cli: --token_ids=random needs a hash-routed model "
                    "(GetModelInfo hash_vocab is 0)\n");
-      return kUsage;
+      return kExitUsage;
     }
     uint64_t s = absl::GetFlag(FLAGS_seed) * 0x9e3779b97f4a7c15ull + 1;
     for (int64_t i = 0; i < rows; ++i) {
@@ -105,7 +103,7 @@ int ReadTokenIds(MoeClient& client, int64_t rows, std::vector<int64_t>* ids) {
                      "moe-cli: --token_ids: '%s' is not an integer (expected "
                      "comma-separated ids or 'random')\n",
                      std::string(part).c_str());
-        return kUsage;
+        return kExitUsage;
       }
       ids->push_back(v);
     }
@@ -119,7 +117,7 @@ int ReadTokenIds(MoeClient& client, int64_t rows, std::vector<int64_t>* ids) {
   if (!v.ok()) {
     std::fprintf(stderr, "moe-cli: %s: token_ids: %s\n", input.c_str(),
                  std::string(v.status().message()).c_str());
-    return kUsage;
+    return kExitUsage;
   }
   *ids = std::move(*v);
   return 0;
@@ -143,12 +141,12 @@ int ReadForwardInput(MoeClient& client, Matrix* out) {
     if (!m.ok()) {
       std::fprintf(stderr, "moe-cli: %s\n",
                    std::string(m.status().message()).c_str());
-      return kUsage;
+      return kExitUsage;
     }
     x = std::move(*m);
   } else {
     std::fprintf(stderr, "moe-cli forward: give --input FILE or --random N\n");
-    return kUsage;
+    return kExitUsage;
   }
   return 0;
 }
@@ -222,7 +220,7 @@ int Forward(MoeClient& client) {
                               : moe::v1::DTYPE_UNSPECIFIED;
   if (opts.dtype == moe::v1::DTYPE_UNSPECIFIED) {
     std::fprintf(stderr, "moe-cli: --dtype must be f32, bf16 or f16\n");
-    return kUsage;
+    return kExitUsage;
   }
   opts.routing = absl::GetFlag(FLAGS_routing);
   opts.timing = absl::GetFlag(FLAGS_timing);
@@ -241,6 +239,18 @@ int Forward(MoeClient& client) {
   if (!r.ok()) return Fail(r.status());
   PrintForwardResult(*r, opts, ms);
   return WriteForwardOutput(*r, opts.routing);
+}
+
+// A byte count for people: KiB, MiB or GiB; "unknown" for the -1 of a
+// figure the server could not read.
+std::string Bytes(int64_t bytes) {
+  if (bytes < 0) return "unknown";
+  const double b = static_cast<double>(bytes);
+  if (b < 1024.0 * 1024) return absl::StrFormat("%.1f KiB", b / 1024);
+  if (b < 1024.0 * 1024 * 1024) {
+    return absl::StrFormat("%.1f MiB", b / (1024 * 1024));
+  }
+  return absl::StrFormat("%.2f GiB", b / (1024 * 1024 * 1024));
 }
 
 int Info(MoeClient& client) {
@@ -277,6 +287,17 @@ int Info(MoeClient& client) {
   std::printf("limits: %ld tokens per step, %ld per request\n",
               static_cast<long>(info->max_batch_tokens()),
               static_cast<long>(info->max_request_tokens()));
+  // The routed experts of every MoE layer, spread over the workers (held
+  // by the router without workers); replicas are not counted.
+  const int64_t all_experts = info->experts() * info->moe_layers_size();
+  std::printf(
+      "memory: routed experts %s each in %s (%s for all %ld in %d MoE "
+      "layers), router rss %s (peak %s)\n",
+      Bytes(info->expert_weight_bytes()).c_str(), info->weight_dtype().c_str(),
+      Bytes(info->expert_weight_bytes() * all_experts).c_str(),
+      static_cast<long>(all_experts), info->moe_layers_size(),
+      Bytes(info->router_rss_bytes()).c_str(),
+      Bytes(info->router_peak_rss_bytes()).c_str());
   return 0;
 }
 
@@ -407,7 +428,7 @@ int main(int argc, char** argv) {
       "  health [--service NAME]");
   if (rest.size() != 2) {
     std::fprintf(stderr, "usage: %s\n", absl::ProgramUsageMessage().data());
-    return moe::kUsage;
+    return moe::kExitUsage;
   }
   const std::string cmd = rest[1];
   auto opts = moe::MakeClientOptions(
@@ -418,7 +439,7 @@ int main(int argc, char** argv) {
   if (!opts.ok()) {
     std::fprintf(stderr, "moe-cli: %s\n",
                  std::string(opts.status().message()).c_str());
-    return moe::kUsage;
+    return moe::kExitUsage;
   }
   moe::MoeClient client(*opts);
   if (cmd == "forward") return moe::Forward(client);
@@ -428,5 +449,5 @@ int main(int argc, char** argv) {
   if (cmd == "rebalance") return moe::Rebalance(client);
   if (cmd == "health") return moe::Health(client);
   std::fprintf(stderr, "moe-cli: unknown command '%s'\n", cmd.c_str());
-  return moe::kUsage;
+  return moe::kExitUsage;
 }

@@ -76,11 +76,9 @@ ABSL_FLAG(bool, no_retry, false,
 namespace moe::loadtest {
 namespace {
 
-constexpr int kUsage = 64;
-
 int Usage(const std::string& msg) {
   std::fprintf(stderr, "moe-loadtest: %s\n", msg.c_str());
-  return kUsage;
+  return kExitUsage;
 }
 
 // Prints a live line on stderr until stopped: redrawn in place on a
@@ -327,7 +325,7 @@ int Main() {
 }  // namespace moe::loadtest
 
 int main(int argc, char** argv) {
-  moe::ParseFlagsOrExit(
+  moe::ParseOnlyFlagsOrExit(
       argc, argv,
       "moe-loadtest --target HOST:PORT [-c N] [-n N | -z 10s] [--rps R "
       "[--arrival poisson]] [--tokens N|A:B|a,b] [--layer L|all] [--stream] "

@@ -19,7 +19,7 @@ void InitServiceProcess(int argc, char** argv, const char* usage,
   // the threads that compute say so around their math.
   SetThreadRole(ThreadRole::kLatency);
   BlockShutdownSignals();
-  ParseFlagsOrExit(argc, argv, usage);
+  ParseOnlyFlagsOrExit(argc, argv, usage);
   spdlog::set_pattern(std::string("[%Y-%m-%d %H:%M:%S.%e] [") + log_tag +
                       "] [%l] %v");
   if (const double slice_us = ThreadSliceUs();

@@ -11,8 +11,9 @@ namespace moe {
 // (core/openmp_policy.h; may re-execute the binary), keeps freed memory for
 // reuse (core/memory_policy.h), blocks the shutdown signals before any thread
 // starts (core/shutdown_signal.h), parses the flags (hyphens or
-// underscores, core/cli_args.h) and sets spdlog's line format with
-// `log_tag` ("router", "worker %P").
+// underscores, core/cli_args.h; an unknown flag, a bad value or a
+// positional argument exits 64, core/flag_help.h) and sets spdlog's line
+// format with `log_tag` ("router", "worker %P").
 void InitServiceProcess(int argc, char** argv, const char* usage,
                         const char* log_tag);
 

@@ -3,6 +3,7 @@
 // the experts itself with --num-workers 0), adds the shared experts.
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
+#include "core/flag_help.h"
 #include "core/logging.h"
 #include "core/service_process.h"
 #include "core/serving_defaults.h"
@@ -200,10 +201,9 @@ RouterFlags ReadFlags() {
 
 int Main() {
   auto options = RouterOptions::FromFlags(ReadFlags());
-  if (!options.ok()) {
-    spdlog::error("{}", options.status().message());
-    return 2;
-  }
+  // Flags the options refuse are usage errors; what the flags name (files,
+  // the model, ports) fails later with 2 or 1.
+  if (int rc = ExitCodeOf(options.status(), kExitUsage)) return rc;
   Router router(*std::move(options));
   if (int rc = router.Start()) return rc;
   router.Serve();

@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "core/cli_args.h"
+#include "core/flag_help.h"
 #include "core/logging.h"
 #include "core/metrics_endpoint.h"
 #include "core/port_file.h"
@@ -123,7 +124,7 @@ void Serve(const WorkerOptions& opts, std::unique_ptr<StepExecutor> executor) {
 
 int Main() {
   auto o = WorkerProcessOptions::FromFlags(ReadFlags());
-  if (int rc = ExitCodeOf(o.status(), 2)) return rc;
+  if (int rc = ExitCodeOf(o.status(), kExitUsage)) return rc;
   WorkerOptions opts;
   opts.router = o->router;
   opts.device = o->device;

@@ -17,6 +17,7 @@
 
 ABSL_FLAG(int, flag_help_count, 7, "how many things\nsecond line");
 ABSL_FLAG(std::string, flag_help_name, "", "a name");
+ABSL_FLAG(bool, flag_help_bool, false, "a switch");
 
 namespace moe {
 namespace {
@@ -109,12 +110,83 @@ TEST(ParseFlagsOrExitDeathTest, HelpPrintsTheTextAndExitsZero) {
       ::testing::ExitedWithCode(0), "use me\n\nFlags .*--flag-help-count=7");
 }
 
-TEST(ParseFlagsOrExitDeathTest, UnknownFlagOrBadValueExitsOne) {
-  EXPECT_EXIT(ParseAndCheck({"prog", "--no-such-flag=1"}, {}, 7, "", {"prog"}),
-              ::testing::ExitedWithCode(1), "Unknown command line flag");
+// Usage errors exit 64 (kExitUsage), naming the flag as users spell it.
+TEST(ParseFlagsOrExitDeathTest, UnknownFlagBadOrMissingValueExits64) {
+  EXPECT_EXIT(ParseAndCheck({"/bin/prog", "--no-such-flag=1"}, {}, 7, "",
+                            {"/bin/prog"}),
+              ::testing::ExitedWithCode(kExitUsage),
+              "prog: unknown flag --no-such-flag \\(see prog --help\\)");
   EXPECT_EXIT(
       ParseAndCheck({"prog", "--flag-help-count=many"}, {}, 7, "", {"prog"}),
-      ::testing::ExitedWithCode(1), "flag_help_count");
+      ::testing::ExitedWithCode(kExitUsage), "--flag-help-count: .*many");
+  EXPECT_EXIT(ParseAndCheck({"prog", "--flag-help-name"}, {}, 7, "", {"prog"}),
+              ::testing::ExitedWithCode(kExitUsage),
+              "--flag-help-name needs a value");
+}
+
+TEST(ParseOnlyFlagsOrExitDeathTest, RefusesPositionalArguments) {
+  EXPECT_EXIT(
+      {
+        Argv a({"prog", "--flag-help-count", "3", "stray"});
+        ParseOnlyFlagsOrExit(a.argc(), a.argv(), "use me");
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(kExitUsage), "unexpected argument 'stray'");
+  EXPECT_EXIT(
+      {
+        Argv a({"prog", "--flag-help-count", "3"});
+        ParseOnlyFlagsOrExit(a.argc(), a.argv(), "use me");
+        std::exit(absl::GetFlag(FLAGS_flag_help_count) == 3 ? 0 : 3);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// CheckFlags reads argv as absl::ParseCommandLine does, and sets nothing.
+TEST(CheckFlags, AcceptsWhatAbseilParses) {
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"prog"},
+           {"prog", "--flag_help_count=3", "-flag_help_name", "x"},
+           {"prog", "--flag_help_count", "-3"},  // a value, not a flag
+           {"prog", "forward", "-", "--flag_help_name="},
+           {"prog", "--flag_help_bool", "--noflag_help_bool"},
+           {"prog", "--flag_help_bool=false", "--flag_help_bool=1"},
+           {"prog", "--", "--no_such_flag", "--flag_help_count=x"},
+           {"prog", "--undefok=gone,other", "--gone=1", "--nogone"},
+           {"prog", "--version"},
+       }) {
+    Argv a(args);
+    EXPECT_TRUE(CheckFlags(a.argc(), a.argv()).ok())
+        << args[1] << ": " << CheckFlags(a.argc(), a.argv());
+  }
+  EXPECT_EQ(absl::GetFlag(FLAGS_flag_help_count), 7);
+  EXPECT_EQ(absl::GetFlag(FLAGS_flag_help_name), "");
+  EXPECT_FALSE(absl::GetFlag(FLAGS_flag_help_bool));
+}
+
+TEST(CheckFlags, NamesTheFirstUsageError) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"prog", "--no_such_flag"}, "unknown flag --no-such-flag"},
+           {{"prog", "--no_such_flag", "value"}, "unknown flag --no-such-flag"},
+           {{"prog", "--noflag_help_count"},
+            "unknown flag --noflag-help-count"},
+           {{"prog", "--flag_help_count=x"}, "--flag-help-count: "},
+           {{"prog", "--flag_help_count", "x"}, "--flag-help-count: "},
+           {{"prog", "--flag_help_count="}, "--flag-help-count: "},
+           {{"prog", "--flag_help_count"}, "--flag-help-count needs a value"},
+           {{"prog", "--flag_help_bool=maybe"}, "--flag-help-bool: "},
+           {{"prog", "--flag_help_bool="}, "--flag-help-bool=: give"},
+           {{"prog", "--noflag_help_bool=1"}, "--noflag-help-bool=1: give"},
+       }) {
+    Argv a(c.args);
+    const absl::Status s = CheckFlags(a.argc(), a.argv());
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.args[1];
+    EXPECT_NE(s.message().find(c.error), std::string::npos)
+        << c.args[1] << ": " << s.message();
+  }
 }
 
 }  // namespace

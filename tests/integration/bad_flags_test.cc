@@ -1,9 +1,11 @@
-// moe-router and moe-worker refuse bad flag values at once: a non-zero exit
-// within seconds and an error naming the flag, before loading anything.
+// Every binary refuses a usage error at once: exit 64 (kExitUsage) within
+// seconds and an error naming the flag, before loading or connecting to
+// anything. moe-router and moe-worker check their flags' values too.
 #include <chrono>
 #include <string>
 #include <vector>
 
+#include "core/flag_help.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/child_process.h"
 #include "tests/testutil/local_cluster.h"
@@ -26,7 +28,7 @@ void ExpectRefused(const std::string& binary, std::vector<std::string> base,
     testing::CommandResult r =
         testing::RunCommand(argv, std::chrono::seconds(20));
     const auto took = std::chrono::steady_clock::now() - start;
-    EXPECT_EQ(r.exit_code, 2) << c.arg << "\n" << r.output;
+    EXPECT_EQ(r.exit_code, kExitUsage) << c.arg << "\n" << r.output;
     EXPECT_LT(took, std::chrono::seconds(10)) << c.arg;
     EXPECT_NE(r.output.find(c.names), std::string::npos) << c.arg << "\n"
                                                          << r.output;
@@ -73,6 +75,72 @@ TEST(BadFlagsTest, WorkerRefusesBadValues) {
           {"--tls-key=/nonexistent.pem", "--tls-key needs --tls-cert"},
           {"--tls-server-name=router", "--tls-server-name needs TLS"},
       });
+}
+
+// What every binary's parse refuses: an unknown flag (with or without a
+// value), a value that is not of its flag's type (`number_flag` takes an
+// integer), a flag left without its value, and `more`.
+void ExpectUsageErrors(const std::string& binary,
+                       const std::vector<std::string>& base,
+                       const std::string& number_flag,
+                       std::vector<BadFlag> more = {}) {
+  std::vector<BadFlag> cases = {
+      {"--no-such-flag", "unknown flag --no-such-flag"},
+      {"--no-such-flag=1", "unknown flag --no-such-flag"},
+      {"--" + number_flag + "=many", "--" + number_flag + ": "},
+      {"--" + number_flag, "--" + number_flag + " needs a value"},
+  };
+  cases.insert(cases.end(), more.begin(), more.end());
+  ExpectRefused(binary, base, cases);
+}
+
+// A value without its flag would be ignored: the binaries that take flags
+// only refuse it.
+const BadFlag kStray = {"stray", "unexpected argument 'stray'"};
+
+TEST(UsageErrorTest, Router) {
+  ExpectUsageErrors(testing::RouterBinary(),
+                    {"--synthetic", "--listen=127.0.0.1:0"}, "threads",
+                    {kStray});
+}
+
+TEST(UsageErrorTest, Worker) {
+  ExpectUsageErrors(testing::WorkerBinary(), {"--router=127.0.0.1:1"},
+                    "threads", {kStray});
+}
+
+TEST(UsageErrorTest, Cli) {
+  ExpectUsageErrors(testing::CliBinary(), {"info", "--target=127.0.0.1:1"},
+                    "timeout-ms", {{"frobnicate", "usage: moe-cli"}});
+  ExpectRefused(testing::CliBinary(), {"--target=127.0.0.1:1"},
+                {{"--layer=0", "usage: moe-cli"}});  // no command
+}
+
+TEST(UsageErrorTest, Loadtest) {
+  ExpectUsageErrors(testing::LoadtestBinary(), {"--target=127.0.0.1:1"},
+                    "concurrency", {kStray, {"--format=xml", "--format"}});
+}
+
+TEST(UsageErrorTest, Bench) {
+  ExpectUsageErrors(MOE_BENCH_BIN, {"--synthetic"}, "tokens",
+                    {kStray, {"--isa=sse9", "--isa sse9"}});
+  ExpectRefused(MOE_BENCH_BIN, {},
+                {{"--tokens=8", "give --model DIR or --synthetic"}});
+}
+
+TEST(UsageErrorTest, GemmBench) {
+  ExpectUsageErrors(MOE_GEMM_BENCH_BIN, {}, "rows",
+                    {kStray, {"--rows=0", "--rows"}});
+}
+
+TEST(UsageErrorTest, WireBench) {
+  ExpectUsageErrors(MOE_WIRE_BENCH_BIN, {}, "reps",
+                    {kStray, {"--reps=0", "--reps >= 1"}});
+}
+
+TEST(UsageErrorTest, AbuseClient) {
+  ExpectUsageErrors(MOE_ABUSE_CLIENT_BIN, {"--target=127.0.0.1:1"}, "hidden",
+                    {kStray});
 }
 
 // --help prints the binary's own flags as users spell them, each with its

@@ -1,6 +1,7 @@
 // The distributed service against the in-process engine on a synthetic
 // model: bit-identical results whatever P and whatever the batch, odd sizes,
 // empty workers, every kind of bad input, streams, stats and the CLI.
+#include <regex>
 #include <thread>
 
 #include "core/synthetic_model.h"
@@ -347,6 +348,17 @@ TEST_F(ServiceTest, CliReportsTheServersStatus) {
         std::chrono::seconds(20));
     EXPECT_EQ(r.exit_code, 0) << cmd << ": " << r.output;
   }
+  // info prints GetModelInfo's memory figures: the packed size of a routed
+  // expert (f32 here: 3 x H x I x 4 bytes and more) and the router's RSS.
+  auto info = testing::RunCommand(
+      {testing::CliBinary(), "info", "--target=" + cluster_->target()},
+      std::chrono::seconds(20));
+  EXPECT_TRUE(std::regex_search(
+      info.output,
+      std::regex(R"(memory: routed experts \d+\.\d KiB each in f32 )"
+                 R"(\(\d+\.\d [KM]iB for all \d+ in \d+ MoE layers\), )"
+                 R"(router rss \d+\.\d MiB \(peak \d+\.\d MiB\))")))
+      << info.output;
   auto stats = testing::RunCommand({testing::CliBinary(), "stats", "--layer=0",
                                     "--target=" + cluster_->target()},
                                    std::chrono::seconds(20));

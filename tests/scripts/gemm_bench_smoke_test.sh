@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # moe-gemm-bench's command line, as docs/benchmarks.md uses it: every
 # --format (and the generic kernels) times a tiny expert at decode-sized row
-# counts and prints its figures; bad flags exit 2 naming the flag. The times
+# counts and prints its figures; bad flags exit 64 naming the flag. The times
 # themselves are not checked (tests assert no speed), only that there are.
 #
 #   bash tests/scripts/gemm_bench_smoke_test.sh MOE_GEMM_BENCH
@@ -33,14 +33,14 @@ for format in mxfp4 fp8 bf16 f32; do
   run "$format" 2 generic
 done
 
-# Bad flags: exit 2, the flag named.
+# Bad flags: exit 64 (a usage error), the flag named.
 refused() { # FLAG ARGS...
   local flag=$1 out rc
   shift
   out=$(timeout 60 "$bench" "$@" 2>&1)
   rc=$?
-  [[ $rc == 2 && $out == *"$flag"* ]] ||
-    fail "$*: expected exit 2 naming $flag, got $rc: $out"
+  [[ $rc == 64 && $out == *"$flag"* ]] ||
+    fail "$*: expected exit 64 naming $flag, got $rc: $out"
 }
 refused --format --format int4
 refused --rows --rows 0

@@ -56,6 +56,18 @@ class Routing:
         return self.expert_ids.shape[1]
 
 
+def _rounded_repr(obj) -> str:
+    """A dataclass's repr with its floats rounded to 3 decimals (the times
+    are microseconds: nanoseconds, what the clocks give). Their full repr,
+    such as 0.14999999999999997, is floating-point noise. The values
+    themselves are kept as they came."""
+    parts = []
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        parts.append(f"{f.name}={round(v, 3) if isinstance(v, float) else v!r}")
+    return f"{type(obj).__name__}({', '.join(parts)})"
+
+
 @dataclass
 class WorkerTiming:
     """One worker's part of the step (the slowest worker's, in
@@ -68,6 +80,8 @@ class WorkerTiming:
     combine_wait_us: float = 0.0
     sum_us: float = 0.0
     step_us: float = 0.0
+
+    __repr__ = _rounded_repr
 
 
 @dataclass
@@ -88,6 +102,8 @@ class Timing:
     wire_us: float = 0.0
     # The worker whose experts took longest; None without workers.
     critical_worker: Optional[WorkerTiming] = None
+
+    __repr__ = _rounded_repr
 
 
 class MoeArray(np.ndarray):

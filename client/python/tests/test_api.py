@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import re
 import subprocess
 
 import grpc
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from conftest import SYNTHETIC
-from moe_serve import AsyncMoeClient, MoeClient, MoeError
+from moe_serve import AsyncMoeClient, MoeClient, MoeError, Timing, WorkerTiming
 
 H = 64
 
@@ -43,6 +44,7 @@ def test_dtypes_and_extras(synthetic):
     # Two workers: the critical path's worker and its own stages.
     cw = y.timing.critical_worker
     assert cw is not None and cw.rank in (0, 1) and cw.step_us > 0, y.timing
+    assert not re.search(r"\.\d{4}", repr(y.timing)), repr(y.timing)
     assert c.forward(0, x).routing is None
     y16 = c.forward(0, x.astype(np.float16))
     assert y16.dtype == np.float16
@@ -55,6 +57,23 @@ def test_dtypes_and_extras(synthetic):
     np.testing.assert_array_equal(t.routing.expert_ids, y.routing.expert_ids)
     # float64 in, float64 out (F32 on the wire)
     assert c.forward(0, x.astype(np.float64)).dtype == np.float64
+
+
+def test_timing_repr_rounds_to_3_decimals():
+    # Microseconds computed in floating point print as 0.15, not as
+    # 0.15000000000000002; the values themselves are kept.
+    t = Timing(queue_us=0.1 + 0.05, route_us=1234.56789, plan_us=2.5,
+               dispatch_us=0.0, experts_us=1 / 3, combine_us=0.0, shared_us=0.0,
+               total_us=10.0, batch_tokens=8, batch_requests=2,
+               critical_worker=WorkerTiming(rank=1, step_us=0.1 * 3))
+    r = repr(t)
+    assert r.startswith("Timing(queue_us=0.15, route_us=1234.568, plan_us=2.5, "), r
+    assert "experts_us=0.333, " in r and "batch_tokens=8, batch_requests=2, " in r, r
+    assert r.endswith("critical_worker=WorkerTiming(rank=1, decode_us=0.0, "
+                      "gather_us=0.0, dispatch_wait_us=0.0, experts_us=0.0, "
+                      "combine_wait_us=0.0, sum_us=0.0, step_us=0.3))"), r
+    assert "critical_worker=None)" in repr(Timing(*[0.1 * 3] * 8, 1, 1))
+    assert t.queue_us == 0.1 + 0.05 and t.critical_worker.step_us == 0.1 * 3
 
 
 def test_stream_in_order_with_a_failure(synthetic):
