@@ -187,9 +187,39 @@ TEST_F(SecurityTest, MismatchedCertificateAndKeyAreReportedAsSuch) {
        "--tls-cert=" + certs_->server_cert, "--tls-key=" + certs_->client_key},
       std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("does not match certificate"), std::string::npos)
+  EXPECT_NE(r.output.find("does not match --tls-cert"), std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("cannot listen"), std::string::npos) << r.output;
+}
+
+// The worker checks its pair at start too, as a usage error (2), rather
+// than retrying forever with gRPC's "Invalid private key".
+TEST_F(SecurityTest, WorkerWithMismatchedKeyExitsAtStart) {
+  struct Case {
+    std::vector<std::string> flags;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"--tls-cert=" + certs_->client_cert, "--tls-key=" + certs_->rogue_key},
+       "--tls-key " + certs_->rogue_key + " does not match --tls-cert " +
+           certs_->client_cert},
+      {{"--tls-cert=" + certs_->client_cert, "--tls-key=" + certs_->ca},
+       "--tls-key file " + certs_->ca + " holds no PEM private key"},
+      {{"--tls-cert=" + certs_->client_key, "--tls-key=" + certs_->client_key},
+       "--tls-cert file " + certs_->client_key + " holds no PEM certificate"},
+      {{"--tls-ca=" + certs_->client_key}, "--tls-ca file"},
+      {{"--tls-ca=" + *dir_ + "/absent.pem"}, "--tls-ca file"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {testing::WorkerBinary(),
+                                     "--router=127.0.0.1:1"};
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    testing::CommandResult r =
+        testing::RunCommand(argv, std::chrono::seconds(30));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("retrying"), std::string::npos) << r.output;
+  }
 }
 
 TEST_F(SecurityTest, CliTakesTheTlsAndTokenFlags) {
