@@ -12,6 +12,7 @@
 #include "tests/testutil/hf_writer.h"
 #include "tests/testutil/local_cluster.h"
 #include "tests/testutil/test_certs.h"
+#include "tests/testutil/wait_for.h"
 
 namespace moe {
 namespace {
@@ -251,13 +252,41 @@ TEST_F(SecurityTest, WorkerWithoutATrustedCertificateCannotRegister) {
                                 "--tls-key=" + certs_->rogue_key})
                   .ok());
   ASSERT_TRUE(cluster.StartWorker({"--tls-ca=" + certs_->ca}).ok());
+  // And a plaintext one.
+  ASSERT_TRUE(cluster.StartWorker({}).ok());
   EXPECT_FALSE(cluster.WaitReady(std::chrono::seconds(3)).ok());
   auto info = cluster.client().GetModelInfo();
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->ready_workers(), 0);
+  // In 3 s each retried several times (every 0.5 s); the router said why
+  // once per peer and reason, with the peer's address, and none of gRPC's
+  // raw handshake lines.
+  std::string router_log;
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = router_log.find(what); at != std::string::npos;
+         at = router_log.find(what, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        router_log = cluster.router().Log();
+        return count("TLS handshake with 127.0.0.1:") >= 3;
+      },
+      std::chrono::seconds(30)))
+      << router_log;
   // The router never saw them register.
-  EXPECT_EQ(cluster.router().Log().find("registered"), std::string::npos)
-      << cluster.router().Log();
+  EXPECT_EQ(router_log.find("registered"), std::string::npos) << router_log;
+  for (const char* reason :
+       {"refused: certificate verify failed",
+        "refused: peer did not return a certificate",
+        "refused: wrong version number (a plaintext client"}) {
+    EXPECT_EQ(count(reason), 1u) << reason << "\n" << router_log;
+  }
+  EXPECT_EQ(count("TLS handshake with 127.0.0.1:"), 3u) << router_log;
+  EXPECT_EQ(count("Handshake failed with fatal error"), 0u) << router_log;
   // A worker with the right certificate gets in.
   ASSERT_TRUE(cluster
                   .StartWorker({"--tls-ca=" + certs_->ca,
