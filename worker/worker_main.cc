@@ -146,7 +146,9 @@ int Main() {
     spdlog::error("TLS: {}", creds.status().message());
     return 2;
   }
-  opts.credentials = *creds;
+  // Null for plaintext: the connection's retry line then says what a TLS
+  // router closing on it means.
+  if (!o->tls.empty()) opts.credentials = *creds;
   auto executor =
       CreateStepExecutor(opts.device, opts.threads, o->collective_kind);
   if (int rc = ExitCodeOf(executor.status(), 2)) return rc;

@@ -287,6 +287,23 @@ TEST_F(SecurityTest, WorkerWithoutATrustedCertificateCannotRegister) {
   }
   EXPECT_EQ(count("TLS handshake with 127.0.0.1:"), 3u) << router_log;
   EXPECT_EQ(count("Handshake failed with fatal error"), 0u) << router_log;
+  // Each worker says what its "Socket closed" likely means.
+  for (int i = 0; i < 3; ++i) {
+    const std::string says =
+        i < 2 ? "refused the TLS handshake or closed the connection ("
+              : "closed the connection (";
+    const std::string hint = i < 2 ? "): check --tls-ca / --tls-cert / "
+                                     "--tls-key match the router's"
+                                   : "): its worker port may want TLS";
+    EXPECT_TRUE(testing::WaitFor(
+        [&] {
+          const std::string log = cluster.worker(i).Log();
+          return log.find(says) != std::string::npos &&
+                 log.find(hint) != std::string::npos;
+        },
+        std::chrono::seconds(30)))
+        << cluster.worker(i).Log();
+  }
   // A worker with the right certificate gets in.
   ASSERT_TRUE(cluster
                   .StartWorker({"--tls-ca=" + certs_->ca,
