@@ -1,7 +1,9 @@
 // TLS on the public API, mutual TLS between router and workers, bearer
 // tokens: only a client with the CA and the token gets answers, failures
-// carry the right codes, health stays plaintext and open, and a worker
-// without a certificate the router trusts never joins.
+// carry the right codes (and a plaintext client a hint at TLS), health
+// stays plaintext and open, a worker without a certificate the router
+// trusts never joins (each side says why, the router once per peer), and a
+// worker whose key is not its certificate's does not start.
 #include <grpcpp/generic/generic_stub.h>
 
 #include <filesystem>
@@ -96,12 +98,17 @@ TEST_F(SecurityTest, ClientWithCaAndTokenIsAnswered) {
 TEST_F(SecurityTest, PlaintextClientIsRefused) {
   ClientOptions plain;
   plain.auth_token = kToken;
-  EXPECT_EQ(Call(plain).code(), absl::StatusCode::kUnavailable);
+  const absl::Status s = Call(plain);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  // gRPC says only "Socket closed"; the client adds what that means here.
+  EXPECT_NE(s.message().find("may want TLS; pass --tls-ca"), std::string::npos)
+      << s;
 }
 
 TEST_F(SecurityTest, UntrustedServerCertificateIsRefused) {
-  EXPECT_EQ(Call(Client(certs_->rogue_ca, kToken)).code(),
-            absl::StatusCode::kUnavailable);
+  const absl::Status s = Call(Client(certs_->rogue_ca, kToken));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message().find("--tls-ca"), std::string::npos) << s;  // TLS on
 }
 
 TEST_F(SecurityTest, MissingOrWrongTokenIsUnauthenticated) {
@@ -224,6 +231,13 @@ TEST_F(SecurityTest, WorkerWithMismatchedKeyExitsAtStart) {
 }
 
 TEST_F(SecurityTest, CliTakesTheTlsAndTokenFlags) {
+  auto plaintext = testing::RunCommand(
+      {testing::CliBinary(), "info", "--target=" + cluster_->target(),
+       "--auth-token-file=" + *dir_ + "/client_token"},
+      std::chrono::seconds(20));
+  EXPECT_EQ(plaintext.exit_code, 14) << plaintext.output;  // UNAVAILABLE
+  EXPECT_NE(plaintext.output.find("pass --tls-ca"), std::string::npos)
+      << plaintext.output;
   auto ok = testing::RunCommand(
       {testing::CliBinary(), "forward", "--target=" + cluster_->target(),
        "--layer=0", "--random=3", "--tls-ca=" + certs_->ca,
