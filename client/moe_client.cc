@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "proto/connection_hints.h"
 #include "proto/credentials.h"
 #include "proto/tensor_codec.h"
 
@@ -22,8 +23,11 @@ absl::StatusOr<ClientOptions> MakeClientOptions(const std::string& target,
   ClientOptions o;
   o.target = target;
   o.server_name = server_name;
-  MOE_ASSIGN_OR_RETURN(o.credentials,
-                       MakeChannelCredentials({tls_cert, tls_key, tls_ca}));
+  const TlsFiles tls{tls_cert, tls_key, tls_ca};
+  MOE_ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(tls));
+  // Null for plaintext: MoeClient then hints at TLS when a port closes on
+  // it.
+  if (!tls.empty()) o.credentials = std::move(credentials);
   if (!token_file.empty()) {
     MOE_ASSIGN_OR_RETURN(std::vector<std::string> tokens,
                          ReadTokenFile(token_file));
@@ -46,7 +50,8 @@ const char kRetryServiceConfig[] = R"json({
 })json";
 
 MoeClient::MoeClient(const ClientOptions& options)
-    : auth_token_(options.auth_token) {
+    : auth_token_(options.auth_token),
+      plaintext_(options.credentials == nullptr) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
@@ -66,6 +71,17 @@ MoeClient::MoeClient(const ClientOptions& options)
                                            : grpc::InsecureChannelCredentials(),
                                        args);
   stub_ = moe::v1::MoeService::NewStub(channel_);
+}
+
+absl::Status MoeClient::Failed(const grpc::Status& s) const {
+  absl::Status status = FromGrpc(s);
+  if (!plaintext_) return status;
+  // A TLS port closes a plaintext connection without a word: gRPC says only
+  // "Socket closed".
+  const std::string hint =
+      PlaintextRefusalHint(status.code(), status.message());
+  if (hint.empty()) return status;
+  return absl::Status(status.code(), absl::StrCat(status.message(), hint));
 }
 
 void MoeClient::Prepare(grpc::ClientContext* ctx,
@@ -90,7 +106,7 @@ absl::StatusOr<ForwardResult> MoeClient::Forward(
   grpc::ClientContext ctx;
   Prepare(&ctx, options.timeout);
   const grpc::Status s = stub_->Forward(&ctx, req, &resp);
-  if (!s.ok()) return FromGrpc(s);
+  if (!s.ok()) return Failed(s);
   MOE_ASSIGN_OR_RETURN(auto y, DecodeMatrix(resp.output(), "output", -1,
                                             /*require_finite=*/false));
   ForwardResult r;
@@ -115,7 +131,7 @@ absl::StatusOr<moe::v1::ModelInfo> MoeClient::GetModelInfo(
   moe::v1::ModelInfo info;
   const grpc::Status s =
       stub_->GetModelInfo(&ctx, moe::v1::GetModelInfoRequest(), &info);
-  if (!s.ok()) return FromGrpc(s);
+  if (!s.ok()) return Failed(s);
   return info;
 }
 
@@ -128,7 +144,7 @@ absl::StatusOr<moe::v1::ExpertStats> MoeClient::GetExpertStats(
   req.set_reset(reset);
   moe::v1::ExpertStats stats;
   const grpc::Status s = stub_->GetExpertStats(&ctx, req, &stats);
-  if (!s.ok()) return FromGrpc(s);
+  if (!s.ok()) return Failed(s);
   return stats;
 }
 
@@ -139,7 +155,7 @@ absl::StatusOr<moe::v1::RebalanceResponse> MoeClient::Rebalance(
   moe::v1::RebalanceResponse resp;
   const grpc::Status s =
       stub_->Rebalance(&ctx, moe::v1::RebalanceRequest(), &resp);
-  if (!s.ok()) return FromGrpc(s);
+  if (!s.ok()) return Failed(s);
   return resp;
 }
 
@@ -152,7 +168,7 @@ absl::StatusOr<bool> MoeClient::Health(const std::string& service,
   req.set_service(service);
   grpc::health::v1::HealthCheckResponse resp;
   const grpc::Status s = stub->Check(&ctx, req, &resp);
-  if (!s.ok()) return FromGrpc(s);
+  if (!s.ok()) return Failed(s);
   return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 

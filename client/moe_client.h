@@ -14,8 +14,10 @@
 namespace moe {
 
 struct ClientOptions {
-  std::string target;                                     // host:port
-  std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: insecure
+  std::string target;  // host:port
+  // Null: plaintext (a call that a TLS port closes then says to pass
+  // --tls-ca).
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::string server_name;  // TLS: name to verify instead of the target's
   std::string auth_token;   // sent as "authorization: Bearer <token>"
   int max_message_bytes = 1 << 30;
@@ -86,9 +88,14 @@ class MoeClient {
                std::chrono::milliseconds timeout) const;
 
  private:
+  // FromGrpc, with a hint at TLS on a plaintext channel that a server
+  // closed.
+  absl::Status Failed(const grpc::Status& s) const;
+
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<moe::v1::MoeService::Stub> stub_;
   std::string auth_token_;
+  bool plaintext_ = true;
 };
 
 // grpc::Status -> absl::Status, same code and message.

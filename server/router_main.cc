@@ -7,6 +7,7 @@
 #include "core/logging.h"
 #include "core/service_process.h"
 #include "core/serving_defaults.h"
+#include "proto/grpc_log.h"
 #include "server/router.h"
 #include "server/router_options.h"
 
@@ -200,6 +201,9 @@ RouterFlags ReadFlags() {
 }
 
 int Main() {
+  // gRPC's lines in this log's format; TLS handshake refusals once a
+  // minute per peer and reason, instead of gRPC's line per attempt.
+  RouteGrpcLogsToSpdlog(/*report_handshake_refusals=*/true);
   auto options = RouterOptions::FromFlags(ReadFlags());
   // Flags the options refuse are usage errors; what the flags name (files,
   // the model, ports) fails later with 2 or 1.

@@ -8,6 +8,7 @@
 #include "core/logging.h"
 #include "core/net_address.h"
 #include "core/thread_slice.h"
+#include "proto/connection_hints.h"
 #include "proto/keepalive.h"
 
 namespace moe {
@@ -97,15 +98,16 @@ void RouterConnection::Session() {
   if (!control_.Begin(&ctx)) return;
   auto rw = stub->Join(&ctx);
   JoinStream stream(rw.get(), stub, *host, control_.stopping_flag());
-  if (stream.Write(Registration(*host))) Serve(stream, ctx);
+  bool connected = false;
+  if (stream.Write(Registration(*host))) connected = Serve(stream, ctx);
   stream.CloseWrites(/*writes_done=*/true);
   const grpc::Status s = rw->Finish();
   control_.End();
   handler_->SessionEnded();
-  if (!control_.stopping()) LogEnd(s);
+  if (!control_.stopping()) LogEnd(s, connected);
 }
 
-void RouterConnection::Serve(JoinStream& stream, grpc::ClientContext& ctx) {
+bool RouterConnection::Serve(JoinStream& stream, grpc::ClientContext& ctx) {
   // Heartbeats go out from a thread of their own, also while a step runs,
   // so that the router tells a stopped worker from a busy one.
   std::thread heartbeat([&] { stream.RunHeartbeats(); });
@@ -134,6 +136,7 @@ void RouterConnection::Serve(JoinStream& stream, grpc::ClientContext& ctx) {
   executor.join();
   stream.CloseWrites(/*writes_done=*/false);
   heartbeat.join();
+  return announced;
 }
 
 void RouterConnection::Execute(BlockingQueue<moe::v1::RouterMessage>& queue,
@@ -161,7 +164,33 @@ void RouterConnection::Log(spdlog::level::level_enum level,
   if (!text.empty()) spdlog::log(level, "{}", text);
 }
 
-void RouterConnection::LogEnd(const grpc::Status& s) {
+std::string RouterConnection::UnreachableLine(const grpc::Status& s,
+                                              bool connected) const {
+  const auto code = static_cast<absl::StatusCode>(s.error_code());
+  const std::string& message = s.error_message();
+  // A router that refuses the TLS handshake (or a plaintext worker on its
+  // TLS port) shows here only as "Socket closed": say what that usually
+  // means. Not for a session that got through: that router went away.
+  if (!connected && options_.credentials != nullptr &&
+      (ClosedByPeer(code, message) || TlsHandshakeFailed(code, message))) {
+    return absl::StrCat(
+        "router ", options_.router,
+        " refused the TLS handshake or closed the connection (", message,
+        "): check --tls-ca / --tls-cert / --tls-key match the router's (the "
+        "router logs the reason); retrying");
+  }
+  if (!connected && options_.credentials == nullptr &&
+      ClosedByPeer(code, message)) {
+    return absl::StrCat("router ", options_.router, " closed the connection (",
+                        message,
+                        "): its worker port may want TLS (--tls-ca, and "
+                        "--tls-cert / --tls-key for mutual TLS); retrying");
+  }
+  return absl::StrCat("router ", options_.router, " unreachable or gone (",
+                      message, "); retrying");
+}
+
+void RouterConnection::LogEnd(const grpc::Status& s, bool connected) {
   if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
     // Refused for what this worker is (e.g. a GPU another NCCL worker
     // uses): retrying soon would change nothing.
@@ -177,9 +206,7 @@ void RouterConnection::LogEnd(const grpc::Status& s) {
         absl::StrCat("router ", options_.router, " has no rank free (",
                      s.error_message(), "); standing by, retrying"));
   } else {
-    Log(spdlog::level::warn,
-        absl::StrCat("router ", options_.router, " unreachable or gone (",
-                     s.error_message(), "); retrying"));
+    Log(spdlog::level::warn, UnreachableLine(s, connected));
   }
 }
 

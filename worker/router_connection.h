@@ -34,7 +34,7 @@ struct RouterConnectionOptions {
   // "auto": the local address of the interface that reaches the router,
   // looked up at each session.
   std::string collective_host = "auto";
-  std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: insecure
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: plaintext
   std::string server_name;  // TLS: name to verify instead of the router's
   // Sent as "authorization: Bearer <token>" on every WorkerControl call
   // (the router's --worker-token-file); empty: none.
@@ -74,16 +74,20 @@ class RouterConnection {
   void Session();
   std::shared_ptr<moe::v1::WorkerControl::Stub> Dial() const;
   moe::v1::WorkerMessage Registration(const std::string& host) const;
-  // Reader, executor and heartbeat threads over a registered stream.
-  void Serve(JoinStream& stream, grpc::ClientContext& ctx);
+  // Reader, executor and heartbeat threads over a registered stream; true
+  // when the router answered.
+  bool Serve(JoinStream& stream, grpc::ClientContext& ctx);
   void Execute(BlockingQueue<moe::v1::RouterMessage>& queue, JoinStream& stream,
                grpc::ClientContext& ctx);
   // --collective-host, or with "auto" the local address toward the router;
   // logs when it changes.
   absl::StatusOr<std::string> CollectiveHost();
   // Logs why the session ended (at most once per 10 s when it repeats) and
-  // waits before a retry that cannot succeed soon.
-  void LogEnd(const grpc::Status& s);
+  // waits before a retry that cannot succeed soon. `connected`: the router
+  // answered in this session.
+  void LogEnd(const grpc::Status& s, bool connected);
+  // The line for a router that could not be reached, or closed on us.
+  std::string UnreachableLine(const grpc::Status& s, bool connected) const;
   // Logs `line` at `level`, or leaves it out while it repeats.
   void Log(spdlog::level::level_enum level, const std::string& line);
 

@@ -140,6 +140,16 @@ int Main() {
     }
     opts.auth_token = tokens->front();
   }
+  // Before the device: a key that is not the certificate's, or a file that
+  // holds no PEM, is a usage error to report now, not after loading a GPU.
+  auto creds = MakeChannelCredentials(o->tls);
+  if (!creds.ok()) {
+    spdlog::error("TLS: {}", creds.status().message());
+    return 2;
+  }
+  // Null for plaintext: the connection's retry line then says what a TLS
+  // router closing on it means.
+  if (!o->tls.empty()) opts.credentials = *creds;
   auto executor =
       CreateStepExecutor(opts.device, opts.threads, o->collective_kind);
   if (int rc = ExitCodeOf(executor.status(), 2)) return rc;
@@ -153,12 +163,6 @@ int Main() {
   auto exposer = StartMetricsEndpoint(o->metrics_listen, o->metrics_port_file,
                                       registry, "worker");
   if (int rc = ExitCodeOf(exposer.status(), 1)) return rc;
-  auto creds = MakeChannelCredentials(o->tls);
-  if (!creds.ok()) {
-    spdlog::error("TLS: {}", creds.status().message());
-    return 2;
-  }
-  opts.credentials = *creds;
   auto health = StartHealth(*o, &opts);
   if (int rc = ExitCodeOf(health.status(), 1)) return rc;
   Serve(opts, std::move(*executor));

@@ -1,7 +1,9 @@
 // TLS on the public API, mutual TLS between router and workers, bearer
 // tokens: only a client with the CA and the token gets answers, failures
-// carry the right codes, health stays plaintext and open, and a worker
-// without a certificate the router trusts never joins.
+// carry the right codes (and a plaintext client a hint at TLS), health
+// stays plaintext and open, a worker without a certificate the router
+// trusts never joins (each side says why, the router once per peer), and a
+// worker whose key is not its certificate's does not start.
 #include <grpcpp/generic/generic_stub.h>
 
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include "tests/testutil/hf_writer.h"
 #include "tests/testutil/local_cluster.h"
 #include "tests/testutil/test_certs.h"
+#include "tests/testutil/wait_for.h"
 
 namespace moe {
 namespace {
@@ -95,12 +98,17 @@ TEST_F(SecurityTest, ClientWithCaAndTokenIsAnswered) {
 TEST_F(SecurityTest, PlaintextClientIsRefused) {
   ClientOptions plain;
   plain.auth_token = kToken;
-  EXPECT_EQ(Call(plain).code(), absl::StatusCode::kUnavailable);
+  const absl::Status s = Call(plain);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  // gRPC says only "Socket closed"; the client adds what that means here.
+  EXPECT_NE(s.message().find("may want TLS; pass --tls-ca"), std::string::npos)
+      << s;
 }
 
 TEST_F(SecurityTest, UntrustedServerCertificateIsRefused) {
-  EXPECT_EQ(Call(Client(certs_->rogue_ca, kToken)).code(),
-            absl::StatusCode::kUnavailable);
+  const absl::Status s = Call(Client(certs_->rogue_ca, kToken));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message().find("--tls-ca"), std::string::npos) << s;  // TLS on
 }
 
 TEST_F(SecurityTest, MissingOrWrongTokenIsUnauthenticated) {
@@ -187,12 +195,49 @@ TEST_F(SecurityTest, MismatchedCertificateAndKeyAreReportedAsSuch) {
        "--tls-cert=" + certs_->server_cert, "--tls-key=" + certs_->client_key},
       std::chrono::seconds(60));
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("does not match certificate"), std::string::npos)
+  EXPECT_NE(r.output.find("does not match --tls-cert"), std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("cannot listen"), std::string::npos) << r.output;
 }
 
+// The worker checks its pair at start too, as a usage error (2), rather
+// than retrying forever with gRPC's "Invalid private key".
+TEST_F(SecurityTest, WorkerWithMismatchedKeyExitsAtStart) {
+  struct Case {
+    std::vector<std::string> flags;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"--tls-cert=" + certs_->client_cert, "--tls-key=" + certs_->rogue_key},
+       "--tls-key " + certs_->rogue_key + " does not match --tls-cert " +
+           certs_->client_cert},
+      {{"--tls-cert=" + certs_->client_cert, "--tls-key=" + certs_->ca},
+       "--tls-key file " + certs_->ca + " holds no PEM private key"},
+      {{"--tls-cert=" + certs_->client_key, "--tls-key=" + certs_->client_key},
+       "--tls-cert file " + certs_->client_key + " holds no PEM certificate"},
+      {{"--tls-ca=" + certs_->client_key}, "--tls-ca file"},
+      {{"--tls-ca=" + *dir_ + "/absent.pem"}, "--tls-ca file"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {testing::WorkerBinary(),
+                                     "--router=127.0.0.1:1"};
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    testing::CommandResult r =
+        testing::RunCommand(argv, std::chrono::seconds(30));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("retrying"), std::string::npos) << r.output;
+  }
+}
+
 TEST_F(SecurityTest, CliTakesTheTlsAndTokenFlags) {
+  auto plaintext = testing::RunCommand(
+      {testing::CliBinary(), "info", "--target=" + cluster_->target(),
+       "--auth-token-file=" + *dir_ + "/client_token"},
+      std::chrono::seconds(20));
+  EXPECT_EQ(plaintext.exit_code, 14) << plaintext.output;  // UNAVAILABLE
+  EXPECT_NE(plaintext.output.find("pass --tls-ca"), std::string::npos)
+      << plaintext.output;
   auto ok = testing::RunCommand(
       {testing::CliBinary(), "forward", "--target=" + cluster_->target(),
        "--layer=0", "--random=3", "--tls-ca=" + certs_->ca,
@@ -221,13 +266,58 @@ TEST_F(SecurityTest, WorkerWithoutATrustedCertificateCannotRegister) {
                                 "--tls-key=" + certs_->rogue_key})
                   .ok());
   ASSERT_TRUE(cluster.StartWorker({"--tls-ca=" + certs_->ca}).ok());
+  // And a plaintext one.
+  ASSERT_TRUE(cluster.StartWorker({}).ok());
   EXPECT_FALSE(cluster.WaitReady(std::chrono::seconds(3)).ok());
   auto info = cluster.client().GetModelInfo();
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->ready_workers(), 0);
+  // In 3 s each retried several times (every 0.5 s); the router said why
+  // once per peer and reason, with the peer's address, and none of gRPC's
+  // raw handshake lines.
+  std::string router_log;
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = router_log.find(what); at != std::string::npos;
+         at = router_log.find(what, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        router_log = cluster.router().Log();
+        return count("TLS handshake with 127.0.0.1:") >= 3;
+      },
+      std::chrono::seconds(30)))
+      << router_log;
   // The router never saw them register.
-  EXPECT_EQ(cluster.router().Log().find("registered"), std::string::npos)
-      << cluster.router().Log();
+  EXPECT_EQ(router_log.find("registered"), std::string::npos) << router_log;
+  for (const char* reason :
+       {"refused: certificate verify failed",
+        "refused: peer did not return a certificate",
+        "refused: wrong version number (a plaintext client"}) {
+    EXPECT_EQ(count(reason), 1u) << reason << "\n" << router_log;
+  }
+  EXPECT_EQ(count("TLS handshake with 127.0.0.1:"), 3u) << router_log;
+  EXPECT_EQ(count("Handshake failed with fatal error"), 0u) << router_log;
+  // Each worker says what its "Socket closed" likely means.
+  for (int i = 0; i < 3; ++i) {
+    const std::string says =
+        i < 2 ? "refused the TLS handshake or closed the connection ("
+              : "closed the connection (";
+    const std::string hint = i < 2 ? "): check --tls-ca / --tls-cert / "
+                                     "--tls-key match the router's"
+                                   : "): its worker port may want TLS";
+    EXPECT_TRUE(testing::WaitFor(
+        [&] {
+          const std::string log = cluster.worker(i).Log();
+          return log.find(says) != std::string::npos &&
+                 log.find(hint) != std::string::npos;
+        },
+        std::chrono::seconds(30)))
+        << cluster.worker(i).Log();
+  }
   // A worker with the right certificate gets in.
   ASSERT_TRUE(cluster
                   .StartWorker({"--tls-ca=" + certs_->ca,

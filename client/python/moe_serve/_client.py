@@ -43,12 +43,27 @@ class MoeError(Exception):
         self.message = message
 
     @classmethod
-    def from_rpc(cls, e: grpc.RpcError) -> "MoeError":
-        return cls(e.code(), e.details() or "")
+    def from_rpc(cls, e: grpc.RpcError, plaintext: bool = False) -> "MoeError":
+        """`plaintext`: the call's channel had no TLS; a server that closed
+        it then gets a hint appended (see _plaintext_hint)."""
+        message = e.details() or ""
+        if plaintext:
+            message += _plaintext_hint(e.code(), message)
+        return cls(e.code(), message)
 
     @classmethod
     def from_value(cls, value: int, message: str) -> "MoeError":
         return cls(_CODES.get(value, grpc.StatusCode.UNKNOWN), message)
+
+
+def _plaintext_hint(code: grpc.StatusCode, message: str) -> str:
+    # A TLS port closes a plaintext connection without a word: gRPC says only
+    # "Socket closed" (the C++ client's proto/connection_hints.cc says the same).
+    closed = ("Socket closed", "Connection reset by peer", "Broken pipe")
+    if code != grpc.StatusCode.UNAVAILABLE or not any(c in message for c in closed):
+        return ""
+    return (" (the server closed a plaintext connection: the port may want TLS;"
+            " pass tls_ca)")
 
 
 def _read(v):
@@ -130,6 +145,9 @@ class _Base:
     def _t(self, timeout):
         return self.timeout if timeout is None else timeout
 
+    def _error(self, e: grpc.RpcError) -> MoeError:
+        return MoeError.from_rpc(e, plaintext=self._creds is None)
+
 
 class MoeClient(_Base):
     """Blocking client of the MoE layer service.
@@ -163,7 +181,7 @@ class MoeClient(_Base):
         try:
             return fn(req, timeout=self._t(timeout), metadata=self._metadata)
         except grpc.RpcError as e:
-            raise MoeError.from_rpc(e) from None
+            raise self._error(e) from None
 
     def forward(self, layer: int, x, *, routing: bool = False, timing: bool = False,
                 dtype=None, output_dtype=None, timeout: Optional[float] = None,
@@ -193,7 +211,7 @@ class MoeClient(_Base):
                 iter([r for r, _ in built]), timeout=self._t(timeout),
                 metadata=self._metadata))
         except grpc.RpcError as e:
-            raise MoeError.from_rpc(e) from None
+            raise self._error(e) from None
         return _collect(items, built, responses, return_exceptions)
 
     def model_info(self, timeout: Optional[float] = None) -> moe_pb2.ModelInfo:
@@ -253,7 +271,7 @@ class AsyncMoeClient(_Base):
         try:
             return await fn(req, timeout=self._t(timeout), metadata=self._metadata)
         except grpc.RpcError as e:
-            raise MoeError.from_rpc(e) from None
+            raise self._error(e) from None
 
     async def forward(self, layer: int, x, *, routing: bool = False, timing: bool = False,
                       dtype=None, output_dtype=None, timeout: Optional[float] = None,
@@ -276,7 +294,7 @@ class AsyncMoeClient(_Base):
                                             metadata=self._metadata)
             responses = [r async for r in call]
         except grpc.RpcError as e:
-            raise MoeError.from_rpc(e) from None
+            raise self._error(e) from None
         return _collect(items, built, responses, return_exceptions)
 
     async def model_info(self, timeout: Optional[float] = None) -> moe_pb2.ModelInfo:

@@ -198,6 +198,8 @@ def test_tls_and_token(certs, cluster_factory):
         with pytest.raises(MoeError) as e:
             MoeClient(c.target, timeout=5, **kw).forward(0, x)
         assert e.value.code == code, (kw, e.value)
+        # Only the plaintext client is told that the port may want TLS.
+        assert ("pass tls_ca" in e.value.message) == ("tls_ca" not in kw), (kw, e.value)
     # Health needs no token.
     assert MoeClient(c.target, tls_ca=p("ca.pem"), timeout=5).health()
 
@@ -206,3 +208,11 @@ def test_tls_and_token(certs, cluster_factory):
                                   timeout=10) as ac:
             return await ac.forward(0, x)
     np.testing.assert_array_equal(asyncio.run(main()), ok.forward(0, x))
+
+    async def plaintext():
+        async with AsyncMoeClient(c.target, token="s3cret", timeout=5) as ac:
+            with pytest.raises(MoeError) as e:
+                await ac.model_info()
+            return e.value
+    err = asyncio.run(plaintext())
+    assert err.code == grpc.StatusCode.UNAVAILABLE and "pass tls_ca" in err.message, err
