@@ -7,10 +7,11 @@
 #include <atomic>
 #include <thread>
 
-#include "absl/strings/str_cat.h"
 #include "core/logging.h"
+#include "core/net_address.h"
 #include "core/port_file.h"
 #include "core/status_macros.h"
+#include "proto/exclusive_ports.h"
 #include "proto/keepalive.h"
 
 namespace moe {
@@ -32,6 +33,7 @@ absl::Status RouterServers::StartHealth() {
 }
 
 void RouterServers::Configure(grpc::ServerBuilder& b, int message_limit) const {
+  RefuseSharedPorts(b);
   b.SetMaxReceiveMessageSize(message_limit);
   b.SetMaxSendMessageSize(message_limit);
   b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
@@ -43,7 +45,7 @@ void RouterServers::Configure(grpc::ServerBuilder& b, int message_limit) const {
 }
 
 absl::Status RouterServers::Listen(
-    const std::string& what, const std::string& address,
+    const char* flag, const std::string& address,
     const std::shared_ptr<grpc::ServerCredentials>& credentials,
     const std::vector<grpc::Service*>& services, int message_limit, int* port) {
   grpc::ServerBuilder b;
@@ -53,10 +55,7 @@ absl::Status RouterServers::Listen(
       port);
   for (grpc::Service* service : services) b.RegisterService(service);
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
-  if (!server || *port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", what, address));
-  }
+  if (!server || *port == 0) return ListenFailure(flag, address);
   servers_.push_back(std::move(server));
   return absl::OkStatus();
 }
@@ -67,10 +66,10 @@ absl::Status RouterServers::Start(const Services& s) {
   const bool own_worker_port = s.workers && !o_.worker_listen.empty();
   std::vector<grpc::Service*> pub = {s.api};
   if (s.workers && !own_worker_port) pub.push_back(s.workers);
-  MOE_RETURN_IF_ERROR(Listen("", o_.listen, s.public_credentials, pub,
+  MOE_RETURN_IF_ERROR(Listen("--listen", o_.listen, s.public_credentials, pub,
                              s.message_limit, &port_));
   if (!own_worker_port) return absl::OkStatus();
-  MOE_RETURN_IF_ERROR(Listen("--worker-listen ", o_.worker_listen,
+  MOE_RETURN_IF_ERROR(Listen("--worker-listen", o_.worker_listen,
                              s.worker_credentials, {s.workers}, s.message_limit,
                              &worker_port_));
   return WritePortFile(o_.worker_port_file, worker_port_);

@@ -75,9 +75,10 @@ class RouterServers {
  private:
   void Configure(grpc::ServerBuilder& b, int message_limit) const;
   // Starts a server serving `services` on `address` (null credentials:
-  // insecure); UNAVAILABLE naming `what` and the address when it cannot.
+  // insecure), a port no other process shares; UNAVAILABLE naming `flag`,
+  // the address and the cause when it cannot (core/net_address.h).
   absl::Status Listen(
-      const std::string& what, const std::string& address,
+      const char* flag, const std::string& address,
       const std::shared_ptr<grpc::ServerCredentials>& credentials,
       const std::vector<grpc::Service*>& services, int message_limit,
       int* port);
