@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/flag_help.h"
 #include "nlohmann/json.hpp"
+#include "proto/exclusive_ports.h"
 
 ABSL_FLAG(int64_t, bytes, 16 << 20, "payload bytes (one way)");
 ABSL_FLAG(int, reps, 20, "timed round trips (after 3 warm-up ones)");
@@ -103,6 +104,7 @@ int Main() {
 
   EchoService echo_service;
   grpc::ServerBuilder b;
+  RefuseSharedPorts(b);
   int port = 0;
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   b.RegisterCallbackGenericService(&echo_service);

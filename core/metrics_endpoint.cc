@@ -3,8 +3,8 @@
 #include <exception>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "core/logging.h"
+#include "core/net_address.h"
 #include "core/port_file.h"
 #include "core/process_metrics.h"
 #include "core/status_macros.h"
@@ -17,11 +17,13 @@ absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetricsEndpoint(
     const char* component) {
   if (listen.empty()) return nullptr;
   std::unique_ptr<prometheus::Exposer> exposer;
+  // civetweb binds with SO_REUSEADDR and not SO_REUSEPORT: a port another
+  // process listens on fails here, and the probe names why (civetweb's own
+  // words only say that binding may have failed).
   try {
     exposer = std::make_unique<prometheus::Exposer>(listen);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("--metrics-listen ", listen, ": ", e.what()));
+    return ListenFailure("--metrics-listen", listen, e.what());
   }
   exposer->RegisterCollectable(registry);
   // The exposer keeps weak pointers: this one lives as long as the exposer.

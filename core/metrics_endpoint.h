@@ -13,7 +13,8 @@ namespace moe {
 // Serves `registry`, the process_* metrics and moe_build_info (labelled
 // `component`: core/process_metrics.h) on `listen` and writes the bound port
 // to `port_file` (when given); null when `listen` is empty. UNAVAILABLE
-// naming the flag when it cannot listen.
+// naming the flag, the address and the cause when it cannot listen (a port
+// in use is never shared).
 absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetricsEndpoint(
     const std::string& listen, const std::string& port_file,
     const std::shared_ptr<prometheus::Registry>& registry,

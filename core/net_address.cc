@@ -54,6 +54,50 @@ absl::string_view StripScheme(absl::string_view target) {
   return target;
 }
 
+// Why binding `address` fails now, in words; empty when it binds.
+std::string BindProbe(absl::string_view address) {
+  if (absl::StartsWith(address, "unix")) return "";
+  auto [host, port] = SplitHostPort(address);
+  if (port.empty()) return "expected HOST:PORT";
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  // An empty host (":50051") is every interface, as in gRPC.
+  if (int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(),
+                           &hints, &res);
+      rc != 0) {
+    return absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc));
+  }
+  int error = 0;
+  // gRPC binds every address a name resolves to: the first that fails tells.
+  for (addrinfo* ai = res; ai != nullptr && error == 0; ai = ai->ai_next) {
+    const int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) error = errno;
+    close(fd);
+  }
+  freeaddrinfo(res);
+  switch (error) {
+    case 0:
+      return "";
+    case EADDRINUSE:
+      return "address already in use (another process is listening there); "
+             "pick a free port";
+    case EACCES:
+      return "permission denied (ports below 1024 need root or "
+             "CAP_NET_BIND_SERVICE); pick a port above 1023";
+    case EADDRNOTAVAIL:
+      return "address not available (no interface of this host has it); "
+             "listen on 0.0.0.0 or an address of this host";
+    default:
+      return std::strerror(error);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> LocalAddressToward(absl::string_view target) {
@@ -104,6 +148,18 @@ absl::StatusOr<std::string> LocalAddressToward(absl::string_view target) {
         absl::StrCat("no route to '", host, "': ", error));
   }
   return local;
+}
+
+absl::Status ListenFailure(absl::string_view flag, absl::string_view address,
+                           absl::string_view detail) {
+  std::string cause = BindProbe(address);
+  if (cause.empty()) {
+    // The port binds now: it was taken for a moment, or the server refused
+    // the address for a reason of its own.
+    cause = detail.empty() ? "cannot listen there (see the lines above)"
+                           : absl::StrCat("cannot listen there: ", detail);
+  }
+  return absl::UnavailableError(absl::StrCat(flag, " ", address, ": ", cause));
 }
 
 bool IsLoopbackHost(absl::string_view host) {

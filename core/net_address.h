@@ -1,5 +1,6 @@
 // Small address helpers for running across hosts: which local address
-// reaches a peer, and whether an address or a gRPC peer string is loopback.
+// reaches a peer, whether an address or a gRPC peer string is loopback, and
+// why a listening address could not be bound.
 #pragma once
 
 #include <string>
@@ -22,5 +23,15 @@ bool IsLoopbackHost(absl::string_view host);
 // True for a gRPC peer string (ServerContext::peer()) from loopback or a
 // unix socket: "ipv4:127.0.0.1:5", "ipv6:[::1]:5", "unix:/path".
 bool IsLoopbackPeer(absl::string_view peer);
+
+// The error a process exits with when it could not listen on `address`
+// (host:port, "[v6]:port", as given to `flag`, e.g. "--listen"). Binds a
+// probe socket there the way the servers do (SO_REUSEADDR, never
+// SO_REUSEPORT) and names the cause from its errno, e.g. "--listen
+// 127.0.0.1:50051: address already in use (another process is listening
+// there); pick a free port". `detail` (the server's own words) is added when
+// the probe finds no cause. UNAVAILABLE.
+absl::Status ListenFailure(absl::string_view flag, absl::string_view address,
+                           absl::string_view detail = "");
 
 }  // namespace moe

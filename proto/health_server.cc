@@ -4,7 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
+#include "core/net_address.h"
+#include "proto/exclusive_ports.h"
 
 namespace moe {
 namespace {
@@ -30,6 +31,7 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
   h->service_ = std::make_unique<HealthService>();
   h->service_->SetServingStatus(kLivenessService, true);
   grpc::ServerBuilder b;
+  RefuseSharedPorts(b);
   b.AddListeningPort(address, grpc::InsecureServerCredentials(), &h->port_);
   // Our own health service, registered as a service and handed to the
   // builder as the server's health-check service: gRPC's default one is
@@ -41,8 +43,7 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
   b.SetOption(std::make_unique<WithoutReflection>());
   h->server_ = b.BuildAndStart();
   if (!h->server_ || h->port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on --health-listen ", address));
+    return ListenFailure("--health-listen", address);
   }
   return h;
 }

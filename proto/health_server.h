@@ -16,8 +16,9 @@ namespace moe {
 
 class HealthServer {
  public:
-  // Listens on `address` (host:port, port 0 picks one). UNAVAILABLE naming
-  // the address when it cannot.
+  // Listens on `address` (host:port, port 0 picks one), a port of its own
+  // (proto/exclusive_ports.h). UNAVAILABLE naming --health-listen, the
+  // address and the cause when it cannot.
   static absl::StatusOr<std::unique_ptr<HealthServer>> Start(
       const std::string& address);
   ~HealthServer();

@@ -29,11 +29,13 @@ absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,
                      static_cast<int>(r.output_dtype())));
   }
   // Size limits before decoding: a request over the limit costs no work.
+  // The message names the flag, since the operator sets the limit there.
   const auto& t = r.hidden_states();
   if (t.shape_size() == 2 && t.shape(0) > limits.max_request_tokens) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "hidden_states.shape[0]: ", t.shape(0), " tokens exceeds the limit of ",
-        limits.max_request_tokens, " per request"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("hidden_states.shape[0]: ", t.shape(0),
+                     " tokens exceeds the limit of ", limits.max_request_tokens,
+                     " per request (the router's --max-request-tokens)"));
   }
   auto x = CheckMatrix(t, "hidden_states", model.layer.hidden,
                        /*require_finite=*/true);

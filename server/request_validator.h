@@ -35,7 +35,8 @@ struct ValidForward {
 // other layers accept and ignore them, but when given there must be one
 // per row (a mismatch is a client bug worth reporting).
 // NOT_FOUND for a layer that is not an MoE layer, RESOURCE_EXHAUSTED for too
-// many tokens, INVALID_ARGUMENT for everything else.
+// many tokens (naming --max-request-tokens), INVALID_ARGUMENT for everything
+// else.
 absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,
                                              const ModelInfo& model,
                                              const ForwardLimits& limits);

@@ -65,6 +65,7 @@ int Router::Start() {
   services.api = service_.get();
   services.workers = worker_service_.get();
   services.message_limit = MessageLimitFor(o_, model_->info());
+  services.request_limit = RequestLimitFor(o_, model_->info());
   if (int rc = ExitCodeOf(servers_->Start(services), 1)) return rc;
   ReportReadiness();
   if (int rc = ExitCodeOf(WritePortFile(o_.port_file, port()), 1)) return rc;

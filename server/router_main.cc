@@ -73,7 +73,8 @@ ABSL_FLAG(int64_t, hold_while_regrouping_ms, 0,
 ABSL_FLAG(int64_t, max_batch_tokens, moe::kDefaultMaxBatchTokens,
           "tokens per step at most");
 ABSL_FLAG(int64_t, max_request_tokens, 0,
-          "tokens per request at most (0: --max-batch-tokens)");
+          "tokens per request at most (0: --max-batch-tokens); a larger "
+          "request is refused with RESOURCE_EXHAUSTED naming this flag");
 ABSL_FLAG(int64_t, batch_window_us, 500,
           "how long the oldest queued request waits for others to join its "
           "step while other steps are in flight; 0 = no wait (requests "
@@ -133,7 +134,10 @@ ABSL_FLAG(std::string, health_port_file, "",
 ABSL_FLAG(int, max_concurrent_streams, 1024,
           "concurrent gRPC streams per client connection");
 ABSL_FLAG(int64_t, max_message_bytes, 0,
-          "gRPC message size limit (0: fits --max-batch-tokens)");
+          "gRPC message size limit (0: fits --max-batch-tokens, and requests "
+          "on the public port may take 4x that, so that one with too many "
+          "tokens is refused naming --max-request-tokens; beyond 4x gRPC "
+          "refuses it by size)");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus /metrics address, e.g. 0.0.0.0:9090 (empty: off)");
 ABSL_FLAG(std::string, metrics_port_file, "",

@@ -42,6 +42,13 @@ int MessageLimitFor(const RouterOptions& o, const ModelInfo& info) {
   return static_cast<int>(std::min<int64_t>(max_bytes, INT32_MAX));
 }
 
+int RequestLimitFor(const RouterOptions& o, const ModelInfo& info) {
+  const int64_t limit = MessageLimitFor(o, info);
+  if (o.max_message_bytes > 0) return static_cast<int>(limit);
+  return static_cast<int>(
+      std::min<int64_t>(limit * kOversizedRequestFactor, INT32_MAX));
+}
+
 WorkerPoolOptions PoolOptionsFor(
     const RouterOptions& o, int64_t num_experts,
     std::shared_ptr<const ExpertPlacement> placement) {

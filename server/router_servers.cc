@@ -7,10 +7,11 @@
 #include <atomic>
 #include <thread>
 
-#include "absl/strings/str_cat.h"
 #include "core/logging.h"
+#include "core/net_address.h"
 #include "core/port_file.h"
 #include "core/status_macros.h"
+#include "proto/exclusive_ports.h"
 #include "proto/keepalive.h"
 
 namespace moe {
@@ -31,9 +32,11 @@ absl::Status RouterServers::StartHealth() {
   return WritePortFile(o_.health_port_file, health_port_);
 }
 
-void RouterServers::Configure(grpc::ServerBuilder& b, int message_limit) const {
-  b.SetMaxReceiveMessageSize(message_limit);
-  b.SetMaxSendMessageSize(message_limit);
+void RouterServers::Configure(grpc::ServerBuilder& b, int receive_limit,
+                              int send_limit) const {
+  RefuseSharedPorts(b);
+  b.SetMaxReceiveMessageSize(receive_limit);
+  b.SetMaxSendMessageSize(send_limit);
   b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                        o_.max_concurrent_streams);
   // Workers ping on idle streams to notice a dead link: allowed rather
@@ -43,20 +46,18 @@ void RouterServers::Configure(grpc::ServerBuilder& b, int message_limit) const {
 }
 
 absl::Status RouterServers::Listen(
-    const std::string& what, const std::string& address,
+    const char* flag, const std::string& address,
     const std::shared_ptr<grpc::ServerCredentials>& credentials,
-    const std::vector<grpc::Service*>& services, int message_limit, int* port) {
+    const std::vector<grpc::Service*>& services, int receive_limit,
+    int send_limit, int* port) {
   grpc::ServerBuilder b;
-  Configure(b, message_limit);
+  Configure(b, receive_limit, send_limit);
   b.AddListeningPort(
       address, credentials ? credentials : grpc::InsecureServerCredentials(),
       port);
   for (grpc::Service* service : services) b.RegisterService(service);
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
-  if (!server || *port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", what, address));
-  }
+  if (!server || *port == 0) return ListenFailure(flag, address);
   servers_.push_back(std::move(server));
   return absl::OkStatus();
 }
@@ -67,12 +68,16 @@ absl::Status RouterServers::Start(const Services& s) {
   const bool own_worker_port = s.workers && !o_.worker_listen.empty();
   std::vector<grpc::Service*> pub = {s.api};
   if (s.workers && !own_worker_port) pub.push_back(s.workers);
-  MOE_RETURN_IF_ERROR(Listen("", o_.listen, s.public_credentials, pub,
+  // Requests may be larger than the message limit, up to request_limit, so
+  // that one with too many tokens is read and refused naming
+  // --max-request-tokens; what the router sends keeps the message limit.
+  MOE_RETURN_IF_ERROR(Listen("--listen", o_.listen, s.public_credentials, pub,
+                             std::max(s.request_limit, s.message_limit),
                              s.message_limit, &port_));
   if (!own_worker_port) return absl::OkStatus();
-  MOE_RETURN_IF_ERROR(Listen("--worker-listen ", o_.worker_listen,
+  MOE_RETURN_IF_ERROR(Listen("--worker-listen", o_.worker_listen,
                              s.worker_credentials, {s.workers}, s.message_limit,
-                             &worker_port_));
+                             s.message_limit, &worker_port_));
   return WritePortFile(o_.worker_port_file, worker_port_);
 }
 

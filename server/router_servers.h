@@ -39,6 +39,10 @@ class RouterServers {
     grpc::Service* api = nullptr;
     grpc::Service* workers = nullptr;  // null: no worker port or service
     int message_limit = 4 << 20;       // bytes, both ways
+    // Bytes a message to the public port may have (at least message_limit):
+    // room to read a request with too many tokens and refuse it by its
+    // token count (router_part_options.h, RequestLimitFor).
+    int request_limit = 4 << 20;
     // Null: insecure.
     std::shared_ptr<grpc::ServerCredentials> public_credentials;
     std::shared_ptr<grpc::ServerCredentials> worker_credentials;
@@ -73,14 +77,16 @@ class RouterServers {
   int health_port() const { return health_port_; }
 
  private:
-  void Configure(grpc::ServerBuilder& b, int message_limit) const;
+  void Configure(grpc::ServerBuilder& b, int receive_limit,
+                 int send_limit) const;
   // Starts a server serving `services` on `address` (null credentials:
-  // insecure); UNAVAILABLE naming `what` and the address when it cannot.
+  // insecure), a port no other process shares; UNAVAILABLE naming `flag`,
+  // the address and the cause when it cannot (core/net_address.h).
   absl::Status Listen(
-      const std::string& what, const std::string& address,
+      const char* flag, const std::string& address,
       const std::shared_ptr<grpc::ServerCredentials>& credentials,
-      const std::vector<grpc::Service*>& services, int message_limit,
-      int* port);
+      const std::vector<grpc::Service*>& services, int receive_limit,
+      int send_limit, int* port);
   // The health services of every port (public, workers', probes').
   std::vector<grpc::HealthCheckServiceInterface*> HealthServices();
   void SetStatusesLocked(bool ready, bool full)

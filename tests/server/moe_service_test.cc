@@ -245,7 +245,7 @@ TEST_F(MoeServiceTest, RefusesBadInputNamingTheFieldAndServesTheNext) {
   }
   cases.push_back({{"too many tokens", grpc::StatusCode::RESOURCE_EXHAUSTED,
                     "hidden_states.shape[0]: 33 tokens exceeds the limit of "
-                    "32"},
+                    "32 per request (the router's --max-request-tokens)"},
                    Request(0, Input(kMaxRequestTokens + 1, 9))});
   {
     moe::v1::ForwardRequest r = Request(0, good);

@@ -47,6 +47,24 @@ TEST(RouterPartOptions, MessageLimitHoldsTheLargestStepOrTheFlag) {
   EXPECT_EQ(MessageLimitFor(o, Info(7168, 8, 256)), INT32_MAX);
 }
 
+// Requests may be a bounded multiple of the derived limit, so that one with
+// too many tokens is read and refused by its token count; an explicit
+// --max-message-bytes stays exact.
+TEST(RouterPartOptions, RequestLimitIsABoundedMultipleOfTheDerivedOne) {
+  RouterOptions o = Options();
+  o.max_batch_tokens = 4096;
+  o.max_message_bytes = 0;
+  const int derived = MessageLimitFor(o, Info(64, 2, 8));
+  EXPECT_EQ(derived, 18087936);  // gRPC's "vs. 18087936" of issue 46
+  EXPECT_EQ(RequestLimitFor(o, Info(64, 2, 8)),
+            int64_t{kOversizedRequestFactor} * derived);
+  o.max_message_bytes = 123456;
+  EXPECT_EQ(RequestLimitFor(o, Info(64, 2, 8)), 123456);
+  o.max_message_bytes = 0;
+  o.max_batch_tokens = int64_t{1} << 20;
+  EXPECT_EQ(RequestLimitFor(o, Info(7168, 8, 256)), INT32_MAX);
+}
+
 TEST(RouterPartOptions, WorkersLoadTheResolvedDtypeAndConnectWithinAStep) {
   RouterOptions o = Options();
   o.step_timeout = milliseconds(10000);
