@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs everything that needs a GPU from a release bundle (scripts/package.sh)
-# and writes a report (DESIGN.md section 9, "Releases and GPU hosts"):
+# and writes a report (README, "Running the GPU check"):
 #
 #   bash scripts/gpu-check.sh BUNDLE_DIR OUT_DIR
 #   bash scripts/gpu-check.sh --list-filters   # "binary<TAB>filter" per gtest step

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Makes a relocatable release tarball for bare hosts (DESIGN.md section 9,
-# "Releases and GPU hosts"):
+# Makes a relocatable release tarball for bare hosts (a GPU host with only a
+# driver: the binaries, the libraries they load, the tests and the GPU check;
+# README, "Running the GPU check"):
 #
 #   bash scripts/package.sh OUT.tar.xz [--build DIR]   (or OUT.tar.gz)
 #

@@ -9,7 +9,7 @@ Weights come from a safetensors file in the golden layout (tests/golden/README.m
 gate.weight, gate.expert_bias, experts.w1/w3/w2, shared.*, the routing options in
 __metadata__["config"]) so that both sides compute the same layer without sharing
 an RNG; --random makes random weights of the given shape (timing only). Routing is
-DESIGN.md section 4 in fp32 (softmax or sigmoid, bias for choosing only, groups,
+docs/architecture.md section 3 in fp32 (softmax or sigmoid, bias for choosing only, groups,
 top-k, renormalise, scale, capacity, expert choice); experts run in --dtype (bf16
 by default) in two styles: a per-expert loop (as Hugging Face models do) and one
 grouped GEMM per projection with torch._grouped_mm where this torch has it. Each
@@ -49,7 +49,7 @@ def load_safetensors(path):
 
 
 def route(x, t, c):
-    """Per-slot (token, expert, weight) in slot order, fp32, as DESIGN.md section 4."""
+    """Per-slot (token, expert, weight) in slot order, fp32, as docs/architecture.md section 3."""
     n, e, k = x.shape[0], c["experts"], c["top_k"]
     logits = x.float() @ t["gate.weight"].float().t()
     if c.get("routing", "token_choice") == "expert_choice":
