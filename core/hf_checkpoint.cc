@@ -124,15 +124,27 @@ absl::StatusOr<WeightTensor> HfCheckpoint::SliceFused(
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": dtype ", DTypeName(entry.dtype), " is not f32, bf16 or f16"));
   }
+  WeightTensor t;
+  t.name = where + absl::StrCat(" (expert ", loc.expert, ")");
+  t.dtype = entry.dtype;
+  if (loc.linear && loc.col_step == 1) {
+    // Packed nn.Linear weights [E, C, in]: the role's rows of one expert are
+    // contiguous, so they are read in place like a per-expert tensor.
+    const int64_t rows = loc.fused_shape[1], in = loc.fused_shape[2];
+    t.shape = {loc.out, in};
+    t.data = ref.data + (loc.expert * rows + loc.col0) * in * es;
+    return t;
+  }
+  if (loc.linear) {
+    return absl::InternalError(
+        absl::StrCat(where, ": a strided packed slice is not supported"));
+  }
   // A fused bias [E, C] is one row per expert.
   const bool bias = loc.fused_shape.size() == 2;
   const int64_t in = bias ? 1 : loc.fused_shape[1];
   const int64_t cols = loc.fused_shape.back();
   // One expert's role at a time, packed and dropped by the loader: the
   // fused tensor itself stays a view of the mapped file.
-  WeightTensor t;
-  t.name = where + absl::StrCat(" (expert ", loc.expert, ")");
-  t.dtype = entry.dtype;
   t.shape =
       bias ? std::vector<int64_t>{loc.out} : std::vector<int64_t>{loc.out, in};
   t.owned.resize(static_cast<size_t>(loc.out * in) * es);
@@ -205,7 +217,32 @@ absl::StatusOr<std::unique_ptr<HfCheckpoint>> HfCheckpoint::Open(
       }
     }
   }
+  MOE_RETURN_IF_ERROR(ckpt->DetectExpertLayout());
   return ckpt;
+}
+
+absl::Status HfCheckpoint::DetectExpertLayout() {
+  const ModelInfo& info = spec_.info;
+  if (info.moe_layers.empty()) return absl::OkStatus();
+  const int64_t layer = info.moe_layers.front();
+  const MoeLayerConfig& c = info.LayerConfig(layer);
+  const HfTensorLocation per_expert =
+      HfLocate(spec_.family, c, layer, WeightRole::kW1, 0);
+  const HfTensorLocation packed = HfLocate(
+      spec_.family, c, layer, WeightRole::kW1, 0, HfExpertLayout::kPacked);
+  // Families with a single layout (fused x·W, DeepSeek-V4) read as always.
+  if (!packed.linear || weight_map_.count(per_expert.name) > 0) {
+    return absl::OkStatus();
+  }
+  if (weight_map_.count(packed.name) > 0) {
+    spec_.layout = HfExpertLayout::kPacked;
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(
+      absl::StrCat(dir_, ": checkpoint has no tensor '", per_expert.name,
+                   "' (one tensor per expert) nor '", packed.name,
+                   "' (transformers v5 packed experts, ",
+                   ShapeString(packed.fused_shape), ")"));
 }
 
 absl::StatusOr<const SafetensorsFile*> HfCheckpoint::OpenFile(
@@ -263,7 +300,8 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
     return absl::InvalidArgumentError(absl::StrCat(
         dir_, ": expert ", expert, " is outside [0, ", c.num_experts, ")"));
   }
-  const HfTensorLocation loc = HfLocate(spec_.family, c, layer, role, expert);
+  const HfTensorLocation loc =
+      HfLocate(spec_.family, c, layer, role, expert, spec_.layout);
   const std::string& name = loc.name;
   // gpt-oss as released: the fused weight's MXFP4 *_blocks/*_scales.
   if (loc.fused && weight_map_.count(name + "_blocks") > 0) {

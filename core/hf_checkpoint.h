@@ -30,7 +30,12 @@ class HfCheckpoint : public ModelSource {
   absl::StatusOr<const SafetensorsFile*> OpenFile(
       const std::string& file) const;
   absl::StatusOr<TensorRef> Find(const std::string& tensor) const;
-  // One expert's [out, in] weight out of a fused tensor (Llama 4).
+  // Sets spec_.layout from the first MoE layer's expert tensors: one per
+  // expert, or transformers v5's packed ones. Neither is refused, naming
+  // both.
+  absl::Status DetectExpertLayout();
+  // One expert's [out, in] weight out of a fused tensor (Llama 4, gpt-oss)
+  // or a packed one (transformers v5).
   absl::StatusOr<WeightTensor> SliceFused(const HfTensorLocation& loc,
                                           const TensorRef& ref) const;
   // Attaches an FP8 weight's block scales (kept FP8: the engine dequantises

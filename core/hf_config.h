@@ -34,6 +34,14 @@ enum class HfFamily {
 // Every family, in the order of the table above.
 const std::vector<HfFamily>& AllHfFamilies();
 
+// How a checkpoint stores its routed experts. Families that name one tensor
+// per role and expert (Mixtral, Qwen, ...) are saved by transformers v5 with
+// all experts packed as nn.Linear weights: mlp.experts.gate_up_proj [E, 2I,
+// H] (each expert's gate rows over its up rows) and mlp.experts.down_proj
+// [E, H, I]; the checkpoint reader tells the two apart by the tensors
+// present.
+enum class HfExpertLayout { kPerExpert, kPacked };
+
 struct HfModelSpec {
   HfFamily family = HfFamily::kMixtral;
   ModelInfo info;
@@ -42,6 +50,8 @@ struct HfModelSpec {
   int64_t fp8_block_cols = 128;
   // quantization_config.quant_method, "" when the checkpoint has none.
   std::string quant_method;
+  // Set by the checkpoint reader from the tensors it finds.
+  HfExpertLayout layout = HfExpertLayout::kPerExpert;
 };
 
 // Parses config.json. Besides each family's own keys it honours three
@@ -62,11 +72,15 @@ std::string HfLayerPrefix(HfFamily family, int64_t layer);
 // experts fused for x·W: gate_up_proj [E, H, 2I] and down_proj [E, I, H];
 // the role's [out, in] weight is then w[o][i] = t[expert][i][col0 + o *
 // col_step], o < out. A fused bias [E, C] (gpt-oss) gives the vector
-// b[o] = t[expert][col0 + o * col_step].
+// b[o] = t[expert][col0 + o * col_step]. The packed layout (HfExpertLayout)
+// stores nn.Linear weights [E, C, in] instead (`linear`): w[o][i] =
+// t[expert][col0 + o * col_step][i].
 struct HfTensorLocation {
   std::string name;
   bool fused = false;
-  std::vector<int64_t> fused_shape;  // [E, in, C] or, for a bias, [E, C]
+  bool linear = false;
+  // [E, in, C], [E, C, in] when `linear` or, for a bias, [E, C].
+  std::vector<int64_t> fused_shape;
   int64_t expert = 0;
   int64_t col0 = 0;
   int64_t col_step = 1;
@@ -74,12 +88,14 @@ struct HfTensorLocation {
 };
 
 HfTensorLocation HfLocate(HfFamily family, const MoeLayerConfig& config,
-                          int64_t layer, WeightRole role, int64_t expert);
+                          int64_t layer, WeightRole role, int64_t expert,
+                          HfExpertLayout layout = HfExpertLayout::kPerExpert);
 
 // The checkpoint tensor name of a role in MoE layer `layer` (the fused
 // tensor's name where the family fuses experts).
 std::string HfTensorName(HfFamily family, int64_t layer, WeightRole role,
-                         int64_t expert);
+                         int64_t expert,
+                         HfExpertLayout layout = HfExpertLayout::kPerExpert);
 
 // The config.json model_type of a family.
 const char* HfFamilyName(HfFamily family);

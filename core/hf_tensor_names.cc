@@ -1,5 +1,5 @@
 // Each family's tensor names (golden README, "Hugging Face families"), and
-// where Llama 4's fused expert tensors keep a role's rows.
+// where fused or packed expert tensors keep a role's rows.
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -200,6 +200,39 @@ std::string MlpName(HfFamily f, const std::string& p, WeightRole role,
   }
 }
 
+// transformers v5's packed experts (HfExpertLayout::kPacked): nn.Linear
+// weights gate_up_proj [E, 2I, H] (gate rows 0..I-1, up rows I..2I-1) and
+// down_proj [E, H, I], each expert's slice read as it lies. The other roles
+// keep their mlp.* names (Mixtral's block_sparse_moe. became mlp. in v5).
+HfTensorLocation PackedLocation(HfFamily f, const std::string& p,
+                                const MoeLayerConfig& c, WeightRole role,
+                                int64_t expert) {
+  const std::string m = p + "mlp.";
+  const int64_t E = c.num_experts, H = c.hidden, I = c.inter;
+  HfTensorLocation loc;
+  switch (role) {
+    case WeightRole::kW1:
+    case WeightRole::kW3:
+      loc = Fused(m + "experts.gate_up_proj", {E, 2 * I, H}, expert,
+                  role == WeightRole::kW1 ? 0 : I, 1, I);
+      break;
+    case WeightRole::kW2:
+      loc = Fused(m + "experts.down_proj", {E, H, I}, expert, 0, 1, H);
+      break;
+    default:
+      loc.name = MlpName(f, p, role, expert);
+      return loc;
+  }
+  loc.linear = true;
+  return loc;
+}
+
+// Families whose experts transformers v5 may save packed: those with one
+// tensor per role and expert under mlp.* or block_sparse_moe.*.
+bool MayBePacked(HfFamily f) {
+  return !IsLlama4(f) && f != HfFamily::kGptOss && f != HfFamily::kDeepseekV4;
+}
+
 }  // namespace
 
 std::string HfLayerPrefix(HfFamily family, int64_t layer) {
@@ -212,8 +245,12 @@ std::string HfLayerPrefix(HfFamily family, int64_t layer) {
 }
 
 HfTensorLocation HfLocate(HfFamily family, const MoeLayerConfig& config,
-                          int64_t layer, WeightRole role, int64_t expert) {
+                          int64_t layer, WeightRole role, int64_t expert,
+                          HfExpertLayout layout) {
   const std::string p = HfLayerPrefix(family, layer);
+  if (layout == HfExpertLayout::kPacked && MayBePacked(family)) {
+    return PackedLocation(family, p, config, role, expert);
+  }
   if (IsLlama4(family)) return Llama4Location(p, config, role, expert);
   if (family == HfFamily::kGptOss) {
     return GptOssLocation(p, config, role, expert);
@@ -232,8 +269,8 @@ HfTensorLocation HfLocate(HfFamily family, const MoeLayerConfig& config,
 }
 
 std::string HfTensorName(HfFamily family, int64_t layer, WeightRole role,
-                         int64_t expert) {
-  return HfLocate(family, MoeLayerConfig{}, layer, role, expert).name;
+                         int64_t expert, HfExpertLayout layout) {
+  return HfLocate(family, MoeLayerConfig{}, layer, role, expert, layout).name;
 }
 
 }  // namespace moe

@@ -132,6 +132,21 @@ TEST(HfFamilies, Llama4MultimodalReadsTextConfig) {
   EXPECT_TRUE(Mentions(no_text.status(), "text_config"));
 }
 
+// transformers v5 packs the older families' experts too; Mixtral's
+// block_sparse_moe. becomes mlp.
+TEST(HfFamilies, PackedLayoutNamesOfOlderFamilies) {
+  const auto packed = HfExpertLayout::kPacked;
+  EXPECT_EQ(HfTensorName(HfFamily::kMixtral, 2, WeightRole::kGate, -1, packed),
+            "model.layers.2.mlp.gate.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kMixtral, 2, WeightRole::kW2, 7, packed),
+            "model.layers.2.mlp.experts.down_proj");
+  EXPECT_EQ(HfTensorName(HfFamily::kQwen3Moe, 2, WeightRole::kW1, 7, packed),
+            "model.layers.2.mlp.experts.gate_up_proj");
+  // Fused x·W families keep their one layout.
+  EXPECT_EQ(HfTensorName(HfFamily::kLlama4Text, 2, WeightRole::kW1, 7, packed),
+            "model.layers.2.feed_forward.experts.gate_up_proj");
+}
+
 TEST(HfFamilies, Llama4TextMoeLayersList) {
   auto s = Parse(
       R"({"architectures":["Llama4ForCausalLM"],"model_type":"llama4_text",

@@ -156,6 +156,49 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
   }
 }
 
+// Qwen3-MoE and Mixtral as transformers v5 saves them: every expert packed
+// into mlp.experts.gate_up_proj [E, 2I, H] and down_proj [E, H, I], Mixtral's
+// block_sparse_moe. renamed mlp.; the layout is told from the tensors.
+TEST(HfCheckpoint, TransformersV5PackedExpertsLoad) {
+  for (const auto& [family, name] :
+       {std::pair{HfFamily::kQwen3Moe, "qwen3_moe_like"},
+        std::pair{HfFamily::kMixtral, "mixtral_like"}}) {
+    for (DType storage : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(absl::StrCat(HfFamilyName(family), " ", DTypeName(storage)));
+      auto c = testing::LoadGoldenCase(testing::GoldenDir() + "/" + name +
+                                       ".safetensors");
+      ASSERT_TRUE(c.ok()) << c.status();
+      const std::string dir = testing::MakeTempDir(std::string(name) + "_v5_");
+      HfWriteOptions o;
+      o.family = family;
+      o.layer = 1;
+      o.shards = 4;
+      o.storage = storage;
+      o.layout = HfExpertLayout::kPacked;
+      ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+      std::ifstream index(dir + "/model.safetensors.index.json");
+      std::stringstream text;
+      text << index.rdbuf();
+      EXPECT_NE(text.str().find("\"model.layers.1.mlp.experts.gate_up_proj\""),
+                std::string::npos);
+      EXPECT_NE(text.str().find("\"model.layers.1.mlp.gate.weight\""),
+                std::string::npos);
+      EXPECT_EQ(text.str().find("experts.0."), std::string::npos);
+      EXPECT_EQ(text.str().find("block_sparse_moe"), std::string::npos);
+      const bool bf16 = storage == DType::kBF16;
+      auto out = RunCheckpoint(dir, 1, c->x, c->tokens,
+                               bf16 ? WeightDType::kBF16 : WeightDType::kF32);
+      ASSERT_TRUE(out.ok()) << out.status();
+      if (bf16) {
+        EXPECT_TRUE(testing::AllClose(out->y, c->y, testing::kBf16Tol));
+      } else {
+        ExpectGolden(*c, *out, testing::kF32Tol);
+      }
+      fs::remove_all(dir);
+    }
+  }
+}
+
 // DeepSeek-V4 as released mixes hash-routed first layers (tid2eid, no
 // correction bias) with top-k layers (the bias): layers 0-1 hash
 // (deepseek_v4_hash's weights at 1), 2-3 top-k (deepseek_v4_like's at 2),

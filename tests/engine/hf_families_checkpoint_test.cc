@@ -190,6 +190,76 @@ TEST(HfFamilyCheckpoint, MisShapedTensorsAreNamedWithTheExpectedShape) {
   }
 }
 
+// transformers v5's packed experts: a mis-shaped gate_up_proj or down_proj is
+// refused naming it and the shape expected, and a checkpoint with neither
+// layout's experts is refused when opened, naming the tensor of each.
+TEST(HfFamilyCheckpoint, PackedExpertsMisShapedOrMissingAreNamed) {
+  MoeLayerConfig k;
+  k.hidden = 16;
+  k.inter = 8;
+  k.num_experts = 4;
+  k.top_k = 2;
+  k.route_norm = true;
+  auto plain = testing::RandomCase(k, 4, 9);
+  struct Bad {
+    HfFamily family;
+    const GoldenCase* c;
+    std::string name;
+    std::vector<int64_t> shape;
+    const char* expected;
+  };
+  const Bad bad[] = {
+      {HfFamily::kQwen3Moe,
+       &plain,
+       "model.layers.1.mlp.experts.gate_up_proj",
+       {4, 16, 8},
+       "expected [4, 16, 16]"},
+      {HfFamily::kMixtral,
+       &plain,
+       "model.layers.1.mlp.experts.down_proj",
+       {4, 8, 16},
+       "expected [4, 16, 8]"},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.name);
+    const std::string dir = testing::MakeTempDir("packedshape_");
+    HfWriteOptions o;
+    o.family = b.family;
+    o.layout = HfExpertLayout::kPacked;
+    ASSERT_TRUE(testing::WriteHfCheckpoint(*b.c, o, dir).ok());
+    ASSERT_TRUE(testing::ReplaceHfTensor(dir, b.name, b.shape).ok());
+    auto ckpt = HfCheckpoint::Open(dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    auto w = LoadLayerWeights(**ckpt, 1, {});
+    ASSERT_FALSE(w.ok());
+    EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(w.status().message().find(b.name), std::string::npos)
+        << w.status();
+    EXPECT_NE(w.status().message().find(b.expected), std::string::npos)
+        << w.status();
+    fs::remove_all(dir);
+  }
+  // Neither one tensor per expert nor the packed ones.
+  const std::string dir = testing::MakeTempDir("packedmiss_");
+  HfWriteOptions o;
+  o.family = HfFamily::kQwen3Moe;
+  o.layout = HfExpertLayout::kPacked;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(plain, o, dir).ok());
+  ASSERT_TRUE(testing::ReplaceHfTensor(
+                  dir, "model.layers.1.mlp.experts.gate_up_proj", {})
+                  .ok());
+  auto ckpt = HfCheckpoint::Open(dir);
+  ASSERT_FALSE(ckpt.ok());
+  EXPECT_EQ(ckpt.status().code(), absl::StatusCode::kNotFound);
+  for (const char* name :
+       {"model.layers.1.mlp.experts.0.gate_proj.weight",
+        "model.layers.1.mlp.experts.gate_up_proj", "[4, 16, 16]"}) {
+    EXPECT_NE(ckpt.status().message().find(name), std::string::npos)
+        << ckpt.status();
+  }
+  fs::remove_all(dir);
+}
+
 // A one-file checkpoint of `config` holding `tensors` (F32 unless given).
 struct RawTensor {
   std::string name;

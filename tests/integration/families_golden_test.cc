@@ -48,10 +48,9 @@ const std::map<HfFamily, std::string>& FamilyCases() {
 
 std::vector<HfFamily> Families() { return AllHfFamilies(); }
 
-class FamilyGoldenTest : public ::testing::TestWithParam<HfFamily> {};
-
-TEST_P(FamilyGoldenTest, RouterAndTwoWorkersMatchTheGoldenCase) {
-  const HfFamily family = GetParam();
+// Writes `family`'s golden case with its experts in `layout` and serves it
+// by a router with 2 workers.
+void ExpectServedGolden(HfFamily family, HfExpertLayout layout) {
   auto it = FamilyCases().find(family);
   ASSERT_NE(it, FamilyCases().end())
       << "no golden case chosen for " << HfFamilyName(family);
@@ -68,6 +67,7 @@ TEST_P(FamilyGoldenTest, RouterAndTwoWorkersMatchTheGoldenCase) {
   o.family = family;
   o.layer = 1;
   o.shards = 3;
+  o.layout = layout;
   ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
   auto ckpt = HfCheckpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
@@ -96,6 +96,22 @@ TEST_P(FamilyGoldenTest, RouterAndTwoWorkersMatchTheGoldenCase) {
                                         r->weights, c->tokens, c->config.top_k,
                                         r->slots));
   fs::remove_all(dir);
+}
+
+class FamilyGoldenTest : public ::testing::TestWithParam<HfFamily> {};
+
+TEST_P(FamilyGoldenTest, RouterAndTwoWorkersMatchTheGoldenCase) {
+  ExpectServedGolden(GetParam(), HfExpertLayout::kPerExpert);
+}
+
+// The older families as transformers v5 saves them: experts packed into
+// mlp.experts.gate_up_proj / down_proj (Mixtral's block_sparse_moe. renamed
+// mlp.).
+TEST(FamilyGoldenPacked, TransformersV5LayoutServesTheGoldenCase) {
+  for (HfFamily family : {HfFamily::kMixtral, HfFamily::kQwen3Moe}) {
+    SCOPED_TRACE(HfFamilyName(family));
+    ExpectServedGolden(family, HfExpertLayout::kPacked);
+  }
 }
 
 // A checkpoint the service does not know is refused when the router starts,

@@ -149,6 +149,29 @@ void AddFusedExperts(const MoeLayerConfig& k, HfFamily f, int64_t layer,
       {HfTensorName(f, layer, WeightRole::kW2, 0), {E, I, H}, std::move(down)});
 }
 
+// transformers v5's packed experts, nn.Linear weights as they lie:
+// gate_up_proj [E, 2I, H] (each expert's w1 rows over its w3 rows) and
+// down_proj [E, H, I] (each expert's w2).
+void AddPackedExperts(const MoeLayerConfig& k, HfFamily f, int64_t layer,
+                      const std::vector<float>& w1,
+                      const std::vector<float>& w3, std::vector<float> w2,
+                      std::vector<Tensor>* out) {
+  const int64_t E = k.num_experts, H = k.hidden, I = k.inter;
+  std::vector<float> gate_up(E * 2 * I * H);
+  for (int64_t e = 0; e < E; ++e) {
+    std::copy_n(w1.begin() + e * I * H, I * H, gate_up.begin() + e * 2 * I * H);
+    std::copy_n(w3.begin() + e * I * H, I * H,
+                gate_up.begin() + (e * 2 + 1) * I * H);
+  }
+  const auto packed = HfExpertLayout::kPacked;
+  out->push_back({HfTensorName(f, layer, WeightRole::kW1, 0, packed),
+                  {E, 2 * I, H},
+                  std::move(gate_up)});
+  out->push_back({HfTensorName(f, layer, WeightRole::kW2, 0, packed),
+                  {E, H, I},
+                  std::move(w2)});
+}
+
 // gpt-oss's fused experts (the dequantised form transformers saves):
 // gate_up_proj [E, H, 2I] with gate j at column 2j and up j at 2j+1, its
 // bias [E, 2I] interleaved the same way, down_proj [E, I, H] and its bias.
@@ -257,8 +280,8 @@ bool AddV4Linear(const std::string& weight_name, int64_t rows, int64_t cols,
 // Returns false when `released` and the golden weights are not exactly
 // representable in the release's formats.
 bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
-                 uint64_t seed, std::vector<Tensor>* out,
-                 bool released = false) {
+                 uint64_t seed, std::vector<Tensor>* out, bool released = false,
+                 HfExpertLayout layout = HfExpertLayout::kPerExpert) {
   bool exact = true;
   const MoeLayerConfig& k = c.config;
   const int64_t E = k.num_experts, H = k.hidden, I = k.inter,
@@ -268,7 +291,7 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
     return golden ? Slice(src, begin, count) : Filler(seed + salt, count, 0.2f);
   };
   auto name = [&](WeightRole r, int64_t e) {
-    return HfTensorName(f, layer, r, e);
+    return HfTensorName(f, layer, r, e, layout);
   };
   out->push_back(
       {name(WeightRole::kGate, -1), {E, H}, values(c.gate, 0, E * H, 1)});
@@ -336,6 +359,10 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                      values(c.w2, 0, E * I * H, 2000),
                      values(c.b1, 0, E * I, 11), values(c.b3, 0, E * I, 12),
                      values(c.b2, 0, E * H, 13), out);
+  } else if (HfLocate(f, k, layer, WeightRole::kW1, 0, layout).linear) {
+    AddPackedExperts(k, f, layer, values(c.w1, 0, E * I * H, 10),
+                     values(c.w3, 0, E * I * H, 1000),
+                     values(c.w2, 0, E * I * H, 2000), out);
   } else if (HfLocate(f, k, layer, WeightRole::kW1, 0).fused) {
     AddFusedExperts(k, f, layer, values(c.w1, 0, E * I * H, 10),
                     values(c.w3, 0, E * I * H, 1000),
@@ -440,7 +467,7 @@ void AddMtp(const GoldenCase& c, const HfWriteOptions& o, int64_t num_layers,
       const std::string strip =
           o.family == HfFamily::kQwen3Next ? "model." : "layers.";
       std::vector<Tensor> layer;
-      AddMoeLayer(c, o.family, 0, false, o.seed, &layer);
+      AddMoeLayer(c, o.family, 0, false, o.seed, &layer, false, o.layout);
       for (auto& t : layer) {
         t.name = "mtp." + t.name.substr(strip.size());
         mtp.push_back(std::move(t));
@@ -766,6 +793,7 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
         "hash layers: the config written does not parse back to the cases'");
   }
 
+  const HfExpertLayout layout = o.layout;
   std::vector<Tensor> tensors;
   tensors.push_back({(o.family == HfFamily::kLlama4 ? "language_model." : "") +
                          std::string("model.embed_tokens.weight"),
@@ -777,8 +805,9 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
       const bool hashed = hc != nullptr && l < o.hash_layers;
       const int64_t golden = hashed ? o.hash_layers - 1 : o.layer;
       const GoldenCase& lc = hashed ? *hc : c;
-      const bool exact = AddMoeLayer(lc, o.family, l, l == golden,
-                                     o.seed + 100 * l, &tensors, o.released);
+      const bool exact =
+          AddMoeLayer(lc, o.family, l, l == golden, o.seed + 100 * l, &tensors,
+                      o.released, layout);
       if (l == golden && !exact) {
         return absl::InvalidArgumentError(absl::StrCat(
             lc.name, ": its weights are not exactly representable in the ",

@@ -25,6 +25,9 @@ struct HfWriteOptions {
   // itself, which the golden bf16 tolerance does not cover.
   DType router_storage = DType::kF32;
   uint64_t seed = 7;  // filler weights of the other layers
+  // Routed experts one tensor per expert, or packed as transformers v5
+  // saves them.
+  HfExpertLayout layout = HfExpertLayout::kPerExpert;
   // gpt_oss / deepseek_v4 as released: routed experts MXFP4 (gpt-oss
   // *_blocks/*_scales, V4 I8 + F8_E8M0 .scale), V4's shared expert F8_E4M3
   // with power-of-two F8_E8M0 128x128 block scales, routers in the
