@@ -170,6 +170,8 @@ struct FamilyEntry {
   HfFamily family;
   // The `architectures` a checkpoint of the family may name.
   std::vector<const char*> architectures;
+  // A multimodal config keeps the language model's keys in text_config.
+  bool text_config = false;
 };
 
 const std::vector<FamilyEntry>& FamilyTable() {
@@ -183,9 +185,16 @@ const std::vector<FamilyEntry>& FamilyTable() {
       {"glm4_moe", HfFamily::kGlm4Moe, {"Glm4MoeForCausalLM"}},
       // Moonshot's Kimi K2 is a DeepSeek-V3 model under its own model_type.
       {"kimi_k2", HfFamily::kKimiK2, {"DeepseekV3ForCausalLM"}},
+      {"qwen3_5_moe",
+       HfFamily::kQwen35Moe,
+       {"Qwen3_5MoeForConditionalGeneration"},
+       /*text_config=*/true},
       {"qwen3_next", HfFamily::kQwen3Next, {"Qwen3NextForCausalLM"}},
       {"minimax_m2", HfFamily::kMinimaxM2, {"MiniMaxM2ForCausalLM"}},
-      {"llama4", HfFamily::kLlama4, {"Llama4ForConditionalGeneration"}},
+      {"llama4",
+       HfFamily::kLlama4,
+       {"Llama4ForConditionalGeneration"},
+       /*text_config=*/true},
       {"llama4_text", HfFamily::kLlama4Text, {"Llama4ForCausalLM"}},
       {"ernie4_5_moe", HfFamily::kErnie45Moe, {"Ernie4_5_MoeForCausalLM"}},
       {"gpt_oss", HfFamily::kGptOss, {"GptOssForCausalLM"}},
@@ -320,18 +329,30 @@ absl::Status ReadQwen(const ConfigReader& r, HfFamily family, ModelInfo* info) {
   MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_experts"));
   MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
   // Qwen3-Next's default is true (its renorm has no epsilon, which is below
-  // fp32 resolution next to the engine's +1e-20).
-  MOE_ASSIGN_OR_RETURN(
-      c.route_norm, r.Bool("norm_topk_prob", family == HfFamily::kQwen3Next));
-  if (family == HfFamily::kQwen2Moe || family == HfFamily::kQwen3Next) {
+  // fp32 resolution next to the engine's +1e-20). Qwen3.5's router always
+  // renormalises: it has no norm_topk_prob to read.
+  const bool next_math =
+      family == HfFamily::kQwen3Next || family == HfFamily::kQwen35Moe;
+  if (family == HfFamily::kQwen35Moe) {
+    c.route_norm = true;
+  } else {
+    MOE_ASSIGN_OR_RETURN(c.route_norm, r.Bool("norm_topk_prob", next_math));
+  }
+  if (family == HfFamily::kQwen2Moe || next_math) {
     MOE_ASSIGN_OR_RETURN(c.shared_inter,
                          r.Int("shared_expert_intermediate_size"));
-    if (family == HfFamily::kQwen3Next && c.shared_inter <= 0) {
-      // Qwen3NextSparseMoeBlock always has its gated shared expert.
+    if (next_math && c.shared_inter <= 0) {
+      // Qwen3Next / Qwen3_5Moe SparseMoeBlock always has its gated shared
+      // expert.
       return r.Error("shared_expert_intermediate_size",
-                     "must be >= 1 for qwen3_next");
+                     absl::StrCat("must be >= 1 for ", HfFamilyName(family)));
     }
     c.shared_gate = c.shared_inter > 0;
+  }
+  if (family == HfFamily::kQwen35Moe) {
+    // Every Qwen3.5 decoder layer is sparse.
+    AllLayersMoe(info);
+    return absl::OkStatus();
   }
   return QwenLayers(r, info);
 }
@@ -580,6 +601,7 @@ absl::Status ReadFamily(const ConfigReader& r, HfFamily family,
       return ReadMixtral(r, info);
     case HfFamily::kQwen2Moe:
     case HfFamily::kQwen3Moe:
+    case HfFamily::kQwen35Moe:
     case HfFamily::kQwen3Next:
       return ReadQwen(r, family, info);
     case HfFamily::kOlmoe:
@@ -636,14 +658,16 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   MOE_ASSIGN_OR_RETURN(spec.family, FamilyOf(model_type, label));
   MOE_RETURN_IF_ERROR(CheckArchitectures(j, spec.family, label));
   MOE_ASSIGN_OR_RETURN(spec.quant_method, QuantMethod(j, spec.family, label));
-  // Llama 4's multimodal config keeps the language model's keys in
-  // text_config.
+  // A multimodal config (Llama 4, Qwen3.5) keeps the language model's keys
+  // in text_config.
   const json* body = &j;
   std::string text_label(label);
-  if (spec.family == HfFamily::kLlama4) {
+  if (EntryOf(spec.family).text_config) {
     auto it = j.find("text_config");
     if (it == j.end() || !it->is_object()) {
-      return top.Error("text_config", "must be an object (model_type llama4)");
+      return top.Error(
+          "text_config",
+          absl::StrCat("must be an object (model_type ", model_type, ")"));
     }
     body = &*it;
     text_label = absl::StrCat(label, " text_config");

@@ -22,6 +22,7 @@ enum class HfFamily {
   kDeepseekV3,
   kGlm4Moe,
   kKimiK2,
+  kQwen35Moe,  // Qwen3.5 / 3.6 MoE: text_config, model.language_model.
   kQwen3Next,
   kMinimaxM2,
   kLlama4,      // Llama4ForConditionalGeneration: text_config, language_model.

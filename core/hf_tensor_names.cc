@@ -159,8 +159,9 @@ HfTensorLocation Llama4Location(const std::string& p, const MoeLayerConfig& c,
 std::string MlpName(HfFamily f, const std::string& p, WeightRole role,
                     int64_t expert) {
   const std::string m = p + "mlp.";
-  const bool qwen_shared =
-      f == HfFamily::kQwen2Moe || f == HfFamily::kQwen3Next;
+  const bool qwen_shared = f == HfFamily::kQwen2Moe ||
+                           f == HfFamily::kQwen3Next ||
+                           f == HfFamily::kQwen35Moe;
   const std::string shared = qwen_shared ? "shared_expert." : "shared_experts.";
   switch (role) {
     case WeightRole::kGate:
@@ -241,6 +242,9 @@ std::string HfLayerPrefix(HfFamily family, int64_t layer) {
   }
   if (family == HfFamily::kDeepseekV4)
     return absl::StrCat("layers.", layer, ".");
+  if (family == HfFamily::kQwen35Moe) {
+    return absl::StrCat("model.language_model.layers.", layer, ".");
+  }
   return absl::StrCat("model.layers.", layer, ".");
 }
 

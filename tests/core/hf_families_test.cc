@@ -132,6 +132,52 @@ TEST(HfFamilies, Llama4MultimodalReadsTextConfig) {
   EXPECT_TRUE(Mentions(no_text.status(), "text_config"));
 }
 
+// Qwen3.5 / 3.6 MoE: the language model's keys under text_config, every
+// layer sparse, always renormalised (no norm_topk_prob), a gated shared
+// expert; experts packed as nn.Linear weights under model.language_model.
+TEST(HfFamilies, Qwen35MoeReadsTextConfigAndPackedExperts) {
+  auto s = Parse(
+      R"({"architectures":["Qwen3_5MoeForConditionalGeneration"],
+    "model_type":"qwen3_5_moe","vision_config":{"hidden_size":1152},
+    "text_config":{"model_type":"qwen3_5_moe_text","hidden_size":2048,
+      "num_hidden_layers":40,"num_experts":256,"num_experts_per_tok":8,
+      "moe_intermediate_size":512,"shared_expert_intermediate_size":512}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kQwen35Moe);
+  EXPECT_EQ(s->info.family, "qwen3_5_moe");
+  EXPECT_EQ(c.hidden, 2048);
+  EXPECT_EQ(c.num_experts, 256);
+  EXPECT_EQ(c.top_k, 8);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSoftmax);
+  EXPECT_TRUE(c.route_norm);
+  EXPECT_EQ(c.shared_inter, 512);
+  EXPECT_TRUE(c.shared_gate);
+  ASSERT_EQ(s->info.moe_layers.size(), 40u);
+  EXPECT_EQ(s->info.moe_layers.front(), 0);
+  const auto packed = HfExpertLayout::kPacked;
+  const auto up =
+      HfLocate(HfFamily::kQwen35Moe, c, 3, WeightRole::kW3, 5, packed);
+  EXPECT_EQ(up.name, "model.language_model.layers.3.mlp.experts.gate_up_proj");
+  EXPECT_TRUE(up.fused);
+  EXPECT_TRUE(up.linear);
+  EXPECT_EQ(up.fused_shape, (std::vector<int64_t>{256, 1024, 2048}));
+  EXPECT_EQ(up.col0, 512);  // up rows follow the gate rows
+  EXPECT_EQ(up.out, 512);
+  const auto down =
+      HfLocate(HfFamily::kQwen35Moe, c, 3, WeightRole::kW2, 5, packed);
+  EXPECT_EQ(down.name, "model.language_model.layers.3.mlp.experts.down_proj");
+  EXPECT_EQ(down.fused_shape, (std::vector<int64_t>{256, 2048, 512}));
+  EXPECT_EQ(HfTensorName(HfFamily::kQwen35Moe, 3, WeightRole::kSharedGate, -1,
+                         packed),
+            "model.language_model.layers.3.mlp.shared_expert_gate.weight");
+  EXPECT_EQ(
+      HfTensorName(HfFamily::kQwen35Moe, 3, WeightRole::kSharedW2, -1, packed),
+      "model.language_model.layers.3.mlp.shared_expert.down_proj.weight");
+  auto no_text = Parse(R"({"model_type":"qwen3_5_moe","hidden_size":64})");
+  EXPECT_TRUE(Mentions(no_text.status(), "text_config"));
+}
+
 // transformers v5 packs the older families' experts too; Mixtral's
 // block_sparse_moe. becomes mlp.
 TEST(HfFamilies, PackedLayoutNamesOfOlderFamilies) {

@@ -124,6 +124,7 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
       {HfFamily::kKimiK2, "deepseek_v3_like"},
       {HfFamily::kKimiK2, "glm45_like"},
       {HfFamily::kQwen3Next, "qwen3_next_like"},
+      {HfFamily::kQwen35Moe, "qwen3_next_like"},
       {HfFamily::kMinimaxM2, "minimax_m2_like"},
       {HfFamily::kLlama4, "llama4_like"},
       {HfFamily::kLlama4Text, "llama4_like"},
@@ -154,6 +155,36 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
     ExpectGolden(*c, *out, testing::kF32Tol);
     fs::remove_all(dir);
   }
+}
+
+// Qwen3.5 as released: keys under text_config, experts packed under
+// model.language_model., beside a vision tower and NaN-poisoned MTP
+// tensors that must be left alone; every layer is an MoE layer.
+TEST(HfCheckpoint, Qwen35MoeSkipsTheVisionTowerAndMtp) {
+  auto c = testing::LoadGoldenCase(testing::GoldenDir() +
+                                   "/qwen3_next_like.safetensors");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string dir = testing::MakeTempDir("qwen35_");
+  HfWriteOptions o;
+  o.family = HfFamily::kQwen35Moe;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+  std::ifstream index(dir + "/model.safetensors.index.json");
+  std::stringstream text;
+  text << index.rdbuf();
+  for (const char* name :
+       {"\"model.visual.patch_embed.proj.weight\"",
+        "\"mtp.layers.0.mlp.experts.gate_up_proj\"",
+        "\"model.language_model.layers.1.mlp.experts.gate_up_proj\"",
+        "\"model.language_model.layers.1.mlp.shared_expert_gate.weight\""}) {
+    EXPECT_NE(text.str().find(name), std::string::npos) << name;
+  }
+  auto ckpt = HfCheckpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ((*ckpt)->info().moe_layers, (std::vector<int64_t>{0, 1, 2}));
+  auto out = RunCheckpoint(dir, 1, c->x, c->tokens, WeightDType::kF32);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ExpectGolden(*c, *out, testing::kF32Tol);
+  fs::remove_all(dir);
 }
 
 // Qwen3-MoE and Mixtral as transformers v5 saves them: every expert packed

@@ -190,9 +190,10 @@ TEST(HfFamilyCheckpoint, MisShapedTensorsAreNamedWithTheExpectedShape) {
   }
 }
 
-// transformers v5's packed experts: a mis-shaped gate_up_proj or down_proj is
-// refused naming it and the shape expected, and a checkpoint with neither
-// layout's experts is refused when opened, naming the tensor of each.
+// transformers v5's packed experts (qwen3_5_moe always, qwen3_moe when
+// saved so): a mis-shaped gate_up_proj or down_proj is refused naming it
+// and the shape expected, and a checkpoint with neither layout's experts is
+// refused when opened, naming the tensor of each.
 TEST(HfFamilyCheckpoint, PackedExpertsMisShapedOrMissingAreNamed) {
   MoeLayerConfig k;
   k.hidden = 16;
@@ -201,6 +202,9 @@ TEST(HfFamilyCheckpoint, PackedExpertsMisShapedOrMissingAreNamed) {
   k.top_k = 2;
   k.route_norm = true;
   auto plain = testing::RandomCase(k, 4, 9);
+  k.shared_inter = 8;
+  k.shared_gate = true;
+  auto shared = testing::RandomCase(k, 4, 10);
   struct Bad {
     HfFamily family;
     const GoldenCase* c;
@@ -209,6 +213,11 @@ TEST(HfFamilyCheckpoint, PackedExpertsMisShapedOrMissingAreNamed) {
     const char* expected;
   };
   const Bad bad[] = {
+      {HfFamily::kQwen35Moe,
+       &shared,
+       "model.language_model.layers.1.mlp.experts.gate_up_proj",
+       {4, 8, 16},
+       "expected [4, 16, 16]"},
       {HfFamily::kQwen3Moe,
        &plain,
        "model.layers.1.mlp.experts.gate_up_proj",

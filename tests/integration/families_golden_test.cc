@@ -35,6 +35,7 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kDeepseekV3, "deepseek_v3_like"},
       {HfFamily::kGlm4Moe, "glm45_like"},
       {HfFamily::kKimiK2, "deepseek_v3_like"},
+      {HfFamily::kQwen35Moe, "qwen3_next_like"},
       {HfFamily::kQwen3Next, "qwen3_next_like"},
       {HfFamily::kMinimaxM2, "minimax_m2_like"},
       {HfFamily::kLlama4, "llama4_like"},

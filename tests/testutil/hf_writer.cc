@@ -462,10 +462,14 @@ void AddMtp(const GoldenCase& c, const HfWriteOptions& o, int64_t num_layers,
            {}});
       break;
     case HfFamily::kQwen3Next:
+    case HfFamily::kQwen35Moe:
     case HfFamily::kDeepseekV4: {
-      // Qwen3-Next: mtp.layers.0.mlp.*; DeepSeek-V4: mtp.0.ffn.*.
-      const std::string strip =
-          o.family == HfFamily::kQwen3Next ? "model." : "layers.";
+      // Qwen3-Next and Qwen3.5: mtp.layers.0.mlp.*; DeepSeek-V4:
+      // mtp.0.ffn.*.
+      const std::string strip = o.family == HfFamily::kQwen3Next ? "model."
+                                : o.family == HfFamily::kQwen35Moe
+                                    ? "model.language_model."
+                                    : "layers.";
       std::vector<Tensor> layer;
       AddMoeLayer(c, o.family, 0, false, o.seed, &layer, false, o.layout);
       for (auto& t : layer) {
@@ -516,6 +520,8 @@ const char* Architecture(HfFamily f) {
       return "Glm4MoeForCausalLM";
     case HfFamily::kQwen3Next:
       return "Qwen3NextForCausalLM";
+    case HfFamily::kQwen35Moe:
+      return "Qwen3_5MoeForConditionalGeneration";
     case HfFamily::kMinimaxM2:
       return "MiniMaxM2ForCausalLM";
     case HfFamily::kLlama4:
@@ -614,6 +620,17 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
         j["shared_expert_intermediate_size"] = c.shared_inter;
       }
       break;
+    case HfFamily::kQwen35Moe:
+      // No norm_topk_prob (always renormalised), every layer sparse.
+      j["num_experts"] = c.num_experts;
+      j["moe_intermediate_size"] = c.inter;
+      j["shared_expert_intermediate_size"] = c.shared_inter;
+      j["layer_types"] = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        j["layer_types"].push_back(l % 4 == 3 ? "full_attention"
+                                              : "linear_attention");
+      }
+      break;
     case HfFamily::kDeepseekV2:
     case HfFamily::kDeepseekV3:
     case HfFamily::kKimiK2:
@@ -700,6 +717,16 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
                 {"architectures", {Architecture(f)}},
                 {"text_config", j},
                 {"vision_config", {{"hidden_size", 48}}}};
+    return top.dump(2);
+  }
+  if (f == HfFamily::kQwen35Moe) {
+    j["model_type"] = "qwen3_5_moe_text";
+    j.erase("architectures");
+    json top = {{"model_type", "qwen3_5_moe"},
+                {"architectures", {Architecture(f)}},
+                {"text_config", j},
+                {"vision_config", {{"hidden_size", 48}, {"depth", 1}}},
+                {"tie_word_embeddings", false}};
     return top.dump(2);
   }
   return j.dump(2);
@@ -793,10 +820,16 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
         "hash layers: the config written does not parse back to the cases'");
   }
 
-  const HfExpertLayout layout = o.layout;
+  // Qwen3.5 is always written packed, as transformers v5 saves it.
+  const HfExpertLayout layout =
+      o.family == HfFamily::kQwen35Moe ? HfExpertLayout::kPacked : o.layout;
+  // The language model's own prefix in a multimodal checkpoint.
+  const std::string lm = o.family == HfFamily::kLlama4 ? "language_model.model."
+                         : o.family == HfFamily::kQwen35Moe
+                             ? "model.language_model."
+                             : "model.";
   std::vector<Tensor> tensors;
-  tensors.push_back({(o.family == HfFamily::kLlama4 ? "language_model." : "") +
-                         std::string("model.embed_tokens.weight"),
+  tensors.push_back({lm + "embed_tokens.weight",
                      {kVocab, H},
                      Filler(o.seed, kVocab * H, 0.5f)});
   for (int64_t l = 0; l < num_layers; ++l) {
@@ -817,11 +850,12 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
       AddDenseMlp(o.family, H, l, o.seed + l, &tensors);
     }
   }
-  AddMtp(c, o, num_layers, &tensors);
-  const std::string lm = o.family == HfFamily::kLlama4 ? "language_model." : "";
-  tensors.push_back(
-      {lm + "model.norm.weight", {H}, std::vector<float>(H, 1.0f)});
-  tensors.push_back({lm + "lm_head.weight",
+  HfWriteOptions mtp_options = o;
+  mtp_options.layout = layout;
+  AddMtp(c, mtp_options, num_layers, &tensors);
+  tensors.push_back({lm + "norm.weight", {H}, std::vector<float>(H, 1.0f)});
+  tensors.push_back({(o.family == HfFamily::kLlama4 ? "language_model." : "") +
+                         std::string("lm_head.weight"),
                      {kVocab, H},
                      Filler(o.seed + 5, kVocab * H, 0.5f)});
   if (o.family == HfFamily::kLlama4) {
@@ -830,6 +864,15 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                        {H, 48},
                        Filler(o.seed + 6, H * 48, 0.1f)});
     tensors.push_back({"multi_modal_projector.linear_1.weight",
+                       {H, H},
+                       Filler(o.seed + 7, H * H, 0.1f)});
+  }
+  if (o.family == HfFamily::kQwen35Moe) {
+    // The vision tower, which the loader must skip.
+    tensors.push_back({"model.visual.patch_embed.proj.weight",
+                       {H, 48},
+                       Filler(o.seed + 6, H * 48, 0.1f)});
+    tensors.push_back({"model.visual.merger.linear_fc2.weight",
                        {H, H},
                        Filler(o.seed + 7, H * H, 0.1f)});
   }

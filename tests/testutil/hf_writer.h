@@ -26,7 +26,7 @@ struct HfWriteOptions {
   DType router_storage = DType::kF32;
   uint64_t seed = 7;  // filler weights of the other layers
   // Routed experts one tensor per expert, or packed as transformers v5
-  // saves them.
+  // saves them (qwen3_5_moe is always written packed).
   HfExpertLayout layout = HfExpertLayout::kPerExpert;
   // gpt_oss / deepseek_v4 as released: routed experts MXFP4 (gpt-oss
   // *_blocks/*_scales, V4 I8 + F8_E8M0 .scale), V4's shared expert F8_E4M3
