@@ -70,6 +70,13 @@ class ExpertBackend {
                              Routing* routing) = 0;
   virtual absl::Status Shared(int64_t layer, const float* x, int64_t n,
                               float* out) = 0;
+  // Has the next Combine add the layer's (gated) shared expert of the rows
+  // last given to Route into y, on the device, so that y comes home once
+  // with both; true when the backend does so. False (the default, and the
+  // CPU's): the caller adds Shared's output itself.
+  virtual absl::StatusOr<bool> AddSharedToStep(int64_t /*layer*/) {
+    return false;
+  }
   // Route with the rows' token ids, which a hash-routed layer
   // (config.hash_vocab > 0) routes by and every other layer ignores. The
   // default, for backends that refuse hash-routed layers at load, ignores

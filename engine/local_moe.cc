@@ -59,6 +59,12 @@ absl::Status LocalMoe::Forward(int64_t layer, const float* x, int64_t n,
   in.counts = counts_;
   t.plan_us = clock.Lap();
 
+  // A device backend sums the shared expert into y itself, so that y
+  // crosses to the host once; its time is then part of the combine's.
+  bool shared_in_step = false;
+  if (c.has_shared() && n > 0) {
+    MOE_ASSIGN_OR_RETURN(shared_in_step, b.AddSharedToStep(layer));
+  }
   EpStepTimes ep;
   MOE_RETURN_IF_ERROR(step_.Run(in, b, *loopback_, /*max_count=*/n,
                                 /*x_resident=*/true, y, &ep));
@@ -67,7 +73,7 @@ absl::Status LocalMoe::Forward(int64_t layer, const float* x, int64_t n,
   t.combine_us = ep.combine_us;
   clock.Lap();
 
-  if (c.has_shared() && n > 0) {
+  if (c.has_shared() && n > 0 && !shared_in_step) {
     shared_out_.resize(n * c.hidden);
     MOE_RETURN_IF_ERROR(b.Shared(layer, x, n, shared_out_.data()));
     for (int64_t i = 0; i < n * c.hidden; ++i) y[i] += shared_out_[i];

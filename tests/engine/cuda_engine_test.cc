@@ -88,9 +88,10 @@ TEST_F(CudaEngineTest, StepsAllocateNothing) {
   ASSERT_TRUE(moe.ok()) << moe.status();
   std::vector<float> y(64 * c.hidden);
   Routing r;
-  ASSERT_TRUE((*moe)->Forward(0, g.x.data(), 64, {}, y.data(), &r).ok());
+  // The first step too: a backend holding experts makes its step buffers
+  // at load (issue 42's copy budget).
   const int64_t before = DeviceAllocationCount();
-  for (int64_t n : {64, 7, 1, 64}) {
+  for (int64_t n : {64, 64, 7, 1, 64}) {
     ASSERT_TRUE((*moe)->Forward(0, g.x.data(), n, {}, y.data(), &r).ok());
   }
   EXPECT_EQ(DeviceAllocationCount(), before);
