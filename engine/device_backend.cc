@@ -24,6 +24,7 @@ absl::Status DeviceBackend::ReserveIo(bool with_gate) {
                S = max_tokens_ * bounds_.slots;
   const size_t rows_bytes = T * H * 4;
   MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, rows_bytes, &x_dev_));
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, rows_bytes / 2, &x16_dev_));
   MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, rows_bytes, &x_pin_));
   MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, rows_bytes, &y_dev_));
   MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, rows_bytes, &y_pin_));
@@ -72,6 +73,24 @@ absl::Status DeviceBackend::UploadX(const float* x, int64_t n) {
   return absl::OkStatus();
 }
 
+absl::Status DeviceBackend::UploadBf16X(const uint16_t* x, int64_t n) {
+  if (n > max_tokens_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        n, " tokens exceed the ", max_tokens_, " ", name(), " was sized for"));
+  }
+  const int64_t count = n * config_.hidden;
+  if (count > 0) {
+    if (x != x_pin_.get()) std::memcpy(x_pin_.get(), x, count * 2);
+    MOE_RETURN_IF_ERROR(
+        device_queue().CopyFromHost(x_pin_.get(), x16_dev_.get(), count * 2));
+    MOE_RETURN_IF_ERROR(QueueWiden(static_cast<uint16_t*>(x16_dev_.get()),
+                                   count, static_cast<float*>(x_dev_.get())));
+  }
+  resident_x_ = x;
+  resident_n_ = n;
+  return absl::OkStatus();
+}
+
 absl::Status DeviceBackend::Route(int64_t layer, const float* x, int64_t n,
                                   absl::Span<const int64_t> segment_ends,
                                   Routing* routing) {
@@ -88,8 +107,38 @@ absl::Status DeviceBackend::RouteTokens(int64_t layer, const float* x,
     return absl::FailedPreconditionError(
         "this backend was loaded without the router's gate");
   }
+  absl::Status s = UploadX(x, n);
+  if (s.ok()) return RouteResident(layer, n, segment_ends, token_ids, routing);
+  (void)device_queue().Synchronize();  // the staging is free again
+  resident_x_ = nullptr;
+  resident_n_ = -1;
+  return s;
+}
+
+absl::StatusOr<bool> DeviceBackend::RouteTokensBf16(
+    int64_t layer, const uint16_t* x, int64_t n,
+    absl::Span<const int64_t> segment_ends, absl::Span<const int64_t> token_ids,
+    Routing* routing) {
+  shared_layer_ = -1;
+  if (route_pin_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this backend was loaded without the router's gate");
+  }
+  absl::Status s = UploadBf16X(x, n);
+  if (s.ok()) s = RouteResident(layer, n, segment_ends, token_ids, routing);
+  if (!s.ok()) {
+    (void)device_queue().Synchronize();
+    resident_x_ = nullptr;
+    resident_n_ = -1;
+    return s;
+  }
+  return true;
+}
+
+absl::Status DeviceBackend::RouteResident(
+    int64_t layer, int64_t n, absl::Span<const int64_t> segment_ends,
+    absl::Span<const int64_t> token_ids, Routing* routing) {
   DeviceStepQueue& q = device_queue();
-  MOE_RETURN_IF_ERROR(UploadX(x, n));
   DeviceRouteAnswer a;
   absl::Status s = QueueRoute(layer, n, token_ids, &a);
   const int64_t k = config_.top_k, E = config_.num_experts;

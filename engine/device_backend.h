@@ -56,6 +56,12 @@ class DeviceBackend : public ExpertBackend {
                            absl::Span<const int64_t> segment_ends,
                            absl::Span<const int64_t> token_ids,
                            Routing* routing) override;
+  // bf16 rows go up as bf16 (half the bytes) and are widened on the device.
+  absl::StatusOr<bool> RouteTokensBf16(int64_t layer, const uint16_t* x,
+                                       int64_t n,
+                                       absl::Span<const int64_t> segment_ends,
+                                       absl::Span<const int64_t> token_ids,
+                                       Routing* routing) override;
   // For a caller that adds the shared expert itself (a router whose experts
   // run on workers): downloads it and waits.
   absl::Status Shared(int64_t layer, const float* x, int64_t n,
@@ -89,6 +95,9 @@ class DeviceBackend : public ExpertBackend {
   // out [n, H] (device fp32) = the gated shared expert of the n resident
   // rows.
   virtual absl::Status QueueShared(int64_t layer, int64_t n, float* out) = 0;
+  // dst [count] (device fp32) = the bf16 values of src [count] (device).
+  virtual absl::Status QueueWiden(const uint16_t* src, int64_t count,
+                                  float* dst) = 0;
   // y [rows, H] += add [rows, H] (device fp32).
   virtual absl::Status QueueAdd(float* y, const float* add, int64_t rows) = 0;
   // The step's row buffers (kSend, kRecv, kOut, kBack) for `plan`.
@@ -121,15 +130,23 @@ class DeviceBackend : public ExpertBackend {
   // piece that reads it ends in a wait (Route, Shared) or in the step's
   // Finish or Drain, before the next upload.
   absl::Status UploadX(const float* x, int64_t n);
+  // The same for bf16 rows, uploaded as bf16 and widened on the device.
+  absl::Status UploadBf16X(const uint16_t* x, int64_t n);
+  // The routing of the n resident rows: queued, its answer brought home,
+  // one wait.
+  absl::Status RouteResident(int64_t layer, int64_t n,
+                             absl::Span<const int64_t> segment_ends,
+                             absl::Span<const int64_t> token_ids,
+                             Routing* routing);
   // Allocates `bytes` of `where` into *block (none for 0 bytes).
   absl::Status Reserve(DeviceStepQueue::Memory where, size_t bytes,
                        DeviceStepQueue::Block* block);
 
   using Block = DeviceStepQueue::Block;
-  Block x_dev_, x_pin_, y_dev_, y_pin_, shared_dev_, route_pin_;
+  Block x_dev_, x16_dev_, x_pin_, y_dev_, y_pin_, shared_dev_, route_pin_;
   Block index_dev_, index_pin_, stage_send_, stage_recv_;
   DeviceStepIndices indices_;
-  const float* resident_x_ = nullptr;  // host rows last uploaded
+  const void* resident_x_ = nullptr;  // host rows last uploaded
   int64_t resident_n_ = -1;
   // The layer whose shared expert the next Combine adds, or -1.
   int64_t shared_layer_ = -1;

@@ -87,6 +87,17 @@ class ExpertBackend {
                                    Routing* routing) {
     return Route(layer, x, n, segment_ends, routing);
   }
+  // RouteTokens of bf16 rows x [n, H], the request's own elements: true
+  // when the backend took them as they are (a device backend uploads n x H
+  // x 2 bytes and widens them on the device), after which the step and
+  // AddSharedToStep name the resident rows by `x`; false (the default)
+  // when it wants fp32 rows, which the caller widens and routes instead.
+  virtual absl::StatusOr<bool> RouteTokensBf16(
+      int64_t /*layer*/, const uint16_t* /*x*/, int64_t /*n*/,
+      absl::Span<const int64_t> /*segment_ends*/,
+      absl::Span<const int64_t> /*token_ids*/, Routing* /*routing*/) {
+    return false;
+  }
 
   // Step pieces, run in this order by EpStep on queue(); between Gather and
   // RunExperts, and between RunExperts and Combine, the rows travel as the

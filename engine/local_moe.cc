@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/loopback_communicator.h"
+#include "core/dtype.h"
 #include "core/status_macros.h"
 
 namespace moe {
@@ -26,11 +27,8 @@ absl::StatusOr<std::unique_ptr<LocalMoe>> LocalMoe::Create(
   return moe;
 }
 
-absl::Status LocalMoe::Forward(int64_t layer, const float* x, int64_t n,
-                               absl::Span<const int64_t> segment_ends, float* y,
-                               Routing* routing, StageTimes* times,
-                               absl::Span<const int64_t> token_ids) {
-  ExpertBackend& b = *backend_;
+absl::Status LocalMoe::Check(int64_t layer, int64_t n) const {
+  const ExpertBackend& b = *backend_;
   MOE_RETURN_IF_ERROR(b.CheckLayer(layer, /*need_gate=*/true,
                                    /*need_shared=*/true,
                                    /*need_all_experts=*/true));
@@ -39,23 +37,60 @@ absl::Status LocalMoe::Forward(int64_t layer, const float* x, int64_t n,
         absl::StrCat(n, " tokens exceed the ", b.max_tokens(),
                      " this engine was sized for"));
   }
-  const MoeLayerConfig& c = b.config();
+  return absl::OkStatus();
+}
+
+absl::Status LocalMoe::Forward(int64_t layer, const float* x, int64_t n,
+                               absl::Span<const int64_t> segment_ends, float* y,
+                               Routing* routing, StageTimes* times,
+                               absl::Span<const int64_t> token_ids) {
+  MOE_RETURN_IF_ERROR(Check(layer, n));
   StageTimes local;
   StageTimes& t = times != nullptr ? *times : local;
   StageClock clock;
-
   MOE_RETURN_IF_ERROR(
-      b.RouteTokens(layer, x, n, segment_ends, token_ids, routing));
+      backend_->RouteTokens(layer, x, n, segment_ends, token_ids, routing));
   t.route_us = clock.Lap();
+  return Step(layer, x, n, y, *routing, t, clock);
+}
 
-  PlanDispatch(*routing, n, /*world=*/1, c.num_experts, &expert_ids_, &counts_);
+absl::Status LocalMoe::ForwardBf16(int64_t layer, const uint16_t* x, int64_t n,
+                                   absl::Span<const int64_t> segment_ends,
+                                   float* y, Routing* routing,
+                                   StageTimes* times,
+                                   absl::Span<const int64_t> token_ids) {
+  MOE_RETURN_IF_ERROR(Check(layer, n));
+  StageTimes local;
+  StageTimes& t = times != nullptr ? *times : local;
+  StageClock clock;
+  MOE_ASSIGN_OR_RETURN(
+      bool taken,
+      backend_->RouteTokensBf16(layer, x, n, segment_ends, token_ids, routing));
+  if (!taken) {
+    widened_.resize(n * backend_->config().hidden);
+    for (size_t i = 0; i < widened_.size(); ++i) widened_[i] = Bf16ToF32(x[i]);
+    return Forward(layer, widened_.data(), n, segment_ends, y, routing, times,
+                   token_ids);
+  }
+  t.route_us = clock.Lap();
+  // The backend holds the rows, named by x (ExpertBackend::RouteTokensBf16).
+  return Step(layer, reinterpret_cast<const float*>(x), n, y, *routing, t,
+              clock);
+}
+
+absl::Status LocalMoe::Step(int64_t layer, const float* x, int64_t n, float* y,
+                            const Routing& routing, StageTimes& t,
+                            StageClock& clock) {
+  ExpertBackend& b = *backend_;
+  const MoeLayerConfig& c = b.config();
+  PlanDispatch(routing, n, /*world=*/1, c.num_experts, &expert_ids_, &counts_);
   EpStepInput in;
   in.layer = layer;
   in.tokens = n;
   in.rows = x;
-  in.slots = routing->slots;
+  in.slots = routing.slots;
   in.expert_ids = expert_ids_;
-  in.weights = routing->weight;
+  in.weights = routing.weight;
   in.counts = counts_;
   t.plan_us = clock.Lap();
 

@@ -225,6 +225,13 @@ class CudaBackend : public DeviceBackend {
     return absl::OkStatus();
   }
 
+  absl::Status QueueWiden(const uint16_t* src, int64_t count,
+                          float* dst) override {
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    MOE_CUDA_OK(kcu::ConvertBf16ToF32(src, count, dst, stream_));
+    return absl::OkStatus();
+  }
+
   absl::Status QueueAdd(float* y, const float* add, int64_t rows) override {
     MOE_CUDA_OK(cudaSetDevice(device_));
     MOE_CUDA_OK(kcu::AddRows(y, add, nullptr, rows, config_.hidden, stream_));

@@ -12,12 +12,15 @@
 #include <vector>
 
 #include "comm/gloo_communicator.h"
+#include "core/dtype.h"
 #include "core/even_split.h"
 #include "engine/device_backend.h"
 #include "engine/ep_step.h"
 #include "engine/local_moe.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
+#include "tests/testutil/golden_case.h"
+#include "tests/testutil/reference_moe.h"
 
 namespace moe {
 namespace {
@@ -183,6 +186,9 @@ class FakeDeviceBackend : public DeviceBackend {
   absl::Status QueueShared(int64_t, int64_t, float*) override {
     return absl::OkStatus();
   }
+  absl::Status QueueWiden(const uint16_t*, int64_t, float*) override {
+    return absl::OkStatus();
+  }
   absl::Status QueueAdd(float*, const float*, int64_t) override {
     return absl::OkStatus();
   }
@@ -219,16 +225,17 @@ MoeLayerConfig BudgetConfig() {
 }
 
 // One step's counts against the budget: `rows` activation rows each way
-// (fp32 in, fp32 out), `slots` routing slots.
+// (`in_size` bytes an element in, fp32 out), `slots` routing slots.
 void ExpectBudget(const Counts& got, int64_t rows, int64_t slots,
-                  const MoeLayerConfig& c, int64_t max_syncs) {
-  const int64_t act = rows * c.hidden * 4;
+                  const MoeLayerConfig& c, int64_t max_syncs,
+                  int64_t in_size = 4) {
+  const int64_t in = rows * c.hidden * in_size, out = rows * c.hidden * 4;
   const int64_t routing = kRoutingBytesPerSlot * slots;
-  EXPECT_GE(got.h2d_bytes, act) << "x did not go up whole";
-  EXPECT_LE(got.h2d_bytes, act + routing)
+  EXPECT_GE(got.h2d_bytes, in) << "x did not go up whole";
+  EXPECT_LE(got.h2d_bytes, in + routing)
       << "host to device: more than x once and the routing";
-  EXPECT_GE(got.d2h_bytes, act) << "y did not come home whole";
-  EXPECT_LE(got.d2h_bytes, act + routing)
+  EXPECT_GE(got.d2h_bytes, out) << "y did not come home whole";
+  EXPECT_LE(got.d2h_bytes, out + routing)
       << "device to host: more than y once and the routing";
   EXPECT_LE(got.syncs, max_syncs);
   EXPECT_EQ(got.allocations, 0) << "the step allocated";
@@ -254,6 +261,55 @@ TEST(CopyBudget, RouterAtP0MovesEachActivationByteOnceEachWay) {
       ExpectBudget(b.counting().counts, n, n * c.top_k, c, /*max_syncs=*/2);
     }
   }
+}
+
+// A bf16 request at P = 0: x goes up as bf16 (half the bytes), widened on
+// the device, not on the host.
+TEST(CopyBudget, RouterAtP0SendsABf16RequestUpAsBf16) {
+  const MoeLayerConfig c = BudgetConfig();
+  for (int64_t n : {1, 64, 4096}) {
+    SCOPED_TRACE(n);
+    FakeDeviceBackend b;
+    ASSERT_TRUE(b.Init(c, 4096, /*gate=*/true, 0, c.num_experts).ok());
+    LocalMoe moe(&b);
+    std::vector<uint16_t> x(n * c.hidden, 0x3f00);  // 0.5
+    std::vector<float> y(n * c.hidden);
+    const int64_t ends[] = {n};
+    for (int step = 0; step < 2; ++step) {
+      b.counting().counts = Counts();
+      Routing routing;
+      ASSERT_TRUE(
+          moe.ForwardBf16(0, x.data(), n, ends, y.data(), &routing).ok());
+      ExpectBudget(b.counting().counts, n, n * c.top_k, c, /*max_syncs=*/2,
+                   /*in_size=*/2);
+    }
+  }
+}
+
+// On the CPU a bf16 request is the fp32 request of its widened rows, bit
+// for bit.
+TEST(CopyBudget, ABf16RequestOnTheCpuGivesTheWidenedRowsBits) {
+  MoeLayerConfig c = BudgetConfig();
+  c.hidden = 32;
+  c.inter = 16;
+  c.shared_inter = 16;
+  const int64_t n = 9;
+  auto g = testing::RandomCase(c, n, 7);
+  auto src = testing::MakeGoldenSource(g);
+  auto moe = LocalMoe::Create(*src, "cpu", WeightDType::kF32, 1, 16);
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  std::vector<uint16_t> x16(n * c.hidden);
+  std::vector<float> x32(n * c.hidden);
+  for (size_t i = 0; i < x16.size(); ++i) {
+    x16[i] = F32ToBf16(g.x[i]);
+    x32[i] = Bf16ToF32(x16[i]);
+  }
+  std::vector<float> a(n * c.hidden), b(n * c.hidden);
+  Routing ra, rb;
+  ASSERT_TRUE((*moe)->Forward(0, x32.data(), n, {}, a.data(), &ra).ok());
+  ASSERT_TRUE((*moe)->ForwardBf16(0, x16.data(), n, {}, b.data(), &rb).ok());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(ra.expert, rb.expert);
 }
 
 // A device group (NCCL's part) over Gloo: the fake device's memory is the
