@@ -26,6 +26,7 @@
 #include "engine/cuda/fp8_image.h"
 #include "engine/cuda/lt_matmul.h"
 #include "engine/cuda/row_bucket.h"
+#include "engine/device_step_queue.h"
 #include "engine/local_moe.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "kernels/fp8_rule.h"
@@ -218,6 +219,11 @@ struct LayerSteps {
   StageTimes mean;
   double flops = 0;
   int64_t allocations = 0;  // device allocations in the timed steps
+  // Per timed step: bytes each way between host and device, host waits.
+  double h2d_bytes = 0, d2h_bytes = 0, syncs = 0;
+  // The same bytes copied alone between pinned and device memory, each way
+  // (mean ms).
+  double h2d_ms = 0, d2h_ms = 0;
 };
 
 // `reps` timed steps of n synthetic tokens, after two warm-up steps.
@@ -229,7 +235,10 @@ absl::StatusOr<LayerSteps> TimeLayerSteps(LocalMoe& moe,
   std::vector<float> x(n * H), y(n * H);
   Routing routing;
   LayerSteps s;
+  auto* device = dynamic_cast<DeviceStepQueue*>(&moe.backend().queue());
+  DeviceStepQueue::Traffic before_steps;
   for (int r = 0; r < reps + 2; ++r) {  // two warm-up steps
+    if (r == 2 && device != nullptr) before_steps = device->traffic();
     FillSyntheticInput(spec.seed + 1 + r, n * H, x.data());
     StageTimes t;
     const int64_t before = DeviceAllocationCount();
@@ -250,7 +259,40 @@ absl::StatusOr<LayerSteps> TimeLayerSteps(LocalMoe& moe,
     s.flops += 6.0 * H * c.inter * slots + 6.0 * H * c.shared_inter * n +
                2.0 * H * c.num_experts * n;
   }
+  if (device != nullptr) {
+    const DeviceStepQueue::Traffic t = device->traffic();
+    s.h2d_bytes = double(t.h2d_bytes - before_steps.h2d_bytes) / reps;
+    s.d2h_bytes = double(t.d2h_bytes - before_steps.d2h_bytes) / reps;
+    s.syncs = double(t.syncs - before_steps.syncs) / reps;
+  }
   return s;
+}
+
+// What the step's copies cost without the layer around them: its bytes each
+// way, copied alone between pinned host memory and the device.
+absl::Status TimeCopiesAlone(LayerSteps& s, int reps, cudaStream_t stream) {
+  const size_t up = static_cast<size_t>(s.h2d_bytes),
+               down = static_cast<size_t>(s.d2h_bytes);
+  MOE_ASSIGN_OR_RETURN(PinnedBuffer host,
+                       PinnedBuffer::Allocate(std::max(up, down)));
+  MOE_ASSIGN_OR_RETURN(DeviceBuffer dev,
+                       DeviceBuffer::Allocate(std::max(up, down)));
+  Timer timer;
+  MOE_RETURN_IF_ERROR(timer.Init());
+  auto copy = [&](void* dst, const void* src, size_t bytes,
+                  cudaMemcpyKind kind) -> absl::Status {
+    if (bytes > 0) {
+      MOE_CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+    }
+    return absl::OkStatus();
+  };
+  MOE_ASSIGN_OR_RETURN(s.h2d_ms, timer.MeanMs(stream, reps, [&] {
+    return copy(dev.data(), host.data(), up, cudaMemcpyHostToDevice);
+  }));
+  MOE_ASSIGN_OR_RETURN(s.d2h_ms, timer.MeanMs(stream, reps, [&] {
+    return copy(host.data(), dev.data(), down, cudaMemcpyDeviceToHost);
+  }));
+  return absl::OkStatus();
 }
 
 // RunCudaLayer's lines and JSON; `s.seconds` sorted.
@@ -279,6 +321,11 @@ void PrintLayerReport(const MoeLayerConfig& c, int device, int64_t n, int reps,
       "[%ld x %ld x %ld] %.2f TFLOP/s)\n",
       tflops, 100 * tflops / dense, static_cast<long>(n),
       static_cast<long>(dense_n), static_cast<long>(H), dense);
+  std::printf(
+      "copies per step: host to device %.3f MB, device to host %.3f MB, %.1f "
+      "host waits; the same bytes copied alone (pinned): up %.3f ms, down "
+      "%.3f ms\n",
+      s.h2d_bytes / 1e6, s.d2h_bytes / 1e6, s.syncs, s.h2d_ms, s.d2h_ms);
   nlohmann::json j = {{"device", absl::StrCat("cuda:", device)},
                       {"gpu", DeviceName(device)},
                       {"hidden", H},
@@ -292,7 +339,12 @@ void PrintLayerReport(const MoeLayerConfig& c, int device, int64_t n, int reps,
                       {"tflops", tflops},
                       {"ref_dense_tflops", dense},
                       {"tflops_vs_dense", tflops / dense},
-                      {"step_allocations", s.allocations}};
+                      {"step_allocations", s.allocations},
+                      {"h2d_bytes", s.h2d_bytes},
+                      {"d2h_bytes", s.d2h_bytes},
+                      {"host_waits", s.syncs},
+                      {"h2d_copy_ms", s.h2d_ms},
+                      {"d2h_copy_ms", s.d2h_ms}};
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -474,6 +526,7 @@ absl::Status RunCudaLayer(const SyntheticSpec& spec, int device, int64_t tokens,
   MOE_RETURN_IF_ERROR(stream.Init());
   MOE_ASSIGN_OR_RETURN(double dense,
                        DenseGemmTflops(*lt, n, dense_n, H, reps, stream.get()));
+  MOE_RETURN_IF_ERROR(TimeCopiesAlone(steps, reps, stream.get()));
   PrintLayerReport(spec.layer, device, n, reps, steps, tflops, dense_n, dense);
   return absl::OkStatus();
 }

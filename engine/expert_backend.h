@@ -70,6 +70,13 @@ class ExpertBackend {
                              Routing* routing) = 0;
   virtual absl::Status Shared(int64_t layer, const float* x, int64_t n,
                               float* out) = 0;
+  // Has the next Combine add the layer's (gated) shared expert of the rows
+  // last given to Route into y, on the device, so that y comes home once
+  // with both; true when the backend does so. False (the default, and the
+  // CPU's): the caller adds Shared's output itself.
+  virtual absl::StatusOr<bool> AddSharedToStep(int64_t /*layer*/) {
+    return false;
+  }
   // Route with the rows' token ids, which a hash-routed layer
   // (config.hash_vocab > 0) routes by and every other layer ignores. The
   // default, for backends that refuse hash-routed layers at load, ignores
@@ -79,6 +86,17 @@ class ExpertBackend {
                                    absl::Span<const int64_t> token_ids,
                                    Routing* routing) {
     return Route(layer, x, n, segment_ends, routing);
+  }
+  // RouteTokens of bf16 rows x [n, H], the request's own elements: true
+  // when the backend took them as they are (a device backend uploads n x H
+  // x 2 bytes and widens them on the device), after which the step and
+  // AddSharedToStep name the resident rows by `x`; false (the default)
+  // when it wants fp32 rows, which the caller widens and routes instead.
+  virtual absl::StatusOr<bool> RouteTokensBf16(
+      int64_t /*layer*/, const uint16_t* /*x*/, int64_t /*n*/,
+      absl::Span<const int64_t> /*segment_ends*/,
+      absl::Span<const int64_t> /*token_ids*/, Routing* /*routing*/) {
+    return false;
   }
 
   // Step pieces, run in this order by EpStep on queue(); between Gather and

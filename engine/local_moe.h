@@ -41,9 +41,23 @@ class LocalMoe {
                        Routing* routing, StageTimes* times = nullptr,
                        absl::Span<const int64_t> token_ids = {});
 
+  // The same for bf16 rows x [n, H] (a bf16 request): a device backend
+  // uploads them as bf16 and widens them there; others get them widened
+  // here, exactly, which gives Forward's bits for the widened rows.
+  absl::Status ForwardBf16(int64_t layer, const uint16_t* x, int64_t n,
+                           absl::Span<const int64_t> segment_ends, float* y,
+                           Routing* routing, StageTimes* times = nullptr,
+                           absl::Span<const int64_t> token_ids = {});
+
   ExpertBackend& backend() { return *backend_; }
 
  private:
+  // Forward's checks before anything is routed.
+  absl::Status Check(int64_t layer, int64_t n) const;
+  // Forward after the routing: `x` names the rows the backend holds.
+  absl::Status Step(int64_t layer, const float* x, int64_t n, float* y,
+                    const Routing& routing, StageTimes& t, StageClock& clock);
+
   std::unique_ptr<ExpertBackend> owned_;
   ExpertBackend* backend_;
   std::unique_ptr<Communicator> loopback_;
@@ -51,6 +65,7 @@ class LocalMoe {
   std::vector<int32_t> expert_ids_;
   std::vector<int64_t> counts_;
   std::vector<float> shared_out_;
+  std::vector<float> widened_;  // ForwardBf16's rows for fp32 backends
 };
 
 }  // namespace moe

@@ -18,6 +18,7 @@
 #include "engine/cuda/fp8_image.h"
 #include "engine/cuda/lt_matmul.h"
 #include "engine/cuda/step_setup.h"
+#include "engine/device_backend.h"
 #include "engine/layer_shard.h"
 #include "kernels/cuda/kernels.h"
 #include "spdlog/spdlog.h"
@@ -31,11 +32,9 @@ namespace kcu = kernels::cuda;
 struct StepBuffers {
   std::unique_ptr<CudaExperts> experts;  // routed: step rows
   DeviceBuffer send, recv, grouped, grouped_out, out, back;
-  DeviceBuffer src_row, scale, grouped_idx, out_row_idx, slot_row, weights;
-  PinnedBuffer host_i32, host_f32;
 };
 
-class CudaBackend : public ExpertBackend {
+class CudaBackend : public DeviceBackend {
  public:
   explicit CudaBackend(int device) : device_(device) {}
   // The members free their device memory (and queue_ its stream) on this
@@ -66,10 +65,6 @@ class CudaBackend : public ExpertBackend {
     }
     return id;
   }
-  bool device_memory() const override { return true; }
-  ElementType row_type() const override { return ElementType::kBF16; }
-  const MoeLayerConfig& config() const override { return config_; }
-  int64_t max_tokens() const override { return max_tokens_; }
 
   absl::StatusOr<std::unique_ptr<ExpertBackend>> Fork() const override {
     auto b = std::make_unique<CudaBackend>(device_);
@@ -81,7 +76,6 @@ class CudaBackend : public ExpertBackend {
     MOE_RETURN_IF_ERROR(b->AllocateWorkspaces(router_ != nullptr));
     return std::unique_ptr<ExpertBackend>(std::move(b));
   }
-  StepQueue& queue() override { return *queue_; }
 
   absl::Status Load(const ModelSource& source, const LoadOptions& options,
                     int64_t max_tokens) override {
@@ -171,79 +165,83 @@ class CudaBackend : public ExpertBackend {
     return ShardOf(*w);
   }
 
-  absl::Status Route(int64_t layer, const float* x, int64_t n,
-                     absl::Span<const int64_t> segment_ends,
-                     Routing* routing) override {
-    return RouteTokens(layer, x, n, segment_ends, {}, routing);
-  }
+  // What the host logic (engine/device_backend.h) queues: the math only.
+  DeviceStepQueue& device_queue() override { return *queue_; }
 
-  absl::Status RouteTokens(int64_t layer, const float* x, int64_t n,
-                           absl::Span<const int64_t> segment_ends,
-                           absl::Span<const int64_t> token_ids,
-                           Routing* routing) override {
-    MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
-    if (router_ == nullptr) {
-      return absl::FailedPreconditionError(
-          "this backend was loaded without the router's gate");
-    }
-    MOE_RETURN_IF_ERROR(UploadX(x, n));
-    return router_->Route(*lt_, *w, x_.as<float>(), n, segment_ends, token_ids,
-                          stream_, routing);
-  }
-
-  absl::Status Shared(int64_t layer, const float* x, int64_t n,
-                      float* out) override {
+  absl::Status CheckShared(int64_t layer) override {
     MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
     if (!w->has_shared || shared_experts_ == nullptr) {
       return absl::FailedPreconditionError(
           absl::StrCat("layer ", layer, " has no shared expert loaded"));
     }
-    if (n == 0) return absl::OkStatus();
-    if (x != resident_x_ || n != resident_n_) {
-      MOE_RETURN_IF_ERROR(UploadX(x, n));
+    return absl::OkStatus();
+  }
+
+  absl::Status QueueRoute(int64_t layer, int64_t n,
+                          absl::Span<const int64_t> token_ids,
+                          DeviceRouteAnswer* answer) override {
+    MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
+    if (router_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "this backend was loaded without the router's gate");
     }
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    return router_->Queue(*lt_, *w, device_x(), n, token_ids, *queue_, stream_,
+                          answer);
+  }
+
+  absl::Status RouteLogits(int64_t layer, const float* logits, int64_t n,
+                           absl::Span<const int64_t> segment_ends,
+                           absl::Span<const int64_t> token_ids,
+                           Routing* routing) override {
+    MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
+    return router_->RouteLogits(*w, logits, n, segment_ends, token_ids,
+                                routing);
+  }
+
+  absl::Status QueueShared(int64_t layer, int64_t n, float* out) override {
+    MOE_RETURN_IF_ERROR(CheckShared(layer));
+    MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
     const int64_t H = config_.hidden;
     MOE_CUDA_OK(cudaSetDevice(device_));
-    MOE_CUDA_OK(kcu::ConvertF32ToBf16(x_.as<float>(), n * H, xb_.as<uint16_t>(),
-                                      stream_));
+    MOE_CUDA_OK(
+        kcu::ConvertF32ToBf16(device_x(), n * H, xb_.as<uint16_t>(), stream_));
     const CudaExpert* e = &w->shared;
     const int64_t whole[2] = {0, n};
     MOE_RETURN_IF_ERROR(shared_experts_->Run(
         *lt_, {&e, 1}, whole, xb_.as<uint16_t>(), raw_shared_.data(),
         /*out_f32=*/true, stream_));
-    MOE_CUDA_OK(cudaMemsetAsync(shared_out_.data(), 0, n * H * 4, stream_));
+    MOE_CUDA_OK(cudaMemsetAsync(out, 0, n * H * 4, stream_));
     if (config_.shared_gate) {
-      MOE_RETURN_IF_ERROR(lt_->Run(n, 1, H, x_.data(), w->shared_gate.data(),
+      MOE_RETURN_IF_ERROR(lt_->Run(n, 1, H, device_x(), w->shared_gate.data(),
                                    gate_logit_.data(), CUDA_R_32F, CUDA_R_32F,
                                    stream_));
     }
-    // shared_out = 0 + gate * S(x): the gated shared expert, ready to add.
+    // out = 0 + gate * S(x): the gated shared expert, ready to add.
     MOE_CUDA_OK(
-        kcu::AddRows(shared_out_.as<float>(), raw_shared_.as<float>(),
+        kcu::AddRows(out, raw_shared_.as<float>(),
                      config_.shared_gate ? gate_logit_.as<float>() : nullptr, n,
                      H, stream_));
-    MOE_CUDA_OK(cudaMemcpyAsync(host_out_.data(), shared_out_.data(), n * H * 4,
-                                cudaMemcpyDeviceToHost, stream_));
-    MOE_CUDA_OK(cudaStreamSynchronize(stream_));
-    std::memcpy(out, host_out_.data(), n * H * 4);
     return absl::OkStatus();
   }
 
-  absl::Status Prepare(const EpPlan& p) override {
-    if (p.tokens > bounds_.tokens || p.sent > bounds_.rows ||
-        p.arrived > bounds_.rows || p.received > bounds_.rows ||
-        p.home > bounds_.rows || p.slots > bounds_.slots) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "a step of ", p.tokens, " tokens (", p.sent, " rows out, ",
-          p.received, " in) exceeds the workspaces of ", name(), " sized for ",
-          max_tokens_, " tokens"));
-    }
-    // The step's buffers at the first step, kept only once allocated and
-    // calibrated whole: after a failure (out of memory) the backend is as
-    // before the step, and the next step tries again.
-    MOE_RETURN_IF_ERROR(
-        step_.Ensure([&] { return AllocateStepBuffers(); },
-                     [&](StepBuffers& b) { return Calibrate(b); }));
+  absl::Status QueueWiden(const uint16_t* src, int64_t count,
+                          float* dst) override {
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    MOE_CUDA_OK(kcu::ConvertBf16ToF32(src, count, dst, stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status QueueAdd(float* y, const float* add, int64_t rows) override {
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    MOE_CUDA_OK(kcu::AddRows(y, add, nullptr, rows, config_.hidden, stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status PrepareStep(const EpPlan& /*bounds checked*/) override {
+    // The step's buffers, allocated at load where the backend holds
+    // experts; here only for one that did not (its first step allocates).
+    MOE_RETURN_IF_ERROR(EnsureStepBuffers());
     StepBuffers& b = sb();
     SetBuffer(EpBuffer::kSend, b.send.data());
     SetBuffer(EpBuffer::kRecv, b.recv.data());
@@ -252,56 +250,12 @@ class CudaBackend : public ExpertBackend {
     return absl::OkStatus();
   }
 
-  absl::Status Gather(const EpStepInput& in, const EpPlan& p,
-                      bool x_resident, const RowTransport& /*the gather also
-                                              converts to bf16*/) override {
-    const int64_t H = config_.hidden, num_slots = p.tokens * p.slots;
+  absl::Status QueueGather(const EpPlan& p, bool scaled) override {
     MOE_CUDA_OK(cudaSetDevice(device_));
-    if (!x_resident || in.rows != resident_x_ || in.tokens != resident_n_) {
-      MOE_RETURN_IF_ERROR(UploadX(in.rows, in.tokens));
-    }
-    // The plan's index arrays through pinned staging, one upload each. The
-    // previous step finished (Finish) before this one began, so the staging
-    // is free.
-    int32_t* src_row = sb().host_i32.as<int32_t>();
-    int32_t* grouped = src_row + bounds_.rows;
-    int32_t* out_row = grouped + bounds_.rows;
-    int32_t* slot_row = out_row + bounds_.rows;
-    float* scale = sb().host_f32.as<float>();
-    float* weights = scale + bounds_.rows;
-    for (int64_t j = 0; j < p.sent; ++j) {
-      src_row[j] = static_cast<int32_t>(p.src_row[j]);
-    }
-    // Scaled rows travel one per slot (EpPlan), in `order`.
-    if (config_.score_before_experts) {
-      for (int64_t j = 0; j < p.sent; ++j) scale[j] = in.weights[p.order[j]];
-    }
-    // A dispatched row may feed several grouped rows (one per slot of its
-    // token here): grouped is then no permutation, and the regroup gathers.
-    grouped_identity_ = p.arrived == p.received;
-    out_identity_ = true;
-    for (int64_t i = 0; i < p.received; ++i) {
-      grouped[i] = static_cast<int32_t>(p.grouped[i]);
-      out_row[i] = static_cast<int32_t>(p.out_row[i]);
-      grouped_identity_ = grouped_identity_ && p.grouped[i] == i;
-      out_identity_ = out_identity_ && p.out_row[i] == i;
-    }
-    for (int64_t i = 0; i < num_slots; ++i) {
-      slot_row[i] = static_cast<int32_t>(p.slot_row[i]);
-    }
-    if (num_slots > 0) std::memcpy(weights, in.weights.data(), num_slots * 4);
-    MOE_RETURN_IF_ERROR(Up(sb().src_row, src_row, p.sent * 4));
-    if (config_.score_before_experts) {
-      MOE_RETURN_IF_ERROR(Up(sb().scale, scale, p.sent * 4));
-    }
-    MOE_RETURN_IF_ERROR(Up(sb().grouped_idx, grouped, p.received * 4));
-    MOE_RETURN_IF_ERROR(Up(sb().out_row_idx, out_row, p.received * 4));
-    MOE_RETURN_IF_ERROR(Up(sb().slot_row, slot_row, num_slots * 4));
-    MOE_RETURN_IF_ERROR(Up(sb().weights, weights, num_slots * 4));
-    MOE_CUDA_OK(kcu::GatherRowsF32ToBf16(
-        x_.as<float>(), H, sb().src_row.as<int32_t>(),
-        config_.score_before_experts ? sb().scale.as<float>() : nullptr, p.sent,
-        sb().send.as<uint16_t>(), stream_));
+    const DeviceStepIndices& d = device_indices();
+    MOE_CUDA_OK(kcu::GatherRowsF32ToBf16(device_x(), config_.hidden, d.src_row,
+                                         scaled ? d.scale : nullptr, p.sent,
+                                         sb().send.as<uint16_t>(), stream_));
     return absl::OkStatus();
   }
 
@@ -319,11 +273,11 @@ class CudaBackend : public ExpertBackend {
     const int32_t* gather = nullptr;
     if (!grouped_identity_) {
       if (fp8_) {
-        gather = sb().grouped_idx.as<int32_t>();
+        gather = device_indices().grouped;
       } else {
-        MOE_CUDA_OK(kcu::GatherRowsBf16(
-            grouped_in, H, sb().grouped_idx.as<int32_t>(), p.received,
-            sb().grouped.as<uint16_t>(), stream_));
+        MOE_CUDA_OK(kcu::GatherRowsBf16(grouped_in, H, device_indices().grouped,
+                                        p.received, sb().grouped.as<uint16_t>(),
+                                        stream_));
         grouped_in = sb().grouped.as<uint16_t>();
       }
     }
@@ -332,36 +286,21 @@ class CudaBackend : public ExpertBackend {
                                           grouped_in, grouped_out,
                                           /*out_f32=*/false, stream_, gather));
     if (!out_identity_) {
-      MOE_CUDA_OK(kcu::ScatterRowsBf16(
-          sb().grouped_out.as<uint16_t>(), H, sb().out_row_idx.as<int32_t>(),
-          p.received, static_cast<uint16_t*>(out), stream_));
+      MOE_CUDA_OK(kcu::ScatterRowsBf16(sb().grouped_out.as<uint16_t>(), H,
+                                       device_indices().out_row, p.received,
+                                       static_cast<uint16_t*>(out), stream_));
     }
     return absl::OkStatus();
   }
 
-  absl::Status Combine(const EpStepInput& in, const EpPlan& p, const void* back,
-                       float* y) override {
-    const int64_t H = config_.hidden;
+  absl::Status QueueCombine(const EpPlan& p, const void* back,
+                            float* y) override {
+    MOE_CUDA_OK(cudaSetDevice(device_));
+    const DeviceStepIndices& d = device_indices();
     MOE_CUDA_OK(kcu::CombineSlots(
-        p.tokens, p.slots, H,
-        config_.score_before_experts ? nullptr : sb().weights.as<float>(),
-        sb().slot_row.as<int32_t>(), static_cast<const uint16_t*>(back),
-        y_.as<float>(), stream_));
-    if (p.tokens > 0) {
-      MOE_CUDA_OK(cudaMemcpyAsync(host_out_.data(), y_.data(), p.tokens * H * 4,
-                                  cudaMemcpyDeviceToHost, stream_));
-    }
-    queue_->CopyAtFinish(host_out_.data(), y, p.tokens * H * 4);
-    return absl::OkStatus();
-  }
-
-  absl::Status ReserveStaging() override {
-    if (stage_send_.size() > 0 || bounds_.rows == 0) return absl::OkStatus();
-    const size_t bytes = bounds_.rows * config_.hidden * 2;
-    MOE_ASSIGN_OR_RETURN(stage_send_, PinnedBuffer::Allocate(bytes));
-    MOE_ASSIGN_OR_RETURN(stage_recv_, PinnedBuffer::Allocate(bytes));
-    SetBuffer(EpBuffer::kStageSend, stage_send_.data());
-    SetBuffer(EpBuffer::kStageRecv, stage_recv_.data());
+        p.tokens, p.slots, config_.hidden,
+        config_.score_before_experts ? nullptr : d.weights, d.slot_row,
+        static_cast<const uint16_t*>(back), y, stream_));
     return absl::OkStatus();
   }
 
@@ -378,7 +317,6 @@ class CudaBackend : public ExpertBackend {
   // What routing and the shared expert need: sized for max_tokens rows.
   absl::Status AllocateWorkspaces(bool with_gate) {
     const MoeLayerConfig& c = config_;
-    bounds_ = StepBounds(c, max_tokens_, max_tokens_);
     const int64_t H = c.hidden, T = max_tokens_;
     router_.reset();
     shared_experts_.reset();
@@ -390,21 +328,27 @@ class CudaBackend : public ExpertBackend {
             CudaExperts::Create(T, H, c.shared_inter, 1, ExpertsOptions()));
       }
     }
-    for (DeviceBuffer* b : {&x_, &y_, &shared_out_, &raw_shared_}) {
-      MOE_ASSIGN_OR_RETURN(*b, DeviceBuffer::Allocate(T * H * 4));
-    }
+    MOE_ASSIGN_OR_RETURN(
+        raw_shared_, DeviceBuffer::Allocate(shared_experts_ ? T * H * 4 : 0));
     MOE_ASSIGN_OR_RETURN(xb_, DeviceBuffer::Allocate(T * H * 2));
     MOE_ASSIGN_OR_RETURN(gate_logit_, DeviceBuffer::Allocate(T * 4));
-    MOE_ASSIGN_OR_RETURN(host_x_, PinnedBuffer::Allocate(T * H * 4));
-    MOE_ASSIGN_OR_RETURN(host_out_, PinnedBuffer::Allocate(T * H * 4));
+    MOE_RETURN_IF_ERROR(ReserveIo(with_gate));
     step_.Reset();
-    stage_send_ = PinnedBuffer();
-    stage_recv_ = PinnedBuffer();
-    for (int i = 0; i < kNumEpBuffers; ++i) {
-      SetBuffer(static_cast<EpBuffer>(i), nullptr);
+    MOE_RETURN_IF_ERROR(WarmPlans());
+    // A backend that holds experts runs steps: their buffers now, so that
+    // no step allocates (a router whose experts run on workers holds none).
+    for (const auto& [layer, w] : *layers_) {
+      if (!w->experts.empty()) return EnsureStepBuffers();
     }
-    resident_x_ = nullptr;
-    resident_n_ = -1;
+    return absl::OkStatus();
+  }
+
+  // The step's buffers kept only once allocated and calibrated whole: after
+  // a failure (out of memory) the backend is as before, and the next
+  // attempt tries again.
+  absl::Status EnsureStepBuffers() {
+    return step_.Ensure([&] { return AllocateStepBuffers(); },
+                        [&](StepBuffers& b) { return Calibrate(b); });
     return WarmPlans();
   }
 
@@ -454,12 +398,11 @@ class CudaBackend : public ExpertBackend {
     return lt_->Warm(shapes);
   }
 
-  // The step's buffers, from the step bounds (Prepare keeps them once this
-  // and Calibrate succeeded).
+  // The step's row buffers and expert pass, from the step bounds (kept once
+  // this and Calibrate succeeded).
   absl::StatusOr<std::unique_ptr<StepBuffers>> AllocateStepBuffers() {
     const MoeLayerConfig& c = config_;
-    const int64_t H = c.hidden, R = bounds_.rows,
-                  S = max_tokens_ * bounds_.slots;
+    const int64_t H = c.hidden, R = bounds_.rows;
     int64_t local = 1;
     for (const auto& [layer, w] : *layers_) {
       local = std::max<int64_t>(local, w->experts.size());
@@ -472,20 +415,13 @@ class CudaBackend : public ExpertBackend {
                             &b->out, &b->back}) {
       MOE_ASSIGN_OR_RETURN(*d, DeviceBuffer::Allocate(R * H * 2));
     }
-    for (DeviceBuffer* d :
-         {&b->src_row, &b->scale, &b->grouped_idx, &b->out_row_idx}) {
-      MOE_ASSIGN_OR_RETURN(*d, DeviceBuffer::Allocate(R * 4));
-    }
-    MOE_ASSIGN_OR_RETURN(b->slot_row, DeviceBuffer::Allocate(S * 4));
-    MOE_ASSIGN_OR_RETURN(b->weights, DeviceBuffer::Allocate(S * 4));
-    MOE_ASSIGN_OR_RETURN(b->host_i32, PinnedBuffer::Allocate((3 * R + S) * 4));
-    MOE_ASSIGN_OR_RETURN(b->host_f32, PinnedBuffer::Allocate((R + S) * 4));
     return b;
   }
 
-  // Both GEMM paths timed for every row bucket now, before this step's
-  // exchange is queued: timing waits for the stream, which must never wait
-  // on a peer outside the communicator's deadline.
+  // Both GEMM paths timed for every row bucket when the step buffers are
+  // made (at load, or before a first step's exchange is queued): timing
+  // waits for the stream, which must never wait on a peer outside the
+  // communicator's deadline.
   absl::Status Calibrate(StepBuffers& b) {
     for (const auto& [layer, w] : *layers_) {  // all of the same shapes
       if (w->experts.empty()) continue;
@@ -499,28 +435,6 @@ class CudaBackend : public ExpertBackend {
 
   StepBuffers& sb() const { return *step_.get(); }
 
-  // x [n, H] (host fp32) into the device's activation buffer, through pinned
-  // staging.
-  absl::Status UploadX(const float* x, int64_t n) {
-    if (n > max_tokens_) {
-      return absl::ResourceExhaustedError(absl::StrCat(n, " tokens exceed the ",
-                                                       max_tokens_, " ", name(),
-                                                       " was sized for"));
-    }
-    MOE_CUDA_OK(cudaSetDevice(device_));
-    const size_t bytes = n * config_.hidden * 4;
-    if (bytes > 0) {
-      // The previous upload may still be reading the staging buffer.
-      MOE_CUDA_OK(cudaStreamSynchronize(stream_));
-      std::memcpy(host_x_.data(), x, bytes);
-      MOE_CUDA_OK(cudaMemcpyAsync(x_.data(), host_x_.data(), bytes,
-                                  cudaMemcpyHostToDevice, stream_));
-    }
-    resident_x_ = x;
-    resident_n_ = n;
-    return absl::OkStatus();
-  }
-
   CudaExpertsOptions ExpertsOptions() const {
     CudaExpertsOptions o;
     o.fp8 = fp8_;
@@ -528,35 +442,17 @@ class CudaBackend : public ExpertBackend {
     return o;
   }
 
-  absl::Status Up(DeviceBuffer& d, const void* h, int64_t bytes) {
-    if (bytes > 0) {
-      MOE_CUDA_OK(
-          cudaMemcpyAsync(d.data(), h, bytes, cudaMemcpyHostToDevice, stream_));
-    }
-    return absl::OkStatus();
-  }
-
   int device_;
   std::unique_ptr<CudaQueue> queue_;
   cudaStream_t stream_ = nullptr;  // queue_'s
   std::unique_ptr<LtMatmul> lt_;
-  MoeLayerConfig config_;
-  int64_t max_tokens_ = 0;
-  EpBounds bounds_;
   using Layers = std::map<int64_t, std::unique_ptr<CudaLayerWeights>>;
   // Shared with forks; immutable once loaded.
   std::shared_ptr<const Layers> layers_ = std::make_shared<Layers>();
   std::unique_ptr<CudaRouter> router_;
   std::unique_ptr<CudaExperts> shared_experts_;  // shared: max_tokens rows
-  DeviceBuffer x_, xb_, y_, shared_out_, raw_shared_, gate_logit_;
-  PinnedBuffer host_x_, host_out_;
+  DeviceBuffer xb_, raw_shared_, gate_logit_;
   StepSetup<StepBuffers> step_;
-  PinnedBuffer stage_send_, stage_recv_;
-  const float* resident_x_ = nullptr;  // host rows last uploaded to x_
-  int64_t resident_n_ = -1;
-  // The dispatched rows are the grouped rows already; the grouped outputs
-  // are in their rows of the way back already.
-  bool grouped_identity_ = false, out_identity_ = false;
   bool fp8_ = false;  // experts are block-scaled FP8 (sm_90)
   std::vector<const CudaExpert*> expert_ptrs_;
 };

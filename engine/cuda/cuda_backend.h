@@ -3,7 +3,9 @@
 // kernel, permute/unpermute and the slot-order combine on the device, all on
 // one non-blocking stream that device collectives (NCCL) enqueue on too.
 // Every workspace is sized at Load from the step bounds (engine/ep_plan.h);
-// a step allocates nothing and synchronises once, at its end.
+// a step allocates nothing and synchronises once, at its end. What crosses
+// between host and device, and when the host waits, is the host logic of
+// engine/device_backend.h, which this backend fills with its kernels.
 #pragma once
 
 #include <memory>

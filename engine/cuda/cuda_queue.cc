@@ -4,6 +4,7 @@
 
 #include "core/cuda/cuda_status.h"
 #include "core/status_macros.h"
+#include "engine/cuda/device_buffer.h"
 
 namespace moe {
 
@@ -30,6 +31,28 @@ CudaQueue::~CudaQueue() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
+absl::StatusOr<DeviceStepQueue::Block> CudaQueue::Allocate(Memory where,
+                                                           size_t bytes) {
+  MOE_CUDA_OK(cudaSetDevice(device_));
+  // The buffer frees itself with the block's last owner.
+  if (where == Memory::kDevice) {
+    MOE_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(bytes));
+    auto* owned = new DeviceBuffer(std::move(b));
+    return Block(owned->data(), [owned](void*) { delete owned; });
+  }
+  MOE_ASSIGN_OR_RETURN(PinnedBuffer b, PinnedBuffer::Allocate(bytes));
+  auto* owned = new PinnedBuffer(std::move(b));
+  return Block(owned->data(), [owned](void*) { delete owned; });
+}
+
+absl::Status CudaQueue::Download(const void* src, void* dst, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  MOE_CUDA_OK(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  traffic_.d2h_bytes += bytes;
+  return absl::OkStatus();
+}
+
 void CudaQueue::CopyAtFinish(const void* pinned, void* dst, size_t bytes) {
   pending_src_ = pinned;
   pending_dst_ = dst;
@@ -54,6 +77,8 @@ absl::Status CudaQueue::CopyToHost(const void* src, void* dst, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   MOE_CUDA_OK(
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  traffic_.d2h_bytes += bytes;
+  ++traffic_.syncs;
   MOE_CUDA_OK(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
 }
@@ -62,6 +87,7 @@ absl::Status CudaQueue::CopyFromHost(const void* src, void* dst, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   MOE_CUDA_OK(
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  traffic_.h2d_bytes += bytes;
   return absl::OkStatus();
 }
 
@@ -93,6 +119,7 @@ absl::StatusOr<void*> CudaQueue::MarkDone() {
 }
 
 absl::Status CudaQueue::Synchronize() {
+  ++traffic_.syncs;
   MOE_CUDA_OK(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
 }

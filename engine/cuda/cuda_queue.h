@@ -1,4 +1,4 @@
-// The CUDA backend's step queue (engine/step_queue.h): one non-blocking
+// The CUDA backend's step queue (engine/device_step_queue.h): one non-blocking
 // stream, which device collectives (NCCL) enqueue on too, an event per mark,
 // and the step's end awaited through the communicator before the stream is
 // synchronised (engine/cuda/device_queue.h), so that a collective waiting on
@@ -12,20 +12,25 @@
 
 #include "absl/status/statusor.h"
 #include "engine/cuda/device_queue.h"
-#include "engine/step_queue.h"
+#include "engine/device_step_queue.h"
 
 namespace moe {
 
-class CudaQueue : public StepQueue, private DeviceQueue {
+class CudaQueue : public DeviceStepQueue, private DeviceQueue {
  public:
   // A stream and events on device `device`.
   static absl::StatusOr<std::unique_ptr<CudaQueue>> Create(int device);
   ~CudaQueue() override;
 
   cudaStream_t cuda_stream() const { return stream_; }
-  // Copies `bytes` of pinned host memory `pinned` (which the queued work
-  // fills) to `dst` once Finish has awaited that work; Drain drops it.
-  void CopyAtFinish(const void* pinned, void* dst, size_t bytes);
+  // DeviceStepQueue: cudaMalloc or cudaMallocHost (engine/cuda/
+  // device_buffer.h, counted), cudaMemcpyAsync device to host, and
+  // cudaStreamSynchronize.
+  absl::StatusOr<Block> Allocate(Memory where, size_t bytes) override;
+  absl::Status Download(const void* src, void* dst, size_t bytes) override;
+  absl::Status Synchronize() override;
+  void CopyAtFinish(const void* pinned, void* dst, size_t bytes) override;
+  Traffic traffic() const override { return traffic_; }
 
   void* stream() override { return stream_; }
   void Mark(EpMark mark) override;
@@ -45,7 +50,6 @@ class CudaQueue : public StepQueue, private DeviceQueue {
   absl::Status Init();
   // DeviceQueue: what AwaitQueue and DrainQueue wait through.
   absl::StatusOr<void*> MarkDone() override;
-  absl::Status Synchronize() override;
   void ClearError() override { (void)cudaGetLastError(); }
 
   int device_;
@@ -55,6 +59,7 @@ class CudaQueue : public StepQueue, private DeviceQueue {
   const void* pending_src_ = nullptr;
   void* pending_dst_ = nullptr;
   size_t pending_bytes_ = 0;
+  Traffic traffic_;
 };
 
 }  // namespace moe

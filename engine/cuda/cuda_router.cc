@@ -35,28 +35,21 @@ absl::StatusOr<std::unique_ptr<CudaRouter>> CudaRouter::Create(
     MOE_ASSIGN_OR_RETURN(r->idx_, DeviceBuffer::Allocate(max_tokens * k * 4));
     MOE_ASSIGN_OR_RETURN(r->weights_,
                          DeviceBuffer::Allocate(max_tokens * k * 4));
-    MOE_ASSIGN_OR_RETURN(r->host_idx_,
-                         PinnedBuffer::Allocate(max_tokens * k * 4));
-    MOE_ASSIGN_OR_RETURN(r->host_weights_,
-                         PinnedBuffer::Allocate(max_tokens * k * 4));
     if (c.hash_routed()) {
       MOE_ASSIGN_OR_RETURN(r->token_ids_,
                            DeviceBuffer::Allocate(max_tokens * 8));
       MOE_ASSIGN_OR_RETURN(r->host_token_ids_,
                            PinnedBuffer::Allocate(max_tokens * 8));
     }
-  } else {
-    MOE_ASSIGN_OR_RETURN(r->host_logits_,
-                         PinnedBuffer::Allocate(max_tokens * E * 4));
   }
   return r;
 }
 
-absl::Status CudaRouter::Route(LtMatmul& lt, const CudaLayerWeights& w,
+absl::Status CudaRouter::Queue(LtMatmul& lt, const CudaLayerWeights& w,
                                const float* x, int64_t n,
-                               absl::Span<const int64_t> segment_ends,
                                absl::Span<const int64_t> token_ids,
-                               cudaStream_t stream, Routing* out) {
+                               DeviceStepQueue& queue, cudaStream_t stream,
+                               DeviceRouteAnswer* answer) {
   const MoeLayerConfig& c = config_;
   const int64_t E = c.num_experts, k = c.top_k;
   if (!w.has_gate) {
@@ -77,16 +70,10 @@ absl::Status CudaRouter::Route(LtMatmul& lt, const CudaLayerWeights& w,
   auto* logits = logits_.as<float>();
   MOE_RETURN_IF_ERROR(lt.Run(n, E, c.hidden, x, w.gate.data(), logits,
                              CUDA_R_32F, CUDA_R_32F, stream));
+  *answer = DeviceRouteAnswer();
   if (!FusedPath(c)) {
-    MOE_CUDA_OK(cudaMemcpyAsync(host_logits_.data(), logits, n * E * 4,
-                                cudaMemcpyDeviceToHost, stream));
-    MOE_CUDA_OK(cudaStreamSynchronize(stream));
-    RouteTables tables;
-    tables.expert_bias = w.expert_bias.data();
-    tables.router_bias = w.router_bias.data();
-    tables.tid2eid = w.tid2eid.data();
-    return host_.RouteLogits(c, tables, host_logits_.as<float>(), n,
-                             segment_ends, token_ids, 1, out);
+    answer->logits = logits;
+    return absl::OkStatus();
   }
   kernels::cuda::RouteArgs a;
   a.logits = logits;
@@ -103,9 +90,10 @@ absl::Status CudaRouter::Route(LtMatmul& lt, const CudaLayerWeights& w,
   a.router_bias = c.router_bias ? w.router_bias_dev.as<float>() : nullptr;
   a.expert_bias = c.use_bias ? w.expert_bias_dev.as<float>() : nullptr;
   if (c.hash_routed() && n > 0) {
+    // The previous routing's wait freed the staging.
     std::memcpy(host_token_ids_.data(), token_ids.data(), n * 8);
-    MOE_CUDA_OK(cudaMemcpyAsync(token_ids_.data(), host_token_ids_.data(),
-                                n * 8, cudaMemcpyHostToDevice, stream));
+    MOE_RETURN_IF_ERROR(
+        queue.CopyFromHost(host_token_ids_.data(), token_ids_.data(), n * 8));
     a.tid2eid = w.tid2eid_dev.as<int32_t>();
     a.token_ids = token_ids_.as<int64_t>();
   }
@@ -120,17 +108,22 @@ absl::Status CudaRouter::Route(LtMatmul& lt, const CudaLayerWeights& w,
   a.idx = idx_.as<int32_t>();
   a.weights = weights_.as<float>();
   MOE_CUDA_OK(kernels::cuda::RouteTopK(a, stream));
-  MOE_CUDA_OK(cudaMemcpyAsync(host_idx_.data(), a.idx, n * k * 4,
-                              cudaMemcpyDeviceToHost, stream));
-  MOE_CUDA_OK(cudaMemcpyAsync(host_weights_.data(), a.weights, n * k * 4,
-                              cudaMemcpyDeviceToHost, stream));
-  MOE_CUDA_OK(cudaStreamSynchronize(stream));
-  out->Reset(n, k, E);
-  std::memcpy(out->expert.data(), host_idx_.data(), n * k * 4);
-  std::memcpy(out->weight.data(), host_weights_.data(), n * k * 4);
-  std::fill(out->dispatched.begin(), out->dispatched.end(), uint8_t{1});
-  for (int32_t e : out->expert) ++out->expert_counts[e];
+  answer->idx = a.idx;
+  answer->weights = a.weights;
   return absl::OkStatus();
+}
+
+absl::Status CudaRouter::RouteLogits(const CudaLayerWeights& w,
+                                     const float* logits, int64_t n,
+                                     absl::Span<const int64_t> segment_ends,
+                                     absl::Span<const int64_t> token_ids,
+                                     Routing* out) {
+  RouteTables tables;
+  tables.expert_bias = w.expert_bias.data();
+  tables.router_bias = w.router_bias.data();
+  tables.tid2eid = w.tid2eid.data();
+  return host_.RouteLogits(config_, tables, logits, n, segment_ends, token_ids,
+                           1, out);
 }
 
 }  // namespace moe

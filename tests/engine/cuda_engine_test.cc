@@ -88,12 +88,38 @@ TEST_F(CudaEngineTest, StepsAllocateNothing) {
   ASSERT_TRUE(moe.ok()) << moe.status();
   std::vector<float> y(64 * c.hidden);
   Routing r;
-  ASSERT_TRUE((*moe)->Forward(0, g.x.data(), 64, {}, y.data(), &r).ok());
+  // The first step too: a backend holding experts makes its step buffers
+  // at load (issue 42's copy budget).
   const int64_t before = DeviceAllocationCount();
-  for (int64_t n : {64, 7, 1, 64}) {
+  for (int64_t n : {64, 64, 7, 1, 64}) {
     ASSERT_TRUE((*moe)->Forward(0, g.x.data(), n, {}, y.data(), &r).ok());
   }
   EXPECT_EQ(DeviceAllocationCount(), before);
+}
+
+// A bf16 request goes up as bf16 and is widened on the device: the same
+// fp32 rows as the host's widening, so the same bits (issue 42).
+TEST_F(CudaEngineTest, ABf16RequestGivesItsWidenedRowsBits) {
+  MoeLayerConfig c = Base();
+  c.shared_inter = 24;
+  c.shared_gate = true;
+  const int64_t n = 37;
+  auto g = testing::RandomCase(c, n, 9);
+  auto src = testing::MakeGoldenSource(g);
+  auto moe = LocalMoe::Create(*src, "cuda:0", WeightDType::kBF16, 1, 64);
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  std::vector<uint16_t> x16(n * c.hidden);
+  std::vector<float> x32(n * c.hidden);
+  for (size_t i = 0; i < x16.size(); ++i) {
+    x16[i] = F32ToBf16(g.x[i]);
+    x32[i] = Bf16ToF32(x16[i]);
+  }
+  std::vector<float> a(n * c.hidden), b(n * c.hidden);
+  Routing ra, rb;
+  ASSERT_TRUE((*moe)->Forward(0, x32.data(), n, {}, a.data(), &ra).ok());
+  ASSERT_TRUE((*moe)->ForwardBf16(0, x16.data(), n, {}, b.data(), &rb).ok());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(ra.expert, rb.expert);
 }
 
 // Many steps in a row, each OK: no error left over by one step (or by an

@@ -1,0 +1,318 @@
+#include "engine/device_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace moe {
+
+absl::Status DeviceBackend::Reserve(DeviceStepQueue::Memory where, size_t bytes,
+                                    Block* block) {
+  block->reset();
+  if (bytes == 0) return absl::OkStatus();
+  MOE_ASSIGN_OR_RETURN(*block, device_queue().Allocate(where, bytes));
+  return absl::OkStatus();
+}
+
+absl::Status DeviceBackend::ReserveIo(bool with_gate) {
+  using Memory = DeviceStepQueue::Memory;
+  const MoeLayerConfig& c = config_;
+  bounds_ = StepBounds(c, max_tokens_, max_tokens_);
+  const size_t T = max_tokens_, H = c.hidden, R = bounds_.rows,
+               S = max_tokens_ * bounds_.slots;
+  const size_t rows_bytes = T * H * 4;
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, rows_bytes, &x_dev_));
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, rows_bytes / 2, &x16_dev_));
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, rows_bytes, &x_pin_));
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, rows_bytes, &y_dev_));
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, rows_bytes, &y_pin_));
+  const bool shared = with_gate && c.has_shared();
+  MOE_RETURN_IF_ERROR(
+      Reserve(Memory::kDevice, shared ? rows_bytes : 0, &shared_dev_));
+  // The routing's answer: top-k ids and weights, or the logits.
+  const size_t route_bytes =
+      with_gate ? std::max<size_t>(T * c.top_k * 8, T * c.num_experts * 4) : 0;
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, route_bytes, &route_pin_));
+  // src_row, scale, grouped, out_row [R] each; slot_row, weights [S] each.
+  const size_t index_bytes = (4 * R + 2 * S) * 4;
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, index_bytes, &index_dev_));
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, index_bytes, &index_pin_));
+  char* d = static_cast<char*>(index_dev_.get());
+  indices_.src_row = reinterpret_cast<int32_t*>(d);
+  indices_.scale = reinterpret_cast<float*>(d + R * 4);
+  indices_.grouped = reinterpret_cast<int32_t*>(d + 2 * R * 4);
+  indices_.out_row = reinterpret_cast<int32_t*>(d + 3 * R * 4);
+  indices_.slot_row = reinterpret_cast<int32_t*>(d + 4 * R * 4);
+  indices_.weights = reinterpret_cast<float*>(d + (4 * R + S) * 4);
+  stage_send_.reset();
+  stage_recv_.reset();
+  for (int i = 0; i < kNumEpBuffers; ++i) {
+    SetBuffer(static_cast<EpBuffer>(i), nullptr);
+  }
+  resident_x_ = nullptr;
+  resident_n_ = -1;
+  shared_layer_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceBackend::UploadX(const float* x, int64_t n) {
+  if (n > max_tokens_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        n, " tokens exceed the ", max_tokens_, " ", name(), " was sized for"));
+  }
+  const size_t bytes = n * config_.hidden * 4;
+  if (bytes > 0) {
+    if (x != x_pin_.get()) std::memcpy(x_pin_.get(), x, bytes);
+    MOE_RETURN_IF_ERROR(
+        device_queue().CopyFromHost(x_pin_.get(), x_dev_.get(), bytes));
+  }
+  resident_x_ = x;
+  resident_n_ = n;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceBackend::UploadBf16X(const uint16_t* x, int64_t n) {
+  if (n > max_tokens_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        n, " tokens exceed the ", max_tokens_, " ", name(), " was sized for"));
+  }
+  const int64_t count = n * config_.hidden;
+  if (count > 0) {
+    if (x != x_pin_.get()) std::memcpy(x_pin_.get(), x, count * 2);
+    MOE_RETURN_IF_ERROR(
+        device_queue().CopyFromHost(x_pin_.get(), x16_dev_.get(), count * 2));
+    MOE_RETURN_IF_ERROR(QueueWiden(static_cast<uint16_t*>(x16_dev_.get()),
+                                   count, static_cast<float*>(x_dev_.get())));
+  }
+  resident_x_ = x;
+  resident_n_ = n;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceBackend::Route(int64_t layer, const float* x, int64_t n,
+                                  absl::Span<const int64_t> segment_ends,
+                                  Routing* routing) {
+  return RouteTokens(layer, x, n, segment_ends, {}, routing);
+}
+
+absl::Status DeviceBackend::RouteTokens(int64_t layer, const float* x,
+                                        int64_t n,
+                                        absl::Span<const int64_t> segment_ends,
+                                        absl::Span<const int64_t> token_ids,
+                                        Routing* routing) {
+  shared_layer_ = -1;  // new rows: a pending shared expert was of others
+  if (route_pin_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this backend was loaded without the router's gate");
+  }
+  absl::Status s = UploadX(x, n);
+  if (s.ok()) return RouteResident(layer, n, segment_ends, token_ids, routing);
+  (void)device_queue().Synchronize();  // the staging is free again
+  resident_x_ = nullptr;
+  resident_n_ = -1;
+  return s;
+}
+
+absl::StatusOr<bool> DeviceBackend::RouteTokensBf16(
+    int64_t layer, const uint16_t* x, int64_t n,
+    absl::Span<const int64_t> segment_ends, absl::Span<const int64_t> token_ids,
+    Routing* routing) {
+  shared_layer_ = -1;
+  if (route_pin_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this backend was loaded without the router's gate");
+  }
+  absl::Status s = UploadBf16X(x, n);
+  if (s.ok()) s = RouteResident(layer, n, segment_ends, token_ids, routing);
+  if (!s.ok()) {
+    (void)device_queue().Synchronize();
+    resident_x_ = nullptr;
+    resident_n_ = -1;
+    return s;
+  }
+  return true;
+}
+
+absl::Status DeviceBackend::RouteResident(
+    int64_t layer, int64_t n, absl::Span<const int64_t> segment_ends,
+    absl::Span<const int64_t> token_ids, Routing* routing) {
+  DeviceStepQueue& q = device_queue();
+  DeviceRouteAnswer a;
+  absl::Status s = QueueRoute(layer, n, token_ids, &a);
+  const int64_t k = config_.top_k, E = config_.num_experts;
+  char* pin = static_cast<char*>(route_pin_.get());
+  if (s.ok() && n > 0) {
+    if (a.logits != nullptr) {
+      s = q.Download(a.logits, pin, n * E * 4);
+    } else {
+      s = q.Download(a.idx, pin, n * k * 4);
+      if (s.ok()) s = q.Download(a.weights, pin + n * k * 4, n * k * 4);
+    }
+  }
+  // The one wait of the routing (on failure too: the upload may still be
+  // reading the staging).
+  const absl::Status waited = q.Synchronize();
+  if (!s.ok() || !waited.ok()) {
+    resident_x_ = nullptr;
+    resident_n_ = -1;
+    return s.ok() ? waited : s;
+  }
+  if (a.logits != nullptr) {
+    return RouteLogits(layer, reinterpret_cast<const float*>(pin), n,
+                       segment_ends, token_ids, routing);
+  }
+  // Token choice without a capacity limit: every slot dispatched.
+  routing->Reset(n, k, E);
+  if (n > 0) {
+    std::memcpy(routing->expert.data(), pin, n * k * 4);
+    std::memcpy(routing->weight.data(), pin + n * k * 4, n * k * 4);
+  }
+  std::fill(routing->dispatched.begin(), routing->dispatched.end(), uint8_t{1});
+  for (int32_t e : routing->expert) {
+    if (e < 0 || e >= E) {
+      return absl::InternalError(
+          absl::StrCat("the device routed a token to expert ", e, " of ", E));
+    }
+    ++routing->expert_counts[e];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceBackend::Shared(int64_t layer, const float* x, int64_t n,
+                                   float* out) {
+  MOE_RETURN_IF_ERROR(CheckShared(layer));
+  if (n == 0) return absl::OkStatus();
+  if (shared_dev_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this backend was loaded without the router's gate");
+  }
+  DeviceStepQueue& q = device_queue();
+  if (x != resident_x_ || n != resident_n_) MOE_RETURN_IF_ERROR(UploadX(x, n));
+  const size_t bytes = n * config_.hidden * 4;
+  absl::Status s =
+      QueueShared(layer, n, static_cast<float*>(shared_dev_.get()));
+  if (s.ok()) s = q.Download(shared_dev_.get(), y_pin_.get(), bytes);
+  const absl::Status waited = q.Synchronize();
+  MOE_RETURN_IF_ERROR(s);
+  MOE_RETURN_IF_ERROR(waited);
+  std::memcpy(out, y_pin_.get(), bytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> DeviceBackend::AddSharedToStep(int64_t layer) {
+  MOE_RETURN_IF_ERROR(CheckShared(layer));
+  if (shared_dev_ == nullptr || resident_x_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "the shared expert joins a step only after Route, on a backend "
+        "loaded with the router's gate");
+  }
+  shared_layer_ = layer;
+  return true;
+}
+
+absl::Status DeviceBackend::Prepare(const EpPlan& p) {
+  if (p.tokens > bounds_.tokens || p.sent > bounds_.rows ||
+      p.arrived > bounds_.rows || p.received > bounds_.rows ||
+      p.home > bounds_.rows || p.slots > bounds_.slots) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a step of ", p.tokens, " tokens (", p.sent, " rows out, ",
+                     p.received, " in) exceeds the workspaces of ", name(),
+                     " sized for ", max_tokens_, " tokens"));
+  }
+  return PrepareStep(p);
+}
+
+absl::Status DeviceBackend::Gather(const EpStepInput& in, const EpPlan& p,
+                                   bool x_resident,
+                                   const RowTransport& /*the gather also
+                                                        converts to bf16*/) {
+  DeviceStepQueue& q = device_queue();
+  const int64_t num_slots = p.tokens * p.slots, R = bounds_.rows;
+  const int64_t S = max_tokens_ * bounds_.slots;
+  if (!x_resident || in.rows != resident_x_ || in.tokens != resident_n_) {
+    MOE_RETURN_IF_ERROR(UploadX(in.rows, in.tokens));
+  }
+  // The plan's index arrays through pinned staging, one upload each. The
+  // previous step finished (Finish or Drain) before this one began, so the
+  // staging is free.
+  int32_t* src_row = static_cast<int32_t*>(index_pin_.get());
+  float* scale = reinterpret_cast<float*>(src_row + R);
+  int32_t* grouped = src_row + 2 * R;
+  int32_t* out_row = src_row + 3 * R;
+  int32_t* slot_row = src_row + 4 * R;
+  float* weights = reinterpret_cast<float*>(src_row + 4 * R + S);
+  for (int64_t j = 0; j < p.sent; ++j) {
+    src_row[j] = static_cast<int32_t>(p.src_row[j]);
+  }
+  // Scaled rows travel one per slot (EpPlan), in `order`.
+  const bool scaled = config_.score_before_experts;
+  if (scaled) {
+    for (int64_t j = 0; j < p.sent; ++j) scale[j] = in.weights[p.order[j]];
+  }
+  // A dispatched row may feed several grouped rows (one per slot of its
+  // token here): grouped is then no permutation, and the regroup gathers.
+  grouped_identity_ = p.arrived == p.received;
+  out_identity_ = true;
+  for (int64_t i = 0; i < p.received; ++i) {
+    grouped[i] = static_cast<int32_t>(p.grouped[i]);
+    out_row[i] = static_cast<int32_t>(p.out_row[i]);
+    grouped_identity_ = grouped_identity_ && p.grouped[i] == i;
+    out_identity_ = out_identity_ && p.out_row[i] == i;
+  }
+  for (int64_t i = 0; i < num_slots; ++i) {
+    slot_row[i] = static_cast<int32_t>(p.slot_row[i]);
+  }
+  if (num_slots > 0) std::memcpy(weights, in.weights.data(), num_slots * 4);
+  const DeviceStepIndices& d = indices_;
+  auto up = [&](void* dev, const void* host, int64_t bytes) {
+    return bytes > 0 ? q.CopyFromHost(host, dev, bytes) : absl::OkStatus();
+  };
+  MOE_RETURN_IF_ERROR(up(d.src_row, src_row, p.sent * 4));
+  if (scaled) MOE_RETURN_IF_ERROR(up(d.scale, scale, p.sent * 4));
+  MOE_RETURN_IF_ERROR(up(d.grouped, grouped, p.received * 4));
+  MOE_RETURN_IF_ERROR(up(d.out_row, out_row, p.received * 4));
+  MOE_RETURN_IF_ERROR(up(d.slot_row, slot_row, num_slots * 4));
+  MOE_RETURN_IF_ERROR(up(d.weights, weights, num_slots * 4));
+  return QueueGather(p, scaled);
+}
+
+absl::Status DeviceBackend::Combine(const EpStepInput& in, const EpPlan& p,
+                                    const void* back, float* y) {
+  float* y_dev = static_cast<float*>(y_dev_.get());
+  MOE_RETURN_IF_ERROR(QueueCombine(p, back, y_dev));
+  if (shared_layer_ >= 0) {
+    const int64_t layer = shared_layer_;
+    shared_layer_ = -1;
+    if (in.rows != resident_x_ || p.tokens != resident_n_) {
+      return absl::FailedPreconditionError(
+          "the shared expert was asked for rows other than the step's");
+    }
+    // y = sum of the routed experts + the gated shared expert, the CPU's
+    // order of additions, without the shared expert's rows leaving the
+    // device.
+    float* shared = static_cast<float*>(shared_dev_.get());
+    MOE_RETURN_IF_ERROR(QueueShared(layer, p.tokens, shared));
+    MOE_RETURN_IF_ERROR(QueueAdd(y_dev, shared, p.tokens));
+  }
+  const size_t bytes = p.tokens * config_.hidden * 4;
+  if (bytes > 0) {
+    MOE_RETURN_IF_ERROR(device_queue().Download(y_dev, y_pin_.get(), bytes));
+  }
+  device_queue().CopyAtFinish(y_pin_.get(), y, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status DeviceBackend::ReserveStaging() {
+  if (stage_send_ != nullptr || bounds_.rows == 0) return absl::OkStatus();
+  const size_t bytes = bounds_.rows * config_.hidden * 2;
+  using Memory = DeviceStepQueue::Memory;
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, bytes, &stage_send_));
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, bytes, &stage_recv_));
+  SetBuffer(EpBuffer::kStageSend, stage_send_.get());
+  SetBuffer(EpBuffer::kStageRecv, stage_recv_.get());
+  return absl::OkStatus();
+}
+
+}  // namespace moe

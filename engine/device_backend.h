@@ -1,0 +1,155 @@
+// The host logic of a backend whose buffers are device memory: what each
+// piece of the layer copies between host and device, in which element type,
+// through which pinned staging, and when the host waits. The device's math
+// is a handful of hooks (the CUDA backend's kernels, engine/cuda/
+// cuda_backend.cc) and the device itself is a DeviceStepQueue, so the same
+// code runs on the CPU against a counting queue and no-op math
+// (tests/engine/copy_budget_test.cc), which makes the copy budget a tested
+// property: per layer, x goes up once in the request's element type, the
+// routing comes home as ids and weights, and y comes home once with the
+// shared expert already summed into it on the device.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/device_step_queue.h"
+#include "engine/expert_backend.h"
+
+namespace moe {
+
+// Where a queued routing leaves its answer in device memory: the top-k
+// experts (int32) and weights (fp32) [n, k], or the gate's logits [n, E]
+// (fp32) when the host routes (capacity limits, expert choice).
+struct DeviceRouteAnswer {
+  const void* idx = nullptr;
+  const void* weights = nullptr;
+  const void* logits = nullptr;
+};
+
+// The plan's index arrays in device memory, each uploaded once per step.
+struct DeviceStepIndices {
+  int32_t* src_row = nullptr;   // [sent] row of x each sent row gathers
+  float* scale = nullptr;       // [sent] its weight (score_before_experts)
+  int32_t* grouped = nullptr;   // [received] (EpPlan::grouped)
+  int32_t* out_row = nullptr;   // [received] (EpPlan::out_row)
+  int32_t* slot_row = nullptr;  // [tokens * slots] (EpPlan::slot_row)
+  float* weights = nullptr;     // [tokens * slots] the routing weights
+};
+
+class DeviceBackend : public ExpertBackend {
+ public:
+  bool device_memory() const override { return true; }
+  ElementType row_type() const override { return ElementType::kBF16; }
+  const MoeLayerConfig& config() const override { return config_; }
+  int64_t max_tokens() const override { return max_tokens_; }
+  StepQueue& queue() override { return device_queue(); }
+
+  // Uploads x once (fp32, through pinned staging), queues the routing and
+  // brings home only its answer: one wait.
+  absl::Status Route(int64_t layer, const float* x, int64_t n,
+                     absl::Span<const int64_t> segment_ends,
+                     Routing* routing) override;
+  absl::Status RouteTokens(int64_t layer, const float* x, int64_t n,
+                           absl::Span<const int64_t> segment_ends,
+                           absl::Span<const int64_t> token_ids,
+                           Routing* routing) override;
+  // bf16 rows go up as bf16 (half the bytes) and are widened on the device.
+  absl::StatusOr<bool> RouteTokensBf16(int64_t layer, const uint16_t* x,
+                                       int64_t n,
+                                       absl::Span<const int64_t> segment_ends,
+                                       absl::Span<const int64_t> token_ids,
+                                       Routing* routing) override;
+  // For a caller that adds the shared expert itself (a router whose experts
+  // run on workers): downloads it and waits.
+  absl::Status Shared(int64_t layer, const float* x, int64_t n,
+                      float* out) override;
+  absl::StatusOr<bool> AddSharedToStep(int64_t layer) override;
+  absl::Status Prepare(const EpPlan& plan) override;
+  absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
+                      bool x_resident, const RowTransport& transport) override;
+  absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
+                       const void* back, float* y) override;
+  absl::Status ReserveStaging() override;
+
+ protected:
+  virtual DeviceStepQueue& device_queue() = 0;
+
+  // The device's math, each queued on device_queue() and copying nothing
+  // between host and device.
+  // Checks that the layer's shared expert is loaded.
+  virtual absl::Status CheckShared(int64_t layer) = 0;
+  // Queues the routing of the n resident rows (device_x()); says where the
+  // answer will be.
+  virtual absl::Status QueueRoute(int64_t layer, int64_t n,
+                                  absl::Span<const int64_t> token_ids,
+                                  DeviceRouteAnswer* answer) = 0;
+  // The host's routing from downloaded logits [n, E].
+  virtual absl::Status RouteLogits(int64_t layer, const float* logits,
+                                   int64_t n,
+                                   absl::Span<const int64_t> segment_ends,
+                                   absl::Span<const int64_t> token_ids,
+                                   Routing* routing) = 0;
+  // out [n, H] (device fp32) = the gated shared expert of the n resident
+  // rows.
+  virtual absl::Status QueueShared(int64_t layer, int64_t n, float* out) = 0;
+  // dst [count] (device fp32) = the bf16 values of src [count] (device).
+  virtual absl::Status QueueWiden(const uint16_t* src, int64_t count,
+                                  float* dst) = 0;
+  // y [rows, H] += add [rows, H] (device fp32).
+  virtual absl::Status QueueAdd(float* y, const float* add, int64_t rows) = 0;
+  // The step's row buffers (kSend, kRecv, kOut, kBack) for `plan`.
+  virtual absl::Status PrepareStep(const EpPlan& plan) = 0;
+  // kSend = the bf16 rows of x that device_indices().src_row names, scaled
+  // by .scale when `scaled`.
+  virtual absl::Status QueueGather(const EpPlan& plan, bool scaled) = 0;
+  // y [tokens, H] (device fp32) = the weighted sum in slot order of `back`.
+  virtual absl::Status QueueCombine(const EpPlan& plan, const void* back,
+                                    float* y) = 0;
+
+  // Sizes the host logic's buffers for config_ and max_tokens_ (and sets
+  // bounds_), at load: the routing's staging only `with_gate`, the shared
+  // expert's output only with the gate and a shared expert.
+  absl::Status ReserveIo(bool with_gate);
+
+  const float* device_x() const { return static_cast<float*>(x_dev_.get()); }
+  const DeviceStepIndices& device_indices() const { return indices_; }
+
+  MoeLayerConfig config_;
+  int64_t max_tokens_ = 0;
+  EpBounds bounds_;
+  // Set by Gather: the dispatched rows are the grouped rows already; the
+  // grouped outputs are in their rows of the way back already.
+  bool grouped_identity_ = false, out_identity_ = false;
+
+ private:
+  // x [n, H] (host fp32) into device_x(), through pinned staging (no copy
+  // into it when x is the staging itself). The staging is free: every
+  // piece that reads it ends in a wait (Route, Shared) or in the step's
+  // Finish or Drain, before the next upload.
+  absl::Status UploadX(const float* x, int64_t n);
+  // The same for bf16 rows, uploaded as bf16 and widened on the device.
+  absl::Status UploadBf16X(const uint16_t* x, int64_t n);
+  // The routing of the n resident rows: queued, its answer brought home,
+  // one wait.
+  absl::Status RouteResident(int64_t layer, int64_t n,
+                             absl::Span<const int64_t> segment_ends,
+                             absl::Span<const int64_t> token_ids,
+                             Routing* routing);
+  // Allocates `bytes` of `where` into *block (none for 0 bytes).
+  absl::Status Reserve(DeviceStepQueue::Memory where, size_t bytes,
+                       DeviceStepQueue::Block* block);
+
+  using Block = DeviceStepQueue::Block;
+  Block x_dev_, x16_dev_, x_pin_, y_dev_, y_pin_, shared_dev_, route_pin_;
+  Block index_dev_, index_pin_, stage_send_, stage_recv_;
+  DeviceStepIndices indices_;
+  const void* resident_x_ = nullptr;  // host rows last uploaded
+  int64_t resident_n_ = -1;
+  // The layer whose shared expert the next Combine adds, or -1.
+  int64_t shared_layer_ = -1;
+};
+
+}  // namespace moe

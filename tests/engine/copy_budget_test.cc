@@ -1,0 +1,409 @@
+// The copy budget of a GPU layer (issue 42), checked on the CPU: the device
+// backend's host logic (engine/device_backend.h), the code the CUDA backend
+// runs, drives a counting device queue whose "device memory" is host memory
+// and whose math does nothing. Per step, the host-to-device bytes must be
+// the activations once in their element type plus O(N x k) of routing, the
+// device-to-host bytes the output once plus O(N x k), the host must wait at
+// most once for the step (at P = 0 once more for the routing, which the
+// host plans from), and nothing may be allocated.
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "comm/gloo_communicator.h"
+#include "core/dtype.h"
+#include "core/even_split.h"
+#include "engine/device_backend.h"
+#include "engine/ep_step.h"
+#include "engine/local_moe.h"
+#include "gloo/rendezvous/hash_store.h"
+#include "gtest/gtest.h"
+#include "tests/testutil/golden_case.h"
+#include "tests/testutil/reference_moe.h"
+
+namespace moe {
+namespace {
+
+// Routing bytes allowed per (token, slot), each way: the plan's index
+// arrays (five int32 or fp32 per slot up) and the top-k ids and weights
+// (two per slot home). An extra copy of the activations (H = 256: 1 KB a
+// row in fp32) cannot hide under it.
+constexpr int64_t kRoutingBytesPerSlot = 32;
+
+struct Counts {
+  int64_t h2d_bytes = 0;
+  int64_t d2h_bytes = 0;
+  int64_t syncs = 0;
+  int64_t allocations = 0;
+};
+
+// The device, counted: copies are memcpy between host buffers, and every
+// wait the CUDA queue would make (cudaStreamSynchronize in CopyToHost,
+// Synchronize, Finish and Drain) counts once.
+class CountingQueue : public DeviceStepQueue {
+ public:
+  Counts counts;
+
+  void* stream() override { return nullptr; }
+  void Mark(EpMark) override {}
+  double ElapsedUs(EpMark, EpMark) const override { return 0; }
+  absl::Status CopyToHost(const void* src, void* dst, size_t bytes) override {
+    counts.d2h_bytes += bytes;
+    ++counts.syncs;  // synchronous
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status CopyFromHost(const void* src, void* dst, size_t bytes) override {
+    counts.h2d_bytes += bytes;
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Download(const void* src, void* dst, size_t bytes) override {
+    counts.d2h_bytes += bytes;
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Synchronize() override {
+    ++counts.syncs;
+    return absl::OkStatus();
+  }
+  void CopyAtFinish(const void* pinned, void* dst, size_t bytes) override {
+    pending_src_ = pinned;
+    pending_dst_ = dst;
+    pending_bytes_ = bytes;
+  }
+  absl::Status Finish(Communicator& comm,
+                      std::chrono::steady_clock::time_point deadline) override {
+    if (absl::Status s = comm.Await(nullptr, deadline); !s.ok()) return s;
+    ++counts.syncs;
+    if (pending_bytes_ > 0)
+      std::memcpy(pending_dst_, pending_src_, pending_bytes_);
+    pending_bytes_ = 0;
+    return absl::OkStatus();
+  }
+  void Drain(Communicator&, std::chrono::steady_clock::time_point) override {
+    ++counts.syncs;
+    pending_bytes_ = 0;
+  }
+  Traffic traffic() const override {
+    return {counts.h2d_bytes, counts.d2h_bytes, counts.syncs};
+  }
+  absl::StatusOr<Block> Allocate(Memory, size_t bytes) override {
+    ++counts.allocations;
+    return Block(new char[bytes](),
+                 [](void* p) { delete[] static_cast<char*>(p); });
+  }
+
+ private:
+  const void* pending_src_ = nullptr;
+  void* pending_dst_ = nullptr;
+  size_t pending_bytes_ = 0;
+};
+
+// The CUDA backend's host logic over the counting queue, with math that
+// does nothing but route token t to experts t, t + 1, ... (mod E).
+class FakeDeviceBackend : public DeviceBackend {
+  using Memory = DeviceStepQueue::Memory;
+  using Block = DeviceStepQueue::Block;
+
+ public:
+  absl::Status Init(const MoeLayerConfig& c, int64_t max_tokens, bool gate,
+                    int64_t expert_begin, int64_t expert_end) {
+    config_ = c;
+    max_tokens_ = max_tokens;
+    gate_ = gate;
+    expert_begin_ = expert_begin;
+    expert_end_ = expert_end;
+    if (absl::Status s = ReserveIo(gate); !s.ok()) return s;
+    // The step's row buffers and the routing's answer, at load as the CUDA
+    // backend makes them.
+    const size_t rows = bounds_.rows * c.hidden * 2;
+    for (Block* b : {&send_, &recv_, &out_, &back_}) {
+      absl::StatusOr<Block> m = queue_.Allocate(Memory::kDevice, rows);
+      if (!m.ok()) return m.status();
+      *b = *m;
+    }
+    for (Block* b : {&idx_, &weights_}) {
+      absl::StatusOr<Block> m =
+          queue_.Allocate(Memory::kDevice, max_tokens * c.top_k * 4);
+      if (!m.ok()) return m.status();
+      *b = *m;
+    }
+    return absl::OkStatus();
+  }
+  CountingQueue& counting() { return queue_; }
+
+  std::string name() const override { return "fake-device"; }
+  absl::Status Load(const ModelSource&, const LoadOptions&, int64_t) override {
+    return absl::UnimplementedError("a fake");
+  }
+  absl::StatusOr<std::unique_ptr<ExpertBackend>> Fork() const override {
+    return absl::UnimplementedError("a fake");
+  }
+  absl::StatusOr<LayerShard> Shard(int64_t layer) const override {
+    if (layer != 0) return absl::NotFoundError("layer 0 only");
+    LayerShard s;
+    s.num_experts = config_.num_experts;
+    s.has_shared_expert = config_.has_shared();
+    s.gate_loaded = s.shared_loaded = gate_;
+    s.expert_begin = expert_begin_;
+    s.expert_end = expert_end_;
+    s.local_experts = expert_end_ - expert_begin_;
+    return s;
+  }
+  absl::Status RunExperts(int64_t, const EpPlan&, const void*, void*) override {
+    return absl::OkStatus();
+  }
+
+ protected:
+  DeviceStepQueue& device_queue() override { return queue_; }
+  absl::Status CheckShared(int64_t) override {
+    return gate_ && config_.has_shared()
+               ? absl::OkStatus()
+               : absl::FailedPreconditionError("no shared expert");
+  }
+  absl::Status QueueRoute(int64_t, int64_t n, absl::Span<const int64_t>,
+                          DeviceRouteAnswer* answer) override {
+    const int64_t k = config_.top_k, E = config_.num_experts;
+    auto* idx = static_cast<int32_t*>(idx_.get());
+    auto* w = static_cast<float*>(weights_.get());
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < k; ++j) {
+        idx[t * k + j] = static_cast<int32_t>((t + j) % E);
+        w[t * k + j] = 1.0f / k;
+      }
+    }
+    answer->idx = idx;
+    answer->weights = w;
+    return absl::OkStatus();
+  }
+  absl::Status RouteLogits(int64_t, const float*, int64_t,
+                           absl::Span<const int64_t>, absl::Span<const int64_t>,
+                           Routing*) override {
+    return absl::UnimplementedError("the fake routes on the device");
+  }
+  absl::Status QueueShared(int64_t, int64_t, float*) override {
+    return absl::OkStatus();
+  }
+  absl::Status QueueWiden(const uint16_t*, int64_t, float*) override {
+    return absl::OkStatus();
+  }
+  absl::Status QueueAdd(float*, const float*, int64_t) override {
+    return absl::OkStatus();
+  }
+  absl::Status PrepareStep(const EpPlan&) override {
+    SetBuffer(EpBuffer::kSend, send_.get());
+    SetBuffer(EpBuffer::kRecv, recv_.get());
+    SetBuffer(EpBuffer::kOut, out_.get());
+    SetBuffer(EpBuffer::kBack, back_.get());
+    return absl::OkStatus();
+  }
+  absl::Status QueueGather(const EpPlan&, bool) override {
+    return absl::OkStatus();
+  }
+  absl::Status QueueCombine(const EpPlan&, const void*, float*) override {
+    return absl::OkStatus();
+  }
+
+ private:
+  CountingQueue queue_;
+  bool gate_ = false;
+  int64_t expert_begin_ = 0, expert_end_ = 0;
+  Block send_, recv_, out_, back_, idx_, weights_;
+};
+
+MoeLayerConfig BudgetConfig() {
+  MoeLayerConfig c;
+  c.hidden = 256;
+  c.inter = 64;
+  c.num_experts = 16;
+  c.top_k = 4;
+  c.shared_inter = 64;
+  c.shared_gate = true;
+  return c;
+}
+
+// One step's counts against the budget: `rows` activation rows each way
+// (`in_size` bytes an element in, fp32 out), `slots` routing slots.
+void ExpectBudget(const Counts& got, int64_t rows, int64_t slots,
+                  const MoeLayerConfig& c, int64_t max_syncs,
+                  int64_t in_size = 4) {
+  const int64_t in = rows * c.hidden * in_size, out = rows * c.hidden * 4;
+  const int64_t routing = kRoutingBytesPerSlot * slots;
+  EXPECT_GE(got.h2d_bytes, in) << "x did not go up whole";
+  EXPECT_LE(got.h2d_bytes, in + routing)
+      << "host to device: more than x once and the routing";
+  EXPECT_GE(got.d2h_bytes, out) << "y did not come home whole";
+  EXPECT_LE(got.d2h_bytes, out + routing)
+      << "device to host: more than y once and the routing";
+  EXPECT_LE(got.syncs, max_syncs);
+  EXPECT_EQ(got.allocations, 0) << "the step allocated";
+}
+
+// The router at P = 0 (LocalMoe over the device backend): x up once, the
+// top-k ids and weights home, y home once with the shared expert summed on
+// the device; two waits a layer, one for the routing (the host plans from
+// it) and one at the step's end.
+TEST(CopyBudget, RouterAtP0MovesEachActivationByteOnceEachWay) {
+  const MoeLayerConfig c = BudgetConfig();
+  for (int64_t n : {1, 64, 4096}) {
+    SCOPED_TRACE(n);
+    FakeDeviceBackend b;
+    ASSERT_TRUE(b.Init(c, 4096, /*gate=*/true, 0, c.num_experts).ok());
+    LocalMoe moe(&b);
+    std::vector<float> x(n * c.hidden, 0.5f), y(n * c.hidden);
+    const int64_t ends[] = {n};
+    for (int step = 0; step < 2; ++step) {  // the first step too
+      b.counting().counts = Counts();
+      Routing routing;
+      ASSERT_TRUE(moe.Forward(0, x.data(), n, ends, y.data(), &routing).ok());
+      ExpectBudget(b.counting().counts, n, n * c.top_k, c, /*max_syncs=*/2);
+    }
+  }
+}
+
+// A bf16 request at P = 0: x goes up as bf16 (half the bytes), widened on
+// the device, not on the host.
+TEST(CopyBudget, RouterAtP0SendsABf16RequestUpAsBf16) {
+  const MoeLayerConfig c = BudgetConfig();
+  for (int64_t n : {1, 64, 4096}) {
+    SCOPED_TRACE(n);
+    FakeDeviceBackend b;
+    ASSERT_TRUE(b.Init(c, 4096, /*gate=*/true, 0, c.num_experts).ok());
+    LocalMoe moe(&b);
+    std::vector<uint16_t> x(n * c.hidden, 0x3f00);  // 0.5
+    std::vector<float> y(n * c.hidden);
+    const int64_t ends[] = {n};
+    for (int step = 0; step < 2; ++step) {
+      b.counting().counts = Counts();
+      Routing routing;
+      ASSERT_TRUE(
+          moe.ForwardBf16(0, x.data(), n, ends, y.data(), &routing).ok());
+      ExpectBudget(b.counting().counts, n, n * c.top_k, c, /*max_syncs=*/2,
+                   /*in_size=*/2);
+    }
+  }
+}
+
+// On the CPU a bf16 request is the fp32 request of its widened rows, bit
+// for bit.
+TEST(CopyBudget, ABf16RequestOnTheCpuGivesTheWidenedRowsBits) {
+  MoeLayerConfig c = BudgetConfig();
+  c.hidden = 32;
+  c.inter = 16;
+  c.shared_inter = 16;
+  const int64_t n = 9;
+  auto g = testing::RandomCase(c, n, 7);
+  auto src = testing::MakeGoldenSource(g);
+  auto moe = LocalMoe::Create(*src, "cpu", WeightDType::kF32, 1, 16);
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  std::vector<uint16_t> x16(n * c.hidden);
+  std::vector<float> x32(n * c.hidden);
+  for (size_t i = 0; i < x16.size(); ++i) {
+    x16[i] = F32ToBf16(g.x[i]);
+    x32[i] = Bf16ToF32(x16[i]);
+  }
+  std::vector<float> a(n * c.hidden), b(n * c.hidden);
+  Routing ra, rb;
+  ASSERT_TRUE((*moe)->Forward(0, x32.data(), n, {}, a.data(), &ra).ok());
+  ASSERT_TRUE((*moe)->ForwardBf16(0, x16.data(), n, {}, b.data(), &rb).ok());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(ra.expert, rb.expert);
+}
+
+// A device group (NCCL's part) over Gloo: the fake device's memory is the
+// host's, so rows cross between ranks without staging.
+class DeviceGroup : public Communicator {
+ public:
+  explicit DeviceGroup(std::unique_ptr<Communicator> gloo)
+      : gloo_(std::move(gloo)) {}
+  int rank() const override { return gloo_->rank(); }
+  int size() const override { return gloo_->size(); }
+  std::string name() const override { return "device group"; }
+  bool device_memory() const override { return true; }
+  absl::Status AllToAllV(const void* send, absl::Span<const int64_t> sc,
+                         void* recv, absl::Span<const int64_t> rc,
+                         ElementType type, std::chrono::milliseconds timeout,
+                         void*) override {
+    return gloo_->AllToAllV(send, sc, recv, rc, type, timeout, nullptr);
+  }
+
+ private:
+  std::unique_ptr<Communicator> gloo_;
+};
+
+// A worker of two (P = 2) under a device collective: its rows up once, its
+// answer home once, one wait (the step's end), nothing allocated.
+TEST(CopyBudget, WorkerAtP2MovesEachActivationByteOnceEachWay) {
+  const MoeLayerConfig c = BudgetConfig();
+  const int world = 2;
+  const int64_t H = c.hidden, k = c.top_k, E = c.num_experts;
+  for (int64_t n : {1, 64, 4096}) {
+    SCOPED_TRACE(n);
+    Routing routing;
+    routing.Reset(n, k, E);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t e = static_cast<int32_t>((t + j) % E);
+        routing.expert[t * k + j] = e;
+        routing.weight[t * k + j] = 1.0f / k;
+        routing.dispatched[t * k + j] = 1;
+        ++routing.expert_counts[e];
+      }
+    }
+    std::vector<int32_t> ids;
+    std::vector<int64_t> counts;
+    PlanDispatch(routing, n, world, E, &ids, &counts);
+    std::vector<float> x(n * H, 0.5f), y(n * H);
+    gloo::rendezvous::HashStore store;
+    std::vector<absl::Status> status(world);
+    std::vector<std::vector<Counts>> got(world);
+    auto rank = [&](int r) {
+      FakeDeviceBackend b;
+      status[r] = b.Init(c, n, /*gate=*/false, SplitBegin(r, world, E),
+                         SplitBegin(r + 1, world, E));
+      if (!status[r].ok()) return;
+      auto gloo = CreateGlooCommunicator(r, world, "127.0.0.1", store,
+                                         std::chrono::seconds(30));
+      if (!gloo.ok()) {
+        status[r] = gloo.status();
+        return;
+      }
+      DeviceGroup comm(*std::move(gloo));
+      const int64_t lo = SplitBegin(r, world, n),
+                    hi = SplitBegin(r + 1, world, n);
+      EpStepInput in;
+      in.tokens = hi - lo;
+      in.rows = x.data() + lo * H;
+      in.slots = k;
+      in.expert_ids = absl::MakeConstSpan(ids).subspan(lo * k, (hi - lo) * k);
+      in.weights =
+          absl::MakeConstSpan(routing.weight).subspan(lo * k, (hi - lo) * k);
+      in.counts = counts;
+      in.all_expert_ids = ids;
+      EpStep step;
+      for (int s = 0; s < 2 && status[r].ok(); ++s) {  // the first step too
+        b.counting().counts = Counts();
+        status[r] = step.Run(in, b, comm, n, /*x_resident=*/false,
+                             y.data() + lo * H, nullptr);
+        got[r].push_back(b.counting().counts);
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r) threads.emplace_back(rank, r);
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < world; ++r) {
+      SCOPED_TRACE(r);
+      ASSERT_TRUE(status[r].ok()) << status[r];
+      const int64_t tokens =
+          SplitBegin(r + 1, world, n) - SplitBegin(r, world, n);
+      for (const Counts& step : got[r]) {
+        ExpectBudget(step, tokens, n * k, c, /*max_syncs=*/1);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moe
