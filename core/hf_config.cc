@@ -1,6 +1,7 @@
 #include "core/hf_config.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -172,6 +173,14 @@ struct FamilyEntry {
   std::vector<const char*> architectures;
   // A multimodal config keeps the language model's keys in text_config.
   bool text_config = false;
+  // The family whose config reader and tensor names this one shares: a
+  // family whose MoE math and names exist already is described, not coded.
+  // Itself when unset.
+  std::optional<HfFamily> like = std::nullopt;
+  // Config keys that, when given as a per-layer list of num_hidden_layers
+  // entries ("sparse" / "dense", or 1 / 0), say which layers are MoE in
+  // place of the `like` family's own rule; the first one present wins.
+  std::vector<const char*> moe_layer_lists = {};
 };
 
 const std::vector<FamilyEntry>& FamilyTable() {
@@ -183,6 +192,23 @@ const std::vector<FamilyEntry>& FamilyTable() {
       {"deepseek_v2", HfFamily::kDeepseekV2, {"DeepseekV2ForCausalLM"}},
       {"deepseek_v3", HfFamily::kDeepseekV3, {"DeepseekV3ForCausalLM"}},
       {"glm4_moe", HfFamily::kGlm4Moe, {"Glm4MoeForCausalLM"}},
+      // GLM-5: its DSA attention is not the service's; its MoE is GLM-4.5's
+      // (layers from first_k_dense_replace on unless listed).
+      {"glm_moe_dsa",
+       HfFamily::kGlmMoeDsa,
+       {"GlmMoeDsaForCausalLM"},
+       /*text_config=*/false,
+       /*like=*/HfFamily::kGlm4Moe,
+       /*moe_layer_lists=*/{"mlp_layer_types"}},
+      // MiMo-V2-Flash: DeepSeek-V3's gate with n_shared_experts null (no
+      // shared expert) and routed_scaling_factor null (1.0). The Hub config
+      // lists moe_layer_freq per layer, transformers' says mlp_layer_types.
+      {"mimo_v2_flash",
+       HfFamily::kMimoV2Flash,
+       {"MiMoV2FlashForCausalLM"},
+       /*text_config=*/false,
+       /*like=*/HfFamily::kDeepseekV3,
+       /*moe_layer_lists=*/{"mlp_layer_types", "moe_layer_freq"}},
       // Moonshot's Kimi K2 is a DeepSeek-V3 model under its own model_type.
       {"kimi_k2", HfFamily::kKimiK2, {"DeepseekV3ForCausalLM"}},
       {"qwen3_5_moe",
@@ -622,8 +648,40 @@ absl::Status ReadFamily(const ConfigReader& r, HfFamily family,
       return ReadGptOss(r, info);
     case HfFamily::kDeepseekV4:
       return ReadDeepseekV4(r, info);
+    default:
+      // A described family (FamilyEntry::like) is read as its base family,
+      // which ParseHfConfig passes here instead.
+      break;
   }
-  return absl::InternalError("unknown HfFamily");
+  return absl::InternalError(
+      absl::StrCat("no config reader for ", HfFamilyName(family)));
+}
+
+// The MoE layers from the first of `entry`'s per-layer list keys present,
+// or nullopt when none is. Each entry is "sparse" / "dense" or 1 / 0.
+absl::StatusOr<std::optional<std::vector<int64_t>>> ListedMoeLayers(
+    const ConfigReader& r, const FamilyEntry& entry, int64_t num_layers) {
+  for (const char* key : entry.moe_layer_lists) {
+    if (!r.Present(key) || !r.raw().at(key).is_array()) continue;
+    const json& v = r.raw().at(key);
+    if (static_cast<int64_t>(v.size()) != num_layers) {
+      return r.Error(
+          key, absl::StrCat("lists ", v.size(),
+                            " layers, not num_hidden_layers ", num_layers));
+    }
+    std::vector<int64_t> layers;
+    for (int64_t l = 0; l < num_layers; ++l) {
+      const json& x = v[l];
+      const bool sparse = x == "sparse" || x == 1 || x == true;
+      if (!sparse && x != "dense" && x != 0 && x != false) {
+        return r.Error(key, absl::StrCat("entry ", l, " is ", x.dump(),
+                                         ", not 'sparse' / 'dense' or 1 / 0"));
+      }
+      if (sparse) layers.push_back(l);
+    }
+    return layers;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -638,6 +696,8 @@ const std::vector<HfFamily>& AllHfFamilies() {
 }
 
 const char* HfFamilyName(HfFamily f) { return EntryOf(f).model_type; }
+
+HfFamily HfBaseFamily(HfFamily f) { return EntryOf(f).like.value_or(f); }
 
 std::string SupportedHfFamilies() {
   std::vector<std::string> names;
@@ -679,9 +739,23 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   info.source = std::string(label);
   MOE_ASSIGN_OR_RETURN(c.hidden, r.Int("hidden_size"));
   MOE_ASSIGN_OR_RETURN(info.num_layers, r.Int("num_hidden_layers"));
-  MOE_ASSIGN_OR_RETURN(c.top_k, TopK(r, spec.family));
+  const FamilyEntry& entry = EntryOf(spec.family);
+  const HfFamily base = HfBaseFamily(spec.family);
+  MOE_ASSIGN_OR_RETURN(c.top_k, TopK(r, base));
   c.score_func = ScoreFunc::kSoftmax;
-  MOE_RETURN_IF_ERROR(ReadFamily(r, spec.family, &info));
+  MOE_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> listed,
+                       ListedMoeLayers(r, entry, info.num_layers));
+  if (listed.has_value()) {
+    // The base family's own layer rule must not read the list (DeepSeek
+    // reads moe_layer_freq as a stride), so it reads a config without it.
+    json rest = *body;
+    for (const char* key : entry.moe_layer_lists) rest.erase(key);
+    MOE_RETURN_IF_ERROR(
+        ReadFamily(ConfigReader(rest, text_label), base, &info));
+    info.moe_layers = *std::move(listed);
+  } else {
+    MOE_RETURN_IF_ERROR(ReadFamily(r, base, &info));
+  }
   MOE_RETURN_IF_ERROR(ReadExtensions(r, &c));
   for (auto& [l, layer] : info.routing_overrides) {
     // Model-wide keys for what the family sets per layer would silently

@@ -21,6 +21,8 @@ enum class HfFamily {
   kDeepseekV2,
   kDeepseekV3,
   kGlm4Moe,
+  kGlmMoeDsa,    // GLM-5: glm4_moe's MoE under its own model_type
+  kMimoV2Flash,  // MiMo-V2-Flash: deepseek_v3's MoE, no shared expert
   kKimiK2,
   kQwen35Moe,  // Qwen3.5 / 3.6 MoE: text_config, model.language_model.
   kQwen3Next,
@@ -100,6 +102,9 @@ std::string HfTensorName(HfFamily family, int64_t layer, WeightRole role,
 
 // The config.json model_type of a family.
 const char* HfFamilyName(HfFamily family);
+// The family whose config reader and tensor names `family` shares: itself,
+// unless its table entry describes it as another's (GLM-5 as glm4_moe).
+HfFamily HfBaseFamily(HfFamily family);
 // "mixtral, qwen2_moe, ...": for error messages.
 std::string SupportedHfFamilies();
 

@@ -236,7 +236,9 @@ bool MayBePacked(HfFamily f) {
 
 }  // namespace
 
-std::string HfLayerPrefix(HfFamily family, int64_t layer) {
+std::string HfLayerPrefix(HfFamily described, int64_t layer) {
+  // A family described as another's keeps that one's names.
+  const HfFamily family = HfBaseFamily(described);
   if (family == HfFamily::kLlama4) {
     return absl::StrCat("language_model.model.layers.", layer, ".");
   }
@@ -248,9 +250,10 @@ std::string HfLayerPrefix(HfFamily family, int64_t layer) {
   return absl::StrCat("model.layers.", layer, ".");
 }
 
-HfTensorLocation HfLocate(HfFamily family, const MoeLayerConfig& config,
+HfTensorLocation HfLocate(HfFamily described, const MoeLayerConfig& config,
                           int64_t layer, WeightRole role, int64_t expert,
                           HfExpertLayout layout) {
+  const HfFamily family = HfBaseFamily(described);
   const std::string p = HfLayerPrefix(family, layer);
   if (layout == HfExpertLayout::kPacked && MayBePacked(family)) {
     return PackedLocation(family, p, config, role, expert);

@@ -1,6 +1,6 @@
 // config.json of the 2026 families (GLM-4.5, Kimi K2, Qwen3-Next,
-// MiniMax-M2, Llama 4), read as their release configs are written, and the
-// refusal of what the loader does not know.
+// MiniMax-M2, Llama 4, GLM-5, MiMo-V2-Flash), read as their release configs are
+// written, and the refusal of what the loader does not know.
 #include "core/hf_config.h"
 #include "gtest/gtest.h"
 
@@ -399,6 +399,123 @@ TEST(HfFamilies, RoutingOverridesDifferInRoutingOnly) {
   m.routing_overrides[1] = hashed;
   EXPECT_TRUE(Mentions(CheckRoutingOverrides(m), "layer 1: "));
   EXPECT_TRUE(Mentions(CheckRoutingOverrides(m), "top_k"));
+}
+
+// GLM-5 (glm_moe_dsa) as released: GLM-4.5's MoE, 256 experts k 8, one
+// shared, the DSA indexer's keys beside it. MoE layers come from
+// mlp_layer_types when given, else from first_k_dense_replace on; the MTP
+// layer 78 is never one.
+TEST(HfFamilies, GlmMoeDsaIsReadAsGlm4MoeWithItsLayerList) {
+  const std::string body =
+      R"("model_type":"glm_moe_dsa","architectures":["GlmMoeDsaForCausalLM"],
+    "hidden_size":6144,"num_hidden_layers":78,"intermediate_size":12288,
+    "moe_intermediate_size":2048,"n_routed_experts":256,"n_shared_experts":1,
+    "num_experts_per_tok":8,"n_group":1,"topk_group":1,"norm_topk_prob":true,
+    "routed_scaling_factor":2.5,"first_k_dense_replace":3,
+    "num_nextn_predict_layers":1,"index_topk":2048,"index_n_heads":32,
+    "kv_lora_rank":512,"q_lora_rank":2048)";
+  auto s = Parse("{" + body + "}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kGlmMoeDsa);
+  EXPECT_EQ(s->info.family, "glm_moe_dsa");
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.route_scale, 2.5f);
+  EXPECT_EQ(c.num_experts, 256);
+  EXPECT_EQ(c.shared_inter, 2048);
+  // first_k_dense_replace: layers 3..77.
+  EXPECT_EQ(s->info.moe_layers.size(), 75u);
+  EXPECT_EQ(s->info.moe_layers.front(), 3);
+  EXPECT_EQ(s->info.moe_layers.back(), 77);
+  // mlp_layer_types overrides it.
+  std::string types;
+  for (int l = 0; l < 78; ++l) {
+    types += std::string(l == 0 ? "" : ",") +
+             (l < 2 || l == 40 ? "\"dense\"" : "\"sparse\"");
+  }
+  auto listed = Parse("{" + body + R"(,"mlp_layer_types":[)" + types + "]}");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->info.layer, c);
+  EXPECT_EQ(listed->info.moe_layers.size(), 75u);
+  EXPECT_EQ(listed->info.moe_layers.front(), 2);
+  EXPECT_FALSE(listed->info.HasLayer(40));
+  EXPECT_TRUE(listed->info.HasLayer(41));
+  EXPECT_EQ(HfTensorName(HfFamily::kGlmMoeDsa, 3, WeightRole::kExpertBias, -1),
+            "model.layers.3.mlp.gate.e_score_correction_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kGlmMoeDsa, 3, WeightRole::kSharedW2, -1),
+            "model.layers.3.mlp.shared_experts.down_proj.weight");
+  auto short_list =
+      Parse("{" + body + R"(,"mlp_layer_types":["dense","sparse"]})");
+  ASSERT_FALSE(short_list.ok());
+  EXPECT_TRUE(Mentions(short_list.status(), "mlp_layer_types"))
+      << short_list.status();
+  auto odd = Parse("{" + body + R"(,"mlp_layer_types":[)" + types.substr(8) +
+                   R"(,"moe"]})");
+  ASSERT_FALSE(odd.ok());
+  EXPECT_TRUE(Mentions(odd.status(), "\"moe\"")) << odd.status();
+}
+
+// MiMo-V2-Flash's Hub config: DeepSeek-V3's gate, no shared expert and no
+// scale (both null), moe_layer_freq a per-layer 0 / 1 list; transformers'
+// own config names the layers in mlp_layer_types instead.
+TEST(HfFamilies, MimoV2FlashIsReadAsDeepseekV3WithoutSharedExpert) {
+  std::string freq, types;
+  for (int l = 0; l < 48; ++l) {
+    freq += std::string(l == 0 ? "" : ",") + (l == 0 ? "0" : "1");
+    types +=
+        std::string(l == 0 ? "" : ",") + (l == 0 ? "\"dense\"" : "\"sparse\"");
+  }
+  const std::string body =
+      R"("model_type":"mimo_v2_flash","architectures":["MiMoV2FlashForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":48,"intermediate_size":16384,
+    "moe_intermediate_size":2048,"n_routed_experts":256,"n_shared_experts":null,
+    "num_experts_per_tok":8,"scoring_func":"sigmoid","topk_method":"noaux_tc",
+    "n_group":1,"topk_group":1,"norm_topk_prob":true,
+    "routed_scaling_factor":null,
+    "quantization_config":{"quant_method":"fp8","fmt":"e4m3",
+      "activation_scheme":"dynamic","weight_block_size":[128,128]})";
+  auto hub = Parse("{" + body + R"(,"moe_layer_freq":[)" + freq + "]}");
+  ASSERT_TRUE(hub.ok()) << hub.status();
+  const auto& c = hub->info.layer;
+  EXPECT_EQ(hub->family, HfFamily::kMimoV2Flash);
+  EXPECT_EQ(hub->quant_method, "fp8");
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.route_scale, 1.0f);
+  EXPECT_EQ(c.shared_inter, 0);
+  EXPECT_EQ(c.num_experts, 256);
+  EXPECT_EQ(c.top_k, 8);
+  EXPECT_EQ(hub->info.moe_layers.size(), 47u);
+  EXPECT_EQ(hub->info.moe_layers.front(), 1);
+  auto native = Parse("{" + body + R"(,"mlp_layer_types":[)" + types + "]}");
+  ASSERT_TRUE(native.ok()) << native.status();
+  EXPECT_EQ(native->info.layer, c);
+  EXPECT_EQ(native->info.moe_layers, hub->info.moe_layers);
+  // Without a list, DeepSeek's rule: from first_k_dense_replace, every
+  // moe_layer_freq-th.
+  auto strided =
+      Parse("{" + body + R"(,"first_k_dense_replace":2,"moe_layer_freq":2})");
+  ASSERT_TRUE(strided.ok()) << strided.status();
+  EXPECT_EQ(strided->info.moe_layers.front(), 2);
+  EXPECT_EQ(strided->info.moe_layers.size(), 23u);
+  // The remote code renormalises only when k > 1.
+  auto k1 = Parse("{" + body.substr(0, body.find("\"num_experts_per_tok\"")) +
+                  R"("num_experts_per_tok":1,)" +
+                  body.substr(body.find("\"scoring_func\"")) + "}");
+  ASSERT_TRUE(k1.ok()) << k1.status();
+  EXPECT_FALSE(k1->info.layer.route_norm);
+  EXPECT_EQ(HfTensorName(HfFamily::kMimoV2Flash, 1, WeightRole::kW2, 255),
+            "model.layers.1.mlp.experts.255.down_proj.weight");
+  EXPECT_EQ(
+      HfTensorName(HfFamily::kMimoV2Flash, 1, WeightRole::kExpertBias, -1),
+      "model.layers.1.mlp.gate.e_score_correction_bias");
+  // deepseek_v3 itself takes no per-layer list.
+  auto v3 =
+      Parse("{" + body.substr(body.find("\"hidden_size\"")) +
+            R"(,"model_type":"deepseek_v3","moe_layer_freq":[)" + freq + "]}");
+  ASSERT_FALSE(v3.ok());
+  EXPECT_TRUE(Mentions(v3.status(), "moe_layer_freq")) << v3.status();
 }
 
 TEST(HfFamilies, UnknownModelTypeListsTheSupportedFamilies) {

@@ -123,6 +123,9 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
       {HfFamily::kGlm4Moe, "glm45_like"},
       {HfFamily::kKimiK2, "deepseek_v3_like"},
       {HfFamily::kKimiK2, "glm45_like"},
+      {HfFamily::kGlmMoeDsa, "glm45_like"},
+      {HfFamily::kGlmMoeDsa, "deepseek_v3_like"},
+      {HfFamily::kMimoV2Flash, "minimax_m2_like"},
       {HfFamily::kQwen3Next, "qwen3_next_like"},
       {HfFamily::kQwen35Moe, "qwen3_next_like"},
       {HfFamily::kMinimaxM2, "minimax_m2_like"},
@@ -417,48 +420,54 @@ TEST(HfCheckpoint, Fp8BlockQuantisedWeightsAreDequantised) {
       }
     }
   };
-  const std::string dir = testing::MakeTempDir("fp8_");
-  HfWriteOptions o;
-  o.family = HfFamily::kDeepseekV3;
-  o.shards = 1;
-  o.write_index = false;
-  ASSERT_TRUE(testing::WriteHfCheckpoint(c, o, dir).ok());
-  // Replace the file with one whose layer-1 experts are FP8.
-  auto f =
-      SafetensorsFile::Open((fs::path(dir) / "model.safetensors").string());
-  ASSERT_TRUE(f.ok());
-  SafetensorsWriter out;
-  for (const auto& t : (*f)->header().tensors) {
-    auto ref = (*f)->Get(t.name);
-    bool replaced = false;
-    for (int64_t e = 0; e < k.num_experts; ++e) {
-      for (WeightRole r : {WeightRole::kW1, WeightRole::kW3, WeightRole::kW2}) {
-        if (t.name != HfTensorName(HfFamily::kDeepseekV3, 1, r, e)) continue;
-        std::vector<float>& src = r == WeightRole::kW1   ? c.w1
-                                  : r == WeightRole::kW3 ? c.w3
-                                                         : c.w2;
-        std::vector<float> w(src.begin() + e * k.inter * k.hidden,
-                             src.begin() + (e + 1) * k.inter * k.hidden);
-        std::vector<uint8_t> q;
-        std::vector<float> s;
-        quantise(w, t.shape[0], t.shape[1], &q, &s);
-        std::copy(w.begin(), w.end(), src.begin() + e * k.inter * k.hidden);
-        out.Add(t.name, DType::kF8E4M3, t.shape, q.data(), q.size());
-        out.AddF32(t.name + "_scale_inv",
-                   {(t.shape[0] + 127) / 128, (t.shape[1] + 127) / 128}, s);
-        replaced = true;
+  // MiMo-V2-Flash ships the same FP8 layout under its own model_type.
+  for (HfFamily family : {HfFamily::kDeepseekV3, HfFamily::kMimoV2Flash}) {
+    SCOPED_TRACE(HfFamilyName(family));
+    const std::string dir = testing::MakeTempDir("fp8_");
+    HfWriteOptions o;
+    o.family = family;
+    o.shards = 1;
+    o.write_index = false;
+    ASSERT_TRUE(testing::WriteHfCheckpoint(c, o, dir).ok());
+    // Replace the file with one whose layer-1 experts are FP8.
+    auto f =
+        SafetensorsFile::Open((fs::path(dir) / "model.safetensors").string());
+    ASSERT_TRUE(f.ok());
+    SafetensorsWriter out;
+    for (const auto& t : (*f)->header().tensors) {
+      auto ref = (*f)->Get(t.name);
+      bool replaced = false;
+      for (int64_t e = 0; e < k.num_experts; ++e) {
+        for (WeightRole r :
+             {WeightRole::kW1, WeightRole::kW3, WeightRole::kW2}) {
+          if (t.name != HfTensorName(family, 1, r, e)) continue;
+          std::vector<float>& src = r == WeightRole::kW1   ? c.w1
+                                    : r == WeightRole::kW3 ? c.w3
+                                                           : c.w2;
+          std::vector<float> w(src.begin() + e * k.inter * k.hidden,
+                               src.begin() + (e + 1) * k.inter * k.hidden);
+          std::vector<uint8_t> q;
+          std::vector<float> s;
+          quantise(w, t.shape[0], t.shape[1], &q, &s);
+          std::copy(w.begin(), w.end(), src.begin() + e * k.inter * k.hidden);
+          out.Add(t.name, DType::kF8E4M3, t.shape, q.data(), q.size());
+          out.AddF32(t.name + "_scale_inv",
+                     {(t.shape[0] + 127) / 128, (t.shape[1] + 127) / 128}, s);
+          replaced = true;
+        }
       }
+      if (!replaced)
+        out.Add(t.name, t.dtype, t.shape, ref->data, ref->nbytes());
     }
-    if (!replaced) out.Add(t.name, t.dtype, t.shape, ref->data, ref->nbytes());
+    f->reset();
+    ASSERT_TRUE(
+        out.WriteFile((fs::path(dir) / "model.safetensors").string()).ok());
+    testing::RunReferenceMoe(c);
+    auto res = RunCheckpoint(dir, 1, c.x, c.tokens, WeightDType::kF32);
+    ASSERT_TRUE(res.ok()) << res.status();
+    EXPECT_TRUE(testing::AllClose(res->y, c.y, testing::kF32Tol));
+    fs::remove_all(dir);
   }
-  f->reset();
-  ASSERT_TRUE(
-      out.WriteFile((fs::path(dir) / "model.safetensors").string()).ok());
-  testing::RunReferenceMoe(c);
-  auto res = RunCheckpoint(dir, 1, c.x, c.tokens, WeightDType::kF32);
-  ASSERT_TRUE(res.ok()) << res.status();
-  EXPECT_TRUE(testing::AllClose(res->y, c.y, testing::kF32Tol));
-  fs::remove_all(dir);
 }
 
 // A DeepSeek-V3 FP8 checkpoint (F8_E4M3 experts with weight_scale_inv,

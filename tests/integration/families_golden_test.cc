@@ -34,6 +34,10 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kDeepseekV2, "deepseek_v2_like"},
       {HfFamily::kDeepseekV3, "deepseek_v3_like"},
       {HfFamily::kGlm4Moe, "glm45_like"},
+      {HfFamily::kGlmMoeDsa, "glm45_like"},
+      // MiMo-V2-Flash's math is minimax_m2_like's: sigmoid, correction bias,
+      // renorm (k > 1), no scale, no shared expert.
+      {HfFamily::kMimoV2Flash, "minimax_m2_like"},
       {HfFamily::kKimiK2, "deepseek_v3_like"},
       {HfFamily::kQwen35Moe, "qwen3_next_like"},
       {HfFamily::kQwen3Next, "qwen3_next_like"},

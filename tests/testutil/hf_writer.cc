@@ -423,6 +423,12 @@ void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
                     {H, H},
                     Filler(seed + layer * 7 + proj[0], H * H, 0.1f)});
   }
+  if (f == HfFamily::kGlmMoeDsa) {
+    // GLM-5's DSA indexer, part of the attention the loader never reads.
+    out->push_back({p + "self_attn.indexer.wk.weight",
+                    {H, H},
+                    Filler(seed + layer * 7 + 'i', H * H, 0.1f)});
+  }
   out->push_back(
       {p + "input_layernorm.weight", {H}, std::vector<float>(H, 1.0f)});
   out->push_back({p + "post_attention_layernorm.weight",
@@ -455,6 +461,7 @@ void AddMtp(const GoldenCase& c, const HfWriteOptions& o, int64_t num_layers,
     case HfFamily::kDeepseekV3:
     case HfFamily::kKimiK2:
     case HfFamily::kGlm4Moe:
+    case HfFamily::kGlmMoeDsa:
       AddMoeLayer(c, o.family, num_layers, false, o.seed, &mtp);
       mtp.push_back(
           {absl::StrCat("model.layers.", num_layers, ".eh_proj.weight"),
@@ -463,20 +470,23 @@ void AddMtp(const GoldenCase& c, const HfWriteOptions& o, int64_t num_layers,
       break;
     case HfFamily::kQwen3Next:
     case HfFamily::kQwen35Moe:
+    case HfFamily::kMimoV2Flash:
     case HfFamily::kDeepseekV4: {
-      // Qwen3-Next and Qwen3.5: mtp.layers.0.mlp.*; DeepSeek-V4:
-      // mtp.0.ffn.*.
-      const std::string strip = o.family == HfFamily::kQwen3Next ? "model."
-                                : o.family == HfFamily::kQwen35Moe
-                                    ? "model.language_model."
-                                    : "layers.";
+      // Qwen3-Next and Qwen3.5: mtp.layers.0.mlp.*; MiMo-V2-Flash:
+      // model.mtp.layers.0.mlp.*; DeepSeek-V4: mtp.0.ffn.*.
+      const bool mimo = o.family == HfFamily::kMimoV2Flash;
+      const std::string strip =
+          o.family == HfFamily::kQwen3Next || mimo ? "model."
+          : o.family == HfFamily::kQwen35Moe       ? "model.language_model."
+                                                   : "layers.";
+      const std::string into = mimo ? "model.mtp." : "mtp.";
       std::vector<Tensor> layer;
       AddMoeLayer(c, o.family, 0, false, o.seed, &layer, false, o.layout);
       for (auto& t : layer) {
-        t.name = "mtp." + t.name.substr(strip.size());
+        t.name = into + t.name.substr(strip.size());
         mtp.push_back(std::move(t));
       }
-      mtp.push_back({"mtp.fc.weight", {H, 2 * H}, {}});
+      mtp.push_back({into + "fc.weight", {H, 2 * H}, {}});
       break;
     }
     default:
@@ -518,6 +528,10 @@ const char* Architecture(HfFamily f) {
       return "DeepseekV3ForCausalLM";
     case HfFamily::kGlm4Moe:
       return "Glm4MoeForCausalLM";
+    case HfFamily::kGlmMoeDsa:
+      return "GlmMoeDsaForCausalLM";
+    case HfFamily::kMimoV2Flash:
+      return "MiMoV2FlashForCausalLM";
     case HfFamily::kQwen3Next:
       return "Qwen3NextForCausalLM";
     case HfFamily::kQwen35Moe:
@@ -552,8 +566,10 @@ bool Pre2026(HfFamily f) {
   }
 }
 
-// The DeepSeek-V3 style keys (DeepSeek-V2/V3, Kimi K2, GLM-4.5).
-void DeepseekKeys(const MoeLayerConfig& c, HfFamily f, json* j) {
+// The DeepSeek-V3 style keys (DeepSeek-V2/V3, Kimi K2, GLM-4.5 and -5,
+// MiMo-V2-Flash). Layer 0 is dense, the others MoE.
+void DeepseekKeys(const MoeLayerConfig& c, HfFamily f, int64_t num_layers,
+                  json* j) {
   (*j)["n_routed_experts"] = c.num_experts;
   (*j)["moe_intermediate_size"] = c.inter;
   (*j)["intermediate_size"] = 2 * c.hidden;
@@ -563,9 +579,19 @@ void DeepseekKeys(const MoeLayerConfig& c, HfFamily f, json* j) {
   (*j)["first_k_dense_replace"] = 1;
   (*j)["n_group"] = c.n_groups > 0 ? c.n_groups : 1;
   (*j)["topk_group"] = c.n_groups > 0 ? c.topk_groups : 1;
-  if (f == HfFamily::kGlm4Moe) {
+  if (f == HfFamily::kGlm4Moe || f == HfFamily::kGlmMoeDsa) {
     // GLM-4.5 has no scoring_func / topk_method / moe_layer_freq keys.
     (*j)["num_nextn_predict_layers"] = 1;
+    if (f == HfFamily::kGlmMoeDsa) {
+      // GLM-5 as transformers writes it: each layer's MLP named, and the
+      // DSA indexer's keys, which the loader ignores.
+      (*j)["mlp_layer_types"] = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        (*j)["mlp_layer_types"].push_back(l == 0 ? "dense" : "sparse");
+      }
+      (*j)["index_topk"] = 2048;
+      (*j)["index_n_heads"] = 4;
+    }
     return;
   }
   (*j)["moe_layer_freq"] = 1;
@@ -578,6 +604,20 @@ void DeepseekKeys(const MoeLayerConfig& c, HfFamily f, json* j) {
   }
   (*j)["topk_method"] = "noaux_tc";
   (*j)["num_nextn_predict_layers"] = 1;
+  if (f == HfFamily::kMimoV2Flash) {
+    // MiMo-V2-Flash's Hub config: no shared expert and no scale said by
+    // null, and moe_layer_freq a per-layer 0 / 1 list.
+    (*j)["n_shared_experts"] = nullptr;
+    if (c.route_scale == 1.0f) (*j)["routed_scaling_factor"] = nullptr;
+    (*j)["moe_layer_freq"] = json::array();
+    for (int64_t l = 0; l < num_layers; ++l) {
+      (*j)["moe_layer_freq"].push_back(l == 0 ? 0 : 1);
+    }
+    (*j)["auto_map"] = {
+        {"AutoConfig", "configuration_mimo_v2_flash.MiMoV2FlashConfig"},
+        {"AutoModelForCausalLM",
+         "modeling_mimo_v2_flash.MiMoV2FlashForCausalLM"}};
+  }
   if (f == HfFamily::kKimiK2) {
     (*j)["auto_map"] = {
         {"AutoConfig", "configuration_deepseek.DeepseekV3Config"},
@@ -635,7 +675,9 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
     case HfFamily::kDeepseekV3:
     case HfFamily::kKimiK2:
     case HfFamily::kGlm4Moe:
-      DeepseekKeys(c, f, &j);
+    case HfFamily::kGlmMoeDsa:
+    case HfFamily::kMimoV2Flash:
+      DeepseekKeys(c, f, num_layers, &j);
       break;
     case HfFamily::kMinimaxM2:
       j["num_local_experts"] = c.num_experts;
