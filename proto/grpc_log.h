@@ -56,7 +56,7 @@ class HandshakeRefusals {
 
  private:
   std::string Report(const std::string& peer, const std::string& reason,
-                     Clock::time_point now);
+                     Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock::duration every_;
   absl::Mutex mu_;
