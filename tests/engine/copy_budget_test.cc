@@ -19,6 +19,7 @@
 #include "engine/local_moe.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
+#include "tests/testutil/bf16_forward_check.h"
 #include "tests/testutil/golden_case.h"
 #include "tests/testutil/reference_moe.h"
 
@@ -293,23 +294,8 @@ TEST(CopyBudget, ABf16RequestOnTheCpuGivesTheWidenedRowsBits) {
   c.hidden = 32;
   c.inter = 16;
   c.shared_inter = 16;
-  const int64_t n = 9;
-  auto g = testing::RandomCase(c, n, 7);
-  auto src = testing::MakeGoldenSource(g);
-  auto moe = LocalMoe::Create(*src, "cpu", WeightDType::kF32, 1, 16);
-  ASSERT_TRUE(moe.ok()) << moe.status();
-  std::vector<uint16_t> x16(n * c.hidden);
-  std::vector<float> x32(n * c.hidden);
-  for (size_t i = 0; i < x16.size(); ++i) {
-    x16[i] = F32ToBf16(g.x[i]);
-    x32[i] = Bf16ToF32(x16[i]);
-  }
-  std::vector<float> a(n * c.hidden), b(n * c.hidden);
-  Routing ra, rb;
-  ASSERT_TRUE((*moe)->Forward(0, x32.data(), n, {}, a.data(), &ra).ok());
-  ASSERT_TRUE((*moe)->ForwardBf16(0, x16.data(), n, {}, b.data(), &rb).ok());
-  EXPECT_EQ(a, b);
-  EXPECT_EQ(ra.expert, rb.expert);
+  testing::ExpectBf16ForwardGivesWidenedRowsBits(c, /*n=*/9, /*seed=*/7, "cpu",
+                                                 WeightDType::kF32, 16);
 }
 
 // A device group (NCCL's part) over Gloo: the fake device's memory is the

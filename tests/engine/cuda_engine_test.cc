@@ -13,6 +13,7 @@
 #include "engine/cuda/row_bucket.h"
 #include "engine/local_moe.h"
 #include "gtest/gtest.h"
+#include "tests/testutil/bf16_forward_check.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/reference_moe.h"
 
@@ -103,23 +104,8 @@ TEST_F(CudaEngineTest, ABf16RequestGivesItsWidenedRowsBits) {
   MoeLayerConfig c = Base();
   c.shared_inter = 24;
   c.shared_gate = true;
-  const int64_t n = 37;
-  auto g = testing::RandomCase(c, n, 9);
-  auto src = testing::MakeGoldenSource(g);
-  auto moe = LocalMoe::Create(*src, "cuda:0", WeightDType::kBF16, 1, 64);
-  ASSERT_TRUE(moe.ok()) << moe.status();
-  std::vector<uint16_t> x16(n * c.hidden);
-  std::vector<float> x32(n * c.hidden);
-  for (size_t i = 0; i < x16.size(); ++i) {
-    x16[i] = F32ToBf16(g.x[i]);
-    x32[i] = Bf16ToF32(x16[i]);
-  }
-  std::vector<float> a(n * c.hidden), b(n * c.hidden);
-  Routing ra, rb;
-  ASSERT_TRUE((*moe)->Forward(0, x32.data(), n, {}, a.data(), &ra).ok());
-  ASSERT_TRUE((*moe)->ForwardBf16(0, x16.data(), n, {}, b.data(), &rb).ok());
-  EXPECT_EQ(a, b);
-  EXPECT_EQ(ra.expert, rb.expert);
+  testing::ExpectBf16ForwardGivesWidenedRowsBits(
+      c, /*n=*/37, /*seed=*/9, "cuda:0", WeightDType::kBF16, 64);
 }
 
 // Many steps in a row, each OK: no error left over by one step (or by an
