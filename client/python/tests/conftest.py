@@ -518,6 +518,26 @@ def write_released_checkpoint(tensors, c, directory, layer=0):
     return fam
 
 
+def save_checkpoint(directory, tensors, cfg):
+    """One unsharded checkpoint: model.safetensors and config.json."""
+    os.makedirs(directory, exist_ok=True)
+    st.save(os.path.join(directory, "model.safetensors"), tensors, {"format": "pt"})
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+
+
+def assert_serves_golden(client, layer, t, tol, label):
+    """y within `tol` (atol, rtol) of the case and the same experts per token
+    (their order within a token's k may differ); returns the answer."""
+    y = client.forward(layer, t["x"], routing=True)
+    excess = within(y, t["y"], *tol)
+    assert excess <= 0, f"{label}: |y - y_ref| exceeds the tolerance by {excess:g}"
+    ids = y.routing.expert_ids
+    for n in range(ids.shape[0]):
+        assert sorted(ids[n]) == sorted(t["top_idx"][n].tolist()), f"{label}: token {n}"
+    return y
+
+
 def within(y, ref, atol, rtol):
     """Max of |y - ref| - (atol + rtol |ref|) (<= 0 passes) for messages."""
     y = np.asarray(y, dtype=np.float64)

@@ -7,14 +7,11 @@ per-layer list, model.mtp.* beside it), served by a router with 2 workers.
 Layer 0 is dense, layer 1 holds the case. y meets the fp32 tolerance and the
 routing is exact."""
 
-import json
-import os
 
 import numpy as np
 import pytest
 
-from conftest import Cluster, load_golden, within
-from moe_serve import safetensors_lite as st
+from conftest import Cluster, assert_serves_golden, load_golden, save_checkpoint
 
 F32_TOL = (1e-4, 1e-3)  # tests/golden/README.md
 CASES = [("glm45_like.safetensors", "glm_moe_dsa"),
@@ -72,10 +69,7 @@ def write_checkpoint(t, c, fam, directory):
         out.update(moe("model.layers.2.mlp.", nan=True))  # the MTP layer
     else:
         out.update(moe("model.mtp.layers.0.mlp.", nan=True))
-    os.makedirs(directory, exist_ok=True)
-    st.save(os.path.join(directory, "model.safetensors"), out, {"format": "pt"})
-    with open(os.path.join(directory, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
+    save_checkpoint(directory, out, cfg)
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda p: p[1])
@@ -93,11 +87,6 @@ def test_described_family_matches_the_golden_case(described):
     name, fam, t, c = described
     info = c.client.model_info()
     assert info.family == fam and list(info.moe_layers) == [1]
-    y = c.client.forward(1, t["x"], routing=True)
-    excess = within(y, t["y"], *F32_TOL)
-    assert excess <= 0, f"{name}: |y - y_ref| exceeds the fp32 tolerance by {excess:g}"
-    ids = y.routing.expert_ids
-    for n in range(ids.shape[0]):  # order within a token's k may differ
-        assert sorted(ids[n]) == sorted(t["top_idx"][n].tolist()), f"token {n}"
+    y = assert_serves_golden(c.client, 1, t, F32_TOL, name)
     np.testing.assert_allclose(np.sort(y.routing.weights, axis=1),
                                np.sort(t["top_w"], axis=1), atol=1e-5)

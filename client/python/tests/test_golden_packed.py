@@ -5,14 +5,11 @@ a vision tower and MTP tensors beside them), qwen3_moe_like and mixtral_like
 in the packed layout of their families. y meets the fp32 tolerance and the
 routing is exact."""
 
-import json
-import os
 
 import numpy as np
 import pytest
 
-from conftest import Cluster, load_golden, within
-from moe_serve import safetensors_lite as st
+from conftest import Cluster, assert_serves_golden, load_golden, save_checkpoint
 
 F32_TOL = (1e-4, 1e-3)  # tests/golden/README.md
 CASES = [("qwen3_next_like.safetensors", "qwen3_5_moe"),
@@ -66,10 +63,7 @@ def write_packed_checkpoint(t, c, fam, directory):
         out["model.visual.patch_embed.proj.weight"] = np.full((h, 48), np.nan, np.float32)
         out["mtp.layers.0.mlp.experts.gate_up_proj"] = np.full_like(
             out[m + "experts.gate_up_proj"], np.nan)
-    os.makedirs(directory, exist_ok=True)
-    st.save(os.path.join(directory, "model.safetensors"), out, {"format": "pt"})
-    with open(os.path.join(directory, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
+    save_checkpoint(directory, out, cfg)
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda p: p[1])
@@ -87,11 +81,6 @@ def test_packed_checkpoint_matches_the_golden_case(packed):
     name, fam, t, cfg, c = packed
     info = c.client.model_info()
     assert info.family == fam and list(info.moe_layers) == [0]
-    y = c.client.forward(0, t["x"], routing=True)
-    excess = within(y, t["y"], *F32_TOL)
-    assert excess <= 0, f"{name}: |y - y_ref| exceeds the fp32 tolerance by {excess:g}"
-    ids = y.routing.expert_ids
-    for n in range(ids.shape[0]):  # order within a token's k may differ
-        assert sorted(ids[n]) == sorted(t["top_idx"][n].tolist()), f"token {n}"
+    y = assert_serves_golden(c.client, 0, t, F32_TOL, name)
     np.testing.assert_allclose(np.sort(y.routing.weights, axis=1),
                                np.sort(t["top_w"], axis=1), atol=1e-5)
