@@ -37,8 +37,53 @@ const char* WeightRoleName(WeightRole role) {
       return "b2";
     case WeightRole::kTid2Eid:
       return "tid2eid";
+    case WeightRole::kLatentW1:
+      return "latent.w1";
+    case WeightRole::kLatentW2:
+      return "latent.w2";
+    case WeightRole::kLatentB1:
+      return "latent.b1";
+    case WeightRole::kLatentB2:
+      return "latent.b2";
+    case WeightRole::kLatentNorm:
+      return "latent.norm";
+    case WeightRole::kGateScale:
+      return "gate.scale";
+    case WeightRole::kPerExpertScale:
+      return "gate.per_expert_scale";
+    case WeightRole::kExpertsInNorm:
+      return "experts.in_norm";
+    case WeightRole::kExpertsOutNorm:
+      return "experts.out_norm";
+    case WeightRole::kSharedInNorm:
+      return "shared.in_norm";
+    case WeightRole::kSharedOutNorm:
+      return "shared.out_norm";
   }
   return "?";
+}
+
+bool IsVectorRole(WeightRole role) {
+  switch (role) {
+    case WeightRole::kExpertBias:
+    case WeightRole::kSharedGate:
+    case WeightRole::kRouterBias:
+    case WeightRole::kB1:
+    case WeightRole::kB3:
+    case WeightRole::kB2:
+    case WeightRole::kLatentB1:
+    case WeightRole::kLatentB2:
+    case WeightRole::kLatentNorm:
+    case WeightRole::kGateScale:
+    case WeightRole::kPerExpertScale:
+    case WeightRole::kExpertsInNorm:
+    case WeightRole::kExpertsOutNorm:
+    case WeightRole::kSharedInNorm:
+    case WeightRole::kSharedOutNorm:
+      return true;
+    default:
+      return false;
+  }
 }
 
 int64_t WeightTensor::numel() const {
@@ -55,9 +100,9 @@ std::vector<int64_t> ExpectedShape(const MoeLayerConfig& c, WeightRole role) {
       return {c.num_experts};
     case WeightRole::kW1:
     case WeightRole::kW3:
-      return {c.inter, c.hidden};
+      return {c.inter, c.expert_width()};
     case WeightRole::kW2:
-      return {c.hidden, c.inter};
+      return {c.expert_width(), c.inter};
     case WeightRole::kSharedW1:
     case WeightRole::kSharedW3:
       return {c.shared_inter, c.hidden};
@@ -71,9 +116,25 @@ std::vector<int64_t> ExpectedShape(const MoeLayerConfig& c, WeightRole role) {
     case WeightRole::kB3:
       return {c.inter};
     case WeightRole::kB2:
-      return {c.hidden};
+      return {c.expert_width()};
     case WeightRole::kTid2Eid:
       return {c.hash_vocab, c.top_k};
+    case WeightRole::kLatentW1:
+      return {c.latent, c.hidden};
+    case WeightRole::kLatentW2:
+      return {c.hidden, c.latent};
+    case WeightRole::kLatentB1:
+    case WeightRole::kLatentNorm:
+      return {c.latent};
+    case WeightRole::kLatentB2:
+    case WeightRole::kGateScale:
+    case WeightRole::kExpertsInNorm:
+    case WeightRole::kExpertsOutNorm:
+    case WeightRole::kSharedInNorm:
+    case WeightRole::kSharedOutNorm:
+      return {c.hidden};
+    case WeightRole::kPerExpertScale:
+      return {c.num_experts};
   }
   return {};
 }
@@ -146,10 +207,7 @@ absl::Status CheckWeightTensor(const WeightTensor& t, const MoeLayerConfig& c,
     for (int64_t d : want) n *= d;
     return n;
   }();
-  const bool vector_role =
-      role == WeightRole::kExpertBias || role == WeightRole::kSharedGate ||
-      role == WeightRole::kRouterBias || role == WeightRole::kB1 ||
-      role == WeightRole::kB3 || role == WeightRole::kB2;
+  const bool vector_role = IsVectorRole(role);
   if (t.shape != want && !(vector_role && same_numel && t.shape.size() <= 2)) {
     return absl::InvalidArgumentError(
         absl::StrCat(t.name, ": shape ", ShapeString(t.shape), ", expected ",

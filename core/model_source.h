@@ -31,7 +31,22 @@ enum class WeightRole {
   kB3,          // expert up proj bias [I]
   kB2,          // expert down proj bias [H]
   kTid2Eid,     // [hash_vocab, k] integer expert ids, config.hash_vocab
+  // 2026b/c (LatentMoE, Gemma 4); with config.latent = Lt the routed
+  // experts' W1/W3 are [I, Lt] and W2 [Lt, I].
+  kLatentW1,        // [Lt, H], H -> latent before dispatch
+  kLatentW2,        // [H, Lt], latent -> H after the combine
+  kLatentB1,        // [Lt], config.latent_bias
+  kLatentB2,        // [H], config.latent_bias
+  kLatentNorm,      // [Lt], config.latent_norm
+  kGateScale,       // [H], config.router_prenorm
+  kPerExpertScale,  // [E], config.per_expert_scale
+  kExpertsInNorm,   // [H], config.branch_norms
+  kExpertsOutNorm,  // [H]
+  kSharedInNorm,    // [H]
+  kSharedOutNorm,   // [H]
 };
+// Whether a role is a vector, which a checkpoint may also store as [1, n].
+bool IsVectorRole(WeightRole role);
 const char* WeightRoleName(WeightRole role);
 
 // A weight tensor: a view into a mapped file, or owned bytes.

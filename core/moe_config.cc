@@ -60,6 +60,12 @@ absl::string_view ActivationName(Activation a) {
       return "gptoss";
     case Activation::kSiluClamp:
       return "silu_clamp";
+    case Activation::kRelu2:
+      return "relu2";
+    case Activation::kGeluTanh:
+      return "gelu_tanh";
+    case Activation::kSitu:
+      return "situ";
   }
   return "?";
 }
@@ -69,6 +75,18 @@ bool MoeLayerConfig::has_2026_options() const {
   return router_bias != d.router_bias || expert_bias != d.expert_bias ||
          act != d.act || act_alpha != d.act_alpha || act_limit != d.act_limit ||
          norm_min != d.norm_min || hash_vocab != d.hash_vocab;
+}
+bool MoeLayerConfig::has_2026b_options() const {
+  const MoeLayerConfig d;
+  return gated != d.gated || latent != d.latent ||
+         latent_bias != d.latent_bias || router_prenorm != d.router_prenorm ||
+         per_expert_scale != d.per_expert_scale ||
+         branch_norms != d.branch_norms || norm_eps != d.norm_eps;
+}
+bool MoeLayerConfig::has_2026c_options() const {
+  const MoeLayerConfig d;
+  return act_beta != d.act_beta || act_linear_beta != d.act_linear_beta ||
+         latent_norm != d.latent_norm;
 }
 absl::string_view GroupScoreName(GroupScore g) {
   return g == GroupScore::kTop2Sum ? "top2_sum" : "max";
@@ -124,6 +142,32 @@ absl::Status MoeLayerConfig::Validate() const {
   if (!(norm_min >= 0.0f) || !std::isfinite(norm_min)) {
     return Bad("norm_min", "must be a finite number >= 0");
   }
+  if ((act == Activation::kRelu2) == gated) {
+    return Bad("gated", gated ? "gated experts take no act 'relu2'"
+                              : "non-gated experts need act 'relu2'");
+  }
+  if (latent < 0 || latent > kMaxDim) {
+    return Bad("latent", "must be in [0, 2^20]");
+  }
+  if (latent == 0 && (latent_bias || latent_norm)) {
+    return Bad(latent_bias ? "latent_bias" : "latent_norm", "needs latent > 0");
+  }
+  if (latent > 0 && branch_norms) {
+    return Bad("branch_norms", "cannot be combined with latent");
+  }
+  if (has_expert_frame() && score_before_experts) {
+    return Bad("score_before_experts",
+               "cannot be combined with latent or branch_norms");
+  }
+  if (!(norm_eps > 0.0f) || !std::isfinite(norm_eps)) {
+    return Bad("norm_eps", "must be a finite number > 0");
+  }
+  if (!(act_beta > 0.0f) || !std::isfinite(act_beta)) {
+    return Bad("act_beta", "must be a finite number > 0");
+  }
+  if (!(act_linear_beta >= 0.0f) || !std::isfinite(act_linear_beta)) {
+    return Bad("act_linear_beta", "must be a finite number >= 0");
+  }
   if (score_func == ScoreFunc::kTopkSoftmax) {
     // gpt-oss: the choice is on the (router-biased) logits themselves.
     if (n_groups > 0) return Bad("score_func", "topk_softmax takes no groups");
@@ -157,6 +201,7 @@ absl::StatusOr<MoeLayerConfig> ParseMoeLayerConfigJson(absl::string_view text) {
   std::string act = "silu";
   double scale = c.route_scale, cf = c.capacity_factor;
   double alpha = c.act_alpha, limit = c.act_limit, norm_min = c.norm_min;
+  double norm_eps = c.norm_eps, beta = c.act_beta, lbeta = c.act_linear_beta;
   for (auto s : {Read(j, "hidden", &c.hidden),
                  Read(j, "inter", &c.inter),
                  Read(j, "experts", &c.num_experts),
@@ -179,7 +224,17 @@ absl::StatusOr<MoeLayerConfig> ParseMoeLayerConfigJson(absl::string_view text) {
                  Read(j, "act_alpha", &alpha),
                  Read(j, "act_limit", &limit),
                  Read(j, "norm_min", &norm_min),
-                 Read(j, "hash_vocab", &c.hash_vocab)}) {
+                 Read(j, "hash_vocab", &c.hash_vocab),
+                 Read(j, "gated", &c.gated),
+                 Read(j, "latent", &c.latent),
+                 Read(j, "latent_bias", &c.latent_bias),
+                 Read(j, "router_prenorm", &c.router_prenorm),
+                 Read(j, "per_expert_scale", &c.per_expert_scale),
+                 Read(j, "branch_norms", &c.branch_norms),
+                 Read(j, "norm_eps", &norm_eps),
+                 Read(j, "act_beta", &beta),
+                 Read(j, "act_linear_beta", &lbeta),
+                 Read(j, "latent_norm", &c.latent_norm)}) {
     MOE_RETURN_IF_ERROR(s);
   }
   c.route_scale = static_cast<float>(scale);
@@ -187,6 +242,9 @@ absl::StatusOr<MoeLayerConfig> ParseMoeLayerConfigJson(absl::string_view text) {
   c.act_alpha = static_cast<float>(alpha);
   c.act_limit = static_cast<float>(limit);
   c.norm_min = static_cast<float>(norm_min);
+  c.norm_eps = static_cast<float>(norm_eps);
+  c.act_beta = static_cast<float>(beta);
+  c.act_linear_beta = static_cast<float>(lbeta);
   if (score == "softmax") {
     c.score_func = ScoreFunc::kSoftmax;
   } else if (score == "sigmoid") {
@@ -206,8 +264,16 @@ absl::StatusOr<MoeLayerConfig> ParseMoeLayerConfigJson(absl::string_view text) {
     c.act = Activation::kGptOss;
   } else if (act == "silu_clamp") {
     c.act = Activation::kSiluClamp;
+  } else if (act == "relu2") {
+    c.act = Activation::kRelu2;
+  } else if (act == "gelu_tanh") {
+    c.act = Activation::kGeluTanh;
+  } else if (act == "situ") {
+    c.act = Activation::kSitu;
   } else {
-    return Bad("act", "must be 'silu', 'gptoss' or 'silu_clamp'");
+    return Bad("act",
+               "must be 'silu', 'gptoss', 'silu_clamp', 'relu2', 'gelu_tanh' "
+               "or 'situ'");
   }
   if (group == "top2_sum") {
     c.group_score = GroupScore::kTop2Sum;
@@ -246,7 +312,8 @@ std::string MoeLayerConfigToJson(const MoeLayerConfig& c) {
             {"routing", RoutingModeName(c.routing)}};
   // Like the golden files: the 2026 keys only when one differs from its
   // default, and then all of them.
-  if (c.has_2026_options()) {
+  const bool b = c.has_2026b_options(), c3 = c.has_2026c_options();
+  if (c.has_2026_options() || b || c3) {
     j["router_bias"] = c.router_bias;
     j["expert_bias"] = c.expert_bias;
     j["act"] = ActivationName(c.act);
@@ -254,6 +321,20 @@ std::string MoeLayerConfigToJson(const MoeLayerConfig& c) {
     j["act_limit"] = c.act_limit;
     j["norm_min"] = c.norm_min;
     j["hash_vocab"] = c.hash_vocab;
+  }
+  if (b || c3) {
+    j["gated"] = c.gated;
+    j["latent"] = c.latent;
+    j["latent_bias"] = c.latent_bias;
+    j["router_prenorm"] = c.router_prenorm;
+    j["per_expert_scale"] = c.per_expert_scale;
+    j["branch_norms"] = c.branch_norms;
+    j["norm_eps"] = c.norm_eps;
+  }
+  if (c3) {
+    j["act_beta"] = c.act_beta;
+    j["act_linear_beta"] = c.act_linear_beta;
+    j["latent_norm"] = c.latent_norm;
   }
   return j.dump();
 }

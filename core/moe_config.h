@@ -17,8 +17,9 @@ namespace moe {
 enum class ScoreFunc { kSoftmax, kSigmoid, kSqrtSoftplus, kTopkSoftmax };
 // The gated activation of routed and shared experts (docs/architecture.md
 // section 3.2): silu(g)*u; gpt-oss's clamped (u'+1)*g'*sigmoid(alpha*g');
-// DeepSeek-V4's silu(g')*u' with the same clamps.
-enum class Activation { kSilu, kGptOss, kSiluClamp };
+// DeepSeek-V4's silu(g')*u' with the same clamps; relu(u)^2 of non-gated
+// experts (Nemotron 3); gelu_tanh(g)*u (Gemma 4); Kimi K3's SiTU.
+enum class Activation { kSilu, kGptOss, kSiluClamp, kRelu2, kGeluTanh, kSitu };
 enum class GroupScore { kTop2Sum, kMax };
 enum class RoutingMode { kTokenChoice, kExpertChoice };
 
@@ -53,6 +54,27 @@ struct MoeLayerConfig {
   // When > 0 the layer is hash-routed: token n's experts are the k ids of
   // row tid2eid[token_ids[n]] of a [hash_vocab, k] table.
   int64_t hash_vocab = 0;
+  // 2026b options (Nemotron 3, Gemma 4). Non-gated experts have no W1:
+  // out = act(x W3^T) W2^T, for routed and shared experts alike.
+  bool gated = true;
+  // LatentMoE: when > 0 the routed experts run at this width between the
+  // router's projections latent.w1 [latent, H] and latent.w2 [H, latent]
+  // (with biases when latent_bias); the router and the shared expert still
+  // read the full-width x.
+  int64_t latent = 0;
+  bool latent_bias = false;
+  // The router reads rms(x) * gate.scale * H^-0.5 instead of x.
+  bool router_prenorm = false;
+  // Each final routing weight is multiplied by gate.per_expert_scale[e].
+  bool per_expert_scale = false;
+  // Pre- and post-RMSNorms around the routed and the shared branch.
+  bool branch_norms = false;
+  float norm_eps = 1e-6f;  // the RMSNorms' epsilon
+  // 2026c options (Kimi K3): SiTU's beta and lambda (0: u is not capped),
+  // and an RMSNorm (latent.norm) on the weighted latent sum.
+  float act_beta = 1.0f;
+  float act_linear_beta = 0.0f;
+  bool latent_norm = false;
 
   // Checks sizes and option combinations; messages name the offending key.
   absl::Status Validate() const;
@@ -60,6 +82,15 @@ struct MoeLayerConfig {
   bool hash_routed() const { return hash_vocab > 0; }
   // Whether any 2026 option differs from its default.
   bool has_2026_options() const;
+  bool has_2026b_options() const;
+  bool has_2026c_options() const;
+  // The width of the rows the routed experts read and write: the latent
+  // width under LatentMoE, else H. Every row of the expert-parallel step
+  // (dispatch, the wire, the combine) has this width.
+  int64_t expert_width() const { return latent > 0 ? latent : hidden; }
+  // Whether the routed experts' rows differ from the layer's own: the
+  // router transforms x before the step and the weighted sum after it.
+  bool has_expert_frame() const { return latent > 0 || branch_norms; }
   bool operator==(const MoeLayerConfig&) const = default;
 };
 

@@ -35,7 +35,8 @@ absl::Status CpuBackend::Load(const ModelSource& source,
   layers_ = std::move(layers);
   config_ = source.info().layer;
   max_tokens_ = max_tokens;
-  codec_ = CpuRowCodec(threads_, config_.hidden, !config_.score_before_experts);
+  codec_ = CpuRowCodec(threads_, config_.expert_width(),
+                       !config_.score_before_experts);
   // Converting and quantising at load staged every expert in fp32 on each
   // loader thread; glibc keeps such freed blocks in its heaps (the service
   // raises its trim threshold on purpose), so without this the process holds
@@ -92,8 +93,21 @@ absl::Status CpuBackend::Shared(int64_t layer, const float* x, int64_t n,
   return runner_.RunShared(*w, x, n, out, threads_);
 }
 
+absl::StatusOr<const float*> CpuBackend::EnterExperts(int64_t layer,
+                                                      const float* x,
+                                                      int64_t n) {
+  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, Find(layer));
+  return frame_.Enter(*w, x, n, threads_);
+}
+
+absl::Status CpuBackend::LeaveExperts(int64_t layer, float* s, int64_t n,
+                                      float* y) {
+  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, Find(layer));
+  return frame_.Leave(*w, s, n, y, threads_);
+}
+
 absl::Status CpuBackend::Prepare(const EpPlan& p) {
-  const int64_t H = config_.hidden;
+  const int64_t H = config_.expert_width();
   Reserve(send_, p.sent * H);
   Reserve(recv_, p.arrived * H);
   Reserve(out_, p.received * H);
@@ -121,7 +135,7 @@ absl::Status CpuBackend::Gather(const EpStepInput& in, const EpPlan& p,
                                        are*/
                                 ,
                                 const RowTransport& transport) {
-  const int64_t H = config_.hidden;
+  const int64_t H = config_.expert_width();
   const bool scaled = config_.score_before_experts;
   // Rows that go nowhere and are not scaled need no copy: the experts read
   // them from x by pointer.
@@ -144,7 +158,7 @@ absl::Status CpuBackend::Gather(const EpStepInput& in, const EpPlan& p,
 absl::Status CpuBackend::RunExperts(int64_t layer, const EpPlan& p,
                                     const void* in, void* out) {
   MOE_ASSIGN_OR_RETURN(const LayerWeights* w, Find(layer));
-  const int64_t H = config_.hidden;
+  const int64_t H = config_.expert_width();
   // Grouped by expert through pointers: a dispatched row is read by each of
   // its slots here, and every output lands in its row of the way back.
   const float* src = static_cast<const float*>(in);
@@ -163,11 +177,13 @@ absl::Status CpuBackend::Combine(const EpStepInput& in, const EpPlan& p,
                                  const void* back, float* y) {
   const float* w = config_.score_before_experts ? nullptr : in.weights.data();
   if (PacksOutputs(p.dispatch, row_type())) {
-    kc::CombineSlots(p.tokens, p.slots, config_.hidden, w, p.slot_row.data(),
-                     static_cast<const uint16_t*>(back), y, threads_);
+    kc::CombineSlots(p.tokens, p.slots, config_.expert_width(), w,
+                     p.slot_row.data(), static_cast<const uint16_t*>(back), y,
+                     threads_);
   } else {
-    kc::CombineSlots(p.tokens, p.slots, config_.hidden, w, p.slot_row.data(),
-                     static_cast<const float*>(back), y, threads_);
+    kc::CombineSlots(p.tokens, p.slots, config_.expert_width(), w,
+                     p.slot_row.data(), static_cast<const float*>(back), y,
+                     threads_);
   }
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 
 #include "engine/cpu_row_codec.h"
 #include "engine/expert_backend.h"
+#include "engine/expert_frame.h"
 #include "engine/expert_runner.h"
 #include "engine/host_queue.h"
 
@@ -40,6 +41,10 @@ class CpuBackend : public ExpertBackend {
                            Routing* routing) override;
   absl::Status Shared(int64_t layer, const float* x, int64_t n,
                       float* out) override;
+  absl::StatusOr<const float*> EnterExperts(int64_t layer, const float* x,
+                                            int64_t n) override;
+  absl::Status LeaveExperts(int64_t layer, float* s, int64_t n,
+                            float* y) override;
 
   absl::Status Prepare(const EpPlan& plan) override;
   absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
@@ -64,12 +69,13 @@ class CpuBackend : public ExpertBackend {
   std::shared_ptr<const Layers> layers_ = std::make_shared<Layers>();
   TokenRouter router_;
   ExpertRunner runner_;
+  ExpertFrame frame_;
   // Unscaled rows are packed straight from x (Gather leaves kSend unwritten
   // for a packed dispatch): an fp32 copy in between would be written and
   // read once more.
   CpuRowCodec codec_;
   HostQueue queue_;
-  // Step buffers, fp32 rows of width H.
+  // Step buffers, fp32 rows of the experts' width (H, or the latent width).
   std::vector<float> send_, recv_, out_, back_;
   // The rows as they cross the dispatch when it is packed (bf16, FP8).
   std::vector<uint8_t> send_packed_, recv_packed_;

@@ -39,6 +39,15 @@ struct DeviceStepIndices {
   float* weights = nullptr;     // [tokens * slots] the routing weights
 };
 
+// OK when a device backend's kernels compute `config`'s layer; otherwise
+// UNIMPLEMENTED naming the option, for Load to refuse the model before
+// anything is uploaded (a layer is never served with part of its math
+// missing). The device kernels have no non-gated experts, latent
+// projections, branch norms, router pre-norm or per-expert scale yet; the
+// activations come from kernels/act_rule.h, shared with the CPU.
+absl::Status CheckDeviceLayerMath(const MoeLayerConfig& config,
+                                  absl::string_view backend);
+
 class DeviceBackend : public ExpertBackend {
  public:
   bool device_memory() const override { return true; }

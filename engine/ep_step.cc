@@ -86,7 +86,7 @@ absl::Status EpStep::RunDirect(const EpStepInput& in, ExpertBackend& backend,
   const ElementType type = transport_.output_type;
   if (s.ok() && backend.device_memory()) {
     const size_t bytes = static_cast<size_t>(plan_.home) *
-                         backend.config().hidden * DTypeSize(type);
+                         backend.config().expert_width() * DTypeSize(type);
     // Through the backend's pinned staging when the rows are its row type
     // (stage buffers hold `back`'s rows, EpBuffer): a copy into pageable
     // memory would be staged by the driver again.
@@ -151,8 +151,9 @@ absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
   const EpPlan& p = plan_;
   // At world size 1, and in a direct step, every row stays: the received
   // rows are the sent ones, and the rows going back are the expert outputs.
-  transport_ = PlanRowTransport(p.dispatch, backend.row_type(), c.hidden,
-                                /*crosses=*/comm.size() > 1 && !direct);
+  transport_ =
+      PlanRowTransport(p.dispatch, backend.row_type(), c.expert_width(),
+                       /*crosses=*/comm.size() > 1 && !direct);
   const RowTransport& t = transport_;
   RowCodec* codec = backend.row_codec();
   // Before anything is queued, so that a backend without this packing

@@ -18,6 +18,22 @@ absl::Status ExpertBackend::CheckLayer(int64_t layer, bool need_gate,
                          need_all_experts);
 }
 
+absl::StatusOr<const float*> ExpertBackend::EnterExperts(int64_t layer,
+                                                         const float* x,
+                                                         int64_t /*n*/) {
+  if (!config().has_expert_frame()) return x;
+  return absl::UnimplementedError(
+      absl::StrCat(name(), " cannot compute layer ", layer,
+                   "'s latent projections or branch norms"));
+}
+
+absl::Status ExpertBackend::LeaveExperts(int64_t layer, float* /*s*/,
+                                         int64_t /*n*/, float* /*y*/) {
+  return absl::UnimplementedError(
+      absl::StrCat(name(), " cannot compute layer ", layer,
+                   "'s latent projections or branch norms"));
+}
+
 absl::StatusOr<std::unique_ptr<ExpertBackend>> CreateExpertBackend(
     const std::string& device, int threads) {
   MOE_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(device));

@@ -77,6 +77,17 @@ class ExpertBackend {
   virtual absl::StatusOr<bool> AddSharedToStep(int64_t /*layer*/) {
     return false;
   }
+  // The routed experts' frame (engine/expert_frame.h), for a layer whose
+  // config.has_expert_frame(): EnterExperts gives the rows [n,
+  // expert_width] the experts read for host rows x [n, H] (host memory,
+  // valid until the next call), LeaveExperts turns their weighted sum s
+  // [n, expert_width] (host, overwritten) into the routed output y [n, H].
+  // The default refuses: a backend that cannot compute a frame refuses such
+  // a layer at Load.
+  virtual absl::StatusOr<const float*> EnterExperts(int64_t layer,
+                                                    const float* x, int64_t n);
+  virtual absl::Status LeaveExperts(int64_t layer, float* s, int64_t n,
+                                    float* y);
   // Route with the rows' token ids, which a hash-routed layer
   // (config.hash_vocab > 0) routes by and every other layer ignores. The
   // default, for backends that refuse hash-routed layers at load, ignores

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/expert_frame.h"
 
 namespace moe {
 namespace {
@@ -14,6 +15,9 @@ void SetActivation(const MoeLayerConfig& c, kc::GroupedSwiglu* p) {
   p->act = a.act;
   p->act_alpha = a.alpha;
   p->act_limit = a.limit;
+  p->act_beta = a.beta;
+  p->act_linear_beta = a.linear_beta;
+  p->gated = c.gated;
 }
 }  // namespace
 
@@ -73,7 +77,7 @@ absl::Status ExpertRunner::RunRouted(const LayerWeights& w,
   p.w2 = w2_.data();
   p.format =
       w.experts.empty() ? kc::WeightFormat::kF32 : w.experts.front().w13.format;
-  p.hidden = w.config.hidden;
+  p.hidden = w.config.expert_width();
   p.inter = w.config.inter;
   if (bias) {
     p.b1 = b1_.data();
@@ -92,10 +96,23 @@ absl::Status ExpertRunner::RunShared(const LayerWeights& w, const float* x,
         absl::StrCat("layer ", w.layer, " has no shared expert loaded"));
   }
   const int64_t H = w.config.hidden;
+  const bool norms = w.config.branch_norms;
+  if (norms && (w.shared_in_norm.empty() || w.shared_out_norm.empty())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "layer ", w.layer, " was loaded without its shared expert's norms"));
+  }
+  const float* in = x;
+  if (norms) {
+    // Gemma 4: the dense branch reads rms(x) * its pre-norm weight.
+    if (normed_.size() < static_cast<size_t>(n * H)) normed_.resize(n * H);
+    RmsNormRows(x, n, H, w.config.norm_eps, w.shared_in_norm.data(), 1.0f,
+                normed_.data());
+    in = normed_.data();
+  }
   shared_in_.resize(n);
   shared_out_.resize(n);
   for (int64_t t = 0; t < n; ++t) {
-    shared_in_[t] = x + t * H;
+    shared_in_[t] = in + t * H;
     shared_out_[t] = out + t * H;
   }
   const int64_t offsets[2] = {0, n};
@@ -113,6 +130,10 @@ absl::Status ExpertRunner::RunShared(const LayerWeights& w, const float* x,
   p.inter = w.shared.inter;
   SetActivation(w.config, &p);  // shared experts take the layer's act
   Run(p, num_threads);
+  if (norms) {
+    RmsNormRows(out, n, H, w.config.norm_eps, w.shared_out_norm.data(), 1.0f,
+                out);
+  }
   if (w.config.shared_gate) {
     const float* g = w.shared_gate.data();
     for (int64_t t = 0; t < n; ++t) {

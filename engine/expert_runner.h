@@ -40,6 +40,7 @@ class ExpertRunner {
   std::vector<float*> gu_rows_;
   std::vector<const float*> shared_in_;
   std::vector<float*> shared_out_;
+  std::vector<float> normed_;  // the shared expert's pre-normed rows
 };
 
 }  // namespace moe

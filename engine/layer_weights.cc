@@ -173,26 +173,86 @@ absl::StatusOr<ExpertWeights> LoadExpert(const ModelSource& src, int64_t layer,
   const WeightRole r1 = shared ? WeightRole::kSharedW1 : WeightRole::kW1;
   const WeightRole r3 = shared ? WeightRole::kSharedW3 : WeightRole::kW3;
   const WeightRole r2 = shared ? WeightRole::kSharedW2 : WeightRole::kW2;
-  MOE_ASSIGN_OR_RETURN(WeightTensor w1, src.Get(layer, r1, expert));
+  // A routed expert reads rows of the experts' width (the latent width
+  // under LatentMoE); the shared expert reads x itself.
+  const int64_t width = shared ? c.hidden : c.expert_width();
   MOE_ASSIGN_OR_RETURN(WeightTensor w3, src.Get(layer, r3, expert));
   MOE_ASSIGN_OR_RETURN(WeightTensor w2, src.Get(layer, r2, expert));
-  MOE_RETURN_IF_ERROR(CheckWeightTensor(w1, c, r1));
   MOE_RETURN_IF_ERROR(CheckWeightTensor(w3, c, r3));
   MOE_RETURN_IF_ERROR(CheckWeightTensor(w2, c, r2));
   const int64_t ip = kc::PaddedInter(inter);
-  std::vector<int64_t> order(2 * ip);
-  kc::FusedGateUpRowOrder(inter, order.data());
   ExpertWeights e;
   e.inter = inter;
-  MOE_ASSIGN_OR_RETURN(e.w13, Pack(&w1, &w3, c.hidden, order, c.hidden, dtype));
+  if (c.gated) {
+    MOE_ASSIGN_OR_RETURN(WeightTensor w1, src.Get(layer, r1, expert));
+    MOE_RETURN_IF_ERROR(CheckWeightTensor(w1, c, r1));
+    std::vector<int64_t> order(2 * ip);
+    kc::FusedGateUpRowOrder(inter, order.data());
+    MOE_ASSIGN_OR_RETURN(e.w13, Pack(&w1, &w3, width, order, width, dtype));
+  } else {
+    // Non-gated: the up rows alone, padded to whole half panels.
+    std::vector<int64_t> order(ip, INT64_MIN);
+    for (int64_t i = 0; i < inter; ++i) order[i] = i;
+    MOE_ASSIGN_OR_RETURN(e.w13, Pack(&w3, nullptr, width, order, width, dtype));
+  }
   MOE_ASSIGN_OR_RETURN(
-      e.w2, Pack(&w2, nullptr, inter, IdentityOrder(c.hidden), ip, dtype));
+      e.w2, Pack(&w2, nullptr, inter, IdentityOrder(width), ip, dtype));
   if (!shared && c.expert_bias) {
     MOE_ASSIGN_OR_RETURN(e.b1, LoadVector(src, layer, WeightRole::kB1, expert));
     MOE_ASSIGN_OR_RETURN(e.b3, LoadVector(src, layer, WeightRole::kB3, expert));
     MOE_ASSIGN_OR_RETURN(e.b2, LoadVector(src, layer, WeightRole::kB2, expert));
   }
   return e;
+}
+
+// The router's tensors beyond the gate and its biases: Gemma 4's router
+// scales and the experts' frame (engine/expert_frame.h).
+absl::Status LoadRouterExtras(const ModelSource& src, int64_t layer,
+                              LayerWeights& w) {
+  const MoeLayerConfig& c = w.config;
+  if (c.router_prenorm) {
+    MOE_ASSIGN_OR_RETURN(w.gate_scale,
+                         LoadVector(src, layer, WeightRole::kGateScale));
+  }
+  if (c.per_expert_scale) {
+    MOE_ASSIGN_OR_RETURN(w.per_expert_scale,
+                         LoadVector(src, layer, WeightRole::kPerExpertScale));
+  }
+  if (c.latent > 0) {
+    MOE_ASSIGN_OR_RETURN(WeightTensor w1,
+                         src.Get(layer, WeightRole::kLatentW1, -1));
+    MOE_RETURN_IF_ERROR(CheckWeightTensor(w1, c, WeightRole::kLatentW1));
+    // Kept as stored, like the gate: bf16 stays bf16 (exact, half the
+    // memory), anything else is fp32; --weight-dtype is the experts'.
+    const WeightDType dtype =
+        w1.dtype == DType::kBF16 ? WeightDType::kBF16 : WeightDType::kF32;
+    MOE_ASSIGN_OR_RETURN(
+        w.latent_w1,
+        Pack(&w1, nullptr, c.hidden, IdentityOrder(c.latent), c.hidden, dtype));
+    MOE_ASSIGN_OR_RETURN(WeightTensor w2,
+                         src.Get(layer, WeightRole::kLatentW2, -1));
+    MOE_RETURN_IF_ERROR(CheckWeightTensor(w2, c, WeightRole::kLatentW2));
+    MOE_ASSIGN_OR_RETURN(
+        w.latent_w2,
+        Pack(&w2, nullptr, c.latent, IdentityOrder(c.hidden), c.latent, dtype));
+  }
+  if (c.latent_bias) {
+    MOE_ASSIGN_OR_RETURN(w.latent_b1,
+                         LoadVector(src, layer, WeightRole::kLatentB1));
+    MOE_ASSIGN_OR_RETURN(w.latent_b2,
+                         LoadVector(src, layer, WeightRole::kLatentB2));
+  }
+  if (c.latent_norm) {
+    MOE_ASSIGN_OR_RETURN(w.latent_norm,
+                         LoadVector(src, layer, WeightRole::kLatentNorm));
+  }
+  if (c.branch_norms) {
+    MOE_ASSIGN_OR_RETURN(w.experts_in_norm,
+                         LoadVector(src, layer, WeightRole::kExpertsInNorm));
+    MOE_ASSIGN_OR_RETURN(w.experts_out_norm,
+                         LoadVector(src, layer, WeightRole::kExpertsOutNorm));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -232,11 +292,30 @@ absl::StatusOr<std::vector<int32_t>> LoadTid2Eid(const ModelSource& src,
 
 kernels::GatedActParams GatedActOf(const MoeLayerConfig& c) {
   kernels::GatedActParams p;
-  p.act = c.act == Activation::kGptOss      ? kernels::kActGptOss
-          : c.act == Activation::kSiluClamp ? kernels::kActSiluClamp
-                                            : kernels::kActSilu;
+  switch (c.act) {
+    case Activation::kSilu:
+      p.act = kernels::kActSilu;
+      break;
+    case Activation::kGptOss:
+      p.act = kernels::kActGptOss;
+      break;
+    case Activation::kSiluClamp:
+      p.act = kernels::kActSiluClamp;
+      break;
+    case Activation::kRelu2:
+      p.act = kernels::kActRelu2;
+      break;
+    case Activation::kGeluTanh:
+      p.act = kernels::kActGeluTanh;
+      break;
+    case Activation::kSitu:
+      p.act = kernels::kActSitu;
+      break;
+  }
   p.alpha = c.act_alpha;
   p.limit = c.act_limit;
+  p.beta = c.act_beta;
+  p.linear_beta = c.act_linear_beta;
   return p;
 }
 
@@ -279,8 +358,9 @@ absl::StatusOr<WeightDType> ResolveWeightDType(WeightDType requested,
   if (info.moe_layers.empty() || info.layer.num_experts <= 0) {
     return WeightDType::kF32;
   }
+  // W3: every expert has an up projection, gated or not.
   MOE_ASSIGN_OR_RETURN(WeightTensor t,
-                       source.Get(info.moe_layers.front(), WeightRole::kW1, 0));
+                       source.Get(info.moe_layers.front(), WeightRole::kW3, 0));
   if (t.is_mxfp4()) return WeightDType::kMXFP4;
   switch (t.dtype) {
     case DType::kF8E4M3:
@@ -298,7 +378,7 @@ absl::StatusOr<WeightDType> SharedExpertDType(WeightDType routed,
   const ModelInfo& info = source.info();
   if (info.moe_layers.empty() || !info.layer.has_shared()) return routed;
   MOE_ASSIGN_OR_RETURN(WeightTensor t, source.Get(info.moe_layers.front(),
-                                                  WeightRole::kSharedW1, -1));
+                                                  WeightRole::kSharedW3, -1));
   if (t.is_mxfp4()) return WeightDType::kMXFP4;
   switch (t.dtype) {
     case DType::kF8E4M3:
@@ -317,8 +397,9 @@ int64_t PackedExpertBytes(const MoeLayerConfig& config, WeightDType dtype) {
       : dtype == WeightDType::kMXFP4 ? kc::WeightFormat::kMXFP4
                                      : kc::WeightFormat::kF32;
   const int64_t ip = kc::PaddedInter(config.inter);
-  return kc::PackedBytes(f, 2 * ip, config.hidden) +
-         kc::PackedBytes(f, config.hidden, ip);
+  const int64_t W = config.expert_width();
+  return kc::PackedBytes(f, (config.gated ? 2 : 1) * ip, W) +
+         kc::PackedBytes(f, W, ip);
 }
 
 absl::StatusOr<PackedWeight> PackWeight(const WeightTensor& t,
@@ -402,6 +483,7 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     if (c.hash_routed()) {
       MOE_ASSIGN_OR_RETURN(w->tid2eid, LoadTid2Eid(source, layer));
     }
+    MOE_RETURN_IF_ERROR(LoadRouterExtras(source, layer, *w));
   }
   if (options.load_shared && c.has_shared()) {
     MOE_ASSIGN_OR_RETURN(WeightDType shared_dtype,
@@ -412,6 +494,14 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     if (c.shared_gate) {
       MOE_ASSIGN_OR_RETURN(w->shared_gate,
                            LoadVector(source, layer, WeightRole::kSharedGate));
+    }
+    if (c.branch_norms) {
+      MOE_ASSIGN_OR_RETURN(
+          w->shared_in_norm,
+          LoadVector(source, layer, WeightRole::kSharedInNorm));
+      MOE_ASSIGN_OR_RETURN(
+          w->shared_out_norm,
+          LoadVector(source, layer, WeightRole::kSharedOutNorm));
     }
   }
 

@@ -51,7 +51,10 @@ struct PackedWeight {
   size_t bytes() const { return data.size(); }
 };
 
-// SwiGLU expert: fused gate/up [2*PaddedInter(I), H] and down [H, PaddedInter].
+// SwiGLU expert: fused gate/up [2*PaddedInter(I), W] and down [W,
+// PaddedInter], W being the expert's row width (config.expert_width() for a
+// routed expert, H for the shared one). A non-gated expert (config.gated
+// false) packs its up projection alone as w13 [PaddedInter(I), W].
 struct ExpertWeights {
   PackedWeight w13;
   PackedWeight w2;
@@ -80,10 +83,21 @@ struct LayerWeights {
   // [hash_vocab, k] when config.hash_routed(): row v is the k experts of
   // token id v, in stored order; every id checked in [0, E), distinct per row.
   std::vector<int32_t> tid2eid;
+  std::vector<float> gate_scale;        // [H] when config.router_prenorm
+  std::vector<float> per_expert_scale;  // [E] when config.per_expert_scale
+  // The routed experts' frame (engine/expert_frame.h), loaded with the
+  // gate: the latent projections (kept bf16 when stored so, else fp32)
+  // and their biases and norm, or Gemma 4's branch norms.
+  PackedWeight latent_w1;  // [Lt, H]
+  PackedWeight latent_w2;  // [H, Lt]
+  std::vector<float> latent_b1, latent_b2, latent_norm;
+  std::vector<float> experts_in_norm, experts_out_norm;
 
   bool has_shared = false;
   ExpertWeights shared;
   std::vector<float> shared_gate;  // [H] when config.shared_gate
+  // [H] each when config.branch_norms: around the shared expert.
+  std::vector<float> shared_in_norm, shared_out_norm;
 
   int64_t expert_begin = 0;  // routed experts [expert_begin, expert_end)
   int64_t expert_end = 0;

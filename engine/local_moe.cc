@@ -84,10 +84,19 @@ absl::Status LocalMoe::Step(int64_t layer, const float* x, int64_t n, float* y,
   ExpertBackend& b = *backend_;
   const MoeLayerConfig& c = b.config();
   PlanDispatch(routing, n, /*world=*/1, c.num_experts, &expert_ids_, &counts_);
+  // A layer with an expert frame (latent projections, branch norms) steps
+  // over the experts' own rows and sums into `routed_`, which the frame
+  // then turns into y.
+  const bool framed = c.has_expert_frame();
+  const float* rows = x;
+  if (framed) {
+    MOE_ASSIGN_OR_RETURN(rows, b.EnterExperts(layer, x, n));
+    routed_.resize(n * c.expert_width());
+  }
   EpStepInput in;
   in.layer = layer;
   in.tokens = n;
-  in.rows = x;
+  in.rows = rows;
   in.slots = routing.slots;
   in.expert_ids = expert_ids_;
   in.weights = routing.weight;
@@ -97,12 +106,14 @@ absl::Status LocalMoe::Step(int64_t layer, const float* x, int64_t n, float* y,
   // A device backend sums the shared expert into y itself, so that y
   // crosses to the host once; its time is then part of the combine's.
   bool shared_in_step = false;
-  if (c.has_shared() && n > 0) {
+  if (c.has_shared() && n > 0 && !framed) {
     MOE_ASSIGN_OR_RETURN(shared_in_step, b.AddSharedToStep(layer));
   }
   EpStepTimes ep;
   MOE_RETURN_IF_ERROR(step_.Run(in, b, *loopback_, /*max_count=*/n,
-                                /*x_resident=*/true, y, &ep));
+                                /*x_resident=*/!framed,
+                                framed ? routed_.data() : y, &ep));
+  if (framed) MOE_RETURN_IF_ERROR(b.LeaveExperts(layer, routed_.data(), n, y));
   t.dispatch_us = ep.dispatch_us;
   t.experts_us = ep.experts_us;
   t.combine_us = ep.combine_us;

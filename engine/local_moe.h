@@ -65,6 +65,7 @@ class LocalMoe {
   std::vector<int32_t> expert_ids_;
   std::vector<int64_t> counts_;
   std::vector<float> shared_out_;
+  std::vector<float> routed_;   // the experts' weighted sum, framed layers
   std::vector<float> widened_;  // ForwardBf16's rows for fp32 backends
 };
 

@@ -1,9 +1,11 @@
 #include "engine/token_router.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "engine/expert_frame.h"
 #include "kernels/cpu/grouped_swiglu.h"
 #include "kernels/cpu/routing.h"
 
@@ -27,6 +29,13 @@ void Routing::Reset(int64_t n, int64_t s, int64_t num_experts) {
 void TokenRouter::Logits(const LayerWeights& w, const float* x, int64_t n,
                          int num_threads) {
   const int64_t E = w.config.num_experts, H = w.config.hidden;
+  if (w.config.router_prenorm) {
+    // Gemma 4: the gate reads rms(x) * scale * H^-0.5.
+    prenormed_.resize(n * H);
+    RmsNormRows(x, n, H, w.config.norm_eps, w.gate_scale.data(),
+                1.0f / std::sqrt(static_cast<float>(H)), prenormed_.data());
+    x = prenormed_.data();
+  }
   logits_.resize(n * E);
   x_rows_.resize(n);
   logit_rows_.resize(n);
@@ -175,6 +184,12 @@ absl::Status TokenRouter::Route(const LayerWeights& w, const float* x,
     return absl::FailedPreconditionError(
         absl::StrCat("layer ", w.layer, " was loaded without its router bias"));
   }
+  if ((w.config.router_prenorm && w.gate_scale.empty()) ||
+      (w.config.per_expert_scale && w.per_expert_scale.empty())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "layer ", w.layer, " was loaded without its router scales"));
+  }
+  t.per_expert_scale = w.per_expert_scale.data();
   Logits(w, x, n, num_threads);
   return RouteLogits(w.config, t, logits_.data(), n, segment_ends, token_ids,
                      num_threads, out);
@@ -234,6 +249,13 @@ absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
   } else {
     TokenChoice(config, tables, logits, n, segment_ends, token_ids, num_threads,
                 out);
+  }
+  if (config.per_expert_scale) {
+    for (int64_t i = 0; i < n * out->slots; ++i) {
+      if (out->expert[i] >= 0) {
+        out->weight[i] *= tables.per_expert_scale[out->expert[i]];
+      }
+    }
   }
   for (int64_t i = 0; i < n * out->slots; ++i) {
     if (out->dispatched[i]) ++out->expert_counts[out->expert[i]];

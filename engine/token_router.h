@@ -33,6 +33,8 @@ struct RouteTables {
   const float* expert_bias = nullptr;  // [E], use_bias: for choosing only
   const float* router_bias = nullptr;  // [E], router_bias: on the logits
   const int32_t* tid2eid = nullptr;    // [V, k], hash_vocab > 0
+  // [E], per_expert_scale: multiplies each final weight (Gemma 4).
+  const float* per_expert_scale = nullptr;
 };
 
 // OK unless `config` is hash-routed and `token_ids` is not one id in
@@ -72,7 +74,8 @@ class TokenRouter {
                     Routing* out);
 
   std::vector<float> logits_;
-  std::vector<float> biased_;  // logits + router bias
+  std::vector<float> biased_;     // logits + router bias
+  std::vector<float> prenormed_;  // router_prenorm: the rows the gate reads
   std::vector<float> scores_;
   std::vector<const float*> x_rows_;
   std::vector<float*> logit_rows_;

@@ -13,7 +13,9 @@ namespace moe {
 void RemoteStep::BuildSteps(const Planned& p, int P,
                             const PlacementInForce& placement) {
   const Routing& r = *p.routing;
-  const int64_t n = p.n, H = p.config->hidden, E = p.config->num_experts;
+  // Rows of the experts' width: the latent width under LatentMoE.
+  const int64_t n = p.n, H = p.config->expert_width(),
+                E = p.config->num_experts;
   if (placement.epoch != replicas_epoch_) {
     replicas_.clear();
     replicas_epoch_ = placement.epoch;
@@ -103,7 +105,7 @@ absl::Status RemoteStep::Run(StepGroup& group, int64_t layer, const float* x,
                              std::chrono::steady_clock::time_point deadline,
                              const SharedFn& shared, StageClock& clock,
                              float* y, StageTimes* t) {
-  const int64_t hidden = config.hidden;
+  const int64_t hidden = config.expert_width();
   absl::StatusOr<const float*> shared_y = nullptr;
   auto overlap = [&] {
     StageClock shared_clock;

@@ -43,16 +43,38 @@ absl::Status StepRunner::Run(int64_t layer, const float* x, int64_t n,
   MOE_RETURN_IF_ERROR(
       b.RouteTokens(layer, x, n, segment_ends, token_ids, &out->routing));
   out->times.route_us = clock.Lap();
+  // A layer with an expert frame (latent projections, branch norms) sends
+  // the experts' own rows and gets their weighted sum back, which the frame
+  // turns into y before the shared expert is added.
+  const bool framed = c.has_expert_frame();
+  const float* rows = x;
+  if (framed) {
+    MOE_ASSIGN_OR_RETURN(rows, b.EnterExperts(layer, x, n));
+    routed_.resize(n * c.expert_width());
+  }
   // The shared expert runs here while the workers compute.
   auto shared = [&]() -> absl::StatusOr<const float*> {
     if (!c.has_shared() || n == 0) return nullptr;
     shared_out_.resize(n * H);
     MOE_RETURN_IF_ERROR(b.Shared(layer, x, n, shared_out_.data()));
-    return shared_out_.data();
+    // A framed layer adds it after the frame, below.
+    return framed ? nullptr : shared_out_.data();
   };
-  MOE_RETURN_IF_ERROR(remote_.Run(*pool_, layer, x, n, c, out->routing,
-                                  bf16_out && !c.has_shared(), deadline, shared,
-                                  clock, out->y.data(), &out->times));
+  MOE_RETURN_IF_ERROR(
+      remote_.Run(*pool_, layer, rows, n, c, out->routing,
+                  bf16_out && !c.has_shared() && !framed, deadline, shared,
+                  clock, framed ? routed_.data() : out->y.data(), &out->times));
+  if (framed) {
+    StageClock frame_clock;
+    MOE_RETURN_IF_ERROR(
+        b.LeaveExperts(layer, routed_.data(), n, out->y.data()));
+    if (c.has_shared() && n > 0) {
+      for (int64_t i = 0; i < n * H; ++i) out->y[i] += shared_out_[i];
+    }
+    const double us = frame_clock.Lap();
+    out->times.combine_us += us;
+    out->times.total_us += us;
+  }
   out->worker_rows = remote_.worker_rows();
   return absl::OkStatus();
 }

@@ -53,6 +53,7 @@ class StepRunner {
   WorkerPool* pool_;
   LocalMoe local_;
   std::vector<float> shared_out_;
+  std::vector<float> routed_;  // the experts' weighted sum, framed layers
   RemoteStep remote_;
 };
 

@@ -48,7 +48,7 @@ absl::Status StepExecutor::Load(const ModelSource& source,
   staged_max_tokens_ = max_batch_tokens;
   physical_experts_ = source.info().layer.num_experts + shard.redundant;
   epoch_ = placement_epoch;
-  y_.resize(max_batch_tokens * source.info().layer.hidden);
+  y_.resize(max_batch_tokens * source.info().layer.expert_width());
   return absl::OkStatus();
 }
 
@@ -106,7 +106,7 @@ absl::Status StepExecutor::Run(const StepHeader& header, StepDecoder decode,
     return absl::NotFoundError(
         absl::StrCat("worker has no weights for layer ", header.layer));
   }
-  const int64_t H = backend_->config().hidden;
+  const int64_t H = backend_->config().expert_width();
   EpStepInput in;
   MOE_RETURN_IF_ERROR(decode(H, &scratch_, &in));
   in.experts = physical_experts_;

@@ -89,6 +89,10 @@ class CudaBackend : public DeviceBackend {
           " has its own (hash and top-k layers in one model): route this "
           "model on a CPU router (CUDA workers can run its experts)"));
     }
+    for (int64_t layer : source.info().moe_layers) {
+      MOE_RETURN_IF_ERROR(
+          CheckDeviceLayerMath(source.info().LayerConfig(layer), name()));
+    }
     MOE_ASSIGN_OR_RETURN(WeightDType dtype,
                          ResolveWeightDType(options.dtype, source));
     if (dtype != WeightDType::kBF16 && dtype != WeightDType::kFP8 &&

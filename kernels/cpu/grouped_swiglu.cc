@@ -20,7 +20,8 @@ struct PhaseShape {
 
 PhaseShape Shape(const GroupedSwiglu& p, int phase) {
   const int64_t ip = PaddedInter(p.inter);
-  return phase == 0 ? PhaseShape{2 * ip / kPanelWidth, p.hidden}
+  const int64_t up_panels = p.gated ? 2 * ip / kPanelWidth : NumPanels(ip);
+  return phase == 0 ? PhaseShape{up_panels, p.hidden}
                     : PhaseShape{NumPanels(p.hidden), ip};
 }
 
@@ -80,8 +81,32 @@ void ActivatePanels(const GroupedSwiglu& p, int32_t group,
         float u = gu[panel * kPanelWidth + kHalfPanel + j];
         if (b1 != nullptr) g += b1[c];
         if (b3 != nullptr) u += b3[c];
-        h[c] = GatedAct(p.act, g, u, p.act_alpha, p.act_limit);
+        h[c] = GatedAct(p.act, g, u, p.act_alpha, p.act_limit, p.act_beta,
+                        p.act_linear_beta);
       }
+    }
+  }
+}
+
+// The non-gated epilogue: rows' u of panels [p0, p1) (stored in h by the
+// GEMM, 32 columns a panel), plus b3, through the activation in place.
+// Padding columns (>= inter) are written 0.
+void ActivateUpPanels(const GroupedSwiglu& p, int32_t group,
+                      float* const* h_rows, int64_t rows, int64_t p0,
+                      int64_t p1) {
+  const float* b3 = p.b3 != nullptr ? p.b3[group] : nullptr;
+  const int64_t c0 = p0 * kPanelWidth;
+  const int64_t c1 = std::min(p1 * kPanelWidth, PaddedInter(p.inter));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* h = h_rows[r];
+    for (int64_t c = c0; c < c1; ++c) {
+      if (c >= p.inter) {
+        h[c] = 0.0f;
+        continue;
+      }
+      const float u = b3 != nullptr ? h[c] + b3[c] : h[c];
+      h[c] = GatedAct(p.act, 0.0f, u, p.act_alpha, p.act_limit, p.act_beta,
+                      p.act_linear_beta);
     }
   }
 }
@@ -107,7 +132,7 @@ int RunGroupedSwiglu(const GroupedSwiglu& p, const SwigluTask* tasks,
   const int64_t ip = PaddedInter(p.inter);
   for (int64_t r = 0; r < total_rows; ++r) h_rows[r] = h + r * ip;
   const bool plain = p.plain();
-  if (!plain) {
+  if (!plain && p.gated) {
     for (int64_t r = 0; r < total_rows; ++r) gu_rows[r] = gu + r * 2 * ip;
   }
   const int64_t first_down =
@@ -116,7 +141,13 @@ int RunGroupedSwiglu(const GroupedSwiglu& p, const SwigluTask* tasks,
       tasks;
   auto run = [&](const SwigluTask& t) {
     const int64_t rows = t.row_end - t.row_begin;
-    if (t.phase == 0 && plain) {
+    if (t.phase == 0 && !p.gated) {
+      GemmPanels(p.in_rows + t.row_begin, rows, p.hidden, p.w13[t.group],
+                 p.format, t.panel_begin, t.panel_end, Epilogue::kStore, ip,
+                 h_rows + t.row_begin);
+      ActivateUpPanels(p, t.group, h_rows + t.row_begin, rows, t.panel_begin,
+                       t.panel_end);
+    } else if (t.phase == 0 && plain) {
       GemmPanels(p.in_rows + t.row_begin, rows, p.hidden, p.w13[t.group],
                  p.format, t.panel_begin, t.panel_end, Epilogue::kSwiGLU,
                  2 * ip, h_rows + t.row_begin);

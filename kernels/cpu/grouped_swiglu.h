@@ -34,9 +34,16 @@ struct GroupedSwiglu {
   int32_t act = kActSilu;
   float act_alpha = 1.702f;
   float act_limit = 7.0f;
+  float act_beta = 1.0f;         // situ
+  float act_linear_beta = 0.0f;  // situ
+  // Non-gated experts (relu2): w13 holds the up projection alone, packed
+  // [PaddedInter(inter), hidden], and out[i] = W2_g act(W3_g in[i] + b3_g)
+  // + b2_g; the gate/up GEMM then writes u straight into h.
+  bool gated = true;
   // The fused SiLU epilogue covers the plain case.
   bool plain() const {
-    return b1 == nullptr && b3 == nullptr && b2 == nullptr && act == kActSilu;
+    return gated && b1 == nullptr && b3 == nullptr && b2 == nullptr &&
+           act == kActSilu;
   }
 };
 

@@ -3,6 +3,9 @@
 // expert biases, the gptoss and silu_clamp activations, sqrtsoftplus,
 // norm_min, hash routing; f32, bf16 and FP8 weights; N = 0, 1 and odd
 // sizes; the large shapes of the 2026 releases (E = 384, H = I = 2880).
+// The second and third waves too: non-gated relu2 experts and LatentMoE
+// (Nemotron 3), the router pre-norm, per-expert scales, gelu_tanh and the
+// branch norms (Gemma 4), SiTU and the latent norm (Kimi K3).
 #include <string>
 #include <vector>
 
@@ -208,6 +211,163 @@ TEST(LayerMath2026, GptOssWidthsNotAMultipleOf128) {
   c.hidden = c.inter = 2896;
   ExpectMatches(c, 2, 73);
   ExpectMatches(c, 2, 74, WeightDType::kFP8);
+}
+
+// Nemotron 3: sigmoid + bias, renormalised, scaled; non-gated relu2 routed
+// experts at a latent width between biased projections; a non-gated
+// shared expert on the full-width x. Odd widths everywhere.
+MoeLayerConfig Nemotron3() {
+  MoeLayerConfig c;
+  c.hidden = 45;
+  c.inter = 23;
+  c.num_experts = 20;
+  c.top_k = 6;
+  c.score_func = ScoreFunc::kSigmoid;
+  c.use_bias = true;
+  c.route_scale = 2.5f;
+  c.n_groups = 4;
+  c.topk_groups = 2;
+  c.shared_inter = 37;
+  c.act = Activation::kRelu2;
+  c.gated = false;
+  c.latent = 19;
+  c.latent_bias = true;
+  return c;
+}
+
+// Gemma 4: softmax on the pre-normed x, top-k renormalised times a
+// per-expert scale; gelu_tanh experts between branch norms, the dense
+// branch as the shared expert between its own.
+MoeLayerConfig Gemma4() {
+  MoeLayerConfig c;
+  c.hidden = 42;
+  c.inter = 13;
+  c.num_experts = 11;
+  c.top_k = 4;
+  c.shared_inter = 50;
+  c.act = Activation::kGeluTanh;
+  c.router_prenorm = true;
+  c.per_expert_scale = true;
+  c.branch_norms = true;
+  return c;
+}
+
+// Kimi K3: SiTU (capped gate and up) on routed and shared experts, a
+// normed latent sum, 16 of 40 experts.
+MoeLayerConfig KimiK3() {
+  MoeLayerConfig c;
+  c.hidden = 36;
+  c.inter = 17;
+  c.num_experts = 40;
+  c.top_k = 16;
+  c.score_func = ScoreFunc::kSigmoid;
+  c.use_bias = true;
+  c.route_scale = 2.827f;
+  c.shared_inter = 34;
+  c.act = Activation::kSitu;
+  c.act_beta = 0.5f;  // small, so that random gates pass the cap often
+  c.act_linear_beta = 0.8f;
+  c.latent = 21;
+  c.latent_norm = true;
+  c.norm_eps = 1e-5f;
+  return c;
+}
+
+TEST(LayerMath2026b, Nemotron3LatentRelu2) {
+  for (int64_t n : {0, 1, 2, 41}) {
+    SCOPED_TRACE(n);
+    ExpectMatches(Nemotron3(), n, 71 + n);
+  }
+  MoeLayerConfig no_latent = Nemotron3();  // Nemotron 3 Nano: no latent
+  no_latent.latent = 0;
+  no_latent.latent_bias = false;
+  ExpectMatches(no_latent, 33, 75);
+}
+
+TEST(LayerMath2026b, Gemma4PrenormScalesGeluTanhBranchNorms) {
+  for (int64_t n : {0, 1, 39}) {
+    SCOPED_TRACE(n);
+    ExpectMatches(Gemma4(), n, 81 + n);
+  }
+}
+
+TEST(LayerMath2026b, KimiK3SituLatentNorm) {
+  for (int64_t n : {0, 1, 27}) {
+    SCOPED_TRACE(n);
+    ExpectMatches(KimiK3(), n, 91 + n);
+  }
+  MoeLayerConfig uncapped_up = KimiK3();  // lambda 0: u passes as it is
+  uncapped_up.act_linear_beta = 0.0f;
+  ExpectMatches(uncapped_up, 19, 95);
+}
+
+TEST(LayerMath2026b, Bf16AndFp8Weights) {
+  ExpectMatches(Nemotron3(), 21, 101, WeightDType::kBF16);
+  ExpectMatches(Gemma4(), 21, 102, WeightDType::kBF16);
+  ExpectMatches(KimiK3(), 21, 103, WeightDType::kBF16);
+  ExpectMatches(Nemotron3(), 21, 104, WeightDType::kFP8);
+  ExpectMatches(KimiK3(), 21, 105, WeightDType::kFP8);
+}
+
+TEST(LayerMath2026b, ExpertChoiceOverALatentLayer) {
+  MoeLayerConfig c = Nemotron3();
+  c.routing = RoutingMode::kExpertChoice;
+  c.n_groups = 0;
+  c.topk_groups = 0;
+  auto g = RandomCase(c, 30, 111);
+  Result r = RunLayer(g);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_TRUE(AllClose(r.y, g.y, testing::kF32Tol));
+}
+
+TEST(LayerMath2026b, OptionCombinationsAreRefusedByName) {
+  MoeLayerConfig c = Nemotron3();
+  c.gated = true;  // relu2 is the non-gated activation
+  EXPECT_NE(c.Validate().message().find("gated"), absl::string_view::npos);
+  c = Gemma4();
+  c.gated = false;  // non-gated needs relu2
+  EXPECT_NE(c.Validate().message().find("gated"), absl::string_view::npos);
+  c = Gemma4();
+  c.latent_bias = true;
+  EXPECT_NE(c.Validate().message().find("latent_bias"),
+            absl::string_view::npos);
+  c = KimiK3();
+  c.branch_norms = true;
+  EXPECT_NE(c.Validate().message().find("branch_norms"),
+            absl::string_view::npos);
+  c = KimiK3();
+  c.act_beta = 0.0f;
+  EXPECT_NE(c.Validate().message().find("act_beta"), absl::string_view::npos);
+  c = KimiK3();
+  c.score_before_experts = true;
+  EXPECT_NE(c.Validate().message().find("score_before_experts"),
+            absl::string_view::npos);
+}
+
+TEST(LayerMath2026b, MisShapedOrMissingFrameWeightsAreRefusedAtLoad) {
+  // A latent projection whose width is not the experts': named, with both
+  // shapes.
+  WeightTensor t;
+  t.name = "backbone.layers.1.mixer.fc2_latent_proj.weight";
+  t.shape = {45, 18};
+  EXPECT_EQ(CheckWeightTensor(t, Nemotron3(), WeightRole::kLatentW2).message(),
+            "backbone.layers.1.mixer.fc2_latent_proj.weight: shape [45, 18], "
+            "expected [45, 19] for latent.w2");
+  auto g = RandomCase(Gemma4(), 3, 122);
+  g.per_expert_scale.clear();  // a tensor the layer needs, absent
+  Result r = RunLayer(g);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kNotFound) << r.status;
+  EXPECT_NE(r.status.message().find("per_expert_scale"),
+            absl::string_view::npos)
+      << r.status;
+}
+
+TEST(LayerMath2026b, ConfigJsonRoundTripsTheNewKeys) {
+  for (const MoeLayerConfig& c : {Nemotron3(), Gemma4(), KimiK3()}) {
+    auto back = ParseMoeLayerConfigJson(MoeLayerConfigToJson(c));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_TRUE(*back == c) << MoeLayerConfigToJson(c);
+  }
 }
 
 }  // namespace

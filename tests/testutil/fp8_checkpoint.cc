@@ -31,15 +31,20 @@ struct ExpertMatrix {
 
 std::vector<ExpertMatrix> ExpertMatrices(GoldenCase* c) {
   const MoeLayerConfig& k = c->config;
-  const int64_t H = k.hidden, I = k.inter, S = k.shared_inter;
+  // Routed experts are W wide (the latent width under LatentMoE); a
+  // non-gated layer has no W1.
+  const int64_t H = k.hidden, W = k.expert_width(), I = k.inter,
+                S = k.shared_inter;
   std::vector<ExpertMatrix> m;
   for (int64_t e = 0; e < k.num_experts; ++e) {
-    m.push_back({WeightRole::kW1, e, c->w1.data() + e * I * H, I, H});
-    m.push_back({WeightRole::kW3, e, c->w3.data() + e * I * H, I, H});
-    m.push_back({WeightRole::kW2, e, c->w2.data() + e * H * I, H, I});
+    if (k.gated) {
+      m.push_back({WeightRole::kW1, e, c->w1.data() + e * I * W, I, W});
+    }
+    m.push_back({WeightRole::kW3, e, c->w3.data() + e * I * W, I, W});
+    m.push_back({WeightRole::kW2, e, c->w2.data() + e * W * I, W, I});
   }
   if (k.has_shared()) {
-    m.push_back({WeightRole::kSharedW1, -1, c->sw1.data(), S, H});
+    if (k.gated) m.push_back({WeightRole::kSharedW1, -1, c->sw1.data(), S, H});
     m.push_back({WeightRole::kSharedW3, -1, c->sw3.data(), S, H});
     m.push_back({WeightRole::kSharedW2, -1, c->sw2.data(), H, S});
   }

@@ -53,15 +53,15 @@ class GoldenSource : public ModelSource {
         break;
       case WeightRole::kW1:
         src = &case_.w1;
-        offset = expert * c.inter * c.hidden;
+        offset = expert * c.inter * c.expert_width();
         break;
       case WeightRole::kW3:
         src = &case_.w3;
-        offset = expert * c.inter * c.hidden;
+        offset = expert * c.inter * c.expert_width();
         break;
       case WeightRole::kW2:
         src = &case_.w2;
-        offset = expert * c.inter * c.hidden;
+        offset = expert * c.inter * c.expert_width();
         break;
       case WeightRole::kSharedW1:
         src = &case_.sw1;
@@ -91,6 +91,39 @@ class GoldenSource : public ModelSource {
         offset = expert * c.hidden;
         break;
       case WeightRole::kTid2Eid:
+        break;
+      case WeightRole::kLatentW1:
+        src = &case_.latent_w1;
+        break;
+      case WeightRole::kLatentW2:
+        src = &case_.latent_w2;
+        break;
+      case WeightRole::kLatentB1:
+        src = &case_.latent_b1;
+        break;
+      case WeightRole::kLatentB2:
+        src = &case_.latent_b2;
+        break;
+      case WeightRole::kLatentNorm:
+        src = &case_.latent_norm;
+        break;
+      case WeightRole::kGateScale:
+        src = &case_.gate_scale;
+        break;
+      case WeightRole::kPerExpertScale:
+        src = &case_.per_expert_scale;
+        break;
+      case WeightRole::kExpertsInNorm:
+        src = &case_.experts_in_norm;
+        break;
+      case WeightRole::kExpertsOutNorm:
+        src = &case_.experts_out_norm;
+        break;
+      case WeightRole::kSharedInNorm:
+        src = &case_.shared_in_norm;
+        break;
+      case WeightRole::kSharedOutNorm:
+        src = &case_.shared_out_norm;
         break;
     }
     WeightTensor t;
@@ -169,7 +202,9 @@ absl::StatusOr<GoldenCase> LoadGoldenCase(const std::string& path) {
   MOE_ASSIGN_OR_RETURN(auto idx_ref, f->Get("top_idx"));
   c.top_shape = idx_ref.entry->shape;
   MOE_ASSIGN_OR_RETURN(c.gate, f->ReadF32("gate.weight"));
-  MOE_ASSIGN_OR_RETURN(c.w1, f->ReadF32("experts.w1"));
+  if (c.config.gated) {
+    MOE_ASSIGN_OR_RETURN(c.w1, f->ReadF32("experts.w1"));
+  }
   MOE_ASSIGN_OR_RETURN(c.w3, f->ReadF32("experts.w3"));
   MOE_ASSIGN_OR_RETURN(c.w2, f->ReadF32("experts.w2"));
   MOE_RETURN_IF_ERROR(ReadOptional(*f, "gate.expert_bias", &c.bias));
@@ -181,6 +216,21 @@ absl::StatusOr<GoldenCase> LoadGoldenCase(const std::string& path) {
   MOE_RETURN_IF_ERROR(ReadOptional(*f, "experts.b1", &c.b1));
   MOE_RETURN_IF_ERROR(ReadOptional(*f, "experts.b3", &c.b3));
   MOE_RETURN_IF_ERROR(ReadOptional(*f, "experts.b2", &c.b2));
+  for (auto [name, dst] :
+       std::initializer_list<std::pair<const char*, std::vector<float>*>>{
+           {"latent.w1", &c.latent_w1},
+           {"latent.w2", &c.latent_w2},
+           {"latent.b1", &c.latent_b1},
+           {"latent.b2", &c.latent_b2},
+           {"latent.norm", &c.latent_norm},
+           {"gate.scale", &c.gate_scale},
+           {"gate.per_expert_scale", &c.per_expert_scale},
+           {"experts.in_norm", &c.experts_in_norm},
+           {"experts.out_norm", &c.experts_out_norm},
+           {"shared.in_norm", &c.shared_in_norm},
+           {"shared.out_norm", &c.shared_out_norm}}) {
+    MOE_RETURN_IF_ERROR(ReadOptional(*f, name, dst));
+  }
   if (f->Has("gate.tid2eid")) {
     MOE_ASSIGN_OR_RETURN(c.tid2eid, f->ReadI64("gate.tid2eid"));
   }

@@ -50,6 +50,14 @@ struct GoldenCase {
   // gate.tid2eid [V, k] and token_ids [N] of a hash-routed case.
   std::vector<float> router_bias, b1, b3, b2;
   std::vector<int64_t> tid2eid, token_ids;
+  // 2026b/c: latent.w1 [Lt, H], latent.w2 [H, Lt], latent.b1 [Lt],
+  // latent.b2 [H], latent.norm [Lt]; gate.scale [H], gate.per_expert_scale
+  // [E]; experts.in_norm / out_norm and shared.in_norm / out_norm [H]. A
+  // non-gated case has no w1 or sw1.
+  std::vector<float> latent_w1, latent_w2, latent_b1, latent_b2, latent_norm;
+  std::vector<float> gate_scale, per_expert_scale;
+  std::vector<float> experts_in_norm, experts_out_norm;
+  std::vector<float> shared_in_norm, shared_out_norm;
 };
 
 // Loads one case; kGoldenDirMissing gives NotFound(NoGoldenFilesMessage()).

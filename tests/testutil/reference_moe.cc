@@ -13,9 +13,21 @@ using Vec = std::vector<double>;
 
 double Silu(double v) { return v / (1.0 + std::exp(-v)); }
 
-// The gated activation (tests/golden/README.md): silu, gptoss, silu_clamp.
+// The activation (tests/golden/README.md): silu, gptoss, silu_clamp,
+// relu2 (non-gated: u only), gelu_tanh, situ.
 double Act(const MoeLayerConfig& k, double g, double u) {
   if (k.act == Activation::kSilu) return Silu(g) * u;
+  if (k.act == Activation::kRelu2) return u > 0 ? u * u : 0.0;
+  if (k.act == Activation::kGeluTanh) {
+    const double pi = 3.14159265358979323846;
+    return 0.5 * g *
+           (1 + std::tanh(std::sqrt(2 / pi) * (g + 0.044715 * g * g * g))) * u;
+  }
+  if (k.act == Activation::kSitu) {
+    const double b = k.act_beta, l = k.act_linear_beta;
+    const double up = l > 0 ? l * std::tanh(u / l) : u;
+    return b * std::tanh(g / b) / (1 + std::exp(-g)) * up;
+  }
   const double L = k.act_limit;
   g = std::min(g, L);
   u = std::min(std::max(u, -L), L);
@@ -25,20 +37,46 @@ double Act(const MoeLayerConfig& k, double g, double u) {
   return Silu(g) * u;
 }
 
-// W2 act(W1 v + b1, W3 v + b3) + b2 for [I, H] / [H, I] weights at the
-// given offsets; `expert` >= 0 picks the routed expert's biases when the
-// layer has them.
+// v * (mean(v^2) + eps)^-0.5 * w (w empty: 1).
+Vec RmsNorm(const Vec& v, double eps, const std::vector<float>& w) {
+  double ss = 0;
+  for (double a : v) ss += a * a;
+  const double inv = 1 / std::sqrt(ss / double(v.size()) + eps);
+  Vec out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    out[i] = v[i] * inv * (w.empty() ? 1.0 : double(w[i]));
+  }
+  return out;
+}
+
+// out [rows] = W v (+ b) for a row-major [rows, v.size()] weight.
+Vec Linear(const std::vector<float>& w, const std::vector<float>& b,
+           int64_t rows, const Vec& v) {
+  const int64_t cols = static_cast<int64_t>(v.size());
+  Vec out(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    double d = b.empty() ? 0.0 : double(b[r]);
+    for (int64_t j = 0; j < cols; ++j) d += double(w[r * cols + j]) * v[j];
+    out[r] = d;
+  }
+  return out;
+}
+
+// W2 act(W1 v + b1, W3 v + b3) + b2 for [I, W] / [W, I] weights at the
+// given offsets, W = v.size() (no W1 for a non-gated layer); `expert` >= 0
+// picks the routed expert's biases when the layer has them.
 Vec Expert(const GoldenCase& c, const std::vector<float>& w1,
            const std::vector<float>& w3, const std::vector<float>& w2,
            int64_t off, int64_t inter, const Vec& v, int64_t expert = -1) {
-  const int64_t H = c.config.hidden;
+  const int64_t H = static_cast<int64_t>(v.size());
   const bool bias = expert >= 0 && c.config.expert_bias;
+  const bool gated = c.config.gated;
   Vec h(inter), out(H, 0.0);
   for (int64_t i = 0; i < inter; ++i) {
     double g = bias ? c.b1[expert * inter + i] : 0.0;
     double u = bias ? c.b3[expert * inter + i] : 0.0;
     for (int64_t j = 0; j < H; ++j) {
-      g += w1[off + i * H + j] * v[j];
+      if (gated) g += w1[off + i * H + j] * v[j];
       u += w3[off + i * H + j] * v[j];
     }
     h[i] = Act(c.config, g, u);
@@ -59,10 +97,14 @@ void RunReferenceMoe(GoldenCase& c) {
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<Vec> logits(n, Vec(E)), scores(n, Vec(E));
   for (int64_t t = 0; t < n; ++t) {
+    Vec xr(c.x.begin() + t * H, c.x.begin() + (t + 1) * H);
+    if (k.router_prenorm) {
+      xr = RmsNorm(xr, k.norm_eps, c.gate_scale);
+      for (double& v : xr) v /= std::sqrt(double(H));
+    }
     for (int64_t e = 0; e < E; ++e) {
       double d = 0;
-      for (int64_t j = 0; j < H; ++j)
-        d += double(c.gate[e * H + j]) * c.x[t * H + j];
+      for (int64_t j = 0; j < H; ++j) d += double(c.gate[e * H + j]) * xr[j];
       logits[t][e] = d + (k.router_bias ? c.router_bias[e] : 0.0f);
     }
     if (k.score_func == ScoreFunc::kTopkSoftmax) {
@@ -177,29 +219,49 @@ void RunReferenceMoe(GoldenCase& c) {
           w /= k.norm_min > 0 ? std::max(sum, double(k.norm_min)) : sum + 1e-20;
         }
         w *= k.route_scale;
+        if (k.per_expert_scale) w *= c.per_expert_scale[slots[t][j].first];
         c.top_idx[t * K + j] = slots[t][j].first;
         c.top_w[t * K + j] = static_cast<float>(w);
       }
     }
   }
   c.y.assign(n * H, 0.0f);
+  const int64_t W = k.expert_width();
   for (int64_t t = 0; t < n; ++t) {
-    Vec xt(c.x.begin() + t * H, c.x.begin() + (t + 1) * H), acc(H, 0.0);
+    Vec xt(c.x.begin() + t * H, c.x.begin() + (t + 1) * H);
+    // The rows the routed experts read: the latent projection of x, or x
+    // after the routed branch's pre-norm, or x.
+    Vec xe = xt;
+    if (k.latent > 0) {
+      xe = Linear(c.latent_w1, c.latent_b1, k.latent, xt);
+    } else if (k.branch_norms) {
+      xe = RmsNorm(xt, k.norm_eps, c.experts_in_norm);
+    }
+    Vec acc(W, 0.0);
     for (const auto& [e, w] : slots[t]) {
       if (w == 0.0) continue;  // dropped
-      const int64_t off = e * k.inter * H;
+      const int64_t off = e * k.inter * W;
       if (k.score_before_experts) {
         Vec sx(H);
         for (int64_t j = 0; j < H; ++j) sx[j] = w * xt[j];
         Vec o = Expert(c, c.w1, c.w3, c.w2, off, k.inter, sx, e);
         for (int64_t j = 0; j < H; ++j) acc[j] += o[j];
       } else {
-        Vec o = Expert(c, c.w1, c.w3, c.w2, off, k.inter, xt, e);
-        for (int64_t j = 0; j < H; ++j) acc[j] += w * o[j];
+        Vec o = Expert(c, c.w1, c.w3, c.w2, off, k.inter, xe, e);
+        for (int64_t j = 0; j < W; ++j) acc[j] += w * o[j];
       }
     }
+    if (k.latent > 0) {
+      if (k.latent_norm) acc = RmsNorm(acc, k.norm_eps, c.latent_norm);
+      acc = Linear(c.latent_w2, c.latent_b2, H, acc);
+    } else if (k.branch_norms) {
+      acc = RmsNorm(acc, k.norm_eps, c.experts_out_norm);
+    }
     if (k.has_shared()) {
-      Vec o = Expert(c, c.sw1, c.sw3, c.sw2, 0, k.shared_inter, xt);
+      const Vec xs =
+          k.branch_norms ? RmsNorm(xt, k.norm_eps, c.shared_in_norm) : xt;
+      Vec o = Expert(c, c.sw1, c.sw3, c.sw2, 0, k.shared_inter, xs);
+      if (k.branch_norms) o = RmsNorm(o, k.norm_eps, c.shared_out_norm);
       double gate = 1.0;
       if (k.shared_gate) {
         double d = 0;
@@ -225,15 +287,37 @@ GoldenCase RandomCase(const MoeLayerConfig& k, int64_t n, uint64_t seed,
     for (float& f : v) f = static_cast<float>(u(rng));
   };
   const int64_t E = k.num_experts, H = k.hidden, I = k.inter,
-                S = k.shared_inter;
+                S = k.shared_inter, W = k.expert_width();
   fill(c.x, n * H, 1.7);
   fill(c.gate, E * H, 1.7 / std::sqrt(double(H)));
   if (k.use_bias) fill(c.bias, E, 0.05);
-  fill(c.w1, E * I * H, 1.7 / std::sqrt(double(H)));
-  fill(c.w3, E * I * H, 1.7 / std::sqrt(double(H)));
-  fill(c.w2, E * I * H, 1.7 / std::sqrt(double(I)));
+  if (k.gated) fill(c.w1, E * I * W, 1.7 / std::sqrt(double(W)));
+  fill(c.w3, E * I * W, 1.7 / std::sqrt(double(W)));
+  fill(c.w2, E * I * W, 1.7 / std::sqrt(double(I)));
+  // Norm weights and scales around 1, so that every one of them matters.
+  auto fill_around_one = [&](std::vector<float>& v, int64_t count) {
+    fill(v, count, 0.5);
+    for (float& f : v) f += 1.0f;
+  };
+  if (k.latent > 0) {
+    fill(c.latent_w1, k.latent * H, 1.7 / std::sqrt(double(H)));
+    fill(c.latent_w2, H * k.latent, 1.7 / std::sqrt(double(k.latent)));
+  }
+  if (k.latent_bias) {
+    fill(c.latent_b1, k.latent, 0.5);
+    fill(c.latent_b2, H, 0.5);
+  }
+  if (k.latent_norm) fill_around_one(c.latent_norm, k.latent);
+  if (k.router_prenorm) fill_around_one(c.gate_scale, H);
+  if (k.per_expert_scale) fill_around_one(c.per_expert_scale, E);
+  if (k.branch_norms) {
+    fill_around_one(c.experts_in_norm, H);
+    fill_around_one(c.experts_out_norm, H);
+    fill_around_one(c.shared_in_norm, H);
+    fill_around_one(c.shared_out_norm, H);
+  }
   if (S > 0) {
-    fill(c.sw1, S * H, 1.7 / std::sqrt(double(H)));
+    if (k.gated) fill(c.sw1, S * H, 1.7 / std::sqrt(double(H)));
     fill(c.sw3, S * H, 1.7 / std::sqrt(double(H)));
     fill(c.sw2, S * H, 1.7 / std::sqrt(double(S)));
   }
