@@ -6,6 +6,7 @@
 #include "kernels/cpu/packed_gemm.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/fp8_checkpoint.h"
+#include "tests/testutil/many_experts.h"
 #include "tests/testutil/reference_moe.h"
 
 namespace moe {
@@ -107,6 +108,49 @@ TEST(LocalMoe, SigmoidBiasGroupsTop2) {
   c.route_scale = 2.5f;
   c.shared_inter = 23;
   ExpectMatchesReference(c, 29, 5);
+}
+
+// The late-2026 shapes (tests/testutil/many_experts.h: 512 experts top-22
+// with groups, 896 top-16, softmax over 640 top-22) at odd token counts,
+// N = 0 and 1 included, and with one expert that every token picks: the
+// routing is the reference's and y within the fp32 golden tolerance.
+TEST(LocalMoe, ManyExpertsAndSlotsMatchTheReference) {
+  for (const testing::ManyExpertsShape& s : testing::ManyExpertsShapes()) {
+    SCOPED_TRACE(s.name);
+    ASSERT_TRUE(s.config.Validate().ok()) << s.config.Validate();
+    for (int64_t n : {0, 1, 3, 37}) {
+      SCOPED_TRACE(n);
+      ExpectMatchesReference(s.config, n, 100 + n);
+    }
+    const int64_t hot = s.config.num_experts - 3;
+    auto g = RandomCase(s.config, 41, 7);
+    testing::MakeExpertHot(g, hot);
+    RunResult r = Forward(g);
+    EXPECT_TRUE(AllClose(r.y, g.y, testing::kF32Tol));
+    EXPECT_TRUE(testing::SameTokenRouting(g.top_idx, g.top_w, r.routing.expert,
+                                          r.routing.weight, g.tokens,
+                                          s.config.top_k, r.routing.slots));
+    ASSERT_EQ(r.routing.expert_counts.size(),
+              static_cast<size_t>(s.config.num_experts));
+    // Sigmoid scores saturate at 1, so under a group limit a token's other
+    // groups can now and then outscore the hot one's top-2 sum: nearly
+    // every token, not every one.
+    EXPECT_GE(r.routing.expert_counts[hot] * 10, g.tokens * 9) << "not hot";
+  }
+}
+
+// Room above them: 1024 experts in 16 groups keeping 8, top-32.
+TEST(LocalMoe, ThousandExpertsTopThirtyTwoMatchTheReference) {
+  MoeLayerConfig c = Base();
+  c.num_experts = 1024;
+  c.top_k = 32;
+  c.score_func = ScoreFunc::kSigmoid;
+  c.use_bias = true;
+  c.n_groups = 16;
+  c.topk_groups = 8;
+  c.route_scale = 2.5f;
+  c.inter = 7;
+  ExpectMatchesReference(c, 13, 9);
 }
 
 TEST(LocalMoe, GroupsByMaxNoNorm) {

@@ -153,6 +153,81 @@ TEST(Placement, ReplicaMapListsEachExpertsSlotsInWorkerOrder) {
   EXPECT_EQ(m.worker_of[4], 1);
 }
 
+// Kimi K3's 896 experts (not a power of two, nor a multiple of 3) over 3
+// workers with 6 redundant slots: the placement passes its checks and
+// survives JSON, the hottest experts get the replicas, no worker holds two
+// copies of one expert, the workers' loads even out better than with no
+// replicas, and the router's replica choice sends each dispatched slot to a
+// slot of its own expert.
+TEST(Placement, KimiK3ExpertCountWithRedundantExperts) {
+  constexpr int64_t E = 896, R = 6;
+  constexpr int P = 3;
+  std::vector<double> load(E);
+  for (int64_t e = 0; e < E; ++e) load[e] = 10.0 + (e * 37) % 11;
+  const int32_t hot[] = {895, 0, 447, 600, 13, 777};
+  for (int i = 0; i < 6; ++i) load[hot[i]] = 2000.0 - 100.0 * i;
+  auto p = ComputePlacement(load, P, R);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(CheckPlacement(*p, E, P, R, 5).ok())
+      << CheckPlacement(*p, E, P, R, 5);
+  EXPECT_EQ(p->physical(), E + R);
+  std::vector<int> copies(E, 0);
+  for (int q = 0; q < P; ++q) {
+    const auto& w = p->workers[q];
+    EXPECT_EQ(static_cast<int64_t>(w.size()), WorkerSlots(q, P, E + R));
+    EXPECT_EQ(std::adjacent_find(w.begin(), w.end()), w.end());
+    for (int32_t e : w) ++copies[e];
+  }
+  for (int32_t e : hot) EXPECT_EQ(copies[e], 2) << "expert " << e;
+  EXPECT_EQ(std::count(copies.begin(), copies.end(), 1), E - R);
+  auto flat = ComputePlacement(load, P, 0);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  const auto loads = WorkerLoads(*p, load),
+             flat_loads = WorkerLoads(*flat, load);
+  EXPECT_LE(*std::max_element(loads.begin(), loads.end()),
+            *std::max_element(flat_loads.begin(), flat_loads.end()));
+
+  ExpertPlacement all;
+  all.redundant = R;
+  all.layers[5] = *p;
+  auto back = PlacementFromJson(PlacementToJson(all));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, all);
+
+  // Every token picks hot expert 895 and 15 others.
+  const ReplicaMap m = MakeReplicaMap(*p, E);
+  EXPECT_EQ(m.physical, E + R);
+  const int64_t n = 31, k = 16;
+  Routing r;
+  r.Reset(n, k, E);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      r.expert[t * k + j] =
+          static_cast<int32_t>(j == 0 ? 895 : (t * 53 + j * 59) % (E - 1));
+      r.weight[t * k + j] = 1.0f;
+      r.dispatched[t * k + j] = 1;
+    }
+  }
+  std::vector<int32_t> ids;
+  std::vector<int64_t> counts;
+  PlanDispatch(r, n, P, E, &ids, &counts, &m);
+  ASSERT_EQ(ids.size(), static_cast<size_t>(n * k));
+  ASSERT_EQ(counts.size(), static_cast<size_t>(P * (E + R)));
+  const std::vector<int32_t> slot_expert = p->Flat();
+  std::vector<int> hot_workers(P, 0);
+  for (int64_t i = 0; i < n * k; ++i) {
+    ASSERT_GE(ids[i], 0);
+    ASSERT_LT(ids[i], E + R);
+    EXPECT_EQ(slot_expert[ids[i]], r.expert[i]) << "slot " << i;
+    if (r.expert[i] == 895) ++hot_workers[m.worker_of[ids[i]]];
+  }
+  // Both replicas of the hot expert take a share of its rows.
+  EXPECT_EQ(std::count(hot_workers.begin(), hot_workers.end(), 0), P - 2);
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  EXPECT_EQ(total, n * k);
+}
+
 Routing AllTo(int64_t n, int64_t k, int64_t E, int32_t expert) {
   Routing r;
   r.Reset(n, k, E);

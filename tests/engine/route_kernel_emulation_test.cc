@@ -15,6 +15,7 @@
 #include "kernels/routing_rule.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/golden_case.h"
+#include "tests/testutil/many_experts.h"
 
 namespace moe {
 namespace {
@@ -70,6 +71,28 @@ void RouteTokenAsTheKernel(const testing::GoldenCase& c, const float* l,
   k::NormalizeAndScaleRow(w, K, cfg.route_norm, cfg.route_scale, cfg.norm_min);
 }
 
+// Every token of `c` routed as the kernel routes it, from fp32 gate logits:
+// the case's experts and weights.
+void ExpectKernelRoutesAsTheCase(const testing::GoldenCase& c) {
+  const MoeLayerConfig& cfg = c.config;
+  const int64_t n = c.tokens, E = cfg.num_experts, H = cfg.hidden;
+  std::vector<int32_t> idx(n * cfg.top_k);
+  std::vector<float> w(n * cfg.top_k), l(E);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t e = 0; e < E; ++e) {  // the fp32 gate GEMM
+      double acc = 0;
+      for (int64_t i = 0; i < H; ++i) {
+        acc += double(c.x[t * H + i]) * c.gate[e * H + i];
+      }
+      l[e] = static_cast<float>(acc);
+    }
+    RouteTokenAsTheKernel(c, l.data(), t, idx.data() + t * cfg.top_k,
+                          w.data() + t * cfg.top_k);
+  }
+  EXPECT_TRUE(testing::SameTokenRouting(c.top_idx, c.top_w, idx, w, n,
+                                        cfg.top_k, cfg.top_k));
+}
+
 class RouteKernelEmulationTest : public ::testing::TestWithParam<std::string> {
 };
 
@@ -84,22 +107,21 @@ TEST_P(RouteKernelEmulationTest, RoutesEveryKernelCaseAsTheGoldenCase) {
     // to the CPU kernels by tests/kernels/cuda/cuda_kernels_test.cc.
     GTEST_SKIP() << "not the fused kernel's no-group token choice";
   }
-  const int64_t n = c->tokens, E = cfg.num_experts, H = cfg.hidden;
-  std::vector<int32_t> idx(n * cfg.top_k);
-  std::vector<float> w(n * cfg.top_k), l(E);
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t e = 0; e < E; ++e) {  // the fp32 gate GEMM
-      double acc = 0;
-      for (int64_t i = 0; i < H; ++i) {
-        acc += double(c->x[t * H + i]) * c->gate[e * H + i];
-      }
-      l[e] = static_cast<float>(acc);
-    }
-    RouteTokenAsTheKernel(*c, l.data(), t, idx.data() + t * cfg.top_k,
-                          w.data() + t * cfg.top_k);
+  ExpectKernelRoutesAsTheCase(*c);
+}
+
+// The late-2026 shapes without groups (tests/testutil/many_experts.h: 896
+// experts top-16 with the correction bias, softmax over 640 top-22), on
+// random layers with a hot expert for the second half of the tokens, as the
+// naive reference routes them.
+TEST(RouteKernelEmulation, ManyExpertsAndSlotsRouteAsTheReference) {
+  for (const testing::ManyExpertsShape& s : testing::ManyExpertsShapes()) {
+    if (s.config.n_groups > 0) continue;
+    SCOPED_TRACE(s.name);
+    auto c = testing::RandomCase(s.config, 29, 31, s.name);
+    testing::MakeExpertHot(c, s.config.num_experts - 1, 15);
+    ExpectKernelRoutesAsTheCase(c);
   }
-  EXPECT_TRUE(testing::SameTokenRouting(c->top_idx, c->top_w, idx, w, n,
-                                        cfg.top_k, cfg.top_k));
 }
 
 std::string CaseName(const ::testing::TestParamInfo<std::string>& info) {

@@ -19,6 +19,7 @@
 #include "tests/testutil/golden_case.h"
 #include "tests/testutil/hf_writer.h"
 #include "tests/testutil/local_cluster.h"
+#include "tests/testutil/many_experts.h"
 
 namespace moe {
 namespace {
@@ -275,6 +276,67 @@ TEST(DistributedGolden, DirectStepsGiveTheAllToAllBits) {
       }
     }
     fs::remove_all(dir);
+  }
+}
+
+// The late-2026 shapes (tests/testutil/many_experts.h: 512 experts top-22
+// with groups, 896 top-16, softmax over 640 top-22), each written as a
+// checkpoint and served by a router with 2 CPU workers: requests of up to
+// --direct-step-tokens=8 rows take direct steps, the whole case (41 rows,
+// the last 20 all picking one hot expert) the all-to-all. Routing ids are
+// the reference's and y within the fp32 golden tolerance, row for row.
+TEST(DistributedGolden, ManyExpertsAndSlotsOverDirectAndAllToAllSteps) {
+  constexpr int64_t kTokens = 41, kHotFrom = 21, kDirect = 8;
+  for (const testing::ManyExpertsShape& s : testing::ManyExpertsShapes()) {
+    SCOPED_TRACE(s.name);
+    auto c = testing::RandomCase(s.config, kTokens, 23, s.name);
+    const int64_t hot = s.config.num_experts / 2 + 1;
+    testing::MakeExpertHot(c, hot, kHotFrom);
+    const testing::HfWriteOptions o;
+    auto written = testing::WriteCaseCheckpoint(c, s.name + "_", o);
+    ASSERT_TRUE(written.ok()) << written.status();
+    testing::LocalCluster cluster;
+    testing::LocalCluster::Options co;
+    co.model_args = {"--model=" + *written};
+    co.workers = 2;
+    co.direct_step_tokens = kDirect;
+    ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+    const int64_t H = s.config.hidden, k = s.config.top_k;
+    // Rows [begin, end) of the case: 0 rows, 1, 7 (both direct), the 7 hot
+    // ones at the end (direct), and all 41 (the all-to-all).
+    const std::pair<int64_t, int64_t> slices[] = {
+        {0, 0}, {0, 1}, {3, 10}, {kTokens - 7, kTokens}, {0, kTokens}};
+    for (const auto& [begin, end] : slices) {
+      SCOPED_TRACE(absl::StrCat("rows ", begin, "..", end));
+      const int64_t n = end - begin;
+      ForwardOptions fo;
+      fo.routing = true;
+      auto r = cluster.client().Forward(static_cast<int32_t>(o.layer),
+                                        c.x.data() + begin * H, n, H, fo);
+      ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+      ASSERT_EQ(r->tokens, n);
+      const std::vector<float> y(c.y.begin() + begin * H,
+                                 c.y.begin() + end * H);
+      const std::vector<int64_t> idx(c.top_idx.begin() + begin * k,
+                                     c.top_idx.begin() + end * k);
+      const std::vector<float> w(c.top_w.begin() + begin * k,
+                                 c.top_w.begin() + end * k);
+      EXPECT_TRUE(testing::AllClose(r->y, y, testing::kF32Tol));
+      if (n == 0) continue;
+      EXPECT_TRUE(testing::SameTokenRouting(idx, w, r->expert_ids, r->weights,
+                                            n, k, r->slots));
+      if (end == kTokens) {
+        // Nearly every hot row: under a group limit sigmoid scores saturate
+        // and another group can now and then outscore the hot one.
+        const int64_t from = std::max(begin, kHotFrom) - begin;
+        const int64_t hot_slots =
+            std::count(r->expert_ids.begin() + from * k, r->expert_ids.end(),
+                       static_cast<int32_t>(hot));
+        EXPECT_GE(hot_slots * 5, (n - from) * 4)
+            << "expert " << hot << " is not hot";
+      }
+    }
+    fs::remove_all(*written);
   }
 }
 

@@ -1,6 +1,8 @@
 #include "kernels/cpu/routing.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -125,6 +127,11 @@ TEST(Routing, RuleKeysAndOrder) {
   EXPECT_TRUE(RouteFitsSharedMemory(256, 8));
   EXPECT_FALSE(RouteFitsSharedMemory(4096, 4096));
   EXPECT_EQ(RouteDynamicSharedBytes(256, 8), (2 * 256 + 8) * 4 + 256 + 8);
+  // The late-2026 layers take the fused kernel: Nemotron 3 Super (512
+  // experts in 8 groups), Kimi K3 (896), and 1024 experts for room.
+  EXPECT_TRUE(RouteFitsSharedMemory(512, 8));
+  EXPECT_TRUE(RouteFitsSharedMemory(896, 0));
+  EXPECT_TRUE(RouteFitsSharedMemory(1024, 32));
 }
 
 TEST(Routing, TiesGoToTheLowerExpert) {
@@ -172,6 +179,69 @@ TEST(Routing, GroupLimitedTop2SumAndMax) {
   SelectTopK(p, scores, 1, idx, w, 1);
   EXPECT_EQ(idx[0], 5);
   EXPECT_EQ(idx[1], 4);
+}
+
+// 1024 experts in 16 groups keeping 8, top-32, sigmoid scores with the
+// correction bias, over enough tokens for the threaded path: the kernel's
+// choice is a plain sort's (groups by top-2 sum of the choice keys, then
+// experts by key, ties to the lower id), and the weights are the unbiased
+// scores.
+TEST(Routing, ThousandExpertsTopThirtyTwoWithGroupsMatchAPlainSort) {
+  const int64_t E = 1024, k = 32, G = 16, kept = 8, n = 70;
+  std::vector<float> logits(n * E), bias(E), s(n * E);
+  uint64_t state = 7;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>((state >> 40) % 20001) / 10000.0f - 1.0f;
+  };
+  for (float& v : logits) v = 3.0f * next();
+  for (float& v : bias) v = 0.05f * next();
+  ComputeScores(kScoreSigmoid, logits.data(), n, E, s.data(), 2);
+  TopKParams p;
+  p.num_experts = E;
+  p.top_k = k;
+  p.expert_bias = bias.data();
+  p.n_groups = G;
+  p.topk_groups = kept;
+  p.group_score = kGroupTop2Sum;
+  std::vector<int32_t> idx(n * k);
+  std::vector<float> w(n * k);
+  SelectTopK(p, s.data(), n, idx.data(), w.data(), 2);
+  const int64_t size = E / G;
+  for (int64_t t = 0; t < n; ++t) {
+    SCOPED_TRACE(t);
+    std::vector<float> key(E);
+    for (int64_t e = 0; e < E; ++e) key[e] = s[t * E + e] + bias[e];
+    std::vector<float> group(G);
+    for (int64_t g = 0; g < G; ++g) {
+      std::vector<float> v(key.begin() + g * size,
+                           key.begin() + (g + 1) * size);
+      std::sort(v.rbegin(), v.rend());
+      group[g] = v[0] + v[1];
+    }
+    std::vector<int64_t> gorder(G), order(E);
+    std::iota(gorder.begin(), gorder.end(), 0);
+    std::stable_sort(gorder.begin(), gorder.end(),
+                     [&](int64_t a, int64_t b) { return group[a] > group[b]; });
+    std::vector<bool> keep(G, false);
+    for (int64_t j = 0; j < kept; ++j) keep[gorder[j]] = true;
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_partition(order.begin(), order.end(),
+                          [&](int64_t e) { return keep[e / size]; });
+    std::stable_sort(order.begin(), order.begin() + kept * size,
+                     [&](int64_t a, int64_t b) { return key[a] > key[b]; });
+    std::vector<int64_t> want(order.begin(), order.begin() + k);
+    std::sort(want.begin(), want.end());  // compared as sets; order above
+    std::vector<int64_t> got(idx.begin() + t * k, idx.begin() + (t + 1) * k);
+    for (int64_t j = 0; j < k; ++j) {
+      EXPECT_EQ(w[t * k + j], s[t * E + got[j]]) << "slot " << j;
+      if (j > 0) {
+        EXPECT_GE(key[got[j - 1]], key[got[j]]) << "slot " << j;
+      }
+    }
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, want);
+  }
 }
 
 TEST(Routing, CapacityAdmitsTokenMajor) {

@@ -19,6 +19,7 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/routing_rule.h"
 #include "tests/testutil/cuda_test_util.h"
+#include "tests/testutil/many_experts.h"
 
 namespace moe {
 namespace {
@@ -32,6 +33,15 @@ static_assert(384 <= kcu::kMaxRouteExperts && 512 <= kcu::kMaxRouteExperts);
 static_assert(10 <= kcu::kMaxRouteTopK);
 static_assert(kernels::RouteFitsSharedMemory(384, 1) &&
               kernels::RouteFitsSharedMemory(512, 0));
+// And the late-2026 ones (tests/testutil/many_experts.h): Nemotron 3 Super
+// (512 experts in 8 groups, k = 22), Kimi K3 (896, k = 16), 640 with k = 22;
+// and room to spare: 1024 experts with k = 32.
+static_assert(896 <= kcu::kMaxRouteExperts && 1024 <= kcu::kMaxRouteExperts);
+static_assert(22 <= kcu::kMaxRouteTopK && 32 <= kcu::kMaxRouteTopK);
+static_assert(kernels::RouteFitsSharedMemory(512, 8) &&
+              kernels::RouteFitsSharedMemory(896, 0) &&
+              kernels::RouteFitsSharedMemory(640, 0) &&
+              kernels::RouteFitsSharedMemory(1024, 0));
 
 class Cuda2026KernelTest : public ::testing::Test {
  protected:
@@ -140,6 +150,55 @@ TEST_F(Cuda2026KernelTest, RoutingMatchesTheCpuRouter) {
       a.tid2eid = d_table.as<int32_t>();
       a.token_ids = d_ids.as<int64_t>();
     }
+    a.renorm = c.route_norm;
+    a.route_scale = c.route_scale;
+    a.norm_min = c.norm_min;
+    a.idx = d_idx.as<int32_t>();
+    a.weights = d_w.as<float>();
+    ASSERT_EQ(kcu::RouteTopK(a, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(testing::Download<int32_t>(d_idx, n * k), want.expert);
+    const auto w = testing::Download<float>(d_w, n * k);
+    for (size_t i = 0; i < w.size(); ++i) {
+      EXPECT_NEAR(w[i], want.weight[i], 1e-5 * (1 + std::fabs(want.weight[i])))
+          << i;
+    }
+  }
+}
+
+// The late-2026 shapes through the fused kernel, groups included, against
+// the CPU router on the same logits: the same experts in the same order and
+// the same weights.
+TEST_F(Cuda2026KernelTest, ManyExpertsAndSlotsMatchTheCpuRouter) {
+  const int64_t n = 37;
+  for (const testing::ManyExpertsShape& s : testing::ManyExpertsShapes()) {
+    const MoeLayerConfig& c = s.config;
+    SCOPED_TRACE(s.name);
+    ASSERT_TRUE(c.Validate().ok()) << c.Validate();
+    const int64_t E = c.num_experts, k = c.top_k;
+    const auto logits = Random(n * E, E + k, 3);
+    const auto bias = Random(E, 5, 0.5f);
+    RouteTables tables;
+    tables.expert_bias = bias.data();
+    TokenRouter cpu;
+    Routing want;
+    ASSERT_TRUE(
+        cpu.RouteLogits(c, tables, logits.data(), n, {}, {}, 1, &want).ok());
+    DeviceBuffer d_logits = testing::Upload(logits),
+                 d_bias = testing::Upload(bias);
+    auto d_idx = *DeviceBuffer::Allocate(n * k * 4);
+    auto d_w = *DeviceBuffer::Allocate(n * k * 4);
+    kcu::RouteArgs a;
+    a.logits = d_logits.as<float>();
+    a.tokens = n;
+    a.num_experts = static_cast<int32_t>(E);
+    a.top_k = static_cast<int32_t>(k);
+    a.score_func = ScoreId(c.score_func);
+    a.expert_bias = c.use_bias ? d_bias.as<float>() : nullptr;
+    a.n_groups = static_cast<int32_t>(c.n_groups);
+    a.topk_groups = static_cast<int32_t>(c.topk_groups);
+    a.group_score =
+        c.group_score == GroupScore::kMax ? kcu::kGroupMax : kcu::kGroupTop2Sum;
     a.renorm = c.route_norm;
     a.route_scale = c.route_scale;
     a.norm_min = c.norm_min;
