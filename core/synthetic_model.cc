@@ -58,16 +58,33 @@ class SyntheticModel : public ModelSource {
       case WeightRole::kSharedW2:
         fan_in = static_cast<float>(c.shared_inter);
         break;
+      case WeightRole::kW1:
+      case WeightRole::kW3:
+        fan_in = static_cast<float>(c.expert_width());
+        break;
+      case WeightRole::kLatentW2:
+        fan_in = static_cast<float>(c.latent);
+        break;
       case WeightRole::kExpertBias:
       case WeightRole::kRouterBias:
       case WeightRole::kB1:
       case WeightRole::kB3:
       case WeightRole::kB2:
+      case WeightRole::kLatentB1:
+      case WeightRole::kLatentB2:
         fan_in = 300.0f;
         break;  // small offsets
       default:
         fan_in = static_cast<float>(c.hidden);
     }
+    // Norm weights and scales multiply: around 1, so each one matters.
+    const bool around_one =
+        role == WeightRole::kLatentNorm || role == WeightRole::kGateScale ||
+        role == WeightRole::kPerExpertScale ||
+        role == WeightRole::kExpertsInNorm ||
+        role == WeightRole::kExpertsOutNorm ||
+        role == WeightRole::kSharedInNorm || role == WeightRole::kSharedOutNorm;
+    if (around_one) fan_in = 12.0f;  // U(-0.5, 0.5)
     const float a = std::sqrt(3.0f / fan_in);
     const uint64_t key = SplitMix64(
         spec_.seed ^ SplitMix64((static_cast<uint64_t>(layer) << 40) ^
@@ -76,7 +93,9 @@ class SyntheticModel : public ModelSource {
     const int64_t n = t.numel();
     t.owned.resize(static_cast<size_t>(n) * sizeof(float));
     auto* out = reinterpret_cast<float*>(t.owned.data());
-    for (int64_t i = 0; i < n; ++i) out[i] = a * UniformAt(key, i);
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = (around_one ? 1.0f : 0.0f) + a * UniformAt(key, i);
+    }
     if (role == WeightRole::kGate && spec_.gate_zipf != 0) {
       for (int64_t e = 0; e < c.num_experts; ++e) {
         const float scale = static_cast<float>(
