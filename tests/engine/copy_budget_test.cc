@@ -391,5 +391,43 @@ TEST(CopyBudget, WorkerAtP2MovesEachActivationByteOnceEachWay) {
   }
 }
 
+// A device backend refuses, by name and at load, the late-2026 options its
+// kernels do not compute, so that no layer is served with part of its math
+// missing; the gated activations are shared with the CPU and pass.
+TEST(DeviceLayerMath, RefusesWhatTheKernelsDoNotComputeByName) {
+  MoeLayerConfig c;
+  c.hidden = 64;
+  c.inter = 32;
+  c.num_experts = 8;
+  c.top_k = 2;
+  c.act = Activation::kSitu;
+  EXPECT_TRUE(CheckDeviceLayerMath(c, "cuda:0").ok());
+  c.act = Activation::kGeluTanh;
+  EXPECT_TRUE(CheckDeviceLayerMath(c, "cuda:0").ok());
+  struct Case {
+    void (*set)(MoeLayerConfig&);
+    const char* named;
+  };
+  const Case cases[] = {
+      {[](MoeLayerConfig& m) {
+         m.gated = false;
+         m.act = Activation::kRelu2;
+       },
+       "non-gated"},
+      {[](MoeLayerConfig& m) { m.latent = 16; }, "LatentMoE"},
+      {[](MoeLayerConfig& m) { m.branch_norms = true; }, "branch norms"},
+      {[](MoeLayerConfig& m) { m.router_prenorm = true; }, "pre-norm"},
+      {[](MoeLayerConfig& m) { m.per_expert_scale = true; }, "per-expert"},
+  };
+  for (const Case& k : cases) {
+    MoeLayerConfig m = c;
+    k.set(m);
+    const absl::Status s = CheckDeviceLayerMath(m, "cuda:0");
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << k.named;
+    EXPECT_NE(s.message().find(k.named), absl::string_view::npos) << s;
+    EXPECT_NE(s.message().find("cuda:0"), absl::string_view::npos) << s;
+  }
+}
+
 }  // namespace
 }  // namespace moe
