@@ -322,6 +322,26 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
                                  std::move(t));
     }
   }
+  // ModelOpt NVFP4: a quantised linear's U8 code pairs come with its
+  // `weight_scale` (E4M3 per 16) and `weight_scale_2` (fp32 global); the
+  // modules its `ignore` list names have neither and are read as stored.
+  if (spec_.quant_method == "modelopt" && absl::EndsWith(name, ".weight") &&
+      weight_map_.count(name + "_scale") > 0) {
+    const std::vector<int64_t> logical = ExpectedShape(c, role);
+    if (logical.size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t.name, ": an NVFP4 weight must be a 2-D linear"));
+    }
+    const std::string names[3] = {name, name + "_scale", name + "_scale_2"};
+    if (weight_map_.count(names[2]) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t.name, ": NVFP4 weight has '", names[1],
+                       "' but no global scale '", names[2], "' (F32 scalar)"));
+    }
+    MOE_ASSIGN_OR_RETURN(TensorRef scale, Find(names[1]));
+    MOE_ASSIGN_OR_RETURN(TensorRef scale_2, Find(names[2]));
+    return ReadNvfp4(ref, scale, scale_2, names, logical[0], logical[1]);
+  }
   const bool fp8 =
       ref.entry->dtype == DType::kF8E4M3 || ref.entry->dtype == DType::kF8E5M2;
   const std::string scale_name = name + "_scale_inv";
