@@ -89,6 +89,39 @@ absl::Status ReadFp8BlockSize(const std::string& config,
   return absl::OkStatus();
 }
 
+// ModelOpt exports also describe their quantisation in hf_quant_config.json
+// ({"quantization": {"quant_algo": "NVFP4", "group_size": 16,
+// "exclude_modules": [...]}}), and some carry it only there. When config.json
+// names no method, an NVFP4 one there makes the checkpoint's NVFP4 tensors
+// readable (quant_method "modelopt"); any other algorithm is refused, naming
+// it, rather than its tensors served as garbage. The excluded modules need no
+// list: they have no weight_scale and are read as stored.
+absl::Status ReadModelOptQuantConfig(const fs::path& root, HfModelSpec* spec) {
+  const fs::path path = root / "hf_quant_config.json";
+  std::error_code ec;
+  if (!spec->quant_method.empty() || !fs::exists(path, ec)) {
+    return absl::OkStatus();
+  }
+  MOE_ASSIGN_OR_RETURN(std::string text, ReadText(path));
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto q = j.is_object() ? j.find("quantization") : j.end();
+  if (j.is_discarded() || !j.is_object() || q == j.end() || !q->is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path.string(), ": needs a 'quantization' object"));
+  }
+  const auto algo = q->find("quant_algo");
+  if (algo == q->end() || algo->is_null()) return absl::OkStatus();
+  const auto group = q->find("group_size");
+  if (*algo != "NVFP4" ||
+      (group != q->end() && !group->is_null() && *group != 16)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path.string(), ": quantization ", q->dump(),
+        " is not supported (supported: quant_algo NVFP4, group_size 16)"));
+  }
+  spec->quant_method = "modelopt";
+  return absl::OkStatus();
+}
+
 // Copies the role's [out, in] weight out of a fused x·W tensor: w[o][i] =
 // src[i][col0 + o * step], in tiles so that both sides stay in cache.
 template <typename T>
@@ -178,6 +211,7 @@ absl::StatusOr<std::unique_ptr<HfCheckpoint>> HfCheckpoint::Open(
   ckpt->spec_.info.source = dir;
   MOE_RETURN_IF_ERROR(
       ReadFp8BlockSize(config, (root / "config.json").string(), &ckpt->spec_));
+  MOE_RETURN_IF_ERROR(ReadModelOptQuantConfig(root, &ckpt->spec_));
 
   const fs::path index_path = root / "model.safetensors.index.json";
   if (fs::exists(index_path, ec)) {

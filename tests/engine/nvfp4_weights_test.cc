@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -368,6 +369,31 @@ TEST_F(Nvfp4CheckpointTest, OtherModelOptAlgorithmsAreRefused) {
   EXPECT_NE(nv.status().message().find("'FP8'"), std::string::npos)
       << nv.status();
   EXPECT_NE(nv.status().message().find("NVFP4"), std::string::npos);
+}
+
+// Exports that describe their quantisation only in hf_quant_config.json.
+TEST_F(Nvfp4CheckpointTest, HfQuantConfigAloneIsEnough) {
+  ASSERT_TRUE(
+      testing::SetHfConfigKey(nv_dir_, "quantization_config", "null").ok());
+  const auto write = [&](const std::string& algo) {
+    std::ofstream(nv_dir_ + "/hf_quant_config.json")
+        << R"({"producer": {"name": "modelopt"}, "quantization": )"
+        << R"({"quant_algo": ")" << algo
+        << R"(", "group_size": 16, "exclude_modules": ["lm_head"]}})";
+  };
+  write("NVFP4");
+  auto nv = HfCheckpoint::Open(nv_dir_);
+  ASSERT_TRUE(nv.ok()) << nv.status();
+  auto w2 = (*nv)->Get(kLayer, WeightRole::kW2, 1);
+  ASSERT_TRUE(w2.ok()) << w2.status();
+  EXPECT_TRUE(w2->is_nvfp4());
+  write("W4A8_AWQ");
+  auto awq = HfCheckpoint::Open(nv_dir_);
+  ASSERT_FALSE(awq.ok());
+  EXPECT_NE(awq.status().message().find("W4A8_AWQ"), std::string::npos)
+      << awq.status();
+  EXPECT_NE(awq.status().message().find("hf_quant_config.json"),
+            std::string::npos);
 }
 
 }  // namespace
