@@ -533,6 +533,9 @@ void GemmPanelsAvx2(const float* const* a_rows, int64_t m, int64_t k,
   } else if (format == WeightFormat::kMXFP4) {
     Run(a_rows, m, k, static_cast<const Mxfp4Byte*>(packed), panel_begin,
         panel_end, epilogue, n_out, out_rows);
+  } else if (format == WeightFormat::kNVFP4 && m == 1) {
+    Nvfp4GemvAvx2(a_rows[0], k, packed, panel_begin, panel_end, epilogue, n_out,
+                  out_rows[0]);
   } else if (format == WeightFormat::kNVFP4) {
     Run(a_rows, m, k, static_cast<const Nvfp4Byte*>(packed), panel_begin,
         panel_end, epilogue, n_out, out_rows);

@@ -4,6 +4,7 @@
 // multiple of 16 or 32, and padded K as for W2), odd N, and row counts for
 // each of the kernels' paths (decode-sized tiles, one register tile, the
 // block decoded once for several tiles).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -64,7 +65,7 @@ TEST_P(Nvfp4GemmTest, MatchesDequantisedReference) {
   std::mt19937_64 rng(29);
   for (int64_t m : {1, 2, 3, 4, 6, 7, 8, 13, 25}) {
     for (int64_t n : {1, 33, 70}) {
-      for (int64_t k : {1, 7, 16, 33, 96, 300, 544}) {
+      for (int64_t k : {1, 7, 16, 33, 50, 96, 300, 544}) {
         const int64_t row_len = k == 300 ? 290 : k;  // padded K, as for W2
         RandomNvfp4 w(n, row_len, rng);
         std::vector<uint8_t> packed(PackedBytes(WeightFormat::kNVFP4, n, k));
@@ -95,6 +96,53 @@ TEST_P(Nvfp4GemmTest, MatchesDequantisedReference) {
           }
         }
       }
+    }
+  }
+}
+
+// One row (decode; on AVX2 the integer GEMV, which rounds each activation
+// to 22 bits below its 32-block's largest magnitude) over activations that
+// span 60 binades inside a block, whole zero blocks, short last blocks of at
+// most and of more than 16 steps, and a range of panels: within that
+// rounding of a double-precision product.
+TEST_P(Nvfp4GemmTest, OneRowWithinTheActivationRounding) {
+  std::mt19937_64 rng(41);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int> binade(-30, 30);
+  for (int64_t k : {7, 16, 20, 50, 64, 300}) {
+    const int64_t n = 70;
+    RandomNvfp4 w(n, k, rng);
+    std::vector<uint8_t> packed(PackedBytes(WeightFormat::kNVFP4, n, k));
+    PackRowsNVFP4(w.rows.data(), w.row_scales.data(), w.globals.data(), n, k, k,
+                  packed.data());
+    std::vector<float> a(k);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      a[kk] = std::ldexp(u(rng), binade(rng));
+      if (kk / 32 == 1) a[kk] = 0.0f;  // a whole zero block
+    }
+    std::vector<float> c(n, -9.0f);
+    const float* a_row = a.data();
+    std::vector<float*> c_rows = {c.data()};
+    // Panels 1 and 2 only: panel 0's outputs must stay untouched.
+    GemmPanels(&a_row, 1, k, packed.data(), WeightFormat::kNVFP4, 1, 3,
+               Epilogue::kStore, n, c_rows.data());
+    for (int64_t j = 0; j < n; ++j) {
+      if (j < kPanelWidth) {
+        ASSERT_EQ(c[j], -9.0f) << "k=" << k << " column " << j;
+        continue;
+      }
+      double want = 0, bound = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const double wv = w.Value(j, kk);
+        want += double(a[kk]) * wv;
+        float bmax = 0.0f;
+        for (int64_t i = kk / 32 * 32;
+             i < std::min<int64_t>(k, kk / 32 * 32 + 32); ++i) {
+          bmax = std::max(bmax, std::fabs(a[i]));
+        }
+        bound += std::fabs(wv) * (bmax * 0x1p-21 + 4e-7 * std::fabs(a[kk]));
+      }
+      ASSERT_NEAR(c[j], want, bound + 1e-30) << "k=" << k << " column " << j;
     }
   }
 }
