@@ -1,10 +1,10 @@
 // moe-gemm-bench: one routed expert's two GEMMs (fused gate/up with SwiGLU,
 // then down) through the CPU kernels' GemmPanels on one thread, for a few
-// rows (decode) and fp32 or MXFP4 weights, over --experts copies so that
-// the weights stream from DRAM (1: they stay in cache). Reports the fastest
-// and the median call and the weight bytes read per second: the kernels'
-// own speed, apart from routing, threading and the rest of a layer, and
-// robust on a shared machine (the fastest of many short calls).
+// rows (decode) and fp32, bf16, FP8, MXFP4 or NVFP4 weights, over --experts
+// copies so that the weights stream from DRAM (1: they stay in cache). Reports
+// the fastest and the median call and the weight bytes read per second: the
+// kernels' own speed, apart from routing, threading and the rest of a layer,
+// and robust on a shared machine (the fastest of many short calls).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -20,7 +20,8 @@
 #include "core/flag_help.h"
 #include "kernels/cpu/packed_gemm.h"
 
-ABSL_FLAG(std::string, format, "mxfp4", "weights: mxfp4, fp8, bf16 or f32");
+ABSL_FLAG(std::string, format, "mxfp4",
+          "weights: mxfp4, nvfp4, fp8, bf16 or f32");
 ABSL_FLAG(int64_t, rows, 1, "rows (tokens routed to the expert)");
 ABSL_FLAG(int64_t, hidden, 2048, "hidden size H");
 ABSL_FLAG(int64_t, inter, 1408, "expert intermediate size I");
@@ -75,6 +76,22 @@ std::vector<uint8_t> PackRandom(kc::WeightFormat format, int64_t n, int64_t k,
     kc::PackRowsFP8(rows.data(), row_scales.data(), n, k, k, packed.data());
     return packed;
   }
+  if (format == kc::WeightFormat::kNVFP4) {
+    // E4M3 scales in [2^-3, 2^4) (no NaN), a global scale per weight.
+    const int64_t blocks = kernels::NvBlocks(k);
+    std::vector<uint8_t> codes(n * (k + 1) / 2), scales(n * blocks);
+    for (uint8_t& b : codes) b = static_cast<uint8_t>(rng());
+    for (uint8_t& s : scales) s = static_cast<uint8_t>(0x20 + rng() % 0x40);
+    std::vector<float> globals(n, 0.01f);
+    std::vector<const uint8_t*> rows(n), row_scales(n);
+    for (int64_t r = 0; r < n; ++r) {
+      rows[r] = codes.data() + r * ((k + 1) / 2);
+      row_scales[r] = scales.data() + r * blocks;
+    }
+    kc::PackRowsNVFP4(rows.data(), row_scales.data(), globals.data(), n, k, k,
+                      packed.data());
+    return packed;
+  }
   const int64_t blocks = kernels::MxBlocks(k);
   std::vector<uint8_t> codes(n * (k + 1) / 2), scales(n * blocks);
   for (uint8_t& b : codes) b = static_cast<uint8_t>(rng());
@@ -90,6 +107,7 @@ std::vector<uint8_t> PackRandom(kc::WeightFormat format, int64_t n, int64_t k,
 
 std::optional<kc::WeightFormat> FormatNamed(const std::string& name) {
   if (name == "mxfp4") return kc::WeightFormat::kMXFP4;
+  if (name == "nvfp4") return kc::WeightFormat::kNVFP4;
   if (name == "fp8") return kc::WeightFormat::kFP8;
   if (name == "bf16") return kc::WeightFormat::kBF16;
   if (name == "f32") return kc::WeightFormat::kF32;
@@ -100,8 +118,8 @@ int Main() {
   const std::string name = absl::GetFlag(FLAGS_format);
   const auto format = FormatNamed(name);
   if (!format) {
-    std::cerr << "--format: expected mxfp4, fp8, bf16 or f32, got " << name
-              << "\n";
+    std::cerr << "--format: expected mxfp4, nvfp4, fp8, bf16 or f32, got "
+              << name << "\n";
     return kExitUsage;
   }
   const int64_t m = absl::GetFlag(FLAGS_rows), h = absl::GetFlag(FLAGS_hidden),

@@ -49,8 +49,10 @@ ABSL_FLAG(int64_t, tokens, 512, "synthetic: tokens N per step");
 ABSL_FLAG(int, reps, 5, "synthetic: timed repetitions");
 ABSL_FLAG(std::string, weight_dtype, "auto",
           "expert weights: auto (the checkpoint's own storage; fp32 for "
-          "--synthetic), f32, bf16, fp8 (e4m3 with 128x128 block scales) or "
-          "mxfp4 (routed experts E2M1 with an E8M0 scale per 32 inputs)");
+          "--synthetic), f32, bf16, fp8 (e4m3 with 128x128 block scales), "
+          "mxfp4 (routed experts E2M1 with an E8M0 scale per 32 inputs) or "
+          "nvfp4 (routed experts E2M1 with an E4M3 scale per 16 inputs and "
+          "an fp32 scale per tensor)");
 ABSL_FLAG(int, threads, 0, "compute threads (0: all cores)");
 ABSL_FLAG(std::string, isa, "auto",
           "CPU kernels: auto, avx512, avx2 or generic (for comparisons)");
@@ -407,9 +409,11 @@ int main(int argc, char** argv) {
       argc, argv,
       "Run one MoE layer of a checkpoint, or time a synthetic layer.\n"
       "  moe-bench --model DIR --layer L --input IN.safetensors --output "
-      "OUT.safetensors [--weight-dtype auto|f32|bf16|fp8|mxfp4] [--routing]\n"
+      "OUT.safetensors [--weight-dtype auto|f32|bf16|fp8|mxfp4|nvfp4] "
+      "[--routing]\n"
       "  moe-bench --synthetic --hidden H --inter I --experts E --top-k K "
-      "[--shared-inter S] --tokens N [--weight-dtype auto|f32|bf16|fp8|mxfp4] "
+      "[--shared-inter S] --tokens N "
+      "[--weight-dtype auto|f32|bf16|fp8|mxfp4|nvfp4] "
       "[--reps R]\n"
       "  moe-bench --device cuda[:N] [--experts-only [--weight-dtype fp8]] "
       "--hidden H --inter I --experts E --top-k K --tokens N\n"

@@ -89,6 +89,39 @@ absl::Status ReadFp8BlockSize(const std::string& config,
   return absl::OkStatus();
 }
 
+// ModelOpt exports also describe their quantisation in hf_quant_config.json
+// ({"quantization": {"quant_algo": "NVFP4", "group_size": 16,
+// "exclude_modules": [...]}}), and some carry it only there. When config.json
+// names no method, an NVFP4 one there makes the checkpoint's NVFP4 tensors
+// readable (quant_method "modelopt"); any other algorithm is refused, naming
+// it, rather than its tensors served as garbage. The excluded modules need no
+// list: they have no weight_scale and are read as stored.
+absl::Status ReadModelOptQuantConfig(const fs::path& root, HfModelSpec* spec) {
+  const fs::path path = root / "hf_quant_config.json";
+  std::error_code ec;
+  if (!spec->quant_method.empty() || !fs::exists(path, ec)) {
+    return absl::OkStatus();
+  }
+  MOE_ASSIGN_OR_RETURN(std::string text, ReadText(path));
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto q = j.is_object() ? j.find("quantization") : j.end();
+  if (j.is_discarded() || !j.is_object() || q == j.end() || !q->is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path.string(), ": needs a 'quantization' object"));
+  }
+  const auto algo = q->find("quant_algo");
+  if (algo == q->end() || algo->is_null()) return absl::OkStatus();
+  const auto group = q->find("group_size");
+  if (*algo != "NVFP4" ||
+      (group != q->end() && !group->is_null() && *group != 16)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path.string(), ": quantization ", q->dump(),
+        " is not supported (supported: quant_algo NVFP4, group_size 16)"));
+  }
+  spec->quant_method = "modelopt";
+  return absl::OkStatus();
+}
+
 // Copies the role's [out, in] weight out of a fused x·W tensor: w[o][i] =
 // src[i][col0 + o * step], in tiles so that both sides stay in cache.
 template <typename T>
@@ -178,6 +211,7 @@ absl::StatusOr<std::unique_ptr<HfCheckpoint>> HfCheckpoint::Open(
   ckpt->spec_.info.source = dir;
   MOE_RETURN_IF_ERROR(
       ReadFp8BlockSize(config, (root / "config.json").string(), &ckpt->spec_));
+  MOE_RETURN_IF_ERROR(ReadModelOptQuantConfig(root, &ckpt->spec_));
 
   const fs::path index_path = root / "model.safetensors.index.json";
   if (fs::exists(index_path, ec)) {
@@ -321,6 +355,26 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
       return DeepseekV4Quantised(ExpectedShape(c, role), ref, v4_scale,
                                  std::move(t));
     }
+  }
+  // ModelOpt NVFP4: a quantised linear's U8 code pairs come with its
+  // `weight_scale` (E4M3 per 16) and `weight_scale_2` (fp32 global); the
+  // modules its `ignore` list names have neither and are read as stored.
+  if (spec_.quant_method == "modelopt" && absl::EndsWith(name, ".weight") &&
+      weight_map_.count(name + "_scale") > 0) {
+    const std::vector<int64_t> logical = ExpectedShape(c, role);
+    if (logical.size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t.name, ": an NVFP4 weight must be a 2-D linear"));
+    }
+    const std::string names[3] = {name, name + "_scale", name + "_scale_2"};
+    if (weight_map_.count(names[2]) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t.name, ": NVFP4 weight has '", names[1],
+                       "' but no global scale '", names[2], "' (F32 scalar)"));
+    }
+    MOE_ASSIGN_OR_RETURN(TensorRef scale, Find(names[1]));
+    MOE_ASSIGN_OR_RETURN(TensorRef scale_2, Find(names[2]));
+    return ReadNvfp4(ref, scale, scale_2, names, logical[0], logical[1]);
   }
   const bool fp8 =
       ref.entry->dtype == DType::kF8E4M3 || ref.entry->dtype == DType::kF8E5M2;

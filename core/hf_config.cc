@@ -314,9 +314,9 @@ absl::Status CheckArchitectures(const json& j, HfFamily family,
 }
 
 // quantization_config: absent, or a method the loader reads: block FP8
-// (DeepSeek-V3's weight_scale_inv, DeepSeek-V4's E8M0 .scale) and gpt-oss's
-// MXFP4 *_blocks/*_scales. Anything else would be served as garbage, so it
-// is refused here.
+// (DeepSeek-V3's weight_scale_inv, DeepSeek-V4's E8M0 .scale), gpt-oss's
+// MXFP4 *_blocks/*_scales and ModelOpt's NVFP4. Anything else would be served
+// as garbage, so it is refused here.
 absl::StatusOr<std::string> QuantMethod(const json& j, HfFamily family,
                                         absl::string_view label) {
   auto it = j.find("quantization_config");
@@ -328,13 +328,33 @@ absl::StatusOr<std::string> QuantMethod(const json& j, HfFamily family,
   }
   const std::string method = m->get<std::string>();
   if (method == "fp8") return method;
+  // NVIDIA ModelOpt: NVFP4 only (weight / weight_scale / weight_scale_2,
+  // read by the checkpoint); its FP8 and mixed algorithms are other layouts.
+  if (method == "modelopt") {
+    const auto algo = it->find("quant_algo");
+    const std::string found = algo == it->end()   ? "none"
+                              : algo->is_string() ? algo->get<std::string>()
+                                                  : algo->dump();
+    if (found != "NVFP4") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          label, ": quantization_config.quant_algo '", found,
+          "' of quant_method 'modelopt' is not supported (supported: NVFP4)"));
+    }
+    const auto group = it->find("group_size");
+    if (group != it->end() && *group != 16) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": NVFP4 quantization_config.group_size ",
+                       group->dump(), " is not supported (supported: 16)"));
+    }
+    return method;
+  }
   // gpt-oss as released (MXFP4 blocks); a dequantised copy may keep the
   // stale quantization_config.
   if (method == "mxfp4" && family == HfFamily::kGptOss) return method;
   return absl::InvalidArgumentError(absl::StrCat(
       label, ": quantization_config.quant_method '", method,
-      "' is not supported (supported: fp8 with weight_scale_inv blocks, or "
-      "an unquantised checkpoint: f32, bf16, f16)"));
+      "' is not supported (supported: fp8 with weight_scale_inv blocks, "
+      "modelopt NVFP4, or an unquantised checkpoint: f32, bf16, f16)"));
 }
 
 void AllLayersMoe(ModelInfo* info) {

@@ -1,5 +1,6 @@
 #include "core/hf_quantised.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -90,6 +91,53 @@ absl::StatusOr<std::vector<float>> E8M0Factors(
   std::vector<float> f(n);
   for (int64_t i = 0; i < n; ++i) f[i] = E8M0ToF32(s[i]);
   return f;
+}
+
+absl::StatusOr<WeightTensor> ReadNvfp4(const TensorRef& weight,
+                                       const TensorRef& scale,
+                                       const TensorRef& scale_2,
+                                       const std::string (&names)[3],
+                                       int64_t out, int64_t in) {
+  constexpr int64_t kNvBlock = 16;  // values per E4M3 scale (NVFP4)
+  if (in % kNvBlock != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(weight.file, ": ", names[0], ": NVFP4 input width ", in,
+                     " is not a multiple of ", kNvBlock));
+  }
+  MOE_RETURN_IF_ERROR(
+      CheckQuantTensor(weight, names[0], {DType::kU8}, {out, in / 2}));
+  MOE_RETURN_IF_ERROR(CheckQuantTensor(scale, names[1], {DType::kF8E4M3},
+                                       {out, in / kNvBlock}));
+  const std::vector<int64_t> s2_shape = scale_2.entry->shape;
+  MOE_RETURN_IF_ERROR(CheckQuantTensor(
+      scale_2, names[2], {DType::kF32},
+      s2_shape.size() == 1 ? std::vector<int64_t>{1} : std::vector<int64_t>{}));
+  WeightTensor t;
+  t.name = absl::StrCat(weight.file, ": ", names[0]);
+  t.dtype = DType::kU8;
+  t.shape = {out, in};
+  t.owned.resize(static_cast<size_t>(out * in / 2));
+  if (!t.owned.empty()) {
+    std::memcpy(t.owned.data(), weight.data, t.owned.size());
+  }
+  t.data = t.owned.data();
+  const auto* s = reinterpret_cast<const uint8_t*>(scale.data);
+  t.nv_scale.assign(s, s + out * (in / kNvBlock));
+  std::memcpy(&t.nv_global, scale_2.data, sizeof(float));
+  if (!std::isfinite(t.nv_global)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(scale_2.file, ": ", names[2], ": NVFP4 global scale ",
+                     t.nv_global, " is not finite"));
+  }
+  const int64_t blocks = in / kNvBlock;
+  for (int64_t i = 0; i < out * blocks; ++i) {
+    if ((t.nv_scale[i] & 0x7f) == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          scale.file, ": ", names[1], ": E4M3 scale [", i / blocks, ", ",
+          i % blocks, "] is NaN; expected a finite E4M3 value"));
+    }
+  }
+  return t;
 }
 
 }  // namespace moe

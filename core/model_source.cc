@@ -221,7 +221,7 @@ absl::Status CheckWeightTensor(const WeightTensor& t, const MoeLayerConfig& c,
     }
     return absl::OkStatus();
   }
-  if (!IsFloatingPoint(t.dtype) && !t.is_mxfp4()) {
+  if (!IsFloatingPoint(t.dtype) && !t.is_mxfp4() && !t.is_nvfp4()) {
     return absl::InvalidArgumentError(
         absl::StrCat(t.name, ": dtype ", DTypeName(t.dtype),
                      " is not a floating-point type"));

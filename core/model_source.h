@@ -70,6 +70,14 @@ struct WeightTensor {
   // consecutive values of a row. Empty for every other tensor.
   std::vector<uint8_t> mx_scale;
   bool is_mxfp4() const { return !mx_scale.empty(); }
+  // NVFP4 weights (kernels/nvfp4_rule.h; made by engine/weight_values.h's
+  // MakeNvfp4Tensor): `shape` [out, in], `dtype` kU8, `data` the code pairs
+  // as for MXFP4, `nv_scale` the out * in / 16 E4M3 bytes, one per 16
+  // consecutive values of a row, and `nv_global` the tensor's fp32 global
+  // scale (ModelOpt's weight_scale_2). Empty for every other tensor.
+  std::vector<uint8_t> nv_scale;
+  float nv_global = 1.0f;
+  bool is_nvfp4() const { return !nv_scale.empty(); }
   int64_t numel() const;
 };
 

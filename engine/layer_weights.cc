@@ -134,6 +134,34 @@ absl::StatusOr<PackedWeight> PackMxfp4(const WeightTensor* a,
       kc::PackRowsMXFP4, a, b, row_len, order, k);
 }
 
+// NVFP4: E2M1 code pairs, E4M3 scales and each row's tensor global scale
+// (gate and up rows of a fused weight carry their own).
+absl::StatusOr<PackedWeight> PackNvfp4(const WeightTensor* a,
+                                       const WeightTensor* b, int64_t row_len,
+                                       const std::vector<int64_t>& order,
+                                       int64_t k) {
+  float global_a = 0.0f, global_b = 0.0f;
+  std::vector<float> globals(order.size(), 0.0f);
+  return PackQuantised<Nvfp4Values, uint8_t>(
+      kc::WeightFormat::kNVFP4,
+      [&](const WeightTensor& t) -> absl::StatusOr<Nvfp4Values> {
+        MOE_ASSIGN_OR_RETURN(Nvfp4Values v, WeightsAsNvfp4(t));
+        (&t == a ? global_a : global_b) = v.global;
+        return v;
+      },
+      [](const Nvfp4Values& v, int64_t r) { return v.row_pairs(r); },
+      [&](const uint8_t* const* rows, const uint8_t* const* scales, int64_t n,
+          int64_t kk, int64_t len, void* packed) {
+        for (size_t i = 0; i < order.size(); ++i) {
+          if (order[i] != INT64_MIN) {
+            globals[i] = order[i] >= 0 ? global_a : global_b;
+          }
+        }
+        kc::PackRowsNVFP4(rows, scales, globals.data(), n, kk, len, packed);
+      },
+      a, b, row_len, order, k);
+}
+
 absl::StatusOr<PackedWeight> Pack(const WeightTensor* a, const WeightTensor* b,
                                   int64_t row_len,
                                   const std::vector<int64_t>& order, int64_t k,
@@ -148,6 +176,8 @@ absl::StatusOr<PackedWeight> Pack(const WeightTensor* a, const WeightTensor* b,
       return PackFp8(a, b, row_len, order, k);
     case WeightDType::kMXFP4:
       return PackMxfp4(a, b, row_len, order, k);
+    case WeightDType::kNVFP4:
+      return PackNvfp4(a, b, row_len, order, k);
     case WeightDType::kAuto:
       break;
   }
@@ -329,6 +359,8 @@ absl::string_view WeightDTypeName(WeightDType d) {
       return "fp8";
     case WeightDType::kMXFP4:
       return "mxfp4";
+    case WeightDType::kNVFP4:
+      return "nvfp4";
     case WeightDType::kAuto:
       break;
   }
@@ -346,9 +378,10 @@ absl::StatusOr<WeightDType> ParseWeightDType(absl::string_view text) {
   if (text == "mxfp4" || text == "mx_fp4" || text == "fp4") {
     return WeightDType::kMXFP4;
   }
+  if (text == "nvfp4" || text == "nv_fp4") return WeightDType::kNVFP4;
   if (text == "auto") return WeightDType::kAuto;
   return absl::InvalidArgumentError(absl::StrCat(
-      "weight dtype '", text, "' is not auto, f32, bf16, fp8 or mxfp4"));
+      "weight dtype '", text, "' is not auto, f32, bf16, fp8, mxfp4 or nvfp4"));
 }
 
 absl::StatusOr<WeightDType> ResolveWeightDType(WeightDType requested,
@@ -362,6 +395,7 @@ absl::StatusOr<WeightDType> ResolveWeightDType(WeightDType requested,
   MOE_ASSIGN_OR_RETURN(WeightTensor t,
                        source.Get(info.moe_layers.front(), WeightRole::kW3, 0));
   if (t.is_mxfp4()) return WeightDType::kMXFP4;
+  if (t.is_nvfp4()) return WeightDType::kNVFP4;
   switch (t.dtype) {
     case DType::kF8E4M3:
       return WeightDType::kFP8;
@@ -374,12 +408,15 @@ absl::StatusOr<WeightDType> ResolveWeightDType(WeightDType requested,
 
 absl::StatusOr<WeightDType> SharedExpertDType(WeightDType routed,
                                               const ModelSource& source) {
-  if (routed != WeightDType::kMXFP4) return routed;
+  if (routed != WeightDType::kMXFP4 && routed != WeightDType::kNVFP4) {
+    return routed;
+  }
   const ModelInfo& info = source.info();
   if (info.moe_layers.empty() || !info.layer.has_shared()) return routed;
   MOE_ASSIGN_OR_RETURN(WeightTensor t, source.Get(info.moe_layers.front(),
                                                   WeightRole::kSharedW3, -1));
   if (t.is_mxfp4()) return WeightDType::kMXFP4;
+  if (t.is_nvfp4()) return WeightDType::kNVFP4;
   switch (t.dtype) {
     case DType::kF8E4M3:
       return WeightDType::kFP8;
@@ -395,6 +432,7 @@ int64_t PackedExpertBytes(const MoeLayerConfig& config, WeightDType dtype) {
       dtype == WeightDType::kBF16    ? kc::WeightFormat::kBF16
       : dtype == WeightDType::kFP8   ? kc::WeightFormat::kFP8
       : dtype == WeightDType::kMXFP4 ? kc::WeightFormat::kMXFP4
+      : dtype == WeightDType::kNVFP4 ? kc::WeightFormat::kNVFP4
                                      : kc::WeightFormat::kF32;
   const int64_t ip = kc::PaddedInter(config.inter);
   const int64_t W = config.expert_width();

@@ -22,21 +22,24 @@ namespace moe {
 // 128 x 128 block (see kernels/cpu/packed_gemm.h). kMXFP4: E2M1 codes with
 // one E8M0 scale per 32 input values (kernels/mxfp4_rule.h), routed experts
 // only: the shared expert keeps its checkpoint's storage (as under kAuto).
-// kAuto: whatever the checkpoint stores (MXFP4 stays MXFP4, FP8 stays FP8,
-// bf16 stays bf16, anything else fp32), resolved by ResolveWeightDType
-// before anything is loaded.
-enum class WeightDType { kF32, kBF16, kFP8, kAuto, kMXFP4 };
+// kNVFP4: E2M1 codes with one E4M3 scale per 16 input values and an fp32
+// global scale per tensor (kernels/nvfp4_rule.h), routed experts only, as
+// kMXFP4. kAuto: whatever the checkpoint stores (MXFP4 stays MXFP4, NVFP4
+// stays NVFP4, FP8 stays FP8, bf16 stays bf16, anything else fp32),
+// resolved by ResolveWeightDType before anything is loaded.
+enum class WeightDType { kF32, kBF16, kFP8, kAuto, kMXFP4, kNVFP4 };
 absl::string_view WeightDTypeName(WeightDType d);
-// "f32", "bf16", "fp8", "mxfp4" or "auto" (and a few spellings of each).
+// "f32", "bf16", "fp8", "mxfp4", "nvfp4" or "auto" (and a few spellings of
+// each).
 absl::StatusOr<WeightDType> ParseWeightDType(absl::string_view text);
 // `requested`, or for kAuto the storage type of `source`'s routed experts
-// (expert 0 of its first MoE layer): MXFP4 -> kMXFP4, F8_E4M3 -> kFP8, BF16
-// -> kBF16, others -> kF32.
+// (expert 0 of its first MoE layer): MXFP4 -> kMXFP4, NVFP4 -> kNVFP4,
+// F8_E4M3 -> kFP8, BF16 -> kBF16, others -> kF32.
 absl::StatusOr<WeightDType> ResolveWeightDType(WeightDType requested,
                                                const ModelSource& source);
 // The shared expert's dtype when the routed experts' is `routed` (resolved):
-// the same, except under kMXFP4, where the shared expert keeps the storage
-// type of its checkpoint tensor (as kAuto resolves it).
+// the same, except under kMXFP4 and kNVFP4, where the shared expert keeps
+// the storage type of its checkpoint tensor (as kAuto resolves it).
 absl::StatusOr<WeightDType> SharedExpertDType(WeightDType routed,
                                               const ModelSource& source);
 
@@ -45,7 +48,8 @@ struct PackedWeight {
   int64_t n = 0;  // output features
   int64_t k = 0;  // input features (padded for the down projection)
   // kFP8: e4m3 codes with their scales inside each panel; kMXFP4: E2M1
-  // code pairs and E8M0 scales inside each panel.
+  // code pairs and E8M0 scales inside each panel; kNVFP4: E2M1 code pairs,
+  // E4M3 scales and column scales inside each panel.
   AlignedBuffer data;
   const void* ptr() const { return data.data(); }
   size_t bytes() const { return data.size(); }
@@ -147,7 +151,8 @@ int64_t PackedExpertBytes(const MoeLayerConfig& config, WeightDType dtype);
 
 // Packs one plain 2-D weight [n, k] (rows in order, k = its width) for the
 // CPU kernels in `dtype` (not kAuto). For tests and for loaders that pack a
-// tensor made by MakeMxfp4Tensor (engine/weight_values.h) directly.
+// tensor made by MakeMxfp4Tensor or MakeNvfp4Tensor (engine/weight_values.h)
+// directly.
 absl::StatusOr<PackedWeight> PackWeight(const WeightTensor& t,
                                         WeightDType dtype);
 

@@ -8,6 +8,7 @@
 #include "core/status_macros.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/mxfp4_rule.h"
+#include "kernels/nvfp4_rule.h"
 
 namespace moe {
 namespace {
@@ -88,6 +89,46 @@ absl::Status CheckMxfp4(const WeightTensor& t) {
   return absl::OkStatus();
 }
 
+// An NVFP4 tensor's shape, sizes, scales and global scale: the refusals a
+// loader's bad input gets, each naming the tensor.
+absl::Status CheckNvfp4(const WeightTensor& t) {
+  if (t.shape.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": NVFP4 weights must be 2-D [out, in]"));
+  }
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  if (cols % kn::kNvBlock != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": NVFP4 input width ", cols,
+                     " is not a multiple of ", kn::kNvBlock));
+  }
+  const int64_t blocks = cols / kn::kNvBlock;
+  if (static_cast<int64_t>(t.nv_scale.size()) != rows * blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        t.name, ": ", t.nv_scale.size(), " NVFP4 scales, expected ",
+        rows * blocks, " (", rows, " x ", blocks, ")"));
+  }
+  if (!t.owned.empty() &&
+      static_cast<int64_t>(t.owned.size()) != rows * cols / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": ", t.owned.size(),
+                     " bytes of NVFP4 codes, expected ", rows * cols / 2));
+  }
+  if (!std::isfinite(t.nv_global)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        t.name, ": NVFP4 global scale ", t.nv_global, " is not finite"));
+  }
+  for (size_t i = 0; i < t.nv_scale.size(); ++i) {
+    if (kn::IsE4M3NaN(t.nv_scale[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          t.name, ": NVFP4 scale of row ", static_cast<int64_t>(i) / blocks,
+          " block ", static_cast<int64_t>(i) % blocks,
+          " is E4M3 NaN; expected a finite E4M3 value"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<WeightValues<float>> WeightsAsF32(const WeightTensor& t) {
@@ -107,6 +148,17 @@ absl::StatusOr<WeightValues<float>> WeightsAsF32(const WeightTensor& t) {
         v.owned[i * cols + j] =
             kn::Mxfp4Value(pairs + i * cols / 2,
                            t.mx_scale.data() + i * (cols / kn::kMxBlock), j);
+      }
+    }
+  } else if (t.is_nvfp4()) {
+    MOE_RETURN_IF_ERROR(CheckNvfp4(t));
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    const auto* pairs = reinterpret_cast<const uint8_t*>(t.data);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j) {
+        v.owned[i * cols + j] = kn::Nvfp4Value(
+            pairs + i * cols / 2, t.nv_scale.data() + i * (cols / kn::kNvBlock),
+            t.nv_global, j);
       }
     }
   } else if (IsFp8(t.dtype) && !t.block_scale.empty()) {
@@ -294,6 +346,109 @@ absl::StatusOr<WeightTensor> MakeMxfp4Tensor(std::string name, int64_t out,
         absl::StrCat(t.name, ": no MXFP4 scales"));
   }
   MOE_RETURN_IF_ERROR(CheckMxfp4(t));
+  return t;
+}
+
+absl::StatusOr<Nvfp4Values> WeightsAsNvfp4(const WeightTensor& t) {
+  if (t.shape.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": NVFP4 weights must be 2-D"));
+  }
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  Nvfp4Values v;
+  v.blocks = kn::NvBlocks(cols);
+  v.row_bytes = v.blocks * kn::kNvBlock / 2;
+  if (t.is_nvfp4()) {
+    MOE_RETURN_IF_ERROR(CheckNvfp4(t));
+    v.pairs = reinterpret_cast<const uint8_t*>(t.data);
+    v.scales = t.nv_scale.data();
+    v.global = t.nv_global;
+    return v;
+  }
+  // Anything else: ModelOpt's rule, one global scale from the tensor's
+  // amax, then each row's blocks of 16 (the last one shorter).
+  MOE_ASSIGN_OR_RETURN(WeightValues<float> f, WeightsAsF32(t));
+  float amax = 0.0f;
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    if (!std::isfinite(f.data[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t.name, ": non-finite weight at [", i / cols, ", ",
+                       i % cols, "]; cannot quantise to NVFP4"));
+    }
+    amax = std::max(amax, std::fabs(f.data[i]));
+  }
+  v.global = kn::Nvfp4GlobalScale(amax);
+  v.owned_pairs.assign(rows * v.row_bytes, 0);
+  v.owned_scales.assign(rows * v.blocks, 0);
+  uint8_t codes[kn::kNvBlock];
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* row = f.data + i * cols;
+    for (int64_t q = 0; q < v.blocks; ++q) {
+      const int64_t c0 = q * kn::kNvBlock;
+      const int64_t n = std::min<int64_t>(kn::kNvBlock, cols - c0);
+      v.owned_scales[i * v.blocks + q] =
+          kn::Nvfp4QuantizeBlock(row + c0, n, v.global, codes);
+      uint8_t* dst = v.owned_pairs.data() + i * v.row_bytes + c0 / 2;
+      for (int64_t j = 0; j < n; ++j) {
+        dst[j / 2] |= static_cast<uint8_t>(codes[j] << (j % 2 == 0 ? 0 : 4));
+      }
+    }
+  }
+  v.pairs = v.owned_pairs.data();
+  v.scales = v.owned_scales.data();
+  return v;
+}
+
+absl::StatusOr<WeightValues<uint16_t>> WeightsAsNvfp4Bf16(
+    const WeightTensor& t) {
+  MOE_ASSIGN_OR_RETURN(Nvfp4Values q, WeightsAsNvfp4(t));
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  std::vector<float> row(cols);
+  WeightValues<uint16_t> v;
+  v.owned.resize(rows * cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      row[j] = kn::Nvfp4Value(q.row_pairs(i), q.row_scales(i), q.global, j);
+    }
+    ConvertFromF32(DType::kBF16, row.data(), cols, v.owned.data() + i * cols);
+  }
+  v.data = v.owned.data();
+  return v;
+}
+
+absl::StatusOr<WeightTensor> MakeNvfp4Tensor(std::string name, int64_t out,
+                                             int64_t in, const uint8_t* pairs,
+                                             size_t pair_bytes,
+                                             const uint8_t* scales,
+                                             size_t scale_bytes, float global) {
+  if (out < 0 || in < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": NVFP4 shape [", out, ", ", in, "] has a negative size"));
+  }
+  if (in % kn::kNvBlock != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": NVFP4 input width ",
+                                                   in, " is not a multiple of ",
+                                                   kn::kNvBlock));
+  }
+  if (static_cast<int64_t>(pair_bytes) != out * in / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": ", pair_bytes, " bytes of NVFP4 codes for [", out,
+                     ", ", in, "], expected ", out * in / 2));
+  }
+  WeightTensor t;
+  t.name = std::move(name);
+  t.dtype = DType::kU8;
+  t.shape = {out, in};
+  t.owned.resize(pair_bytes);
+  if (pair_bytes > 0) std::memcpy(t.owned.data(), pairs, pair_bytes);
+  t.data = t.owned.data();
+  t.nv_scale.assign(scales, scales + scale_bytes);
+  t.nv_global = global;
+  if (t.nv_scale.empty() && out * in > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.name, ": no NVFP4 scales"));
+  }
+  MOE_RETURN_IF_ERROR(CheckNvfp4(t));
   return t;
 }
 

@@ -79,4 +79,42 @@ absl::StatusOr<WeightTensor> MakeMxfp4Tensor(std::string name, int64_t out,
                                              const uint8_t* scales,
                                              size_t scale_bytes);
 
+// A 2-D weight [rows, cols] as NVFP4 (kernels/nvfp4_rule.h): a view of an
+// NVFP4 tensor's codes, scales and global scale (cols a multiple of 16, no
+// E4M3 NaN scale: checked, the error names the tensor), or the values
+// quantised here by ModelOpt's rule, each row's last block shorter when
+// cols is not a multiple of 16 (non-finite values refused).
+struct Nvfp4Values {
+  const uint8_t* pairs = nullptr;   // [rows, row_bytes] code pairs
+  const uint8_t* scales = nullptr;  // [rows, NvBlocks(cols)] E4M3
+  std::vector<uint8_t> owned_pairs, owned_scales;
+  float global = 1.0f;
+  int64_t row_bytes = 0;  // NvBlocks(cols) * 8
+  int64_t blocks = 0;     // NvBlocks(cols)
+  const uint8_t* row_pairs(int64_t r) const { return pairs + r * row_bytes; }
+  const uint8_t* row_scales(int64_t r) const { return scales + r * blocks; }
+};
+absl::StatusOr<Nvfp4Values> WeightsAsNvfp4(const WeightTensor& t);
+
+// bf16 bits of the weight's NVFP4 form (WeightsAsNvfp4, dequantised and
+// rounded once to bf16: unlike MXFP4's, an E2M1 value times an E4M3 scale
+// times an fp32 global need not be a bf16 value): what the CUDA backend
+// keeps for --weight-dtype nvfp4 or an NVFP4 checkpoint.
+absl::StatusOr<WeightValues<uint16_t>> WeightsAsNvfp4Bf16(
+    const WeightTensor& t);
+
+// The entry point for checkpoint loaders that read NVFP4 (ModelOpt's
+// `weight` / `weight_scale` / `weight_scale_2`): one weight [out, in] from
+// its raw E2M1 code pairs (out * in / 2 bytes, row-major, element 2j in the
+// low nibble), E4M3 block scales (out * in / 16 bytes) and global scale,
+// copied into an owned WeightTensor that LoadLayerWeights packs as NVFP4
+// (or dequantises, for other weight dtypes). INVALID_ARGUMENT naming `name`
+// when in is not a multiple of 16, a size is wrong, a scale byte is E4M3
+// NaN, or the global scale is not finite.
+absl::StatusOr<WeightTensor> MakeNvfp4Tensor(std::string name, int64_t out,
+                                             int64_t in, const uint8_t* pairs,
+                                             size_t pair_bytes,
+                                             const uint8_t* scales,
+                                             size_t scale_bytes, float global);
+
 }  // namespace moe

@@ -28,11 +28,13 @@ ABSL_FLAG(double, synthetic_zipf, 0,
           "(e+1)^-S (0: even)");
 ABSL_FLAG(std::string, weight_dtype, "auto",
           "expert weights: auto (the checkpoint's own storage: MXFP4 stays "
-          "MXFP4, FP8 stays FP8, bf16 stays bf16, else fp32; fp32 for "
-          "--synthetic), f32, bf16, fp8 (e4m3 with 128x128 block scales; on "
-          "a GPU block-scaled FP8 matmuls on sm_90, dequantised to bf16 "
-          "elsewhere) or mxfp4 (routed experts as E2M1 with an E8M0 scale "
-          "per 32 inputs; on a GPU dequantised to bf16)");
+          "MXFP4, NVFP4 stays NVFP4, FP8 stays FP8, bf16 stays bf16, else "
+          "fp32; fp32 for --synthetic), f32, bf16, fp8 (e4m3 with 128x128 "
+          "block scales; on a GPU block-scaled FP8 matmuls on sm_90, "
+          "dequantised to bf16 elsewhere), mxfp4 (routed experts as E2M1 "
+          "with an E8M0 scale per 32 inputs; on a GPU dequantised to bf16) "
+          "or nvfp4 (routed experts as E2M1 with an E4M3 scale per 16 inputs "
+          "and an fp32 scale per tensor; on a GPU dequantised to bf16)");
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address (public API)");
 ABSL_FLAG(std::string, port_file, "",
           "write the bound port here once serving (for --listen host:0)");

@@ -137,7 +137,7 @@ absl::StatusOr<RouterOptions> RouterOptions::FromFlags(const RouterFlags& f) {
   MOE_ASSIGN_OR_RETURN(o.location, LocationOf(f));
   auto dtype = ParseWeightDType(f.weight_dtype);
   if (!dtype.ok()) {
-    return BadFlag("weight-dtype", "auto, f32, bf16, fp8 or mxfp4",
+    return BadFlag("weight-dtype", "auto, f32, bf16, fp8, mxfp4 or nvfp4",
                    absl::StrCat("'", f.weight_dtype, "'"));
   }
   o.dtype = *dtype;

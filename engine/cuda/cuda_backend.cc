@@ -96,14 +96,15 @@ class CudaBackend : public DeviceBackend {
     MOE_ASSIGN_OR_RETURN(WeightDType dtype,
                          ResolveWeightDType(options.dtype, source));
     if (dtype != WeightDType::kBF16 && dtype != WeightDType::kFP8 &&
-        dtype != WeightDType::kMXFP4) {
+        dtype != WeightDType::kMXFP4 && dtype != WeightDType::kNVFP4) {
       return absl::InvalidArgumentError(absl::StrCat(
           name(), " keeps expert weights in bf16 or fp8; weight dtype ",
           WeightDTypeName(dtype),
           " is not supported on a GPU (use --weight-dtype bf16 or fp8)"));
     }
-    if (dtype == WeightDType::kMXFP4) {
-      spdlog::info("{}: MXFP4 experts dequantised to bf16 at load", name());
+    if (dtype == WeightDType::kMXFP4 || dtype == WeightDType::kNVFP4) {
+      spdlog::info("{}: {} experts dequantised to bf16 at load", name(),
+                   std::string(WeightDTypeName(dtype)));
     }
     MOE_CUDA_OK(cudaSetDevice(device_));
     LoadOptions o = options;

@@ -119,11 +119,14 @@ absl::StatusOr<CudaExpert> UploadExpert(const ModelSource& src, int64_t layer,
     MOE_RETURN_IF_ERROR(UploadFp8Expert(w1, w3, w2, path, &e));
     return e;
   }
-  // MXFP4 routed experts: no FP4 tensor cores on sm_90, so their MXFP4
-  // values (a checkpoint's, or quantised here) go up as bf16, exactly; the
-  // shared expert as bf16 (engine/weight_values.h).
-  auto as_bf16 = dtype == WeightDType::kMXFP4 && !shared ? WeightsAsMxfp4Bf16
-                                                         : WeightsAsBf16;
+  // MXFP4 and NVFP4 routed experts: no FP4 tensor cores on sm_90, so their
+  // values (a checkpoint's, or quantised here) go up as bf16 (exactly for
+  // MXFP4; NVFP4's global scale can need one rounding); the shared expert
+  // as bf16 (engine/weight_values.h).
+  auto as_bf16 = shared                         ? WeightsAsBf16
+                 : dtype == WeightDType::kMXFP4 ? WeightsAsMxfp4Bf16
+                 : dtype == WeightDType::kNVFP4 ? WeightsAsNvfp4Bf16
+                                                : WeightsAsBf16;
   MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v1, as_bf16(w1));
   MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v3, as_bf16(w3));
   MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v2, as_bf16(w2));
@@ -144,10 +147,11 @@ absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
   const MoeLayerConfig& c = source.info().LayerConfig(layer);
   if (options.dtype != WeightDType::kBF16 &&
       options.dtype != WeightDType::kFP8 &&
-      options.dtype != WeightDType::kMXFP4) {
+      options.dtype != WeightDType::kMXFP4 &&
+      options.dtype != WeightDType::kNVFP4) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "a GPU keeps expert weights in bf16, fp8 or mxfp4 (as bf16); weight "
-        "dtype ",
+        "a GPU keeps expert weights in bf16, fp8, mxfp4 or nvfp4 (both as "
+        "bf16); weight dtype ",
         WeightDTypeName(options.dtype), " is not supported on a GPU"));
   }
   if (!source.info().HasLayer(layer)) {

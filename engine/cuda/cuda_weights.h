@@ -63,9 +63,9 @@ struct CudaLayerWeights {
 };
 
 // Uploads to the current CUDA device. `options` as for LoadLayerWeights,
-// with dtype kBF16, kFP8 or kMXFP4 (resolved: never kAuto; MXFP4 routed
-// experts are kept as their exact bf16 values); `fp8_path` says how this
-// device keeps FP8 experts (ignored for the others).
+// with dtype kBF16, kFP8, kMXFP4 or kNVFP4 (resolved: never kAuto; MXFP4
+// and NVFP4 routed experts are kept as their bf16 values); `fp8_path` says how
+// this device keeps FP8 experts (ignored for the others).
 absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
     const ModelSource& source, int64_t layer, const LoadOptions& options,
     Fp8GpuPath fp8_path = Fp8GpuPath::kDequantBf16);

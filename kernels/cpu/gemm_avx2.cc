@@ -62,6 +62,10 @@ inline void LoadHalf(const Mxfp4Byte* step, int half, __m256* lo, __m256* hi) {
   *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
 }
 
+inline void LoadHalf(const Nvfp4Byte* step, int half, __m256* lo, __m256* hi) {
+  LoadHalf(reinterpret_cast<const Mxfp4Byte*>(step), half, lo, hi);
+}
+
 // The 16 fp32 scales of half `half` of one K block's 32: FP8's as stored;
 // MXFP4's E8M0 bytes as 2^(s - 128) (half of 2^(s - 127): LoadHalf gives
 // twice the code values), exact for every s in [0, 254], written to `buf`.
@@ -71,6 +75,15 @@ inline const float* HalfScales(const float* s, int half, float* /*buf*/) {
 inline const float* HalfScales(const uint8_t* s, int half, float* buf) {
   for (int i = 0; i < 2; ++i) {
     const __m256 f = WidenE8M0x8(s + half * kHalfPanel + 8 * i);
+    _mm256_storeu_ps(buf + 8 * i, _mm256_mul_ps(f, _mm256_set1_ps(0.5f)));
+  }
+  return buf;
+}
+// NVFP4's E4M3 bytes as their values times 2^-8 (the column scales carry
+// the 2^8) and 1/2 (LoadHalf's doubling), exact.
+inline const float* HalfScales(const E4M3Byte* s, int half, float* buf) {
+  for (int i = 0; i < 2; ++i) {
+    const __m256 f = WidenE4M3x8(s + half * kHalfPanel + 8 * i);
     _mm256_storeu_ps(buf + 8 * i, _mm256_mul_ps(f, _mm256_set1_ps(0.5f)));
   }
   return buf;
@@ -167,7 +180,8 @@ void HalfTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
 // accumulators a pass would wait on the FMA latency (4 cycles on Zen 3, 2
 // FMAs a cycle need 8 chains), so one and two rows ran at a quarter to a
 // half of the FMA rate from cache (7 and 8 rows: 6 + 1 and 6 + 2). Not for
-// MXFP4 (one row: Mxfp4GemvAvx2; two: Mxfp4TwoRows).
+// MXFP4 (one row: Mxfp4GemvAvx2; two: Mxfp4TwoRows); NVFP4 comes here, its
+// 16-step blocks scaled like FP8's.
 // fp32 and bf16: each column's sum is the same chain of FMAs as in the half
 // tiles, the same bits. FP8: each 128-step block's sums are scaled once,
 // as AVX-512's decode tiles do (two multiplies fewer per 16 weights, where
@@ -177,6 +191,7 @@ template <int MR, typename W>
 void PanelTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
                const W* prefetch, const ScaleOf<W>* scale) {
   static_assert((MR == 1 || MR == 2) && !kIsMxfp4<W>);
+  [[maybe_unused]] alignas(32) float buf[kPanelWidth];
   constexpr bool kQuant = kBlockScaled<W>;
   __m256 c00, c01, c02, c03, c10, c11, c12, c13;
   const auto zero = [&] {
@@ -236,13 +251,22 @@ void PanelTile(const float* ap, int64_t k, const W* w, float* tile, bool first,
     constexpr int64_t kBlockK = kScaleBlockK<W>;
     for (int64_t q = 0; q < k; q += kBlockK) {
       const int64_t q_end = k - q < kBlockK ? k : q + kBlockK;
-      // FP8's 32 fp32 scales of this block, in column order. They sit after
-      // the panel's codes, beyond the code prefetch: fetched now, used at
-      // the block's end.
-      const float* s = scale + q / kBlockK * kPanelWidth;
-      _mm_prefetch(reinterpret_cast<const char*>(s), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(s + kPanelWidth - 1),
+      // The 32 fp32 scales of this block, in column order: FP8's as stored,
+      // NVFP4's widened into `buf` (HalfScales). They sit after the panel's
+      // codes, beyond the code prefetch: fetched now, used at the block's
+      // end.
+      const ScaleOf<W>* sq = scale + q / kBlockK * kPanelWidth;
+      _mm_prefetch(reinterpret_cast<const char*>(sq), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(sq + kPanelWidth - 1),
                    _MM_HINT_T0);
+      const float* s;
+      if constexpr (kIsNvfp4<W>) {
+        HalfScales(sq, 0, buf);
+        HalfScales(sq, 1, buf + kHalfPanel);
+        s = buf;
+      } else {
+        s = sq;
+      }
       zero();
       for (int64_t kk = q; kk < q_end; ++kk) step(kk);
       for (int r = 0; r < MR; ++r) {
@@ -508,6 +532,12 @@ void GemmPanelsAvx2(const float* const* a_rows, int64_t m, int64_t k,
                   out_rows[0]);
   } else if (format == WeightFormat::kMXFP4) {
     Run(a_rows, m, k, static_cast<const Mxfp4Byte*>(packed), panel_begin,
+        panel_end, epilogue, n_out, out_rows);
+  } else if (format == WeightFormat::kNVFP4 && m == 1) {
+    Nvfp4GemvAvx2(a_rows[0], k, packed, panel_begin, panel_end, epilogue, n_out,
+                  out_rows[0]);
+  } else if (format == WeightFormat::kNVFP4) {
+    Run(a_rows, m, k, static_cast<const Nvfp4Byte*>(packed), panel_begin,
         panel_end, epilogue, n_out, out_rows);
   } else {
     Run(a_rows, m, k, static_cast<const uint16_t*>(packed), panel_begin,

@@ -62,6 +62,11 @@ inline void LoadW(const Mxfp4Byte* p, __m512* lo, __m512* hi) {
   *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), E2M1Table());
 }
 
+// NVFP4 steps hold the same code bytes.
+inline void LoadW(const Nvfp4Byte* p, __m512* lo, __m512* hi) {
+  LoadW(reinterpret_cast<const Mxfp4Byte*>(p), lo, hi);
+}
+
 // 16 E8M0 bytes -> 2^(s - 127) exactly: the byte as an fp32 exponent field,
 // and the subnormal 2^-127 for s = 0. (255, NaN, never reaches a panel.)
 inline __m512 WidenE8M0(const uint8_t* s) {
@@ -83,11 +88,17 @@ inline void LoadScales(const uint8_t* s, __m512* s0, __m512* s1) {
   *s0 = WidenE8M0(s);
   *s1 = WidenE8M0(s + 16);
 }
+// NVFP4: 32 E4M3 bytes -> their values times 2^-8 (the column scales carry
+// the 2^8), exact; NaN bytes are refused at load.
+inline void LoadScales(const E4M3Byte* s, __m512* s0, __m512* s1) {
+  WidenFp8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)), s0, s1);
+}
 
-// Tile for FP8 and MXFP4 weights and decode-sized row counts (a row or three
-// per expert): with so few rows the FMA chains, not the loads, set the pace,
-// so even and odd K steps accumulate apart, unscaled, and each scale block's
-// sum (128 deep for FP8, 32 for MXFP4) is scaled once onto the tile (two
+// Tile for FP8, MXFP4 and NVFP4 weights and decode-sized row counts (a row or
+// three per expert): with so few rows the FMA chains, not the loads, set the
+// pace, so even and odd K steps accumulate apart, unscaled, and each scale
+// block's sum (128 deep for FP8, 32 for MXFP4, 16 for NVFP4) is scaled once
+// onto the tile (two
 // multiplies per step fewer). Sums, not products, are scaled: not bit-equal
 // to the fp32 kernel on dequantised weights, but of the same fp32 accuracy.
 template <int MR, typename W>
@@ -255,6 +266,9 @@ void GemmPanelsAvx512(const float* const* a_rows, int64_t m, int64_t k,
         panel_end, epilogue, n_out, out_rows);
   } else if (format == WeightFormat::kMXFP4) {
     Run(a_rows, m, k, static_cast<const Mxfp4Byte*>(packed), panel_begin,
+        panel_end, epilogue, n_out, out_rows);
+  } else if (format == WeightFormat::kNVFP4) {
+    Run(a_rows, m, k, static_cast<const Nvfp4Byte*>(packed), panel_begin,
         panel_end, epilogue, n_out, out_rows);
   } else {
     Run(a_rows, m, k, static_cast<const uint16_t*>(packed), panel_begin,

@@ -6,8 +6,10 @@
 // Requires, in the including namespace:
 //   kTileRows, kKBlock (a multiple of kFp8BlockK and kMxBlock), and
 //   kTiles<W>[rows - 1](ap, kc, w, tile, first, prefetch, scale) computing a
-//   rows x 32 tile over kc steps; `scale` (FP8, W = uint8_t, and MXFP4, W =
-//   Mxfp4Byte) points at the block scales of the first of those steps; and
+//   rows x 32 tile over kc steps; `scale` (FP8, W = uint8_t, MXFP4, W =
+//   Mxfp4Byte, and NVFP4, W = Nvfp4Byte) points at the block scales of the
+//   first of those steps (NVFP4's column scales are applied here, after the
+//   K sum: ApplyColumnScales); and
 //   for those two Decode(w, kc, scale, prefetch, out) writing kc x 32 fp32
 //   dequantised weights.
 // Not a standalone header: no include guard on purpose.
@@ -21,6 +23,8 @@ template <typename W>
 int64_t PanelStride(int64_t k) {
   if constexpr (kIsMxfp4<W>) {
     return Mxfp4PanelBytes(k);
+  } else if constexpr (kIsNvfp4<W>) {
+    return Nvfp4PanelBytes(k);
   } else if constexpr (sizeof(W) == 1) {
     return Fp8PanelBytes(k);
   } else {
@@ -32,7 +36,8 @@ template <typename W>
 void Run(const float* const* a_rows, int64_t m, int64_t k, const W* packed,
          int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
          int64_t n_out, float* const* out_rows) {
-  static_assert(kKBlock % kFp8BlockK == 0 && kKBlock % kMxBlock == 0,
+  static_assert(kKBlock % kFp8BlockK == 0 && kKBlock % kMxBlock == 0 &&
+                    kKBlock % kNvBlock == 0,
                 "K blocks must hold whole scales");
   float* apack = ThreadScratch(kScratchA, static_cast<size_t>(m * k));
   for (int64_t i = 0; i < m; i += kTileRows) {
@@ -116,6 +121,7 @@ void Run(const float* const* a_rows, int64_t m, int64_t k, const W* packed,
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t i = t * kTileRows;
       const int rows = static_cast<int>(m - i < kTileRows ? m - i : kTileRows);
+      ApplyColumnScales(w, k, ctile + t * kTileRows * kPanelWidth, rows);
       StoreTile(ctile + t * kTileRows * kPanelWidth, rows, p, epilogue, n_out,
                 out_rows + i);
     }

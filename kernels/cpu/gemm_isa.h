@@ -35,6 +35,11 @@ void GemmPanelsGeneric(const float* const* a_rows, int64_t m, int64_t k,
 void Mxfp4GemvAvx2(const float* a, int64_t k, const void* packed,
                    int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
                    int64_t n_out, float* out);
+// The same for NVFP4 panels (each 32-block's two E4M3-scaled halves summed
+// apart, the column scales applied at the end).
+void Nvfp4GemvAvx2(const float* a, int64_t k, const void* packed,
+                   int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
+                   int64_t n_out, float* out);
 
 // Per-thread scratch buffers, grown on demand and then reused (no
 // steady-state allocation). Slot 0 holds packed A, slot 1 partial C tiles,

@@ -22,6 +22,11 @@
 // kk..kk+3 (two loads) are interleaved by vpunpck{l,h}bw so that lane 0
 // holds column c's (kk, kk + 2) byte pairs and lane 1 its (kk + 1, kk + 3),
 // against activation vectors laid out the same way (QuantiseRow).
+//
+// NVFP4 panels hold the same codes with one E4M3 scale per 16 steps: each
+// 32-block's halves (BlockPass's quarters) are summed and scaled apart, and
+// each column's sum is multiplied by its column scale at the end (see
+// Nvfp4PanelBytes).
 #include <immintrin.h>
 
 #include <cmath>
@@ -45,7 +50,9 @@ constexpr int64_t kBlockCodeBytes = kMxBlock * kPanelWidth / 2;
 // One row's activations, quantised per 32-block.
 struct QuantisedRow {
   const int8_t* pieces;  // [blocks][kBlockPieceBytes]
-  const int32_t* corr;   // [blocks][8]: 12 sum q_k of lane 0's and 1's steps
+  // [blocks][2][8]: 12 sum q_k of lane 0's and 1's steps in the block's
+  // first 16 steps, then in its last 16 (NVFP4 scales each half apart).
+  const int32_t* corr;
   const float* scale;    // [blocks]: 2^(e - 23), 0 for a zero block
 };
 
@@ -53,7 +60,7 @@ struct QuantisedRow {
 // each part stays 32-byte aligned).
 int64_t QuantisedBytes(int64_t blocks) {
   const int64_t bytes =
-      blocks * (kBlockPieceBytes + 8 * sizeof(int32_t) + sizeof(float));
+      blocks * (kBlockPieceBytes + 16 * sizeof(int32_t) + sizeof(float));
   return (bytes + 31) / 32 * 32;
 }
 
@@ -120,9 +127,10 @@ void QuantiseBlock(const float* x, int64_t n, int8_t* pieces, int32_t* corr,
     _mm256_store_si256(reinterpret_cast<__m256i*>(p[1] + i), mid);
     _mm256_store_si256(reinterpret_cast<__m256i*>(p[2] + i), l);
   }
-  int32_t sum[2] = {0, 0};  // |.| <= 16 * 2^22
+  int32_t sum[2][2] = {};  // [half][lane], |.| <= 8 * 2^22
   for (int i = 0; i < kMxBlock; ++i) {
-    sum[i & 1] += q[i];  // steps kk, kk + 2 in lane 0; kk + 1, kk + 3 in 1
+    // Steps kk, kk + 2 in lane 0; kk + 1, kk + 3 in lane 1.
+    sum[i / (kMxBlock / 2)][i & 1] += q[i];
   }
   const auto pair = [](int32_t a, int32_t b) {
     return static_cast<int16_t>((a & 255) | ((b & 255) << 8));
@@ -136,20 +144,22 @@ void QuantiseBlock(const float* x, int64_t n, int8_t* pieces, int32_t* corr,
                             _mm_set1_epi16(pair(s[1], s[3]))));
     }
   }
-  _mm256_store_si256(reinterpret_cast<__m256i*>(corr),
-                     _mm256_setr_m128i(_mm_set1_epi32(12 * sum[0]),
-                                       _mm_set1_epi32(12 * sum[1])));
+  for (int half = 0; half < 2; ++half) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(corr + 8 * half),
+                       _mm256_setr_m128i(_mm_set1_epi32(12 * sum[half][0]),
+                                         _mm_set1_epi32(12 * sum[half][1])));
+  }
 }
 
 QuantisedRow QuantiseRow(const float* x, int64_t k, uint8_t* buf) {
   const int64_t blocks = MxBlocks(k);
   int8_t* pieces = reinterpret_cast<int8_t*>(buf);
   int32_t* corr = reinterpret_cast<int32_t*>(buf + blocks * kBlockPieceBytes);
-  float* scale = reinterpret_cast<float*>(corr + 8 * blocks);
+  float* scale = reinterpret_cast<float*>(corr + 16 * blocks);
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t n = k - b * kMxBlock < kMxBlock ? k - b * kMxBlock : kMxBlock;
     QuantiseBlock(x + b * kMxBlock, n, pieces + b * kBlockPieceBytes,
-                  corr + 8 * b, scale + b);
+                  corr + 16 * b, scale + b);
   }
   return {pieces, corr, scale};
 }
@@ -178,16 +188,55 @@ struct PanelSums {
 
 // One pass over a block: the codes' nibble half `half` (0: columns 0-15,
 // 1: 16-31), columns 0-7 of it by vpunpcklbw and 8-15 by vpunpckhbw; adds
-// the block's scaled sums into `sums`.
-template <int half>
+// the block's scaled sums into `sums`. MXFP4 (kNv false): `scales` are the
+// block's 32 E8M0 bytes. NVFP4: the 32 E4M3 bytes of each of its `quarters`
+// 16-step halves (1 for a last block of at most 16 steps), one row after the
+// other.
+template <int half, bool kNv>
 inline void BlockPass(const Tables& t, const uint8_t* codes,
                       const QuantisedRow& row, int64_t b, const uint8_t* scales,
-                      const uint8_t* prefetch, PanelSums* sums) {
+                      int quarters, const uint8_t* prefetch, PanelSums* sums) {
   __m256i h[2], mid[2], low[2], ml[2][2];
   h[0] = h[1] = _mm256_setzero_si256();
   ml[0][0] = ml[0][1] = ml[1][0] = ml[1][1] = _mm256_setzero_si256();
   const int8_t* xb = row.pieces + b * kBlockPieceBytes;
+  const int32_t* corr_b = row.corr + 16 * b;
+  const __m256 xs = _mm256_set1_ps(row.scale[b]);
+  // Adds the sums so far, less `corr`, times the column scales `sq`, into
+  // `sums`.
+  const auto finish = [&](__m256i corr, const uint8_t* sq) {
+    for (int j = 0; j < 2; ++j) {
+      const int group = 2 * half + j;  // columns 8 group .. + 8
+      __m256 sf;
+      if constexpr (kNv) {
+        sf = WidenE4M3x8(reinterpret_cast<const E4M3Byte*>(sq + 8 * group));
+      } else {
+        sf = WidenE8M0x8(sq + 8 * group);
+      }
+      const __m256 sc[2] = {_mm256_permutevar8x32_ps(
+                                sf, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)),
+                            _mm256_permutevar8x32_ps(
+                                sf, _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7))};
+      for (int eo = 0; eo < 2; ++eo) {
+        // Per lane 2^16 H + 2^8 M + L - 12 sum q over that lane's steps:
+        // 2 sum v q, exact in int32 (|.| <= 16 * 24 * 2^22 < 2^31; the terms
+        // may wrap, the result does not).
+        const __m256i hw = _mm256_slli_epi32(
+            _mm256_madd_epi16(h[j], eo != 0 ? t.odd : t.even), 16);
+        const __m256i total =
+            _mm256_sub_epi32(_mm256_add_epi32(hw, ml[j][eo]), corr);
+        // One rounding (the convert) before the FMA's: MXFP4's scales are
+        // powers of two, applied one after the other so that tiny ones stay
+        // exact (NVFP4's E4M3 scales add one rounding).
+        float* acc = sums->v[group][eo];
+        _mm256_store_ps(
+            acc, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(total), xs),
+                                 sc[eo], _mm256_load_ps(acc)));
+      }
+    }
+  };
   for (int quarter = 0; quarter < 2; ++quarter) {
+    if (kNv && quarter >= quarters) break;
     mid[0] = mid[1] = low[0] = low[1] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int g = 4 * quarter; g < 4 * quarter + 4; ++g) {
@@ -229,41 +278,34 @@ inline void BlockPass(const Tables& t, const uint8_t* codes,
           ml[j][1], _mm256_add_epi32(_mm256_madd_epi16(mid[j], t.odd256),
                                      _mm256_madd_epi16(low[j], t.odd)));
     }
-  }
-  const __m256i corr =
-      _mm256_load_si256(reinterpret_cast<const __m256i*>(row.corr + 8 * b));
-  const __m256 xs = _mm256_set1_ps(row.scale[b]);
-  for (int j = 0; j < 2; ++j) {
-    const int group = 2 * half + j;  // columns 8 group .. + 8
-    const __m256 sf = WidenE8M0x8(scales + 8 * group);
-    const __m256 sc[2] = {
-        _mm256_permutevar8x32_ps(sf, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)),
-        _mm256_permutevar8x32_ps(sf,
-                                 _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7))};
-    for (int eo = 0; eo < 2; ++eo) {
-      // Per lane 2^16 H + 2^8 M + L - 12 sum q over that lane's steps:
-      // 2 sum v q, exact in int32 (|.| <= 16 * 24 * 2^22 < 2^31; the terms
-      // may wrap, the result does not).
-      const __m256i hw = _mm256_slli_epi32(
-          _mm256_madd_epi16(h[j], eo != 0 ? t.odd : t.even), 16);
-      const __m256i total =
-          _mm256_sub_epi32(_mm256_add_epi32(hw, ml[j][eo]), corr);
-      // One rounding (the convert) before the FMA's: the scales are powers
-      // of two, applied one after the other so that tiny ones stay exact.
-      float* acc = sums->v[group][eo];
-      _mm256_store_ps(
-          acc, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(total), xs),
-                               sc[eo], _mm256_load_ps(acc)));
+    if constexpr (kNv) {
+      // This half's sums, scaled by its own E4M3 scales; the next half
+      // starts from zero.
+      finish(_mm256_load_si256(
+                 reinterpret_cast<const __m256i*>(corr_b + 8 * quarter)),
+             scales + quarter * kPanelWidth);
+      h[0] = h[1] = _mm256_setzero_si256();
+      ml[0][0] = ml[0][1] = ml[1][0] = ml[1][1] = _mm256_setzero_si256();
     }
+  }
+  if constexpr (!kNv) {
+    finish(_mm256_add_epi32(
+               _mm256_load_si256(reinterpret_cast<const __m256i*>(corr_b)),
+               _mm256_load_si256(reinterpret_cast<const __m256i*>(corr_b + 8))),
+           scales);
   }
 }
 
-// The 32 outputs of one panel (k steps of codes, then the scales).
+// The 32 outputs of one panel (k steps of codes, then the scales, and for
+// NVFP4 the column scales).
+template <bool kNv>
 void Panel(const Tables& t, const QuantisedRow& row, int64_t k,
            const uint8_t* panel, const uint8_t* next, float* tile) {
   PanelSums sums;
   std::memset(&sums, 0, sizeof(sums));
   const uint8_t* scales = panel + kPanelWidth / 2 * k;
+  // Scale rows a 32-step block spans: one E8M0, or two E4M3.
+  constexpr int64_t kRows = kNv ? kMxBlock / kNvBlock : 1;
   const int64_t full = k / kMxBlock, blocks = MxBlocks(k);
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* codes = panel + b * kBlockCodeBytes;
@@ -276,14 +318,19 @@ void Panel(const Tables& t, const QuantisedRow& row, int64_t k,
       codes = tail;
     }
     // The scales sit after the codes, out of the codes' prefetch.
-    _mm_prefetch(reinterpret_cast<const char*>(scales + (b + 2) * kPanelWidth),
-                 _MM_HINT_T0);
+    _mm_prefetch(
+        reinterpret_cast<const char*>(scales + (b + 2) * kRows * kPanelWidth),
+        _MM_HINT_T0);
     const uint8_t* ahead = b + 2 < blocks
                                ? panel + (b + 2) * kBlockCodeBytes
                                : next + (b + 2 - blocks) * kBlockCodeBytes;
-    const uint8_t* sb = scales + b * kPanelWidth;
-    BlockPass<0>(t, codes, row, b, sb, ahead, &sums);
-    BlockPass<1>(t, codes, row, b, sb, nullptr, &sums);
+    const uint8_t* sb = scales + b * kRows * kPanelWidth;
+    // NVFP4: a last block of at most 16 steps has one scale row (its second
+    // half's codes and activations are zero, and past the scales lie the
+    // column scales).
+    const int quarters = k - b * kMxBlock > kNvBlock ? 2 : 1;
+    BlockPass<0, kNv>(t, codes, row, b, sb, quarters, ahead, &sums);
+    BlockPass<1, kNv>(t, codes, row, b, sb, quarters, nullptr, &sums);
   }
   for (int group = 0; group < 4; ++group) {
     for (int j = 0; j < 4; ++j) {
@@ -293,13 +340,16 @@ void Panel(const Tables& t, const QuantisedRow& row, int64_t k,
       }
     }
   }
+  if constexpr (kNv) {
+    float col[kPanelWidth];
+    std::memcpy(col, scales + NvBlocks(k) * kPanelWidth, sizeof(col));
+    for (int c = 0; c < kPanelWidth; ++c) tile[c] *= col[c];
+  }
 }
 
-}  // namespace
-
-void Mxfp4GemvAvx2(const float* a, int64_t k, const void* packed,
-                   int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
-                   int64_t n_out, float* out) {
+template <bool kNv>
+void Gemv(const float* a, int64_t k, const void* packed, int64_t panel_begin,
+          int64_t panel_end, Epilogue epilogue, int64_t n_out, float* out) {
   // Scratch slot A holds packed activations in the fp32 tiles: here the
   // quantised row, 32-byte aligned.
   const auto raw = reinterpret_cast<uintptr_t>(ThreadScratch(
@@ -308,13 +358,27 @@ void Mxfp4GemvAvx2(const float* a, int64_t k, const void* packed,
       QuantiseRow(a, k, reinterpret_cast<uint8_t*>((raw + 31) / 32 * 32));
   const Tables t;
   const auto* p = static_cast<const uint8_t*>(packed);
-  const int64_t stride = Mxfp4PanelBytes(k);
+  const int64_t stride = kNv ? Nvfp4PanelBytes(k) : Mxfp4PanelBytes(k);
   alignas(32) float tile[kPanelWidth];
   for (int64_t i = panel_begin; i < panel_end; ++i) {
     const uint8_t* panel = p + i * stride;
-    Panel(t, row, k, panel, panel + stride, tile);
+    Panel<kNv>(t, row, k, panel, panel + stride, tile);
     StoreTile(tile, 1, i, epilogue, n_out, &out);
   }
+}
+
+}  // namespace
+
+void Mxfp4GemvAvx2(const float* a, int64_t k, const void* packed,
+                   int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
+                   int64_t n_out, float* out) {
+  Gemv<false>(a, k, packed, panel_begin, panel_end, epilogue, n_out, out);
+}
+
+void Nvfp4GemvAvx2(const float* a, int64_t k, const void* packed,
+                   int64_t panel_begin, int64_t panel_end, Epilogue epilogue,
+                   int64_t n_out, float* out) {
+  Gemv<true>(a, k, packed, panel_begin, panel_end, epilogue, n_out, out);
 }
 
 }  // namespace moe::kernels::cpu::internal

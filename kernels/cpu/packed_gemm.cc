@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <limits>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,27 @@ void PackRows(const T* const* rows, int64_t n, int64_t k, int64_t row_len,
         dst[kk * kPanelWidth + c] =
             src != nullptr && kk < row_len ? src[kk] : T{0};
       }
+    }
+  }
+}
+
+// The code bytes of one MXFP4 or NVFP4 panel (both formats lay them out
+// alike, see Mxfp4PanelBytes) from its 32 rows of code pairs (nullptr: a
+// zero row); codes at or past row_len are zero.
+void PackFp4Codes(const uint8_t* const* panel_rows, int64_t k, int64_t row_len,
+                  uint8_t* codes) {
+  for (int64_t c = 0; c < kPanelWidth; ++c) {
+    const uint8_t* src = panel_rows[c];
+    // Column c's nibble of each step's byte c % 16.
+    const int shift = c < kPanelWidth / 2 ? 0 : 4;
+    const int64_t byte = c % (kPanelWidth / 2);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      uint8_t code = 0;
+      if (src != nullptr && kk < row_len) {
+        code = (src[kk / 2] >> (kk % 2 == 0 ? 0 : 4)) & 0xf;
+      }
+      uint8_t& dst = codes[kk * (kPanelWidth / 2) + byte];
+      dst = static_cast<uint8_t>((dst & (0xf0 >> shift)) | (code << shift));
     }
   }
 }
@@ -115,24 +137,51 @@ void PackRowsMXFP4(const uint8_t* const* rows, const uint8_t* const* row_scales,
   for (int64_t p = 0; p < panels; ++p) {
     auto* codes = static_cast<uint8_t*>(packed) + p * Mxfp4PanelBytes(k);
     uint8_t* scales = codes + kPanelWidth / 2 * k;
+    const uint8_t* panel_rows[kPanelWidth];
+    for (int64_t c = 0; c < kPanelWidth; ++c) {
+      const int64_t row = p * kPanelWidth + c;
+      panel_rows[c] = row < n ? rows[row] : nullptr;
+    }
+    PackFp4Codes(panel_rows, k, row_len, codes);
     for (int64_t c = 0; c < kPanelWidth; ++c) {
       const int64_t row = p * kPanelWidth + c;
       const uint8_t* src = row < n ? rows[row] : nullptr;
-      // Column c's nibble of each step's byte c % 16.
-      const int shift = c < kPanelWidth / 2 ? 0 : 4;
-      const int64_t byte = c % (kPanelWidth / 2);
-      for (int64_t kk = 0; kk < k; ++kk) {
-        uint8_t code = 0;
-        if (src != nullptr && kk < row_len) {
-          code = (src[kk / 2] >> (kk % 2 == 0 ? 0 : 4)) & 0xf;
-        }
-        uint8_t& dst = codes[kk * (kPanelWidth / 2) + byte];
-        dst = static_cast<uint8_t>((dst & (0xf0 >> shift)) | (code << shift));
-      }
       for (int64_t q = 0; q < blocks; ++q) {
         scales[q * kPanelWidth + c] =
             src != nullptr && q * kMxBlock < row_len ? row_scales[row][q] : 0;
       }
+    }
+  }
+}
+
+void PackRowsNVFP4(const uint8_t* const* rows, const uint8_t* const* row_scales,
+                   const float* row_globals, int64_t n, int64_t k,
+                   int64_t row_len, void* packed) {
+  const int64_t panels = NumPanels(n);
+  const int64_t blocks = NvBlocks(k);
+  for (int64_t p = 0; p < panels; ++p) {
+    auto* codes = static_cast<uint8_t*>(packed) + p * Nvfp4PanelBytes(k);
+    uint8_t* scales = codes + kPanelWidth / 2 * k;
+    uint8_t* column_scales = scales + blocks * kPanelWidth;
+    // The code bytes are laid out as MXFP4's.
+    const uint8_t* panel_rows[kPanelWidth];
+    for (int64_t c = 0; c < kPanelWidth; ++c) {
+      const int64_t row = p * kPanelWidth + c;
+      panel_rows[c] = row < n ? rows[row] : nullptr;
+    }
+    PackFp4Codes(panel_rows, k, row_len, codes);
+    for (int64_t c = 0; c < kPanelWidth; ++c) {
+      const int64_t row = p * kPanelWidth + c;
+      const bool real = row < n && rows[row] != nullptr;
+      for (int64_t q = 0; q < blocks; ++q) {
+        scales[q * kPanelWidth + c] =
+            real && q * kNvBlock < row_len ? row_scales[row][q] : 0;
+      }
+      // The global times 2^8: the kernels read E4M3 scales as their values
+      // times 2^-8 (see Nvfp4PanelBytes). Exact unless it overflows, which
+      // a finite product of codes and scales would too.
+      const float col = real ? row_globals[row] * 256.0f : 0.0f;
+      std::memcpy(column_scales + c * sizeof(float), &col, sizeof(col));
     }
   }
 }

@@ -5,7 +5,9 @@
 // fp32 scale per 128-wide block of K per output column (converted to fp32 and
 // scaled in registers), or MXFP4 (E2M1 codes, two per byte, with one E8M0
 // scale per 32 K values per output column; widened by a table lookup in
-// registers); A and C are fp32, and so is the accumulation.
+// registers), or NVFP4 (the same code bytes with one E4M3 scale per 16 K
+// values per output column and one fp32 global scale per column); A and C
+// are fp32, and so is the accumulation.
 // Pure compute: raw pointers and sizes, single-threaded per call.
 #pragma once
 
@@ -13,10 +15,17 @@
 #include <cstdint>
 
 #include "kernels/mxfp4_rule.h"
+#include "kernels/nvfp4_rule.h"
 
 namespace moe::kernels::cpu {
 
-enum class WeightFormat : int32_t { kF32 = 0, kBF16 = 1, kFP8 = 2, kMXFP4 = 3 };
+enum class WeightFormat : int32_t {
+  kF32 = 0,
+  kBF16 = 1,
+  kFP8 = 2,
+  kMXFP4 = 3,
+  kNVFP4 = 4,
+};
 
 // Output columns per packed panel.
 inline constexpr int64_t kPanelWidth = 32;
@@ -70,9 +79,22 @@ inline int64_t Fp8PanelBytes(int64_t k) {
 inline int64_t Mxfp4PanelBytes(int64_t k) {
   return kPanelWidth / 2 * k + MxBlocks(k) * kPanelWidth;
 }
+// Bytes of one NVFP4 panel: the MXFP4 panel's k steps of code bytes, then
+// NvBlocks(k) x 32 E4M3 scale bytes (block-major, column minor) for the K
+// values [16q, 16q + 16), then 32 fp32 column scales: each column's tensor
+// global scale times 2^8. The kernels widen an E4M3 byte as FP8 panels do
+// (an fp16 pattern worth the code / 2^8) and multiply each output column by
+// its column scale once, after the K sum: a fused gate/up panel's gate and
+// up halves have different global scales. 4.5 bits a weight when k is a
+// multiple of 16 (plus 128 bytes a panel): 0.28x of bf16.
+inline constexpr int64_t kNvColumnScaleBytes = kPanelWidth * 4;
+inline int64_t Nvfp4PanelBytes(int64_t k) {
+  return kPanelWidth / 2 * k + NvBlocks(k) * kPanelWidth + kNvColumnScaleBytes;
+}
 // Bytes of the packed form of an [n, k] weight in any format.
 inline int64_t PackedBytes(WeightFormat f, int64_t n, int64_t k) {
   if (f == WeightFormat::kMXFP4) return NumPanels(n) * Mxfp4PanelBytes(k);
+  if (f == WeightFormat::kNVFP4) return NumPanels(n) * Nvfp4PanelBytes(k);
   return f == WeightFormat::kFP8
              ? NumPanels(n) * Fp8PanelBytes(k)
              : PackedElements(n, k) *
@@ -103,6 +125,16 @@ void PackRowsFP8(const uint8_t* const* rows, const float* const* row_scales,
 // PackedBytes(kMXFP4, n, k) bytes.
 void PackRowsMXFP4(const uint8_t* const* rows, const uint8_t* const* row_scales,
                    int64_t n, int64_t k, int64_t row_len, void* packed);
+// NVFP4: rows of E2M1 code pairs as for MXFP4, for each row its E4M3 scale
+// bytes, row_scales[r][q] for the elements [16q, 16q + 16) (only q with 16q
+// < row_len are read), and its tensor's global scale, row_globals[r].
+// Elements at or past row_len pack as zero codes and zero scales, padding
+// rows (nullptr) as zero codes, scales and column scales. Scale bytes must
+// not be E4M3 NaN (0x7f, 0xff): the loader refuses those. Writes
+// PackedBytes(kNVFP4, n, k) bytes.
+void PackRowsNVFP4(const uint8_t* const* rows, const uint8_t* const* row_scales,
+                   const float* row_globals, int64_t n, int64_t k,
+                   int64_t row_len, void* packed);
 // Row order of a fused gate/up weight of intermediate size `inter`: for each
 // half-panel block b, 16 gate rows then 16 up rows. Writes PaddedInter*2
 // entries: the row index into gate (>= 0), into up (encoded as -1 - row), or

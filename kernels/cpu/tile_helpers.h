@@ -20,20 +20,36 @@ struct Mxfp4Byte {
 };
 template <typename W>
 inline constexpr bool kIsMxfp4 = std::is_same_v<W, Mxfp4Byte>;
-// FP8 and MXFP4 panels carry block scales after their codes.
+// The element type of NVFP4 panels: the same code bytes as MXFP4, a type of
+// its own so that the tiles pick NVFP4's scales (E4M3Byte, one per 16 steps).
+struct Nvfp4Byte {
+  uint8_t bits;
+};
+struct E4M3Byte {
+  uint8_t bits;
+};
 template <typename W>
-inline constexpr bool kBlockScaled = std::is_same_v<W, uint8_t> || kIsMxfp4<W>;
+inline constexpr bool kIsNvfp4 = std::is_same_v<W, Nvfp4Byte>;
+// Both 4-bit formats: two codes a byte, 16 bytes a K step.
+template <typename W>
+inline constexpr bool kIsFp4 = kIsMxfp4<W> || kIsNvfp4<W>;
+// FP8, MXFP4 and NVFP4 panels carry block scales after their codes.
+template <typename W>
+inline constexpr bool kBlockScaled = std::is_same_v<W, uint8_t> || kIsFp4<W>;
 // W elements of one K step of a panel (32 columns).
 template <typename W>
-inline constexpr int64_t kStepElems =
-    kIsMxfp4<W> ? kPanelWidth / 2 : kPanelWidth;
+inline constexpr int64_t kStepElems = kIsFp4<W> ? kPanelWidth / 2 : kPanelWidth;
 // K steps per block scale.
 template <typename W>
-inline constexpr int64_t kScaleBlockK = kIsMxfp4<W> ? kMxBlock : kFp8BlockK;
-// The stored block scales: fp32 for FP8, E8M0 bytes for MXFP4 (unused for
-// fp32 and bf16 panels).
+inline constexpr int64_t kScaleBlockK = kIsMxfp4<W>   ? kMxBlock
+                                        : kIsNvfp4<W> ? kNvBlock
+                                                      : kFp8BlockK;
+// The stored block scales: fp32 for FP8, E8M0 bytes for MXFP4, E4M3 bytes
+// for NVFP4 (unused for fp32 and bf16 panels).
 template <typename W>
-using ScaleOf = std::conditional_t<kIsMxfp4<W>, uint8_t, float>;
+using ScaleOf =
+    std::conditional_t<kIsMxfp4<W>, uint8_t,
+                       std::conditional_t<kIsNvfp4<W>, E4M3Byte, float>>;
 
 // dst[kk * rows + r] = a_rows[r][kk] for r < rows, kk < k: the scalar form,
 // for the tail and for ISAs without the vector one below.
@@ -106,6 +122,16 @@ static inline void PackATile(const float* const* a_rows, int rows, int64_t k,
 }
 
 #if defined(__AVX2__)
+// 8 E4M3 bytes -> their values times 2^-8, exact, through fp16 patterns
+// (see WidenFp8 in gemm_avx512.cc; NaN bytes never reach a panel).
+static inline __m256 WidenE4M3x8(const E4M3Byte* s) {
+  const __m128i x =
+      _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+  const __m128i f16 = _mm_and_si128(_mm_slli_epi16(x, 7),
+                                    _mm_set1_epi16(static_cast<short>(0xbf80)));
+  return _mm256_cvtph_ps(f16);
+}
+
 // 2^(s - 127) for 8 E8M0 bytes: each byte shifted into the exponent field;
 // s = 0 gives the field 0, raised to 2^-127 by the max (every other s is
 // above it). Exact.
@@ -125,6 +151,23 @@ static inline void PrefetchStep(const W* prefetch, int64_t kk) {
   const char* p = reinterpret_cast<const char*>(prefetch + kk * kStepElems<W>);
   _mm_prefetch(p, _MM_HINT_T0);
   if constexpr (sizeof(W) == 4) _mm_prefetch(p + 64, _MM_HINT_T0);
+}
+
+// NVFP4: multiplies each of the `rows` x 32 sums of a panel's tile by its
+// column scale (the global scale times 2^8, stored after the panel's block
+// scales), once the whole K sum is in; a no-op for the other formats.
+template <typename W>
+static inline void ApplyColumnScales(const W* panel, int64_t k, float* tile,
+                                     int rows) {
+  if constexpr (kIsNvfp4<W>) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(panel) +
+                        kPanelWidth / 2 * k + NvBlocks(k) * kPanelWidth;
+    float col[kPanelWidth];
+    __builtin_memcpy(col, bytes, sizeof(col));
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < kPanelWidth; ++c) tile[r * kPanelWidth + c] *= col[c];
+    }
+  }
 }
 
 }  // namespace moe::kernels::cpu::internal

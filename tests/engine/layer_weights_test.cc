@@ -133,7 +133,7 @@ TEST(WeightDType, Parses) {
   }
   auto bad = ParseWeightDType("int4");
   EXPECT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("auto, f32, bf16, fp8 or mxfp4"),
+  EXPECT_NE(bad.status().message().find("auto, f32, bf16, fp8, mxfp4 or nvfp4"),
             std::string::npos);
 }
 

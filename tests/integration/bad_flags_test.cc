@@ -42,7 +42,7 @@ TEST(BadFlagsTest, RouterRefusesBadValues) {
           {"--num-workers=-1", "--num-workers must be between 0 and 1024"},
           {"--device=tpu", "--device must be cpu, cuda or cuda:N, got 'tpu'"},
           {"--weight-dtype=f16",
-           "--weight-dtype must be auto, f32, bf16, fp8 or mxfp4"},
+           "--weight-dtype must be auto, f32, bf16, fp8, mxfp4 or nvfp4"},
           {"--step-timeout-ms=-5", "--step-timeout-ms must be >= 1"},
           {"--max-batch-tokens=0", "--max-batch-tokens must be >= 1"},
           {"--max-request-tokens=100000", "--max-request-tokens must be"},

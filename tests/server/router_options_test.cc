@@ -171,7 +171,8 @@ TEST(RouterOptionsTest, BadValuesNameTheFlag) {
       {"dispatch dtype", [](RouterFlags& f) { f.dispatch_dtype = "e4m3"; },
        "--dispatch-dtype must be auto, f32, bf16 or fp8, got 'e4m3'"},
       {"dtype", [](RouterFlags& f) { f.weight_dtype = "f16"; },
-       "--weight-dtype must be auto, f32, bf16, fp8 or mxfp4, got 'f16'"},
+       "--weight-dtype must be auto, f32, bf16, fp8, mxfp4 or nvfp4, got "
+       "'f16'"},
       {"device", [](RouterFlags& f) { f.device = "tpu"; },
        "--device must be cpu, cuda or cuda:N, got 'tpu'"},
       {"device ordinal", [](RouterFlags& f) { f.device = "cuda:-1"; },

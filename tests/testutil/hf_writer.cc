@@ -16,6 +16,7 @@
 #include "core/safetensors.h"
 #include "core/status_macros.h"
 #include "kernels/mxfp4_rule.h"
+#include "kernels/nvfp4_rule.h"
 #include "nlohmann/json.hpp"
 
 namespace moe::testing {
@@ -251,6 +252,54 @@ bool AddGptOssReleased(const MoeLayerConfig& k, HfFamily f, int64_t layer,
   return exact;
 }
 
+// A ModelOpt NVFP4 linear [rows, cols] (cols a multiple of 16): code pairs
+// U8 [rows, cols / 2], `weight_scale` F8_E4M3 [rows, cols / 16] and the F32
+// scalars `weight_scale_2` and `input_scale`, appended. The global scale is
+// the power of two at or above amax / (6 * 448), so that weights built as
+// codes x E4M3 scales x a power of two come back exactly. False when a
+// value does not decode back exactly.
+bool AddNvfp4Linear(const std::string& weight_name, int64_t rows, int64_t cols,
+                    const std::vector<float>& w, std::vector<Tensor>* out) {
+  float amax = 0.0f;
+  for (float v : w) amax = std::max(amax, std::fabs(v));
+  const float global =
+      amax > 0.0f ? std::exp2(std::ceil(std::log2(amax / (6.0f * 448.0f))))
+                  : 1.0f;
+  std::vector<uint8_t> pairs, scales;
+  bool exact = true;
+  uint8_t codes[kernels::kNvBlock];
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t c0 = 0; c0 < cols; c0 += kernels::kNvBlock) {
+      const float* v = w.data() + i * cols + c0;
+      const uint8_t s =
+          kernels::Nvfp4QuantizeBlock(v, kernels::kNvBlock, global, codes);
+      scales.push_back(s);
+      for (int64_t j = 0; j < kernels::kNvBlock; j += 2) {
+        pairs.push_back(static_cast<uint8_t>(codes[j] | (codes[j + 1] << 4)));
+      }
+      for (int64_t j = 0; j < kernels::kNvBlock; ++j) {
+        exact = exact &&
+                kernels::E2M1ToF32(codes[j]) * kernels::E4M3ToF32(s) * global ==
+                    v[j];
+      }
+    }
+  }
+  auto scalar = [](float f) {
+    std::vector<uint8_t> b(4);
+    std::memcpy(b.data(), &f, 4);
+    return b;
+  };
+  out->push_back(
+      Raw(weight_name, {rows, cols / 2}, DType::kU8, std::move(pairs)));
+  out->push_back(Raw(weight_name + "_scale", {rows, cols / 16}, DType::kF8E4M3,
+                     std::move(scales)));
+  out->push_back(
+      Raw(weight_name + "_scale_2", {}, DType::kF32, scalar(global)));
+  const std::string base = weight_name.substr(0, weight_name.size() - 7);
+  out->push_back(Raw(base + ".input_scale", {}, DType::kF32, scalar(1.0f)));
+  return exact;
+}
+
 // DeepSeek-V4 as released: one [out, in] linear as I8 fp4 code pairs
 // [out, in/2] + F8_E8M0 .scale [out, in/32] (fp4) or F8_E4M3 + F8_E8M0
 // .scale per 128 x 128 block (fp8).
@@ -281,7 +330,8 @@ bool AddV4Linear(const std::string& weight_name, int64_t rows, int64_t cols,
 // representable in the release's formats.
 bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                  uint64_t seed, std::vector<Tensor>* out, bool released = false,
-                 HfExpertLayout layout = HfExpertLayout::kPerExpert) {
+                 HfExpertLayout layout = HfExpertLayout::kPerExpert,
+                 bool nvfp4 = false) {
   bool exact = true;
   const MoeLayerConfig& k = c.config;
   const int64_t E = k.num_experts, H = k.hidden, I = k.inter,
@@ -378,7 +428,18 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
             {name(WeightRole::kB2, e), {H}, values(c.b2, e * H, H, 5000 + e)});
       }
     }
-    for (int64_t e = 0; e < E; ++e) {
+    for (int64_t e = 0; nvfp4 && e < E; ++e) {
+      exact = AddNvfp4Linear(name(WeightRole::kW1, e), I, H,
+                             values(c.w1, e * I * H, I * H, 10 + e), out) &&
+              exact;
+      exact = AddNvfp4Linear(name(WeightRole::kW3, e), I, H,
+                             values(c.w3, e * I * H, I * H, 1000 + e), out) &&
+              exact;
+      exact = AddNvfp4Linear(name(WeightRole::kW2, e), H, I,
+                             values(c.w2, e * I * H, I * H, 2000 + e), out) &&
+              exact;
+    }
+    for (int64_t e = 0; !nvfp4 && e < E; ++e) {
       out->push_back({name(WeightRole::kW1, e),
                       {I, H},
                       values(c.w1, e * I * H, I * H, 10 + e)});
@@ -825,7 +886,28 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
     return absl::InvalidArgumentError(absl::StrCat(
         "no released quantised form is written for ", HfFamilyName(o.family)));
   }
+  if (o.nvfp4_experts &&
+      (o.released || o.layout != HfExpertLayout::kPerExpert ||
+       HfLocate(o.family, k, o.layer, WeightRole::kW1, 0).fused ||
+       HfLocate(o.family, k, o.layer, WeightRole::kW1, 0, o.layout).linear ||
+       k.hidden % 16 != 0 || k.inter % 16 != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NVFP4 experts are written for per-expert families with hidden and "
+        "inter multiples of 16, not ",
+        HfFamilyName(o.family)));
+  }
   std::string config = HfConfigJson(k, o.family, num_layers);
+  if (o.nvfp4_experts) {
+    json j = json::parse(config);
+    j["quantization_config"] = {
+        {"quant_method", "modelopt"},
+        {"quant_algo", "NVFP4"},
+        {"group_size", 16},
+        {"ignore",
+         {"lm_head", "model.layers.*.mlp.gate",
+          "model.layers.*.mlp.shared_expert*", "model.layers.*.self_attn*"}}};
+    config = j.dump(2);
+  }
   if (hc != nullptr) {
     json j = json::parse(config);
     j["num_hash_layers"] = o.hash_layers;
@@ -882,11 +964,13 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
       const GoldenCase& lc = hashed ? *hc : c;
       const bool exact =
           AddMoeLayer(lc, o.family, l, l == golden, o.seed + 100 * l, &tensors,
-                      o.released, layout);
+                      o.released, layout, o.nvfp4_experts);
       if (l == golden && !exact) {
         return absl::InvalidArgumentError(absl::StrCat(
             lc.name, ": its weights are not exactly representable in the ",
-            HfFamilyName(o.family), " release's MXFP4 / FP8 formats"));
+            HfFamilyName(o.family),
+            o.nvfp4_experts ? " NVFP4 form"
+                            : " release's MXFP4 / FP8 formats"));
       }
     } else {
       AddDenseMlp(o.family, H, l, o.seed + l, &tensors);

@@ -34,6 +34,14 @@ struct HfWriteOptions {
   // release's dtypes (storage options ignored). The golden layer's weights
   // must round-trip exactly (the writer refuses otherwise).
   bool released = false;
+  // Routed experts as an NVIDIA ModelOpt NVFP4 export (per-expert families
+  // only): `weight` U8 code pairs, `weight_scale` F8_E4M3 per 16 inputs,
+  // `weight_scale_2` F32 and `input_scale` F32 scalars, with a power-of-two
+  // global scale near amax / (6 * 448); quantization_config modelopt NVFP4
+  // with the router and shared expert in its ignore list. The golden
+  // layer's routed expert weights must round-trip exactly (the writer
+  // refuses otherwise).
+  bool nvfp4_experts = false;
   // DeepSeek-V4 with hash-routed and top-k layers: layers L < hash_layers
   // are hash-routed with hash_case's config (num_hash_layers), layer
   // hash_layers - 1 holding its weights and the others filler; the case
