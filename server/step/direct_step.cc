@@ -7,10 +7,14 @@
 
 namespace moe {
 
-void DirectStep::Build(const StepContent& common, const float* x, int64_t n,
-                       absl::Span<const int32_t> expert_ids,
-                       absl::Span<const float> weights, int P, int64_t experts,
+void DirectStep::Build(const StepContent& common, const Routed& routed,
                        std::vector<StepContent>* steps) {
+  const float* x = routed.x;
+  const int64_t n = routed.n;
+  const absl::Span<const int32_t> expert_ids = routed.expert_ids;
+  const absl::Span<const float> weights = routed.weights;
+  const int P = routed.world;
+  const int64_t experts = routed.experts;
   const int64_t H = common.hidden, S = common.in.slots;
   PlanDirectStep(expert_ids, n, S, P, experts, &plan_);
   const DirectPlan& d = plan_;

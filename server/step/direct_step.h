@@ -19,14 +19,22 @@ namespace moe {
 // Build writes view them until the group has sent them.
 class DirectStep {
  public:
-  // One step per rank of `world` into `steps`: the step `common` (layer,
-  // slots, hidden, dispatch, placement epoch, timeout) carrying rank q's
-  // tokens of x [n, common.hidden], their slots on its experts (the rest
-  // -1, over `experts` physical expert slots that `expert_ids` [n * slots]
-  // name) with `weights`, and its row of the count matrix.
-  void Build(const StepContent& common, const float* x, int64_t n,
-             absl::Span<const int32_t> expert_ids,
-             absl::Span<const float> weights, int world, int64_t experts,
+  // What a direct step is built from: x [n, hidden], each token's slots on
+  // `experts` physical expert slots (`expert_ids` [n * slots] names them,
+  // -1 for none) with their `weights`, and the `world` of ranks.
+  struct Routed {
+    const float* x = nullptr;
+    int64_t n = 0;
+    absl::Span<const int32_t> expert_ids;
+    absl::Span<const float> weights;
+    int world = 0;
+    int64_t experts = 0;
+  };
+  // One step per rank of `routed.world` into `steps`: the step `common`
+  // (layer, slots, hidden, dispatch, placement epoch, timeout) carrying rank
+  // q's tokens of x [n, common.hidden], their slots on its experts (the rest
+  // -1) with their weights, and its row of the count matrix.
+  void Build(const StepContent& common, const Routed& routed,
              std::vector<StepContent>* steps);
 
   // y [n, hidden] = the slot outputs of `replies` (one per rank of the last

@@ -43,7 +43,8 @@ void RemoteStep::BuildSteps(const Planned& p, int P,
   c.hidden = H;
   c.placement_epoch = placement.epoch;
   if (direct_) {
-    direct_step_.Build(c, p.x, n, expert_ids_, r.weight, P, physical, &steps_);
+    direct_step_.Build(c, {p.x, n, expert_ids_, r.weight, P, physical},
+                       &steps_);
     return;
   }
   const int64_t S = r.slots;

@@ -44,7 +44,7 @@ struct Routed {
   // `direct`'s steps for 2 ranks (they view x and direct's buffers).
   std::vector<StepContent> Build(DirectStep& direct) const {
     std::vector<StepContent> steps;
-    direct.Build(Common(), x.data(), n(), ids, weights, 2, kExperts, &steps);
+    direct.Build(Common(), {x.data(), n(), ids, weights, 2, kExperts}, &steps);
     return steps;
   }
 
