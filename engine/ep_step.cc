@@ -21,11 +21,9 @@ absl::Status NotBuiltHere(DispatchDType dispatch, const std::string& name) {
 }  // namespace
 
 absl::Status EpStep::Exchange(ExpertBackend& backend, Communicator& comm,
-                              const void* send,
-                              absl::Span<const int64_t> send_rows, void* recv,
-                              absl::Span<const int64_t> recv_rows,
-                              ElementType type, int64_t row_elems,
+                              const RowExchange& rows,
                               std::chrono::milliseconds timeout) {
+  const auto [send, send_rows, recv, recv_rows, type, row_elems] = rows;
   // Waiting on the peers: the thread wakes when their rows land, at once
   // rather than behind a computing thread (core/thread_slice.h).
   const ScopedThreadRole waiting(ThreadRole::kLatency, ThreadRole::kCompute);
@@ -129,9 +127,14 @@ absl::Status EpStep::MoveRows(ExpertBackend& backend, Communicator& comm,
                               absl::Span<const int64_t> recv_rows,
                               std::chrono::milliseconds timeout) {
   if (!leg.exchange) return absl::OkStatus();
-  return Exchange(backend, comm, backend.buffer(leg.send), send_rows,
-                  backend.buffer(leg.recv), recv_rows, leg.wire_type,
-                  leg.wire_row_elems, timeout);
+  return Exchange(backend, comm,
+                  {.send = backend.buffer(leg.send),
+                   .send_rows = send_rows,
+                   .recv = backend.buffer(leg.recv),
+                   .recv_rows = recv_rows,
+                   .type = leg.wire_type,
+                   .row_elems = leg.wire_row_elems},
+                  timeout);
 }
 
 absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,

@@ -80,13 +80,21 @@ class EpStep {
                         absl::Span<const int64_t> recv_rows,
                         std::chrono::milliseconds timeout);
   void ReadTimes(ExpertBackend& backend, EpStepTimes* times) const;
-  // The all-to-all of `rows` rows per rank, each `row_elems` elements of
-  // `type`, staged through pinned host memory when the backend's buffers
-  // are on a device and the communicator moves host memory.
+  // One all-to-all's rows: send_rows[q] rows to rank q from `send`,
+  // recv_rows[q] from it into `recv`, each `row_elems` elements of `type`.
+  struct RowExchange {
+    const void* send = nullptr;
+    absl::Span<const int64_t> send_rows;
+    void* recv = nullptr;
+    absl::Span<const int64_t> recv_rows;
+    ElementType type = ElementType::kF32;
+    int64_t row_elems = 0;
+  };
+  // The all-to-all of `rows`, staged through pinned host memory when the
+  // backend's buffers are on a device and the communicator moves host
+  // memory.
   absl::Status Exchange(ExpertBackend& backend, Communicator& comm,
-                        const void* send, absl::Span<const int64_t> send_rows,
-                        void* recv, absl::Span<const int64_t> recv_rows,
-                        ElementType type, int64_t row_elems,
+                        const RowExchange& rows,
                         std::chrono::milliseconds timeout);
 
   EpPlan plan_;

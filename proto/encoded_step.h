@@ -1,6 +1,6 @@
 // A router's Step encoded for the wire, opaque to the step channel that
-// sends it (server/step_channel.h sees no wire type), and the sets of them
-// that later steps reuse. Encoding over an earlier step's message
+// sends it (server/group/step_channel.h sees no wire type), and the sets of
+// them that later steps reuse. Encoding over an earlier step's message
 // overwrites its row strings instead of allocating anew (EncodeStep keeps
 // their size), so a steady stream of steps of one shape allocates nothing;
 // the channel encodes outside its locks, so concurrent steps encode in
@@ -36,7 +36,7 @@ class EncodedStep {
   void Address(uint64_t generation, uint64_t step_id,
                std::chrono::milliseconds timeout);
   // The RouterMessage carrying the step, for the connection to write (the
-  // RPC edge: server/worker_control_service.cc).
+  // RPC edge: server/api/worker_control_service.cc).
   const moe::v1::RouterMessage& message() const { return *message_; }
 
  private:

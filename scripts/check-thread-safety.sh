@@ -18,10 +18,11 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DMOE_CUDA=OFF \
   -DCMAKE_CXX_FLAGS="-O0 -Wthread-safety -Werror=thread-safety" \
   "${launcher[@]}" >/dev/null
 
-# Every object of those folders' targets (the protobuf messages' own
-# generated code is left out: it has no locks, and it is the slowest).
+# Every object of those folders' targets, server/'s wings included (the
+# protobuf messages' own generated code is left out: it has no locks, and
+# it is the slowest).
 mapfile -t objects < <(ninja -C "$build" -t targets all |
-  grep -E '^(core|comm|engine|proto|server|worker)/CMakeFiles/[^:]*\.o:' |
+  grep -E '^(core|comm|engine|proto|server(/[a-z]+)?|worker)/CMakeFiles/[^:]*\.o:' |
   grep -v '/moe_proto\.dir/' | cut -d: -f1)
 if ((${#objects[@]} == 0)); then
   echo "check-thread-safety: no objects found in $build" >&2

@@ -13,7 +13,7 @@
 #include "proto/credentials.h"
 #include "server/listening_line.h"
 #include "server/router_part_options.h"
-#include "server/step_runner.h"
+#include "server/step/step_runner.h"
 
 namespace moe {
 namespace {
@@ -101,7 +101,8 @@ absl::Status Router::MakePool() {
   pool_ = std::make_unique<WorkerPool>(
       PoolOptionsFor(o_, model_->info().layer.num_experts, placement_));
   worker_service_ = std::make_unique<WorkerControlService>(
-      pool_.get(), ControlOptionsFor(o_, model_->dtype(), worker_auth_.get()));
+      &pool_->group(),
+      ControlOptionsFor(o_, model_->dtype(), worker_auth_.get()));
   return absl::OkStatus();
 }
 
@@ -128,7 +129,7 @@ absl::Status Router::MakeBatcher() {
   }
   if (pool_ != nullptr) {
     Rebalancer::Options ro;
-    ro.pool = pool_.get();
+    ro.placements = pool_.get();
     ro.stats = stats_.get();
     ro.metrics = &metrics_;
     ro.info = model_->info();
@@ -138,8 +139,10 @@ absl::Status Router::MakeBatcher() {
     ro.every_steps = o_.rebalance_every_steps;
     rebalancer_ = std::make_unique<Rebalancer>(ro);
   }
-  batcher_ = std::make_unique<Batcher>(
-      BatcherOptionsFor(o_), std::move(runners), stats_.get(), &metrics_);
+  Batcher::Options bo = BatcherOptionsFor(o_);
+  bo.readiness = pool_.get();
+  batcher_ = std::make_unique<Batcher>(bo, std::move(runners), stats_.get(),
+                                       &metrics_);
   return absl::OkStatus();
 }
 
@@ -150,7 +153,7 @@ absl::Status Router::MakeService() {
   MoeServiceOptions so;
   so.model = model_.get();
   so.batcher = batcher_.get();
-  so.pool = pool_.get();
+  so.readiness = pool_.get();
   so.stats = stats_.get();
   so.rebalancer = rebalancer_.get();
   so.metrics = &metrics_;

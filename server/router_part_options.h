@@ -8,13 +8,13 @@
 
 #include "core/model_source.h"
 #include "engine/placement.h"
-#include "server/batcher.h"
-#include "server/router_model.h"
+#include "server/api/worker_auth.h"
+#include "server/api/worker_control_service.h"
+#include "server/batching/batcher.h"
+#include "server/group/worker_pool_options.h"
 #include "server/router_options.h"
 #include "server/router_servers.h"
-#include "server/worker_auth.h"
-#include "server/worker_control_service.h"
-#include "server/worker_pool_options.h"
+#include "server/step/router_model.h"
 
 namespace moe {
 

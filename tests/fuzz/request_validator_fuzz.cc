@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "server/request_validator.h"
+#include "server/api/request_validator.h"
 
 namespace {
 

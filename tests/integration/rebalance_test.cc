@@ -1,4 +1,4 @@
-// Live rebalancing (server/rebalancer.h): under a steady load of requests,
+// Live rebalancing (server/placement/rebalancer.h): under a steady load of requests,
 // Rebalance calls move the expert placement while every request succeeds
 // with the bits it had before; and with --rebalance-every-steps the
 // placement follows the skew when it moves to other experts.

@@ -8,7 +8,7 @@
 #include "comm/gloo_communicator.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
-#include "server/rendezvous_store.h"
+#include "server/group/rendezvous_store.h"
 #include "worker/router_store.h"
 
 namespace moe {

@@ -1,0 +1,92 @@
+// ForwardRequest.token_ids checks (hash-routed layers): missing, wrong
+// length and out-of-range ids are INVALID_ARGUMENT naming the field and the
+// row; other layers accept and ignore well-formed ids.
+#include "server/api/request_validator.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace moe {
+namespace {
+
+ModelInfo Model(int64_t hash_vocab) {
+  ModelInfo m;
+  m.moe_layers = {0};
+  m.layer.hidden = 4;
+  m.layer.inter = 4;
+  m.layer.num_experts = 4;
+  m.layer.top_k = 2;
+  m.layer.hash_vocab = hash_vocab;
+  return m;
+}
+
+moe::v1::ForwardRequest Request(int64_t rows, std::vector<int64_t> ids) {
+  moe::v1::ForwardRequest r;
+  std::vector<float> x(rows * 4, 0.5f);
+  EncodeMatrix(x.data(), rows, 4, moe::v1::F32, r.mutable_hidden_states());
+  for (int64_t id : ids) r.add_token_ids(id);
+  return r;
+}
+
+void ExpectBad(const moe::v1::ForwardRequest& r, const ModelInfo& m,
+               const std::string& want) {
+  auto v = ValidateForward(r, m, ForwardLimits{1024});
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(v.status().message().find(want), absl::string_view::npos)
+      << v.status();
+}
+
+TEST(RequestValidator, HashLayerNeedsOneIdInTheVocabularyPerRow) {
+  const ModelInfo m = Model(10);
+  ExpectBad(Request(3, {}), m, "token_ids: required");
+  ExpectBad(Request(3, {1, 2}), m, "token_ids: 2 ids for 3 rows");
+  ExpectBad(Request(3, {1, 10, 2}), m, "token_ids[1] (row 1)");
+  ExpectBad(Request(3, {1, 2, -1}), m, "token_ids[2] (row 2)");
+  // token_ids views the request, which must outlive it.
+  const moe::v1::ForwardRequest ok = Request(3, {0, 9, 4});
+  auto v = ValidateForward(ok, m, ForwardLimits{1024});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(std::vector<int64_t>(v->token_ids.begin(), v->token_ids.end()),
+            (std::vector<int64_t>{0, 9, 4}));
+  // N = 0: no rows, no ids needed.
+  EXPECT_TRUE(ValidateForward(Request(0, {}), m, ForwardLimits{1024}).ok());
+}
+
+TEST(RequestValidator, OtherLayersIgnoreIdsButCountThem) {
+  const ModelInfo m = Model(0);
+  EXPECT_TRUE(ValidateForward(Request(2, {}), m, ForwardLimits{1024}).ok());
+  EXPECT_TRUE(
+      ValidateForward(Request(2, {77, -5}), m, ForwardLimits{1024}).ok());
+  ExpectBad(Request(2, {1}), m, "expected one per row");
+}
+
+// DeepSeek-V4: hash-routed first layers, top-k after them. Each layer is
+// checked by its own config.
+TEST(RequestValidator, EachLayerByItsOwnRouting) {
+  ModelInfo m = Model(0);
+  m.moe_layers = {0, 1};
+  MoeLayerConfig hashed = m.layer;
+  hashed.hash_vocab = 10;
+  m.routing_overrides[0] = hashed;
+  moe::v1::ForwardRequest to0 = Request(2, {});
+  to0.set_layer(0);
+  ExpectBad(to0, m, "token_ids: required: layer 0 is hash-routed");
+  to0 = Request(2, {3, 10});
+  to0.set_layer(0);
+  ExpectBad(to0, m, "token_ids[1] (row 1): 10 is outside layer 0's");
+  to0 = Request(2, {3, 9});
+  to0.set_layer(0);
+  EXPECT_TRUE(ValidateForward(to0, m, ForwardLimits{1024}).ok());
+  // The top-k layer: ids optional, any values.
+  moe::v1::ForwardRequest to1 = Request(2, {});
+  to1.set_layer(1);
+  EXPECT_TRUE(ValidateForward(to1, m, ForwardLimits{1024}).ok());
+  to1 = Request(2, {3, 10});
+  to1.set_layer(1);
+  EXPECT_TRUE(ValidateForward(to1, m, ForwardLimits{1024}).ok());
+}
+
+}  // namespace
+}  // namespace moe
