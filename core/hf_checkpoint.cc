@@ -337,9 +337,9 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
       weight_map_.count(stem + ".weight_packed") > 0) {
     return CompressedMxfp4(ExpectedShape(c, role), stem);
   }
-  const bool mlp_linear =
-      role == WeightRole::kW3 || role == WeightRole::kW2 ||
-      role == WeightRole::kSharedW3 || role == WeightRole::kSharedW2;
+  const bool mlp_linear = role == WeightRole::kW3 || role == WeightRole::kW2 ||
+                          role == WeightRole::kSharedW3 ||
+                          role == WeightRole::kSharedW2;
   if (spec_.family == HfFamily::kNemotronH && dot_weight && mlp_linear) {
     MOE_RETURN_IF_ERROR(NoUnservedBias(stem + ".bias"));
   }
@@ -475,7 +475,8 @@ absl::Status HfCheckpoint::NoUnservedBias(const std::string& bias) const {
   // expert's up / down projections, which the engine has no role for:
   // zeros change nothing, anything else would be served wrong.
   MOE_ASSIGN_OR_RETURN(TensorRef ref, Find(bias));
-  MOE_ASSIGN_OR_RETURN(std::vector<float> v, TensorToF32(ref, ref.entry->shape));
+  MOE_ASSIGN_OR_RETURN(std::vector<float> v,
+                       TensorToF32(ref, ref.entry->shape));
   for (size_t i = 0; i < v.size(); ++i) {
     if (v[i] != 0.0f) {
       return absl::UnimplementedError(absl::StrCat(

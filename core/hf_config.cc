@@ -353,10 +353,10 @@ absl::StatusOr<std::string> QuantMethod(const json& j, HfFamily family,
     const std::string format =
         f != it->end() && f->is_string() ? f->get<std::string>() : "";
     if (format == "mxfp4-pack-quantized") return method;
-    return absl::InvalidArgumentError(absl::StrCat(
-        label, ": quantization_config.format '", format,
-        "' is not supported for compressed-tensors (supported: "
-        "mxfp4-pack-quantized, Kimi K3's release)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": quantization_config.format '", format,
+                     "' is not supported for compressed-tensors (supported: "
+                     "mxfp4-pack-quantized, Kimi K3's release)"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       label, ": quantization_config.quant_method '", method,
@@ -688,11 +688,11 @@ absl::Status NemotronHLayers(const ConfigReader& r, ModelInfo* info) {
                    "names its MoE layers there");
   }
   if (static_cast<int64_t>(moe.size()) != info->num_layers) {
-    return r.Error(r.Present("layers_block_type") ? "layers_block_type"
-                                                  : "hybrid_override_pattern",
-                   absl::StrCat("describes ", moe.size(),
-                                " layers, not num_hidden_layers ",
-                                info->num_layers));
+    return r.Error(
+        r.Present("layers_block_type") ? "layers_block_type"
+                                       : "hybrid_override_pattern",
+        absl::StrCat("describes ", moe.size(),
+                     " layers, not num_hidden_layers ", info->num_layers));
   }
   for (int64_t l = 0; l < info->num_layers; ++l) {
     if (moe[l]) info->moe_layers.push_back(l);
@@ -714,8 +714,9 @@ absl::Status ReadNemotronH(const ConfigReader& r, ModelInfo* info) {
   MOE_ASSIGN_OR_RETURN(std::string act, r.String("mlp_hidden_act", "relu2"));
   if (act != "relu2") {
     return r.Error("mlp_hidden_act",
-                   absl::StrCat("'", act, "' is not relu2, the only "
-                                          "activation nemotron_h experts have"));
+                   absl::StrCat("'", act,
+                                "' is not relu2, the only "
+                                "activation nemotron_h experts have"));
   }
   MOE_ASSIGN_OR_RETURN(bool mlp_bias, r.Bool("mlp_bias", false));
   MOE_ASSIGN_OR_RETURN(c.route_norm, r.Bool("norm_topk_prob", true));
@@ -752,8 +753,9 @@ absl::Status ReadGemma4(const ConfigReader& r, ModelInfo* info) {
                        r.String("hidden_activation", "gelu_pytorch_tanh"));
   if (act != "gelu_pytorch_tanh") {
     return r.Error("hidden_activation",
-                   absl::StrCat("'", act, "' is not gelu_pytorch_tanh, the "
-                                          "only one gemma4 experts have"));
+                   absl::StrCat("'", act,
+                                "' is not gelu_pytorch_tanh, the "
+                                "only one gemma4 experts have"));
   }
   MOE_ASSIGN_OR_RETURN(double eps, r.Number("rms_norm_eps", 1e-6));
   c.score_func = ScoreFunc::kSoftmax;
@@ -807,8 +809,9 @@ absl::Status ReadKimiK3(const ConfigReader& r, ModelInfo* info) {
   MOE_ASSIGN_OR_RETURN(std::string act, r.String("hidden_act", "situ"));
   if (act != "situ") {
     return r.Error("hidden_act",
-                   absl::StrCat("'", act, "' is not situ, the only "
-                                          "activation kimi_k3 experts have"));
+                   absl::StrCat("'", act,
+                                "' is not situ, the only "
+                                "activation kimi_k3 experts have"));
   }
   MOE_ASSIGN_OR_RETURN(double beta, r.Number("activation_situ_beta", 1.0));
   MOE_ASSIGN_OR_RETURN(double lambda,

@@ -231,9 +231,9 @@ HfTensorLocation PackedLocation(HfFamily f, const std::string& p,
 // Families whose experts transformers v5 may save packed: those with one
 // tensor per role and expert under mlp.* or block_sparse_moe.*.
 bool MayBePacked(HfFamily f) {
-  return !IsLlama4(f) && f != HfFamily::kGptOss &&
-         f != HfFamily::kDeepseekV4 && f != HfFamily::kNemotronH &&
-         f != HfFamily::kGemma4 && f != HfFamily::kKimiK3;
+  return !IsLlama4(f) && f != HfFamily::kGptOss && f != HfFamily::kDeepseekV4 &&
+         f != HfFamily::kNemotronH && f != HfFamily::kGemma4 &&
+         f != HfFamily::kKimiK3;
 }
 
 // Nemotron 3: backbone.layers.{L}.mixer.*, non-gated experts (up / down

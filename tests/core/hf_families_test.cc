@@ -646,8 +646,9 @@ TEST(HfFamilies, Gemma4ReadsTextConfigAndItsMoeBlock) {
   EXPECT_TRUE(c.route_norm && c.router_prenorm && c.per_expert_scale &&
               c.branch_norms);
   EXPECT_EQ(c.act, Activation::kGeluTanh);
-  EXPECT_EQ(HfTensorName(HfFamily::kGemma4, 2, WeightRole::kExpertsOutNorm, -1),
-            "model.language_model.layers.2.post_feedforward_layernorm_2.weight");
+  EXPECT_EQ(
+      HfTensorName(HfFamily::kGemma4, 2, WeightRole::kExpertsOutNorm, -1),
+      "model.language_model.layers.2.post_feedforward_layernorm_2.weight");
   EXPECT_EQ(HfTensorName(HfFamily::kGemma4, 2, WeightRole::kSharedInNorm, -1),
             "model.language_model.layers.2.pre_feedforward_layernorm.weight");
   // A dense Gemma 4 has no MoE layer to serve.

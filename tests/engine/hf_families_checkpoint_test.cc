@@ -613,15 +613,13 @@ TEST(HfFamilyCheckpoint, NemotronHMoeLayersFromTheHybridPattern) {
   for (const char* key : {"hybrid_override_pattern", "layers_block_type"}) {
     SCOPED_TRACE(key);
     if (std::string(key) == "layers_block_type") {
-      ASSERT_TRUE(testing::SetHfConfigKey(dir, "hybrid_override_pattern",
-                                          "null")
-                      .ok());
       ASSERT_TRUE(
-          testing::SetHfConfigKey(
-              dir, "layers_block_type",
-              R"(["mamba", "moe", "full_attention", "moe", "mlp", "moe",
+          testing::SetHfConfigKey(dir, "hybrid_override_pattern", "null").ok());
+      ASSERT_TRUE(testing::SetHfConfigKey(
+                      dir, "layers_block_type",
+                      R"(["mamba", "moe", "full_attention", "moe", "mlp", "moe",
                   "mamba"])")
-              .ok());
+                      .ok());
     }
     auto ckpt = HfCheckpoint::Open(dir);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status();
@@ -645,7 +643,8 @@ TEST(HfFamilyCheckpoint, NemotronHSharedExpertBiasMustBeZero) {
   auto c = Golden("nemotron3_latent");
   ASSERT_TRUE(c.ok()) << c.status();
   const std::string dir = Write(*c, HfFamily::kNemotronH, "nemotron_bias_");
-  const std::string bias = "backbone.layers.1.mixer.shared_experts.up_proj.bias";
+  const std::string bias =
+      "backbone.layers.1.mixer.shared_experts.up_proj.bias";
   std::vector<uint8_t> zero(48 * 4, 0);
   // Index the bias beside the gate, in the gate's shard, then write it
   // there: an all-zero bias changes nothing.
@@ -769,8 +768,7 @@ TEST(HfFamilyCheckpoint, LatentFamiliesBadInputIsNamed) {
     Routing routing;
     auto y = RunLayer(dir, 1, *c, WeightDType::kF32, &routing);
     ASSERT_FALSE(y.ok());
-    EXPECT_NE(y.status().message().find(gone), std::string::npos)
-        << y.status();
+    EXPECT_NE(y.status().message().find(gone), std::string::npos) << y.status();
     fs::remove_all(dir);
   }
   {
@@ -784,8 +782,7 @@ TEST(HfFamilyCheckpoint, LatentFamiliesBadInputIsNamed) {
     Routing routing;
     auto y = RunLayer(dir, 1, *c, WeightDType::kF32, &routing);
     ASSERT_FALSE(y.ok());
-    EXPECT_NE(y.status().message().find(proj), std::string::npos)
-        << y.status();
+    EXPECT_NE(y.status().message().find(proj), std::string::npos) << y.status();
     EXPECT_NE(y.status().message().find("[32, 64]"), std::string::npos)
         << y.status();
     fs::remove_all(dir);

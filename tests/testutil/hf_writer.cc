@@ -305,7 +305,8 @@ void AddLayerVectors(const GoldenCase& c, HfFamily f, int64_t layer,
                  const std::vector<float>& src, uint64_t salt, float base) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    std::vector<float> v = golden ? Slice(src, 0, n) : Filler(seed + salt, n, 0.2f);
+    std::vector<float> v =
+        golden ? Slice(src, 0, n) : Filler(seed + salt, n, 0.2f);
     if (!golden) {
       for (float& x : v) x += base;
     }
@@ -321,9 +322,11 @@ void AddLayerVectors(const GoldenCase& c, HfFamily f, int64_t layer,
       add(WeightRole::kLatentB1, {Lt}, c.latent_b1, 22, 0.0f);
       add(WeightRole::kLatentB2, {H}, c.latent_b2, 23, 0.0f);
     }
-    if (k.latent_norm) add(WeightRole::kLatentNorm, {Lt}, c.latent_norm, 24, 1.0f);
+    if (k.latent_norm)
+      add(WeightRole::kLatentNorm, {Lt}, c.latent_norm, 24, 1.0f);
   }
-  if (k.router_prenorm) add(WeightRole::kGateScale, {H}, c.gate_scale, 25, 1.0f);
+  if (k.router_prenorm)
+    add(WeightRole::kGateScale, {H}, c.gate_scale, 25, 1.0f);
   if (k.per_expert_scale) {
     add(WeightRole::kPerExpertScale, {E}, c.per_expert_scale, 26, 1.0f);
   }
@@ -1061,7 +1064,8 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                 {"group_size", 32},
                 {"strategy", "group"},
                 {"scale_dtype", "torch.uint8"}}}}}}},
-          {"ignore", {"lm_head", "re:.*shared_experts.*", "re:vision_tower.*"}}};
+          {"ignore",
+           {"lm_head", "re:.*shared_experts.*", "re:vision_tower.*"}}};
     } else if (o.family == HfFamily::kGptOss) {
       j["quantization_config"] = {
           {"quant_method", "mxfp4"},
@@ -1095,12 +1099,12 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
       o.family == HfFamily::kQwen35Moe ? HfExpertLayout::kPacked : o.layout;
   // The language model's own prefix in a multimodal checkpoint.
   const HfFamily f = o.family;
-  const std::string lm =
-      f == HfFamily::kLlama4 || f == HfFamily::kKimiK3 ? "language_model.model."
-      : f == HfFamily::kQwen35Moe || f == HfFamily::kGemma4
-          ? "model.language_model."
-      : f == HfFamily::kNemotronH ? "backbone."
-                                  : "model.";
+  const std::string lm = f == HfFamily::kLlama4 || f == HfFamily::kKimiK3
+                             ? "language_model.model."
+                         : f == HfFamily::kQwen35Moe || f == HfFamily::kGemma4
+                             ? "model.language_model."
+                         : f == HfFamily::kNemotronH ? "backbone."
+                                                     : "model.";
   std::vector<Tensor> tensors;
   tensors.push_back({lm + (f == HfFamily::kNemotronH ? "embeddings.weight"
                                                      : "embed_tokens.weight"),
@@ -1127,16 +1131,16 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   HfWriteOptions mtp_options = o;
   mtp_options.layout = layout;
   AddMtp(c, mtp_options, num_layers, &tensors);
-  tensors.push_back({lm + (f == HfFamily::kNemotronH ? "norm_f.weight"
-                                                     : "norm.weight"),
-                     {H},
-                     std::vector<float>(H, 1.0f)});
-  tensors.push_back({(f == HfFamily::kLlama4 || f == HfFamily::kKimiK3
-                          ? "language_model."
-                          : "") +
-                         std::string("lm_head.weight"),
-                     {kVocab, H},
-                     Filler(o.seed + 5, kVocab * H, 0.5f)});
+  tensors.push_back(
+      {lm + (f == HfFamily::kNemotronH ? "norm_f.weight" : "norm.weight"),
+       {H},
+       std::vector<float>(H, 1.0f)});
+  tensors.push_back(
+      {(f == HfFamily::kLlama4 || f == HfFamily::kKimiK3 ? "language_model."
+                                                         : "") +
+           std::string("lm_head.weight"),
+       {kVocab, H},
+       Filler(o.seed + 5, kVocab * H, 0.5f)});
   if (o.family == HfFamily::kLlama4) {
     // The vision tower and projector of the multimodal checkpoint.
     tensors.push_back({"vision_model.patch_embedding.linear.weight",
@@ -1153,11 +1157,11 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
     tensors.push_back({v + "encoder.blocks.0.wqkv.weight",
                        {3 * H, 48},
                        Filler(o.seed + 6, 3 * H * 48, 0.1f)});
-    tensors.push_back(
-        {f == HfFamily::kKimiK3 ? "mm_projector.proj.0.weight"
-                                : "model.embed_vision.embedding_projection.weight",
-         {H, 48},
-         Filler(o.seed + 7, H * 48, 0.1f)});
+    tensors.push_back({f == HfFamily::kKimiK3
+                           ? "mm_projector.proj.0.weight"
+                           : "model.embed_vision.embedding_projection.weight",
+                       {H, 48},
+                       Filler(o.seed + 7, H * 48, 0.1f)});
   }
   if (o.family == HfFamily::kQwen35Moe) {
     // The vision tower, which the loader must skip.
