@@ -112,8 +112,7 @@ TEST_P(GoldenEngineTest, MatchesReference) {
                                 std::max<int64_t>(c->tokens, 1));
     EXPECT_EQ(moe.status().code(), absl::StatusCode::kUnimplemented)
         << moe.status();
-    GTEST_SKIP() << c->name << ": refused at load as expected: "
-                 << s.message();
+    GTEST_SKIP() << c->name << ": refused at load as expected: " << s.message();
   }
   std::vector<float> y;
   Routing routing;
