@@ -38,6 +38,7 @@ bool RoleApplies(const MoeLayerConfig& c, WeightRole role) {
     case WeightRole::kExpertBias:
       return c.use_bias;
     case WeightRole::kSharedW1:
+      return c.has_shared() && c.gated;
     case WeightRole::kSharedW3:
     case WeightRole::kSharedW2:
       return c.has_shared();
@@ -51,6 +52,26 @@ bool RoleApplies(const MoeLayerConfig& c, WeightRole role) {
       return c.expert_bias;
     case WeightRole::kTid2Eid:
       return c.hash_routed();
+    case WeightRole::kW1:
+      return c.gated;
+    case WeightRole::kLatentW1:
+    case WeightRole::kLatentW2:
+      return c.latent > 0;
+    case WeightRole::kLatentB1:
+    case WeightRole::kLatentB2:
+      return c.latent > 0 && c.latent_bias;
+    case WeightRole::kLatentNorm:
+      return c.latent > 0 && c.latent_norm;
+    case WeightRole::kGateScale:
+      return c.router_prenorm;
+    case WeightRole::kPerExpertScale:
+      return c.per_expert_scale;
+    case WeightRole::kExpertsInNorm:
+    case WeightRole::kExpertsOutNorm:
+      return c.branch_norms;
+    case WeightRole::kSharedInNorm:
+    case WeightRole::kSharedOutNorm:
+      return c.branch_norms && c.has_shared();
     default:
       return true;
   }
@@ -341,6 +362,21 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
   if (loc.fused && weight_map_.count(name + "_blocks") > 0) {
     return GptOssMxfp4(loc);
   }
+  const bool dot_weight = absl::EndsWith(name, ".weight");
+  const std::string stem =
+      dot_weight ? name.substr(0, name.size() - 7) : std::string();
+  // Kimi K3 as released: compressed-tensors MXFP4 weight_packed /
+  // weight_scale in place of `.weight`.
+  if (dot_weight && weight_map_.count(name) == 0 &&
+      weight_map_.count(stem + ".weight_packed") > 0) {
+    return CompressedMxfp4(ExpectedShape(c, role), stem);
+  }
+  const bool mlp_linear = role == WeightRole::kW3 || role == WeightRole::kW2 ||
+                          role == WeightRole::kSharedW3 ||
+                          role == WeightRole::kSharedW2;
+  if (spec_.family == HfFamily::kNemotronH && dot_weight && mlp_linear) {
+    MOE_RETURN_IF_ERROR(NoUnservedBias(stem + ".bias"));
+  }
   MOE_ASSIGN_OR_RETURN(TensorRef ref, Find(name));
   if (loc.fused) return SliceFused(loc, ref);
   WeightTensor t;
@@ -455,6 +491,55 @@ absl::StatusOr<WeightTensor> HfCheckpoint::DeepseekV4Quantised(
   return absl::InvalidArgumentError(absl::StrCat(
       t.name, ": dtype ", DTypeName(ref.entry->dtype), " with a '", scale_name,
       "' tensor; expected I8 (fp4) or F8_E4M3 (fp8) weights"));
+}
+
+absl::StatusOr<WeightTensor> HfCheckpoint::CompressedMxfp4(
+    const std::vector<int64_t>& logical, const std::string& stem) const {
+  const std::string packed_name = stem + ".weight_packed";
+  const std::string scale_name = stem + ".weight_scale";
+  if (logical.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir_, ": ", packed_name,
+                     ": only a 2-D linear can be MXFP4 (compressed-tensors)"));
+  }
+  const int64_t out = logical[0], in = logical[1];
+  if (in % 32 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir_, ": ", packed_name, ": MXFP4 input width ", in,
+                     " is not a multiple of 32 (one E8M0 scale per 32)"));
+  }
+  if (weight_map_.count(scale_name) == 0) {
+    return absl::NotFoundError(absl::StrCat(
+        dir_, ": ", packed_name, " needs its E8M0 scale tensor '", scale_name,
+        "' [", out, ", ", in / 32, "] (compressed-tensors mxfp4)"));
+  }
+  MOE_ASSIGN_OR_RETURN(TensorRef packed, Find(packed_name));
+  MOE_ASSIGN_OR_RETURN(TensorRef scale, Find(scale_name));
+  MOE_RETURN_IF_ERROR(
+      CheckQuantTensor(packed, packed_name, {DType::kU8}, {out, in / 2}));
+  MOE_RETURN_IF_ERROR(CheckQuantTensor(
+      scale, scale_name, {DType::kU8, DType::kF8E8M0}, {out, in / 32}));
+  return GatherMxfp4Rows(absl::StrCat(packed.file, ": ", packed_name), packed,
+                         scale, scale_name, 0, 1, out, in);
+}
+
+absl::Status HfCheckpoint::NoUnservedBias(const std::string& bias) const {
+  if (weight_map_.count(bias) == 0) return absl::OkStatus();
+  // Nemotron's mlp_bias also puts biases on the experts' and the shared
+  // expert's up / down projections, which the engine has no role for:
+  // zeros change nothing, anything else would be served wrong.
+  MOE_ASSIGN_OR_RETURN(TensorRef ref, Find(bias));
+  MOE_ASSIGN_OR_RETURN(std::vector<float> v,
+                       TensorToF32(ref, ref.entry->shape));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] != 0.0f) {
+      return absl::UnimplementedError(absl::StrCat(
+          ref.file, ": ", bias, ": element ", i, " is ", v[i],
+          "; biases on nemotron_h expert / shared-expert projections "
+          "(mlp_bias) are not supported, only on fc1/fc2_latent_proj"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace moe

@@ -53,6 +53,15 @@ class HfCheckpoint : public ModelSource {
       const std::vector<int64_t>& logical, const TensorRef& ref,
       const std::string& scale_name, WeightTensor t) const;
 
+  // Kimi K3 as released: `<stem>.weight_packed` U8 [out, in/2] with
+  // `<stem>.weight_scale` E8M0 [out, in/32] (compressed-tensors
+  // mxfp4-pack-quantized), kept MXFP4; `logical` is the role's [out, in].
+  absl::StatusOr<WeightTensor> CompressedMxfp4(
+      const std::vector<int64_t>& logical, const std::string& stem) const;
+  // OK when `bias` is absent or all zero; refuses a bias the engine has no
+  // role for (Nemotron's expert and shared-expert biases), naming it.
+  absl::Status NoUnservedBias(const std::string& bias) const;
+
   std::string dir_;
   HfModelSpec spec_;
   // Tensor name -> file name inside dir_.

@@ -100,17 +100,19 @@ absl::Status ReadExtensions(const ConfigReader& r, MoeLayerConfig* c) {
                        r.Bool("moe_router_bias", c->router_bias));
   MOE_ASSIGN_OR_RETURN(c->expert_bias,
                        r.Bool("moe_expert_bias", c->expert_bias));
-  MOE_ASSIGN_OR_RETURN(
-      std::string act,
-      r.String("moe_act", std::string(ActivationName(c->act))));
-  if (act == "silu") {
-    c->act = Activation::kSilu;
-  } else if (act == "gptoss") {
-    c->act = Activation::kGptOss;
-  } else if (act == "silu_clamp") {
-    c->act = Activation::kSiluClamp;
-  } else {
-    return r.Error("moe_act", "must be 'silu', 'gptoss' or 'silu_clamp'");
+  // Only a given moe_act overrides: the family's own activation (relu2,
+  // gelu_tanh, situ) has no generic spelling to fall back to.
+  if (r.Present("moe_act")) {
+    MOE_ASSIGN_OR_RETURN(std::string act, r.String("moe_act", ""));
+    if (act == "silu") {
+      c->act = Activation::kSilu;
+    } else if (act == "gptoss") {
+      c->act = Activation::kGptOss;
+    } else if (act == "silu_clamp") {
+      c->act = Activation::kSiluClamp;
+    } else {
+      return r.Error("moe_act", "must be 'silu', 'gptoss' or 'silu_clamp'");
+    }
   }
   MOE_ASSIGN_OR_RETURN(double alpha, r.Number("moe_act_alpha", c->act_alpha));
   MOE_ASSIGN_OR_RETURN(double limit, r.Number("moe_act_limit", c->act_limit));
@@ -225,6 +227,19 @@ const std::vector<FamilyEntry>& FamilyTable() {
       {"ernie4_5_moe", HfFamily::kErnie45Moe, {"Ernie4_5_MoeForCausalLM"}},
       {"gpt_oss", HfFamily::kGptOss, {"GptOssForCausalLM"}},
       {"deepseek_v4", HfFamily::kDeepseekV4, {"DeepseekV4ForCausalLM"}},
+      // Nemotron 3 Nano / Super: Mamba, attention and MoE layers in one
+      // stack, named backbone.layers.{L}.mixer.*.
+      {"nemotron_h", HfFamily::kNemotronH, {"NemotronHForCausalLM"}},
+      {"gemma4",
+       HfFamily::kGemma4,
+       {"Gemma4ForConditionalGeneration"},
+       /*text_config=*/true},
+      // Kimi K3's text_config says model_type kimi_linear; the checkpoint is
+      // recognised by its top-level model_type.
+      {"kimi_k3",
+       HfFamily::kKimiK3,
+       {"KimiK3ForConditionalGeneration"},
+       /*text_config=*/true},
   };
   return *table;
 }
@@ -351,6 +366,18 @@ absl::StatusOr<std::string> QuantMethod(const json& j, HfFamily family,
   // gpt-oss as released (MXFP4 blocks); a dequantised copy may keep the
   // stale quantization_config.
   if (method == "mxfp4" && family == HfFamily::kGptOss) return method;
+  // Kimi K3 as released: compressed-tensors MXFP4 routed experts
+  // (weight_packed + weight_scale), read 4-bit by the checkpoint.
+  if (method == "compressed-tensors" && family == HfFamily::kKimiK3) {
+    const auto f = it->find("format");
+    const std::string format =
+        f != it->end() && f->is_string() ? f->get<std::string>() : "";
+    if (format == "mxfp4-pack-quantized") return method;
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": quantization_config.format '", format,
+                     "' is not supported for compressed-tensors (supported: "
+                     "mxfp4-pack-quantized, Kimi K3's release)"));
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       label, ": quantization_config.quant_method '", method,
       "' is not supported (supported: fp8 with weight_scale_inv blocks, "
@@ -503,9 +530,12 @@ absl::Status ReadLlama4(const ConfigReader& r, ModelInfo* info) {
   return Llama4Layers(r, info);
 }
 
-// k: ERNIE says moe_k; gpt-oss's release config says experts_per_token.
+// k: ERNIE says moe_k; gpt-oss's release config says experts_per_token;
+// Gemma 4 top_k_experts and Kimi K3 num_experts_per_token.
 absl::StatusOr<int64_t> TopK(const ConfigReader& r, HfFamily family) {
   if (family == HfFamily::kErnie45Moe) return r.Int("moe_k");
+  if (family == HfFamily::kGemma4) return r.Int("top_k_experts");
+  if (family == HfFamily::kKimiK3) return r.Int("num_experts_per_token");
   if (family == HfFamily::kGptOss && !r.Present("num_experts_per_tok")) {
     return r.Int("experts_per_token");
   }
@@ -639,6 +669,181 @@ absl::Status ReadDeepseekV4(const ConfigReader& r, ModelInfo* info) {
   return absl::OkStatus();
 }
 
+// Nemotron 3's layer kinds: hybrid_override_pattern (one character per
+// layer, 'E' MoE, 'M' Mamba, '*' attention, '-' dense MLP) or transformers
+// v5's layers_block_type list ("moe", "mamba", "linear_attention",
+// "full_attention", "mlp").
+absl::Status NemotronHLayers(const ConfigReader& r, ModelInfo* info) {
+  std::vector<bool> moe;
+  if (r.Present("layers_block_type")) {
+    const json& v = r.raw().at("layers_block_type");
+    if (!v.is_array()) return r.Error("layers_block_type", "must be a list");
+    for (const auto& x : v) {
+      const bool known = x == "moe" || x == "mamba" ||
+                         x == "linear_attention" || x == "full_attention" ||
+                         x == "attention" || x == "mlp";
+      if (!known) {
+        return r.Error("layers_block_type",
+                       absl::StrCat("entry ", moe.size(), " is ", x.dump(),
+                                    ", not moe, mamba, linear_attention, "
+                                    "full_attention or mlp"));
+      }
+      moe.push_back(x == "moe");
+    }
+  } else if (r.Present("hybrid_override_pattern")) {
+    MOE_ASSIGN_OR_RETURN(std::string pattern,
+                         r.String("hybrid_override_pattern", ""));
+    for (char ch : pattern) {
+      if (ch != 'E' && ch != 'M' && ch != '*' && ch != '-') {
+        return r.Error("hybrid_override_pattern",
+                       absl::StrCat("holds '", std::string(1, ch),
+                                    "', not one of E (MoE), M (Mamba), * "
+                                    "(attention), - (MLP)"));
+      }
+      moe.push_back(ch == 'E');
+    }
+  } else {
+    return r.Error("hybrid_override_pattern",
+                   "is missing (nor is layers_block_type given): nemotron_h "
+                   "names its MoE layers there");
+  }
+  if (static_cast<int64_t>(moe.size()) != info->num_layers) {
+    return r.Error(
+        r.Present("layers_block_type") ? "layers_block_type"
+                                       : "hybrid_override_pattern",
+        absl::StrCat("describes ", moe.size(),
+                     " layers, not num_hidden_layers ", info->num_layers));
+  }
+  for (int64_t l = 0; l < info->num_layers; ++l) {
+    if (moe[l]) info->moe_layers.push_back(l);
+  }
+  return absl::OkStatus();
+}
+
+// Nemotron 3: DeepSeek-V3's gate (sigmoid, correction bias for the
+// choice, groups, renorm, scale) over non-gated relu2 experts; Super's
+// LatentMoE runs them at moe_latent_size between fc1/fc2_latent_proj, which
+// carry biases when mlp_bias. The shared expert reads the full-width x.
+absl::Status ReadNemotronH(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("n_routed_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
+  MOE_ASSIGN_OR_RETURN(c.shared_inter,
+                       r.Int("moe_shared_expert_intermediate_size", 0));
+  MOE_ASSIGN_OR_RETURN(c.latent, r.Int("moe_latent_size", 0));
+  MOE_ASSIGN_OR_RETURN(std::string act, r.String("mlp_hidden_act", "relu2"));
+  if (act != "relu2") {
+    return r.Error("mlp_hidden_act",
+                   absl::StrCat("'", act,
+                                "' is not relu2, the only "
+                                "activation nemotron_h experts have"));
+  }
+  MOE_ASSIGN_OR_RETURN(bool mlp_bias, r.Bool("mlp_bias", false));
+  MOE_ASSIGN_OR_RETURN(c.route_norm, r.Bool("norm_topk_prob", true));
+  MOE_ASSIGN_OR_RETURN(double scale, r.Number("routed_scaling_factor", 1.0));
+  MOE_ASSIGN_OR_RETURN(c.n_groups, r.Int("n_group", 1));
+  MOE_ASSIGN_OR_RETURN(c.topk_groups, r.Int("topk_group", 1));
+  c.score_func = ScoreFunc::kSigmoid;
+  c.group_score = GroupScore::kTop2Sum;
+  c.use_bias = true;
+  c.route_scale = static_cast<float>(scale);
+  c.gated = false;
+  c.act = Activation::kRelu2;
+  // The experts' and shared expert's own biases under mlp_bias have no
+  // role: the checkpoint refuses them unless they are zero.
+  c.latent_bias = mlp_bias && c.latent > 0;
+  return NemotronHLayers(r, info);
+}
+
+// Gemma 4's MoE block (enable_moe_block): the router reads rms(x) * scale *
+// H^-0.5, softmax, top-k renormalised times a per-expert scale; GeGLU-tanh
+// experts and the dense MLP (the shared expert, width intermediate_size)
+// each between their own pre- and post-RMSNorm. Every layer has it.
+absl::Status ReadGemma4(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(bool moe, r.Bool("enable_moe_block", false));
+  if (!moe) {
+    return r.Error("enable_moe_block",
+                   "is not true: this gemma4 model has no MoE layers to serve");
+  }
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
+  MOE_ASSIGN_OR_RETURN(c.shared_inter, r.Int("intermediate_size"));
+  MOE_ASSIGN_OR_RETURN(std::string act,
+                       r.String("hidden_activation", "gelu_pytorch_tanh"));
+  if (act != "gelu_pytorch_tanh") {
+    return r.Error("hidden_activation",
+                   absl::StrCat("'", act,
+                                "' is not gelu_pytorch_tanh, the "
+                                "only one gemma4 experts have"));
+  }
+  MOE_ASSIGN_OR_RETURN(double eps, r.Number("rms_norm_eps", 1e-6));
+  c.score_func = ScoreFunc::kSoftmax;
+  c.route_norm = true;
+  c.router_prenorm = true;
+  c.per_expert_scale = true;
+  c.branch_norms = true;
+  c.norm_eps = static_cast<float>(eps);
+  c.act = Activation::kGeluTanh;
+  AllLayersMoe(info);
+  return absl::OkStatus();
+}
+
+// Kimi K3 (kimi_linear text config): sigmoid (or softmax) gate with the
+// correction bias for the choice, optional renorm and scale, groups only
+// when num_expert_group > max(1, topk_group); SiTU experts at
+// routed_expert_hidden_size between routed_expert_down/up_proj with an
+// RMSNorm on the latent sum; shared experts on the full-width x. MoE layers
+// as DeepSeek's (first_k_dense_replace, moe_layer_freq).
+absl::Status ReadKimiK3(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_experts"));
+  MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
+  MOE_ASSIGN_OR_RETURN(int64_t n_shared, r.Int("num_shared_experts", 0));
+  if (n_shared < 0) return r.Error("num_shared_experts", "must be >= 0");
+  c.shared_inter = n_shared * c.inter;
+  MOE_ASSIGN_OR_RETURN(c.latent, r.Int("routed_expert_hidden_size", 0));
+  MOE_ASSIGN_OR_RETURN(bool latent_norm, r.Bool("latent_moe_use_norm", false));
+  c.latent_norm = latent_norm && c.latent > 0;
+  MOE_ASSIGN_OR_RETURN(std::string scoring,
+                       r.String("moe_router_activation_func", "sigmoid"));
+  if (scoring == "sigmoid") {
+    c.score_func = ScoreFunc::kSigmoid;
+  } else if (scoring == "softmax") {
+    c.score_func = ScoreFunc::kSoftmax;
+  } else {
+    return r.Error("moe_router_activation_func",
+                   absl::StrCat("'", scoring, "' is not sigmoid or softmax"));
+  }
+  c.use_bias = true;
+  MOE_ASSIGN_OR_RETURN(c.route_norm, r.Bool("moe_renormalize", true));
+  MOE_ASSIGN_OR_RETURN(double scale, r.Number("routed_scaling_factor", 1.0));
+  c.route_scale = static_cast<float>(scale);
+  MOE_ASSIGN_OR_RETURN(int64_t groups, r.Int("num_expert_group", 1));
+  MOE_ASSIGN_OR_RETURN(int64_t topk_groups, r.Int("topk_group", 1));
+  // Keeping every group is no group limit, which 1 / 1 says.
+  const bool grouped = groups > 1 && groups > topk_groups;
+  c.n_groups = grouped ? groups : 1;
+  c.topk_groups = grouped ? topk_groups : 1;
+  c.group_score = GroupScore::kTop2Sum;
+  MOE_ASSIGN_OR_RETURN(std::string act, r.String("hidden_act", "situ"));
+  if (act != "situ") {
+    return r.Error("hidden_act",
+                   absl::StrCat("'", act,
+                                "' is not situ, the only "
+                                "activation kimi_k3 experts have"));
+  }
+  MOE_ASSIGN_OR_RETURN(double beta, r.Number("activation_situ_beta", 1.0));
+  MOE_ASSIGN_OR_RETURN(double lambda,
+                       r.Number("activation_situ_linear_beta", 0.0));
+  MOE_ASSIGN_OR_RETURN(double eps, r.Number("rms_norm_eps", 1e-6));
+  c.act = Activation::kSitu;
+  c.act_beta = static_cast<float>(beta);
+  c.act_linear_beta = static_cast<float>(lambda);
+  c.norm_eps = static_cast<float>(eps);
+  return DeepseekLayers(r, info);
+}
+
 // The family-specific keys: expert count and size, gate, MoE layers.
 absl::Status ReadFamily(const ConfigReader& r, HfFamily family,
                         ModelInfo* info) {
@@ -668,6 +873,12 @@ absl::Status ReadFamily(const ConfigReader& r, HfFamily family,
       return ReadGptOss(r, info);
     case HfFamily::kDeepseekV4:
       return ReadDeepseekV4(r, info);
+    case HfFamily::kNemotronH:
+      return ReadNemotronH(r, info);
+    case HfFamily::kGemma4:
+      return ReadGemma4(r, info);
+    case HfFamily::kKimiK3:
+      return ReadKimiK3(r, info);
     default:
       // A described family (FamilyEntry::like) is read as its base family,
       // which ParseHfConfig passes here instead.

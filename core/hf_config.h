@@ -32,6 +32,9 @@ enum class HfFamily {
   kErnie45Moe,
   kGptOss,      // released MXFP4 *_blocks/*_scales or dequantised bf16
   kDeepseekV4,  // fp4/fp8 with E8M0 .scale or unquantised; no "model."
+  kNemotronH,   // Nemotron 3: backbone.layers.{L}.mixer., non-gated relu2
+  kGemma4,      // Gemma 4: text_config, router pre-norm, branch norms
+  kKimiK3,      // Kimi K3: text_config, LatentMoE with norm, SiTU
 };
 
 // Every family, in the order of the table above.

@@ -231,7 +231,127 @@ HfTensorLocation PackedLocation(HfFamily f, const std::string& p,
 // Families whose experts transformers v5 may save packed: those with one
 // tensor per role and expert under mlp.* or block_sparse_moe.*.
 bool MayBePacked(HfFamily f) {
-  return !IsLlama4(f) && f != HfFamily::kGptOss && f != HfFamily::kDeepseekV4;
+  return !IsLlama4(f) && f != HfFamily::kGptOss && f != HfFamily::kDeepseekV4 &&
+         f != HfFamily::kNemotronH && f != HfFamily::kGemma4 &&
+         f != HfFamily::kKimiK3;
+}
+
+// Nemotron 3: backbone.layers.{L}.mixer.*, non-gated experts (up / down
+// only), LatentMoE's fc1 / fc2_latent_proj with their mlp_bias biases.
+std::string NemotronHName(const std::string& p, WeightRole role,
+                          int64_t expert) {
+  const std::string m = p + "mixer.";
+  switch (role) {
+    case WeightRole::kGate:
+      return m + "gate.weight";
+    case WeightRole::kExpertBias:
+      return m + "gate.e_score_correction_bias";
+    case WeightRole::kW3:
+      return absl::StrCat(m, "experts.", expert, ".up_proj.weight");
+    case WeightRole::kW2:
+      return absl::StrCat(m, "experts.", expert, ".down_proj.weight");
+    case WeightRole::kSharedW3:
+      return m + "shared_experts.up_proj.weight";
+    case WeightRole::kSharedW2:
+      return m + "shared_experts.down_proj.weight";
+    case WeightRole::kLatentW1:
+      return m + "fc1_latent_proj.weight";
+    case WeightRole::kLatentW2:
+      return m + "fc2_latent_proj.weight";
+    case WeightRole::kLatentB1:
+      return m + "fc1_latent_proj.bias";
+    case WeightRole::kLatentB2:
+      return m + "fc2_latent_proj.bias";
+    default:
+      return "";  // no gate proj (kW1, kSharedW1): the experts are non-gated
+  }
+}
+
+// Gemma 4: router.* with its scales, the experts always packed as
+// nn.Linear weights (gate_up_proj [E, 2I, H], down_proj [E, H, I]), the
+// dense MLP as the shared expert, and the four norms around the branches.
+HfTensorLocation Gemma4Location(const std::string& p, const MoeLayerConfig& c,
+                                WeightRole role, int64_t expert) {
+  const int64_t E = c.num_experts, H = c.hidden, I = c.inter;
+  HfTensorLocation loc;
+  switch (role) {
+    case WeightRole::kW1:
+    case WeightRole::kW3:
+      loc = Fused(p + "experts.gate_up_proj", {E, 2 * I, H}, expert,
+                  role == WeightRole::kW1 ? 0 : I, 1, I);
+      loc.linear = true;
+      return loc;
+    case WeightRole::kW2:
+      loc = Fused(p + "experts.down_proj", {E, H, I}, expert, 0, 1, H);
+      loc.linear = true;
+      return loc;
+    case WeightRole::kGate:
+      loc.name = p + "router.proj.weight";
+      return loc;
+    case WeightRole::kGateScale:
+      loc.name = p + "router.scale";
+      return loc;
+    case WeightRole::kPerExpertScale:
+      loc.name = p + "router.per_expert_scale";
+      return loc;
+    case WeightRole::kSharedW1:
+      loc.name = p + "mlp.gate_proj.weight";
+      return loc;
+    case WeightRole::kSharedW3:
+      loc.name = p + "mlp.up_proj.weight";
+      return loc;
+    case WeightRole::kSharedW2:
+      loc.name = p + "mlp.down_proj.weight";
+      return loc;
+    // The norms multiply as stored (golden README, branch_norms).
+    case WeightRole::kSharedInNorm:
+      loc.name = p + "pre_feedforward_layernorm.weight";
+      return loc;
+    case WeightRole::kSharedOutNorm:
+      loc.name = p + "post_feedforward_layernorm_1.weight";
+      return loc;
+    case WeightRole::kExpertsInNorm:
+      loc.name = p + "pre_feedforward_layernorm_2.weight";
+      return loc;
+    case WeightRole::kExpertsOutNorm:
+      loc.name = p + "post_feedforward_layernorm_2.weight";
+      return loc;
+    default:
+      return loc;
+  }
+}
+
+// Kimi K3: block_sparse_moe.* with w1/w3/w2 experts, {gate,up,down}_proj
+// shared experts and the latent projections routed_expert_down_proj (H ->
+// latent), routed_expert_norm and routed_expert_up_proj (latent -> H).
+std::string KimiK3Name(const std::string& p, WeightRole role, int64_t expert) {
+  const std::string m = p + "block_sparse_moe.";
+  switch (role) {
+    case WeightRole::kGate:
+      return m + "gate.weight";
+    case WeightRole::kExpertBias:
+      return m + "gate.e_score_correction_bias";
+    case WeightRole::kW1:
+      return absl::StrCat(m, "experts.", expert, ".w1.weight");
+    case WeightRole::kW3:
+      return absl::StrCat(m, "experts.", expert, ".w3.weight");
+    case WeightRole::kW2:
+      return absl::StrCat(m, "experts.", expert, ".w2.weight");
+    case WeightRole::kSharedW1:
+      return m + "shared_experts.gate_proj.weight";
+    case WeightRole::kSharedW3:
+      return m + "shared_experts.up_proj.weight";
+    case WeightRole::kSharedW2:
+      return m + "shared_experts.down_proj.weight";
+    case WeightRole::kLatentW1:
+      return m + "routed_expert_down_proj.weight";
+    case WeightRole::kLatentNorm:
+      return m + "routed_expert_norm.weight";
+    case WeightRole::kLatentW2:
+      return m + "routed_expert_up_proj.weight";
+    default:
+      return "";
+  }
 }
 
 }  // namespace
@@ -244,8 +364,14 @@ std::string HfLayerPrefix(HfFamily described, int64_t layer) {
   }
   if (family == HfFamily::kDeepseekV4)
     return absl::StrCat("layers.", layer, ".");
-  if (family == HfFamily::kQwen35Moe) {
+  if (family == HfFamily::kQwen35Moe || family == HfFamily::kGemma4) {
     return absl::StrCat("model.language_model.layers.", layer, ".");
+  }
+  if (family == HfFamily::kNemotronH) {
+    return absl::StrCat("backbone.layers.", layer, ".");
+  }
+  if (family == HfFamily::kKimiK3) {
+    return absl::StrCat("language_model.model.layers.", layer, ".");
   }
   return absl::StrCat("model.layers.", layer, ".");
 }
@@ -262,7 +388,18 @@ HfTensorLocation HfLocate(HfFamily described, const MoeLayerConfig& config,
   if (family == HfFamily::kGptOss) {
     return GptOssLocation(p, config, role, expert);
   }
+  if (family == HfFamily::kGemma4) {
+    return Gemma4Location(p, config, role, expert);
+  }
   HfTensorLocation loc;
+  if (family == HfFamily::kNemotronH) {
+    loc.name = NemotronHName(p, role, expert);
+    return loc;
+  }
+  if (family == HfFamily::kKimiK3) {
+    loc.name = KimiK3Name(p, role, expert);
+    return loc;
+  }
   if (family == HfFamily::kDeepseekV4) {
     loc.name = DeepseekV4Name(p, role, expert);
     return loc;

@@ -1,6 +1,7 @@
 // config.json of the 2026 families (GLM-4.5, Kimi K2, Qwen3-Next,
-// MiniMax-M2, Llama 4, GLM-5, MiMo-V2-Flash), read as their release configs are
-// written, and the refusal of what the loader does not know.
+// MiniMax-M2, Llama 4, GLM-5, MiMo-V2-Flash, Nemotron 3, Gemma 4, Kimi K3),
+// read as their release configs are written, and the refusal of what the
+// loader does not know.
 #include "core/hf_config.h"
 #include "gtest/gtest.h"
 
@@ -562,6 +563,152 @@ TEST(HfFamilies, UnknownQuantisationIsRefused) {
   EXPECT_EQ(fp8->quant_method, "fp8");
   auto no_method = Parse("{" + body + R"("quantization_config":{"bits":4}})");
   EXPECT_TRUE(Mentions(no_method.status(), "quant_method"));
+}
+
+// Nemotron 3 Super's shape of config (LatentMoE, hybrid layer pattern) and
+// Nano's (no latent, mlp_bias false): DeepSeek-V3 routing over non-gated
+// relu2 experts, MoE layers where the pattern says E.
+TEST(HfFamilies, NemotronHPatternLatentAndRouting) {
+  const std::string body =
+      R"("architectures":["NemotronHForCausalLM"],"model_type":"nemotron_h",
+    "hidden_size":4096,"num_hidden_layers":8,"n_routed_experts":512,
+    "num_experts_per_tok":22,"moe_intermediate_size":2688,
+    "moe_shared_expert_intermediate_size":5376,"mlp_hidden_act":"relu2",
+    "n_group":1,"topk_group":1,"norm_topk_prob":true,
+    "routed_scaling_factor":5.0,"hybrid_override_pattern":"ME*EM-EE",)";
+  auto super = Parse("{" + body + R"("moe_latent_size":1024,"mlp_bias":true})");
+  ASSERT_TRUE(super.ok()) << super.status();
+  const auto& c = super->info.layer;
+  EXPECT_EQ(super->family, HfFamily::kNemotronH);
+  EXPECT_EQ(super->info.moe_layers, (std::vector<int64_t>{1, 3, 6, 7}));
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm && !c.gated);
+  EXPECT_EQ(c.act, Activation::kRelu2);
+  EXPECT_EQ(c.route_scale, 5.0f);
+  EXPECT_EQ(c.latent, 1024);
+  EXPECT_TRUE(c.latent_bias);
+  EXPECT_EQ(c.shared_inter, 5376);
+  auto nano = Parse("{" + body + R"("moe_latent_size":null,"mlp_bias":false})");
+  ASSERT_TRUE(nano.ok()) << nano.status();
+  EXPECT_EQ(nano->info.layer.latent, 0);
+  EXPECT_FALSE(nano->info.layer.latent_bias);
+  EXPECT_EQ(HfTensorName(HfFamily::kNemotronH, 3, WeightRole::kW3, 7),
+            "backbone.layers.3.mixer.experts.7.up_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kNemotronH, 3, WeightRole::kLatentB1, -1),
+            "backbone.layers.3.mixer.fc1_latent_proj.bias");
+  // transformers v5's layers_block_type says the same.
+  auto v5 = Parse(
+      R"({"model_type":"nemotron_h","hidden_size":64,"num_hidden_layers":4,
+    "n_routed_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":32,
+    "layers_block_type":["mamba","moe","full_attention","moe"]})");
+  ASSERT_TRUE(v5.ok()) << v5.status();
+  EXPECT_EQ(v5->info.moe_layers, (std::vector<int64_t>{1, 3}));
+  // A pattern of the wrong length, an unknown layer kind, another
+  // activation, or no pattern at all are refused naming the key.
+  auto short_pattern = Parse(
+      R"({"model_type":"nemotron_h","hidden_size":64,"num_hidden_layers":4,
+    "n_routed_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":32,
+    "hybrid_override_pattern":"MEM"})");
+  EXPECT_TRUE(Mentions(short_pattern.status(), "hybrid_override_pattern"))
+      << short_pattern.status();
+  auto bad_kind = Parse(
+      R"({"model_type":"nemotron_h","hidden_size":64,"num_hidden_layers":4,
+    "n_routed_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":32,
+    "hybrid_override_pattern":"MEXE"})");
+  EXPECT_TRUE(Mentions(bad_kind.status(), "'X'")) << bad_kind.status();
+  auto silu = Parse("{" + body + R"("mlp_hidden_act":"silu"})");
+  EXPECT_TRUE(Mentions(silu.status(), "mlp_hidden_act")) << silu.status();
+  auto none = Parse(
+      R"({"model_type":"nemotron_h","hidden_size":64,"num_hidden_layers":4,
+    "n_routed_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":32})");
+  EXPECT_TRUE(Mentions(none.status(), "hybrid_override_pattern"))
+      << none.status();
+}
+
+TEST(HfFamilies, Gemma4ReadsTextConfigAndItsMoeBlock) {
+  const std::string text =
+      R"("model_type":"gemma4_text","hidden_size":2816,"num_hidden_layers":30,
+    "num_experts":128,"top_k_experts":8,"moe_intermediate_size":704,
+    "intermediate_size":2112,"hidden_activation":"gelu_pytorch_tanh",
+    "rms_norm_eps":1e-06,)";
+  auto s = Parse(
+      R"({"model_type":"gemma4","architectures":["Gemma4ForConditionalGeneration"],
+    "text_config":{)" +
+      text + R"("enable_moe_block":true},"vision_config":{"hidden_size":48}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kGemma4);
+  EXPECT_EQ(s->info.moe_layers.size(), 30u);
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.top_k, 8);
+  EXPECT_EQ(c.shared_inter, 2112);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSoftmax);
+  EXPECT_TRUE(c.route_norm && c.router_prenorm && c.per_expert_scale &&
+              c.branch_norms);
+  EXPECT_EQ(c.act, Activation::kGeluTanh);
+  EXPECT_EQ(
+      HfTensorName(HfFamily::kGemma4, 2, WeightRole::kExpertsOutNorm, -1),
+      "model.language_model.layers.2.post_feedforward_layernorm_2.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kGemma4, 2, WeightRole::kSharedInNorm, -1),
+            "model.language_model.layers.2.pre_feedforward_layernorm.weight");
+  // A dense Gemma 4 has no MoE layer to serve.
+  auto dense = Parse(R"({"model_type":"gemma4","text_config":{)" + text +
+                     R"("enable_moe_block":false}})");
+  EXPECT_TRUE(Mentions(dense.status(), "enable_moe_block")) << dense.status();
+}
+
+TEST(HfFamilies, KimiK3ReadsTextConfigLatentSituAndCompressedTensors) {
+  const std::string text =
+      R"("model_type":"kimi_linear","hidden_size":7168,"num_hidden_layers":8,
+    "num_experts":896,"num_experts_per_token":16,"num_shared_experts":2,
+    "moe_intermediate_size":1024,"routed_expert_hidden_size":3584,
+    "latent_moe_use_norm":true,"moe_router_activation_func":"sigmoid",
+    "moe_renormalize":true,"routed_scaling_factor":2.827,
+    "num_expert_group":1,"topk_group":1,"hidden_act":"situ",
+    "activation_situ_beta":4.0,"activation_situ_linear_beta":25.0,
+    "rms_norm_eps":1e-05,"first_k_dense_replace":1,"moe_layer_freq":1)";
+  const std::string top =
+      R"({"model_type":"kimi_k3","architectures":["KimiK3ForConditionalGeneration"],
+    "text_config":{)" +
+      text + "}";
+  auto s = Parse(top + "}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kKimiK3);
+  EXPECT_EQ(s->info.moe_layers, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(c.num_experts, 896);
+  EXPECT_EQ(c.top_k, 16);
+  EXPECT_EQ(c.shared_inter, 2048);
+  EXPECT_EQ(c.latent, 3584);
+  EXPECT_TRUE(c.latent_norm && !c.latent_bias && c.gated);
+  EXPECT_EQ(c.act, Activation::kSitu);
+  EXPECT_EQ(c.act_beta, 4.0f);
+  EXPECT_EQ(c.act_linear_beta, 25.0f);
+  EXPECT_EQ(c.norm_eps, 1e-5f);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.n_groups, 1);
+  EXPECT_FLOAT_EQ(c.route_scale, 2.827f);
+  EXPECT_EQ(HfTensorName(HfFamily::kKimiK3, 1, WeightRole::kLatentW1, -1),
+            "language_model.model.layers.1.block_sparse_moe."
+            "routed_expert_down_proj.weight");
+  // The release's compressed-tensors MXFP4 is read; another format is not.
+  auto mx = Parse(top + R"(,"quantization_config":{"quant_method":
+    "compressed-tensors","format":"mxfp4-pack-quantized"}})");
+  ASSERT_TRUE(mx.ok()) << mx.status();
+  EXPECT_EQ(mx->quant_method, "compressed-tensors");
+  auto int4 = Parse(top + R"(,"quantization_config":{"quant_method":
+    "compressed-tensors","format":"pack-quantized"}})");
+  EXPECT_TRUE(Mentions(int4.status(), "'pack-quantized'")) << int4.status();
+  // Groups count only when there are more than the kept ones.
+  std::string grouped_text = text;
+  const std::string one_group = R"("num_expert_group":1,"topk_group":1)";
+  grouped_text.replace(grouped_text.find(one_group), one_group.size(),
+                       R"("num_expert_group":8,"topk_group":4)");
+  auto grouped =
+      Parse(R"({"model_type":"kimi_k3","text_config":{)" + grouped_text + "}}");
+  ASSERT_TRUE(grouped.ok()) << grouped.status();
+  EXPECT_EQ(grouped->info.layer.n_groups, 8);
+  EXPECT_EQ(grouped->info.layer.topk_groups, 4);
 }
 
 }  // namespace

@@ -135,6 +135,10 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
       {HfFamily::kGptOss, "gptoss_like"},
       {HfFamily::kDeepseekV4, "deepseek_v4_like"},
       {HfFamily::kDeepseekV4, "deepseek_v4_hash"},
+      {HfFamily::kNemotronH, "nemotron3_latent"},
+      {HfFamily::kNemotronH, "nemotron3_nvfp4"},
+      {HfFamily::kGemma4, "gemma4_like"},
+      {HfFamily::kKimiK3, "kimi_k3_like"},
   };
   for (const auto& [family, name] : kCases) {
     SCOPED_TRACE(absl::StrCat(HfFamilyName(family), " ", name));

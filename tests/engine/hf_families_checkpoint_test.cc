@@ -1,6 +1,8 @@
 // The 2026 families as checkpoints beyond their golden cases: Kimi K2's 384
-// experts, Llama 4's fused experts in bf16, MTP layers left alone, and bad
-// checkpoints refused naming what is wrong.
+// experts, Llama 4's fused experts in bf16, MTP layers left alone, Nemotron
+// 3's hybrid layer stack, Kimi K3's compressed-tensors MXFP4 experts, and
+// bad checkpoints refused naming what is wrong.
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -590,6 +592,213 @@ TEST(HfFamilyCheckpoint, UnknownModelTypeAndQuantisationAreRefusedAtOpen) {
   EXPECT_NE(ckpt.status().message().find("'gptq'"), std::string::npos)
       << ckpt.status();
   fs::remove_all(dir);
+}
+
+absl::StatusOr<GoldenCase> Golden(const char* name) {
+  return testing::LoadGoldenCase(testing::GoldenDir() + "/" + name +
+                                 ".safetensors");
+}
+
+// Nemotron 3 as released: backbone.layers.{L}.mixer.*, MoE layers from
+// hybrid_override_pattern among Mamba, attention and dense MLP layers (and
+// from transformers v5's layers_block_type), MTP under mtp.* not read.
+TEST(HfFamilyCheckpoint, NemotronHMoeLayersFromTheHybridPattern) {
+  auto c = Golden("nemotron3_latent");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string dir = testing::MakeTempDir("nemotron_h_");
+  HfWriteOptions o;
+  o.family = HfFamily::kNemotronH;
+  o.layer = 5;  // 7 layers: M E * E - E M
+  ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+  for (const char* key : {"hybrid_override_pattern", "layers_block_type"}) {
+    SCOPED_TRACE(key);
+    if (std::string(key) == "layers_block_type") {
+      ASSERT_TRUE(
+          testing::SetHfConfigKey(dir, "hybrid_override_pattern", "null").ok());
+      ASSERT_TRUE(testing::SetHfConfigKey(
+                      dir, "layers_block_type",
+                      R"(["mamba", "moe", "full_attention", "moe", "mlp", "moe",
+                  "mamba"])")
+                      .ok());
+    }
+    auto ckpt = HfCheckpoint::Open(dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    EXPECT_EQ((*ckpt)->info().moe_layers, (std::vector<int64_t>{1, 3, 5}));
+    EXPECT_EQ((*ckpt)->info().layer, c->config);
+    Routing routing;
+    auto y = RunLayer(dir, 5, *c, WeightDType::kF32, &routing);
+    ASSERT_TRUE(y.ok()) << y.status();
+    EXPECT_TRUE(testing::AllClose(*y, c->y, testing::kF32Tol));
+    EXPECT_TRUE(testing::SameTokenRouting(c->top_idx, c->top_w, routing.expert,
+                                          routing.weight, c->tokens,
+                                          c->config.top_k, routing.slots));
+  }
+  fs::remove_all(dir);
+}
+
+// mlp_bias also puts biases on the experts' and the shared expert's up /
+// down projections, which the engine has no role for: zeros load, anything
+// else is refused naming the tensor.
+TEST(HfFamilyCheckpoint, NemotronHSharedExpertBiasMustBeZero) {
+  auto c = Golden("nemotron3_latent");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string dir = Write(*c, HfFamily::kNemotronH, "nemotron_bias_");
+  const std::string bias =
+      "backbone.layers.1.mixer.shared_experts.up_proj.bias";
+  std::vector<uint8_t> zero(48 * 4, 0);
+  // Index the bias beside the gate, in the gate's shard, then write it
+  // there: an all-zero bias changes nothing.
+  {
+    const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+    std::ifstream in(index);
+    std::string text((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+    const std::string gate = "\"backbone.layers.1.mixer.gate.weight\": ";
+    const size_t at = text.find(gate);
+    ASSERT_NE(at, std::string::npos);
+    const size_t q0 = text.find('"', at + gate.size());
+    const size_t q1 = text.find('"', q0 + 1);
+    const std::string shard = text.substr(q0, q1 - q0 + 1);
+    text.insert(at, "\"" + bias + "\": " + shard + ",\n    ");
+    std::ofstream(index) << text;
+  }
+  ASSERT_TRUE(
+      testing::ReplaceHfTensorBytes(dir, bias, DType::kF32, {48}, zero).ok());
+  Routing routing;
+  auto y = RunLayer(dir, 1, *c, WeightDType::kF32, &routing);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_TRUE(testing::AllClose(*y, c->y, testing::kF32Tol));
+  std::vector<uint8_t> one = zero;
+  const float v = 0.5f;
+  std::memcpy(one.data() + 4 * 7, &v, 4);
+  ASSERT_TRUE(
+      testing::ReplaceHfTensorBytes(dir, bias, DType::kF32, {48}, one).ok());
+  auto bad = RunLayer(dir, 1, *c, WeightDType::kF32, &routing);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(bias), std::string::npos)
+      << bad.status();
+  EXPECT_NE(bad.status().message().find("mlp_bias"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// Kimi K3 as released: routed experts compressed-tensors MXFP4
+// (weight_packed + weight_scale), kept 4-bit (auto resolves MXFP4), about a
+// quarter of bf16's bytes, at the fp32 tolerance (the golden weights are
+// exactly MXFP4); the shared experts, router and latent projections bf16.
+TEST(HfFamilyCheckpoint, KimiK3CompressedTensorsMxfp4StaysFourBit) {
+  auto c = Golden("kimi_k3_like");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string dir = testing::MakeTempDir("kimi_k3_mx_");
+  HfWriteOptions o;
+  o.family = HfFamily::kKimiK3;
+  o.released = true;
+  o.shards = 4;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+  auto ckpt = HfCheckpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ((*ckpt)->info().moe_layers, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ((*ckpt)->info().layer, c->config);
+  EXPECT_EQ(*ResolveWeightDType(WeightDType::kAuto, **ckpt),
+            WeightDType::kMXFP4);
+  auto w1 = (*ckpt)->Get(1, WeightRole::kW1, 3);
+  ASSERT_TRUE(w1.ok()) << w1.status();
+  EXPECT_TRUE(w1->is_mxfp4());
+  EXPECT_EQ(w1->shape, (std::vector<int64_t>{32, 32}));  // [I, Lt]
+  LoadOptions resolved, bf16;
+  resolved.dtype = *ResolveWeightDType(WeightDType::kAuto, **ckpt);
+  bf16.dtype = WeightDType::kBF16;
+  auto mx = LoadLayerWeights(**ckpt, 1, resolved);
+  auto b = LoadLayerWeights(**ckpt, 1, bf16);
+  ASSERT_TRUE(mx.ok() && b.ok()) << mx.status() << " " << b.status();
+  EXPECT_EQ((*mx)->dtype, WeightDType::kMXFP4);
+  // 17/32 bytes a weight against bf16's 2: 0.27.
+  EXPECT_EQ((*mx)->expert_bytes() * 64, (*b)->expert_bytes() * 17);
+  Routing routing;
+  auto y = RunLayer(dir, 1, *c, WeightDType::kAuto, &routing);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_TRUE(testing::AllClose(*y, c->y, testing::kF32Tol));
+  EXPECT_TRUE(testing::SameTokenRouting(c->top_idx, c->top_w, routing.expert,
+                                        routing.weight, c->tokens,
+                                        c->config.top_k, routing.slots));
+  fs::remove_all(dir);
+}
+
+TEST(HfFamilyCheckpoint, KimiK3BadMxfp4ScaleIsRefusedByName) {
+  auto c = Golden("kimi_k3_like");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string m =
+      "language_model.model.layers.1.block_sparse_moe.experts.2.w3.";
+  struct Bad {
+    const char* what;
+    DType dtype;
+    std::vector<int64_t> shape;
+  };
+  for (const Bad& bad : {Bad{"shape", DType::kU8, {32, 2}},
+                         Bad{"dtype", DType::kF32, {32, 1}}}) {
+    SCOPED_TRACE(bad.what);
+    const std::string dir = testing::MakeTempDir("kimi_k3_bad_");
+    HfWriteOptions o;
+    o.family = HfFamily::kKimiK3;
+    o.released = true;
+    ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+    const size_t bytes = 32 * (bad.dtype == DType::kF32 ? 4 : 2);
+    ASSERT_TRUE(testing::ReplaceHfTensorBytes(dir, m + "weight_scale",
+                                              bad.dtype, bad.shape,
+                                              std::vector<uint8_t>(bytes, 127))
+                    .ok());
+    Routing routing;
+    auto y = RunLayer(dir, 1, *c, WeightDType::kAuto, &routing);
+    ASSERT_FALSE(y.ok());
+    EXPECT_NE(y.status().message().find(m + "weight_scale"), std::string::npos)
+        << y.status();
+    fs::remove_all(dir);
+  }
+}
+
+// Bad checkpoints of the three families fail at load, saying what is
+// wrong: a missing tensor by name, a latent projection of the wrong shape
+// with the shape expected, an unknown model_type with the supported ones.
+TEST(HfFamilyCheckpoint, LatentFamiliesBadInputIsNamed) {
+  {
+    auto c = Golden("nemotron3_latent");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string dir = Write(*c, HfFamily::kNemotronH, "nemotron_miss_");
+    const std::string gone = "backbone.layers.1.mixer.fc2_latent_proj.weight";
+    ASSERT_TRUE(testing::ReplaceHfTensor(dir, gone, {}).ok());
+    Routing routing;
+    auto y = RunLayer(dir, 1, *c, WeightDType::kF32, &routing);
+    ASSERT_FALSE(y.ok());
+    EXPECT_NE(y.status().message().find(gone), std::string::npos) << y.status();
+    fs::remove_all(dir);
+  }
+  {
+    auto c = Golden("kimi_k3_like");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string dir = Write(*c, HfFamily::kKimiK3, "kimi_shape_");
+    const std::string proj =
+        "language_model.model.layers.1.block_sparse_moe."
+        "routed_expert_down_proj.weight";
+    ASSERT_TRUE(testing::ReplaceHfTensor(dir, proj, {33, 64}).ok());
+    Routing routing;
+    auto y = RunLayer(dir, 1, *c, WeightDType::kF32, &routing);
+    ASSERT_FALSE(y.ok());
+    EXPECT_NE(y.status().message().find(proj), std::string::npos) << y.status();
+    EXPECT_NE(y.status().message().find("[32, 64]"), std::string::npos)
+        << y.status();
+    fs::remove_all(dir);
+  }
+  {
+    auto c = Golden("gemma4_like");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string dir = Write(*c, HfFamily::kGemma4, "gemma_type_");
+    ASSERT_TRUE(testing::SetHfConfigKey(dir, "model_type", "\"gemma5\"").ok());
+    auto ckpt = HfCheckpoint::Open(dir);
+    ASSERT_FALSE(ckpt.ok());
+    EXPECT_NE(ckpt.status().message().find("'gemma5'"), std::string::npos);
+    EXPECT_NE(ckpt.status().message().find("gemma4"), std::string::npos)
+        << ckpt.status();
+    fs::remove_all(dir);
+  }
 }
 
 }  // namespace

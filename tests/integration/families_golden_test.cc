@@ -47,6 +47,9 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kErnie45Moe, "ernie45_like"},
       {HfFamily::kGptOss, "gptoss_like"},
       {HfFamily::kDeepseekV4, "deepseek_v4_like"},
+      {HfFamily::kNemotronH, "nemotron3_latent"},
+      {HfFamily::kGemma4, "gemma4_like"},
+      {HfFamily::kKimiK3, "kimi_k3_like"},
   };
   return *cases;
 }

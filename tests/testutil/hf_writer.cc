@@ -326,6 +326,69 @@ bool AddV4Linear(const std::string& weight_name, int64_t rows, int64_t cols,
   return exact;
 }
 
+// compressed-tensors mxfp4-pack-quantized (Kimi K3's release): `<stem>.weight`
+// becomes `<stem>.weight_packed` U8 [rows, cols / 2] and `<stem>.weight_scale`
+// U8 (E8M0 bytes) [rows, cols / 32]. False when not exact.
+bool AddCompressedMxfp4(const std::string& weight_name, int64_t rows,
+                        int64_t cols, const std::vector<float>& w,
+                        std::vector<Tensor>* out) {
+  const std::string stem = weight_name.substr(0, weight_name.size() - 7);
+  std::vector<uint8_t> pairs, scales;
+  const bool exact = QuantiseMxfp4(w.data(), rows, cols, &pairs, &scales);
+  out->push_back(Raw(stem + ".weight_packed", {rows, cols / 2}, DType::kU8,
+                     std::move(pairs)));
+  out->push_back(Raw(stem + ".weight_scale", {rows, cols / 32}, DType::kU8,
+                     std::move(scales)));
+  return exact;
+}
+
+// The 2026b/c tensors beside the experts: LatentMoE's projections (and
+// their biases and norm), Gemma 4's router scales and branch norms. Norm
+// weights of filler layers are near 1, as trained ones are.
+void AddLayerVectors(const GoldenCase& c, HfFamily f, int64_t layer,
+                     bool golden, uint64_t seed, bool released,
+                     std::vector<Tensor>* out) {
+  const MoeLayerConfig& k = c.config;
+  const int64_t E = k.num_experts, H = k.hidden, Lt = k.latent;
+  auto add = [&](WeightRole role, std::vector<int64_t> shape,
+                 const std::vector<float>& src, uint64_t salt, float base) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v =
+        golden ? Slice(src, 0, n) : Filler(seed + salt, n, 0.2f);
+    if (!golden) {
+      for (float& x : v) x += base;
+    }
+    Tensor t{HfTensorName(f, layer, role, -1), std::move(shape), std::move(v)};
+    // The releases keep these bf16 (the golden values are exact in it).
+    if (released) t = Fixed(t.name, t.shape, t.values, DType::kBF16);
+    out->push_back(std::move(t));
+  };
+  if (Lt > 0) {
+    add(WeightRole::kLatentW1, {Lt, H}, c.latent_w1, 20, 0.0f);
+    add(WeightRole::kLatentW2, {H, Lt}, c.latent_w2, 21, 0.0f);
+    if (k.latent_bias) {
+      add(WeightRole::kLatentB1, {Lt}, c.latent_b1, 22, 0.0f);
+      add(WeightRole::kLatentB2, {H}, c.latent_b2, 23, 0.0f);
+    }
+    if (k.latent_norm)
+      add(WeightRole::kLatentNorm, {Lt}, c.latent_norm, 24, 1.0f);
+  }
+  if (k.router_prenorm)
+    add(WeightRole::kGateScale, {H}, c.gate_scale, 25, 1.0f);
+  if (k.per_expert_scale) {
+    add(WeightRole::kPerExpertScale, {E}, c.per_expert_scale, 26, 1.0f);
+  }
+  if (k.branch_norms) {
+    add(WeightRole::kExpertsInNorm, {H}, c.experts_in_norm, 27, 1.0f);
+    add(WeightRole::kExpertsOutNorm, {H}, c.experts_out_norm, 28, 1.0f);
+    if (k.has_shared()) {
+      add(WeightRole::kSharedInNorm, {H}, c.shared_in_norm, 29, 1.0f);
+      add(WeightRole::kSharedOutNorm, {H}, c.shared_out_norm, 30, 1.0f);
+    }
+  }
+}
+
 // Returns false when `released` and the golden weights are not exactly
 // representable in the release's formats.
 bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
@@ -403,6 +466,23 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                       values(c.w2, e * I * H, I * H, 2000 + e), true, out) &&
           exact;
     }
+  } else if (released && f == HfFamily::kKimiK3) {
+    // compressed-tensors mxfp4-pack-quantized: weight_packed U8 [out,
+    // in/2] and weight_scale U8 (E8M0) [out, in/32] per expert linear.
+    const int64_t W = k.expert_width();
+    for (int64_t e = 0; e < E; ++e) {
+      exact = AddCompressedMxfp4(name(WeightRole::kW1, e), I, W,
+                                 values(c.w1, e * I * W, I * W, 10 + e), out) &&
+              exact;
+      exact =
+          AddCompressedMxfp4(name(WeightRole::kW3, e), I, W,
+                             values(c.w3, e * I * W, I * W, 1000 + e), out) &&
+          exact;
+      exact =
+          AddCompressedMxfp4(name(WeightRole::kW2, e), W, I,
+                             values(c.w2, e * I * W, I * W, 2000 + e), out) &&
+          exact;
+    }
   } else if (f == HfFamily::kGptOss) {
     AddGptOssExperts(k, f, layer, values(c.w1, 0, E * I * H, 10),
                      values(c.w3, 0, E * I * H, 1000),
@@ -428,27 +508,33 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
             {name(WeightRole::kB2, e), {H}, values(c.b2, e * H, H, 5000 + e)});
       }
     }
+    // Under LatentMoE the experts read and write rows of the latent width.
+    const int64_t W = k.expert_width();
     for (int64_t e = 0; nvfp4 && e < E; ++e) {
-      exact = AddNvfp4Linear(name(WeightRole::kW1, e), I, H,
-                             values(c.w1, e * I * H, I * H, 10 + e), out) &&
+      if (k.gated) {
+        exact = AddNvfp4Linear(name(WeightRole::kW1, e), I, W,
+                               values(c.w1, e * I * W, I * W, 10 + e), out) &&
+                exact;
+      }
+      exact = AddNvfp4Linear(name(WeightRole::kW3, e), I, W,
+                             values(c.w3, e * I * W, I * W, 1000 + e), out) &&
               exact;
-      exact = AddNvfp4Linear(name(WeightRole::kW3, e), I, H,
-                             values(c.w3, e * I * H, I * H, 1000 + e), out) &&
-              exact;
-      exact = AddNvfp4Linear(name(WeightRole::kW2, e), H, I,
-                             values(c.w2, e * I * H, I * H, 2000 + e), out) &&
+      exact = AddNvfp4Linear(name(WeightRole::kW2, e), W, I,
+                             values(c.w2, e * I * W, I * W, 2000 + e), out) &&
               exact;
     }
     for (int64_t e = 0; !nvfp4 && e < E; ++e) {
-      out->push_back({name(WeightRole::kW1, e),
-                      {I, H},
-                      values(c.w1, e * I * H, I * H, 10 + e)});
+      if (k.gated) {
+        out->push_back({name(WeightRole::kW1, e),
+                        {I, W},
+                        values(c.w1, e * I * W, I * W, 10 + e)});
+      }
       out->push_back({name(WeightRole::kW3, e),
-                      {I, H},
-                      values(c.w3, e * I * H, I * H, 1000 + e)});
+                      {I, W},
+                      values(c.w3, e * I * W, I * W, 1000 + e)});
       out->push_back({name(WeightRole::kW2, e),
-                      {H, I},
-                      values(c.w2, e * I * H, I * H, 2000 + e)});
+                      {W, I},
+                      values(c.w2, e * I * W, I * W, 2000 + e)});
     }
   }
   if (S > 0 && released && f == HfFamily::kDeepseekV4) {
@@ -462,8 +548,11 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                         values(c.sw2, 0, S * H, 5), false, out) &&
             exact;
   } else if (S > 0) {
-    out->push_back(
-        {name(WeightRole::kSharedW1, -1), {S, H}, values(c.sw1, 0, S * H, 3)});
+    if (k.gated) {
+      out->push_back({name(WeightRole::kSharedW1, -1),
+                      {S, H},
+                      values(c.sw1, 0, S * H, 3)});
+    }
     out->push_back(
         {name(WeightRole::kSharedW3, -1), {S, H}, values(c.sw3, 0, S * H, 4)});
     out->push_back(
@@ -473,11 +562,58 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
     out->push_back(
         {name(WeightRole::kSharedGate, -1), {1, H}, values(c.sgate, 0, H, 6)});
   }
+  AddLayerVectors(c, f, layer, golden, seed, released, out);
   return exact;
+}
+
+// Nemotron 3's layer kinds as written: odd layers MoE ('E'), even ones
+// Mamba, attention and dense MLP in turn.
+char NemotronLayerKind(int64_t layer) {
+  return layer % 2 == 1 ? 'E' : "M*-"[(layer / 2) % 3];
+}
+
+// A Nemotron layer's own tensors besides the MoE mixer: a Mamba-2 mixer,
+// attention or a dense relu2 MLP, and the layer's norm.
+void AddNemotronUnrelated(int64_t H, int64_t layer, uint64_t seed,
+                          std::vector<Tensor>* out) {
+  const std::string p = HfLayerPrefix(HfFamily::kNemotronH, layer);
+  out->push_back({p + "norm.weight", {H}, std::vector<float>(H, 1.0f)});
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    out->push_back({p + "mixer." + name, std::move(shape),
+                    Filler(seed + layer * 7 + name.size(), n, 0.1f)});
+  };
+  switch (NemotronLayerKind(layer)) {
+    case 'M':
+      add("in_proj.weight", {2 * H, H});
+      add("conv1d.weight", {H, 1, 4});
+      add("A_log", {4});
+      add("D", {4});
+      add("dt_bias", {4});
+      add("norm.weight", {H});
+      add("out_proj.weight", {H, H});
+      break;
+    case '*':
+      for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+        add(absl::StrCat(proj, ".weight"), {H, H});
+      }
+      break;
+    case '-':
+      add("up_proj.weight", {2 * H, H});
+      add("down_proj.weight", {H, 2 * H});
+      break;
+    default:
+      break;
+  }
 }
 
 void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
                   std::vector<Tensor>* out) {
+  if (f == HfFamily::kNemotronH) {
+    AddNemotronUnrelated(H, layer, seed, out);
+    return;
+  }
   const std::string p = HfLayerPrefix(f, layer);
   for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
     out->push_back({absl::StrCat(p, "self_attn.", proj, ".weight"),
@@ -495,6 +631,12 @@ void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
   out->push_back({p + "post_attention_layernorm.weight",
                   {H},
                   std::vector<float>(H, 1.0f)});
+  if (f == HfFamily::kGemma4) {
+    // The layer's own FFN output norm, which the host applies to y.
+    out->push_back({p + "post_feedforward_layernorm.weight",
+                    {H},
+                    Filler(seed + layer * 7 + 'p', H, 0.1f)});
+  }
 }
 
 void AddDenseMlp(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
@@ -532,13 +674,16 @@ void AddMtp(const GoldenCase& c, const HfWriteOptions& o, int64_t num_layers,
     case HfFamily::kQwen3Next:
     case HfFamily::kQwen35Moe:
     case HfFamily::kMimoV2Flash:
+    case HfFamily::kNemotronH:
     case HfFamily::kDeepseekV4: {
       // Qwen3-Next and Qwen3.5: mtp.layers.0.mlp.*; MiMo-V2-Flash:
-      // model.mtp.layers.0.mlp.*; DeepSeek-V4: mtp.0.ffn.*.
+      // model.mtp.layers.0.mlp.*; DeepSeek-V4: mtp.0.ffn.*; Nemotron 3:
+      // mtp.layers.0.mixer.*.
       const bool mimo = o.family == HfFamily::kMimoV2Flash;
       const std::string strip =
           o.family == HfFamily::kQwen3Next || mimo ? "model."
           : o.family == HfFamily::kQwen35Moe       ? "model.language_model."
+          : o.family == HfFamily::kNemotronH       ? "backbone."
                                                    : "layers.";
       const std::string into = mimo ? "model.mtp." : "mtp.";
       std::vector<Tensor> layer;
@@ -609,6 +754,12 @@ const char* Architecture(HfFamily f) {
       return "GptOssForCausalLM";
     case HfFamily::kDeepseekV4:
       return "DeepseekV4ForCausalLM";
+    case HfFamily::kNemotronH:
+      return "NemotronHForCausalLM";
+    case HfFamily::kGemma4:
+      return "Gemma4ForConditionalGeneration";
+    case HfFamily::kKimiK3:
+      return "KimiK3ForConditionalGeneration";
   }
   return "";
 }
@@ -788,6 +939,61 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       j["num_hash_layers"] = c.hash_routed() ? num_layers : 0;
       if (c.hash_routed()) j["vocab_size"] = c.hash_vocab;
       break;
+    case HfFamily::kNemotronH: {
+      j["n_routed_experts"] = c.num_experts;
+      j["moe_intermediate_size"] = c.inter;
+      j["moe_shared_expert_intermediate_size"] = c.shared_inter;
+      j["moe_latent_size"] =
+          c.latent > 0 ? json(c.latent) : json(nullptr);  // null: no latent
+      j["mlp_hidden_act"] = c.act == Activation::kRelu2 ? "relu2" : "silu";
+      j["mlp_bias"] = c.latent_bias;
+      j["n_group"] = c.n_groups > 0 ? c.n_groups : 1;
+      j["topk_group"] = c.topk_groups > 0 ? c.topk_groups : 1;
+      j["norm_topk_prob"] = c.route_norm;
+      j["routed_scaling_factor"] = c.route_scale;
+      j["intermediate_size"] = 2 * c.hidden;
+      j["num_nextn_predict_layers"] = 1;
+      std::string pattern;
+      for (int64_t l = 0; l < num_layers; ++l) {
+        pattern += NemotronLayerKind(l);
+      }
+      j["hybrid_override_pattern"] = pattern;
+      break;
+    }
+    case HfFamily::kGemma4:
+      j.erase("num_experts_per_tok");
+      j["enable_moe_block"] = true;
+      j["num_experts"] = c.num_experts;
+      j["top_k_experts"] = c.top_k;
+      j["moe_intermediate_size"] = c.inter;
+      j["intermediate_size"] = c.shared_inter;
+      j["hidden_activation"] =
+          c.act == Activation::kGeluTanh ? "gelu_pytorch_tanh" : "silu";
+      j["rms_norm_eps"] = c.norm_eps;
+      break;
+    case HfFamily::kKimiK3:
+      j.erase("num_experts_per_tok");
+      j["num_experts"] = c.num_experts;
+      j["num_experts_per_token"] = c.top_k;
+      j["moe_intermediate_size"] = c.inter;
+      j["num_shared_experts"] = c.shared_inter / c.inter;
+      j["routed_expert_hidden_size"] = c.latent;
+      j["latent_moe_use_norm"] = c.latent_norm;
+      j["moe_router_activation_func"] =
+          c.score_func == ScoreFunc::kSigmoid ? "sigmoid" : "softmax";
+      j["moe_renormalize"] = c.route_norm;
+      j["routed_scaling_factor"] = c.route_scale;
+      j["use_grouped_topk"] = c.n_groups > 1;
+      j["num_expert_group"] = c.n_groups > 0 ? c.n_groups : 1;
+      j["topk_group"] = c.topk_groups > 0 ? c.topk_groups : 1;
+      j["hidden_act"] = c.act == Activation::kSitu ? "situ" : "silu";
+      j["activation_situ_beta"] = c.act_beta;
+      j["activation_situ_linear_beta"] = c.act_linear_beta;
+      j["rms_norm_eps"] = c.norm_eps;
+      j["first_k_dense_replace"] = 1;
+      j["moe_layer_freq"] = 1;
+      j["intermediate_size"] = 2 * c.hidden;
+      break;
   }
   if (c.capacity_factor > 0) j["moe_capacity_factor"] = c.capacity_factor;
   if (c.routing == RoutingMode::kExpertChoice)
@@ -817,6 +1023,17 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
     j["model_type"] = "llama4_text";
     j.erase("architectures");
     json top = {{"model_type", "llama4"},
+                {"architectures", {Architecture(f)}},
+                {"text_config", j},
+                {"vision_config", {{"hidden_size", 48}}}};
+    return top.dump(2);
+  }
+  if (f == HfFamily::kGemma4 || f == HfFamily::kKimiK3) {
+    // Multimodal: the language model's keys under text_config (Kimi K3's
+    // says kimi_linear).
+    j["model_type"] = f == HfFamily::kGemma4 ? "gemma4_text" : "kimi_linear";
+    j.erase("architectures");
+    json top = {{"model_type", HfFamilyName(f)},
                 {"architectures", {Architecture(f)}},
                 {"text_config", j},
                 {"vision_config", {{"hidden_size", 48}}}};
@@ -882,7 +1099,7 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
         o.hash_layers, ", in a deepseek_v4 checkpoint"));
   }
   if (o.released && o.family != HfFamily::kGptOss &&
-      o.family != HfFamily::kDeepseekV4) {
+      o.family != HfFamily::kDeepseekV4 && o.family != HfFamily::kKimiK3) {
     return absl::InvalidArgumentError(absl::StrCat(
         "no released quantised form is written for ", HfFamilyName(o.family)));
   }
@@ -916,7 +1133,24 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   }
   if (o.released) {
     json j = json::parse(config);
-    if (o.family == HfFamily::kGptOss) {
+    if (o.family == HfFamily::kKimiK3) {
+      // compressed-tensors MXFP4 for the routed experts only.
+      j["quantization_config"] = {
+          {"quant_method", "compressed-tensors"},
+          {"format", "mxfp4-pack-quantized"},
+          {"config_groups",
+           {{"group_0",
+             {{"format", "mxfp4-pack-quantized"},
+              {"targets", {"re:.*block_sparse_moe\\.experts\\..*"}},
+              {"weights",
+               {{"num_bits", 4},
+                {"type", "float"},
+                {"group_size", 32},
+                {"strategy", "group"},
+                {"scale_dtype", "torch.uint8"}}}}}}},
+          {"ignore",
+           {"lm_head", "re:.*shared_experts.*", "re:vision_tower.*"}}};
+    } else if (o.family == HfFamily::kGptOss) {
       j["quantization_config"] = {
           {"quant_method", "mxfp4"},
           {"modules_to_not_convert",
@@ -948,12 +1182,16 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   const HfExpertLayout layout =
       o.family == HfFamily::kQwen35Moe ? HfExpertLayout::kPacked : o.layout;
   // The language model's own prefix in a multimodal checkpoint.
-  const std::string lm = o.family == HfFamily::kLlama4 ? "language_model.model."
-                         : o.family == HfFamily::kQwen35Moe
+  const HfFamily f = o.family;
+  const std::string lm = f == HfFamily::kLlama4 || f == HfFamily::kKimiK3
+                             ? "language_model.model."
+                         : f == HfFamily::kQwen35Moe || f == HfFamily::kGemma4
                              ? "model.language_model."
-                             : "model.";
+                         : f == HfFamily::kNemotronH ? "backbone."
+                                                     : "model.";
   std::vector<Tensor> tensors;
-  tensors.push_back({lm + "embed_tokens.weight",
+  tensors.push_back({lm + (f == HfFamily::kNemotronH ? "embeddings.weight"
+                                                     : "embed_tokens.weight"),
                      {kVocab, H},
                      Filler(o.seed, kVocab * H, 0.5f)});
   for (int64_t l = 0; l < num_layers; ++l) {
@@ -972,18 +1210,23 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
             o.nvfp4_experts ? " NVFP4 form"
                             : " release's MXFP4 / FP8 formats"));
       }
-    } else {
+    } else if (f != HfFamily::kNemotronH) {  // Nemotron's are its mixers
       AddDenseMlp(o.family, H, l, o.seed + l, &tensors);
     }
   }
   HfWriteOptions mtp_options = o;
   mtp_options.layout = layout;
   AddMtp(c, mtp_options, num_layers, &tensors);
-  tensors.push_back({lm + "norm.weight", {H}, std::vector<float>(H, 1.0f)});
-  tensors.push_back({(o.family == HfFamily::kLlama4 ? "language_model." : "") +
-                         std::string("lm_head.weight"),
-                     {kVocab, H},
-                     Filler(o.seed + 5, kVocab * H, 0.5f)});
+  tensors.push_back(
+      {lm + (f == HfFamily::kNemotronH ? "norm_f.weight" : "norm.weight"),
+       {H},
+       std::vector<float>(H, 1.0f)});
+  tensors.push_back(
+      {(f == HfFamily::kLlama4 || f == HfFamily::kKimiK3 ? "language_model."
+                                                         : "") +
+           std::string("lm_head.weight"),
+       {kVocab, H},
+       Filler(o.seed + 5, kVocab * H, 0.5f)});
   if (o.family == HfFamily::kLlama4) {
     // The vision tower and projector of the multimodal checkpoint.
     tensors.push_back({"vision_model.patch_embedding.linear.weight",
@@ -992,6 +1235,19 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
     tensors.push_back({"multi_modal_projector.linear_1.weight",
                        {H, H},
                        Filler(o.seed + 7, H * H, 0.1f)});
+  }
+  if (f == HfFamily::kKimiK3 || f == HfFamily::kGemma4) {
+    // The vision tower and its projector, which the loader must skip.
+    const std::string v =
+        f == HfFamily::kKimiK3 ? "vision_tower." : "model.vision_tower.";
+    tensors.push_back({v + "encoder.blocks.0.wqkv.weight",
+                       {3 * H, 48},
+                       Filler(o.seed + 6, 3 * H * 48, 0.1f)});
+    tensors.push_back({f == HfFamily::kKimiK3
+                           ? "mm_projector.proj.0.weight"
+                           : "model.embed_vision.embedding_projection.weight",
+                       {H, 48},
+                       Filler(o.seed + 7, H * 48, 0.1f)});
   }
   if (o.family == HfFamily::kQwen35Moe) {
     // The vision tower, which the loader must skip.
@@ -1017,6 +1273,9 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
     const int s = static_cast<int>(i % shards);
     const bool router = absl::EndsWith(t.name, "mlp.gate.weight") ||
                         absl::EndsWith(t.name, "moe.gate.weight") ||
+                        absl::EndsWith(t.name, "mixer.gate.weight") ||
+                        absl::EndsWith(t.name, "router.proj.weight") ||
+                        absl::EndsWith(t.name, "router.scale") ||
                         absl::EndsWith(t.name, "router.weight") ||
                         absl::EndsWith(t.name, "e_score_correction_bias") ||
                         absl::EndsWith(t.name, "gate.bias") ||

@@ -154,6 +154,13 @@ def load_golden(name):
 
 def _family_of(c: dict) -> str:
     """The Hugging Face family whose config.json expresses golden config `c`."""
+    # The late-2026 families, by their activations (golden README 2026b/c).
+    if c.get("act") == "relu2" or not c.get("gated", True):
+        return "nemotron_h"
+    if c.get("act") == "gelu_tanh" or c.get("router_prenorm") or c.get("branch_norms"):
+        return "gemma4"
+    if c.get("act") == "situ":
+        return "kimi_k3"
     if c["score_func"] == "topk_softmax":
         return "gpt_oss"
     if c["score_func"] == "sqrtsoftplus":
@@ -235,6 +242,33 @@ def hf_family_config(c: dict, num_layers: int = 1):
                  num_hash_layers=num_layers if hash_vocab else 0)
         if hash_vocab:
             j["vocab_size"] = hash_vocab
+    elif fam == "nemotron_h":
+        j.update(n_routed_experts=c["experts"], moe_intermediate_size=c["inter"],
+                 moe_shared_expert_intermediate_size=c["shared_inter"],
+                 moe_latent_size=c.get("latent") or None, mlp_hidden_act="relu2",
+                 mlp_bias=c.get("latent_bias", False),
+                 n_group=max(c["n_groups"], 1), topk_group=max(c["topk_groups"], 1),
+                 norm_topk_prob=c["route_norm"], routed_scaling_factor=c["route_scale"],
+                 hybrid_override_pattern="E" * num_layers)
+    elif fam == "gemma4":
+        del j["num_experts_per_tok"]
+        j.update(enable_moe_block=True, num_experts=c["experts"], top_k_experts=c["top_k"],
+                 moe_intermediate_size=c["inter"], intermediate_size=c["shared_inter"],
+                 hidden_activation="gelu_pytorch_tanh", rms_norm_eps=c["norm_eps"])
+    elif fam == "kimi_k3":
+        del j["num_experts_per_tok"]
+        assert c["shared_inter"] % c["inter"] == 0
+        j.update(num_experts=c["experts"], num_experts_per_token=c["top_k"],
+                 moe_intermediate_size=c["inter"],
+                 num_shared_experts=c["shared_inter"] // c["inter"],
+                 routed_expert_hidden_size=c.get("latent", 0),
+                 latent_moe_use_norm=c.get("latent_norm", False),
+                 moe_router_activation_func=c["score_func"],
+                 moe_renormalize=c["route_norm"], routed_scaling_factor=c["route_scale"],
+                 num_expert_group=max(c["n_groups"], 1), topk_group=max(c["topk_groups"], 1),
+                 hidden_act="situ", activation_situ_beta=c.get("act_beta", 1.0),
+                 activation_situ_linear_beta=c.get("act_linear_beta", 0.0),
+                 rms_norm_eps=c["norm_eps"], first_k_dense_replace=0, moe_layer_freq=1)
     elif fam == "llama4_text":
         j.update(num_local_experts=c["experts"], intermediate_size=c["inter"],
                  intermediate_size_mlp=2 * c["hidden"], interleave_moe_layer_step=1)
@@ -251,6 +285,14 @@ def hf_family_config(c: dict, num_layers: int = 1):
     # The 2026 options in the generic form (core/hf_config.cc ReadExtensions).
     if c["score_func"] in ("sqrtsoftplus", "topk_softmax"):
         j["moe_score_func"] = c["score_func"]
+    if fam in ("nemotron_h", "gemma4", "kimi_k3"):
+        # These families say their options in their own keys; a multimodal
+        # one keeps the language model's under text_config.
+        if fam == "nemotron_h":
+            j["model_type"] = fam
+            return fam, j
+        j["model_type"] = "gemma4_text" if fam == "gemma4" else "kimi_linear"
+        return fam, {"model_type": fam, "text_config": j}
     for key in ("router_bias", "expert_bias", "act", "act_alpha", "act_limit",
                 "norm_min", "hash_vocab"):
         if key in c:
@@ -305,6 +347,81 @@ def write_golden_checkpoint(tensors, c, directory, layer=0):
         out[m + "experts.down_proj_bias"] = tensors["experts.b2"]
     elif fam == "deepseek_v4":
         out.update(deepseek_v4_layer(tensors, c, layer))
+    elif fam == "nemotron_h":
+        # backbone.layers.{L}.mixer.*: non-gated experts (up / down only),
+        # the latent projections with their mlp_bias biases.
+        m = f"backbone.layers.{layer}.mixer."
+        out[m + "gate.weight"] = tensors["gate.weight"]
+        out[m + "gate.e_score_correction_bias"] = tensors["gate.expert_bias"]
+        for e in range(c["experts"]):
+            out[f"{m}experts.{e}.up_proj.weight"] = tensors["experts.w3"][e]
+            out[f"{m}experts.{e}.down_proj.weight"] = tensors["experts.w2"][e]
+        if c["shared_inter"] > 0:
+            out[m + "shared_experts.up_proj.weight"] = tensors["shared.w3"]
+            out[m + "shared_experts.down_proj.weight"] = tensors["shared.w2"]
+        if c.get("latent", 0):
+            out[m + "fc1_latent_proj.weight"] = tensors["latent.w1"]
+            out[m + "fc2_latent_proj.weight"] = tensors["latent.w2"]
+            if c.get("latent_bias"):
+                out[m + "fc1_latent_proj.bias"] = tensors["latent.b1"]
+                out[m + "fc2_latent_proj.bias"] = tensors["latent.b2"]
+    elif fam == "gemma4":
+        # Experts packed as nn.Linear weights (gate rows over up rows), the
+        # dense MLP as the shared expert, the norms around both branches.
+        m = f"model.language_model.layers.{layer}."
+        out[m + "router.proj.weight"] = tensors["gate.weight"]
+        out[m + "router.scale"] = tensors["gate.scale"]
+        out[m + "router.per_expert_scale"] = tensors["gate.per_expert_scale"]
+        out[m + "experts.gate_up_proj"] = np.ascontiguousarray(np.concatenate(
+            [tensors["experts.w1"], tensors["experts.w3"]], axis=1))
+        out[m + "experts.down_proj"] = tensors["experts.w2"]
+        for role, hf in {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}.items():
+            out[f"{m}mlp.{hf}.weight"] = tensors[f"shared.{role}"]
+        for key, hf in {"shared.in_norm": "pre_feedforward_layernorm",
+                        "shared.out_norm": "post_feedforward_layernorm_1",
+                        "experts.in_norm": "pre_feedforward_layernorm_2",
+                        "experts.out_norm": "post_feedforward_layernorm_2"}.items():
+            out[f"{m}{hf}.weight"] = tensors[key]
+    elif fam == "kimi_k3":
+        m = f"language_model.model.layers.{layer}.block_sparse_moe."
+        out[m + "gate.weight"] = tensors["gate.weight"]
+        out[m + "gate.e_score_correction_bias"] = tensors["gate.expert_bias"]
+        for e in range(c["experts"]):
+            for role in ("w1", "w3", "w2"):
+                out[f"{m}experts.{e}.{role}.weight"] = tensors[f"experts.{role}"][e]
+        for role, hf in {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}.items():
+            out[f"{m}shared_experts.{hf}.weight"] = tensors[f"shared.{role}"]
+        out[m + "routed_expert_down_proj.weight"] = tensors["latent.w1"]
+        out[m + "routed_expert_up_proj.weight"] = tensors["latent.w2"]
+        if c.get("latent_norm"):
+            out[m + "routed_expert_norm.weight"] = tensors["latent.norm"]
+    elif fam == "nemotron_h":
+        j.update(n_routed_experts=c["experts"], moe_intermediate_size=c["inter"],
+                 moe_shared_expert_intermediate_size=c["shared_inter"],
+                 moe_latent_size=c.get("latent") or None, mlp_hidden_act="relu2",
+                 mlp_bias=c.get("latent_bias", False),
+                 n_group=max(c["n_groups"], 1), topk_group=max(c["topk_groups"], 1),
+                 norm_topk_prob=c["route_norm"], routed_scaling_factor=c["route_scale"],
+                 hybrid_override_pattern="E" * num_layers)
+    elif fam == "gemma4":
+        del j["num_experts_per_tok"]
+        j.update(enable_moe_block=True, num_experts=c["experts"], top_k_experts=c["top_k"],
+                 moe_intermediate_size=c["inter"], intermediate_size=c["shared_inter"],
+                 hidden_activation="gelu_pytorch_tanh", rms_norm_eps=c["norm_eps"])
+    elif fam == "kimi_k3":
+        del j["num_experts_per_tok"]
+        assert c["shared_inter"] % c["inter"] == 0
+        j.update(num_experts=c["experts"], num_experts_per_token=c["top_k"],
+                 moe_intermediate_size=c["inter"],
+                 num_shared_experts=c["shared_inter"] // c["inter"],
+                 routed_expert_hidden_size=c.get("latent", 0),
+                 latent_moe_use_norm=c.get("latent_norm", False),
+                 moe_router_activation_func=c["score_func"],
+                 moe_renormalize=c["route_norm"], routed_scaling_factor=c["route_scale"],
+                 num_expert_group=max(c["n_groups"], 1), topk_group=max(c["topk_groups"], 1),
+                 hidden_act="situ", activation_situ_beta=c.get("act_beta", 1.0),
+                 activation_situ_linear_beta=c.get("act_linear_beta", 0.0),
+                 rms_norm_eps=c["norm_eps"], first_k_dense_replace=0, moe_layer_freq=1)
     elif fam == "llama4_text":
         # Fused experts for x·W: gate_up_proj [E, H, 2I] (gate, then up),
         # down_proj [E, I, H].
