@@ -129,6 +129,55 @@ absl::Status CheckNvfp4(const WeightTensor& t) {
   return absl::OkStatus();
 }
 
+// The bf16 bits of a 4-bit tensor [rows, cols] whose value [i][j] is
+// value(i, j): what a GPU keeps of MXFP4 and NVFP4 experts.
+template <typename ValueFn>
+WeightValues<uint16_t> Fp4AsBf16(const WeightTensor& t, ValueFn value) {
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  std::vector<float> row(cols);
+  WeightValues<uint16_t> v;
+  v.owned.resize(rows * cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) row[j] = value(i, j);
+    ConvertFromF32(DType::kBF16, row.data(), cols, v.owned.data() + i * cols);
+  }
+  v.data = v.owned.data();
+  return v;
+}
+
+// A U8 tensor [out, in] holding a copy of `pairs`, the E2M1 code pairs of
+// a 4-bit format (`format`, blocks of `block` values) whose scales the
+// caller adds: the checks both formats share.
+absl::StatusOr<WeightTensor> Fp4CodeTensor(std::string name,
+                                           absl::string_view format,
+                                           int64_t block, int64_t out,
+                                           int64_t in, const uint8_t* pairs,
+                                           size_t pair_bytes) {
+  if (out < 0 || in < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", format,
+                                                   " shape [", out, ", ", in,
+                                                   "] has a negative size"));
+  }
+  if (in % block != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": ", format, " input width ", in,
+                     " is not a multiple of ", block));
+  }
+  if (static_cast<int64_t>(pair_bytes) != out * in / 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": ", pair_bytes, " bytes of ", format, " codes for [", out, ", ",
+        in, "], expected ", out * in / 2));
+  }
+  WeightTensor t;
+  t.name = std::move(name);
+  t.dtype = DType::kU8;
+  t.shape = {out, in};
+  t.owned.resize(pair_bytes);
+  if (pair_bytes > 0) std::memcpy(t.owned.data(), pairs, pair_bytes);
+  t.data = t.owned.data();
+  return t;
+}
+
 }  // namespace
 
 absl::StatusOr<WeightValues<float>> WeightsAsF32(const WeightTensor& t) {
@@ -300,18 +349,9 @@ absl::StatusOr<Mxfp4Values> WeightsAsMxfp4(const WeightTensor& t) {
 absl::StatusOr<WeightValues<uint16_t>> WeightsAsMxfp4Bf16(
     const WeightTensor& t) {
   MOE_ASSIGN_OR_RETURN(Mxfp4Values q, WeightsAsMxfp4(t));
-  const int64_t rows = t.shape[0], cols = t.shape[1];
-  std::vector<float> row(cols);
-  WeightValues<uint16_t> v;
-  v.owned.resize(rows * cols);
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j) {
-      row[j] = kn::Mxfp4Value(q.row_pairs(i), q.row_scales(i), j);
-    }
-    ConvertFromF32(DType::kBF16, row.data(), cols, v.owned.data() + i * cols);
-  }
-  v.data = v.owned.data();
-  return v;
+  return Fp4AsBf16(t, [&q](int64_t i, int64_t j) {
+    return kn::Mxfp4Value(q.row_pairs(i), q.row_scales(i), j);
+  });
 }
 
 absl::StatusOr<WeightTensor> MakeMxfp4Tensor(std::string name, int64_t out,
@@ -319,27 +359,9 @@ absl::StatusOr<WeightTensor> MakeMxfp4Tensor(std::string name, int64_t out,
                                              size_t pair_bytes,
                                              const uint8_t* scales,
                                              size_t scale_bytes) {
-  if (out < 0 || in < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": MXFP4 shape [", out, ", ", in, "] has a negative size"));
-  }
-  if (in % kn::kMxBlock != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": MXFP4 input width ",
-                                                   in, " is not a multiple of ",
-                                                   kn::kMxBlock));
-  }
-  if (static_cast<int64_t>(pair_bytes) != out * in / 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": ", pair_bytes, " bytes of MXFP4 codes for [", out,
-                     ", ", in, "], expected ", out * in / 2));
-  }
-  WeightTensor t;
-  t.name = std::move(name);
-  t.dtype = DType::kU8;
-  t.shape = {out, in};
-  t.owned.resize(pair_bytes);
-  if (pair_bytes > 0) std::memcpy(t.owned.data(), pairs, pair_bytes);
-  t.data = t.owned.data();
+  MOE_ASSIGN_OR_RETURN(
+      WeightTensor t, Fp4CodeTensor(std::move(name), "MXFP4", kn::kMxBlock, out,
+                                    in, pairs, pair_bytes));
   t.mx_scale.assign(scales, scales + scale_bytes);
   if (t.mx_scale.empty() && out * in > 0) {
     return absl::InvalidArgumentError(
@@ -402,18 +424,9 @@ absl::StatusOr<Nvfp4Values> WeightsAsNvfp4(const WeightTensor& t) {
 absl::StatusOr<WeightValues<uint16_t>> WeightsAsNvfp4Bf16(
     const WeightTensor& t) {
   MOE_ASSIGN_OR_RETURN(Nvfp4Values q, WeightsAsNvfp4(t));
-  const int64_t rows = t.shape[0], cols = t.shape[1];
-  std::vector<float> row(cols);
-  WeightValues<uint16_t> v;
-  v.owned.resize(rows * cols);
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j) {
-      row[j] = kn::Nvfp4Value(q.row_pairs(i), q.row_scales(i), q.global, j);
-    }
-    ConvertFromF32(DType::kBF16, row.data(), cols, v.owned.data() + i * cols);
-  }
-  v.data = v.owned.data();
-  return v;
+  return Fp4AsBf16(t, [&q](int64_t i, int64_t j) {
+    return kn::Nvfp4Value(q.row_pairs(i), q.row_scales(i), q.global, j);
+  });
 }
 
 absl::StatusOr<WeightTensor> MakeNvfp4Tensor(std::string name, int64_t out,
@@ -421,27 +434,9 @@ absl::StatusOr<WeightTensor> MakeNvfp4Tensor(std::string name, int64_t out,
                                              size_t pair_bytes,
                                              const uint8_t* scales,
                                              size_t scale_bytes, float global) {
-  if (out < 0 || in < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": NVFP4 shape [", out, ", ", in, "] has a negative size"));
-  }
-  if (in % kn::kNvBlock != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": NVFP4 input width ",
-                                                   in, " is not a multiple of ",
-                                                   kn::kNvBlock));
-  }
-  if (static_cast<int64_t>(pair_bytes) != out * in / 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": ", pair_bytes, " bytes of NVFP4 codes for [", out,
-                     ", ", in, "], expected ", out * in / 2));
-  }
-  WeightTensor t;
-  t.name = std::move(name);
-  t.dtype = DType::kU8;
-  t.shape = {out, in};
-  t.owned.resize(pair_bytes);
-  if (pair_bytes > 0) std::memcpy(t.owned.data(), pairs, pair_bytes);
-  t.data = t.owned.data();
+  MOE_ASSIGN_OR_RETURN(
+      WeightTensor t, Fp4CodeTensor(std::move(name), "NVFP4", kn::kNvBlock, out,
+                                    in, pairs, pair_bytes));
   t.nv_scale.assign(scales, scales + scale_bytes);
   t.nv_global = global;
   if (t.nv_scale.empty() && out * in > 0) {
