@@ -159,6 +159,10 @@ absl::Status MoeLayerConfig::Validate() const {
     return Bad("score_before_experts",
                "cannot be combined with latent or branch_norms");
   }
+  if (per_expert_scale && routing == RoutingMode::kExpertChoice) {
+    // Gemma 4's scales follow a token's top-k renormalisation.
+    return Bad("per_expert_scale", "is token_choice only");
+  }
   if (!(norm_eps > 0.0f) || !std::isfinite(norm_eps)) {
     return Bad("norm_eps", "must be a finite number > 0");
   }

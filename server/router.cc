@@ -11,6 +11,7 @@
 #include "core/shutdown_signal.h"
 #include "core/status_macros.h"
 #include "proto/credentials.h"
+#include "server/group/worker_pool.h"
 #include "server/listening_line.h"
 #include "server/router_part_options.h"
 #include "server/step/step_runner.h"

@@ -15,7 +15,6 @@
 #include "server/api/worker_auth.h"
 #include "server/api/worker_control_service.h"
 #include "server/batching/batcher.h"
-#include "server/group/worker_pool.h"
 #include "server/placement/expert_placement.h"
 #include "server/placement/rebalancer.h"
 #include "server/router_options.h"
@@ -25,6 +24,10 @@
 #include "server/step/router_model.h"
 
 namespace moe {
+
+// Built by the router (router.cc); everything else reaches the group
+// through its seams.
+class WorkerPool;
 
 class Router {
  public:

@@ -338,6 +338,10 @@ TEST(LayerMath2026b, OptionCombinationsAreRefusedByName) {
   c = KimiK3();
   c.act_beta = 0.0f;
   EXPECT_NE(c.Validate().message().find("act_beta"), absl::string_view::npos);
+  c = Gemma4();
+  c.routing = RoutingMode::kExpertChoice;
+  EXPECT_NE(c.Validate().message().find("per_expert_scale"),
+            absl::string_view::npos);
   c = KimiK3();
   c.score_before_experts = true;
   EXPECT_NE(c.Validate().message().find("score_before_experts"),
