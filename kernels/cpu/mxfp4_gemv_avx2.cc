@@ -53,7 +53,7 @@ struct QuantisedRow {
   // [blocks][2][8]: 12 sum q_k of lane 0's and 1's steps in the block's
   // first 16 steps, then in its last 16 (NVFP4 scales each half apart).
   const int32_t* corr;
-  const float* scale;    // [blocks]: 2^(e - 23), 0 for a zero block
+  const float* scale;  // [blocks]: 2^(e - 23), 0 for a zero block
 };
 
 // Bytes of a row's quantised form in the scratch buffer (a multiple of 32:

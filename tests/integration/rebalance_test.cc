@@ -1,6 +1,6 @@
-// Live rebalancing (server/placement/rebalancer.h): under a steady load of requests,
-// Rebalance calls move the expert placement while every request succeeds
-// with the bits it had before; and with --rebalance-every-steps the
+// Live rebalancing (server/placement/rebalancer.h): under a steady load of
+// requests, Rebalance calls move the expert placement while every request
+// succeeds with the bits it had before; and with --rebalance-every-steps the
 // placement follows the skew when it moves to other experts.
 #include <algorithm>
 #include <atomic>
