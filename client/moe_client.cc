@@ -102,6 +102,22 @@ absl::StatusOr<ForwardResult> MoeClient::Forward(
   req.mutable_token_ids()->Add(options.token_ids.begin(),
                                options.token_ids.end());
   req.set_return_timing(options.timing);
+  if (options.routing_slots > 0) {
+    moe::v1::Routing* r = req.mutable_routing();
+    r->set_tokens(tokens);
+    r->set_slots(options.routing_slots);
+    r->mutable_expert_ids()->Add(options.routing_expert_ids.begin(),
+                                 options.routing_expert_ids.end());
+    r->mutable_weights()->Add(options.routing_weights.begin(),
+                              options.routing_weights.end());
+  }
+  if (!options.router_logits.empty() || options.router_logits_experts > 0) {
+    EncodeMatrix(options.router_logits.data(), tokens,
+                 options.router_logits_experts, options.router_logits_dtype,
+                 req.mutable_router_logits());
+  }
+  req.set_return_router_logits(options.return_router_logits);
+  req.set_shared(options.shared);
   moe::v1::ForwardResponse resp;
   grpc::ClientContext ctx;
   Prepare(&ctx, options.timeout);
@@ -121,6 +137,18 @@ absl::StatusOr<ForwardResult> MoeClient::Forward(
                      resp.routing().weights().end());
   }
   r.timing = resp.timing();
+  if (resp.has_router_logits()) {
+    MOE_ASSIGN_OR_RETURN(auto logits,
+                         DecodeMatrix(resp.router_logits(), "router_logits", -1,
+                                      /*require_finite=*/false));
+    r.router_logits = std::move(logits.data);
+  }
+  if (resp.has_shared_output()) {
+    MOE_ASSIGN_OR_RETURN(auto shared,
+                         DecodeMatrix(resp.shared_output(), "shared_output", -1,
+                                      /*require_finite=*/false));
+    r.shared_output = std::move(shared.data);
+  }
   return r;
 }
 

@@ -49,6 +49,19 @@ struct ForwardOptions {
   // One token id per row: required by a hash-routed layer (listed in
   // ModelInfo.hash_layers), ignored by others. Empty: none sent.
   std::vector<int64_t> token_ids;
+  // Routing from the caller (ForwardRequest.routing): `routing_slots` = the
+  // layer's top_k ids and final weights per row; 0: the service routes.
+  int32_t routing_slots = 0;
+  std::vector<int32_t> routing_expert_ids;  // [tokens * routing_slots]
+  std::vector<float> routing_weights;       // [tokens * routing_slots]
+  // Gate logits [tokens, experts] from the caller (router_logits), sent in
+  // `router_logits_dtype` (F32 or BF16); empty: none.
+  std::vector<float> router_logits;
+  int64_t router_logits_experts = 0;
+  moe::v1::DType router_logits_dtype = moe::v1::F32;
+  // Return the gate logits (ForwardResult::router_logits).
+  bool return_router_logits = false;
+  moe::v1::SharedMode shared = moe::v1::SHARED_ADD;
 };
 
 struct ForwardResult {
@@ -59,6 +72,10 @@ struct ForwardResult {
   std::vector<int32_t> expert_ids;
   std::vector<float> weights;
   moe::v1::StageTiming timing;  // when asked
+  // [tokens, experts] when return_router_logits.
+  std::vector<float> router_logits;
+  // [tokens, hidden] with SHARED_SEPARATE.
+  std::vector<float> shared_output;
 };
 
 class MoeClient {

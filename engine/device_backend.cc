@@ -94,21 +94,24 @@ absl::Status DeviceBackend::UploadBf16X(const uint16_t* x, int64_t n) {
 absl::Status DeviceBackend::Route(int64_t layer, const float* x, int64_t n,
                                   absl::Span<const int64_t> segment_ends,
                                   Routing* routing) {
-  return RouteTokens(layer, x, n, segment_ends, {}, routing);
+  return RouteTokens(layer, x, n, segment_ends, {}, routing, nullptr);
 }
 
 absl::Status DeviceBackend::RouteTokens(int64_t layer, const float* x,
                                         int64_t n,
                                         absl::Span<const int64_t> segment_ends,
                                         absl::Span<const int64_t> token_ids,
-                                        Routing* routing) {
+                                        Routing* routing,
+                                        const CallerOverrides* caller) {
   shared_layer_ = -1;  // new rows: a pending shared expert was of others
   if (route_pin_ == nullptr) {
     return absl::FailedPreconditionError(
         "this backend was loaded without the router's gate");
   }
   absl::Status s = UploadX(x, n);
-  if (s.ok()) return RouteResident(layer, n, segment_ends, token_ids, routing);
+  if (s.ok()) {
+    return RouteResident(layer, n, segment_ends, token_ids, routing, caller);
+  }
   (void)device_queue().Synchronize();  // the staging is free again
   resident_x_ = nullptr;
   resident_n_ = -1;
@@ -118,14 +121,16 @@ absl::Status DeviceBackend::RouteTokens(int64_t layer, const float* x,
 absl::StatusOr<bool> DeviceBackend::RouteTokensBf16(
     int64_t layer, const uint16_t* x, int64_t n,
     absl::Span<const int64_t> segment_ends, absl::Span<const int64_t> token_ids,
-    Routing* routing) {
+    Routing* routing, const CallerOverrides* caller) {
   shared_layer_ = -1;
   if (route_pin_ == nullptr) {
     return absl::FailedPreconditionError(
         "this backend was loaded without the router's gate");
   }
   absl::Status s = UploadBf16X(x, n);
-  if (s.ok()) s = RouteResident(layer, n, segment_ends, token_ids, routing);
+  if (s.ok()) {
+    s = RouteResident(layer, n, segment_ends, token_ids, routing, caller);
+  }
   if (!s.ok()) {
     (void)device_queue().Synchronize();
     resident_x_ = nullptr;
@@ -137,7 +142,8 @@ absl::StatusOr<bool> DeviceBackend::RouteTokensBf16(
 
 absl::Status DeviceBackend::RouteResident(
     int64_t layer, int64_t n, absl::Span<const int64_t> segment_ends,
-    absl::Span<const int64_t> token_ids, Routing* routing) {
+    absl::Span<const int64_t> token_ids, Routing* routing,
+    const CallerOverrides* caller) {
   DeviceStepQueue& q = device_queue();
   DeviceRouteAnswer a;
   absl::Status s = QueueRoute(layer, n, token_ids, &a);
@@ -161,7 +167,20 @@ absl::Status DeviceBackend::RouteResident(
   }
   if (a.logits != nullptr) {
     return RouteLogits(layer, reinterpret_cast<const float*>(pin), n,
-                       segment_ends, token_ids, routing);
+                       segment_ends, token_ids, routing, caller);
+  }
+  // The device chose the slots itself (token choice without a capacity
+  // limit) and kept no logits: the caller's logits cannot be scored here,
+  // but the caller's routing replaces its rows exactly.
+  const bool caller_logits =
+      caller != nullptr &&
+      std::any_of(caller->route.begin(), caller->route.end(),
+                  [](RouteSource s) { return s == RouteSource::kLogits; });
+  if (caller_logits || (caller != nullptr && caller->keep_logits)) {
+    return absl::UnimplementedError(
+        "router_logits: this layer is routed on the device without logits "
+        "on the host, so this backend takes no caller logits and returns "
+        "none");
   }
   // Token choice without a capacity limit: every slot dispatched.
   routing->Reset(n, k, E);
@@ -176,6 +195,20 @@ absl::Status DeviceBackend::RouteResident(
           absl::StrCat("the device routed a token to expert ", e, " of ", E));
     }
     ++routing->expert_counts[e];
+  }
+  if (AnyCallerRoute(caller)) {
+    // Count the caller's rows instead of the device's choice for them.
+    int64_t begin = 0;
+    for (size_t s = 0; s < caller->route.size(); ++s) {
+      const int64_t end = segment_ends.empty() ? n : segment_ends[s];
+      if (caller->route[s] == RouteSource::kRouting) {
+        for (int64_t i = begin * k; i < end * k; ++i) {
+          --routing->expert_counts[routing->expert[i]];
+        }
+      }
+      begin = end;
+    }
+    ApplyCallerRouting(*caller, segment_ends, routing);
   }
   return absl::OkStatus();
 }

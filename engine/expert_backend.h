@@ -92,10 +92,17 @@ class ExpertBackend {
   // (config.hash_vocab > 0) routes by and every other layer ignores. The
   // default, for backends that refuse hash-routed layers at load, ignores
   // them.
+  // `caller` (may be null): the segments routed from the caller's logits
+  // or routing, and whether to keep the logits (TokenRouter::Route).
   virtual absl::Status RouteTokens(int64_t layer, const float* x, int64_t n,
                                    absl::Span<const int64_t> segment_ends,
                                    absl::Span<const int64_t> token_ids,
-                                   Routing* routing) {
+                                   Routing* routing,
+                                   const CallerOverrides* caller) {
+    if (AnyCallerRoute(caller) || (caller != nullptr && caller->keep_logits)) {
+      return absl::UnimplementedError(
+          "this backend routes with its own gate only");
+    }
     return Route(layer, x, n, segment_ends, routing);
   }
   // RouteTokens of bf16 rows x [n, H], the request's own elements: true
@@ -106,7 +113,8 @@ class ExpertBackend {
   virtual absl::StatusOr<bool> RouteTokensBf16(
       int64_t /*layer*/, const uint16_t* /*x*/, int64_t /*n*/,
       absl::Span<const int64_t> /*segment_ends*/,
-      absl::Span<const int64_t> /*token_ids*/, Routing* /*routing*/) {
+      absl::Span<const int64_t> /*token_ids*/, Routing* /*routing*/,
+      const CallerOverrides* /*caller*/) {
     return false;
   }
 

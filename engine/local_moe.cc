@@ -43,44 +43,50 @@ absl::Status LocalMoe::Check(int64_t layer, int64_t n) const {
 absl::Status LocalMoe::Forward(int64_t layer, const float* x, int64_t n,
                                absl::Span<const int64_t> segment_ends, float* y,
                                Routing* routing, StageTimes* times,
-                               absl::Span<const int64_t> token_ids) {
+                               absl::Span<const int64_t> token_ids,
+                               const CallerOverrides* caller,
+                               float* shared_out) {
   MOE_RETURN_IF_ERROR(Check(layer, n));
   StageTimes local;
   StageTimes& t = times != nullptr ? *times : local;
   StageClock clock;
-  MOE_RETURN_IF_ERROR(
-      backend_->RouteTokens(layer, x, n, segment_ends, token_ids, routing));
+  MOE_RETURN_IF_ERROR(backend_->RouteTokens(layer, x, n, segment_ends,
+                                            token_ids, routing, caller));
   t.route_us = clock.Lap();
-  return Step(layer, x, n, y, *routing, t, clock);
+  return Step(layer, x, n, y, *routing, t, clock,
+              {segment_ends, caller, shared_out, /*resident_only=*/false});
 }
 
 absl::Status LocalMoe::ForwardBf16(int64_t layer, const uint16_t* x, int64_t n,
                                    absl::Span<const int64_t> segment_ends,
                                    float* y, Routing* routing,
                                    StageTimes* times,
-                                   absl::Span<const int64_t> token_ids) {
+                                   absl::Span<const int64_t> token_ids,
+                                   const CallerOverrides* caller,
+                                   float* shared_out) {
   MOE_RETURN_IF_ERROR(Check(layer, n));
   StageTimes local;
   StageTimes& t = times != nullptr ? *times : local;
   StageClock clock;
-  MOE_ASSIGN_OR_RETURN(
-      bool taken,
-      backend_->RouteTokensBf16(layer, x, n, segment_ends, token_ids, routing));
+  MOE_ASSIGN_OR_RETURN(bool taken,
+                       backend_->RouteTokensBf16(layer, x, n, segment_ends,
+                                                 token_ids, routing, caller));
   if (!taken) {
     widened_.resize(n * backend_->config().hidden);
     for (size_t i = 0; i < widened_.size(); ++i) widened_[i] = Bf16ToF32(x[i]);
     return Forward(layer, widened_.data(), n, segment_ends, y, routing, times,
-                   token_ids);
+                   token_ids, caller, shared_out);
   }
   t.route_us = clock.Lap();
   // The backend holds the rows, named by x (ExpertBackend::RouteTokensBf16).
   return Step(layer, reinterpret_cast<const float*>(x), n, y, *routing, t,
-              clock);
+              clock,
+              {segment_ends, caller, shared_out, /*resident_only=*/true});
 }
 
 absl::Status LocalMoe::Step(int64_t layer, const float* x, int64_t n, float* y,
                             const Routing& routing, StageTimes& t,
-                            StageClock& clock) {
+                            StageClock& clock, const SharedPlan& shared) {
   ExpertBackend& b = *backend_;
   const MoeLayerConfig& c = b.config();
   PlanDispatch(routing, n, /*world=*/1, c.num_experts, &expert_ids_, &counts_);
@@ -105,8 +111,9 @@ absl::Status LocalMoe::Step(int64_t layer, const float* x, int64_t n, float* y,
 
   // A device backend sums the shared expert into y itself, so that y
   // crosses to the host once; its time is then part of the combine's.
+  const bool apart = SharedApart(shared.caller);
   bool shared_in_step = false;
-  if (c.has_shared() && n > 0 && !framed) {
+  if (c.has_shared() && n > 0 && !framed && !apart) {
     MOE_ASSIGN_OR_RETURN(shared_in_step, b.AddSharedToStep(layer));
   }
   EpStepTimes ep;
@@ -119,7 +126,19 @@ absl::Status LocalMoe::Step(int64_t layer, const float* x, int64_t n, float* y,
   t.combine_us = ep.combine_us;
   clock.Lap();
 
-  if (c.has_shared() && n > 0 && !shared_in_step) {
+  if (apart) {
+    // Per request: only the rows that want the shared experts run them.
+    const float* s = nullptr;
+    if (c.has_shared() && n > 0 && NeedsShared(shared.caller)) {
+      shared_out_.resize(n * c.hidden);
+      MOE_RETURN_IF_ERROR(
+          SharedForSegments(b, layer, x, n, shared.segment_ends, *shared.caller,
+                            shared.resident_only, shared_out_.data()));
+      s = shared_out_.data();
+    }
+    PlaceShared(*shared.caller, shared.segment_ends, n, c.hidden, s, y,
+                shared.out);
+  } else if (c.has_shared() && n > 0 && !shared_in_step) {
     shared_out_.resize(n * c.hidden);
     MOE_RETURN_IF_ERROR(b.Shared(layer, x, n, shared_out_.data()));
     for (int64_t i = 0; i < n * c.hidden; ++i) y[i] += shared_out_[i];
@@ -127,6 +146,34 @@ absl::Status LocalMoe::Step(int64_t layer, const float* x, int64_t n, float* y,
   t.shared_us = clock.Lap();
   t.total_us = t.route_us + t.plan_us + t.dispatch_us + t.experts_us +
                t.combine_us + t.shared_us;
+  return absl::OkStatus();
+}
+
+absl::Status SharedForSegments(ExpertBackend& backend, int64_t layer,
+                               const float* x, int64_t n,
+                               absl::Span<const int64_t> segment_ends,
+                               const CallerOverrides& caller, bool whole,
+                               float* out) {
+  if (whole || caller.shared.empty()) {
+    return backend.Shared(layer, x, n, out);
+  }
+  const int64_t H = backend.config().hidden;
+  const int64_t single[] = {n};
+  if (segment_ends.empty()) segment_ends = single;
+  // Runs of consecutive segments that need the shared experts: a request's
+  // rows are contiguous, so one call per run.
+  int64_t run_begin = -1, begin = 0;
+  for (size_t s = 0; s <= segment_ends.size(); ++s) {
+    const bool needs =
+        s < segment_ends.size() && caller.shared[s] != SharedPart::kSkip;
+    if (needs && run_begin < 0) run_begin = begin;
+    if (!needs && run_begin >= 0) {
+      MOE_RETURN_IF_ERROR(backend.Shared(
+          layer, x + run_begin * H, begin - run_begin, out + run_begin * H));
+      run_begin = -1;
+    }
+    if (s < segment_ends.size()) begin = segment_ends[s];
+  }
   return absl::OkStatus();
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "comm/communicator.h"
+#include "engine/caller_overrides.h"
 #include "engine/ep_step.h"
 #include "engine/expert_backend.h"
 #include "engine/stage_times.h"
@@ -35,11 +36,18 @@ class LocalMoe {
 
   // y [n, H] = MoE(x [n, H]) of `layer`. `segment_ends` and `token_ids` as
   // for TokenRouter::Route. `routing` receives the routing decisions;
-  // `times` (optional) the stages.
+  // `times` (optional) the stages. `caller` (optional): the segments'
+  // routing from the caller and what each does with the shared experts;
+  // when any segment wants other than SharedPart::kAdd, `shared_out`
+  // [n, H] receives the shared experts' output of the kSeparate segments
+  // (zeros elsewhere: PlaceShared). Without it the step runs the path of
+  // a plain step, bit for bit.
   absl::Status Forward(int64_t layer, const float* x, int64_t n,
                        absl::Span<const int64_t> segment_ends, float* y,
                        Routing* routing, StageTimes* times = nullptr,
-                       absl::Span<const int64_t> token_ids = {});
+                       absl::Span<const int64_t> token_ids = {},
+                       const CallerOverrides* caller = nullptr,
+                       float* shared_out = nullptr);
 
   // The same for bf16 rows x [n, H] (a bf16 request): a device backend
   // uploads them as bf16 and widens them there; others get them widened
@@ -47,16 +55,28 @@ class LocalMoe {
   absl::Status ForwardBf16(int64_t layer, const uint16_t* x, int64_t n,
                            absl::Span<const int64_t> segment_ends, float* y,
                            Routing* routing, StageTimes* times = nullptr,
-                           absl::Span<const int64_t> token_ids = {});
+                           absl::Span<const int64_t> token_ids = {},
+                           const CallerOverrides* caller = nullptr,
+                           float* shared_out = nullptr);
 
   ExpertBackend& backend() { return *backend_; }
 
  private:
   // Forward's checks before anything is routed.
   absl::Status Check(int64_t layer, int64_t n) const;
+  // What Step does with the shared experts beyond the plain step's path.
+  struct SharedPlan {
+    absl::Span<const int64_t> segment_ends;
+    const CallerOverrides* caller = nullptr;
+    float* out = nullptr;
+    // x names rows resident on the backend, not host rows: the shared
+    // experts then run over all of them or none.
+    bool resident_only = false;
+  };
   // Forward after the routing: `x` names the rows the backend holds.
   absl::Status Step(int64_t layer, const float* x, int64_t n, float* y,
-                    const Routing& routing, StageTimes& t, StageClock& clock);
+                    const Routing& routing, StageTimes& t, StageClock& clock,
+                    const SharedPlan& shared);
 
   std::unique_ptr<ExpertBackend> owned_;
   ExpertBackend* backend_;
@@ -68,5 +88,15 @@ class LocalMoe {
   std::vector<float> routed_;   // the experts' weighted sum, framed layers
   std::vector<float> widened_;  // ForwardBf16's rows for fp32 backends
 };
+
+// The shared experts' output [n, H] into `out` for the rows of the
+// segments of `caller` that need it (not SharedPart::kSkip; other rows are
+// left as they were), one backend call per run of such segments; over all
+// n rows when `whole` (rows resident on a device, named by x).
+absl::Status SharedForSegments(ExpertBackend& backend, int64_t layer,
+                               const float* x, int64_t n,
+                               absl::Span<const int64_t> segment_ends,
+                               const CallerOverrides& caller, bool whole,
+                               float* out);
 
 }  // namespace moe

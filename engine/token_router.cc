@@ -14,6 +14,37 @@ namespace {
 
 namespace kc = kernels::cpu;
 
+// The logits to score: `logits` (the gate's, router bias added) with the
+// rows of the caller's kLogits segments in their place, in `merged`.
+absl::StatusOr<const float*> MergeCallerLogits(const MoeLayerConfig& c,
+                                               const CallerOverrides& caller,
+                                               absl::Span<const int64_t> ends,
+                                               const float* logits, int64_t n,
+                                               std::vector<float>* merged) {
+  const int64_t E = c.num_experts;
+  if (caller.route.size() != ends.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("caller routing: ", caller.route.size(),
+                     " segment sources for ", ends.size(), " segments"));
+  }
+  merged->assign(logits, logits + n * E);
+  int64_t begin = 0;
+  for (size_t s = 0; s < ends.size(); ++s) {
+    if (caller.route[s] == RouteSource::kRouting &&
+        c.routing == RoutingMode::kExpertChoice) {
+      return absl::InvalidArgumentError(
+          "routing: the layer is routed by expert choice, where a token has "
+          "no k slots of its own to send");
+    }
+    if (caller.route[s] == RouteSource::kLogits) {
+      std::copy(caller.logits + begin * E, caller.logits + ends[s] * E,
+                merged->data() + begin * E);
+    }
+    begin = ends[s];
+  }
+  return merged->data();
+}
+
 }  // namespace
 
 void Routing::Reset(int64_t n, int64_t s, int64_t num_experts) {
@@ -51,6 +82,7 @@ void TokenRouter::TokenChoice(const MoeLayerConfig& c,
                               const RouteTables& tables, const float* logits,
                               int64_t n, absl::Span<const int64_t> ends,
                               absl::Span<const int64_t> token_ids,
+                              absl::Span<const RouteSource> route,
                               int num_threads, Routing* out) {
   const int64_t E = c.num_experts, k = c.top_k;
   out->Reset(n, k, E);
@@ -89,7 +121,14 @@ void TokenRouter::TokenChoice(const MoeLayerConfig& c,
   if (c.capacity_factor > 0.0) {
     load_.resize(E);
     int64_t begin = 0;
-    for (int64_t end : ends) {
+    for (size_t s = 0; s < ends.size(); ++s) {
+      const int64_t end = ends[s];
+      // The caller's routing has no capacity limit: ApplyCallerRouting
+      // writes those rows over whatever was chosen here.
+      if (!route.empty() && route[s] == RouteSource::kRouting) {
+        begin = end;
+        continue;
+      }
       const int64_t cap = TokenChoiceCapacity(c, end - begin);
       out->dropped += kc::ApplyCapacity(
           end - begin, k, E, cap, out->expert.data() + begin * k,
@@ -167,7 +206,8 @@ absl::Status TokenRouter::Route(const LayerWeights& w, const float* x,
                                 int64_t n,
                                 absl::Span<const int64_t> segment_ends,
                                 absl::Span<const int64_t> token_ids,
-                                int num_threads, Routing* out) {
+                                int num_threads, Routing* out,
+                                const CallerOverrides* caller) {
   if (!w.has_gate) {
     return absl::FailedPreconditionError(
         absl::StrCat("layer ", w.layer, " was loaded without its gate"));
@@ -192,7 +232,7 @@ absl::Status TokenRouter::Route(const LayerWeights& w, const float* x,
   t.per_expert_scale = w.per_expert_scale.data();
   Logits(w, x, n, num_threads);
   return RouteLogits(w.config, t, logits_.data(), n, segment_ends, token_ids,
-                     num_threads, out);
+                     num_threads, out, caller);
 }
 
 absl::Status CheckTokenIds(const MoeLayerConfig& config,
@@ -219,7 +259,8 @@ absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
                                       const float* logits, int64_t n,
                                       absl::Span<const int64_t> segment_ends,
                                       absl::Span<const int64_t> token_ids,
-                                      int num_threads, Routing* out) {
+                                      int num_threads, Routing* out,
+                                      const CallerOverrides* caller) {
   MOE_RETURN_IF_ERROR(CheckTokenIds(config, token_ids, n));
   if (config.router_bias) {
     // gpt-oss: the bias moves the logits, so both the choice and weights.
@@ -244,11 +285,22 @@ absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
   if (prev != n) {
     return absl::InvalidArgumentError("the last segment must end at n");
   }
+  const bool overridden = AnyCallerRoute(caller);
+  absl::Span<const RouteSource> route;
+  if (overridden) {
+    route = caller->route;
+    MOE_ASSIGN_OR_RETURN(
+        logits,
+        MergeCallerLogits(config, *caller, segment_ends, logits, n, &merged_));
+  }
+  if (caller != nullptr && caller->keep_logits) {
+    out->logits.assign(logits, logits + n * config.num_experts);
+  }
   if (config.routing == RoutingMode::kExpertChoice) {
     ExpertChoice(config, logits, n, segment_ends, num_threads, out);
   } else {
-    TokenChoice(config, tables, logits, n, segment_ends, token_ids, num_threads,
-                out);
+    TokenChoice(config, tables, logits, n, segment_ends, token_ids, route,
+                num_threads, out);
   }
   if (config.per_expert_scale) {
     for (int64_t i = 0; i < n * out->slots; ++i) {
@@ -257,10 +309,48 @@ absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
       }
     }
   }
+  if (overridden) {
+    // After the scale: the caller's weights are final. ApplyCallerRouting
+    // counts its own rows.
+    std::fill(out->expert_counts.begin(), out->expert_counts.end(), 0);
+    for (int64_t s = 0, begin = 0; s < static_cast<int64_t>(route.size());
+         ++s) {
+      if (route[s] != RouteSource::kRouting) {
+        for (int64_t i = begin * out->slots; i < segment_ends[s] * out->slots;
+             ++i) {
+          if (out->dispatched[i]) ++out->expert_counts[out->expert[i]];
+        }
+      }
+      begin = segment_ends[s];
+    }
+    ApplyCallerRouting(*caller, segment_ends, out);
+    return absl::OkStatus();
+  }
   for (int64_t i = 0; i < n * out->slots; ++i) {
     if (out->dispatched[i]) ++out->expert_counts[out->expert[i]];
   }
   return absl::OkStatus();
+}
+
+void ApplyCallerRouting(const CallerOverrides& caller,
+                        absl::Span<const int64_t> segment_ends, Routing* out) {
+  const int64_t k = out->slots;
+  const int64_t whole[] = {out->tokens};
+  if (segment_ends.empty()) segment_ends = whole;
+  int64_t begin = 0;
+  for (size_t s = 0; s < caller.route.size() && s < segment_ends.size(); ++s) {
+    const int64_t end = segment_ends[s];
+    if (caller.route[s] == RouteSource::kRouting) {
+      for (int64_t i = begin * k; i < end * k; ++i) {
+        // A slot the gate's capacity limit dropped there is not counted.
+        out->expert[i] = caller.expert[i];
+        out->weight[i] = caller.weight[i];
+        out->dispatched[i] = 1;
+        ++out->expert_counts[caller.expert[i]];
+      }
+    }
+    begin = end;
+  }
 }
 
 }  // namespace moe

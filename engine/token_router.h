@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "engine/caller_overrides.h"
 #include "engine/layer_weights.h"
 
 namespace moe {
@@ -24,6 +25,9 @@ struct Routing {
   std::vector<uint8_t> dispatched;     // 1 when the slot is computed
   std::vector<int64_t> expert_counts;  // [E] dispatched slots per expert
   int64_t dropped = 0;                 // slots dropped by the capacity limit
+  // [tokens, E] the gate logits (x·Wᵀ plus the router bias, or the caller's)
+  // when CallerOverrides::keep_logits asked for them, else left as it was.
+  std::vector<float> logits;
 
   void Reset(int64_t n, int64_t s, int64_t num_experts);
 };
@@ -42,24 +46,36 @@ struct RouteTables {
 absl::Status CheckTokenIds(const MoeLayerConfig& config,
                            absl::Span<const int64_t> token_ids, int64_t n);
 
+// Writes the caller's routing (CallerOverrides::expert, weight) into the
+// rows of `out`'s kRouting segments, every slot dispatched, and counts
+// them in expert_counts. `out` has slots = the layer's top_k.
+void ApplyCallerRouting(const CallerOverrides& caller,
+                        absl::Span<const int64_t> segment_ends, Routing* out);
+
 class TokenRouter {
  public:
   // Routes n tokens of x [n, H]. `segment_ends` are the exclusive ends of the
   // independent requests in the batch (ascending, last == n); empty means one.
   // `token_ids` (one per row, in [0, hash_vocab)) are what a hash-routed
   // layer routes by: INVALID_ARGUMENT naming the row when missing or out of
-  // range there; other layers ignore them.
+  // range there; other layers ignore them. `caller` (may be null): the
+  // segments whose logits or routing came from the caller. A kLogits
+  // segment is scored from the caller's logits; a kRouting segment gets
+  // exactly the caller's slots (no capacity limit, normalisation or scale);
+  // the other segments get the bits they get in a step without them, since
+  // scoring is per row and capacity and expert choice per segment.
   absl::Status Route(const LayerWeights& weights, const float* x, int64_t n,
                      absl::Span<const int64_t> segment_ends,
                      absl::Span<const int64_t> token_ids, int num_threads,
-                     Routing* out);
+                     Routing* out, const CallerOverrides* caller = nullptr);
 
   // The same routing from gate logits [n, E] computed elsewhere (a GPU).
   absl::Status RouteLogits(const MoeLayerConfig& config,
                            const RouteTables& tables, const float* logits,
                            int64_t n, absl::Span<const int64_t> segment_ends,
                            absl::Span<const int64_t> token_ids, int num_threads,
-                           Routing* out);
+                           Routing* out,
+                           const CallerOverrides* caller = nullptr);
 
  private:
   void Logits(const LayerWeights& w, const float* x, int64_t n,
@@ -67,7 +83,8 @@ class TokenRouter {
   void TokenChoice(const MoeLayerConfig& c, const RouteTables& tables,
                    const float* logits, int64_t n,
                    absl::Span<const int64_t> ends,
-                   absl::Span<const int64_t> token_ids, int num_threads,
+                   absl::Span<const int64_t> token_ids,
+                   absl::Span<const RouteSource> route, int num_threads,
                    Routing* out);
   void ExpertChoice(const MoeLayerConfig& c, const float* logits, int64_t n,
                     absl::Span<const int64_t> ends, int num_threads,
@@ -75,6 +92,7 @@ class TokenRouter {
 
   std::vector<float> logits_;
   std::vector<float> biased_;     // logits + router bias
+  std::vector<float> merged_;     // with the caller's rows in place
   std::vector<float> prenormed_;  // router_prenorm: the rows the gate reads
   std::vector<float> scores_;
   std::vector<const float*> x_rows_;

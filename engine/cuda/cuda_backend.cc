@@ -198,10 +198,11 @@ class CudaBackend : public DeviceBackend {
   absl::Status RouteLogits(int64_t layer, const float* logits, int64_t n,
                            absl::Span<const int64_t> segment_ends,
                            absl::Span<const int64_t> token_ids,
-                           Routing* routing) override {
+                           Routing* routing,
+                           const CallerOverrides* caller) override {
     MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
-    return router_->RouteLogits(*w, logits, n, segment_ends, token_ids,
-                                routing);
+    return router_->RouteLogits(*w, logits, n, segment_ends, token_ids, routing,
+                                caller);
   }
 
   absl::Status QueueShared(int64_t layer, int64_t n, float* out) override {

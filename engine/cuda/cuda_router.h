@@ -33,7 +33,8 @@ class CudaRouter {
   // logits.
   absl::Status RouteLogits(const CudaLayerWeights& w, const float* logits,
                            int64_t n, absl::Span<const int64_t> segment_ends,
-                           absl::Span<const int64_t> token_ids, Routing* out);
+                           absl::Span<const int64_t> token_ids, Routing* out,
+                           const CallerOverrides* caller);
 
  private:
   MoeLayerConfig config_;

@@ -60,8 +60,25 @@ absl::Status FillForwardResponse(ResponseParts parts, DType out_dtype,
                      " is not finite (NaN or infinity) although the input "
                      "was; its hidden states overflow the computation"));
   }
+  if (parts.shared_output) {
+    if (const int64_t bad = FirstNonFiniteRow(result.shared.data(), n, hidden);
+        bad >= 0) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "shared_output: token ", bad,
+          " is not finite (NaN or infinity) although the input was; its "
+          "hidden states overflow the computation"));
+    }
+  }
   EncodeMatrix(result.y.data(), n, hidden, ToWireDType(out_dtype),
                response->mutable_output());
+  if (parts.shared_output) {
+    EncodeMatrix(result.shared.data(), n, hidden, ToWireDType(out_dtype),
+                 response->mutable_shared_output());
+  }
+  if (parts.router_logits) {
+    EncodeMatrix(result.router_logits.data(), n, parts.experts, moe::v1::F32,
+                 response->mutable_router_logits());
+  }
   if (parts.routing) FillRouting(result.routing, response->mutable_routing());
   if (parts.timing) FillTiming(result, arrival, response->mutable_timing());
   return absl::OkStatus();

@@ -19,11 +19,17 @@ namespace moe {
 struct ResponseParts {
   bool routing = false;
   bool timing = false;
+  // router_logits [n, experts] in f32 (return_router_logits).
+  bool router_logits = false;
+  int64_t experts = 0;
+  // shared_output [n, hidden] in the output dtype (SHARED_SEPARATE).
+  bool shared_output = false;
 };
 
 // Fills `response` (output [n, hidden] in `out_dtype`, and the parts asked
 // for; the timing's total runs from `arrival` to now), or returns
-// OUT_OF_RANGE naming the first row that is not finite and fills nothing:
+// OUT_OF_RANGE naming the first row of output (or shared_output) that is
+// not finite and fills nothing:
 // finite inputs can still overflow (hidden states near the float limit),
 // and an answer is never OK with a non-finite output.
 absl::Status FillForwardResponse(ResponseParts parts, DType out_dtype,

@@ -34,12 +34,23 @@ void MoeServiceImpl::Process(const char* method,
   req->x = valid->x;
   req->output_dtype = valid->output_dtype;
   req->token_ids = valid->token_ids;
+  req->route_source = valid->caller.source;
+  req->routing_experts = valid->caller.expert_ids;
+  req->routing_weights = valid->caller.weights;
+  req->router_logits = valid->caller.logits;
+  req->return_router_logits = valid->caller.return_logits;
+  req->shared = valid->caller.shared;
   req->arrival = arrival;
   req->deadline = deadline;
   response->set_request_id(request.request_id());
   const int64_t hidden = options_.model->info().layer.hidden;
   // Only what the response needs travels with the callback.
-  const ResponseParts parts{request.return_routing(), request.return_timing()};
+  const ResponseParts parts{
+      .routing = request.return_routing(),
+      .timing = request.return_timing(),
+      .router_logits = request.return_router_logits(),
+      .experts = options_.model->info().layer.num_experts,
+      .shared_output = request.shared() == moe::v1::SHARED_SEPARATE};
   req->done = [parts, out = valid->output_dtype, hidden, arrival, response,
                done](const absl::Status& s, BatchResult& res) {
     if (!s.ok()) return done(ToGrpcStatus(s));

@@ -64,7 +64,10 @@ absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,
       }
     }
   }
+  auto caller = CheckCallerRouting(r, r.layer(), c, n);
+  if (!caller.ok()) return caller.status();
   ValidForward v;
+  v.caller = *caller;
   v.layer = r.layer();
   v.token_ids = absl::MakeConstSpan(ids.data(), ids.size());
   v.x = *x;

@@ -13,6 +13,7 @@
 #include "core/model_source.h"
 #include "moe/v1/moe.pb.h"
 #include "proto/tensor_codec.h"
+#include "server/api/caller_routing_check.h"
 
 namespace moe {
 
@@ -29,11 +30,15 @@ struct ValidForward {
   // The request's token_ids (a view into it): one per row, checked against
   // the vocabulary for a hash-routed layer; empty when none were sent.
   absl::Span<const int64_t> token_ids;
+  // Routing or logits from the caller, whether to return the logits, and
+  // the shared experts' part (views into the message, like x).
+  ValidCallerRouting caller;
 };
 
 // token_ids: a hash-routed layer needs one id in [0, hash_vocab) per row;
 // other layers accept and ignore them, but when given there must be one
 // per row (a mismatch is a client bug worth reporting).
+// routing, router_logits, shared: CheckCallerRouting.
 // NOT_FOUND for a layer that is not an MoE layer, RESOURCE_EXHAUSTED for too
 // many tokens (naming --max-request-tokens), INVALID_ARGUMENT for everything
 // else.

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "core/wire_matrix.h"
+#include "engine/caller_overrides.h"
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
 
@@ -20,7 +21,13 @@ struct BatchResult {
   // This request's rows [n, H]: a view of the step's output, valid only
   // while `done` runs (the next step reuses the buffer).
   absl::Span<const float> y;
-  Routing routing;   // this request's tokens
+  Routing routing;  // this request's tokens
+  // [n, E] the gate logits (a view, like y) when the request asked for
+  // them, else empty.
+  absl::Span<const float> router_logits;
+  // [n, H] the shared experts' output (a view, like y) when the request
+  // wanted it apart (SharedPart::kSeparate), else empty.
+  absl::Span<const float> shared;
   StageTimes times;  // of the step the request rode in
   double queue_us = 0;
   int64_t batch_tokens = 0;
@@ -35,6 +42,14 @@ struct BatchRequest {
   DType output_dtype = DType::kF32;  // what the client asked for
   // One per row, or empty (viewed in the request message, like x).
   absl::Span<const int64_t> token_ids;
+  // The caller's routing or logits, and the shared experts' part (views
+  // into the request message, like x; checked by the RPC edge).
+  RouteSource route_source = RouteSource::kGate;
+  absl::Span<const int32_t> routing_experts;  // [rows * top_k], kRouting
+  absl::Span<const float> routing_weights;    // [rows * top_k], kRouting
+  WireMatrix router_logits;                   // [rows, E], kLogits
+  bool return_router_logits = false;
+  SharedPart shared = SharedPart::kAdd;
   std::chrono::steady_clock::time_point arrival;
   std::chrono::steady_clock::time_point deadline;  // the client's
   // Called exactly once: on a batcher thread, or on the thread closing the

@@ -34,7 +34,48 @@ int64_t BatchStaging::Stage(const Batch& batch) {
       }
     }
   }
+  StageCaller(batch, n);
   return n;
+}
+
+void BatchStaging::StageCaller(const Batch& batch, int64_t n) {
+  any_caller_ = std::any_of(batch.begin(), batch.end(), [](const auto& r) {
+    return r->route_source != RouteSource::kGate || r->return_router_logits ||
+           r->shared != SharedPart::kAdd;
+  });
+  if (!any_caller_) return;
+  route_.clear();
+  shared_.clear();
+  caller_ = CallerOverrides();
+  int64_t begin = 0;
+  for (const auto& r : batch) {
+    const int64_t rows = r->x.rows;
+    route_.push_back(r->route_source);
+    shared_.push_back(r->shared);
+    caller_.keep_logits = caller_.keep_logits || r->return_router_logits;
+    if (r->route_source == RouteSource::kLogits && rows > 0) {
+      const int64_t E = r->router_logits.cols;
+      if (logits_.size() < static_cast<size_t>(n * E)) logits_.resize(n * E);
+      DecodeRows(r->router_logits, 0, rows, logits_.data() + begin * E);
+    }
+    if (r->route_source == RouteSource::kRouting && rows > 0) {
+      const int64_t k = static_cast<int64_t>(r->routing_experts.size()) / rows;
+      if (experts_.size() < static_cast<size_t>(n * k)) {
+        experts_.resize(n * k);
+        weights_.resize(n * k);
+      }
+      std::copy(r->routing_experts.begin(), r->routing_experts.end(),
+                experts_.begin() + begin * k);
+      std::copy(r->routing_weights.begin(), r->routing_weights.end(),
+                weights_.begin() + begin * k);
+    }
+    begin += rows;
+  }
+  caller_.route = route_;
+  caller_.shared = shared_;
+  caller_.logits = logits_.data();
+  caller_.expert = experts_.data();
+  caller_.weight = weights_.data();
 }
 
 bool AllWantBf16(const Batch& batch) {
@@ -62,6 +103,16 @@ void AnswerBatch(Batch& batch, const absl::Status& status,
       res.routing.weight.assign(
           out.routing.weight.begin() + begin * S,
           out.routing.weight.begin() + (begin + rows) * S);
+      if (r->return_router_logits) {
+        const int64_t E =
+            static_cast<int64_t>(out.routing.expert_counts.size());
+        res.router_logits = absl::MakeConstSpan(out.routing.logits)
+                                .subspan(begin * E, rows * E);
+      }
+      if (r->shared == SharedPart::kSeparate) {
+        res.shared =
+            absl::MakeConstSpan(out.shared).subspan(begin * H, rows * H);
+      }
       res.times = out.times;
       res.queue_us =
           std::chrono::duration<double, std::micro>(start - r->arrival).count();

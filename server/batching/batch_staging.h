@@ -30,11 +30,27 @@ class BatchStaging {
   // request that did not: a layer that is not hash-routed ignores them),
   // else empty.
   absl::Span<const int64_t> token_ids() const { return token_ids_; }
+  // The requests' routing or logits from the caller, logits to keep and
+  // shared-expert parts, per segment; null when no request of the step
+  // asked for any of them (the step then runs as it always has).
+  const CallerOverrides* caller() const {
+    return any_caller_ ? &caller_ : nullptr;
+  }
 
  private:
+  // The caller overrides of `batch` (n rows) into caller_.
+  void StageCaller(const Batch& batch, int64_t n);
+
   std::vector<float> rows_;
   std::vector<int64_t> ends_;
   std::vector<int64_t> token_ids_;
+  bool any_caller_ = false;
+  CallerOverrides caller_;
+  std::vector<RouteSource> route_;
+  std::vector<SharedPart> shared_;
+  std::vector<float> logits_;     // [n, E], the kLogits requests' rows
+  std::vector<int32_t> experts_;  // [n, k], the kRouting requests' rows
+  std::vector<float> weights_;    // [n, k]
 };
 
 // Whether every request sends bf16 and wants bf16 back: nothing finer than

@@ -67,7 +67,8 @@ void Batcher::RunBatch(size_t index, Batch& batch) {
                             .segment_ends = staging.ends(),
                             .token_ids = staging.token_ids(),
                             .bf16_out = bf16,
-                            .deadline = start + options_.step_timeout};
+                            .deadline = start + options_.step_timeout,
+                            .caller = staging.caller()};
   const absl::Status s = runners_[index]->Run(request, &out);
   if (s.ok() && n > 0) {
     // The admission estimate's per-token cost of recent steps.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "engine/caller_overrides.h"
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
 
@@ -23,6 +24,9 @@ struct StepRequest {
   absl::Span<const int64_t> token_ids;
   bool bf16_out = false;
   std::chrono::steady_clock::time_point deadline;
+  // The requests' routing from the caller and shared-expert parts, per
+  // segment (engine/caller_overrides.h); null: none, a plain step.
+  const CallerOverrides* caller = nullptr;
 };
 
 struct StepOutput {
@@ -30,6 +34,9 @@ struct StepOutput {
   Routing routing;
   StageTimes times;
   std::vector<int64_t> worker_rows;  // rows each worker computed
+  // [n, H] in its first n * H values when any request wanted the shared
+  // experts apart (SharedPart::kSeparate rows; zeros elsewhere).
+  std::vector<float> shared;
 };
 
 }  // namespace moe

@@ -34,13 +34,19 @@ absl::Status StepRunner::Run(const StepRequest& request, Output* out) {
   // for steps no larger than one it has seen.
   if (out->y.size() < static_cast<size_t>(n * H)) out->y.resize(n * H);
   out->times = StageTimes();
+  const CallerOverrides* caller = request.caller;
+  const bool apart = SharedApart(caller);
+  if (apart && out->shared.size() < static_cast<size_t>(n * H)) {
+    out->shared.resize(n * H);
+  }
   if (pool_ == nullptr) {
     return local_.Forward(layer, x, n, request.segment_ends, out->y.data(),
-                          &out->routing, &out->times, request.token_ids);
+                          &out->routing, &out->times, request.token_ids, caller,
+                          apart ? out->shared.data() : nullptr);
   }
   StageClock clock;
   MOE_RETURN_IF_ERROR(b.RouteTokens(layer, x, n, request.segment_ends,
-                                    request.token_ids, &out->routing));
+                                    request.token_ids, &out->routing, caller));
   out->times.route_us = clock.Lap();
   // A layer with an expert frame (latent projections, branch norms) sends
   // the experts' own rows and gets their weighted sum back, which the frame
@@ -51,9 +57,20 @@ absl::Status StepRunner::Run(const StepRequest& request, Output* out) {
     MOE_ASSIGN_OR_RETURN(rows, b.EnterExperts(layer, x, n));
   }
   // The shared expert runs here while the workers compute.
+  // Requests that want the shared experts apart or skipped: only their
+  // rows that need them run them, put in place after the step.
+  const bool shared_needed = c.has_shared() && n > 0 && NeedsShared(caller);
   auto shared = [&]() -> absl::StatusOr<const float*> {
     if (!c.has_shared() || n == 0) return nullptr;
     shared_out_.resize(n * H);
+    if (apart) {
+      if (shared_needed) {
+        MOE_RETURN_IF_ERROR(
+            SharedForSegments(b, layer, x, n, request.segment_ends, *caller,
+                              /*whole=*/false, shared_out_.data()));
+      }
+      return nullptr;
+    }
     MOE_RETURN_IF_ERROR(b.Shared(layer, x, n, shared_out_.data()));
     // A framed layer adds it after the frame, below.
     return framed ? nullptr : shared_out_.data();
@@ -75,12 +92,17 @@ absl::Status StepRunner::Run(const StepRequest& request, Output* out) {
     StageClock frame_clock;
     MOE_RETURN_IF_ERROR(
         b.LeaveExperts(layer, routed_.data(), n, out->y.data()));
-    if (c.has_shared() && n > 0) {
+    if (c.has_shared() && n > 0 && !apart) {
       for (int64_t i = 0; i < n * H; ++i) out->y[i] += shared_out_[i];
     }
     const double us = frame_clock.Lap();
     out->times.combine_us += us;
     out->times.total_us += us;
+  }
+  if (apart) {
+    PlaceShared(*caller, request.segment_ends, n, H,
+                shared_needed ? shared_out_.data() : nullptr, out->y.data(),
+                out->shared.data());
   }
   out->worker_rows = remote_.worker_rows();
   return absl::OkStatus();

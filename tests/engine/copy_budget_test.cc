@@ -181,7 +181,7 @@ class FakeDeviceBackend : public DeviceBackend {
   }
   absl::Status RouteLogits(int64_t, const float*, int64_t,
                            absl::Span<const int64_t>, absl::Span<const int64_t>,
-                           Routing*) override {
+                           Routing*, const CallerOverrides*) override {
     return absl::UnimplementedError("the fake routes on the device");
   }
   absl::Status QueueShared(int64_t, int64_t, float*) override {

@@ -91,11 +91,10 @@ Vec Expert(const GoldenCase& c, const std::vector<float>& w1,
 
 }  // namespace
 
-void RunReferenceMoe(GoldenCase& c) {
+std::vector<double> ReferenceGateLogits(const GoldenCase& c) {
   const MoeLayerConfig& k = c.config;
-  const int64_t n = c.tokens, E = k.num_experts, H = k.hidden, K = k.top_k;
-  const double inf = std::numeric_limits<double>::infinity();
-  std::vector<Vec> logits(n, Vec(E)), scores(n, Vec(E));
+  const int64_t n = c.tokens, E = k.num_experts, H = k.hidden;
+  std::vector<double> logits(n * E);
   for (int64_t t = 0; t < n; ++t) {
     Vec xr(c.x.begin() + t * H, c.x.begin() + (t + 1) * H);
     if (k.router_prenorm) {
@@ -105,8 +104,20 @@ void RunReferenceMoe(GoldenCase& c) {
     for (int64_t e = 0; e < E; ++e) {
       double d = 0;
       for (int64_t j = 0; j < H; ++j) d += double(c.gate[e * H + j]) * xr[j];
-      logits[t][e] = d + (k.router_bias ? c.router_bias[e] : 0.0f);
+      logits[t * E + e] = d + (k.router_bias ? c.router_bias[e] : 0.0f);
     }
+  }
+  return logits;
+}
+
+void RunReferenceMoe(GoldenCase& c) {
+  const MoeLayerConfig& k = c.config;
+  const int64_t n = c.tokens, E = k.num_experts, H = k.hidden, K = k.top_k;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<Vec> logits(n, Vec(E)), scores(n, Vec(E));
+  const std::vector<double> gate_out = ReferenceGateLogits(c);
+  for (int64_t t = 0; t < n; ++t) {
+    logits[t].assign(gate_out.begin() + t * E, gate_out.begin() + (t + 1) * E);
     if (k.score_func == ScoreFunc::kTopkSoftmax) {
       scores[t] = logits[t];  // chosen on the logits; softmax over the k later
     } else if (k.score_func == ScoreFunc::kSqrtSoftplus) {

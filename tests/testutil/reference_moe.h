@@ -4,10 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tests/testutil/golden_case.h"
 
 namespace moe::testing {
+
+// The gate linear's output [tokens, E]: x·gate.weightᵀ (of the prenormed
+// rows under router_prenorm), plus the router bias where the case has one.
+std::vector<double> ReferenceGateLogits(const GoldenCase& c);
 
 // Fills c.y, c.top_idx, c.top_w and c.top_shape from c.x and the weights.
 void RunReferenceMoe(GoldenCase& c);

@@ -1,0 +1,61 @@
+// What the requests of a step ask of it beyond "route x with the layer's
+// gate and add the shared experts": per request (a segment of the step's
+// rows, TokenRouter's segment_ends), routing or gate logits from the caller,
+// the logits kept for the answer, and what happens to the shared experts.
+// Plain views: whoever stages the step owns the buffers.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/types/span.h"
+
+namespace moe {
+
+// Where a segment's routing comes from.
+enum class RouteSource : uint8_t {
+  kGate,     // the layer's gate: x·Wᵀ, then the layer's scoring
+  kLogits,   // the caller's gate logits, then the layer's scoring
+  kRouting,  // the caller's ids and final weights, taken as they are
+};
+
+// What a segment's answer does with the shared experts' output.
+enum class SharedPart : uint8_t {
+  kAdd,       // y = routed + shared (the layer's y)
+  kSeparate,  // y = routed; the shared output is answered apart
+  kSkip,      // y = routed; the shared experts are not computed
+};
+
+struct CallerOverrides {
+  // One per segment, or empty: every segment is routed by the gate.
+  absl::Span<const RouteSource> route;
+  // [n, E] fp32: the rows of kLogits segments (other rows are not read).
+  // They replace the gate linear's output, router bias included.
+  const float* logits = nullptr;
+  // [n, top_k]: the rows of kRouting segments, distinct ids in [0, E) and
+  // finite final weights (checked where the request came in).
+  const int32_t* expert = nullptr;
+  const float* weight = nullptr;
+  // Keep the gate logits of every row in Routing::logits.
+  bool keep_logits = false;
+  // One per segment, or empty: every segment adds the shared experts.
+  absl::Span<const SharedPart> shared;
+};
+
+// Whether any segment of `caller` (may be null) sends logits or routing.
+bool AnyCallerRoute(const CallerOverrides* caller);
+// Whether any segment of `caller` (may be null) wants other than kAdd: the
+// step then puts the shared experts' output in place itself (PlaceShared)
+// instead of on the path a step of kAdd requests only takes.
+bool SharedApart(const CallerOverrides* caller);
+// Whether any segment needs the shared experts computed.
+bool NeedsShared(const CallerOverrides* caller);
+
+// Puts the shared experts' output `shared` [n, hidden] (null: the layer has
+// none, or no segment needed it) in place, segment by segment: added to y
+// for kAdd, copied to `separate` [n, hidden] for kSeparate; `separate`'s
+// other rows are zeros. `ends` as TokenRouter's segment_ends (empty: one).
+void PlaceShared(const CallerOverrides& caller, absl::Span<const int64_t> ends,
+                 int64_t n, int64_t hidden, const float* shared, float* y,
+                 float* separate);
+
+}  // namespace moe

@@ -1,0 +1,382 @@
+// The caller-routing API (ForwardRequest.routing, router_logits,
+// return_router_logits, shared) through a real router and workers: every
+// golden case replayed from its own routing and from its gate logits, its
+// shared experts apart and skipped, at P = 0 and over 2 workers on the
+// direct and the all-to-all step (P = 1 and 3 for one case); a batched step
+// mixing caller-routed, logits-sent and service-routed requests; and bad
+// input refused with INVALID_ARGUMENT naming the field, the next request
+// answered.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/testutil/compare.h"
+#include "tests/testutil/golden_case.h"
+#include "tests/testutil/hf_writer.h"
+#include "tests/testutil/local_cluster.h"
+#include "tests/testutil/reference_moe.h"
+
+namespace moe {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<float> GateLogits(const testing::GoldenCase& c) {
+  const std::vector<double> d = testing::ReferenceGateLogits(c);
+  return std::vector<float>(d.begin(), d.end());
+}
+
+// The case's own routing, to send back.
+ForwardOptions ReplayOptions(const testing::GoldenCase& c) {
+  ForwardOptions fo;
+  fo.token_ids = c.token_ids;
+  fo.routing_slots = static_cast<int32_t>(c.config.top_k);
+  fo.routing_expert_ids.assign(c.top_idx.begin(), c.top_idx.end());
+  fo.routing_weights = c.top_w;
+  return fo;
+}
+
+ForwardOptions LogitsOptions(const testing::GoldenCase& c) {
+  ForwardOptions fo;
+  fo.token_ids = c.token_ids;
+  fo.router_logits = GateLogits(c);
+  fo.router_logits_experts = c.config.num_experts;
+  return fo;
+}
+
+// Routing, logits and shared parts of one case on a started cluster.
+void CheckCase(testing::LocalCluster& cluster, const testing::GoldenCase& c,
+               int32_t layer) {
+  MoeClient& client = cluster.client();
+  const int64_t n = c.tokens, H = c.config.hidden;
+  auto forward = [&](const ForwardOptions& fo) {
+    return client.Forward(layer, c.x.data(), n, H, fo);
+  };
+  if (c.config.routing == RoutingMode::kTokenChoice) {
+    SCOPED_TRACE("routing replay");
+    ForwardOptions fo = ReplayOptions(c);
+    fo.routing = true;
+    auto r = forward(fo);
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+    EXPECT_TRUE(testing::AllClose(r->y, c.y, testing::kF32Tol));
+    // The answer's routing is exactly what was sent.
+    EXPECT_EQ(r->expert_ids, fo.routing_expert_ids);
+    EXPECT_EQ(r->weights, fo.routing_weights);
+  }
+  if (!c.config.hash_routed()) {
+    SCOPED_TRACE("router logits");
+    ForwardOptions fo = LogitsOptions(c);
+    fo.return_router_logits = true;
+    auto r = forward(fo);
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+    EXPECT_TRUE(testing::AllClose(r->y, c.y, testing::kF32Tol));
+    // Returned as sent.
+    EXPECT_EQ(r->router_logits, fo.router_logits);
+  } else {
+    // Hash layers choose by token id, which logits do not carry: the
+    // service refuses them (BadInput below).
+    std::printf("%s: hash-routed, no router_logits\n", c.name.c_str());
+  }
+  {
+    SCOPED_TRACE("the service's logits");
+    ForwardOptions fo;
+    fo.token_ids = c.token_ids;
+    fo.return_router_logits = true;
+    auto r = forward(fo);
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+    EXPECT_TRUE(testing::AllClose(r->y, c.y, testing::kF32Tol));
+    EXPECT_TRUE(
+        testing::AllClose(r->router_logits, GateLogits(c), testing::kF32Tol));
+  }
+  SCOPED_TRACE("shared apart");
+  ForwardOptions fo;
+  fo.token_ids = c.token_ids;
+  fo.shared = moe::v1::SHARED_SEPARATE;
+  auto apart = forward(fo);
+  ASSERT_TRUE(apart.ok()) << apart.status() << "\n" << cluster.Logs();
+  ASSERT_EQ(apart->shared_output.size(), c.y.size());
+  std::vector<float> sum(c.y.size());
+  for (size_t i = 0; i < sum.size(); ++i) {
+    sum[i] = apart->y[i] + apart->shared_output[i];
+  }
+  EXPECT_TRUE(testing::AllClose(sum, c.y, testing::kF32Tol));
+  const bool has_shared = c.config.has_shared();
+  EXPECT_EQ(has_shared, std::any_of(apart->shared_output.begin(),
+                                    apart->shared_output.end(),
+                                    [](float v) { return v != 0.0f; }))
+      << "shared_output is zeros exactly when the layer has no shared experts";
+  fo.shared = moe::v1::SHARED_SKIP;
+  auto skipped = forward(fo);
+  ASSERT_TRUE(skipped.ok()) << skipped.status() << "\n" << cluster.Logs();
+  EXPECT_TRUE(skipped->shared_output.empty());
+  // y - shared: the routed part, the same bits as SHARED_SEPARATE's.
+  EXPECT_EQ(skipped->y, apart->y);
+}
+
+// (workers, direct step tokens): 0 = the all-to-all step.
+class CallerRoutingGoldenTest
+    : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
+
+TEST_P(CallerRoutingGoldenTest, EveryCaseReplaysSharesAndScoresLogits) {
+  const auto& [workers, direct] = GetParam();
+  for (const std::string& path : testing::RequireGoldenFiles()) {
+    auto c = testing::LoadGoldenCase(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    SCOPED_TRACE(c->name);
+    const testing::HfWriteOptions o;
+    auto written = testing::WriteCaseCheckpoint(*c, c->name + "_caller_", o);
+    ASSERT_TRUE(written.ok()) << written.status();
+    testing::LocalCluster cluster;
+    testing::LocalCluster::Options co;
+    co.model_args = {"--model=" + *written};
+    co.workers = workers;
+    co.direct_step_tokens = direct;
+    ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+    CheckCase(cluster, *c, static_cast<int32_t>(o.layer));
+    fs::remove_all(*written);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Steps, CallerRoutingGoldenTest,
+    ::testing::Values(std::make_tuple(0, int64_t{0}),
+                      std::make_tuple(2, int64_t{0}),
+                      std::make_tuple(2, int64_t{1} << 20)),
+    [](const auto& info) {
+      return absl::StrCat("P", std::get<0>(info.param),
+                          std::get<1>(info.param) > 0 ? "_direct" : "_a2a");
+    });
+
+absl::StatusOr<testing::GoldenCase> Case(const std::string& name) {
+  return testing::LoadGoldenCase(testing::GoldenDir() + "/" + name +
+                                 ".safetensors");
+}
+
+TEST(CallerRouting, OneWorkerAndThreeWorkers) {
+  for (const char* name : {"deepseek_v3_like", "nemotron3_latent"}) {
+    auto c = Case(name);
+    ASSERT_TRUE(c.ok()) << c.status();
+    SCOPED_TRACE(name);
+    const testing::HfWriteOptions o;
+    auto written = testing::WriteCaseCheckpoint(*c, c->name + "_caller_p_", o);
+    ASSERT_TRUE(written.ok()) << written.status();
+    for (int workers : {1, 3}) {
+      SCOPED_TRACE(absl::StrCat("P=", workers));
+      testing::LocalCluster cluster;
+      testing::LocalCluster::Options co;
+      co.model_args = {"--model=" + *written};
+      co.workers = workers;
+      ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+      CheckCase(cluster, *c, static_cast<int32_t>(o.layer));
+    }
+    fs::remove_all(*written);
+  }
+}
+
+// A caller-routed, a logits-sent and a service-routed request (the last
+// with its shared experts apart) batched into one step each get the bits
+// they get alone: routing and scoring are per request.
+TEST(CallerRouting, MixedStepGivesEachRequestItsBitsAlone) {
+  for (const char* name : {"deepseek_v3_like", "capacity_drop"}) {
+    auto c = Case(name);
+    ASSERT_TRUE(c.ok()) << c.status();
+    SCOPED_TRACE(name);
+    const testing::HfWriteOptions o;
+    auto written = testing::WriteCaseCheckpoint(*c, c->name + "_mixed_", o);
+    ASSERT_TRUE(written.ok()) << written.status();
+    testing::LocalCluster cluster;
+    testing::LocalCluster::Options co;
+    co.model_args = {"--model=" + *written};
+    co.workers = 2;
+    co.router_args = {"--max-batch-tokens=512", "--batch-window-us=20000"};
+    ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+    const int32_t layer = static_cast<int32_t>(o.layer);
+    ForwardOptions gate;
+    gate.token_ids = c->token_ids;
+    gate.shared = moe::v1::SHARED_SEPARATE;
+    gate.return_router_logits = true;
+    std::vector<ForwardOptions> asks = {ReplayOptions(*c), LogitsOptions(*c),
+                                        gate};
+    for (ForwardOptions& fo : asks) {
+      fo.routing = true;
+      fo.timing = true;
+    }
+    std::vector<ForwardResult> alone;
+    for (const ForwardOptions& fo : asks) {
+      auto r = cluster.client().Forward(layer, c->x.data(), c->tokens,
+                                        c->config.hidden, fo);
+      ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+      alone.push_back(*r);
+    }
+    // Three of each at once: the first starts a step alone (nothing else
+    // in flight) and the window gathers the other eight into the next, so
+    // that each kind shares that step with the other two.
+    constexpr int kCopies = 3;
+    const int total = kCopies * static_cast<int>(asks.size());
+    bool shared_step = false;
+    for (int attempt = 0; attempt < 5 && !shared_step; ++attempt) {
+      std::vector<absl::StatusOr<ForwardResult>> got(total);
+      std::vector<std::thread> threads;
+      for (int i = 0; i < total; ++i) {
+        threads.emplace_back([&, i] {
+          got[i] =
+              cluster.client().Forward(layer, c->x.data(), c->tokens,
+                                       c->config.hidden, asks[i % asks.size()]);
+        });
+      }
+      for (auto& t : threads) t.join();
+      shared_step = true;
+      for (int i = 0; i < total; ++i) {
+        ASSERT_TRUE(got[i].ok()) << got[i].status() << "\n" << cluster.Logs();
+        const int with = got[i]->timing.batch_requests();
+        shared_step = shared_step && (with == 1 || with == total - 1);
+        SCOPED_TRACE(i);
+        const ForwardResult& want = alone[i % asks.size()];
+        EXPECT_EQ(got[i]->y, want.y);
+        EXPECT_EQ(got[i]->expert_ids, want.expert_ids);
+        EXPECT_EQ(got[i]->weights, want.weights);
+        EXPECT_EQ(got[i]->shared_output, want.shared_output);
+        EXPECT_EQ(got[i]->router_logits, want.router_logits);
+      }
+    }
+    EXPECT_TRUE(shared_step) << "the three requests never shared a step";
+    fs::remove_all(*written);
+  }
+}
+
+struct BadCase {
+  const char* what;
+  std::function<void(ForwardOptions&)> change;
+  std::string message;  // a part of the message
+};
+
+// Each bad request on one cluster per case: INVALID_ARGUMENT naming the
+// field (and row), and the next request answered.
+void CheckBad(const std::string& name, const std::vector<BadCase>& bad) {
+  auto c = Case(name);
+  ASSERT_TRUE(c.ok()) << c.status();
+  SCOPED_TRACE(name);
+  const testing::HfWriteOptions o;
+  auto written = testing::WriteCaseCheckpoint(*c, c->name + "_bad_", o);
+  ASSERT_TRUE(written.ok()) << written.status();
+  testing::LocalCluster cluster;
+  testing::LocalCluster::Options co;
+  co.model_args = {"--model=" + *written};
+  co.workers = 0;
+  ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+  const int32_t layer = static_cast<int32_t>(o.layer);
+  for (const BadCase& b : bad) {
+    SCOPED_TRACE(b.what);
+    ForwardOptions fo = c->config.routing == RoutingMode::kTokenChoice
+                            ? ReplayOptions(*c)
+                            : LogitsOptions(*c);
+    b.change(fo);
+    auto r = cluster.client().Forward(layer, c->x.data(), c->tokens,
+                                      c->config.hidden, fo);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+        << r.status();
+    EXPECT_NE(r.status().message().find(b.message), std::string::npos)
+        << r.status();
+    ForwardOptions plain;
+    plain.token_ids = c->token_ids;
+    auto next = cluster.client().Forward(layer, c->x.data(), c->tokens,
+                                         c->config.hidden, plain);
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_TRUE(testing::AllClose(next->y, c->y, testing::kF32Tol));
+  }
+  fs::remove_all(*written);
+}
+
+TEST(CallerRouting, BadInputIsRefusedNamingTheFieldAndTheNextAnswered) {
+  auto logits_of = [](ForwardOptions& fo, const testing::GoldenCase& c) {
+    fo.routing_slots = 0;
+    fo.router_logits = GateLogits(c);
+    fo.router_logits_experts = c.config.num_experts;
+  };
+  auto c = Case("deepseek_v3_like");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const int64_t k = c->config.top_k, E = c->config.num_experts;
+  CheckBad("deepseek_v3_like",
+           {{"out of range",
+             [&](ForwardOptions& fo) { fo.routing_expert_ids[k] = E; },
+             "routing.expert_ids[" + std::to_string(k) + "] (row 1"},
+            {"repeated id",
+             [&](ForwardOptions& fo) {
+               fo.routing_expert_ids[2 * k + 1] = fo.routing_expert_ids[2 * k];
+             },
+             "(row 2, slot 1): expert"},
+            {"wrong k",
+             [&](ForwardOptions& fo) {
+               fo.routing_slots = static_cast<int32_t>(k - 1);
+             },
+             "routing.slots: wrong k"},
+            {"wrong length",
+             [&](ForwardOptions& fo) { fo.routing_weights.pop_back(); },
+             "routing.weights:"},
+            {"non-finite weight",
+             [&](ForwardOptions& fo) { fo.routing_weights[k] = NAN; },
+             "routing.weights[" + std::to_string(k) + "] (row 1"},
+            {"both",
+             [&](ForwardOptions& fo) {
+               fo.router_logits = GateLogits(*c);
+               fo.router_logits_experts = E;
+             },
+             "routing, router_logits"},
+            {"logits too narrow",
+             [&](ForwardOptions& fo) {
+               fo.routing_slots = 0;
+               fo.router_logits.assign(c->tokens * (E - 1), 0.0f);
+               fo.router_logits_experts = E - 1;
+             },
+             "router_logits.shape[1]: wrong width"},
+            {"non-finite logits",
+             [&](ForwardOptions& fo) {
+               logits_of(fo, *c);
+               fo.router_logits[2 * E + 3] = INFINITY;
+             },
+             "router_logits.data: non-finite value at [2, 3]"},
+            {"logits in f16",
+             [&](ForwardOptions& fo) {
+               logits_of(fo, *c);
+               fo.router_logits_dtype = moe::v1::F16;
+             },
+             "router_logits.dtype"},
+            {"unknown shared mode",
+             [&](ForwardOptions& fo) {
+               fo.shared = static_cast<moe::v1::SharedMode>(7);
+             },
+             "shared: unknown SharedMode 7"}});
+  CheckBad("expert_choice", {{"routing on expert choice",
+                              [&](ForwardOptions& fo) {
+                                fo.router_logits.clear();
+                                fo.router_logits_experts = 0;
+                                fo.routing_slots = 1;
+                                fo.routing_expert_ids = {0};
+                                fo.routing_weights = {1.0f};
+                              },
+                              "routing: layer"}});
+  auto hashed = Case("deepseek_v4_hash");
+  ASSERT_TRUE(hashed.ok()) << hashed.status();
+  CheckBad(
+      "deepseek_v4_hash",
+      {{"logits on a hash layer",
+        [&](ForwardOptions& fo) { logits_of(fo, *hashed); }, "is hash-routed"},
+       {"routing tokens wrong",
+        [&](ForwardOptions& fo) {
+          fo.routing_expert_ids.resize(fo.routing_expert_ids.size() - k);
+        },
+        "routing.expert_ids:"}});
+}
+
+}  // namespace
+}  // namespace moe
