@@ -1,11 +1,14 @@
 // moe-cli: talk to a running MoE service.
 //   moe-cli forward --target HOST:PORT --layer L (--input IN.safetensors |
 //       --random N) [--output OUT.safetensors] [--dtype f32|bf16|f16]
-//       [--timeout-ms T] [--routing] [--timing]
+//       [--timeout-ms T] [--routing] [--timing] [--routing-file F |
+//       --router-logits-file F] [--shared add|separate|skip]
+//       [--return-router-logits]
 //   moe-cli info | stats --layer L [--reset] [--save FILE.json] | placement
 //       | rebalance | health [--service NAME]
 // Exits with the server's gRPC status code (e.g. 3 INVALID_ARGUMENT,
 // 14 UNAVAILABLE) and its message on failure; 64 for usage errors.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -54,6 +57,23 @@ ABSL_FLAG(std::string, token_ids, "",
           "vocabulary from --seed). Default: the input file's 'token_ids' "
           "tensor when it has one");
 ABSL_FLAG(bool, timing, false, "forward: return the time of each stage");
+ABSL_FLAG(std::string, routing_file, "",
+          "forward: send this routing instead of letting the service route "
+          "(routing replay): a safetensors file holding top_idx (I64 [N, k], "
+          "k = the layer's top_k) and top_w (F32 [N, k], final weights), as "
+          "--output writes them with --routing");
+ABSL_FLAG(std::string, router_logits_file, "",
+          "forward: send gate logits for the service to score instead of "
+          "x·Wᵀ: a safetensors file holding router_logits (F32 or BF16 "
+          "[N, experts], x·Wᵀ plus the router bias where the layer has one), "
+          "as --output writes them with --return_router_logits");
+ABSL_FLAG(std::string, shared, "add",
+          "forward: the shared experts: add (y = routed + shared), separate "
+          "(y = routed; shared_output apart, written to --output) or skip "
+          "(not computed: y = routed)");
+ABSL_FLAG(bool, return_router_logits, false,
+          "forward: return the gate logits [N, experts] (f32; written to "
+          "--output as router_logits)");
 ABSL_FLAG(bool, reset, false, "stats: zero the counters after reading");
 ABSL_FLAG(std::string, save, "",
           "stats: also write every MoE layer's stats here as JSON (the "
@@ -151,6 +171,56 @@ int ReadForwardInput(MoeClient& client, Matrix* out) {
   return 0;
 }
 
+// --routing_file, --router_logits_file and --shared into `opts` for `rows`
+// rows; 0 or the exit code of the failure.
+int ReadCallerRouting(int64_t rows, ForwardOptions* opts) {
+  const std::string shared = absl::GetFlag(FLAGS_shared);
+  if (shared == "add") {
+    opts->shared = moe::v1::SHARED_ADD;
+  } else if (shared == "separate") {
+    opts->shared = moe::v1::SHARED_SEPARATE;
+  } else if (shared == "skip") {
+    opts->shared = moe::v1::SHARED_SKIP;
+  } else {
+    std::fprintf(stderr,
+                 "moe-cli: --shared must be add, separate or skip, got '%s'\n",
+                 shared.c_str());
+    return kExitUsage;
+  }
+  opts->return_router_logits = absl::GetFlag(FLAGS_return_router_logits);
+  auto fail = [](const absl::Status& s) {
+    std::fprintf(stderr, "moe-cli: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
+  };
+  if (const std::string path = absl::GetFlag(FLAGS_routing_file);
+      !path.empty()) {
+    auto w = ReadMatrix(path, "top_w");
+    if (!w.ok()) return fail(w.status());
+    auto f = SafetensorsFile::Open(path);
+    if (!f.ok()) return fail(f.status());
+    auto idx = (*f)->ReadI64("top_idx");
+    if (!idx.ok()) return fail(idx.status());
+    if (w->rows != rows || idx->size() != w->data.size()) {
+      std::fprintf(stderr,
+                   "moe-cli: %s: top_idx and top_w must both be [N, k] with "
+                   "N = %ld rows of the input\n",
+                   path.c_str(), static_cast<long>(rows));
+      return kExitUsage;
+    }
+    opts->routing_slots = static_cast<int32_t>(w->cols);
+    opts->routing_expert_ids.assign(idx->begin(), idx->end());
+    opts->routing_weights = std::move(w->data);
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_router_logits_file);
+      !path.empty()) {
+    auto m = ReadMatrix(path, "router_logits");
+    if (!m.ok()) return fail(m.status());
+    opts->router_logits = std::move(m->data);
+    opts->router_logits_experts = m->cols;
+  }
+  return 0;
+}
+
 // The answer's size, rms and time; token 0's routing (--routing) and the
 // stage times (--timing) when asked for.
 void PrintForwardResult(const ForwardResult& r, const ForwardOptions& opts,
@@ -202,6 +272,15 @@ int WriteForwardOutput(const ForwardResult& r, bool routing) {
       w.AddI64("top_idx", {r.tokens, r.slots}, idx);
       w.AddF32("top_w", {r.tokens, r.slots}, r.weights);
     }
+    if (!r.router_logits.empty()) {
+      w.AddF32("router_logits",
+               {r.tokens, static_cast<int64_t>(r.router_logits.size()) /
+                              std::max<int64_t>(r.tokens, 1)},
+               r.router_logits);
+    }
+    if (!r.shared_output.empty()) {
+      w.AddF32("shared_output", {r.tokens, r.hidden}, r.shared_output);
+    }
     if (absl::Status s = w.WriteFile(out); !s.ok()) {
       std::fprintf(stderr, "moe-cli: %s\n", std::string(s.message()).c_str());
       return 1;
@@ -230,6 +309,7 @@ int Forward(MoeClient& client) {
   if (int rc = ReadTokenIds(client, x.rows, &opts.token_ids); rc != 0) {
     return rc;
   }
+  if (int rc = ReadCallerRouting(x.rows, &opts); rc != 0) return rc;
   const auto t0 = std::chrono::steady_clock::now();
   auto r = client.Forward(absl::GetFlag(FLAGS_layer), x.data.data(), x.rows,
                           x.cols, opts);

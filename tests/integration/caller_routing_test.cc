@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/safetensors.h"
 #include "gtest/gtest.h"
+#include "tests/testutil/child_process.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/golden_case.h"
 #include "tests/testutil/hf_writer.h"
@@ -251,6 +253,60 @@ TEST(CallerRouting, MixedStepGivesEachRequestItsBitsAlone) {
     EXPECT_TRUE(shared_step) << "the three requests never shared a step";
     fs::remove_all(*written);
   }
+}
+
+// moe-cli: --routing and --return-router-logits with --shared=separate
+// written to --output, then that file replayed with --routing-file and
+// --router-logits-file: the layer's y both times.
+TEST(CallerRouting, CliReplaysTheRoutingAndLogitsItWrote) {
+  auto c = Case("deepseek_v3_like");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const testing::HfWriteOptions o;
+  auto written = testing::WriteCaseCheckpoint(*c, "cli_caller_", o);
+  ASSERT_TRUE(written.ok()) << written.status();
+  testing::LocalCluster cluster;
+  testing::LocalCluster::Options co;
+  co.model_args = {"--model=" + *written};
+  co.workers = 0;
+  ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+  const std::string dir = cluster.dir();
+  const std::string in = dir + "/x.safetensors";
+  SafetensorsWriter w;
+  w.AddF32("x", {c->tokens, c->config.hidden}, c->x);
+  ASSERT_TRUE(w.WriteFile(in).ok());
+  auto cli = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {
+        testing::CliBinary(), "forward", "--target=" + cluster.target(),
+        "--layer=" + std::to_string(o.layer), "--input=" + in};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::RunCommand(argv, std::chrono::seconds(20));
+  };
+  const std::string first = dir + "/first.safetensors";
+  auto r = cli({"--routing", "--return-router-logits", "--shared=separate",
+                "--output=" + first});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto f = SafetensorsFile::Open(first);
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto y = (*f)->ReadF32("y");
+  auto shared = (*f)->ReadF32("shared_output");
+  ASSERT_TRUE(y.ok() && shared.ok());
+  std::vector<float> sum(y->size());
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = (*y)[i] + (*shared)[i];
+  EXPECT_TRUE(testing::AllClose(sum, c->y, testing::kF32Tol));
+  for (const char* flag : {"--routing-file=", "--router-logits-file="}) {
+    SCOPED_TRACE(flag);
+    const std::string again = dir + "/again.safetensors";
+    auto replay = cli({flag + first, "--output=" + again});
+    ASSERT_EQ(replay.exit_code, 0) << replay.output;
+    auto g = SafetensorsFile::Open(again);
+    ASSERT_TRUE(g.ok()) << g.status();
+    auto y2 = (*g)->ReadF32("y");
+    ASSERT_TRUE(y2.ok()) << y2.status();
+    EXPECT_TRUE(testing::AllClose(*y2, c->y, testing::kF32Tol));
+  }
+  auto bad = cli({"--shared=sometimes"});
+  EXPECT_EQ(bad.exit_code, 64) << bad.output;
+  fs::remove_all(*written);
 }
 
 struct BadCase {
