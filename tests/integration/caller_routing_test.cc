@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/safetensors.h"
 #include "gtest/gtest.h"
+#include "proto/tensor_codec.h"
 #include "tests/testutil/child_process.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/golden_case.h"
@@ -306,6 +307,67 @@ TEST(CallerRouting, CliReplaysTheRoutingAndLogitsItWrote) {
   }
   auto bad = cli({"--shared=sometimes"});
   EXPECT_EQ(bad.exit_code, 64) << bad.output;
+  fs::remove_all(*written);
+}
+
+// ForwardStream carries the same fields: a replayed request with its
+// shared experts apart and its logits returned, a refused one in band, and
+// the stream goes on.
+TEST(CallerRouting, StreamAnswersCallerRoutingAndRefusalsInBand) {
+  auto c = Case("deepseek_v3_like");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const testing::HfWriteOptions o;
+  auto written = testing::WriteCaseCheckpoint(*c, "stream_caller_", o);
+  ASSERT_TRUE(written.ok()) << written.status();
+  testing::LocalCluster cluster;
+  testing::LocalCluster::Options co;
+  co.model_args = {"--model=" + *written};
+  co.workers = 2;
+  ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+  const int64_t n = c->tokens, H = c->config.hidden, k = c->config.top_k;
+  grpc::ClientContext ctx;
+  cluster.client().Prepare(&ctx, std::chrono::seconds(60));
+  auto stream = cluster.client().stub()->ForwardStream(&ctx);
+  moe::v1::ForwardRequest req;
+  req.set_layer(static_cast<int32_t>(o.layer));
+  EncodeMatrix(c->x.data(), n, H, moe::v1::F32, req.mutable_hidden_states());
+  moe::v1::Routing* r = req.mutable_routing();
+  r->set_tokens(n);
+  r->set_slots(static_cast<int32_t>(k));
+  r->mutable_expert_ids()->Add(c->top_idx.begin(), c->top_idx.end());
+  r->mutable_weights()->Add(c->top_w.begin(), c->top_w.end());
+  req.set_shared(moe::v1::SHARED_SEPARATE);
+  req.set_return_router_logits(true);
+  req.set_request_id("replay");
+  ASSERT_TRUE(stream->Write(req));
+  r->set_expert_ids(1, r->expert_ids(0));
+  req.set_request_id("repeated");
+  ASSERT_TRUE(stream->Write(req));
+  stream->WritesDone();
+  moe::v1::ForwardResponse resp;
+  ASSERT_TRUE(stream->Read(&resp)) << cluster.Logs();
+  EXPECT_EQ(resp.request_id(), "replay");
+  ASSERT_EQ(resp.error_code(), 0) << resp.error_message();
+  auto y = DecodeMatrix(resp.output(), "output", H, false);
+  auto shared = DecodeMatrix(resp.shared_output(), "shared_output", H, false);
+  auto logits = DecodeMatrix(resp.router_logits(), "router_logits",
+                             c->config.num_experts, false);
+  ASSERT_TRUE(y.ok() && shared.ok() && logits.ok());
+  std::vector<float> sum(y->data.size());
+  for (size_t i = 0; i < sum.size(); ++i) {
+    sum[i] = y->data[i] + shared->data[i];
+  }
+  EXPECT_TRUE(testing::AllClose(sum, c->y, testing::kF32Tol));
+  EXPECT_TRUE(
+      testing::AllClose(logits->data, GateLogits(*c), testing::kF32Tol));
+  ASSERT_TRUE(stream->Read(&resp)) << cluster.Logs();
+  EXPECT_EQ(resp.request_id(), "repeated");
+  EXPECT_EQ(resp.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(resp.error_message().find("routing.expert_ids[1] (row 0, slot 1)"),
+            std::string::npos)
+      << resp.error_message();
+  EXPECT_FALSE(stream->Read(&resp));
+  EXPECT_TRUE(stream->Finish().ok());
   fs::remove_all(*written);
 }
 
