@@ -1,6 +1,7 @@
 // ForwardRequest.token_ids checks (hash-routed layers): missing, wrong
 // length and out-of-range ids are INVALID_ARGUMENT naming the field and the
-// row; other layers accept and ignore well-formed ids.
+// row; other layers accept and ignore well-formed ids. The caller-routing
+// fields (routing, router_logits, shared) likewise.
 #include "server/api/request_validator.h"
 
 #include <vector>
@@ -86,6 +87,55 @@ TEST(RequestValidator, EachLayerByItsOwnRouting) {
   to1 = Request(2, {3, 10});
   to1.set_layer(1);
   EXPECT_TRUE(ValidateForward(to1, m, ForwardLimits{1024}).ok());
+}
+
+// The caller-routing fields (CheckCallerRouting): the routing's tokens and
+// k against the rows and the layer, and what is viewed when valid.
+TEST(RequestValidator, CallerRoutingIsCheckedAgainstTheRowsAndTheLayer) {
+  const ModelInfo m = Model(0);
+  auto routed = [](int64_t tokens, int32_t slots, std::vector<int32_t> ids,
+                   std::vector<float> w) {
+    moe::v1::ForwardRequest r = Request(2, {});
+    r.mutable_routing()->set_tokens(tokens);
+    r.mutable_routing()->set_slots(slots);
+    for (int32_t id : ids) r.mutable_routing()->add_expert_ids(id);
+    for (float v : w) r.mutable_routing()->add_weights(v);
+    return r;
+  };
+  ExpectBad(routed(3, 2, {0, 1, 2, 3}, {1, 1, 1, 1}), m,
+            "routing.tokens: 3 for 2 rows");
+  ExpectBad(routed(2, 3, {0, 1, 2, 3}, {1, 1, 1, 1}), m,
+            "routing.slots: wrong k: 3, expected layer 0's top_k of 2");
+  ExpectBad(routed(2, 2, {0, 1, 2}, {1, 1, 1, 1}), m,
+            "routing.expert_ids: 3 ids, expected 4");
+  ExpectBad(routed(2, 2, {0, 1, 2, -1}, {1, 1, 1, 1}), m,
+            "routing.expert_ids[3] (row 1, slot 1): -1 is outside [0, 4)");
+  moe::v1::ForwardRequest mode = Request(2, {});
+  mode.set_shared(static_cast<moe::v1::SharedMode>(3));
+  ExpectBad(mode, m, "shared: unknown SharedMode 3");
+  const moe::v1::ForwardRequest ok =
+      routed(2, 2, {3, 1, 0, 2}, {0.5f, 0.25f, 1, 0});
+  auto v = ValidateForward(ok, m, ForwardLimits{1024});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->caller.source, RouteSource::kRouting);
+  EXPECT_EQ(std::vector<int32_t>(v->caller.expert_ids.begin(),
+                                 v->caller.expert_ids.end()),
+            (std::vector<int32_t>{3, 1, 0, 2}));
+  moe::v1::ForwardRequest logits = Request(2, {});
+  std::vector<float> l(2 * 4, 0.5f);
+  EncodeMatrix(l.data(), 2, 4, moe::v1::BF16, logits.mutable_router_logits());
+  logits.set_shared(moe::v1::SHARED_SKIP);
+  v = ValidateForward(logits, m, ForwardLimits{1024});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->caller.source, RouteSource::kLogits);
+  EXPECT_EQ(v->caller.logits.dtype, DType::kBF16);
+  EXPECT_EQ(v->caller.shared, SharedPart::kSkip);
+  EncodeMatrix(l.data(), 1, 8, moe::v1::F32, logits.mutable_router_logits());
+  ExpectBad(logits, m, "router_logits.shape[1]: wrong width 8");
+  EncodeMatrix(l.data(), 4, 2, moe::v1::F32, logits.mutable_router_logits());
+  ExpectBad(logits, m, "router_logits.shape[1]: wrong width 2");
+  EncodeMatrix(l.data(), 1, 4, moe::v1::F32, logits.mutable_router_logits());
+  ExpectBad(logits, m, "router_logits.shape[0]: 1 rows for 2 rows");
 }
 
 }  // namespace
