@@ -6,6 +6,8 @@
 // mixing caller-routed, logits-sent and service-routed requests; and bad
 // input refused with INVALID_ARGUMENT naming the field, the next request
 // answered.
+#include "tests/testutil/caller_routing.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -33,97 +35,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<float> GateLogits(const testing::GoldenCase& c) {
-  const std::vector<double> d = testing::ReferenceGateLogits(c);
-  return std::vector<float>(d.begin(), d.end());
-}
-
-// The case's own routing, to send back.
-ForwardOptions ReplayOptions(const testing::GoldenCase& c) {
-  ForwardOptions fo;
-  fo.token_ids = c.token_ids;
-  fo.routing_slots = static_cast<int32_t>(c.config.top_k);
-  fo.routing_expert_ids.assign(c.top_idx.begin(), c.top_idx.end());
-  fo.routing_weights = c.top_w;
-  return fo;
-}
-
-ForwardOptions LogitsOptions(const testing::GoldenCase& c) {
-  ForwardOptions fo;
-  fo.token_ids = c.token_ids;
-  fo.router_logits = GateLogits(c);
-  fo.router_logits_experts = c.config.num_experts;
-  return fo;
-}
-
-// Routing, logits and shared parts of one case on a started cluster.
-void CheckCase(testing::LocalCluster& cluster, const testing::GoldenCase& c,
-               int32_t layer) {
-  MoeClient& client = cluster.client();
-  const int64_t n = c.tokens, H = c.config.hidden;
-  auto forward = [&](const ForwardOptions& fo) {
-    return client.Forward(layer, c.x.data(), n, H, fo);
-  };
-  if (c.config.routing == RoutingMode::kTokenChoice) {
-    SCOPED_TRACE("routing replay");
-    ForwardOptions fo = ReplayOptions(c);
-    fo.routing = true;
-    auto r = forward(fo);
-    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
-    EXPECT_TRUE(testing::AllClose(r->y, c.y, testing::kF32Tol));
-    // The answer's routing is exactly what was sent.
-    EXPECT_EQ(r->expert_ids, fo.routing_expert_ids);
-    EXPECT_EQ(r->weights, fo.routing_weights);
-  }
-  if (!c.config.hash_routed()) {
-    SCOPED_TRACE("router logits");
-    ForwardOptions fo = LogitsOptions(c);
-    fo.return_router_logits = true;
-    auto r = forward(fo);
-    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
-    EXPECT_TRUE(testing::AllClose(r->y, c.y, testing::kF32Tol));
-    // Returned as sent.
-    EXPECT_EQ(r->router_logits, fo.router_logits);
-  } else {
-    // Hash layers choose by token id, which logits do not carry: the
-    // service refuses them (BadInput below).
-    std::printf("%s: hash-routed, no router_logits\n", c.name.c_str());
-  }
-  {
-    SCOPED_TRACE("the service's logits");
-    ForwardOptions fo;
-    fo.token_ids = c.token_ids;
-    fo.return_router_logits = true;
-    auto r = forward(fo);
-    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
-    EXPECT_TRUE(testing::AllClose(r->y, c.y, testing::kF32Tol));
-    EXPECT_TRUE(
-        testing::AllClose(r->router_logits, GateLogits(c), testing::kF32Tol));
-  }
-  SCOPED_TRACE("shared apart");
-  ForwardOptions fo;
-  fo.token_ids = c.token_ids;
-  fo.shared = moe::v1::SHARED_SEPARATE;
-  auto apart = forward(fo);
-  ASSERT_TRUE(apart.ok()) << apart.status() << "\n" << cluster.Logs();
-  ASSERT_EQ(apart->shared_output.size(), c.y.size());
-  std::vector<float> sum(c.y.size());
-  for (size_t i = 0; i < sum.size(); ++i) {
-    sum[i] = apart->y[i] + apart->shared_output[i];
-  }
-  EXPECT_TRUE(testing::AllClose(sum, c.y, testing::kF32Tol));
-  const bool has_shared = c.config.has_shared();
-  EXPECT_EQ(has_shared, std::any_of(apart->shared_output.begin(),
-                                    apart->shared_output.end(),
-                                    [](float v) { return v != 0.0f; }))
-      << "shared_output is zeros exactly when the layer has no shared experts";
-  fo.shared = moe::v1::SHARED_SKIP;
-  auto skipped = forward(fo);
-  ASSERT_TRUE(skipped.ok()) << skipped.status() << "\n" << cluster.Logs();
-  EXPECT_TRUE(skipped->shared_output.empty());
-  // y - shared: the routed part, the same bits as SHARED_SEPARATE's.
-  EXPECT_EQ(skipped->y, apart->y);
-}
+using testing::ExpectCallerRoutingMatches;
+using testing::GateLogits;
+using testing::LogitsOptions;
+using testing::ReplayOptions;
 
 // (workers, direct step tokens): 0 = the all-to-all step.
 class CallerRoutingGoldenTest
@@ -144,7 +59,7 @@ TEST_P(CallerRoutingGoldenTest, EveryCaseReplaysSharesAndScoresLogits) {
     co.workers = workers;
     co.direct_step_tokens = direct;
     ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
-    CheckCase(cluster, *c, static_cast<int32_t>(o.layer));
+    ExpectCallerRoutingMatches(cluster, *c, static_cast<int32_t>(o.layer));
     fs::remove_all(*written);
   }
 }
@@ -179,7 +94,7 @@ TEST(CallerRouting, OneWorkerAndThreeWorkers) {
       co.model_args = {"--model=" + *written};
       co.workers = workers;
       ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
-      CheckCase(cluster, *c, static_cast<int32_t>(o.layer));
+      ExpectCallerRoutingMatches(cluster, *c, static_cast<int32_t>(o.layer));
     }
     fs::remove_all(*written);
   }

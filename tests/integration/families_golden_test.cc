@@ -2,7 +2,8 @@
 // golden case (sharded, with dense, MTP and unrelated tensors around it),
 // served by a router with 2 CPU worker processes: the model info names the
 // family and its MoE layers, routing ids are exact and y is within the fp32
-// golden tolerance.
+// golden tolerance, also with the case's routing or gate logits sent back
+// and its shared experts apart or skipped.
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -13,6 +14,7 @@
 #include "core/hf_checkpoint.h"
 #include "core/moe_config.h"
 #include "gtest/gtest.h"
+#include "tests/testutil/caller_routing.h"
 #include "tests/testutil/child_process.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/golden_case.h"
@@ -103,6 +105,10 @@ void ExpectServedGolden(HfFamily family, HfExpertLayout layout) {
   EXPECT_TRUE(testing::SameTokenRouting(c->top_idx, c->top_w, r->expert_ids,
                                         r->weights, c->tokens, c->config.top_k,
                                         r->slots));
+  // The family's checkpoint takes the case's routing and logits back and
+  // answers its shared experts apart (issue 44).
+  testing::ExpectCallerRoutingMatches(cluster, *c,
+                                      static_cast<int32_t>(o.layer));
   fs::remove_all(dir);
 }
 
