@@ -49,6 +49,35 @@ void ExpectCallerRoutingMatches(LocalCluster& cluster, const GoldenCase& c,
     EXPECT_EQ(r->expert_ids, fo.routing_expert_ids);
     EXPECT_EQ(r->weights, fo.routing_weights);
   }
+  if (c.config.routing == RoutingMode::kTokenChoice &&
+      !c.config.score_before_experts && !c.config.has_expert_frame()) {
+    // Routing other than the gate's is dispatched as sent: every id moved
+    // to the next expert, and the routed part linear in the weights (the
+    // experts' outputs are summed with them, nothing after), so doubling
+    // them doubles the answer of SHARED_SKIP.
+    SCOPED_TRACE("routing of the caller's own");
+    ForwardOptions fo = ReplayOptions(c);
+    for (int32_t& e : fo.routing_expert_ids) {
+      e = static_cast<int32_t>((e + 1) % c.config.num_experts);
+    }
+    fo.routing = true;
+    fo.shared = moe::v1::SHARED_SKIP;
+    auto once = forward(fo);
+    ASSERT_TRUE(once.ok()) << once.status() << "\n" << cluster.Logs();
+    EXPECT_EQ(once->expert_ids, fo.routing_expert_ids);
+    for (float& w : fo.routing_weights) w *= 2.0f;
+    auto twice = forward(fo);
+    ASSERT_TRUE(twice.ok()) << twice.status() << "\n" << cluster.Logs();
+    std::vector<float> doubled = once->y;
+    for (float& v : doubled) v *= 2.0f;
+    EXPECT_TRUE(AllClose(twice->y, doubled, kF32Tol));
+    fo.routing_weights = c.top_w;
+    fo.shared = moe::v1::SHARED_ADD;
+    auto moved = forward(fo);
+    ASSERT_TRUE(moved.ok()) << moved.status();
+    EXPECT_FALSE(AllClose(moved->y, c.y, kF32Tol))
+        << "moving every slot to another expert left y as it was";
+  }
   if (!c.config.hash_routed()) {
     SCOPED_TRACE("router logits");
     ForwardOptions fo = LogitsOptions(c);

@@ -23,8 +23,11 @@ ForwardOptions LogitsOptions(const GoldenCase& c);
 
 // On `cluster`, serving `c` at `layer`: routing replay (token choice) and
 // logits (not hash-routed) give y within kF32Tol with exactly the routing
-// sent; return_router_logits matches GateLogits; output + shared_output of
-// SHARED_SEPARATE is y, and SHARED_SKIP answers that output, bit for bit.
+// sent; a routing of the caller's own (every id moved to the next expert)
+// is dispatched as sent, its routed part linear in the weights where the
+// layer sums the experts' outputs last; return_router_logits matches
+// GateLogits; output + shared_output of SHARED_SEPARATE is y, and SHARED_SKIP
+// answers that output, bit for bit.
 void ExpectCallerRoutingMatches(LocalCluster& cluster, const GoldenCase& c,
                                 int32_t layer);
 
