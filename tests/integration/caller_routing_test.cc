@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -40,6 +41,42 @@ using testing::GateLogits;
 using testing::LogitsOptions;
 using testing::ReplayOptions;
 
+// A golden case written as a checkpoint at HfWriteOptions' default layer
+// and served by a cluster; the cluster stops and the checkpoint goes with
+// it.
+class ServedCase {
+ public:
+  ServedCase() : cluster_(std::make_unique<testing::LocalCluster>()) {}
+  ~ServedCase() {
+    cluster_.reset();
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  // `co` without model_args: the checkpoint's are added here.
+  absl::Status Start(const testing::GoldenCase& c, const std::string& prefix,
+                     testing::LocalCluster::Options co) {
+    auto written = testing::WriteCaseCheckpoint(c, prefix);
+    if (!written.ok()) return written.status();
+    dir_ = *written;
+    co.model_args = {"--model=" + dir_};
+    return cluster_->Start(co);
+  }
+  testing::LocalCluster& cluster() { return *cluster_; }
+  static int32_t layer() {
+    return static_cast<int32_t>(testing::HfWriteOptions().layer);
+  }
+
+ private:
+  std::unique_ptr<testing::LocalCluster> cluster_;
+  std::string dir_;
+};
+
+testing::LocalCluster::Options Workers(int workers) {
+  testing::LocalCluster::Options co;
+  co.workers = workers;
+  return co;
+}
+
 // (workers, direct step tokens): 0 = the all-to-all step.
 class CallerRoutingGoldenTest
     : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
@@ -50,17 +87,12 @@ TEST_P(CallerRoutingGoldenTest, EveryCaseReplaysSharesAndScoresLogits) {
     auto c = testing::LoadGoldenCase(path);
     ASSERT_TRUE(c.ok()) << c.status();
     SCOPED_TRACE(c->name);
-    const testing::HfWriteOptions o;
-    auto written = testing::WriteCaseCheckpoint(*c, c->name + "_caller_", o);
-    ASSERT_TRUE(written.ok()) << written.status();
-    testing::LocalCluster cluster;
-    testing::LocalCluster::Options co;
-    co.model_args = {"--model=" + *written};
-    co.workers = workers;
+    testing::LocalCluster::Options co = Workers(workers);
     co.direct_step_tokens = direct;
-    ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
-    ExpectCallerRoutingMatches(cluster, *c, static_cast<int32_t>(o.layer));
-    fs::remove_all(*written);
+    ServedCase served;
+    ASSERT_TRUE(served.Start(*c, c->name + "_caller_", co).ok())
+        << served.cluster().Logs();
+    ExpectCallerRoutingMatches(served.cluster(), *c, served.layer());
   }
 }
 
@@ -84,19 +116,14 @@ TEST(CallerRouting, OneWorkerAndThreeWorkers) {
     auto c = Case(name);
     ASSERT_TRUE(c.ok()) << c.status();
     SCOPED_TRACE(name);
-    const testing::HfWriteOptions o;
-    auto written = testing::WriteCaseCheckpoint(*c, c->name + "_caller_p_", o);
-    ASSERT_TRUE(written.ok()) << written.status();
     for (int workers : {1, 3}) {
       SCOPED_TRACE(absl::StrCat("P=", workers));
-      testing::LocalCluster cluster;
-      testing::LocalCluster::Options co;
-      co.model_args = {"--model=" + *written};
-      co.workers = workers;
-      ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
-      ExpectCallerRoutingMatches(cluster, *c, static_cast<int32_t>(o.layer));
+      ServedCase served;
+      ASSERT_TRUE(
+          served.Start(*c, c->name + "_caller_p_", Workers(workers)).ok())
+          << served.cluster().Logs();
+      ExpectCallerRoutingMatches(served.cluster(), *c, served.layer());
     }
-    fs::remove_all(*written);
   }
 }
 
@@ -108,16 +135,13 @@ TEST(CallerRouting, MixedStepGivesEachRequestItsBitsAlone) {
     auto c = Case(name);
     ASSERT_TRUE(c.ok()) << c.status();
     SCOPED_TRACE(name);
-    const testing::HfWriteOptions o;
-    auto written = testing::WriteCaseCheckpoint(*c, c->name + "_mixed_", o);
-    ASSERT_TRUE(written.ok()) << written.status();
-    testing::LocalCluster cluster;
-    testing::LocalCluster::Options co;
-    co.model_args = {"--model=" + *written};
-    co.workers = 2;
+    testing::LocalCluster::Options co = Workers(2);
     co.router_args = {"--max-batch-tokens=512", "--batch-window-us=20000"};
-    ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
-    const int32_t layer = static_cast<int32_t>(o.layer);
+    ServedCase served;
+    ASSERT_TRUE(served.Start(*c, c->name + "_mixed_", co).ok())
+        << served.cluster().Logs();
+    testing::LocalCluster& cluster = served.cluster();
+    const int32_t layer = served.layer();
     ForwardOptions gate;
     gate.token_ids = c->token_ids;
     gate.shared = moe::v1::SHARED_SEPARATE;
@@ -167,7 +191,6 @@ TEST(CallerRouting, MixedStepGivesEachRequestItsBitsAlone) {
       }
     }
     EXPECT_TRUE(shared_step) << "the three requests never shared a step";
-    fs::remove_all(*written);
   }
 }
 
@@ -177,14 +200,10 @@ TEST(CallerRouting, MixedStepGivesEachRequestItsBitsAlone) {
 TEST(CallerRouting, CliReplaysTheRoutingAndLogitsItWrote) {
   auto c = Case("deepseek_v3_like");
   ASSERT_TRUE(c.ok()) << c.status();
-  const testing::HfWriteOptions o;
-  auto written = testing::WriteCaseCheckpoint(*c, "cli_caller_", o);
-  ASSERT_TRUE(written.ok()) << written.status();
-  testing::LocalCluster cluster;
-  testing::LocalCluster::Options co;
-  co.model_args = {"--model=" + *written};
-  co.workers = 0;
-  ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+  ServedCase served;
+  ASSERT_TRUE(served.Start(*c, "cli_caller_", Workers(0)).ok())
+      << served.cluster().Logs();
+  testing::LocalCluster& cluster = served.cluster();
   const std::string dir = cluster.dir();
   const std::string in = dir + "/x.safetensors";
   SafetensorsWriter w;
@@ -193,7 +212,7 @@ TEST(CallerRouting, CliReplaysTheRoutingAndLogitsItWrote) {
   auto cli = [&](std::vector<std::string> args) {
     std::vector<std::string> argv = {
         testing::CliBinary(), "forward", "--target=" + cluster.target(),
-        "--layer=" + std::to_string(o.layer), "--input=" + in};
+        "--layer=" + std::to_string(served.layer()), "--input=" + in};
     argv.insert(argv.end(), args.begin(), args.end());
     return testing::RunCommand(argv, std::chrono::seconds(20));
   };
@@ -222,7 +241,6 @@ TEST(CallerRouting, CliReplaysTheRoutingAndLogitsItWrote) {
   }
   auto bad = cli({"--shared=sometimes"});
   EXPECT_EQ(bad.exit_code, 64) << bad.output;
-  fs::remove_all(*written);
 }
 
 // ForwardStream carries the same fields: a replayed request with its
@@ -231,20 +249,16 @@ TEST(CallerRouting, CliReplaysTheRoutingAndLogitsItWrote) {
 TEST(CallerRouting, StreamAnswersCallerRoutingAndRefusalsInBand) {
   auto c = Case("deepseek_v3_like");
   ASSERT_TRUE(c.ok()) << c.status();
-  const testing::HfWriteOptions o;
-  auto written = testing::WriteCaseCheckpoint(*c, "stream_caller_", o);
-  ASSERT_TRUE(written.ok()) << written.status();
-  testing::LocalCluster cluster;
-  testing::LocalCluster::Options co;
-  co.model_args = {"--model=" + *written};
-  co.workers = 2;
-  ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+  ServedCase served;
+  ASSERT_TRUE(served.Start(*c, "stream_caller_", Workers(2)).ok())
+      << served.cluster().Logs();
+  testing::LocalCluster& cluster = served.cluster();
   const int64_t n = c->tokens, H = c->config.hidden, k = c->config.top_k;
   grpc::ClientContext ctx;
   cluster.client().Prepare(&ctx, std::chrono::seconds(60));
   auto stream = cluster.client().stub()->ForwardStream(&ctx);
   moe::v1::ForwardRequest req;
-  req.set_layer(static_cast<int32_t>(o.layer));
+  req.set_layer(served.layer());
   EncodeMatrix(c->x.data(), n, H, moe::v1::F32, req.mutable_hidden_states());
   moe::v1::Routing* r = req.mutable_routing();
   r->set_tokens(n);
@@ -283,7 +297,6 @@ TEST(CallerRouting, StreamAnswersCallerRoutingAndRefusalsInBand) {
       << resp.error_message();
   EXPECT_FALSE(stream->Read(&resp));
   EXPECT_TRUE(stream->Finish().ok());
-  fs::remove_all(*written);
 }
 
 struct BadCase {
@@ -298,15 +311,11 @@ void CheckBad(const std::string& name, const std::vector<BadCase>& bad) {
   auto c = Case(name);
   ASSERT_TRUE(c.ok()) << c.status();
   SCOPED_TRACE(name);
-  const testing::HfWriteOptions o;
-  auto written = testing::WriteCaseCheckpoint(*c, c->name + "_bad_", o);
-  ASSERT_TRUE(written.ok()) << written.status();
-  testing::LocalCluster cluster;
-  testing::LocalCluster::Options co;
-  co.model_args = {"--model=" + *written};
-  co.workers = 0;
-  ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
-  const int32_t layer = static_cast<int32_t>(o.layer);
+  ServedCase served;
+  ASSERT_TRUE(served.Start(*c, c->name + "_bad_", Workers(0)).ok())
+      << served.cluster().Logs();
+  testing::LocalCluster& cluster = served.cluster();
+  const int32_t layer = served.layer();
   for (const BadCase& b : bad) {
     SCOPED_TRACE(b.what);
     ForwardOptions fo = c->config.routing == RoutingMode::kTokenChoice
@@ -327,7 +336,6 @@ void CheckBad(const std::string& name, const std::vector<BadCase>& bad) {
     ASSERT_TRUE(next.ok()) << next.status();
     EXPECT_TRUE(testing::AllClose(next->y, c->y, testing::kF32Tol));
   }
-  fs::remove_all(*written);
 }
 
 TEST(CallerRouting, BadInputIsRefusedNamingTheFieldAndTheNextAnswered) {
