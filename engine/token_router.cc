@@ -342,7 +342,8 @@ void ApplyCallerRouting(const CallerOverrides& caller,
     const int64_t end = segment_ends[s];
     if (caller.route[s] == RouteSource::kRouting) {
       for (int64_t i = begin * k; i < end * k; ++i) {
-        // A slot the gate's capacity limit dropped there is not counted.
+        // The caller's slots are counted here; the caller of this function
+        // has not counted the gate's choice for these rows.
         out->expert[i] = caller.expert[i];
         out->weight[i] = caller.weight[i];
         out->dispatched[i] = 1;

@@ -48,7 +48,8 @@ absl::Status CheckTokenIds(const MoeLayerConfig& config,
 
 // Writes the caller's routing (CallerOverrides::expert, weight) into the
 // rows of `out`'s kRouting segments, every slot dispatched, and counts
-// them in expert_counts. `out` has slots = the layer's top_k.
+// them in expert_counts (whose count of the gate's choice for those rows
+// the caller has left out). `out` has slots = the layer's top_k.
 void ApplyCallerRouting(const CallerOverrides& caller,
                         absl::Span<const int64_t> segment_ends, Routing* out);
 
