@@ -146,7 +146,19 @@ absl::Status DeviceBackend::RouteResident(
     const CallerOverrides* caller) {
   DeviceStepQueue& q = device_queue();
   DeviceRouteAnswer a;
-  absl::Status s = QueueRoute(layer, n, token_ids, &a);
+  // Caller logits are scored, and kept logits answered, by the host's
+  // routing: the device then brings its logits home.
+  const bool caller_logits =
+      caller != nullptr &&
+      std::any_of(caller->route.begin(), caller->route.end(),
+                  [](RouteSource s) { return s == RouteSource::kLogits; });
+  const DeviceRouteQuery query{
+      .layer = layer,
+      .n = n,
+      .token_ids = token_ids,
+      .host_logits =
+          caller_logits || (caller != nullptr && caller->keep_logits)};
+  absl::Status s = QueueRoute(query, &a);
   const int64_t k = config_.top_k, E = config_.num_experts;
   char* pin = static_cast<char*>(route_pin_.get());
   if (s.ok() && n > 0) {
@@ -169,19 +181,12 @@ absl::Status DeviceBackend::RouteResident(
     return RouteLogits(layer, reinterpret_cast<const float*>(pin), n,
                        segment_ends, token_ids, routing, caller);
   }
-  // The device chose the slots itself (token choice without a capacity
-  // limit) and kept no logits: the caller's logits cannot be scored here,
-  // but the caller's routing replaces its rows exactly.
-  const bool caller_logits =
-      caller != nullptr &&
-      std::any_of(caller->route.begin(), caller->route.end(),
-                  [](RouteSource s) { return s == RouteSource::kLogits; });
-  if (caller_logits || (caller != nullptr && caller->keep_logits)) {
-    return absl::UnimplementedError(
-        "router_logits: this layer is routed on the device without logits "
-        "on the host, so this backend takes no caller logits and returns "
-        "none");
+  if (query.host_logits) {
+    return absl::InternalError(
+        "the device routing left no logits although they were asked for");
   }
+  // The device chose the slots itself (token choice without a capacity
+  // limit); the caller's routing replaces its rows exactly.
   // Token choice without a capacity limit: every slot dispatched.
   routing->Reset(n, k, E);
   if (n > 0) {

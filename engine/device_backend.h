@@ -23,6 +23,17 @@ namespace moe {
 // Where a queued routing leaves its answer in device memory: the top-k
 // experts (int32) and weights (fp32) [n, k], or the gate's logits [n, E]
 // (fp32) when the host routes (capacity limits, expert choice).
+// What a device routing is asked: n resident rows, their token ids (one per
+// row, host; a hash-routed layer routes by them), and whether the logits
+// must come home even where the device could choose the slots itself (the
+// caller sent logits to score instead, or wants the logits back).
+struct DeviceRouteQuery {
+  int64_t layer = 0;
+  int64_t n = 0;
+  absl::Span<const int64_t> token_ids;
+  bool host_logits = false;
+};
+
 struct DeviceRouteAnswer {
   const void* idx = nullptr;
   const void* weights = nullptr;
@@ -92,10 +103,9 @@ class DeviceBackend : public ExpertBackend {
   // between host and device.
   // Checks that the layer's shared expert is loaded.
   virtual absl::Status CheckShared(int64_t layer) = 0;
-  // Queues the routing of the n resident rows (device_x()); says where the
-  // answer will be.
-  virtual absl::Status QueueRoute(int64_t layer, int64_t n,
-                                  absl::Span<const int64_t> token_ids,
+  // Queues the routing of the query's resident rows (device_x()); says
+  // where the answer will be: logits whenever query.host_logits.
+  virtual absl::Status QueueRoute(const DeviceRouteQuery& query,
                                   DeviceRouteAnswer* answer) = 0;
   // The host's routing from downloaded logits [n, E], with the caller's
   // overrides (may be null: TokenRouter::RouteLogits).

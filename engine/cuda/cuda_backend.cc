@@ -182,16 +182,15 @@ class CudaBackend : public DeviceBackend {
     return absl::OkStatus();
   }
 
-  absl::Status QueueRoute(int64_t layer, int64_t n,
-                          absl::Span<const int64_t> token_ids,
+  absl::Status QueueRoute(const DeviceRouteQuery& query,
                           DeviceRouteAnswer* answer) override {
-    MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
+    MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(query.layer));
     if (router_ == nullptr) {
       return absl::FailedPreconditionError(
           "this backend was loaded without the router's gate");
     }
     MOE_CUDA_OK(cudaSetDevice(device_));
-    return router_->Queue(*lt_, *w, device_x(), n, token_ids, *queue_, stream_,
+    return router_->Queue(*lt_, *w, device_x(), query, *queue_, stream_,
                           answer);
   }
 

@@ -46,11 +46,12 @@ absl::StatusOr<std::unique_ptr<CudaRouter>> CudaRouter::Create(
 }
 
 absl::Status CudaRouter::Queue(LtMatmul& lt, const CudaLayerWeights& w,
-                               const float* x, int64_t n,
-                               absl::Span<const int64_t> token_ids,
+                               const float* x, const DeviceRouteQuery& query,
                                DeviceStepQueue& queue, cudaStream_t stream,
                                DeviceRouteAnswer* answer) {
   const MoeLayerConfig& c = config_;
+  const int64_t n = query.n;
+  const absl::Span<const int64_t> token_ids = query.token_ids;
   const int64_t E = c.num_experts, k = c.top_k;
   if (!w.has_gate) {
     return absl::FailedPreconditionError(
@@ -71,7 +72,7 @@ absl::Status CudaRouter::Queue(LtMatmul& lt, const CudaLayerWeights& w,
   MOE_RETURN_IF_ERROR(lt.Run(n, E, c.hidden, x, w.gate.data(), logits,
                              CUDA_R_32F, CUDA_R_32F, stream));
   *answer = DeviceRouteAnswer();
-  if (!FusedPath(c)) {
+  if (!FusedPath(c) || query.host_logits) {
     answer->logits = logits;
     return absl::OkStatus();
   }

@@ -21,14 +21,14 @@ class CudaRouter {
   static absl::StatusOr<std::unique_ptr<CudaRouter>> Create(
       const MoeLayerConfig& config, int64_t max_tokens);
 
-  // Queues the routing of n tokens whose fp32 rows are at `x` (device) on
-  // `queue`, and says in *answer where it leaves its result. `token_ids`
-  // (one per row, host) are what a hash-routed layer routes by: checked
-  // first (CheckTokenIds), ignored by other layers.
+  // Queues the routing of query.n tokens whose fp32 rows are at `x`
+  // (device) on `queue`, and says in *answer where it leaves its result:
+  // the logits when the layer is routed on the host or query.host_logits.
+  // query.token_ids are what a hash-routed layer routes by: checked first
+  // (CheckTokenIds), ignored by other layers.
   absl::Status Queue(LtMatmul& lt, const CudaLayerWeights& w, const float* x,
-                     int64_t n, absl::Span<const int64_t> token_ids,
-                     DeviceStepQueue& queue, cudaStream_t stream,
-                     DeviceRouteAnswer* answer);
+                     const DeviceRouteQuery& query, DeviceStepQueue& queue,
+                     cudaStream_t stream, DeviceRouteAnswer* answer);
   // The host's routing of the downloaded logits [n, E], where Queue left
   // logits.
   absl::Status RouteLogits(const CudaLayerWeights& w, const float* logits,

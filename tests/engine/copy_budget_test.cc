@@ -14,9 +14,11 @@
 #include "comm/gloo_communicator.h"
 #include "core/dtype.h"
 #include "core/even_split.h"
+#include "engine/caller_overrides.h"
 #include "engine/device_backend.h"
 #include "engine/ep_step.h"
 #include "engine/local_moe.h"
+#include "engine/token_router.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/bf16_forward_check.h"
@@ -131,6 +133,10 @@ class FakeDeviceBackend : public DeviceBackend {
       if (!m.ok()) return m.status();
       *b = *m;
     }
+    absl::StatusOr<Block> m =
+        queue_.Allocate(Memory::kDevice, max_tokens * c.num_experts * 4);
+    if (!m.ok()) return m.status();
+    logits_ = *m;
     return absl::OkStatus();
   }
   CountingQueue& counting() { return queue_; }
@@ -164,9 +170,20 @@ class FakeDeviceBackend : public DeviceBackend {
                ? absl::OkStatus()
                : absl::FailedPreconditionError("no shared expert");
   }
-  absl::Status QueueRoute(int64_t, int64_t n, absl::Span<const int64_t>,
+  absl::Status QueueRoute(const DeviceRouteQuery& query,
                           DeviceRouteAnswer* answer) override {
-    const int64_t k = config_.top_k, E = config_.num_experts;
+    const int64_t k = config_.top_k, E = config_.num_experts, n = query.n;
+    if (query.host_logits) {
+      // The device's logits favour experts t, t + 1, ... for token t.
+      auto* logits = static_cast<float*>(logits_.get());
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t e = 0; e < E; ++e) {
+          logits[t * E + e] = -static_cast<float>((e - t % E + E) % E);
+        }
+      }
+      answer->logits = logits;
+      return absl::OkStatus();
+    }
     auto* idx = static_cast<int32_t*>(idx_.get());
     auto* w = static_cast<float*>(weights_.get());
     for (int64_t t = 0; t < n; ++t) {
@@ -179,10 +196,16 @@ class FakeDeviceBackend : public DeviceBackend {
     answer->weights = w;
     return absl::OkStatus();
   }
-  absl::Status RouteLogits(int64_t, const float*, int64_t,
-                           absl::Span<const int64_t>, absl::Span<const int64_t>,
-                           Routing*, const CallerOverrides*) override {
-    return absl::UnimplementedError("the fake routes on the device");
+  // The host's routing, as the CUDA backend's: TokenRouter on the
+  // downloaded logits with the caller's overrides.
+  absl::Status RouteLogits(int64_t, const float* logits, int64_t n,
+                           absl::Span<const int64_t> segment_ends,
+                           absl::Span<const int64_t> token_ids,
+                           Routing* routing,
+                           const CallerOverrides* caller) override {
+    return host_router_.RouteLogits(config_, RouteTables(), logits, n,
+                                    segment_ends, token_ids, 1, routing,
+                                    caller);
   }
   absl::Status QueueShared(int64_t, int64_t, float*) override {
     return absl::OkStatus();
@@ -211,7 +234,8 @@ class FakeDeviceBackend : public DeviceBackend {
   CountingQueue queue_;
   bool gate_ = false;
   int64_t expert_begin_ = 0, expert_end_ = 0;
-  Block send_, recv_, out_, back_, idx_, weights_;
+  Block send_, recv_, out_, back_, idx_, weights_, logits_;
+  TokenRouter host_router_;
 };
 
 MoeLayerConfig BudgetConfig() {
@@ -283,6 +307,54 @@ TEST(CopyBudget, RouterAtP0SendsABf16RequestUpAsBf16) {
           moe.ForwardBf16(0, x.data(), n, ends, y.data(), &routing).ok());
       ExpectBudget(b.counting().counts, n, n * c.top_k, c, /*max_syncs=*/2,
                    /*in_size=*/2);
+    }
+  }
+}
+
+// A layer the device routes by itself (token choice, no capacity limit)
+// brings its logits home when a request sends logits to score or wants
+// them back, and the host scores the caller's rows from the caller's
+// logits: each request gets the routing its own logits give.
+TEST(CopyBudget, CallerLogitsOnADeviceRoutedLayerAreScoredOnTheHost) {
+  const MoeLayerConfig c = BudgetConfig();
+  const int64_t n = 6, E = c.num_experts, k = c.top_k;
+  FakeDeviceBackend b;
+  ASSERT_TRUE(b.Init(c, 64, /*gate=*/true, 0, E).ok());
+  LocalMoe moe(&b);
+  std::vector<float> x(n * c.hidden, 0.5f), y(n * c.hidden);
+  // Rows [0, 3) are the device's; rows [3, 6) send logits favouring
+  // experts 9, 10, 11, 12 in that order.
+  const int64_t ends[] = {3, n};
+  const RouteSource route[] = {RouteSource::kGate, RouteSource::kLogits};
+  std::vector<float> sent(n * E, 0.0f);
+  for (int64_t t = 3; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) sent[t * E + 9 + j] = 10.0f - j;
+  }
+  for (const bool keep : {false, true}) {
+    SCOPED_TRACE(keep);
+    CallerOverrides caller;
+    caller.route = route;
+    caller.logits = sent.data();
+    caller.keep_logits = keep;
+    Routing routing;
+    const absl::Status s = moe.Forward(0, x.data(), n, ends, y.data(), &routing,
+                                       nullptr, {}, &caller);
+    ASSERT_TRUE(s.ok()) << s;
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t want = t < 3 ? static_cast<int32_t>((t + j) % E)
+                                   : static_cast<int32_t>(9 + j);
+        EXPECT_EQ(routing.expert[t * k + j], want) << t << " " << j;
+      }
+    }
+    if (keep) {
+      ASSERT_EQ(routing.logits.size(), static_cast<size_t>(n * E));
+      for (int64_t e = 0; e < E; ++e) {
+        EXPECT_EQ(routing.logits[4 * E + e], sent[4 * E + e]) << e;
+        EXPECT_EQ(routing.logits[1 * E + e],
+                  -static_cast<float>((e - 1 + E) % E))
+            << e;
+      }
     }
   }
 }
