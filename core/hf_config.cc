@@ -212,7 +212,11 @@ const std::vector<FamilyEntry>& FamilyTable() {
        /*like=*/HfFamily::kDeepseekV3,
        /*moe_layer_lists=*/{"mlp_layer_types", "moe_layer_freq"}},
       // Moonshot's Kimi K2 is a DeepSeek-V3 model under its own model_type.
-      {"kimi_k2", HfFamily::kKimiK2, {"DeepseekV3ForCausalLM"}},
+      {"kimi_k2",
+       HfFamily::kKimiK2,
+       {"DeepseekV3ForCausalLM"},
+       /*text_config=*/false,
+       /*like=*/HfFamily::kDeepseekV3},
       {"qwen3_5_moe",
        HfFamily::kQwen35Moe,
        {"Qwen3_5MoeForConditionalGeneration"},
@@ -859,7 +863,6 @@ absl::Status ReadFamily(const ConfigReader& r, HfFamily family,
       return ReadOlmoe(r, info);
     case HfFamily::kDeepseekV2:
     case HfFamily::kDeepseekV3:
-    case HfFamily::kKimiK2:
     case HfFamily::kGlm4Moe:
       return ReadDeepseek(r, family, info);
     case HfFamily::kMinimaxM2:
