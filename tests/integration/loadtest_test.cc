@@ -131,6 +131,49 @@ TEST_F(LoadtestTest, TextReportAndP99Gate) {
   EXPECT_EQ(gate.exit_code, 2) << gate.output;
 }
 
+TEST_F(LoadtestTest, CallerRoutingSpreadsOneRowOverTheExperts) {
+  // One captured row: the service's gate sends all its tokens to the same k
+  // experts; a random routing (or random logits) per request spreads them
+  // over all 8, so the experts used show what routed.
+  std::vector<float> row(64);
+  for (int i = 0; i < 64; ++i) row[i] = 0.05f * static_cast<float>(i % 5 - 2);
+  SafetensorsWriter w;
+  w.AddF32("x", {1, 64}, row);
+  const std::string path = cluster_->dir() + "/one_row.safetensors";
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  auto experts_used = [&](const std::string& mode) {
+    EXPECT_TRUE(cluster_->client()
+                    .GetExpertStats(0, true, std::chrono::seconds(10))
+                    .ok());
+    auto r = Loadtest({"-c", "2", "-n", "60", "--tokens=1:4", "--layer=0",
+                       "--input=" + path, "--caller-routing=" + mode,
+                       "--format=json"});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    auto j = Json(r.output);
+    EXPECT_EQ(j["ok"], 60) << r.output;
+    EXPECT_EQ(j["caller_routing"], mode) << r.output;
+    auto stats =
+        cluster_->client().GetExpertStats(0, true, std::chrono::seconds(10));
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    int used = 0;
+    for (int64_t c : stats->tokens_per_expert()) used += c > 0;
+    return used;
+  };
+  EXPECT_EQ(experts_used("none"), 2);
+  EXPECT_EQ(experts_used("routing"), 8);
+  EXPECT_EQ(experts_used("logits"), 8);
+  // The text report says which; a mode it does not know is refused.
+  auto r = Loadtest({"-n", "5", "--caller-routing=routing"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("caller routing: every request sends a random "
+                          "routing"),
+            std::string::npos)
+      << r.output;
+  r = Loadtest({"-n", "1", "--caller-routing=gate"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--caller-routing"), std::string::npos) << r.output;
+}
+
 TEST_F(LoadtestTest, OpenLoopPoissonSendsTheRequestedCount) {
   auto r =
       Loadtest({"--rps=200", "--arrival=poisson", "-n", "60", "--format=json"});
