@@ -68,6 +68,9 @@ ABSL_FLAG(std::string, input, "",
           "replay captured hidden states: safetensors file whose "
           "--input-tensor [N, H] the requests sample their rows from");
 ABSL_FLAG(std::string, input_tensor, "x", "--input: name of the tensor");
+ABSL_FLAG(std::string, caller_routing, "none",
+          "none; routing: every request sends a random routing of the "
+          "layer's top_k; logits: random gate logits (issue 44)");
 ABSL_FLAG(bool, no_retry, false,
           "do not retry requests that fail with UNAVAILABLE (the client "
           "library retries up to 4 attempts by default): every failure "
@@ -161,6 +164,8 @@ absl::StatusOr<RunSpec> SpecFromFlags() {
   spec.stream = absl::GetFlag(FLAGS_stream);
   spec.server_timing = absl::GetFlag(FLAGS_server_timing);
   spec.seed = absl::GetFlag(FLAGS_seed);
+  MOE_ASSIGN_OR_RETURN(spec.caller_routing,
+                       ParseCallerRouting(absl::GetFlag(FLAGS_caller_routing)));
   const std::string dt = absl::GetFlag(FLAGS_dtype);
   spec.dtype = dt == "f32"    ? moe::v1::F32
                : dt == "bf16" ? moe::v1::BF16
@@ -193,10 +198,29 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   return o;
 }
 
+// --caller-routing against the model: logits cannot route a hash layer
+// (it chooses by token id), so the run would only count refusals.
+absl::Status CheckCallerRouting(const moe::v1::ModelInfo& info,
+                                const RunSpec& spec) {
+  if (spec.caller_routing != CallerRouting::kLogits) return absl::OkStatus();
+  for (int32_t l : spec.layers) {
+    for (int32_t h : info.hash_layers()) {
+      if (l == h) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--caller-routing=logits: layer ", l,
+            " is hash-routed (it routes by token id); use routing"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The server's hidden size and the --layer list ('all': every MoE layer).
 absl::Status ApplyModelInfo(const moe::v1::ModelInfo& info, RunSpec* spec) {
   spec->hidden = info.hidden();
   spec->hash_vocab = info.hash_vocab();
+  spec->top_k = info.top_k();
+  spec->experts = info.experts();
   if (const std::string input = absl::GetFlag(FLAGS_input); !input.empty()) {
     auto m = ReadMatrix(input, absl::GetFlag(FLAGS_input_tensor));
     if (!m.ok()) {
@@ -213,15 +237,15 @@ absl::Status ApplyModelInfo(const moe::v1::ModelInfo& info, RunSpec* spec) {
   const std::string layer = absl::GetFlag(FLAGS_layer);
   if (layer == "all") {
     spec->layers.assign(info.moe_layers().begin(), info.moe_layers().end());
-    return absl::OkStatus();
+  } else {
+    for (absl::string_view part : absl::StrSplit(layer, ',')) {
+      int32_t l;
+      if (!absl::SimpleAtoi(part, &l))
+        return absl::InvalidArgumentError("--layer: a number, a list or 'all'");
+      spec->layers.push_back(l);
+    }
   }
-  for (absl::string_view part : absl::StrSplit(layer, ',')) {
-    int32_t l;
-    if (!absl::SimpleAtoi(part, &l))
-      return absl::InvalidArgumentError("--layer: a number, a list or 'all'");
-    spec->layers.push_back(l);
-  }
-  return absl::OkStatus();
+  return CheckCallerRouting(info, *spec);
 }
 
 // --concurrency, or each level of --concurrency-range.
@@ -329,7 +353,8 @@ int main(int argc, char** argv) {
       argc, argv,
       "moe-loadtest --target HOST:PORT [-c N] [-n N | -z 10s] [--rps R "
       "[--arrival poisson]] [--tokens N|A:B|a,b] [--layer L|all] [--stream] "
-      "[--concurrency-range a:b:s] [--format text|json|csv]",
+      "[--concurrency-range a:b:s] [--caller-routing none|routing|logits] "
+      "[--format text|json|csv]",
       {{"c", "concurrency"}, {"n", "requests"}, {"z", "duration"}});
   return moe::loadtest::Main();
 }

@@ -117,6 +117,40 @@ bool TimeUp(const RunSpec& spec, const Plan& plan) {
   return spec.requests <= 0 && Clock::now() >= plan.end;
 }
 
+// A random valid routing (every row `top_k` distinct experts, positive
+// weights summing to 1) or random gate logits, per --caller-routing.
+void AddCallerRouting(const RunSpec& spec, int64_t tokens, std::mt19937_64& rng,
+                      moe::v1::ForwardRequest* req) {
+  if (spec.caller_routing == CallerRouting::kLogits) {
+    std::normal_distribution<float> logit(0.0f, 1.0f);
+    std::vector<float> logits(tokens * spec.experts);
+    for (float& v : logits) v = logit(rng);
+    EncodeMatrix(logits.data(), tokens, spec.experts, moe::v1::F32,
+                 req->mutable_router_logits());
+    return;
+  }
+  moe::v1::Routing* r = req->mutable_routing();
+  r->set_tokens(tokens);
+  r->set_slots(static_cast<int32_t>(spec.top_k));
+  std::vector<int32_t> ids(spec.experts);
+  std::uniform_real_distribution<float> weight(0.1f, 1.0f);
+  std::vector<float> w(spec.top_k);
+  for (int64_t t = 0; t < tokens; ++t) {
+    // The first top_k of a partial shuffle: distinct ids.
+    for (int64_t e = 0; e < spec.experts; ++e) ids[e] = static_cast<int32_t>(e);
+    float sum = 0;
+    for (int64_t s = 0; s < spec.top_k; ++s) {
+      std::uniform_int_distribution<int64_t> pick(s, spec.experts - 1);
+      std::swap(ids[s], ids[pick(rng)]);
+      sum += w[s] = weight(rng);
+    }
+    for (int64_t s = 0; s < spec.top_k; ++s) {
+      r->add_expert_ids(ids[s]);
+      r->add_weights(w[s] / sum);
+    }
+  }
+}
+
 moe::v1::ForwardRequest MakeRequest(const RunSpec& spec, InputCache& inputs,
                                     std::mt19937_64& rng, int64_t* tokens,
                                     uint64_t index) {
@@ -127,6 +161,9 @@ moe::v1::ForwardRequest MakeRequest(const RunSpec& spec, InputCache& inputs,
   if (spec.hash_vocab > 0) {
     std::uniform_int_distribution<int64_t> id(0, spec.hash_vocab - 1);
     for (int64_t i = 0; i < *tokens; ++i) req.add_token_ids(id(rng));
+  }
+  if (spec.caller_routing != CallerRouting::kNone) {
+    AddCallerRouting(spec, *tokens, rng, &req);
   }
   req.set_return_timing(spec.server_timing);
   return req;

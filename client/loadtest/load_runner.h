@@ -40,6 +40,12 @@ struct RunSpec {
   // > 0: the model is hash-routed (GetModelInfo hash_vocab); every request
   // carries random token ids in [0, hash_vocab), one per row.
   int64_t hash_vocab = 0;
+  // --caller-routing: every request carries a random routing of `top_k`
+  // distinct experts of `experts` (weights positive, summing to 1) or
+  // random gate logits [rows, experts] (GetModelInfo's top_k, experts).
+  CallerRouting caller_routing = CallerRouting::kNone;
+  int64_t top_k = 0;
+  int64_t experts = 0;
 };
 
 struct Sample {

@@ -6,6 +6,26 @@
 
 namespace moe::loadtest {
 
+absl::StatusOr<CallerRouting> ParseCallerRouting(const std::string& text) {
+  if (text == "none") return CallerRouting::kNone;
+  if (text == "routing") return CallerRouting::kRouting;
+  if (text == "logits") return CallerRouting::kLogits;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--caller-routing '", text, "': expected none, routing or logits"));
+}
+
+std::string CallerRoutingName(CallerRouting mode) {
+  switch (mode) {
+    case CallerRouting::kRouting:
+      return "routing";
+    case CallerRouting::kLogits:
+      return "logits";
+    case CallerRouting::kNone:
+      break;
+  }
+  return "none";
+}
+
 absl::StatusOr<TokenDistribution> TokenDistribution::Parse(
     const std::string& text) {
   TokenDistribution d;

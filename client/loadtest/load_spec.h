@@ -25,6 +25,15 @@ class TokenDistribution {
   std::vector<int64_t> values_;  // set for a list
 };
 
+// What a request says about its routing (issue 44): nothing (the
+// service's gate routes), a random valid routing of the layer's top_k
+// (ForwardRequest.routing), or random gate logits (router_logits).
+enum class CallerRouting { kNone, kRouting, kLogits };
+
+// "none", "routing" or "logits" (--caller-routing).
+absl::StatusOr<CallerRouting> ParseCallerRouting(const std::string& text);
+std::string CallerRoutingName(CallerRouting mode);
+
 // Parses "start:end:step" (step defaults to 1).
 absl::StatusOr<std::vector<int>> ParseRange(const std::string& text);
 

@@ -153,6 +153,7 @@ Summary Summarize(const RunResult& run, const RunSpec& spec) {
   s.concurrency = spec.rps > 0 ? 0 : spec.concurrency;
   s.target_rps = spec.rps;
   s.stream = spec.stream;
+  s.caller_routing = CallerRoutingName(spec.caller_routing);
   s.seconds = run.seconds;
   s.late_starts = run.late_starts;
   s.server_timing = spec.server_timing;
@@ -178,6 +179,12 @@ std::string FormatText(const Summary& s) {
   } else {
     absl::StrAppendFormat(&out, "closed loop, concurrency %d%s\n",
                           s.concurrency, s.stream ? " (ForwardStream)" : "");
+  }
+  if (s.caller_routing != "none") {
+    absl::StrAppendFormat(&out, "caller routing: every request sends %s\n",
+                          s.caller_routing == "routing"
+                              ? "a random routing (ForwardRequest.routing)"
+                              : "random gate logits (router_logits)");
   }
   absl::StrAppendFormat(
       &out, "requests   %ld in %.2f s: %ld ok, %ld failed (%.2f%%)\n",
@@ -238,6 +245,7 @@ nlohmann::json ToJson(const Summary& s) {
                       {"concurrency", s.concurrency},
                       {"target_rps", s.target_rps},
                       {"stream", s.stream},
+                      {"caller_routing", s.caller_routing},
                       {"seconds", s.seconds},
                       {"requests", s.requests},
                       {"ok", s.ok},

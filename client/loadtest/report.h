@@ -16,6 +16,8 @@ struct Summary {
   int concurrency = 0;
   double target_rps = 0;
   bool stream = false;
+  // --caller-routing: "none", "routing" or "logits".
+  std::string caller_routing = "none";
   double seconds = 0;
   int64_t requests = 0;
   int64_t ok = 0;

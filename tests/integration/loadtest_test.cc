@@ -45,6 +45,32 @@ class LoadtestTest : public ::testing::Test {
     return nlohmann::json::parse(output.substr(output.find("{\n")), nullptr,
                                  false);
   }
+  // A safetensors file holding one row x [1, 64], values 0.05·(i % m - m/2).
+  static std::string WriteOneRow(const std::string& name, int m) {
+    std::vector<float> row(64);
+    for (int i = 0; i < 64; ++i)
+      row[i] = 0.05f * static_cast<float>(i % m - m / 2);
+    SafetensorsWriter w;
+    w.AddF32("x", {1, 64}, row);
+    const std::string path = cluster_->dir() + "/" + name;
+    EXPECT_TRUE(w.WriteFile(path).ok());
+    return path;
+  }
+  // The experts of `layer` that saw tokens during moe-loadtest `args`
+  // (their counts reset before and after).
+  int ExpertsUsedBy(int32_t layer, std::vector<std::string> args,
+                    testing::CommandResult* result) {
+    EXPECT_TRUE(cluster_->client()
+                    .GetExpertStats(layer, true, std::chrono::seconds(10))
+                    .ok());
+    *result = Loadtest(std::move(args));
+    auto stats = cluster_->client().GetExpertStats(layer, true,
+                                                   std::chrono::seconds(10));
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    int used = 0;
+    for (int64_t c : stats->tokens_per_expert()) used += c > 0;
+    return used;
+  }
   static LocalCluster* cluster_;
 };
 LocalCluster* LoadtestTest::cluster_ = nullptr;
@@ -74,24 +100,14 @@ TEST_F(LoadtestTest, ClosedLoopCountsAddUp) {
 TEST_F(LoadtestTest, InputReplaysTheFilesRows) {
   // One captured row: every request's tokens are that row, so only its k
   // experts see tokens (synthetic inputs would spread over all 8).
-  std::vector<float> row(64);
-  for (int i = 0; i < 64; ++i) row[i] = 0.05f * static_cast<float>(i % 7 - 3);
-  SafetensorsWriter w;
-  w.AddF32("x", {1, 64}, row);
-  const std::string path = cluster_->dir() + "/captured.safetensors";
-  ASSERT_TRUE(w.WriteFile(path).ok());
-  ASSERT_TRUE(cluster_->client()
-                  .GetExpertStats(1, true, std::chrono::seconds(10))
-                  .ok());
-  auto r = Loadtest(
-      {"-c", "2", "-n", "20", "--tokens=1:9", "--layer=1", "--input=" + path});
+  const std::string path = WriteOneRow("captured.safetensors", 7);
+  testing::CommandResult r;
+  EXPECT_EQ(ExpertsUsedBy(1,
+                          {"-c", "2", "-n", "20", "--tokens=1:9", "--layer=1",
+                           "--input=" + path},
+                          &r),
+            2);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto stats =
-      cluster_->client().GetExpertStats(1, true, std::chrono::seconds(10));
-  ASSERT_TRUE(stats.ok()) << stats.status();
-  int used = 0;
-  for (int64_t c : stats->tokens_per_expert()) used += c > 0;
-  EXPECT_EQ(used, 2) << stats->DebugString();
   // Rows of another width are refused naming the flag.
   SafetensorsWriter narrow;
   narrow.AddF32("x", {1, 8}, std::vector<float>(8, 1.0f));
@@ -129,6 +145,39 @@ TEST_F(LoadtestTest, TextReportAndP99Gate) {
   EXPECT_NE(r.output.find("[c=2"), std::string::npos) << r.output;
   auto gate = Loadtest({"-c", "2", "-n", "20", "--max-p99-ms=0.000001"});
   EXPECT_EQ(gate.exit_code, 2) << gate.output;
+}
+
+TEST_F(LoadtestTest, CallerRoutingSpreadsOneRowOverTheExperts) {
+  // One captured row: the service's gate sends all its tokens to the same k
+  // experts; a random routing (or random logits) per request spreads them
+  // over all 8, so the experts used show what routed.
+  const std::string path = WriteOneRow("one_row.safetensors", 5);
+  auto experts_used = [&](const std::string& mode) {
+    testing::CommandResult r;
+    const int used = ExpertsUsedBy(
+        0,
+        {"-c", "2", "-n", "60", "--tokens=1:4", "--layer=0", "--input=" + path,
+         "--caller-routing=" + mode, "--format=json"},
+        &r);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    auto j = Json(r.output);
+    EXPECT_EQ(j["ok"], 60) << r.output;
+    EXPECT_EQ(j["caller_routing"], mode) << r.output;
+    return used;
+  };
+  EXPECT_EQ(experts_used("none"), 2);
+  EXPECT_EQ(experts_used("routing"), 8);
+  EXPECT_EQ(experts_used("logits"), 8);
+  // The text report says which; a mode it does not know is refused.
+  auto r = Loadtest({"-n", "5", "--caller-routing=routing"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("caller routing: every request sends a random "
+                          "routing"),
+            std::string::npos)
+      << r.output;
+  r = Loadtest({"-n", "1", "--caller-routing=gate"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--caller-routing"), std::string::npos) << r.output;
 }
 
 TEST_F(LoadtestTest, OpenLoopPoissonSendsTheRequestedCount) {

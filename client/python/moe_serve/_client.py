@@ -9,7 +9,9 @@ from typing import Any, Iterable, List, Optional, Sequence
 import grpc
 
 from ._stubs import health_pb2, health_pb2_grpc, moe_pb2, moe_pb2_grpc
-from ._tensors import decode, encode, wire_name
+import numpy as np
+
+from ._tensors import Routing, decode, encode, wire_name
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
 
@@ -92,19 +94,26 @@ def _channel_args(target, tls_ca, tls_cert, tls_key, tls_server_name, retry):
     return creds, options
 
 
+_FORWARD_DEFAULTS = {"routing": False, "return_routing": None, "timing": False,
+                     "dtype": None, "output_dtype": None, "token_ids": None,
+                     "router_logits": None, "return_router_logits": False,
+                     "shared": "add"}
+
+
 def _item(it: Any) -> dict:
-    """A forward_many item: (layer, x), or a dict with layer, x and the
-    forward() keywords routing, timing, dtype, output_dtype."""
+    """A forward_many item: (layer, x), or a dict with layer, x and any of
+    forward()'s keywords (routing, return_routing, timing, dtype,
+    output_dtype, token_ids, router_logits, return_router_logits, shared)."""
     if isinstance(it, dict):
         d = dict(it)
     else:
         layer, x = it
         d = {"layer": layer, "x": x}
-    d.setdefault("routing", False)
-    d.setdefault("timing", False)
-    d.setdefault("dtype", None)
-    d.setdefault("output_dtype", None)
-    d.setdefault("token_ids", None)
+    unknown = set(d) - set(_FORWARD_DEFAULTS) - {"layer", "x"}
+    if unknown:
+        raise ValueError(f"forward_many: unknown item keys {sorted(unknown)}")
+    for k, v in _FORWARD_DEFAULTS.items():
+        d.setdefault(k, v)
     return d
 
 
@@ -120,13 +129,83 @@ def _token_ids(token_ids):
     return [int(t) for t in token_ids]
 
 
-def _request(layer, x, routing, timing, dtype, output_dtype, request_id="",
-             token_ids=None):
+_SHARED = {"add": moe_pb2.SHARED_ADD, "separate": moe_pb2.SHARED_SEPARATE,
+           "skip": moe_pb2.SHARED_SKIP}
+
+
+def _shared_mode(shared) -> int:
+    """moe_pb2.SharedMode from "add" | "separate" | "skip" (or the enum)."""
+    if isinstance(shared, str):
+        if shared.lower() not in _SHARED:
+            raise ValueError(f"shared={shared!r}: expected 'add', 'separate' or 'skip'")
+        return _SHARED[shared.lower()]
+    if shared not in _SHARED.values():
+        raise ValueError(f"shared={shared!r}: expected 'add', 'separate' or 'skip'")
+    return int(shared)
+
+
+def _as_numpy(a, dtype):
+    if hasattr(a, "detach"):  # torch
+        a = a.detach().cpu().numpy()
+    return np.asarray(a, dtype=dtype)
+
+
+def _caller_routing(routing) -> Optional["moe_pb2.Routing"]:
+    """The request's Routing from forward()'s `routing`: None for a bool (it
+    asks for the routing back), else a Routing result or an (expert_ids,
+    weights) pair of [N, k] arrays or tensors. Only what the flattened
+    message would hide is checked here: both are 2-D with the same shape
+    (the server checks N, k, the ids and the weights)."""
+    if routing is None or isinstance(routing, (bool, np.bool_)):
+        return None
+    if isinstance(routing, Routing):
+        ids, weights = routing.expert_ids, routing.weights
+    else:
+        try:
+            ids, weights = routing
+        except (TypeError, ValueError):
+            raise ValueError("routing: expected a bool (return the routing), a "
+                             "Routing or an (expert_ids, weights) pair of [N, k] "
+                             f"arrays; got {type(routing).__name__}") from None
+    ids = _as_numpy(ids, None)
+    weights = _as_numpy(weights, np.float32)
+    if ids.ndim != 2 or weights.shape != ids.shape:
+        raise ValueError("routing: expert_ids and weights must both be [N, k], got "
+                         f"shapes {ids.shape} and {weights.shape}")
+    if ids.size and not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"routing: expert_ids must be integers, got {ids.dtype}")
+    return moe_pb2.Routing(tokens=ids.shape[0], slots=ids.shape[1],
+                           expert_ids=ids.reshape(-1).astype(np.int64).tolist(),
+                           weights=weights.reshape(-1).tolist())
+
+
+def _returns_routing(routing, return_routing) -> bool:
+    """Whether the answer carries its routing: `return_routing` when given,
+    else `routing` when it is the old bool form."""
+    if return_routing is not None:
+        return bool(return_routing)
+    return isinstance(routing, (bool, np.bool_)) and bool(routing)
+
+
+def _request(layer, x, *, routing=False, return_routing=None, timing=False,
+             dtype=None, output_dtype=None, request_id="", token_ids=None,
+             router_logits=None, return_router_logits=False, shared="add"):
     tensor, kind = encode(x, dtype)
     req = moe_pb2.ForwardRequest(
-        layer=int(layer), hidden_states=tensor, return_routing=bool(routing),
+        layer=int(layer), hidden_states=tensor,
+        return_routing=_returns_routing(routing, return_routing),
         return_timing=bool(timing), request_id=request_id,
-        token_ids=_token_ids(token_ids))
+        token_ids=_token_ids(token_ids),
+        return_router_logits=bool(return_router_logits), shared=_shared_mode(shared))
+    caller = _caller_routing(routing)
+    if caller is not None:
+        req.routing.CopyFrom(caller)
+    if router_logits is not None:
+        # f32 on the wire unless the logits are bf16 already.
+        logits, _ = encode(router_logits, None, what="router_logits")
+        if logits.dtype == moe_pb2.F16:
+            logits, _ = encode(router_logits, "f32", what="router_logits")
+        req.router_logits.CopyFrom(logits)
     if output_dtype is not None:
         req.output_dtype = _WIRE[wire_name(output_dtype)]
     return req, kind
@@ -183,29 +262,41 @@ class MoeClient(_Base):
         except grpc.RpcError as e:
             raise self._error(e) from None
 
-    def forward(self, layer: int, x, *, routing: bool = False, timing: bool = False,
-                dtype=None, output_dtype=None, timeout: Optional[float] = None,
-                token_ids=None):
+    def forward(self, layer: int, x, *, routing=False, return_routing=None,
+                timing: bool = False, dtype=None, output_dtype=None,
+                timeout: Optional[float] = None, token_ids=None, router_logits=None,
+                return_router_logits: bool = False, shared="add"):
         """y = MoE layer `layer` of x [N, H] (NumPy array or torch tensor),
         returned as the same kind, dtype and device; `.routing`/`.timing`
         are set when asked. `dtype` is the dtype on the wire (f32, bf16,
         f16; default: the input's). `token_ids`: one token id per row, which
         a hash-routed layer (in model_info().hash_layers) needs and other
-        layers ignore."""
-        req, kind = _request(layer, x, routing, timing, dtype, output_dtype,
-                             token_ids=token_ids)
+        layers ignore.
+
+        Caller routing: `routing=(expert_ids, weights)` ([N, k] arrays or
+        tensors, k the layer's top_k, or a previous answer's `.routing`)
+        replaces the service's gate: exactly these experts with these final
+        weights. `router_logits` [N, E] (f32 or bf16) are scored instead of
+        x·Wᵀ (not on hash-routed layers, not with `routing`).
+        `return_routing=True` sets `.routing` (`routing=True`, a bool, still
+        means the same). `return_router_logits=True` sets `.router_logits`
+        [N, E] float32. `shared`: "add" (default, the layer's y), "separate"
+        (y without the shared experts, their part in `.shared_output`) or
+        "skip" (they are not computed)."""
+        req, kind = _request(layer, x, routing=routing, return_routing=return_routing,
+                             timing=timing, dtype=dtype, output_dtype=output_dtype,
+                             token_ids=token_ids, router_logits=router_logits,
+                             return_router_logits=return_router_logits, shared=shared)
         resp = self._call(self._stub.Forward, req, timeout)
-        return decode(resp, kind, routing, timing)
+        return decode(resp, kind, req.return_routing, timing)
 
     def forward_many(self, requests: Iterable[Any], *, return_exceptions: bool = False,
                      timeout: Optional[float] = None) -> List[Any]:
         """Many forwards over one ForwardStream, answers in request order.
-        Items: (layer, x) or dicts {layer, x, routing, timing, dtype}. A failed
+        Items: (layer, x) or dicts {layer, x, and forward()'s keywords}. A failed
         item raises its MoeError, or is returned as one with return_exceptions."""
         items = [_item(it) for it in requests]
-        built = [_request(d["layer"], d["x"], d["routing"], d["timing"], d["dtype"],
-                          d["output_dtype"], str(i), d["token_ids"])
-                 for i, d in enumerate(items)]
+        built = _build_many(items)
         try:
             responses = list(self._stub.ForwardStream(
                 iter([r for r, _ in built]), timeout=self._t(timeout),
@@ -229,19 +320,28 @@ class MoeClient(_Base):
         return r.status == health_pb2.HealthCheckResponse.SERVING
 
 
+def _build_many(items):
+    """(request, kind) of each forward_many item, request_id its index."""
+    built = []
+    for i, d in enumerate(items):
+        kw = {k: v for k, v in d.items() if k not in ("layer", "x")}
+        built.append(_request(d["layer"], d["x"], request_id=str(i), **kw))
+    return built
+
+
 def _collect(items, built, responses, return_exceptions):
     if len(responses) != len(built):
         raise MoeError(grpc.StatusCode.INTERNAL,
                        f"stream answered {len(responses)} of {len(built)} requests")
     out = []
-    for d, (_, kind), resp in zip(items, built, responses):
+    for d, (req, kind), resp in zip(items, built, responses):
         if resp.error_code != 0:
             err = MoeError.from_value(resp.error_code, resp.error_message)
             if not return_exceptions:
                 raise err
             out.append(err)
         else:
-            out.append(decode(resp, kind, d["routing"], d["timing"]))
+            out.append(decode(resp, kind, req.return_routing, d["timing"]))
     return out
 
 
@@ -273,21 +373,24 @@ class AsyncMoeClient(_Base):
         except grpc.RpcError as e:
             raise self._error(e) from None
 
-    async def forward(self, layer: int, x, *, routing: bool = False, timing: bool = False,
-                      dtype=None, output_dtype=None, timeout: Optional[float] = None,
-                      token_ids=None):
-        req, kind = _request(layer, x, routing, timing, dtype, output_dtype,
-                             token_ids=token_ids)
+    async def forward(self, layer: int, x, *, routing=False, return_routing=None,
+                      timing: bool = False, dtype=None, output_dtype=None,
+                      timeout: Optional[float] = None, token_ids=None,
+                      router_logits=None, return_router_logits: bool = False,
+                      shared="add"):
+        """MoeClient.forward's API and answer."""
+        req, kind = _request(layer, x, routing=routing, return_routing=return_routing,
+                             timing=timing, dtype=dtype, output_dtype=output_dtype,
+                             token_ids=token_ids, router_logits=router_logits,
+                             return_router_logits=return_router_logits, shared=shared)
         resp = await self._call(self._stub.Forward, req, timeout)
-        return decode(resp, kind, routing, timing)
+        return decode(resp, kind, req.return_routing, timing)
 
     async def forward_many(self, requests: Iterable[Any], *,
                            return_exceptions: bool = False,
                            timeout: Optional[float] = None) -> List[Any]:
         items = [_item(it) for it in requests]
-        built = [_request(d["layer"], d["x"], d["routing"], d["timing"], d["dtype"],
-                          d["output_dtype"], str(i), d["token_ids"])
-                 for i, d in enumerate(items)]
+        built = _build_many(items)
         try:
             call = self._stub.ForwardStream(iter([r for r, _ in built]),
                                             timeout=self._t(timeout),

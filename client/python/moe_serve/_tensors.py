@@ -106,14 +106,20 @@ class Timing:
     __repr__ = _rounded_repr
 
 
+_EXTRAS = ("routing", "timing", "router_logits", "shared_output")
+
+
 class MoeArray(np.ndarray):
-    """A NumPy result with `.routing` and `.timing` (None unless asked)."""
+    """A NumPy result with `.routing`, `.timing`, `.router_logits` [N, E]
+    float32 and `.shared_output` [N, H] (None unless asked)."""
     routing: Optional[Routing] = None
     timing: Optional[Timing] = None
+    router_logits: Optional[np.ndarray] = None
+    shared_output: Optional[np.ndarray] = None
 
     def __array_finalize__(self, obj):
-        self.routing = getattr(obj, "routing", None)
-        self.timing = getattr(obj, "timing", None)
+        for name in _EXTRAS:
+            setattr(self, name, getattr(obj, name, None))
 
 
 class _Kind:
@@ -126,14 +132,15 @@ class _Kind:
         self.bf16_bits = bf16_bits
 
 
-def encode(x: Any, dtype: Any = None):
+def encode(x: Any, dtype: Any = None, what: str = "hidden states"):
     """(moe_pb2.Tensor, kind). `dtype` is the dtype on the wire (default: the
-    input's); a NumPy uint16 array is taken as bf16 bits when dtype='bf16'."""
+    input's); a NumPy uint16 array is taken as bf16 bits when dtype='bf16'.
+    `what` names the tensor in errors."""
     want = wire_name(dtype)
     if _torch is not None and isinstance(x, _torch.Tensor):
         t = x.detach()
         if t.dim() != 2:
-            raise ValueError(f"hidden states must be [N, H], got shape {tuple(t.shape)}")
+            raise ValueError(f"{what} must be 2-D, got shape {tuple(t.shape)}")
         kind = _Kind(True, t.dtype, t.device)
         have = wire_name(t.dtype) if t.dtype in (_torch.float32, _torch.bfloat16,
                                                  _torch.float16) else "f32"
@@ -148,7 +155,7 @@ def encode(x: Any, dtype: Any = None):
     else:
         a = np.asarray(x)
         if a.ndim != 2:
-            raise ValueError(f"hidden states must be [N, H], got shape {a.shape}")
+            raise ValueError(f"{what} must be 2-D, got shape {a.shape}")
         if a.dtype == np.uint16:
             if want != "bf16":
                 raise ValueError("a uint16 array holds bf16 bits: pass dtype='bf16'")
@@ -211,16 +218,31 @@ def decode(resp: moe_pb2.ForwardResponse, kind: _Kind, routing: bool, timing: bo
         t = resp.timing
         # Fields this client knows; a newer server's extra ones are skipped.
         extras["timing"] = _timing(t)
+    if resp.HasField("router_logits"):
+        logits = _to_numpy(resp.router_logits, False).astype(np.float32, copy=False)
+        if kind.is_torch:
+            logits = _torch.from_numpy(logits.copy()).to(device=kind.device)
+        extras["router_logits"] = logits
+    if resp.HasField("shared_output"):
+        # In the output's kind, dtype and device, like the output.
+        extras["shared_output"] = _output(resp.shared_output, kind)
+    y = _output(out, kind)
+    if not kind.is_torch:
+        y = y.view(MoeArray)
+    for name in _EXTRAS:
+        setattr(y, name, extras.get(name))
+    return y
+
+
+def _output(out: moe_pb2.Tensor, kind: _Kind):
+    """An [N, H] answer tensor as the input's kind, dtype and device."""
     if kind.is_torch:
         if out.dtype == moe_pb2.BF16:
             bits = np.frombuffer(out.data, dtype="<i2").reshape(tuple(out.shape)).copy()
             y = _torch.from_numpy(bits).view(_torch.bfloat16)
         else:
             y = _torch.from_numpy(_to_numpy(out, False).copy())
-        y = y.to(device=kind.device, dtype=kind.out_dtype)
-        y.routing = extras.get("routing")
-        y.timing = extras.get("timing")
-        return y
+        return y.to(device=kind.device, dtype=kind.out_dtype)
     if kind.bf16_bits:
         if out.dtype == moe_pb2.BF16:
             y = _to_numpy(out, True)
@@ -228,7 +250,4 @@ def decode(resp: moe_pb2.ForwardResponse, kind: _Kind, routing: bool, timing: bo
             y = f32_to_bf16_bits(_to_numpy(out, False).astype(np.float32))
     else:
         y = _to_numpy(out, False).astype(kind.out_dtype, copy=False)
-    y = np.ascontiguousarray(y).view(MoeArray)
-    y.routing = extras.get("routing")
-    y.timing = extras.get("timing")
-    return y
+    return np.ascontiguousarray(y)

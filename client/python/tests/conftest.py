@@ -301,6 +301,24 @@ def hf_family_config(c: dict, num_layers: int = 1):
     return fam, j
 
 
+@pytest.fixture(scope="session", params=golden_files())
+def served_golden(request, tmp_path_factory):
+    """(name, tensors, config, Cluster): a golden case written as MoE layer 0
+    of a checkpoint and served by a router with 2 workers. Session scope:
+    pytest orders the tests of every module using it by case, so each
+    case's cluster starts once for all of them."""
+    name = request.param
+    tensors, cfg = load_golden(name)
+    d = tmp_path_factory.mktemp(name.replace(".safetensors", ""))
+    fam = write_golden_checkpoint(tensors, cfg, str(d / "ckpt"))
+    c = Cluster(str(d / "run"), [f"--model={d / 'ckpt'}"], workers=2)
+    info = c.client.model_info()
+    assert info.family == fam and list(info.moe_layers) == [0]
+    assert info.hash_vocab == cfg.get("hash_vocab", 0)
+    yield name, tensors, cfg, c
+    c.stop()
+
+
 def deepseek_v4_layer(tensors, c, layer):
     """Golden case (tensors, config c) as DeepSeek-V4 MoE layer `layer`,
     unquantised, under its upstream names (no "model." prefix): the

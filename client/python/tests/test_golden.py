@@ -5,26 +5,16 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import (GOLDEN_DIR, Cluster, golden_files, load_golden, within,
-                      write_golden_checkpoint)
+from conftest import within
 from moe_serve.safetensors_lite import bf16_bits_to_f32, f32_to_bf16_bits
 
 F32_TOL = (1e-4, 1e-3)   # tests/golden/README.md
 BF16_TOL = (5e-2, 2e-2)
 
 
-@pytest.fixture(scope="module", params=golden_files())
-def case(request, tmp_path_factory):
-    name = request.param
-    tensors, cfg = load_golden(name)
-    d = tmp_path_factory.mktemp(name.replace(".safetensors", ""))
-    fam = write_golden_checkpoint(tensors, cfg, str(d / "ckpt"))
-    c = Cluster(str(d / "run"), [f"--model={d / 'ckpt'}"], workers=2)
-    info = c.client.model_info()
-    assert info.family == fam and list(info.moe_layers) == [0]
-    assert info.hash_vocab == cfg.get("hash_vocab", 0)
-    yield name, tensors, cfg, c
-    c.stop()
+@pytest.fixture
+def case(served_golden):
+    return served_golden
 
 
 def check(y, ref, tol, what):
