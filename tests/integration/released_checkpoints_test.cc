@@ -1,10 +1,14 @@
 // gpt-oss and DeepSeek-V4 as released (issue 32): MXFP4 routed experts
 // (gpt-oss *_blocks/*_scales, V4 fp4 I8 + E8M0 .scale) and V4's FP8 shared
-// expert with E8M0 block scales, written from the golden cases whose
-// weights those formats hold exactly, served with --weight-dtype auto by
-// one process (the router with its experts in it) and by a router with 2
-// CPU workers: the experts stay MXFP4, y meets the fp32 tolerance and
-// routing is exact. moe-bench's f32 path dequantises them exactly.
+// expert with E8M0 block scales; Kimi K3 as released (issue 41): MXFP4
+// routed experts in compressed-tensors form (weight_packed / weight_scale);
+// Nemotron 3 as released (issue 41): NVIDIA ModelOpt NVFP4 routed experts
+// (E2M1 code pairs, E4M3 scales per 16, a global weight_scale_2). Each is
+// written from the golden case whose weights those formats hold exactly,
+// served with --weight-dtype auto by one process (the router with its
+// experts in it) and by a router with 2 CPU workers: the experts stay
+// 4-bit, y meets the fp32 tolerance and routing is exact. moe-bench's f32
+// path dequantises them exactly.
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -14,6 +18,8 @@
 #include "core/safetensors.h"
 #include "engine/layer_weights.h"
 #include "gtest/gtest.h"
+#include "kernels/mxfp4_rule.h"
+#include "kernels/nvfp4_rule.h"
 #include "tests/testutil/child_process.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/golden_case.h"
@@ -28,7 +34,22 @@ namespace fs = std::filesystem;
 struct Released {
   const char* golden;
   HfFamily family;
+  // The routed experts' 4-bit format as released: MXFP4 (the writer's
+  // `released`) or NVFP4 (its `nvfp4_experts`).
+  WeightDType experts = WeightDType::kMXFP4;
 };
+
+// The bytes a 4-bit [rows, cols] weight needs from its shape alone: an E2M1
+// code per weight, an 8-bit scale per block of a row, and for NVFP4 the
+// tensor's fp32 global scale, which the CPU kernels keep once per output
+// row (a fused gate/up weight's halves have different ones). At release
+// shapes (cols in the thousands) that is 4.25 (MXFP4) or 4.5 (NVFP4) bits
+// a weight: 0.27x or 0.28x of bf16.
+int64_t FourBitBytes(WeightDType d, int64_t rows, int64_t cols) {
+  const bool nv = d == WeightDType::kNVFP4;
+  const int64_t block = nv ? kernels::kNvBlock : kernels::kMxBlock;
+  return rows * (cols / 2 + (cols + block - 1) / block + (nv ? 4 : 0));
+}
 
 class ReleasedCheckpointTest : public ::testing::TestWithParam<Released> {
  protected:
@@ -40,7 +61,8 @@ class ReleasedCheckpointTest : public ::testing::TestWithParam<Released> {
     o_.family = GetParam().family;
     o_.layer = 1;
     o_.shards = 3;
-    o_.released = true;
+    o_.released = GetParam().experts == WeightDType::kMXFP4;
+    o_.nvfp4_experts = GetParam().experts == WeightDType::kNVFP4;
     dir_ = testing::MakeTempDir(std::string(GetParam().golden) + "_rel_");
     ASSERT_TRUE(testing::WriteHfCheckpoint(c_, o_, dir_).ok());
   }
@@ -60,17 +82,28 @@ class ReleasedCheckpointTest : public ::testing::TestWithParam<Released> {
     auto info = cluster.client().GetModelInfo();
     ASSERT_TRUE(info.ok()) << info.status();
     EXPECT_EQ(info->family(), HfFamilyName(o_.family));
-    EXPECT_EQ(info->weight_dtype(), "mxfp4");
-    const int64_t mx = PackedExpertBytes(c_.config, WeightDType::kMXFP4);
-    const int64_t bf16 = PackedExpertBytes(c_.config, WeightDType::kBF16);
-    EXPECT_EQ(info->expert_weight_bytes(), mx);
-    // 4.25 bits a weight against 16 (biases excepted).
-    const double ratio = static_cast<double>(mx) / bf16;
-    EXPECT_GT(ratio, 0.26);
-    EXPECT_LT(ratio, 0.29);
-    std::printf("%s: %d workers, expert bytes %ld mxfp4 / %ld bf16 = %.3f\n",
-                GetParam().golden, workers, static_cast<long>(mx),
-                static_cast<long>(bf16), ratio);
+    const WeightDType four_bit = GetParam().experts;
+    EXPECT_EQ(info->weight_dtype(), WeightDTypeName(four_bit));
+    const int64_t packed = PackedExpertBytes(c_.config, four_bit);
+    EXPECT_EQ(info->expert_weight_bytes(), packed);
+    // Against the bytes the shapes need (gated experts have a gate and an
+    // up [inter, width] weight, non-gated ones only the up) and bf16's.
+    const MoeLayerConfig& k = c_.config;
+    const int64_t need =
+        (k.gated ? 2 : 1) * FourBitBytes(four_bit, k.inter, k.expert_width()) +
+        FourBitBytes(four_bit, k.expert_width(), k.inter);
+    const double bf16 = 2.0 * static_cast<double>((k.gated ? 3 : 2) * k.inter) *
+                        static_cast<double>(k.expert_width());
+    const int64_t got = info->expert_weight_bytes();
+    // Padding the inter dimension to the kernels' tile can only add bytes.
+    EXPECT_GE(got, need);
+    EXPECT_LT(static_cast<double>(got), 1.05 * static_cast<double>(need));
+    std::printf(
+        "%s: %d workers, expert bytes %ld %s (shapes need %ld) / %.0f "
+        "bf16 = %.3f\n",
+        GetParam().golden, workers, static_cast<long>(got),
+        std::string(WeightDTypeName(four_bit)).c_str(), static_cast<long>(need),
+        bf16, static_cast<double>(got) / bf16);
     ForwardOptions fo;
     fo.routing = true;
     fo.token_ids = c_.token_ids;
@@ -96,7 +129,7 @@ TEST_P(ReleasedCheckpointTest, RouterAndTwoWorkersWithWeightDtypeAuto) {
 }
 
 // moe-bench (one process, no token ids: top-k cases only) keeps the
-// experts MXFP4 under auto and dequantises them exactly under f32.
+// experts 4-bit under auto and dequantises them exactly under f32.
 TEST_P(ReleasedCheckpointTest, MoeBenchAutoAndF32) {
   if (c_.config.hash_routed()) GTEST_SKIP() << "moe-bench sends no token ids";
   SafetensorsWriter in;
@@ -111,9 +144,11 @@ TEST_P(ReleasedCheckpointTest, MoeBenchAutoAndF32) {
          "--output=" + dir_ + "/out.safetensors", "--routing"},
         std::chrono::seconds(60));
     ASSERT_EQ(run.exit_code, 0) << run.output;
-    EXPECT_NE(run.output.find(std::string(dtype) == "auto" ? "mxfp4 experts"
-                                                           : "f32 experts"),
-              std::string::npos)
+    const std::string kept =
+        std::string(WeightDTypeName(GetParam().experts)) + " experts";
+    EXPECT_NE(
+        run.output.find(std::string(dtype) == "auto" ? kept : "f32 experts"),
+        std::string::npos)
         << run.output;
     auto out = SafetensorsFile::Open(dir_ + "/out.safetensors");
     ASSERT_TRUE(out.ok()) << out.status();
@@ -127,7 +162,10 @@ INSTANTIATE_TEST_SUITE_P(
     Released, ReleasedCheckpointTest,
     ::testing::Values(Released{"gptoss_like", HfFamily::kGptOss},
                       Released{"deepseek_v4_like", HfFamily::kDeepseekV4},
-                      Released{"deepseek_v4_hash", HfFamily::kDeepseekV4}),
+                      Released{"deepseek_v4_hash", HfFamily::kDeepseekV4},
+                      Released{"kimi_k3_like", HfFamily::kKimiK3},
+                      Released{"nemotron3_nvfp4", HfFamily::kNemotronH,
+                               WeightDType::kNVFP4}),
     [](const auto& info) { return std::string(info.param.golden); });
 
 }  // namespace

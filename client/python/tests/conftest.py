@@ -527,6 +527,31 @@ def quantise_mxfp4(w):
     return pairs, s
 
 
+def quantise_nvfp4(w):
+    """One [rows, in] linear (in % 16 == 0) by the engine's NVFP4 rule
+    (kernels/nvfp4_rule.h): a power-of-two global scale at or above
+    amax / (6 * 448), per 16 inputs the E4M3 scale nearest amax / 6 /
+    global, nearest E2M1 codes: (code pairs [rows, in/2] uint8, E4M3 scales
+    [rows, in/16] uint8, global float32). Asserts that the codes decode
+    back to `w` exactly."""
+    w = np.asarray(w, np.float32)
+    amax = float(np.abs(w).max())
+    glob = np.float32(2.0 ** np.ceil(np.log2(amax / (6 * 448)))) if amax > 0 else np.float32(1)
+    blocks = w.reshape(w.shape[0], w.shape[1] // 16, 16)
+    target = np.abs(blocks).max(axis=-1) / np.float32(6) / glob
+    positive = np.where(np.isnan(_E4M3[:0x7F]), np.inf, _E4M3[:0x7F])
+    s = np.abs(target[..., None] - positive).argmin(axis=-1).astype(np.uint8)
+    scale = _E4M3[s] * glob
+    y = blocks / np.where(scale > 0, scale, 1)[..., None]
+    codes = np.abs(np.abs(y)[..., None] - _E2M1[:8]).argmin(axis=-1).astype(np.uint8)
+    codes |= np.where(np.signbit(y), 8, 0).astype(np.uint8)
+    assert np.array_equal(_E2M1[codes] * scale[..., None], blocks), \
+        "weights not exactly NVFP4"
+    flat = codes.reshape(w.shape)
+    pairs = (flat[:, 0::2] | (flat[:, 1::2] << 4)).astype(np.uint8)
+    return pairs, s, glob
+
+
 def quantise_fp8_e8m0(w, block=128):
     """[rows, cols] as E4M3 codes with one power-of-two scale per block x
     block (the smallest keeping amax <= 448), scales as E8M0 bytes. Asserts
@@ -584,13 +609,55 @@ def save_raw(path, tensors):
             f.write(b)
 
 
+def _released_latent_layer(tensors, c, directory, layer, fam):
+    """The MoE layer of kimi_k3 (compressed-tensors MXFP4 routed experts:
+    weight_packed + E8M0 weight_scale) or nemotron_h (NVIDIA ModelOpt NVFP4
+    routed experts: code pairs, E4M3 weight_scale per 16, F32 weight_scale_2
+    and input_scale) as released: the family's unquantised layer as
+    write_golden_checkpoint names it, with the routed experts replaced.
+    Returns (tensors by name, quantization_config)."""
+    write_golden_checkpoint(tensors, c, directory, layer)
+    path = os.path.join(directory, "model.safetensors")
+    out, _ = st.load(path)
+    os.remove(path)
+    if fam == "kimi_k3":
+        m = f"language_model.model.layers.{layer}.block_sparse_moe.experts."
+        for e in range(c["experts"]):
+            for role in ("w1", "w3", "w2"):
+                stem = f"{m}{e}.{role}."
+                pairs, scales = quantise_mxfp4(out.pop(stem + "weight"))
+                out[stem + "weight_packed"] = _raw("U8", pairs)
+                out[stem + "weight_scale"] = _raw("U8", scales)
+        group = {"format": "mxfp4-pack-quantized",
+                 "targets": [r"re:.*block_sparse_moe\.experts\..*"],
+                 "weights": {"num_bits": 4, "type": "float", "group_size": 32,
+                             "strategy": "group", "scale_dtype": "torch.uint8"}}
+        return out, {"quant_method": "compressed-tensors",
+                     "format": "mxfp4-pack-quantized",
+                     "config_groups": {"group_0": group},
+                     "ignore": ["lm_head", "re:.*shared_experts.*", "re:vision_tower.*"]}
+    m = f"backbone.layers.{layer}.mixer.experts."
+    for e in range(c["experts"]):
+        for proj in ("up_proj", "down_proj"):
+            stem = f"{m}{e}.{proj}."
+            pairs, scales, glob = quantise_nvfp4(out.pop(stem + "weight"))
+            out[stem + "weight"] = _raw("U8", pairs)
+            out[stem + "weight_scale"] = _raw("F8_E4M3", scales)
+            out[stem + "weight_scale_2"] = _raw("F32", np.float32(glob))
+            out[stem + "input_scale"] = _raw("F32", np.float32(1))
+    return out, {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16,
+                 "ignore": ["lm_head", "backbone.layers.*.mixer.gate",
+                            "backbone.layers.*.mixer.shared_experts*",
+                            "backbone.layers.*.mixer.fc*_latent_proj"]}
+
+
 def write_released_checkpoint(tensors, c, directory, layer=0):
-    """Golden case (tensors, config c) of gpt_oss or deepseek_v4 as the
-    family's RELEASED checkpoint: quantised experts, release dtypes, two
-    shards with an index, attention and embedding tensors around it.
-    Returns the family."""
+    """Golden case (tensors, config c) of gpt_oss, deepseek_v4, kimi_k3 or
+    nemotron_h as the family's RELEASED checkpoint: quantised experts,
+    release dtypes, two shards with an index, attention and embedding
+    tensors around it. Returns the family."""
     fam, cfg = hf_family_config(c, num_layers=layer + 1)
-    assert fam in ("gpt_oss", "deepseek_v4"), fam
+    assert fam in ("gpt_oss", "deepseek_v4", "kimi_k3", "nemotron_h"), fam
     os.makedirs(directory, exist_ok=True)
     e, h, i = c["experts"], c["hidden"], c["inter"]
     out = {}
@@ -614,6 +681,13 @@ def write_released_checkpoint(tensors, c, directory, layer=0):
         out[m + "experts.down_proj_scales"] = _raw("U8", scales)
         out[m + "experts.down_proj_bias"] = _bf16(tensors["experts.b2"])
         prefix = f"model.layers.{layer}."
+    elif fam in ("kimi_k3", "nemotron_h"):
+        out, cfg["quantization_config"] = _released_latent_layer(
+            tensors, c, directory, layer, fam)
+        prefix = (f"backbone.layers.{layer}." if fam == "nemotron_h"
+                  else f"language_model.model.layers.{layer}.")
+        if fam == "kimi_k3":
+            out["vision_tower.patch_embed.proj.weight"] = np.zeros((h, 12), np.float32)
     else:
         m = f"layers.{layer}.ffn."
         cfg["expert_dtype"] = "fp4"
@@ -636,7 +710,10 @@ def write_released_checkpoint(tensors, c, directory, layer=0):
             out[f"{m}shared_experts.{role}.scale"] = _raw("F8_E8M0", scales)
         prefix = f"layers.{layer}."
     # What a real checkpoint has around the MoE layer (ignored by the loader).
-    out["model.embed_tokens.weight"] = np.zeros((32, h), np.float32)
+    embed = {"nemotron_h": "backbone.embeddings.weight",
+             "kimi_k3": "language_model.model.embed_tokens.weight"}.get(
+                 fam, "model.embed_tokens.weight")
+    out[embed] = np.zeros((32, h), np.float32)
     for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
         out[f"{prefix}self_attn.{proj}.weight"] = np.full((h, h), 0.01, np.float32)
     names = sorted(out)
