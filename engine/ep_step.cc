@@ -54,12 +54,13 @@ absl::Status EpStep::Exchange(ExpertBackend& backend, Communicator& comm,
 }
 
 absl::Status EpStep::Run(const EpStepInput& in, ExpertBackend& backend,
-                         Communicator& comm, int64_t max_count, bool x_resident,
-                         float* y, EpStepTimes* times) {
+                         Communicator& comm, EpStepBounds bounds, float* y,
+                         EpStepTimes* times) {
   comm_entered_ = false;
   const void* back = nullptr;
-  absl::Status s = RunPieces(in, backend, comm, max_count, x_resident,
-                             /*direct=*/false, y, &back);
+  absl::Status s =
+      RunPieces(in, backend, comm,
+                {.bounds = bounds, .direct = false, .y = y, .back = &back});
   collectives_intact_ = s.ok() || !comm_entered_;
   if (!s.ok()) {
     backend.queue().Drain(comm, deadline_);
@@ -70,17 +71,21 @@ absl::Status EpStep::Run(const EpStepInput& in, ExpertBackend& backend,
 }
 
 absl::Status EpStep::RunDirect(const EpStepInput& in, ExpertBackend& backend,
-                               int rank, int world, int64_t max_count,
+                               DirectRank where, int64_t max_count,
                                DirectOutputs* out, EpStepTimes* times) {
-  if (self_ == nullptr || self_->rank() != rank || self_->size() != world) {
-    self_ = CreateLoopbackCommunicator(rank, world);
+  if (self_ == nullptr || self_->rank() != where.rank ||
+      self_->size() != where.world) {
+    self_ = CreateLoopbackCommunicator(where.rank, where.world);
   }
   comm_entered_ = false;
   collectives_intact_ = true;  // the group's communicator is never touched
   const void* back = nullptr;
   absl::Status s =
-      RunPieces(in, backend, *self_, max_count, /*x_resident=*/false,
-                /*direct=*/true, /*y=*/nullptr, &back);
+      RunPieces(in, backend, *self_,
+                {.bounds = {.max_count = max_count, .x_resident = false},
+                 .direct = true,
+                 .y = nullptr,
+                 .back = &back});
   const ElementType type = transport_.output_type;
   if (s.ok() && backend.device_memory()) {
     const size_t bytes = static_cast<size_t>(plan_.home) *
@@ -138,9 +143,12 @@ absl::Status EpStep::MoveRows(ExpertBackend& backend, Communicator& comm,
 }
 
 absl::Status EpStep::RunPieces(const EpStepInput& in, ExpertBackend& backend,
-                               Communicator& comm, int64_t max_count,
-                               bool x_resident, bool direct, float* y,
-                               const void** back_out) {
+                               Communicator& comm, const Pieces& pieces) {
+  const int64_t max_count = pieces.bounds.max_count;
+  const bool x_resident = pieces.bounds.x_resident;
+  const bool direct = pieces.direct;
+  float* y = pieces.y;
+  const void** back_out = pieces.back;
   const MoeLayerConfig& c = backend.config();
   // Physical expert slots with redundant experts (engine/placement.h).
   const int64_t experts = in.experts > 0 ? in.experts : c.num_experts;

@@ -37,24 +37,37 @@ struct DirectOutputs {
   absl::Span<const int64_t> slot_row;
 };
 
+// How one step may run, beside its input: `max_count` bounds every count
+// of the plan, and `x_resident` says the backend already holds in.rows
+// (from its Route).
+struct EpStepBounds {
+  int64_t max_count = 0;
+  bool x_resident = false;
+};
+
+// Which rank of how many a direct step runs as.
+struct DirectRank {
+  int rank = 0;
+  int world = 1;
+};
+
 class EpStep {
  public:
   // y [in.tokens, H] (host fp32) for rank comm.rank() of comm.size().
-  // `x_resident`: the backend already holds in.rows (from its Route).
-  // `max_count` bounds every count of the plan.
   absl::Status Run(const EpStepInput& in, ExpertBackend& backend,
-                   Communicator& comm, int64_t max_count, bool x_resident,
-                   float* y, EpStepTimes* times);
+                   Communicator& comm, EpStepBounds bounds, float* y,
+                   EpStepTimes* times);
 
   // A direct step (docs/architecture.md, "Direct steps"): the router sent
-  // rank `rank` of `world` the rows of exactly the tokens with a slot on its
-  // experts (every other slot -1, the counts of its own rows only), and sums
-  // the outputs itself. The step's pieces run as in Run, the rounding of a
-  // packed dispatch included, with nothing exchanged (the group's
+  // rank `where.rank` of `where.world` the rows of exactly the tokens with a
+  // slot on its experts (every other slot -1, the counts of its own rows only),
+  // and sums the outputs itself. The step's pieces run as in Run, the rounding
+  // of a packed dispatch included, with nothing exchanged (the group's
   // communicator is not touched); it stops before the weighted sum and
   // leaves each slot's expert output in `out`.
+  // in.rows are never resident (bounds.x_resident is not read).
   absl::Status RunDirect(const EpStepInput& in, ExpertBackend& backend,
-                         int rank, int world, int64_t max_count,
+                         DirectRank where, int64_t max_count,
                          DirectOutputs* out, EpStepTimes* times);
 
   const EpPlan& plan() const { return plan_; }
@@ -68,12 +81,18 @@ class EpStep {
   bool collectives_intact() const { return collectives_intact_; }
 
  private:
-  // The step's pieces in order. `direct`: nothing crosses ranks (see
-  // RunDirect). With y null it stops before the weighted sum, the outputs
-  // left in *back.
+  // How RunPieces runs and where it leaves its outputs. `direct`: nothing
+  // crosses ranks (see RunDirect). With y null it stops before the weighted
+  // sum, the outputs left in *back.
+  struct Pieces {
+    EpStepBounds bounds;
+    bool direct = false;
+    float* y = nullptr;
+    const void** back = nullptr;
+  };
+  // The step's pieces in order.
   absl::Status RunPieces(const EpStepInput& in, ExpertBackend& backend,
-                         Communicator& comm, int64_t max_count, bool x_resident,
-                         bool direct, float* y, const void** back);
+                         Communicator& comm, const Pieces& pieces);
   // A leg's exchange, where it has one (RowLeg::exchange).
   absl::Status MoveRows(ExpertBackend& backend, Communicator& comm,
                         const RowLeg& leg, absl::Span<const int64_t> send_rows,

@@ -53,7 +53,7 @@ absl::Status LocalMoe::Forward(int64_t layer, const float* x, int64_t n,
   MOE_RETURN_IF_ERROR(backend_->RouteTokens(layer, x, n, segment_ends,
                                             token_ids, routing, caller));
   t.route_us = clock.Lap();
-  return Step(layer, x, n, y, *routing, t, clock,
+  return Step(layer, {x, n, y}, *routing, t, clock,
               {segment_ends, caller, shared_out, /*resident_only=*/false});
 }
 
@@ -79,14 +79,17 @@ absl::Status LocalMoe::ForwardBf16(int64_t layer, const uint16_t* x, int64_t n,
   }
   t.route_us = clock.Lap();
   // The backend holds the rows, named by x (ExpertBackend::RouteTokensBf16).
-  return Step(layer, reinterpret_cast<const float*>(x), n, y, *routing, t,
+  return Step(layer, {reinterpret_cast<const float*>(x), n, y}, *routing, t,
               clock,
               {segment_ends, caller, shared_out, /*resident_only=*/true});
 }
 
-absl::Status LocalMoe::Step(int64_t layer, const float* x, int64_t n, float* y,
+absl::Status LocalMoe::Step(int64_t layer, StepRows step_rows,
                             const Routing& routing, StageTimes& t,
                             StageClock& clock, const SharedPlan& shared) {
+  const float* x = step_rows.x;
+  const int64_t n = step_rows.n;
+  float* y = step_rows.y;
   ExpertBackend& b = *backend_;
   const MoeLayerConfig& c = b.config();
   PlanDispatch(routing, n, /*world=*/1, c.num_experts, &expert_ids_, &counts_);
@@ -117,8 +120,8 @@ absl::Status LocalMoe::Step(int64_t layer, const float* x, int64_t n, float* y,
     MOE_ASSIGN_OR_RETURN(shared_in_step, b.AddSharedToStep(layer));
   }
   EpStepTimes ep;
-  MOE_RETURN_IF_ERROR(step_.Run(in, b, *loopback_, /*max_count=*/n,
-                                /*x_resident=*/!framed,
+  MOE_RETURN_IF_ERROR(step_.Run(in, b, *loopback_,
+                                {.max_count = n, .x_resident = !framed},
                                 framed ? routed_.data() : y, &ep));
   if (framed) MOE_RETURN_IF_ERROR(b.LeaveExperts(layer, routed_.data(), n, y));
   t.dispatch_us = ep.dispatch_us;

@@ -73,10 +73,15 @@ class LocalMoe {
     // experts then run over all of them or none.
     bool resident_only = false;
   };
-  // Forward after the routing: `x` names the rows the backend holds.
-  absl::Status Step(int64_t layer, const float* x, int64_t n, float* y,
-                    const Routing& routing, StageTimes& t, StageClock& clock,
-                    const SharedPlan& shared);
+  // The rows a step runs: y [n, H] from x [n, H].
+  struct StepRows {
+    const float* x = nullptr;
+    int64_t n = 0;
+    float* y = nullptr;
+  };
+  // Forward after the routing: `step_rows.x` names the rows the backend holds.
+  absl::Status Step(int64_t layer, StepRows step_rows, const Routing& routing,
+                    StageTimes& t, StageClock& clock, const SharedPlan& shared);
 
   std::unique_ptr<ExpertBackend> owned_;
   ExpertBackend* backend_;

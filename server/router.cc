@@ -11,7 +11,7 @@
 #include "core/shutdown_signal.h"
 #include "core/status_macros.h"
 #include "proto/credentials.h"
-#include "server/group/worker_pool.h"
+#include "server/group/worker_group_factory.h"
 #include "server/listening_line.h"
 #include "server/router_part_options.h"
 #include "server/step/step_runner.h"
@@ -99,10 +99,10 @@ absl::Status Router::MakePool() {
     spdlog::info("expert placement ({} redundant slots): {}",
                  placement_->redundant, PlacementToJson(*placement_));
   }
-  pool_ = std::make_unique<WorkerPool>(
+  pool_ = MakeWorkerGroup(
       PoolOptionsFor(o_, model_->info().layer.num_experts, placement_));
   worker_service_ = std::make_unique<WorkerControlService>(
-      &pool_->group(),
+      pool_->membership(),
       ControlOptionsFor(o_, model_->dtype(), worker_auth_.get()));
   return absl::OkStatus();
 }
@@ -124,13 +124,13 @@ absl::Status Router::MakeBatcher() {
   std::vector<std::unique_ptr<StepRunner>> runners;
   for (int i = 0; i < o_.max_inflight_steps; ++i) {
     MOE_ASSIGN_OR_RETURN(
-        auto runner, CreateStepRunner(*model_, pool_.get(),
+        auto runner, CreateStepRunner(*model_, pool_ ? pool_->steps() : nullptr,
                                       {o_.dispatch, o_.direct_step_tokens}));
     runners.push_back(std::move(runner));
   }
   if (pool_ != nullptr) {
     Rebalancer::Options ro;
-    ro.placements = pool_.get();
+    ro.placements = pool_->placements();
     ro.stats = stats_.get();
     ro.metrics = &metrics_;
     ro.info = model_->info();
@@ -141,7 +141,7 @@ absl::Status Router::MakeBatcher() {
     rebalancer_ = std::make_unique<Rebalancer>(ro);
   }
   Batcher::Options bo = BatcherOptionsFor(o_);
-  bo.readiness = pool_.get();
+  bo.readiness = pool_ ? pool_->readiness() : nullptr;
   batcher_ = std::make_unique<Batcher>(bo, std::move(runners), stats_.get(),
                                        &metrics_);
   return absl::OkStatus();
@@ -154,7 +154,7 @@ absl::Status Router::MakeService() {
   MoeServiceOptions so;
   so.model = model_.get();
   so.batcher = batcher_.get();
-  so.readiness = pool_.get();
+  so.readiness = pool_ ? pool_->readiness() : nullptr;
   so.stats = stats_.get();
   so.rebalancer = rebalancer_.get();
   so.metrics = &metrics_;
@@ -171,7 +171,7 @@ absl::Status Router::MakeService() {
 void Router::ReportReadiness() {
   servers_->MarkLive(pool_ == nullptr, pool_ == nullptr);
   if (!pool_) return;
-  pool_->SetStateCallback([this](const WorkerPool::State& st) {
+  pool_->SetStateCallback([this](const GroupState& st) {
     servers_->SetReady(st.ready, !st.degraded());
     metrics_.Workers(st.world_size, st.connected, st.ready_workers,
                      st.generation);

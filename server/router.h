@@ -15,6 +15,7 @@
 #include "server/api/worker_auth.h"
 #include "server/api/worker_control_service.h"
 #include "server/batching/batcher.h"
+#include "server/group/worker_group_factory.h"
 #include "server/placement/expert_placement.h"
 #include "server/placement/rebalancer.h"
 #include "server/router_options.h"
@@ -24,10 +25,6 @@
 #include "server/step/router_model.h"
 
 namespace moe {
-
-// Built by the router (router.cc); everything else reaches the group
-// through its seams.
-class WorkerPool;
 
 class Router {
  public:
@@ -64,7 +61,7 @@ class Router {
   const RouterOptions o_;
   std::unique_ptr<RouterModel> model_;
   std::unique_ptr<WorkerAuth> worker_auth_;
-  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<WorkerGroupSeams> pool_;
   std::unique_ptr<WorkerControlService> worker_service_;  // pool_'s gRPC side
   std::shared_ptr<const ExpertPlacement> placement_;      // null: contiguous
   // Metrics before the pool's callbacks: it reports from its first event.

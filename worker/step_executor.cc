@@ -124,11 +124,12 @@ absl::Status StepExecutor::Run(const StepHeader& header, StepDecoder decode,
   if (header.direct) {
     // No collective: the group stays intact whatever happens here.
     out->y = nullptr;
-    return step_.RunDirect(in, *backend_, comm.rank(), comm.size(), max_tokens_,
-                           &out->direct, &out->times);
+    return step_.RunDirect(in, *backend_, {comm.rank(), comm.size()},
+                           max_tokens_, &out->direct, &out->times);
   }
-  absl::Status s = step_.Run(in, *backend_, comm, max_tokens_,
-                             /*x_resident=*/false, y_.data(), &out->times);
+  absl::Status s = step_.Run(in, *backend_, comm,
+                             {.max_count = max_tokens_, .x_resident = false},
+                             y_.data(), &out->times);
   collectives_intact_ = step_.collectives_intact();
   out->y = y_.data();
   return s;

@@ -50,10 +50,13 @@ BatchDecision SelectBatch(absl::Span<const QueuedRequestView> queue,
   return d;
 }
 
-absl::Status Admit(int64_t tokens, int64_t queued_tokens,
-                   int64_t max_queue_tokens, double seconds_per_token,
-                   int parallel_steps, Clock::time_point now,
-                   Clock::time_point deadline, const char** refusal_reason) {
+absl::Status Admit(int64_t tokens, const QueueLoad& queue,
+                   Clock::time_point now, Clock::time_point deadline,
+                   const char** refusal_reason) {
+  const int64_t queued_tokens = queue.queued_tokens;
+  const int64_t max_queue_tokens = queue.max_queue_tokens;
+  const double seconds_per_token = queue.seconds_per_token;
+  const int parallel_steps = queue.parallel_steps;
   if (max_queue_tokens > 0 && tokens > 0 &&
       queued_tokens + tokens > max_queue_tokens) {
     if (refusal_reason != nullptr) *refusal_reason = "queue_full";

@@ -29,8 +29,11 @@ absl::Status RequestQueue::Push(std::unique_ptr<BatchRequest> request) {
     if (closed_) return absl::UnavailableError("router shutting down");
     const int64_t tokens = request->x.rows;
     const char* reason = nullptr;
-    absl::Status s = Admit(tokens, tokens_, options_.max_queue_tokens,
-                           min_seconds_per_token_, options_.parallel_steps,
+    absl::Status s = Admit(tokens,
+                           {.queued_tokens = tokens_,
+                            .max_queue_tokens = options_.max_queue_tokens,
+                            .seconds_per_token = min_seconds_per_token_,
+                            .parallel_steps = options_.parallel_steps},
                            Clock::now(), request->deadline, &reason);
     if (!s.ok()) {
       if (metrics_ != nullptr && reason != nullptr) metrics_->Refused(reason);

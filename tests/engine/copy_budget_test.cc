@@ -443,8 +443,8 @@ TEST(CopyBudget, WorkerAtP2MovesEachActivationByteOnceEachWay) {
       EpStep step;
       for (int s = 0; s < 2 && status[r].ok(); ++s) {  // the first step too
         b.counting().counts = Counts();
-        status[r] = step.Run(in, b, comm, n, /*x_resident=*/false,
-                             y.data() + lo * H, nullptr);
+        status[r] =
+            step.Run(in, b, comm, {n, false}, y.data() + lo * H, nullptr);
         got[r].push_back(b.counting().counts);
       }
     };

@@ -278,7 +278,7 @@ std::vector<float> RunRanks(const testing::GoldenCase& g,
     in.dispatch = dispatch;
     EpStep step;
     status[r] =
-        step.Run(in, *backend, **comm, n, false, y.data() + b * H, nullptr);
+        step.Run(in, *backend, **comm, {n, false}, y.data() + b * H, nullptr);
     if (staged) {
       staged_calls[r] = static_cast<StagedCpuBackend&>(*backend).staged();
     }
@@ -448,7 +448,7 @@ TEST(EpStep, HotExpertOnOneRankLeavesTheOtherEmpty) {
   std::vector<float> alone(g.tokens * c.hidden);
   EpStep step;
   ASSERT_TRUE(
-      step.Run(in, backend, *loopback, g.tokens, false, alone.data(), nullptr)
+      step.Run(in, backend, *loopback, {g.tokens, false}, alone.data(), nullptr)
           .ok());
   EXPECT_EQ(y, alone);
 }
@@ -544,7 +544,7 @@ TEST(EpStep, AFailedPieceDrainsByTheDeadlineAndTheNextStepIsExact) {
     ASSERT_TRUE(clean.Load(*source, {}, 7).ok());
     EpStep step;
     ASSERT_TRUE(
-        step.Run(in, clean, *loopback, 7, false, want.data(), nullptr).ok());
+        step.Run(in, clean, *loopback, {7, false}, want.data(), nullptr).ok());
   }
   for (auto piece : {FailingBackend::kPrepare, FailingBackend::kGather,
                      FailingBackend::kExperts, FailingBackend::kCombine,
@@ -557,7 +557,7 @@ TEST(EpStep, AFailedPieceDrainsByTheDeadlineAndTheNextStepIsExact) {
     std::vector<float> y(7 * c.hidden, -1.0f);
     const auto before = std::chrono::steady_clock::now();
     const absl::Status s =
-        step.Run(in, backend, *loopback, 7, false, y.data(), nullptr);
+        step.Run(in, backend, *loopback, {7, false}, y.data(), nullptr);
     const auto after = std::chrono::steady_clock::now();
     EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
     EXPECT_EQ(backend.drains, 1);
@@ -566,7 +566,7 @@ TEST(EpStep, AFailedPieceDrainsByTheDeadlineAndTheNextStepIsExact) {
     EXPECT_LE(backend.drained_deadline, after + in.timeout);
     // Usable as before: the next step on the same backend is exact.
     ASSERT_TRUE(
-        step.Run(in, backend, *loopback, 7, false, y.data(), nullptr).ok());
+        step.Run(in, backend, *loopback, {7, false}, y.data(), nullptr).ok());
     EXPECT_EQ(y, want);
     EXPECT_EQ(backend.drains, 1);
   }
@@ -647,7 +647,7 @@ std::vector<float> RunAlone(const testing::GoldenCase& g,
   std::vector<float> y(g.tokens * g.config.hidden);
   EpStep step;
   EXPECT_TRUE(
-      step.Run(in, backend, *loopback, g.tokens, false, y.data(), nullptr)
+      step.Run(in, backend, *loopback, {g.tokens, false}, y.data(), nullptr)
           .ok());
   return y;
 }
@@ -715,7 +715,8 @@ TEST(EpStep, PackedDispatchIsTheExactStepOnRoundedRows) {
     std::vector<float> alone(n * H);
     EpStep step;
     ASSERT_TRUE(
-        step.Run(in, backend, *loopback, n, false, alone.data(), nullptr).ok());
+        step.Run(in, backend, *loopback, {n, false}, alone.data(), nullptr)
+            .ok());
     EXPECT_EQ(alone, exact);
   }
 }
@@ -786,7 +787,7 @@ TEST(EpStep, ABackendWithoutFp8PackingRefusesBeforeTheExchange) {
     in.dispatch = DispatchDType::kFp8;
     std::vector<float> y((e - b) * c.hidden);
     EpStep step;
-    status[r] = step.Run(in, backend, *comms[r], 9, false, y.data(), nullptr);
+    status[r] = step.Run(in, backend, *comms[r], {9, false}, y.data(), nullptr);
     intact[r] = step.collectives_intact();
     prepared[r] = backend.prepared;
   };
@@ -865,7 +866,7 @@ std::vector<float> RunDirectRanks(
     EpStep step;
     DirectOutputs out;
     EpStepTimes times;
-    absl::Status s = step.RunDirect(in, *backend, r, world, n, &out, &times);
+    absl::Status s = step.RunDirect(in, *backend, {r, world}, n, &out, &times);
     EXPECT_TRUE(s.ok()) << s;
     if (!s.ok()) return {};
     EXPECT_TRUE(step.collectives_intact());

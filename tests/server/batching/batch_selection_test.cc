@@ -147,16 +147,16 @@ TEST(SelectBatchTest, WakesForTheEarliestDeadlineBeforeTheWindowCloses) {
 
 TEST(AdmitTest, QueueBoundRefusesTheExcessNamingTheLimit) {
   const Clock::time_point far = kT0 + std::chrono::hours(1);
-  EXPECT_TRUE(Admit(10, 90, 100, 0, 1, kT0, far).ok());
+  EXPECT_TRUE(Admit(10, {90, 100, 0, 1}, kT0, far).ok());
   const char* reason = nullptr;
-  const absl::Status s = Admit(11, 90, 100, 0, 1, kT0, far, &reason);
+  const absl::Status s = Admit(11, {90, 100, 0, 1}, kT0, far, &reason);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(s.message().find("--max-queue-tokens 100"), std::string::npos)
       << s.message();
   EXPECT_STREQ(reason, "queue_full");
   // 0: unbounded; a request of no tokens always fits.
-  EXPECT_TRUE(Admit(1000, 1000, 0, 0, 1, kT0, far).ok());
-  EXPECT_TRUE(Admit(0, 100, 100, 0, 1, kT0, far).ok());
+  EXPECT_TRUE(Admit(1000, {1000, 0, 0, 1}, kT0, far).ok());
+  EXPECT_TRUE(Admit(0, {100, 100, 0, 1}, kT0, far).ok());
 }
 
 TEST(AdmitTest, DeadlineThatTheQueueAheadOutlastsIsRefused) {
@@ -165,17 +165,18 @@ TEST(AdmitTest, DeadlineThatTheQueueAheadOutlastsIsRefused) {
   const double per_token = 100e-6;
   const char* reason = nullptr;
   const absl::Status s =
-      Admit(1, 1000, 0, per_token, 1, kT0, kT0 + milliseconds(80), &reason);
+      Admit(1, {1000, 0, per_token, 1}, kT0, kT0 + milliseconds(80), &reason);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(s.message().find("deadline"), std::string::npos) << s.message();
   EXPECT_STREQ(reason, "deadline");
   EXPECT_TRUE(
-      Admit(1, 1000, 0, per_token, 2, kT0, kT0 + milliseconds(80)).ok());
+      Admit(1, {1000, 0, per_token, 2}, kT0, kT0 + milliseconds(80)).ok());
   EXPECT_TRUE(
-      Admit(1, 1000, 0, per_token, 1, kT0, kT0 + milliseconds(120)).ok());
+      Admit(1, {1000, 0, per_token, 1}, kT0, kT0 + milliseconds(120)).ok());
   // No estimate yet, or nothing ahead: admitted.
-  EXPECT_TRUE(Admit(1, 1000, 0, 0, 1, kT0, kT0 + milliseconds(1)).ok());
-  EXPECT_TRUE(Admit(500, 0, 0, per_token, 1, kT0, kT0 + milliseconds(1)).ok());
+  EXPECT_TRUE(Admit(1, {1000, 0, 0, 1}, kT0, kT0 + milliseconds(1)).ok());
+  EXPECT_TRUE(
+      Admit(500, {0, 0, per_token, 1}, kT0, kT0 + milliseconds(1)).ok());
 }
 
 }  // namespace
