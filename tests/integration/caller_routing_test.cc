@@ -159,13 +159,13 @@ TEST(CallerRouting, MixedStepGivesEachRequestItsBitsAlone) {
       ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
       alone.push_back(*r);
     }
-    // Three of each at once: the first starts a step alone (nothing else
-    // in flight) and the window gathers the other eight into the next, so
-    // that each kind shares that step with the other two.
+    // Three of each at once. A step of 7 or more of these 9 requests holds
+    // every kind (one kind missing leaves 6 at most), however the threads'
+    // arrivals split them between steps on a loaded machine.
     constexpr int kCopies = 3;
     const int total = kCopies * static_cast<int>(asks.size());
     bool shared_step = false;
-    for (int attempt = 0; attempt < 5 && !shared_step; ++attempt) {
+    for (int attempt = 0; attempt < 10 && !shared_step; ++attempt) {
       std::vector<absl::StatusOr<ForwardResult>> got(total);
       std::vector<std::thread> threads;
       for (int i = 0; i < total; ++i) {
@@ -176,11 +176,10 @@ TEST(CallerRouting, MixedStepGivesEachRequestItsBitsAlone) {
         });
       }
       for (auto& t : threads) t.join();
-      shared_step = true;
       for (int i = 0; i < total; ++i) {
         ASSERT_TRUE(got[i].ok()) << got[i].status() << "\n" << cluster.Logs();
         const int with = got[i]->timing.batch_requests();
-        shared_step = shared_step && (with == 1 || with == total - 1);
+        shared_step = shared_step || with > 2 * kCopies;
         SCOPED_TRACE(i);
         const ForwardResult& want = alone[i % asks.size()];
         EXPECT_EQ(got[i]->y, want.y);
