@@ -70,7 +70,7 @@ ABSL_FLAG(std::string, input, "",
 ABSL_FLAG(std::string, input_tensor, "x", "--input: name of the tensor");
 ABSL_FLAG(std::string, caller_routing, "none",
           "none; routing: every request sends a random routing of the "
-          "layer's top_k; logits: random gate logits (issue 44)");
+          "layer's top_k; logits: random gate logits");
 ABSL_FLAG(bool, no_retry, false,
           "do not retry requests that fail with UNAVAILABLE (the client "
           "library retries up to 4 attempts by default): every failure "

@@ -25,7 +25,7 @@ class TokenDistribution {
   std::vector<int64_t> values_;  // set for a list
 };
 
-// What a request says about its routing (issue 44): nothing (the
+// What a request says about its routing: nothing (the
 // service's gate routes), a random valid routing of the layer's top_k
 // (ForwardRequest.routing), or random gate logits (router_logits).
 enum class CallerRouting { kNone, kRouting, kLogits };

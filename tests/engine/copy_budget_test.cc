@@ -1,4 +1,4 @@
-// The copy budget of a GPU layer (issue 42), checked on the CPU: the device
+// The copy budget of a GPU layer, checked on the CPU: the device
 // backend's host logic (engine/device_backend.h), the code the CUDA backend
 // runs, drives a counting device queue whose "device memory" is host memory
 // and whose math does nothing. Per step, the host-to-device bytes must be

@@ -106,7 +106,7 @@ void ExpectServedGolden(HfFamily family, HfExpertLayout layout) {
                                         r->weights, c->tokens, c->config.top_k,
                                         r->slots));
   // The family's checkpoint takes the case's routing and logits back and
-  // answers its shared experts apart (issue 44).
+  // answers its shared experts apart.
   testing::ExpectCallerRoutingMatches(cluster, *c,
                                       static_cast<int32_t>(o.layer));
   fs::remove_all(dir);

@@ -1,8 +1,8 @@
 // gpt-oss and DeepSeek-V4 as released (issue 32): MXFP4 routed experts
 // (gpt-oss *_blocks/*_scales, V4 fp4 I8 + E8M0 .scale) and V4's FP8 shared
-// expert with E8M0 block scales; Kimi K3 as released (issue 41): MXFP4
+// expert with E8M0 block scales; Kimi K3 as released: MXFP4
 // routed experts in compressed-tensors form (weight_packed / weight_scale);
-// Nemotron 3 as released (issue 41): NVIDIA ModelOpt NVFP4 routed experts
+// Nemotron 3 as released: NVIDIA ModelOpt NVFP4 routed experts
 // (E2M1 code pairs, E4M3 scales per 16, a global weight_scale_2). Each is
 // written from the golden case whose weights those formats hold exactly,
 // served with --weight-dtype auto by one process (the router with its

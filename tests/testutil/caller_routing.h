@@ -1,4 +1,4 @@
-// The caller-routing API (issue 44) checked on a golden case served by a
+// The caller-routing API checked on a golden case served by a
 // started cluster: the case's own routing replayed, its gate logits sent,
 // the service's logits returned, its shared experts apart and skipped.
 // Shared by caller_routing_test (every case, P = 0..3, direct and

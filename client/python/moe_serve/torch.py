@@ -35,7 +35,7 @@ class RemoteMoE(nn.Module):
     like hidden_states' leading dims) to forward, or set `self.token_ids`
     before a block is called the Hugging Face way.
 
-    Caller routing (issue 44):
+    Caller routing:
     - `gate` (an nn.Module such as the block's nn.Linear, or an [E, H]
       weight tensor): the gate runs here, on the attention side, and its
       logits are sent as `router_logits`, so the service scores them instead

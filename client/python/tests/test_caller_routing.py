@@ -1,4 +1,4 @@
-"""The caller-routing API (issue 44) through MoeClient: every golden case's
+"""The caller-routing API through MoeClient: every golden case's
 own routing replayed, its gate logits sent, the service's logits returned,
 its shared experts apart and skipped; and bad routing refused with
 INVALID_ARGUMENT, the next call still served."""
