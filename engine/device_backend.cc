@@ -202,17 +202,6 @@ absl::Status DeviceBackend::RouteResident(
     ++routing->expert_counts[e];
   }
   if (AnyCallerRoute(caller)) {
-    // Count the caller's rows instead of the device's choice for them.
-    int64_t begin = 0;
-    for (size_t s = 0; s < caller->route.size(); ++s) {
-      const int64_t end = segment_ends.empty() ? n : segment_ends[s];
-      if (caller->route[s] == RouteSource::kRouting) {
-        for (int64_t i = begin * k; i < end * k; ++i) {
-          --routing->expert_counts[routing->expert[i]];
-        }
-      }
-      begin = end;
-    }
     ApplyCallerRouting(*caller, segment_ends, routing);
   }
   return absl::OkStatus();

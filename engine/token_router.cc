@@ -311,18 +311,7 @@ absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
   }
   if (overridden) {
     // After the scale: the caller's weights are final. ApplyCallerRouting
-    // counts its own rows.
-    std::fill(out->expert_counts.begin(), out->expert_counts.end(), 0);
-    for (int64_t s = 0, begin = 0; s < static_cast<int64_t>(route.size());
-         ++s) {
-      if (route[s] != RouteSource::kRouting) {
-        for (int64_t i = begin * out->slots; i < segment_ends[s] * out->slots;
-             ++i) {
-          if (out->dispatched[i]) ++out->expert_counts[out->expert[i]];
-        }
-      }
-      begin = segment_ends[s];
-    }
+    // counts every row.
     ApplyCallerRouting(*caller, segment_ends, out);
     return absl::OkStatus();
   }
@@ -342,15 +331,16 @@ void ApplyCallerRouting(const CallerOverrides& caller,
     const int64_t end = segment_ends[s];
     if (caller.route[s] == RouteSource::kRouting) {
       for (int64_t i = begin * k; i < end * k; ++i) {
-        // The caller's slots are counted here; the caller of this function
-        // has not counted the gate's choice for these rows.
         out->expert[i] = caller.expert[i];
         out->weight[i] = caller.weight[i];
         out->dispatched[i] = 1;
-        ++out->expert_counts[caller.expert[i]];
       }
     }
     begin = end;
+  }
+  std::fill(out->expert_counts.begin(), out->expert_counts.end(), 0);
+  for (int64_t i = 0; i < out->tokens * k; ++i) {
+    if (out->dispatched[i]) ++out->expert_counts[out->expert[i]];
   }
 }
 

@@ -47,9 +47,10 @@ absl::Status CheckTokenIds(const MoeLayerConfig& config,
                            absl::Span<const int64_t> token_ids, int64_t n);
 
 // Writes the caller's routing (CallerOverrides::expert, weight) into the
-// rows of `out`'s kRouting segments, every slot dispatched, and counts
-// them in expert_counts (whose count of the gate's choice for those rows
-// the caller has left out). `out` has slots = the layer's top_k.
+// rows of `out`'s kRouting segments, every slot dispatched, and recounts
+// expert_counts over every dispatched slot, so that whatever chose the
+// other rows (the host's scoring or the device's) need not leave the
+// caller's rows out of its own count. `out` has slots = the layer's top_k.
 void ApplyCallerRouting(const CallerOverrides& caller,
                         absl::Span<const int64_t> segment_ends, Routing* out);
 
