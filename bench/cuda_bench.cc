@@ -243,7 +243,7 @@ absl::StatusOr<LayerSteps> TimeLayerSteps(LocalMoe& moe,
     StageTimes t;
     const int64_t before = DeviceAllocationCount();
     MOE_RETURN_IF_ERROR(
-        moe.Forward(0, x.data(), n, {}, y.data(), &routing, &t));
+        moe.Forward(0, x.data(), {.n = n}, y.data(), &routing, {.times = &t}));
     if (r < 2) continue;
     s.allocations += DeviceAllocationCount() - before;
     s.seconds.push_back(t.total_us / 1e6);

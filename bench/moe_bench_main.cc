@@ -101,7 +101,7 @@ absl::Status RunCheckpoint() {
   std::vector<float> y(x.rows * H);
   Routing routing;
   MOE_RETURN_IF_ERROR(
-      moe->Forward(layer, x.data.data(), x.rows, {}, y.data(), &routing));
+      moe->Forward(layer, x.data.data(), {.n = x.rows}, y.data(), &routing));
   SafetensorsWriter out;
   out.AddF32("y", {x.rows, H}, y);
   if (absl::GetFlag(FLAGS_routing)) {
@@ -266,7 +266,7 @@ absl::StatusOr<StepSeries> TimeSteps(const SyntheticRun& run,
     FillSyntheticInput(run.spec.seed + 1 + r, n * H, x.data());
     StageTimes t;
     MOE_RETURN_IF_ERROR(
-        moe.Forward(0, x.data(), n, {}, y.data(), &routing, &t));
+        moe.Forward(0, x.data(), {.n = n}, y.data(), &routing, {.times = &t}));
     if (r < 2) continue;
     RecordStep(run, w, routing, t, &series);
     if (refs) {

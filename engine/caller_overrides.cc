@@ -22,11 +22,12 @@ bool NeedsShared(const CallerOverrides* caller) {
                      [](SharedPart s) { return s != SharedPart::kSkip; });
 }
 
-void PlaceShared(const CallerOverrides& caller, absl::Span<const int64_t> ends,
-                 int64_t n, int64_t hidden, const float* shared, float* y,
-                 float* separate) {
+void PlaceShared(const SharedRows& rows, int64_t n, int64_t hidden,
+                 const float* shared, float* y, float* separate) {
   std::fill(separate, separate + n * hidden, 0.0f);
   if (shared == nullptr) return;
+  const CallerOverrides& caller = *rows.caller;
+  absl::Span<const int64_t> ends = rows.segment_ends;
   const int64_t whole[] = {n};
   if (ends.empty()) ends = whole;
   int64_t begin = 0;

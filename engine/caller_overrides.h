@@ -50,12 +50,23 @@ bool SharedApart(const CallerOverrides* caller);
 // Whether any segment needs the shared experts computed.
 bool NeedsShared(const CallerOverrides* caller);
 
+// Which rows of a step want the shared experts: those of the segments
+// (segment_ends, as for TokenRouter::Route) whose SharedPart in `caller` is
+// not kSkip.
+struct SharedRows {
+  absl::Span<const int64_t> segment_ends;
+  const CallerOverrides* caller = nullptr;
+  // x names rows resident on the backend, not host rows, and a resident
+  // run cannot be offset from the host: the shared experts then run over
+  // all of them.
+  bool resident = false;
+};
+
 // Puts the shared experts' output `shared` [n, hidden] (null: the layer has
-// none, or no segment needed it) in place, segment by segment: added to y
-// for kAdd, copied to `separate` [n, hidden] for kSeparate; `separate`'s
-// other rows are zeros. `ends` as TokenRouter's segment_ends (empty: one).
-void PlaceShared(const CallerOverrides& caller, absl::Span<const int64_t> ends,
-                 int64_t n, int64_t hidden, const float* shared, float* y,
-                 float* separate);
+// none, or no segment needed it) in place, segment by segment of `rows`
+// (rows.caller must not be null): added to y for kAdd, copied to
+// `separate` [n, hidden] for kSeparate; `separate`'s other rows are zeros.
+void PlaceShared(const SharedRows& rows, int64_t n, int64_t hidden,
+                 const float* shared, float* y, float* separate);
 
 }  // namespace moe

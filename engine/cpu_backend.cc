@@ -76,17 +76,13 @@ absl::StatusOr<LayerShard> CpuBackend::Shard(int64_t layer) const {
 absl::Status CpuBackend::Route(int64_t layer, const float* x, int64_t n,
                                absl::Span<const int64_t> segment_ends,
                                Routing* routing) {
-  return RouteTokens(layer, x, n, segment_ends, {}, routing, nullptr);
+  return RouteTokens(layer, x, {.n = n, .segment_ends = segment_ends}, routing);
 }
 
-absl::Status CpuBackend::RouteTokens(int64_t layer, const float* x, int64_t n,
-                                     absl::Span<const int64_t> segment_ends,
-                                     absl::Span<const int64_t> token_ids,
-                                     Routing* routing,
-                                     const CallerOverrides* caller) {
+absl::Status CpuBackend::RouteTokens(int64_t layer, const float* x,
+                                     const RouteRows& rows, Routing* routing) {
   MOE_ASSIGN_OR_RETURN(const LayerWeights* w, Find(layer));
-  return router_.Route(*w, x, n, segment_ends, token_ids, threads_, routing,
-                       caller);
+  return router_.Route(*w, x, rows, threads_, routing);
 }
 
 absl::Status CpuBackend::Shared(int64_t layer, const float* x, int64_t n,

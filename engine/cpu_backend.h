@@ -35,11 +35,8 @@ class CpuBackend : public ExpertBackend {
   absl::Status Route(int64_t layer, const float* x, int64_t n,
                      absl::Span<const int64_t> segment_ends,
                      Routing* routing) override;
-  absl::Status RouteTokens(int64_t layer, const float* x, int64_t n,
-                           absl::Span<const int64_t> segment_ends,
-                           absl::Span<const int64_t> token_ids,
-                           Routing* routing,
-                           const CallerOverrides* caller) override;
+  absl::Status RouteTokens(int64_t layer, const float* x, const RouteRows& rows,
+                           Routing* routing) override;
   absl::Status Shared(int64_t layer, const float* x, int64_t n,
                       float* out) override;
   absl::StatusOr<const float*> EnterExperts(int64_t layer, const float* x,

@@ -94,43 +94,36 @@ absl::Status DeviceBackend::UploadBf16X(const uint16_t* x, int64_t n) {
 absl::Status DeviceBackend::Route(int64_t layer, const float* x, int64_t n,
                                   absl::Span<const int64_t> segment_ends,
                                   Routing* routing) {
-  return RouteTokens(layer, x, n, segment_ends, {}, routing, nullptr);
+  return RouteTokens(layer, x, {.n = n, .segment_ends = segment_ends}, routing);
 }
 
 absl::Status DeviceBackend::RouteTokens(int64_t layer, const float* x,
-                                        int64_t n,
-                                        absl::Span<const int64_t> segment_ends,
-                                        absl::Span<const int64_t> token_ids,
-                                        Routing* routing,
-                                        const CallerOverrides* caller) {
+                                        const RouteRows& rows,
+                                        Routing* routing) {
   shared_layer_ = -1;  // new rows: a pending shared expert was of others
   if (route_pin_ == nullptr) {
     return absl::FailedPreconditionError(
         "this backend was loaded without the router's gate");
   }
-  absl::Status s = UploadX(x, n);
-  if (s.ok()) {
-    return RouteResident(layer, n, segment_ends, token_ids, routing, caller);
-  }
+  absl::Status s = UploadX(x, rows.n);
+  if (s.ok()) return RouteResident(layer, rows, routing);
   (void)device_queue().Synchronize();  // the staging is free again
   resident_x_ = nullptr;
   resident_n_ = -1;
   return s;
 }
 
-absl::StatusOr<bool> DeviceBackend::RouteTokensBf16(
-    int64_t layer, const uint16_t* x, int64_t n,
-    absl::Span<const int64_t> segment_ends, absl::Span<const int64_t> token_ids,
-    Routing* routing, const CallerOverrides* caller) {
+absl::StatusOr<bool> DeviceBackend::RouteTokensBf16(int64_t layer,
+                                                    const uint16_t* x,
+                                                    const RouteRows& rows,
+                                                    Routing* routing) {
   shared_layer_ = -1;
   if (route_pin_ == nullptr) {
     return absl::FailedPreconditionError(
         "this backend was loaded without the router's gate");
   }
-  absl::Status s = UploadBf16X(x, n);
-  if (s.ok()) {
-    s = RouteResident(layer, n, segment_ends, token_ids, routing, caller);
-  }
+  absl::Status s = UploadBf16X(x, rows.n);
+  if (s.ok()) s = RouteResident(layer, rows, routing);
   if (!s.ok()) {
     (void)device_queue().Synchronize();
     resident_x_ = nullptr;
@@ -140,10 +133,10 @@ absl::StatusOr<bool> DeviceBackend::RouteTokensBf16(
   return true;
 }
 
-absl::Status DeviceBackend::RouteResident(
-    int64_t layer, int64_t n, absl::Span<const int64_t> segment_ends,
-    absl::Span<const int64_t> token_ids, Routing* routing,
-    const CallerOverrides* caller) {
+absl::Status DeviceBackend::RouteResident(int64_t layer, const RouteRows& rows,
+                                          Routing* routing) {
+  const int64_t n = rows.n;
+  const CallerOverrides* caller = rows.caller;
   DeviceStepQueue& q = device_queue();
   DeviceRouteAnswer a;
   // Caller logits are scored, and kept logits answered, by the host's
@@ -155,7 +148,7 @@ absl::Status DeviceBackend::RouteResident(
   const DeviceRouteQuery query{
       .layer = layer,
       .n = n,
-      .token_ids = token_ids,
+      .token_ids = rows.token_ids,
       .host_logits =
           caller_logits || (caller != nullptr && caller->keep_logits)};
   absl::Status s = QueueRoute(query, &a);
@@ -178,8 +171,8 @@ absl::Status DeviceBackend::RouteResident(
     return s.ok() ? waited : s;
   }
   if (a.logits != nullptr) {
-    return RouteLogits(layer, reinterpret_cast<const float*>(pin), n,
-                       segment_ends, token_ids, routing, caller);
+    return RouteLogits(layer, reinterpret_cast<const float*>(pin), rows,
+                       routing);
   }
   if (query.host_logits) {
     return absl::InternalError(
@@ -202,7 +195,7 @@ absl::Status DeviceBackend::RouteResident(
     ++routing->expert_counts[e];
   }
   if (AnyCallerRoute(caller)) {
-    ApplyCallerRouting(*caller, segment_ends, routing);
+    ApplyCallerRouting(*caller, rows.segment_ends, routing);
   }
   return absl::OkStatus();
 }

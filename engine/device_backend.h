@@ -72,18 +72,12 @@ class DeviceBackend : public ExpertBackend {
   absl::Status Route(int64_t layer, const float* x, int64_t n,
                      absl::Span<const int64_t> segment_ends,
                      Routing* routing) override;
-  absl::Status RouteTokens(int64_t layer, const float* x, int64_t n,
-                           absl::Span<const int64_t> segment_ends,
-                           absl::Span<const int64_t> token_ids,
-                           Routing* routing,
-                           const CallerOverrides* caller) override;
+  absl::Status RouteTokens(int64_t layer, const float* x, const RouteRows& rows,
+                           Routing* routing) override;
   // bf16 rows go up as bf16 (half the bytes) and are widened on the device.
   absl::StatusOr<bool> RouteTokensBf16(int64_t layer, const uint16_t* x,
-                                       int64_t n,
-                                       absl::Span<const int64_t> segment_ends,
-                                       absl::Span<const int64_t> token_ids,
-                                       Routing* routing,
-                                       const CallerOverrides* caller) override;
+                                       const RouteRows& rows,
+                                       Routing* routing) override;
   // For a caller that adds the shared expert itself (a router whose experts
   // run on workers): downloads it and waits.
   absl::Status Shared(int64_t layer, const float* x, int64_t n,
@@ -110,11 +104,7 @@ class DeviceBackend : public ExpertBackend {
   // The host's routing from downloaded logits [n, E], with the caller's
   // overrides (may be null: TokenRouter::RouteLogits).
   virtual absl::Status RouteLogits(int64_t layer, const float* logits,
-                                   int64_t n,
-                                   absl::Span<const int64_t> segment_ends,
-                                   absl::Span<const int64_t> token_ids,
-                                   Routing* routing,
-                                   const CallerOverrides* caller) = 0;
+                                   const RouteRows& rows, Routing* routing) = 0;
   // out [n, H] (device fp32) = the gated shared expert of the n resident
   // rows.
   virtual absl::Status QueueShared(int64_t layer, int64_t n, float* out) = 0;
@@ -157,10 +147,8 @@ class DeviceBackend : public ExpertBackend {
   absl::Status UploadBf16X(const uint16_t* x, int64_t n);
   // The routing of the n resident rows: queued, its answer brought home,
   // one wait.
-  absl::Status RouteResident(int64_t layer, int64_t n,
-                             absl::Span<const int64_t> segment_ends,
-                             absl::Span<const int64_t> token_ids,
-                             Routing* routing, const CallerOverrides* caller);
+  absl::Status RouteResident(int64_t layer, const RouteRows& rows,
+                             Routing* routing);
   // Allocates `bytes` of `where` into *block (none for 0 bytes).
   absl::Status Reserve(DeviceStepQueue::Memory where, size_t bytes,
                        DeviceStepQueue::Block* block);

@@ -22,6 +22,7 @@
 #include "engine/ep_plan.h"
 #include "engine/layer_shard.h"
 #include "engine/layer_weights.h"
+#include "engine/route_rows.h"
 #include "engine/row_codec.h"
 #include "engine/row_transport.h"
 #include "engine/step_queue.h"
@@ -94,27 +95,24 @@ class ExpertBackend {
   // them.
   // `caller` (may be null): the segments routed from the caller's logits
   // or routing, and whether to keep the logits (TokenRouter::Route).
-  virtual absl::Status RouteTokens(int64_t layer, const float* x, int64_t n,
-                                   absl::Span<const int64_t> segment_ends,
-                                   absl::Span<const int64_t> token_ids,
-                                   Routing* routing,
-                                   const CallerOverrides* caller) {
+  virtual absl::Status RouteTokens(int64_t layer, const float* x,
+                                   const RouteRows& rows, Routing* routing) {
+    const CallerOverrides* caller = rows.caller;
     if (AnyCallerRoute(caller) || (caller != nullptr && caller->keep_logits)) {
       return absl::UnimplementedError(
           "this backend routes with its own gate only");
     }
-    return Route(layer, x, n, segment_ends, routing);
+    return Route(layer, x, rows.n, rows.segment_ends, routing);
   }
   // RouteTokens of bf16 rows x [n, H], the request's own elements: true
   // when the backend took them as they are (a device backend uploads n x H
   // x 2 bytes and widens them on the device), after which the step and
   // AddSharedToStep name the resident rows by `x`; false (the default)
   // when it wants fp32 rows, which the caller widens and routes instead.
-  virtual absl::StatusOr<bool> RouteTokensBf16(
-      int64_t /*layer*/, const uint16_t* /*x*/, int64_t /*n*/,
-      absl::Span<const int64_t> /*segment_ends*/,
-      absl::Span<const int64_t> /*token_ids*/, Routing* /*routing*/,
-      const CallerOverrides* /*caller*/) {
+  virtual absl::StatusOr<bool> RouteTokensBf16(int64_t /*layer*/,
+                                               const uint16_t* /*x*/,
+                                               const RouteRows& /*rows*/,
+                                               Routing* /*routing*/) {
     return false;
   }
 

@@ -40,48 +40,40 @@ absl::Status LocalMoe::Check(int64_t layer, int64_t n) const {
   return absl::OkStatus();
 }
 
-absl::Status LocalMoe::Forward(int64_t layer, const float* x, int64_t n,
-                               absl::Span<const int64_t> segment_ends, float* y,
-                               Routing* routing, StageTimes* times,
-                               absl::Span<const int64_t> token_ids,
-                               const CallerOverrides* caller,
-                               float* shared_out) {
-  MOE_RETURN_IF_ERROR(Check(layer, n));
+absl::Status LocalMoe::Forward(int64_t layer, const float* x,
+                               const RouteRows& rows, float* y,
+                               Routing* routing, const ForwardExtras& extras) {
+  MOE_RETURN_IF_ERROR(Check(layer, rows.n));
   StageTimes local;
-  StageTimes& t = times != nullptr ? *times : local;
+  StageTimes& t = extras.times != nullptr ? *extras.times : local;
   StageClock clock;
-  MOE_RETURN_IF_ERROR(backend_->RouteTokens(layer, x, n, segment_ends,
-                                            token_ids, routing, caller));
+  MOE_RETURN_IF_ERROR(backend_->RouteTokens(layer, x, rows, routing));
   t.route_us = clock.Lap();
-  return Step(layer, {x, n, y}, *routing, t, clock,
-              {segment_ends, caller, shared_out, /*resident_only=*/false});
+  return Step(layer, {x, rows.n, y}, *routing, t, clock,
+              {{rows.segment_ends, rows.caller, /*resident=*/false},
+               extras.shared_out});
 }
 
-absl::Status LocalMoe::ForwardBf16(int64_t layer, const uint16_t* x, int64_t n,
-                                   absl::Span<const int64_t> segment_ends,
-                                   float* y, Routing* routing,
-                                   StageTimes* times,
-                                   absl::Span<const int64_t> token_ids,
-                                   const CallerOverrides* caller,
-                                   float* shared_out) {
-  MOE_RETURN_IF_ERROR(Check(layer, n));
+absl::Status LocalMoe::ForwardBf16(int64_t layer, const uint16_t* x,
+                                   const RouteRows& rows, float* y,
+                                   Routing* routing,
+                                   const ForwardExtras& extras) {
+  MOE_RETURN_IF_ERROR(Check(layer, rows.n));
   StageTimes local;
-  StageTimes& t = times != nullptr ? *times : local;
+  StageTimes& t = extras.times != nullptr ? *extras.times : local;
   StageClock clock;
   MOE_ASSIGN_OR_RETURN(bool taken,
-                       backend_->RouteTokensBf16(layer, x, n, segment_ends,
-                                                 token_ids, routing, caller));
+                       backend_->RouteTokensBf16(layer, x, rows, routing));
   if (!taken) {
-    widened_.resize(n * backend_->config().hidden);
+    widened_.resize(rows.n * backend_->config().hidden);
     for (size_t i = 0; i < widened_.size(); ++i) widened_[i] = Bf16ToF32(x[i]);
-    return Forward(layer, widened_.data(), n, segment_ends, y, routing, times,
-                   token_ids, caller, shared_out);
+    return Forward(layer, widened_.data(), rows, y, routing, extras);
   }
   t.route_us = clock.Lap();
   // The backend holds the rows, named by x (ExpertBackend::RouteTokensBf16).
-  return Step(layer, {reinterpret_cast<const float*>(x), n, y}, *routing, t,
-              clock,
-              {segment_ends, caller, shared_out, /*resident_only=*/true});
+  return Step(
+      layer, {reinterpret_cast<const float*>(x), rows.n, y}, *routing, t, clock,
+      {{rows.segment_ends, rows.caller, /*resident=*/true}, extras.shared_out});
 }
 
 absl::Status LocalMoe::Step(int64_t layer, StepRows step_rows,
@@ -114,7 +106,8 @@ absl::Status LocalMoe::Step(int64_t layer, StepRows step_rows,
 
   // A device backend sums the shared expert into y itself, so that y
   // crosses to the host once; its time is then part of the combine's.
-  const bool apart = SharedApart(shared.caller);
+  const CallerOverrides* caller = shared.rows.caller;
+  const bool apart = SharedApart(caller);
   bool shared_in_step = false;
   if (c.has_shared() && n > 0 && !framed && !apart) {
     MOE_ASSIGN_OR_RETURN(shared_in_step, b.AddSharedToStep(layer));
@@ -132,15 +125,13 @@ absl::Status LocalMoe::Step(int64_t layer, StepRows step_rows,
   if (apart) {
     // Per request: only the rows that want the shared experts run them.
     const float* s = nullptr;
-    if (c.has_shared() && n > 0 && NeedsShared(shared.caller)) {
+    if (c.has_shared() && n > 0 && NeedsShared(caller)) {
       shared_out_.resize(n * c.hidden);
       MOE_RETURN_IF_ERROR(
-          SharedForSegments(b, layer, x, n, shared.segment_ends, *shared.caller,
-                            shared.resident_only, shared_out_.data()));
+          SharedForSegments(b, layer, x, n, shared.rows, shared_out_.data()));
       s = shared_out_.data();
     }
-    PlaceShared(*shared.caller, shared.segment_ends, n, c.hidden, s, y,
-                shared.out);
+    PlaceShared(shared.rows, n, c.hidden, s, y, shared.out);
   } else if (c.has_shared() && n > 0 && !shared_in_step) {
     shared_out_.resize(n * c.hidden);
     MOE_RETURN_IF_ERROR(b.Shared(layer, x, n, shared_out_.data()));
@@ -154,12 +145,12 @@ absl::Status LocalMoe::Step(int64_t layer, StepRows step_rows,
 
 absl::Status SharedForSegments(ExpertBackend& backend, int64_t layer,
                                const float* x, int64_t n,
-                               absl::Span<const int64_t> segment_ends,
-                               const CallerOverrides& caller, bool whole,
-                               float* out) {
-  if (whole || caller.shared.empty()) {
+                               const SharedRows& rows, float* out) {
+  if (rows.resident || rows.caller == nullptr || rows.caller->shared.empty()) {
     return backend.Shared(layer, x, n, out);
   }
+  const CallerOverrides& caller = *rows.caller;
+  absl::Span<const int64_t> segment_ends = rows.segment_ends;
   const int64_t H = backend.config().hidden;
   const int64_t single[] = {n};
   if (segment_ends.empty()) segment_ends = single;

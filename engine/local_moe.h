@@ -15,10 +15,22 @@
 #include "engine/caller_overrides.h"
 #include "engine/ep_step.h"
 #include "engine/expert_backend.h"
+#include "engine/route_rows.h"
 #include "engine/stage_times.h"
 #include "engine/token_router.h"
 
 namespace moe {
+
+// What a forward may give back besides y and the routing, each where
+// its pointer is not null.
+struct ForwardExtras {
+  // [n, H]: the shared experts' output of the segments that ask for it
+  // apart (SharedPart::kSeparate; zeros elsewhere: PlaceShared). Needed
+  // when any segment of rows.caller wants other than SharedPart::kAdd.
+  float* shared_out = nullptr;
+  // The time each stage took.
+  StageTimes* times = nullptr;
+};
 
 class LocalMoe {
  public:
@@ -34,44 +46,33 @@ class LocalMoe {
       const ModelSource& source, const std::string& device, WeightDType dtype,
       int threads, int64_t max_tokens, int64_t only_layer = -1);
 
-  // y [n, H] = MoE(x [n, H]) of `layer`. `segment_ends` and `token_ids` as
-  // for TokenRouter::Route. `routing` receives the routing decisions;
-  // `times` (optional) the stages. `caller` (optional): the segments'
-  // routing from the caller and what each does with the shared experts;
-  // when any segment wants other than SharedPart::kAdd, `shared_out`
-  // [n, H] receives the shared experts' output of the kSeparate segments
-  // (zeros elsewhere: PlaceShared). Without it the step runs the path of
-  // a plain step, bit for bit.
-  absl::Status Forward(int64_t layer, const float* x, int64_t n,
-                       absl::Span<const int64_t> segment_ends, float* y,
-                       Routing* routing, StageTimes* times = nullptr,
-                       absl::Span<const int64_t> token_ids = {},
-                       const CallerOverrides* caller = nullptr,
-                       float* shared_out = nullptr);
+  // y [rows.n, H] = MoE(x [rows.n, H]) of `layer`. `rows` as for
+  // TokenRouter::Route: the requests' ends, the token ids and the callers'
+  // overrides (the segments' routing from the caller and what each does
+  // with the shared experts). `routing` receives the routing decisions.
+  // Without caller overrides the step runs the path of a plain step, bit
+  // for bit.
+  absl::Status Forward(int64_t layer, const float* x, const RouteRows& rows,
+                       float* y, Routing* routing,
+                       const ForwardExtras& extras = {});
 
   // The same for bf16 rows x [n, H] (a bf16 request): a device backend
   // uploads them as bf16 and widens them there; others get them widened
   // here, exactly, which gives Forward's bits for the widened rows.
-  absl::Status ForwardBf16(int64_t layer, const uint16_t* x, int64_t n,
-                           absl::Span<const int64_t> segment_ends, float* y,
-                           Routing* routing, StageTimes* times = nullptr,
-                           absl::Span<const int64_t> token_ids = {},
-                           const CallerOverrides* caller = nullptr,
-                           float* shared_out = nullptr);
+  absl::Status ForwardBf16(int64_t layer, const uint16_t* x,
+                           const RouteRows& rows, float* y, Routing* routing,
+                           const ForwardExtras& extras = {});
 
   ExpertBackend& backend() { return *backend_; }
 
  private:
   // Forward's checks before anything is routed.
   absl::Status Check(int64_t layer, int64_t n) const;
-  // What Step does with the shared experts beyond the plain step's path.
+  // What Step does with the shared experts beyond the plain step's path:
+  // which rows want them, and where the part answered apart goes.
   struct SharedPlan {
-    absl::Span<const int64_t> segment_ends;
-    const CallerOverrides* caller = nullptr;
+    SharedRows rows;
     float* out = nullptr;
-    // x names rows resident on the backend, not host rows: the shared
-    // experts then run over all of them or none.
-    bool resident_only = false;
   };
   // The rows a step runs: y [n, H] from x [n, H].
   struct StepRows {
@@ -94,14 +95,11 @@ class LocalMoe {
   std::vector<float> widened_;  // ForwardBf16's rows for fp32 backends
 };
 
-// The shared experts' output [n, H] into `out` for the rows of the
-// segments of `caller` that need it (not SharedPart::kSkip; other rows are
-// left as they were), one backend call per run of such segments; over all
-// n rows when `whole` (rows resident on a device, named by x).
+// The shared experts' output [n, H] into `out` for the rows `rows` names
+// (other rows are left as they were), one backend call per run of such
+// segments.
 absl::Status SharedForSegments(ExpertBackend& backend, int64_t layer,
                                const float* x, int64_t n,
-                               absl::Span<const int64_t> segment_ends,
-                               const CallerOverrides& caller, bool whole,
-                               float* out);
+                               const SharedRows& rows, float* out);
 
 }  // namespace moe

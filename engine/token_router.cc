@@ -80,11 +80,13 @@ void TokenRouter::Logits(const LayerWeights& w, const float* x, int64_t n,
 
 void TokenRouter::TokenChoice(const MoeLayerConfig& c,
                               const RouteTables& tables, const float* logits,
-                              int64_t n, absl::Span<const int64_t> ends,
-                              absl::Span<const int64_t> token_ids,
-                              absl::Span<const RouteSource> route,
-                              int num_threads, Routing* out) {
-  const int64_t E = c.num_experts, k = c.top_k;
+                              const RouteRows& rows, int num_threads,
+                              Routing* out) {
+  const int64_t n = rows.n, E = c.num_experts, k = c.top_k;
+  const absl::Span<const int64_t> ends = rows.segment_ends;
+  const absl::Span<const RouteSource> route =
+      AnyCallerRoute(rows.caller) ? rows.caller->route
+                                  : absl::Span<const RouteSource>();
   out->Reset(n, k, E);
   if (c.score_func == ScoreFunc::kTopkSoftmax) {
     // gpt-oss: the k largest logits, then softmax over those k only.
@@ -102,8 +104,8 @@ void TokenRouter::TokenChoice(const MoeLayerConfig& c,
                                                    : kc::kScoreSoftmax;
     kc::ComputeScores(f, logits, n, E, scores_.data(), num_threads);
     if (c.hash_routed()) {
-      kc::SelectHashed(tables.tid2eid, token_ids.data(), scores_.data(), n, E,
-                       k, out->expert.data(), out->weight.data());
+      kc::SelectHashed(tables.tid2eid, rows.token_ids.data(), scores_.data(), n,
+                       E, k, out->expert.data(), out->weight.data());
     } else {
       kc::TopKParams p;
       p.num_experts = E;
@@ -203,11 +205,8 @@ void TokenRouter::ExpertChoice(const MoeLayerConfig& c, const float* logits,
 }
 
 absl::Status TokenRouter::Route(const LayerWeights& w, const float* x,
-                                int64_t n,
-                                absl::Span<const int64_t> segment_ends,
-                                absl::Span<const int64_t> token_ids,
-                                int num_threads, Routing* out,
-                                const CallerOverrides* caller) {
+                                const RouteRows& rows, int num_threads,
+                                Routing* out) {
   if (!w.has_gate) {
     return absl::FailedPreconditionError(
         absl::StrCat("layer ", w.layer, " was loaded without its gate"));
@@ -230,9 +229,8 @@ absl::Status TokenRouter::Route(const LayerWeights& w, const float* x,
         "layer ", w.layer, " was loaded without its router scales"));
   }
   t.per_expert_scale = w.per_expert_scale.data();
-  Logits(w, x, n, num_threads);
-  return RouteLogits(w.config, t, logits_.data(), n, segment_ends, token_ids,
-                     num_threads, out, caller);
+  Logits(w, x, rows.n, num_threads);
+  return RouteLogits(w.config, t, logits_.data(), rows, num_threads, out);
 }
 
 absl::Status CheckTokenIds(const MoeLayerConfig& config,
@@ -256,11 +254,13 @@ absl::Status CheckTokenIds(const MoeLayerConfig& config,
 
 absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
                                       const RouteTables& tables,
-                                      const float* logits, int64_t n,
-                                      absl::Span<const int64_t> segment_ends,
-                                      absl::Span<const int64_t> token_ids,
-                                      int num_threads, Routing* out,
-                                      const CallerOverrides* caller) {
+                                      const float* logits,
+                                      const RouteRows& rows, int num_threads,
+                                      Routing* out) {
+  const int64_t n = rows.n;
+  absl::Span<const int64_t> segment_ends = rows.segment_ends;
+  const absl::Span<const int64_t> token_ids = rows.token_ids;
+  const CallerOverrides* caller = rows.caller;
   MOE_RETURN_IF_ERROR(CheckTokenIds(config, token_ids, n));
   if (config.router_bias) {
     // gpt-oss: the bias moves the logits, so both the choice and weights.
@@ -286,9 +286,7 @@ absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
     return absl::InvalidArgumentError("the last segment must end at n");
   }
   const bool overridden = AnyCallerRoute(caller);
-  absl::Span<const RouteSource> route;
   if (overridden) {
-    route = caller->route;
     MOE_ASSIGN_OR_RETURN(
         logits,
         MergeCallerLogits(config, *caller, segment_ends, logits, n, &merged_));
@@ -299,7 +297,12 @@ absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
   if (config.routing == RoutingMode::kExpertChoice) {
     ExpertChoice(config, logits, n, segment_ends, num_threads, out);
   } else {
-    TokenChoice(config, tables, logits, n, segment_ends, token_ids, route,
+    // segment_ends, unlike rows.segment_ends, is never empty.
+    TokenChoice(config, tables, logits,
+                {.n = n,
+                 .segment_ends = segment_ends,
+                 .token_ids = token_ids,
+                 .caller = caller},
                 num_threads, out);
   }
   if (config.per_expert_scale) {

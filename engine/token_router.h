@@ -11,6 +11,7 @@
 #include "absl/types/span.h"
 #include "engine/caller_overrides.h"
 #include "engine/layer_weights.h"
+#include "engine/route_rows.h"
 
 namespace moe {
 
@@ -66,27 +67,21 @@ class TokenRouter {
   // exactly the caller's slots (no capacity limit, normalisation or scale);
   // the other segments get the bits they get in a step without them, since
   // scoring is per row and capacity and expert choice per segment.
-  absl::Status Route(const LayerWeights& weights, const float* x, int64_t n,
-                     absl::Span<const int64_t> segment_ends,
-                     absl::Span<const int64_t> token_ids, int num_threads,
-                     Routing* out, const CallerOverrides* caller = nullptr);
+  absl::Status Route(const LayerWeights& weights, const float* x,
+                     const RouteRows& rows, int num_threads, Routing* out);
 
   // The same routing from gate logits [n, E] computed elsewhere (a GPU).
   absl::Status RouteLogits(const MoeLayerConfig& config,
                            const RouteTables& tables, const float* logits,
-                           int64_t n, absl::Span<const int64_t> segment_ends,
-                           absl::Span<const int64_t> token_ids, int num_threads,
-                           Routing* out,
-                           const CallerOverrides* caller = nullptr);
+                           const RouteRows& rows, int num_threads,
+                           Routing* out);
 
  private:
   void Logits(const LayerWeights& w, const float* x, int64_t n,
               int num_threads);
+  // `rows.segment_ends` must not be empty here (RouteLogits fills it).
   void TokenChoice(const MoeLayerConfig& c, const RouteTables& tables,
-                   const float* logits, int64_t n,
-                   absl::Span<const int64_t> ends,
-                   absl::Span<const int64_t> token_ids,
-                   absl::Span<const RouteSource> route, int num_threads,
+                   const float* logits, const RouteRows& rows, int num_threads,
                    Routing* out);
   void ExpertChoice(const MoeLayerConfig& c, const float* logits, int64_t n,
                     absl::Span<const int64_t> ends, int num_threads,

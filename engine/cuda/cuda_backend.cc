@@ -194,14 +194,10 @@ class CudaBackend : public DeviceBackend {
                           answer);
   }
 
-  absl::Status RouteLogits(int64_t layer, const float* logits, int64_t n,
-                           absl::Span<const int64_t> segment_ends,
-                           absl::Span<const int64_t> token_ids,
-                           Routing* routing,
-                           const CallerOverrides* caller) override {
+  absl::Status RouteLogits(int64_t layer, const float* logits,
+                           const RouteRows& rows, Routing* routing) override {
     MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
-    return router_->RouteLogits(*w, logits, n, segment_ends, token_ids, routing,
-                                caller);
+    return router_->RouteLogits(*w, logits, rows, routing);
   }
 
   absl::Status QueueShared(int64_t layer, int64_t n, float* out) override {

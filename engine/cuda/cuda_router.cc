@@ -115,17 +115,13 @@ absl::Status CudaRouter::Queue(LtMatmul& lt, const CudaLayerWeights& w,
 }
 
 absl::Status CudaRouter::RouteLogits(const CudaLayerWeights& w,
-                                     const float* logits, int64_t n,
-                                     absl::Span<const int64_t> segment_ends,
-                                     absl::Span<const int64_t> token_ids,
-                                     Routing* out,
-                                     const CallerOverrides* caller) {
+                                     const float* logits, const RouteRows& rows,
+                                     Routing* out) {
   RouteTables tables;
   tables.expert_bias = w.expert_bias.data();
   tables.router_bias = w.router_bias.data();
   tables.tid2eid = w.tid2eid.data();
-  return host_.RouteLogits(config_, tables, logits, n, segment_ends, token_ids,
-                           1, out, caller);
+  return host_.RouteLogits(config_, tables, logits, rows, 1, out);
 }
 
 }  // namespace moe

@@ -32,9 +32,7 @@ class CudaRouter {
   // The host's routing of the downloaded logits [n, E], where Queue left
   // logits.
   absl::Status RouteLogits(const CudaLayerWeights& w, const float* logits,
-                           int64_t n, absl::Span<const int64_t> segment_ends,
-                           absl::Span<const int64_t> token_ids, Routing* out,
-                           const CallerOverrides* caller);
+                           const RouteRows& rows, Routing* out);
 
  private:
   MoeLayerConfig config_;

@@ -39,14 +39,19 @@ absl::Status StepRunner::Run(const StepRequest& request, Output* out) {
   if (apart && out->shared.size() < static_cast<size_t>(n * H)) {
     out->shared.resize(n * H);
   }
+  const SharedRows shared_rows{.segment_ends = request.segment_ends,
+                               .caller = caller};
+  const RouteRows route_rows{.n = n,
+                             .segment_ends = request.segment_ends,
+                             .token_ids = request.token_ids,
+                             .caller = caller};
   if (pool_ == nullptr) {
-    return local_.Forward(layer, x, n, request.segment_ends, out->y.data(),
-                          &out->routing, &out->times, request.token_ids, caller,
-                          apart ? out->shared.data() : nullptr);
+    return local_.Forward(layer, x, route_rows, out->y.data(), &out->routing,
+                          {.shared_out = apart ? out->shared.data() : nullptr,
+                           .times = &out->times});
   }
   StageClock clock;
-  MOE_RETURN_IF_ERROR(b.RouteTokens(layer, x, n, request.segment_ends,
-                                    request.token_ids, &out->routing, caller));
+  MOE_RETURN_IF_ERROR(b.RouteTokens(layer, x, route_rows, &out->routing));
   out->times.route_us = clock.Lap();
   // A layer with an expert frame (latent projections, branch norms) sends
   // the experts' own rows and gets their weighted sum back, which the frame
@@ -66,8 +71,7 @@ absl::Status StepRunner::Run(const StepRequest& request, Output* out) {
     if (apart) {
       if (shared_needed) {
         MOE_RETURN_IF_ERROR(
-            SharedForSegments(b, layer, x, n, request.segment_ends, *caller,
-                              /*whole=*/false, shared_out_.data()));
+            SharedForSegments(b, layer, x, n, shared_rows, shared_out_.data()));
       }
       return nullptr;
     }
@@ -100,9 +104,8 @@ absl::Status StepRunner::Run(const StepRequest& request, Output* out) {
     out->times.total_us += us;
   }
   if (apart) {
-    PlaceShared(*caller, request.segment_ends, n, H,
-                shared_needed ? shared_out_.data() : nullptr, out->y.data(),
-                out->shared.data());
+    PlaceShared(shared_rows, n, H, shared_needed ? shared_out_.data() : nullptr,
+                out->y.data(), out->shared.data());
   }
   out->worker_rows = remote_.worker_rows();
   return absl::OkStatus();

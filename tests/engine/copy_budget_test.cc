@@ -198,14 +198,10 @@ class FakeDeviceBackend : public DeviceBackend {
   }
   // The host's routing, as the CUDA backend's: TokenRouter on the
   // downloaded logits with the caller's overrides.
-  absl::Status RouteLogits(int64_t, const float* logits, int64_t n,
-                           absl::Span<const int64_t> segment_ends,
-                           absl::Span<const int64_t> token_ids,
-                           Routing* routing,
-                           const CallerOverrides* caller) override {
-    return host_router_.RouteLogits(config_, RouteTables(), logits, n,
-                                    segment_ends, token_ids, 1, routing,
-                                    caller);
+  absl::Status RouteLogits(int64_t, const float* logits, const RouteRows& rows,
+                           Routing* routing) override {
+    return host_router_.RouteLogits(config_, RouteTables(), logits, rows, 1,
+                                    routing);
   }
   absl::Status QueueShared(int64_t, int64_t, float*) override {
     return absl::OkStatus();
@@ -282,7 +278,9 @@ TEST(CopyBudget, RouterAtP0MovesEachActivationByteOnceEachWay) {
     for (int step = 0; step < 2; ++step) {  // the first step too
       b.counting().counts = Counts();
       Routing routing;
-      ASSERT_TRUE(moe.Forward(0, x.data(), n, ends, y.data(), &routing).ok());
+      ASSERT_TRUE(moe.Forward(0, x.data(), {.n = n, .segment_ends = ends},
+                              y.data(), &routing)
+                      .ok());
       ExpectBudget(b.counting().counts, n, n * c.top_k, c, /*max_syncs=*/2);
     }
   }
@@ -303,8 +301,9 @@ TEST(CopyBudget, RouterAtP0SendsABf16RequestUpAsBf16) {
     for (int step = 0; step < 2; ++step) {
       b.counting().counts = Counts();
       Routing routing;
-      ASSERT_TRUE(
-          moe.ForwardBf16(0, x.data(), n, ends, y.data(), &routing).ok());
+      ASSERT_TRUE(moe.ForwardBf16(0, x.data(), {.n = n, .segment_ends = ends},
+                                  y.data(), &routing)
+                      .ok());
       ExpectBudget(b.counting().counts, n, n * c.top_k, c, /*max_syncs=*/2,
                    /*in_size=*/2);
     }
@@ -337,8 +336,9 @@ TEST(CopyBudget, CallerLogitsOnADeviceRoutedLayerAreScoredOnTheHost) {
     caller.logits = sent.data();
     caller.keep_logits = keep;
     Routing routing;
-    const absl::Status s = moe.Forward(0, x.data(), n, ends, y.data(), &routing,
-                                       nullptr, {}, &caller);
+    const absl::Status s = moe.Forward(
+        0, x.data(), {.n = n, .segment_ends = ends, .caller = &caller},
+        y.data(), &routing);
     ASSERT_TRUE(s.ok()) << s;
     for (int64_t t = 0; t < n; ++t) {
       for (int64_t j = 0; j < k; ++j) {

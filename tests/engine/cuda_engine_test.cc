@@ -44,7 +44,7 @@ void ExpectMatches(const MoeLayerConfig& config, int64_t n, uint64_t seed) {
   ASSERT_TRUE(moe.ok()) << moe.status();
   std::vector<float> y(n * config.hidden);
   Routing r;
-  ASSERT_TRUE((*moe)->Forward(0, g.x.data(), n, {}, y.data(), &r).ok());
+  ASSERT_TRUE((*moe)->Forward(0, g.x.data(), {.n = n}, y.data(), &r).ok());
   EXPECT_TRUE(testing::AllClose(y, g.y, testing::kBf16Tol));
   if (config.routing == RoutingMode::kTokenChoice) {
     EXPECT_TRUE(testing::SameTokenRouting(g.top_idx, g.top_w, r.expert,
@@ -93,7 +93,7 @@ TEST_F(CudaEngineTest, StepsAllocateNothing) {
   // at load (issue 42's copy budget).
   const int64_t before = DeviceAllocationCount();
   for (int64_t n : {64, 64, 7, 1, 64}) {
-    ASSERT_TRUE((*moe)->Forward(0, g.x.data(), n, {}, y.data(), &r).ok());
+    ASSERT_TRUE((*moe)->Forward(0, g.x.data(), {.n = n}, y.data(), &r).ok());
   }
   EXPECT_EQ(DeviceAllocationCount(), before);
 }
@@ -125,7 +125,8 @@ TEST_F(CudaEngineTest, FiveHundredStepsInARowAllSucceed) {
       ASSERT_NE(cudaSetDevice(CudaDeviceCount() + 3), cudaSuccess);
     }
     const int64_t n = 1 + (step * 7) % 37;  // odd sizes, 1..37
-    const absl::Status s = (*moe)->Forward(0, g.x.data(), n, {}, y.data(), &r);
+    const absl::Status s =
+        (*moe)->Forward(0, g.x.data(), {.n = n}, y.data(), &r);
     ASSERT_TRUE(s.ok()) << "step " << step << ": " << s;
     if (n == 37 && first.empty()) {
       first = y;
@@ -157,10 +158,14 @@ TEST_F(CudaEngineTest, ExpertChoiceOfSevenOddRequestsMatchesTheCpuEngine) {
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   std::vector<float> y_gpu(n * c.hidden), y_cpu(n * c.hidden);
   Routing r_gpu, r_cpu;
-  ASSERT_TRUE(
-      (*gpu)->Forward(0, g.x.data(), n, ends, y_gpu.data(), &r_gpu).ok());
-  ASSERT_TRUE(
-      (*cpu)->Forward(0, g.x.data(), n, ends, y_cpu.data(), &r_cpu).ok());
+  ASSERT_TRUE((*gpu)
+                  ->Forward(0, g.x.data(), {.n = n, .segment_ends = ends},
+                            y_gpu.data(), &r_gpu)
+                  .ok());
+  ASSERT_TRUE((*cpu)
+                  ->Forward(0, g.x.data(), {.n = n, .segment_ends = ends},
+                            y_cpu.data(), &r_cpu)
+                  .ok());
   EXPECT_TRUE(testing::AllClose(y_gpu, y_cpu, testing::kBf16Tol));
   ASSERT_EQ(r_gpu.slots, r_cpu.slots);
   EXPECT_EQ(r_gpu.expert, r_cpu.expert);
@@ -177,7 +182,7 @@ TEST_F(CudaEngineTest, ExpertChoiceOfSevenOddRequestsMatchesTheCpuEngine) {
     std::vector<float> y_one(len * c.hidden);
     Routing r_one;
     ASSERT_TRUE((*gpu)
-                    ->Forward(0, g.x.data() + begin * c.hidden, len, {},
+                    ->Forward(0, g.x.data() + begin * c.hidden, {.n = len},
                               y_one.data(), &r_one)
                     .ok());
     EXPECT_TRUE(

@@ -308,7 +308,7 @@ void ExpectTwoRanksEqualOne(const MoeLayerConfig& c, int64_t n, bool staged) {
   std::vector<float> alone(n * c.hidden);
   Routing routing;
   ASSERT_TRUE(
-      (*moe)->Forward(0, g.x.data(), n, {}, alone.data(), &routing).ok());
+      (*moe)->Forward(0, g.x.data(), {.n = n}, alone.data(), &routing).ok());
   EXPECT_TRUE(testing::AllClose(alone, g.y, testing::kF32Tol));
   const std::vector<float> two = RunTwoRanks(g, routing, staged);
   EXPECT_EQ(two, alone) << "bits differ between 1 and 2 ranks";
@@ -529,7 +529,8 @@ TEST(EpStep, AFailedPieceDrainsByTheDeadlineAndTheNextStepIsExact) {
     auto moe = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, 7);
     ASSERT_TRUE(moe.ok()) << moe.status();
     std::vector<float> y(7 * c.hidden);
-    ASSERT_TRUE((*moe)->Forward(0, g.x.data(), 7, {}, y.data(), &routing).ok());
+    ASSERT_TRUE(
+        (*moe)->Forward(0, g.x.data(), {.n = 7}, y.data(), &routing).ok());
   }
   std::vector<int32_t> ids;
   std::vector<int64_t> counts;
@@ -586,7 +587,7 @@ TEST(EpStep, ReplicasDoNotChangeABit) {
     Routing routing;
     ASSERT_TRUE(
         (*moe)
-            ->Forward(0, g.x.data(), g.tokens, {}, alone.data(), &routing)
+            ->Forward(0, g.x.data(), {.n = g.tokens}, alone.data(), &routing)
             .ok());
     // Load skewed towards experts 0 and 1 (so they get the replicas).
     std::vector<double> load = {50, 30, 5, 5, 5, 5};
@@ -675,7 +676,7 @@ TEST(EpStep, PackedDispatchIsTheExactStepOnRoundedRows) {
     std::vector<float> exact(n * H);
     Routing routing;
     ASSERT_TRUE(
-        (*moe)->Forward(0, g.x.data(), n, {}, exact.data(), &routing).ok());
+        (*moe)->Forward(0, g.x.data(), {.n = n}, exact.data(), &routing).ok());
     std::vector<uint8_t> packed(n * Fp8RowBytes(H));
     std::vector<float> fp8_x(n * H), bf16_x(n * H);
     QuantizeFp8Rows(g.x.data(), n, H, packed.data());
@@ -745,7 +746,8 @@ TEST(EpStep, ABackendWithoutFp8PackingRefusesBeforeTheExchange) {
     auto moe = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, 9);
     ASSERT_TRUE(moe.ok()) << moe.status();
     std::vector<float> y(9 * c.hidden);
-    ASSERT_TRUE((*moe)->Forward(0, g.x.data(), 9, {}, y.data(), &routing).ok());
+    ASSERT_TRUE(
+        (*moe)->Forward(0, g.x.data(), {.n = 9}, y.data(), &routing).ok());
   }
   std::vector<int32_t> ids;
   std::vector<int64_t> counts;
@@ -955,8 +957,9 @@ TEST(EpStep, DirectStepsGiveTheSingleProcessBits) {
       ASSERT_TRUE(moe.ok()) << moe.status();
       std::vector<float> alone(n * c.hidden);
       Routing routing;
-      ASSERT_TRUE(
-          (*moe)->Forward(0, g.x.data(), n, {}, alone.data(), &routing).ok());
+      ASSERT_TRUE((*moe)
+                      ->Forward(0, g.x.data(), {.n = n}, alone.data(), &routing)
+                      .ok());
       for (int world : {2, 3}) {
         EXPECT_EQ(RunDirectRanks(g, routing, world), alone) << world;
       }
@@ -978,7 +981,8 @@ TEST(EpStep, DirectStepLeavesARankWithNoSlotOut) {
   ASSERT_TRUE(moe.ok()) << moe.status();
   std::vector<float> y(9 * c.hidden);
   Routing routing;
-  ASSERT_TRUE((*moe)->Forward(0, g.x.data(), 9, {}, y.data(), &routing).ok());
+  ASSERT_TRUE(
+      (*moe)->Forward(0, g.x.data(), {.n = 9}, y.data(), &routing).ok());
   for (int64_t i = 0; i < 9 * routing.slots; ++i) {
     routing.expert[i] = static_cast<int32_t>(i % routing.slots);  // 0 and 1
   }
@@ -1001,7 +1005,7 @@ TEST(EpStep, DirectStepsRoundAsThePackedAllToAll) {
   std::vector<float> exact(23 * c.hidden);
   Routing routing;
   ASSERT_TRUE(
-      (*moe)->Forward(0, g.x.data(), 23, {}, exact.data(), &routing).ok());
+      (*moe)->Forward(0, g.x.data(), {.n = 23}, exact.data(), &routing).ok());
   for (DispatchDType dispatch : {DispatchDType::kBf16, DispatchDType::kFp8}) {
     SCOPED_TRACE(DispatchDTypeName(dispatch));
     for (int world : {2, 3}) {

@@ -70,8 +70,9 @@ bool RunCase(const GoldenCase& c, Backend backend, std::vector<float>* y,
         std::max<int64_t>(c.tokens, 1));
     EXPECT_TRUE(moe.ok()) << moe.status();
     if (!moe.ok()) return false;
-    absl::Status s = (*moe)->Forward(0, c.x.data(), c.tokens, {}, y->data(),
-                                     routing, nullptr, c.token_ids);
+    absl::Status s = (*moe)->Forward(0, c.x.data(),
+                                     {.n = c.tokens, .token_ids = c.token_ids},
+                                     y->data(), routing);
     EXPECT_TRUE(s.ok()) << s;
     return s.ok();
 #else
@@ -84,8 +85,9 @@ bool RunCase(const GoldenCase& c, Backend backend, std::vector<float>* y,
                               std::max<int64_t>(c.tokens, 1));
   EXPECT_TRUE(moe.ok()) << moe.status();
   if (!moe.ok()) return false;
-  absl::Status s = (*moe)->Forward(0, c.x.data(), c.tokens, {}, y->data(),
-                                   routing, nullptr, c.token_ids);
+  absl::Status s =
+      (*moe)->Forward(0, c.x.data(), {.n = c.tokens, .token_ids = c.token_ids},
+                      y->data(), routing);
   EXPECT_TRUE(s.ok()) << s;
   return s.ok();
 }

@@ -41,8 +41,8 @@ absl::StatusOr<Output> RunCheckpoint(const std::string& dir, int64_t layer,
   if (!moe.ok()) return moe.status();
   Output out;
   out.y.resize(x.size());
-  absl::Status s = (*moe)->Forward(layer, x.data(), n, {}, out.y.data(),
-                                   &out.routing, nullptr, ids);
+  absl::Status s = (*moe)->Forward(layer, x.data(), {.n = n, .token_ids = ids},
+                                   out.y.data(), &out.routing);
   if (!s.ok()) return s;
   return out;
 }
@@ -270,9 +270,9 @@ TEST(HfCheckpoint, DeepseekV4HashAndTopKLayersInOneModel) {
                    const std::vector<int64_t>& ids) -> absl::StatusOr<Output> {
       Output out;
       out.y.resize(c.x.size());
-      MOE_RETURN_IF_ERROR((*moe)->Forward(layer, c.x.data(), c.tokens, {},
-                                          out.y.data(), &out.routing, nullptr,
-                                          ids));
+      MOE_RETURN_IF_ERROR((*moe)->Forward(layer, c.x.data(),
+                                          {.n = c.tokens, .token_ids = ids},
+                                          out.y.data(), &out.routing));
       return out;
     };
     auto h = run(1, *hash, hash->token_ids);

@@ -33,7 +33,7 @@ absl::StatusOr<std::vector<float>> RunLayer(const std::string& dir,
   if (!moe.ok()) return moe.status();
   std::vector<float> y(c.x.size());
   absl::Status s =
-      (*moe)->Forward(layer, c.x.data(), c.tokens, {}, y.data(), routing);
+      (*moe)->Forward(layer, c.x.data(), {.n = c.tokens}, y.data(), routing);
   if (!s.ok()) return s;
   return y;
 }

@@ -82,9 +82,10 @@ Result RunLayer(const GoldenCase& c, WeightDType dtype = WeightDType::kF32,
     return r;
   }
   r.y.assign(c.tokens * c.config.hidden, -7.0f);
-  r.status =
-      (*moe)->Forward(0, c.x.data(), c.tokens, {}, r.y.data(), &r.routing,
-                      nullptr, ids != nullptr ? *ids : c.token_ids);
+  r.status = (*moe)->Forward(
+      0, c.x.data(),
+      {.n = c.tokens, .token_ids = ids != nullptr ? *ids : c.token_ids},
+      r.y.data(), &r.routing);
   return r;
 }
 

@@ -39,8 +39,9 @@ RunResult Forward(const testing::GoldenCase& c,
   RunResult r;
   r.y.assign(c.tokens * c.config.hidden, -7.0f);
   if (!moe.ok()) return r;
-  absl::Status s = (*moe)->Forward(0, c.x.data(), c.tokens, segments,
-                                   r.y.data(), &r.routing);
+  absl::Status s =
+      (*moe)->Forward(0, c.x.data(), {.n = c.tokens, .segment_ends = segments},
+                      r.y.data(), &r.routing);
   EXPECT_TRUE(s.ok()) << s;
   return r;
 }
@@ -79,7 +80,7 @@ TEST(LocalMoe, EmptyBatchWritesNothingAndRoutesNothing) {
   routing.expert_counts[1] = 8;
   routing.dropped = 3;
   float guard = -7.0f;
-  ASSERT_TRUE((*moe)->Forward(0, c.x.data(), 0, {}, &guard, &routing).ok());
+  ASSERT_TRUE((*moe)->Forward(0, c.x.data(), {.n = 0}, &guard, &routing).ok());
   EXPECT_EQ(guard, -7.0f);
   EXPECT_EQ(routing.tokens, 0);
   EXPECT_TRUE(routing.expert.empty());
@@ -90,7 +91,7 @@ TEST(LocalMoe, EmptyBatchWritesNothingAndRoutesNothing) {
 
   std::vector<float> y(c.tokens * config.hidden, -7.0f);
   ASSERT_TRUE(
-      (*moe)->Forward(0, c.x.data(), c.tokens, {}, y.data(), &routing).ok());
+      (*moe)->Forward(0, c.x.data(), {.n = c.tokens}, y.data(), &routing).ok());
   EXPECT_TRUE(AllClose(y, c.y, testing::kF32Tol));
   EXPECT_TRUE(testing::SameTokenRouting(c.top_idx, c.top_w, routing.expert,
                                         routing.weight, c.tokens, config.top_k,

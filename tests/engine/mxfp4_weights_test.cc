@@ -181,7 +181,7 @@ TEST(Mxfp4Weights, ExactWeightsMeetTheFp32Tolerance) {
       std::vector<float> y(g.y.size(), -7.0f);
       Routing routing;
       ASSERT_TRUE(
-          (*moe)->Forward(0, g.x.data(), n, {}, y.data(), &routing).ok());
+          (*moe)->Forward(0, g.x.data(), {.n = n}, y.data(), &routing).ok());
       EXPECT_TRUE(testing::AllClose(y, g.y, testing::kF32Tol))
           << "H=" << c.hidden << " n=" << n;
       EXPECT_TRUE(testing::SameTokenRouting(g.top_idx, g.top_w, routing.expert,
@@ -224,7 +224,8 @@ TEST(Mxfp4Weights, CudaBackendRunsMxfp4AsBf16) {
   ASSERT_TRUE(moe.ok()) << moe.status();
   std::vector<float> y(g.y.size(), -7.0f);
   Routing routing;
-  ASSERT_TRUE((*moe)->Forward(0, g.x.data(), 16, {}, y.data(), &routing).ok());
+  ASSERT_TRUE(
+      (*moe)->Forward(0, g.x.data(), {.n = 16}, y.data(), &routing).ok());
   EXPECT_TRUE(testing::AllClose(y, g.y, testing::kBf16Tol));
 }
 #endif
@@ -244,8 +245,9 @@ TEST_P(Mxfp4GoldenTest, QuantisedAtLoadStaysWithinTheBound) {
   std::vector<float> y(c->y.size(), -7.0f);
   Routing routing;
   ASSERT_TRUE((*moe)
-                  ->Forward(0, c->x.data(), c->tokens, {}, y.data(), &routing,
-                            nullptr, c->token_ids)
+                  ->Forward(0, c->x.data(),
+                            {.n = c->tokens, .token_ids = c->token_ids},
+                            y.data(), &routing)
                   .ok());
   const testing::RmsError e = testing::MeasureRmsError(y, c->y);
   std::printf("mxfp4 %s: relative RMS %.4f, largest %.3f rms\n",

@@ -219,7 +219,8 @@ TEST(Nvfp4Weights, QuantisedAtLoadStaysClose) {
   ASSERT_TRUE(moe.ok()) << moe.status();
   std::vector<float> y(g.y.size(), -7.0f);
   Routing routing;
-  ASSERT_TRUE((*moe)->Forward(0, g.x.data(), n, {}, y.data(), &routing).ok());
+  ASSERT_TRUE(
+      (*moe)->Forward(0, g.x.data(), {.n = n}, y.data(), &routing).ok());
   double err = 0, norm = 0;
   for (size_t i = 0; i < y.size(); ++i) {
     err += (y[i] - g.y[i]) * double(y[i] - g.y[i]);
@@ -320,11 +321,11 @@ TEST_F(Nvfp4CheckpointTest, ServesWhatTheF32CheckpointServes) {
   ASSERT_TRUE(moe_f32.ok()) << moe_f32.status();
   ASSERT_TRUE(
       (*moe_nv)
-          ->Forward(kLayer, g_.x.data(), kTokens, {}, y_nv.data(), &r_nv)
+          ->Forward(kLayer, g_.x.data(), {.n = kTokens}, y_nv.data(), &r_nv)
           .ok());
   ASSERT_TRUE(
       (*moe_f32)
-          ->Forward(kLayer, g_.x.data(), kTokens, {}, y_f32.data(), &r_f32)
+          ->Forward(kLayer, g_.x.data(), {.n = kTokens}, y_f32.data(), &r_f32)
           .ok());
   EXPECT_TRUE(testing::AllClose(y_nv, y_f32, testing::kF32Tol));
   EXPECT_TRUE(testing::AllClose(y_nv, g_.y, testing::kF32Tol));

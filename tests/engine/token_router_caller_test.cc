@@ -50,8 +50,7 @@ TEST(TokenRouterCaller, RoutingSegmentTakesTheCallersSlotsOthersKeepTheirs) {
     ExpertBackend& b = l.moe->backend();
     const int64_t n = l.c.tokens, k = l.c.config.top_k;
     Routing alone;
-    ASSERT_TRUE(
-        b.RouteTokens(0, l.c.x.data(), n, {}, {}, &alone, nullptr).ok());
+    ASSERT_TRUE(b.RouteTokens(0, l.c.x.data(), {.n = n}, &alone).ok());
     // The caller sends every slot of its rows to the experts in reverse.
     std::vector<int32_t> ids(2 * n * k);
     std::vector<float> weights(2 * n * k);
@@ -68,7 +67,10 @@ TEST(TokenRouterCaller, RoutingSegmentTakesTheCallersSlotsOthersKeepTheirs) {
     const int64_t ends[] = {n, 2 * n};
     Routing mixed;
     ASSERT_TRUE(
-        b.RouteTokens(0, x.data(), 2 * n, ends, {}, &mixed, &caller).ok());
+        b.RouteTokens(0, x.data(),
+                      {.n = 2 * n, .segment_ends = ends, .caller = &caller},
+                      &mixed)
+            .ok());
     for (int64_t i = 0; i < n * k; ++i) {
       EXPECT_EQ(mixed.expert[i], ids[i]);
       EXPECT_EQ(mixed.weight[i], weights[i]);
@@ -93,7 +95,8 @@ TEST(TokenRouterCaller, LogitsSegmentScoresTheCallersLogitsAndKeepsThem) {
   CallerOverrides keep;
   keep.keep_logits = true;
   Routing gate;
-  ASSERT_TRUE(b.RouteTokens(0, l.c.x.data(), n, {}, {}, &gate, &keep).ok());
+  ASSERT_TRUE(
+      b.RouteTokens(0, l.c.x.data(), {.n = n, .caller = &keep}, &gate).ok());
   ASSERT_EQ(gate.logits.size(), static_cast<size_t>(n * E));
   // The gate's own logits sent back for the first request, and logits
   // favouring expert 0 for the second: the first routes as the gate does.
@@ -108,7 +111,10 @@ TEST(TokenRouterCaller, LogitsSegmentScoresTheCallersLogitsAndKeepsThem) {
   const std::vector<float> x = Twice(l.c.x);
   const int64_t ends[] = {n, 2 * n};
   Routing sent;
-  ASSERT_TRUE(b.RouteTokens(0, x.data(), 2 * n, ends, {}, &sent, &caller).ok());
+  ASSERT_TRUE(b.RouteTokens(
+                   0, x.data(),
+                   {.n = 2 * n, .segment_ends = ends, .caller = &caller}, &sent)
+                  .ok());
   const int64_t k = l.c.config.top_k;
   for (int64_t i = 0; i < n * k; ++i) {
     EXPECT_EQ(sent.expert[i], gate.expert[i]);
@@ -130,8 +136,8 @@ TEST(TokenRouterCaller, RoutingOnExpertChoiceIsRefused) {
   caller.expert = ids.data();
   caller.weight = weights.data();
   Routing r;
-  const absl::Status s =
-      l.moe->backend().RouteTokens(0, l.c.x.data(), n, {}, {}, &r, &caller);
+  const absl::Status s = l.moe->backend().RouteTokens(
+      0, l.c.x.data(), {.n = n, .caller = &caller}, &r);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
 }
 

@@ -55,7 +55,7 @@ class Load {
       FillSyntheticInput(70 + i, n * kHidden, inputs_.back().data());
       expected_.emplace_back(n * kHidden);
       Routing r;
-      EXPECT_TRUE(moe->Forward(0, inputs_.back().data(), n, {},
+      EXPECT_TRUE(moe->Forward(0, inputs_.back().data(), {.n = n},
                                expected_.back().data(), &r)
                       .ok());
     }

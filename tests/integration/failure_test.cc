@@ -75,9 +75,9 @@ TEST(WorkerFailure, KilledWorkerFailsFastAndReplacementRestoresService) {
     FillSyntheticInput(40 + i, n * kHidden, inputs.back().data());
     expected.emplace_back(n * kHidden);
     Routing r;
-    ASSERT_TRUE(
-        moe->Forward(0, inputs.back().data(), n, {}, expected.back().data(), &r)
-            .ok());
+    ASSERT_TRUE(moe->Forward(0, inputs.back().data(), {.n = n},
+                             expected.back().data(), &r)
+                    .ok());
   }
 
   std::atomic<bool> stop{false};
@@ -220,7 +220,7 @@ class RefusedStep : public ::testing::Test {
     std::vector<float> x(n * kHidden), want(n * kHidden);
     FillSyntheticInput(seed, n * kHidden, x.data());
     Routing r;
-    EXPECT_TRUE(moe_->Forward(0, x.data(), n, {}, want.data(), &r).ok());
+    EXPECT_TRUE(moe_->Forward(0, x.data(), {.n = n}, want.data(), &r).ok());
     ForwardOptions fo;
     fo.timeout = std::chrono::seconds(30);
     auto got = cluster.client().Forward(0, x.data(), n, kHidden, fo);

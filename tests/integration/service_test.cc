@@ -48,7 +48,7 @@ std::vector<float> Expected(int layer, const std::vector<float>& x, int64_t n,
   std::vector<float> y(n * kHidden);
   Routing r;
   if (!moe.ok()) return y;
-  EXPECT_TRUE((*moe)->Forward(layer, x.data(), n, {}, y.data(), &r).ok());
+  EXPECT_TRUE((*moe)->Forward(layer, x.data(), {.n = n}, y.data(), &r).ok());
   return y;
 }
 

@@ -51,7 +51,8 @@ class WorkerStall : public ::testing::Test {
     expected_.resize(input_.size());
     Routing r;
     ASSERT_TRUE(
-        moe->Forward(0, input_.data(), kTokens, {}, expected_.data(), &r).ok());
+        moe->Forward(0, input_.data(), {.n = kTokens}, expected_.data(), &r)
+            .ok());
   }
 
   absl::StatusOr<ForwardResult> Forward(milliseconds timeout) {

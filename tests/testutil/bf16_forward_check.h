@@ -32,8 +32,8 @@ inline void ExpectBf16ForwardGivesWidenedRowsBits(const MoeLayerConfig& c,
   }
   std::vector<float> a(n * c.hidden), b(n * c.hidden);
   Routing ra, rb;
-  ASSERT_TRUE((*moe)->Forward(0, x32.data(), n, {}, a.data(), &ra).ok());
-  ASSERT_TRUE((*moe)->ForwardBf16(0, x16.data(), n, {}, b.data(), &rb).ok());
+  ASSERT_TRUE((*moe)->Forward(0, x32.data(), {.n = n}, a.data(), &ra).ok());
+  ASSERT_TRUE((*moe)->ForwardBf16(0, x16.data(), {.n = n}, b.data(), &rb).ok());
   EXPECT_EQ(a, b);
   EXPECT_EQ(ra.expert, rb.expert);
 }

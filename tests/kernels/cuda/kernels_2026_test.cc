@@ -129,8 +129,9 @@ TEST_F(Cuda2026KernelTest, RoutingMatchesTheCpuRouter) {
     tables.tid2eid = table.data();
     TokenRouter cpu;
     Routing want;
-    ASSERT_TRUE(
-        cpu.RouteLogits(c, tables, logits.data(), n, {}, ids, 1, &want).ok());
+    ASSERT_TRUE(cpu.RouteLogits(c, tables, logits.data(),
+                                {.n = n, .token_ids = ids}, 1, &want)
+                    .ok());
     // The fused kernel.
     DeviceBuffer d_logits = testing::Upload(logits),
                  d_bias = testing::Upload(bias),
@@ -183,7 +184,7 @@ TEST_F(Cuda2026KernelTest, ManyExpertsAndSlotsMatchTheCpuRouter) {
     TokenRouter cpu;
     Routing want;
     ASSERT_TRUE(
-        cpu.RouteLogits(c, tables, logits.data(), n, {}, {}, 1, &want).ok());
+        cpu.RouteLogits(c, tables, logits.data(), {.n = n}, 1, &want).ok());
     DeviceBuffer d_logits = testing::Upload(logits),
                  d_bias = testing::Upload(bias);
     auto d_idx = *DeviceBuffer::Allocate(n * k * 4);

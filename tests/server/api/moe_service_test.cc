@@ -115,7 +115,7 @@ class MoeServiceTest : public ::testing::Test {
     const int64_t n = static_cast<int64_t>(x.size()) / kHidden;
     y->assign(x.size(), 0.f);
     ASSERT_TRUE(
-        engine_->Forward(layer, x.data(), n, {}, y->data(), routing).ok());
+        engine_->Forward(layer, x.data(), {.n = n}, y->data(), routing).ok());
   }
 
   // Forwards `x` on `layer` and expects the engine's answer, bit for bit

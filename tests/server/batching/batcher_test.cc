@@ -289,7 +289,7 @@ TEST(BatcherTest, EachRequestGetsItsOwnRowsAndTheStepsAreCounted) {
     std::vector<float> want(inputs[i].size());
     Routing routing;
     ASSERT_TRUE(
-        m.engine->Forward(0, inputs[i].data(), n, {}, want.data(), &routing)
+        m.engine->Forward(0, inputs[i].data(), {.n = n}, want.data(), &routing)
             .ok());
     ASSERT_TRUE(got[i].ok) << i;
     EXPECT_EQ(got[i].y, want) << "request " << i;
