@@ -195,6 +195,9 @@ struct FamilyEntry {
   // a checkpoint whose latent projections are of another width is refused
   // naming it.
   const char* latent_key = nullptr;
+  // The keys that may give k, the first present winning; a config with none
+  // is refused naming the last.
+  std::vector<const char*> top_k_keys = {"num_experts_per_tok"};
 };
 
 const std::vector<FamilyEntry>& FamilyTable() {
@@ -248,8 +251,15 @@ const std::vector<FamilyEntry>& FamilyTable() {
        .text_config = true,
        .layer_prefix = "language_model.model.layers.{L}."},
       {"llama4_text", HfFamily::kLlama4Text, {"Llama4ForCausalLM"}},
-      {"ernie4_5_moe", HfFamily::kErnie45Moe, {"Ernie4_5_MoeForCausalLM"}},
-      {"gpt_oss", HfFamily::kGptOss, {"GptOssForCausalLM"}},
+      {.model_type = "ernie4_5_moe",
+       .family = HfFamily::kErnie45Moe,
+       .architectures = {"Ernie4_5_MoeForCausalLM"},
+       .top_k_keys = {"moe_k"}},
+      // gpt-oss's release config says experts_per_token.
+      {.model_type = "gpt_oss",
+       .family = HfFamily::kGptOss,
+       .architectures = {"GptOssForCausalLM"},
+       .top_k_keys = {"num_experts_per_tok", "experts_per_token"}},
       {.model_type = "deepseek_v4",
        .family = HfFamily::kDeepseekV4,
        .architectures = {"DeepseekV4ForCausalLM"},
@@ -265,7 +275,8 @@ const std::vector<FamilyEntry>& FamilyTable() {
        .family = HfFamily::kGemma4,
        .architectures = {"Gemma4ForConditionalGeneration"},
        .text_config = true,
-       .layer_prefix = "model.language_model.layers.{L}."},
+       .layer_prefix = "model.language_model.layers.{L}.",
+       .top_k_keys = {"top_k_experts"}},
       // Kimi K3's text_config says model_type kimi_linear; the checkpoint is
       // recognised by its top-level model_type.
       {.model_type = "kimi_k3",
@@ -273,7 +284,8 @@ const std::vector<FamilyEntry>& FamilyTable() {
        .architectures = {"KimiK3ForConditionalGeneration"},
        .text_config = true,
        .layer_prefix = "language_model.model.layers.{L}.",
-       .latent_key = "routed_expert_hidden_size"},
+       .latent_key = "routed_expert_hidden_size",
+       .top_k_keys = {"num_experts_per_token"}},
   };
   return *table;
 }
@@ -553,16 +565,12 @@ absl::Status ReadLlama4(const ConfigReader& r, ModelInfo* info) {
   return Llama4Layers(r, info);
 }
 
-// k: ERNIE says moe_k; gpt-oss's release config says experts_per_token;
-// Gemma 4 top_k_experts and Kimi K3 num_experts_per_token.
-absl::StatusOr<int64_t> TopK(const ConfigReader& r, HfFamily family) {
-  if (family == HfFamily::kErnie45Moe) return r.Int("moe_k");
-  if (family == HfFamily::kGemma4) return r.Int("top_k_experts");
-  if (family == HfFamily::kKimiK3) return r.Int("num_experts_per_token");
-  if (family == HfFamily::kGptOss && !r.Present("num_experts_per_tok")) {
-    return r.Int("experts_per_token");
+// k, from the first of the family's top-k keys present.
+absl::StatusOr<int64_t> TopK(const ConfigReader& r, const FamilyEntry& entry) {
+  for (const char* key : entry.top_k_keys) {
+    if (r.Present(key)) return r.Int(key);
   }
-  return r.Int("num_experts_per_tok");
+  return r.Int(entry.top_k_keys.back());
 }
 
 // ERNIE 4.5: softmax in fp32, the moe_statics bias for choosing only,
@@ -998,7 +1006,7 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   MOE_ASSIGN_OR_RETURN(info.num_layers, r.Int("num_hidden_layers"));
   const FamilyEntry& entry = EntryOf(spec.family);
   const HfFamily base = HfBaseFamily(spec.family);
-  MOE_ASSIGN_OR_RETURN(c.top_k, TopK(r, base));
+  MOE_ASSIGN_OR_RETURN(c.top_k, TopK(r, EntryOf(base)));
   c.score_func = ScoreFunc::kSoftmax;
   if (const char* key = EntryOf(base).latent_key; key != nullptr) {
     MOE_ASSIGN_OR_RETURN(c.latent, r.Int(key, 0));

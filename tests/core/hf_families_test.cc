@@ -286,6 +286,28 @@ TEST(HfFamilies, Ernie45MoeLayerRangeAndNormMin) {
   EXPECT_TRUE(Mentions(linear_bias.status(), "'use_bias'"));
 }
 
+// k comes from the first of a family's top-k keys present: gpt-oss's
+// transformers key wins over its release key, and a config with neither is
+// refused naming the release key; ERNIE's moe_k is its only one.
+TEST(HfFamilies, TopKFromTheFamilysKeys) {
+  const std::string gpt =
+      R"({"model_type":"gpt_oss","hidden_size":64,"num_hidden_layers":2,
+      "intermediate_size":32,"num_local_experts":8)";
+  auto both = Parse(gpt + R"(,"num_experts_per_tok":3,"experts_per_token":2})");
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->info.layer.top_k, 3);
+  auto neither = Parse(gpt + "}");
+  ASSERT_FALSE(neither.ok());
+  EXPECT_TRUE(Mentions(neither.status(), "'experts_per_token' is missing"))
+      << neither.status();
+  auto ernie = Parse(
+      R"({"model_type":"ernie4_5_moe","hidden_size":64,"num_hidden_layers":2,
+      "moe_num_experts":8,"num_experts_per_tok":2,
+      "moe_intermediate_size":16})");
+  ASSERT_FALSE(ernie.ok());
+  EXPECT_TRUE(Mentions(ernie.status(), "'moe_k' is missing")) << ernie.status();
+}
+
 TEST(HfFamilies, GptOss) {
   auto s = Parse(
       R"({"architectures":["GptOssForCausalLM"],"model_type":"gpt_oss",
