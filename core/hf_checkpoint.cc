@@ -273,7 +273,40 @@ absl::StatusOr<std::unique_ptr<HfCheckpoint>> HfCheckpoint::Open(
     }
   }
   MOE_RETURN_IF_ERROR(ckpt->DetectExpertLayout());
+  MOE_RETURN_IF_ERROR(ckpt->CheckLatentWidth());
   return ckpt;
+}
+
+absl::Status HfCheckpoint::CheckLatentWidth() const {
+  const ModelInfo& info = spec_.info;
+  for (const int64_t layer : info.moe_layers) {
+    const MoeLayerConfig& c = info.LayerConfig(layer);
+    if (c.latent <= 0) continue;
+    std::string name =
+        HfLocate(spec_.family, c, layer, WeightRole::kLatentW1, 0).name;
+    // A missing projection, or one kept as compressed-tensors code pairs
+    // whose rows are still the latent width, is named when it is read.
+    if (weight_map_.count(name) == 0 && absl::EndsWith(name, ".weight")) {
+      name += "_packed";
+    }
+    if (weight_map_.count(name) == 0) continue;
+    MOE_ASSIGN_OR_RETURN(TensorRef ref, Find(name));
+    const std::vector<int64_t>& shape = ref.entry->shape;
+    if (!shape.empty() && shape[0] == c.latent) continue;
+    const std::string key =
+        spec_.latent_key.empty()
+            ? std::string("the latent width")
+            : absl::StrCat("config key '", spec_.latent_key, "'");
+    std::vector<int64_t> expected = shape;
+    if (expected.empty()) expected.push_back(0);
+    expected[0] = c.latent;
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir_, ": ", key, " is ", c.latent, ", but ", ref.file, ": ", name,
+        " is ", ShapeString(shape), " where its rows are the latent width: ",
+        "expected ", ShapeString(expected), ", found latent width ",
+        shape.empty() ? 0 : shape[0]));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status HfCheckpoint::DetectExpertLayout() {

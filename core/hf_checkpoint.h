@@ -34,6 +34,10 @@ class HfCheckpoint : public ModelSource {
   // expert, or transformers v5's packed ones. Neither is refused, naming
   // both.
   absl::Status DetectExpertLayout();
+  // The LatentMoE width the config gives must be the rows of each MoE
+  // layer's H -> latent projection; a mismatch is refused naming the config
+  // key and both widths, not left to surface as a routed expert's shape.
+  absl::Status CheckLatentWidth() const;
   // One expert's [out, in] weight out of a fused tensor (Llama 4, gpt-oss)
   // or a packed one (transformers v5).
   absl::StatusOr<WeightTensor> SliceFused(const HfTensorLocation& loc,

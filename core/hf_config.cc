@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -183,6 +184,20 @@ struct FamilyEntry {
   // entries ("sparse" / "dense", or 1 / 0), say which layers are MoE in
   // place of the `like` family's own rule; the first one present wins.
   std::vector<const char*> moe_layer_lists = {};
+  // Keys the `like` family's reader knows but this family's config does not
+  // have: they are read as absent (the base family's default) even when a
+  // config carries them.
+  std::vector<const char*> absent_keys = {};
+  // Decoder layer L's tensor prefix, {L} standing for L; the `like`
+  // family's when unset, "model.layers.{L}." when neither sets one.
+  const char* layer_prefix = nullptr;
+  // The config key that gives the LatentMoE width, where the family has one:
+  // a checkpoint whose latent projections are of another width is refused
+  // naming it.
+  const char* latent_key = nullptr;
+  // The keys that may give k, the first present winning; a config with none
+  // is refused naming the last.
+  std::vector<const char*> top_k_keys = {"num_experts_per_tok"};
 };
 
 const std::vector<FamilyEntry>& FamilyTable() {
@@ -217,33 +232,60 @@ const std::vector<FamilyEntry>& FamilyTable() {
        {"DeepseekV3ForCausalLM"},
        /*text_config=*/false,
        /*like=*/HfFamily::kDeepseekV3},
-      {"qwen3_5_moe",
-       HfFamily::kQwen35Moe,
-       {"Qwen3_5MoeForConditionalGeneration"},
-       /*text_config=*/true},
+      // Qwen3.5 / 3.6: Qwen3-Next's MoE in a multimodal wrapper. Its router
+      // always renormalises and every decoder layer is sparse, so it has no
+      // norm_topk_prob and no sparse-layer keys.
+      {.model_type = "qwen3_5_moe",
+       .family = HfFamily::kQwen35Moe,
+       .architectures = {"Qwen3_5MoeForConditionalGeneration"},
+       .text_config = true,
+       .like = HfFamily::kQwen3Next,
+       .absent_keys = {"norm_topk_prob", "decoder_sparse_step",
+                       "mlp_only_layers"},
+       .layer_prefix = "model.language_model.layers.{L}."},
       {"qwen3_next", HfFamily::kQwen3Next, {"Qwen3NextForCausalLM"}},
       {"minimax_m2", HfFamily::kMinimaxM2, {"MiniMaxM2ForCausalLM"}},
-      {"llama4",
-       HfFamily::kLlama4,
-       {"Llama4ForConditionalGeneration"},
-       /*text_config=*/true},
+      {.model_type = "llama4",
+       .family = HfFamily::kLlama4,
+       .architectures = {"Llama4ForConditionalGeneration"},
+       .text_config = true,
+       .layer_prefix = "language_model.model.layers.{L}."},
       {"llama4_text", HfFamily::kLlama4Text, {"Llama4ForCausalLM"}},
-      {"ernie4_5_moe", HfFamily::kErnie45Moe, {"Ernie4_5_MoeForCausalLM"}},
-      {"gpt_oss", HfFamily::kGptOss, {"GptOssForCausalLM"}},
-      {"deepseek_v4", HfFamily::kDeepseekV4, {"DeepseekV4ForCausalLM"}},
+      {.model_type = "ernie4_5_moe",
+       .family = HfFamily::kErnie45Moe,
+       .architectures = {"Ernie4_5_MoeForCausalLM"},
+       .top_k_keys = {"moe_k"}},
+      // gpt-oss's release config says experts_per_token.
+      {.model_type = "gpt_oss",
+       .family = HfFamily::kGptOss,
+       .architectures = {"GptOssForCausalLM"},
+       .top_k_keys = {"num_experts_per_tok", "experts_per_token"}},
+      {.model_type = "deepseek_v4",
+       .family = HfFamily::kDeepseekV4,
+       .architectures = {"DeepseekV4ForCausalLM"},
+       .layer_prefix = "layers.{L}."},
       // Nemotron 3 Nano / Super: Mamba, attention and MoE layers in one
       // stack, named backbone.layers.{L}.mixer.*.
-      {"nemotron_h", HfFamily::kNemotronH, {"NemotronHForCausalLM"}},
-      {"gemma4",
-       HfFamily::kGemma4,
-       {"Gemma4ForConditionalGeneration"},
-       /*text_config=*/true},
+      {.model_type = "nemotron_h",
+       .family = HfFamily::kNemotronH,
+       .architectures = {"NemotronHForCausalLM"},
+       .layer_prefix = "backbone.layers.{L}.",
+       .latent_key = "moe_latent_size"},
+      {.model_type = "gemma4",
+       .family = HfFamily::kGemma4,
+       .architectures = {"Gemma4ForConditionalGeneration"},
+       .text_config = true,
+       .layer_prefix = "model.language_model.layers.{L}.",
+       .top_k_keys = {"top_k_experts"}},
       // Kimi K3's text_config says model_type kimi_linear; the checkpoint is
       // recognised by its top-level model_type.
-      {"kimi_k3",
-       HfFamily::kKimiK3,
-       {"KimiK3ForConditionalGeneration"},
-       /*text_config=*/true},
+      {.model_type = "kimi_k3",
+       .family = HfFamily::kKimiK3,
+       .architectures = {"KimiK3ForConditionalGeneration"},
+       .text_config = true,
+       .layer_prefix = "language_model.model.layers.{L}.",
+       .latent_key = "routed_expert_hidden_size",
+       .top_k_keys = {"num_experts_per_token"}},
   };
   return *table;
 }
@@ -406,30 +448,19 @@ absl::Status ReadQwen(const ConfigReader& r, HfFamily family, ModelInfo* info) {
   MOE_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_experts"));
   MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
   // Qwen3-Next's default is true (its renorm has no epsilon, which is below
-  // fp32 resolution next to the engine's +1e-20). Qwen3.5's router always
-  // renormalises: it has no norm_topk_prob to read.
-  const bool next_math =
-      family == HfFamily::kQwen3Next || family == HfFamily::kQwen35Moe;
-  if (family == HfFamily::kQwen35Moe) {
-    c.route_norm = true;
-  } else {
-    MOE_ASSIGN_OR_RETURN(c.route_norm, r.Bool("norm_topk_prob", next_math));
-  }
+  // fp32 resolution next to the engine's +1e-20).
+  const bool next_math = family == HfFamily::kQwen3Next;
+  MOE_ASSIGN_OR_RETURN(c.route_norm, r.Bool("norm_topk_prob", next_math));
   if (family == HfFamily::kQwen2Moe || next_math) {
     MOE_ASSIGN_OR_RETURN(c.shared_inter,
                          r.Int("shared_expert_intermediate_size"));
     if (next_math && c.shared_inter <= 0) {
-      // Qwen3Next / Qwen3_5Moe SparseMoeBlock always has its gated shared
-      // expert.
+      // Qwen3Next's SparseMoeBlock (and the families described as it)
+      // always has its gated shared expert.
       return r.Error("shared_expert_intermediate_size",
-                     absl::StrCat("must be >= 1 for ", HfFamilyName(family)));
+                     absl::StrCat("must be >= 1 for ", info->family));
     }
     c.shared_gate = c.shared_inter > 0;
-  }
-  if (family == HfFamily::kQwen35Moe) {
-    // Every Qwen3.5 decoder layer is sparse.
-    AllLayersMoe(info);
-    return absl::OkStatus();
   }
   return QwenLayers(r, info);
 }
@@ -534,16 +565,12 @@ absl::Status ReadLlama4(const ConfigReader& r, ModelInfo* info) {
   return Llama4Layers(r, info);
 }
 
-// k: ERNIE says moe_k; gpt-oss's release config says experts_per_token;
-// Gemma 4 top_k_experts and Kimi K3 num_experts_per_token.
-absl::StatusOr<int64_t> TopK(const ConfigReader& r, HfFamily family) {
-  if (family == HfFamily::kErnie45Moe) return r.Int("moe_k");
-  if (family == HfFamily::kGemma4) return r.Int("top_k_experts");
-  if (family == HfFamily::kKimiK3) return r.Int("num_experts_per_token");
-  if (family == HfFamily::kGptOss && !r.Present("num_experts_per_tok")) {
-    return r.Int("experts_per_token");
+// k, from the first of the family's top-k keys present.
+absl::StatusOr<int64_t> TopK(const ConfigReader& r, const FamilyEntry& entry) {
+  for (const char* key : entry.top_k_keys) {
+    if (r.Present(key)) return r.Int(key);
   }
-  return r.Int("num_experts_per_tok");
+  return r.Int(entry.top_k_keys.back());
 }
 
 // ERNIE 4.5: softmax in fp32, the moe_statics bias for choosing only,
@@ -734,7 +761,6 @@ absl::Status ReadNemotronH(const ConfigReader& r, ModelInfo* info) {
   MOE_ASSIGN_OR_RETURN(c.inter, r.Int("moe_intermediate_size"));
   MOE_ASSIGN_OR_RETURN(c.shared_inter,
                        r.Int("moe_shared_expert_intermediate_size", 0));
-  MOE_ASSIGN_OR_RETURN(c.latent, r.Int("moe_latent_size", 0));
   MOE_ASSIGN_OR_RETURN(std::string act, r.String("mlp_hidden_act", "relu2"));
   if (act != "relu2") {
     return r.Error("mlp_hidden_act",
@@ -806,7 +832,6 @@ absl::Status ReadKimiK3(const ConfigReader& r, ModelInfo* info) {
   MOE_ASSIGN_OR_RETURN(int64_t n_shared, r.Int("num_shared_experts", 0));
   if (n_shared < 0) return r.Error("num_shared_experts", "must be >= 0");
   c.shared_inter = n_shared * c.inter;
-  MOE_ASSIGN_OR_RETURN(c.latent, r.Int("routed_expert_hidden_size", 0));
   MOE_ASSIGN_OR_RETURN(bool latent_norm, r.Bool("latent_moe_use_norm", false));
   c.latent_norm = latent_norm && c.latent > 0;
   MOE_ASSIGN_OR_RETURN(std::string scoring,
@@ -856,7 +881,6 @@ absl::Status ReadFamily(const ConfigReader& r, HfFamily family,
       return ReadMixtral(r, info);
     case HfFamily::kQwen2Moe:
     case HfFamily::kQwen3Moe:
-    case HfFamily::kQwen35Moe:
     case HfFamily::kQwen3Next:
       return ReadQwen(r, family, info);
     case HfFamily::kOlmoe:
@@ -933,6 +957,13 @@ const char* HfFamilyName(HfFamily f) { return EntryOf(f).model_type; }
 
 HfFamily HfBaseFamily(HfFamily f) { return EntryOf(f).like.value_or(f); }
 
+std::string HfLayerPrefix(HfFamily family, int64_t layer) {
+  const char* prefix = EntryOf(family).layer_prefix;
+  if (prefix == nullptr) prefix = EntryOf(HfBaseFamily(family)).layer_prefix;
+  if (prefix == nullptr) prefix = "model.layers.{L}.";
+  return absl::StrReplaceAll(prefix, {{"{L}", absl::StrCat(layer)}});
+}
+
 std::string SupportedHfFamilies() {
   std::vector<std::string> names;
   for (const auto& e : FamilyTable()) names.push_back(e.model_type);
@@ -975,21 +1006,24 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   MOE_ASSIGN_OR_RETURN(info.num_layers, r.Int("num_hidden_layers"));
   const FamilyEntry& entry = EntryOf(spec.family);
   const HfFamily base = HfBaseFamily(spec.family);
-  MOE_ASSIGN_OR_RETURN(c.top_k, TopK(r, base));
+  MOE_ASSIGN_OR_RETURN(c.top_k, TopK(r, EntryOf(base)));
   c.score_func = ScoreFunc::kSoftmax;
+  if (const char* key = EntryOf(base).latent_key; key != nullptr) {
+    MOE_ASSIGN_OR_RETURN(c.latent, r.Int(key, 0));
+    spec.latent_key = key;
+  }
   MOE_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> listed,
                        ListedMoeLayers(r, entry, info.num_layers));
+  // The base family's reader sees the config without the keys this family
+  // does not have, and without a per-layer list read here: its own layer
+  // rule must not read the list (DeepSeek reads moe_layer_freq as a stride).
+  json rest = *body;
+  for (const char* key : entry.absent_keys) rest.erase(key);
   if (listed.has_value()) {
-    // The base family's own layer rule must not read the list (DeepSeek
-    // reads moe_layer_freq as a stride), so it reads a config without it.
-    json rest = *body;
     for (const char* key : entry.moe_layer_lists) rest.erase(key);
-    MOE_RETURN_IF_ERROR(
-        ReadFamily(ConfigReader(rest, text_label), base, &info));
-    info.moe_layers = *std::move(listed);
-  } else {
-    MOE_RETURN_IF_ERROR(ReadFamily(r, base, &info));
   }
+  MOE_RETURN_IF_ERROR(ReadFamily(ConfigReader(rest, text_label), base, &info));
+  if (listed.has_value()) info.moe_layers = *std::move(listed);
   MOE_RETURN_IF_ERROR(ReadExtensions(r, &c));
   for (auto& [l, layer] : info.routing_overrides) {
     // Model-wide keys for what the family sets per layer would silently

@@ -54,6 +54,9 @@ struct HfModelSpec {
   // DeepSeek-V3 FP8 checkpoints: [rows, cols] of a weight_scale_inv block.
   int64_t fp8_block_rows = 128;
   int64_t fp8_block_cols = 128;
+  // The config key that gives the LatentMoE width (info.layer.latent), ""
+  // when the family has none: named when the tensors disagree with it.
+  std::string latent_key;
   // quantization_config.quant_method, "" when the checkpoint has none.
   std::string quant_method;
   // Set by the checkpoint reader from the tensors it finds.

@@ -1,415 +1,317 @@
-// Each family's tensor names (golden README, "Hugging Face families"), and
-// where fused or packed expert tensors keep a role's rows.
+// Each family's tensor names (golden README, "Hugging Face families") as
+// data: a name template per weight role, and how a tensor that holds every
+// expert keeps a role's rows. One interpreter turns a family's table into
+// tensor locations, so a family whose names follow a known layout is a
+// table, not a function.
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "core/hf_config.h"
 
 namespace moe {
 namespace {
 
-bool IsLlama4(HfFamily f) {
-  return f == HfFamily::kLlama4 || f == HfFamily::kLlama4Text;
-}
+// How a role's weight lies in its tensor. The x·W kinds fuse all experts
+// for x·W ([E, in, C]); the linear kinds pack nn.Linear weights ([E, C,
+// in]); the bias kinds hold one row per expert ([E, C]). "Halves" keeps the
+// gate rows (w1 / b1) first and the up rows after them; "interleaved" keeps
+// gate j at 2j and up j at 2j+1.
+enum class Layout {
+  kOwn,              // one tensor per role (per expert where {e} appears)
+  kXwHalves,         // [E, H, 2I]
+  kXwInterleaved,    // [E, H, 2I]
+  kXwDown,           // [E, I, H]
+  kBiasInterleaved,  // [E, 2I]
+  kBiasDown,         // [E, H]
+  kLinearHalves,     // [E, 2I, H]
+  kLinearDown,       // [E, H, I]
+};
 
-// block_sparse_moe.* with w1/w3/w2 experts (Mixtral, MiniMax-M2).
-std::string BlockSparseName(const std::string& p, WeightRole role,
-                            int64_t expert) {
-  const std::string m = p + "block_sparse_moe.";
-  switch (role) {
-    case WeightRole::kGate:
-      return m + "gate.weight";
-    case WeightRole::kExpertBias:
-      // MiniMax-M2 keeps the correction bias beside the gate, not in it.
-      return m + "e_score_correction_bias";
-    case WeightRole::kW1:
-      return absl::StrCat(m, "experts.", expert, ".w1.weight");
-    case WeightRole::kW3:
-      return absl::StrCat(m, "experts.", expert, ".w3.weight");
-    case WeightRole::kW2:
-      return absl::StrCat(m, "experts.", expert, ".w2.weight");
-    // The 2026 roles in the generic form (moe_* extension keys).
-    case WeightRole::kRouterBias:
-      return m + "gate.bias";
-    case WeightRole::kB1:
-      return absl::StrCat(m, "experts.", expert, ".w1.bias");
-    case WeightRole::kB3:
-      return absl::StrCat(m, "experts.", expert, ".w3.bias");
-    case WeightRole::kB2:
-      return absl::StrCat(m, "experts.", expert, ".w2.bias");
-    case WeightRole::kTid2Eid:
-      return m + "gate.tid2eid";
-    default:
-      return "";
+// A role's tensor name: {p} stands for the layer prefix, {e} for the
+// expert index.
+struct RoleName {
+  WeightRole role;
+  std::string name;
+  Layout layout = Layout::kOwn;
+};
+using NameTable = std::vector<RoleName>;
+
+// A family's names: one tensor per role and expert, and, for families that
+// transformers v5 may save with packed experts, the names it then uses.
+struct FamilyNames {
+  std::vector<HfFamily> families;
+  NameTable per_expert;
+  NameTable packed = {};
+};
+
+// `table` with the entries of `changes` in place of its own for their roles.
+NameTable With(NameTable table, const NameTable& changes) {
+  for (const RoleName& change : changes) {
+    bool replaced = false;
+    for (RoleName& entry : table) {
+      if (entry.role == change.role) {
+        entry = change;
+        replaced = true;
+      }
+    }
+    if (!replaced) table.push_back(change);
   }
+  return table;
 }
 
-HfTensorLocation Fused(std::string name, std::vector<int64_t> shape,
-                       int64_t expert, int64_t col0, int64_t step,
-                       int64_t out) {
-  HfTensorLocation loc;
-  loc.name = std::move(name);
-  loc.fused = true;
-  loc.fused_shape = std::move(shape);
-  loc.expert = expert;
-  loc.col0 = col0;
-  loc.col_step = step;
-  loc.out = out;
-  return loc;
+// Routed experts under `m` named {e}.<w1>/<w3>/<w2>, with their biases.
+NameTable Experts(const std::string& m, const char* w1, const char* w3,
+                  const char* w2) {
+  const std::string e = m + "experts.{e}.";
+  return {{WeightRole::kW1, e + w1 + ".weight"},
+          {WeightRole::kW3, e + w3 + ".weight"},
+          {WeightRole::kW2, e + w2 + ".weight"},
+          {WeightRole::kB1, e + w1 + ".bias"},
+          {WeightRole::kB3, e + w3 + ".bias"},
+          {WeightRole::kB2, e + w2 + ".bias"}};
 }
 
-// gpt-oss: router with bias; gate and up interleaved on the 2I axis (2j
-// gate j, 2j+1 up j) of the x·W tensor and of its bias.
-HfTensorLocation GptOssLocation(const std::string& p, const MoeLayerConfig& c,
-                                WeightRole role, int64_t expert) {
-  const std::string m = p + "mlp.";
-  const int64_t E = c.num_experts, H = c.hidden, I = c.inter;
-  switch (role) {
-    case WeightRole::kGate:
-      return {m + "router.weight"};
-    case WeightRole::kRouterBias:
-      return {m + "router.bias"};
-    case WeightRole::kW1:
-    case WeightRole::kW3:
-      return Fused(m + "experts.gate_up_proj", {E, H, 2 * I}, expert,
-                   role == WeightRole::kW1 ? 0 : 1, 2, I);
-    case WeightRole::kW2:
-      return Fused(m + "experts.down_proj", {E, I, H}, expert, 0, 1, H);
-    case WeightRole::kB1:
-    case WeightRole::kB3:
-      return Fused(m + "experts.gate_up_proj_bias", {E, 2 * I}, expert,
-                   role == WeightRole::kB1 ? 0 : 1, 2, I);
-    case WeightRole::kB2:
-      return Fused(m + "experts.down_proj_bias", {E, H}, expert, 0, 1, H);
-    default:
-      return {};
+// The shared expert under `s` named <w1>/<w3>/<w2>.
+NameTable Shared(const std::string& s, const char* w1, const char* w3,
+                 const char* w2) {
+  return {{WeightRole::kSharedW1, s + w1 + ".weight"},
+          {WeightRole::kSharedW3, s + w3 + ".weight"},
+          {WeightRole::kSharedW2, s + w2 + ".weight"}};
+}
+
+// A gate.weight router under `m` with its bias, correction bias and hash
+// table (the 2026 roles in the generic form of the moe_* extension keys).
+NameTable Router(const std::string& m, const std::string& expert_bias) {
+  return {{WeightRole::kGate, m + "gate.weight"},
+          {WeightRole::kRouterBias, m + "gate.bias"},
+          {WeightRole::kExpertBias, m + expert_bias},
+          {WeightRole::kTid2Eid, m + "gate.tid2eid"}};
+}
+
+// mlp.* with {gate,up,down}_proj experts (Qwen, OLMoE, DeepSeek, GLM,
+// Kimi): `shared` is "shared_expert." (Qwen) or "shared_experts.".
+NameTable MlpNames(const char* shared, const char* expert_bias) {
+  const std::string m = "{p}mlp.";
+  return With(With(With(Router(m, expert_bias),
+                        Experts(m, "gate_proj", "up_proj", "down_proj")),
+                   Shared(m + shared, "gate_proj", "up_proj", "down_proj")),
+              {{WeightRole::kSharedGate, m + "shared_expert_gate.weight"}});
+}
+
+// transformers v5's packed experts: nn.Linear gate_up_proj [E, 2I, H] and
+// down_proj [E, H, I] under mlp.* (Mixtral's block_sparse_moe. became mlp.
+// in v5); the other roles keep their per-expert names.
+NameTable Packed(NameTable mlp) {
+  return With(
+      std::move(mlp),
+      {{WeightRole::kW1, "{p}mlp.experts.gate_up_proj", Layout::kLinearHalves},
+       {WeightRole::kW3, "{p}mlp.experts.gate_up_proj", Layout::kLinearHalves},
+       {WeightRole::kW2, "{p}mlp.experts.down_proj", Layout::kLinearDown}});
+}
+
+const std::vector<FamilyNames>& NameTables() {
+  static const auto* tables = [] {
+    const NameTable mlp =
+        MlpNames("shared_experts.", "gate.e_score_correction_bias");
+    const NameTable qwen_mlp =
+        MlpNames("shared_expert.", "gate.e_score_correction_bias");
+    // ERNIE 4.5 keeps its correction bias [1, E] in moe_statics.
+    const NameTable ernie_mlp =
+        MlpNames("shared_experts.", "moe_statics.e_score_correction_bias");
+    // MiniMax-M2 keeps the correction bias beside the gate, not in it.
+    const std::string bsm = "{p}block_sparse_moe.";
+    const NameTable block_sparse = With(Router(bsm, "e_score_correction_bias"),
+                                        Experts(bsm, "w1", "w3", "w2"));
+    const std::string ff = "{p}feed_forward.";
+    const std::string gpt = "{p}mlp.";
+    const std::string v4 = "{p}ffn.";
+    const std::string mixer = "{p}mixer.";
+    const std::string kimi = "{p}block_sparse_moe.";
+    return new std::vector<FamilyNames>{
+        {{HfFamily::kMixtral, HfFamily::kMinimaxM2}, block_sparse, Packed(mlp)},
+        {{HfFamily::kQwen2Moe, HfFamily::kQwen3Next},
+         qwen_mlp,
+         Packed(qwen_mlp)},
+        {{HfFamily::kQwen3Moe, HfFamily::kOlmoe, HfFamily::kDeepseekV2,
+          HfFamily::kDeepseekV3, HfFamily::kGlm4Moe},
+         mlp,
+         Packed(mlp)},
+        {{HfFamily::kErnie45Moe}, ernie_mlp, Packed(ernie_mlp)},
+        // Llama 4: x·W gate_up_proj [E, H, 2I] (gate columns first) and
+        // down_proj [E, I, H]; the shared expert always there.
+        {{HfFamily::kLlama4, HfFamily::kLlama4Text},
+         With(
+             {{WeightRole::kGate, ff + "router.weight"},
+              {WeightRole::kW1, ff + "experts.gate_up_proj", Layout::kXwHalves},
+              {WeightRole::kW3, ff + "experts.gate_up_proj", Layout::kXwHalves},
+              {WeightRole::kW2, ff + "experts.down_proj", Layout::kXwDown}},
+             Shared(ff + "shared_expert.", "gate_proj", "up_proj",
+                    "down_proj"))},
+        // gpt-oss: router with bias; gate and up interleaved on the 2I axis
+        // of the x·W tensor and of its bias.
+        {{HfFamily::kGptOss},
+         {{WeightRole::kGate, gpt + "router.weight"},
+          {WeightRole::kRouterBias, gpt + "router.bias"},
+          {WeightRole::kW1, gpt + "experts.gate_up_proj",
+           Layout::kXwInterleaved},
+          {WeightRole::kW3, gpt + "experts.gate_up_proj",
+           Layout::kXwInterleaved},
+          {WeightRole::kW2, gpt + "experts.down_proj", Layout::kXwDown},
+          {WeightRole::kB1, gpt + "experts.gate_up_proj_bias",
+           Layout::kBiasInterleaved},
+          {WeightRole::kB3, gpt + "experts.gate_up_proj_bias",
+           Layout::kBiasInterleaved},
+          {WeightRole::kB2, gpt + "experts.down_proj_bias",
+           Layout::kBiasDown}}},
+        // DeepSeek-V4's upstream names: ffn.*, w1/w3/w2 linears; gate.bias
+        // is the correction bias, for choosing only.
+        {{HfFamily::kDeepseekV4},
+         With(With({{WeightRole::kGate, v4 + "gate.weight"},
+                    {WeightRole::kExpertBias, v4 + "gate.bias"},
+                    {WeightRole::kTid2Eid, v4 + "gate.tid2eid"}},
+                   {{WeightRole::kW1, v4 + "experts.{e}.w1.weight"},
+                    {WeightRole::kW3, v4 + "experts.{e}.w3.weight"},
+                    {WeightRole::kW2, v4 + "experts.{e}.w2.weight"}}),
+              Shared(v4 + "shared_experts.", "w1", "w3", "w2"))},
+        // Nemotron 3: mixer.*, non-gated experts (no gate proj, kW1 and
+        // kSharedW1 absent), LatentMoE's fc1 / fc2_latent_proj with their
+        // mlp_bias biases.
+        {{HfFamily::kNemotronH},
+         {{WeightRole::kGate, mixer + "gate.weight"},
+          {WeightRole::kExpertBias, mixer + "gate.e_score_correction_bias"},
+          {WeightRole::kW3, mixer + "experts.{e}.up_proj.weight"},
+          {WeightRole::kW2, mixer + "experts.{e}.down_proj.weight"},
+          {WeightRole::kSharedW3, mixer + "shared_experts.up_proj.weight"},
+          {WeightRole::kSharedW2, mixer + "shared_experts.down_proj.weight"},
+          {WeightRole::kLatentW1, mixer + "fc1_latent_proj.weight"},
+          {WeightRole::kLatentW2, mixer + "fc2_latent_proj.weight"},
+          {WeightRole::kLatentB1, mixer + "fc1_latent_proj.bias"},
+          {WeightRole::kLatentB2, mixer + "fc2_latent_proj.bias"}}},
+        // Gemma 4: router.* with its scales, the experts always packed as
+        // nn.Linear weights, the dense MLP as the shared expert, and the
+        // four norms around the branches (multiplied as stored).
+        {{HfFamily::kGemma4},
+         With({{WeightRole::kW1, "{p}experts.gate_up_proj",
+                Layout::kLinearHalves},
+               {WeightRole::kW3, "{p}experts.gate_up_proj",
+                Layout::kLinearHalves},
+               {WeightRole::kW2, "{p}experts.down_proj", Layout::kLinearDown},
+               {WeightRole::kGate, "{p}router.proj.weight"},
+               {WeightRole::kGateScale, "{p}router.scale"},
+               {WeightRole::kPerExpertScale, "{p}router.per_expert_scale"},
+               {WeightRole::kSharedInNorm,
+                "{p}pre_feedforward_layernorm.weight"},
+               {WeightRole::kSharedOutNorm,
+                "{p}post_feedforward_layernorm_1.weight"},
+               {WeightRole::kExpertsInNorm,
+                "{p}pre_feedforward_layernorm_2.weight"},
+               {WeightRole::kExpertsOutNorm,
+                "{p}post_feedforward_layernorm_2.weight"}},
+              Shared("{p}mlp.", "gate_proj", "up_proj", "down_proj"))},
+        // Kimi K3: block_sparse_moe.* with w1/w3/w2 experts and the latent
+        // projections routed_expert_down_proj (H -> latent),
+        // routed_expert_norm and routed_expert_up_proj (latent -> H).
+        {{HfFamily::kKimiK3},
+         With({{WeightRole::kGate, kimi + "gate.weight"},
+               {WeightRole::kExpertBias, kimi + "gate.e_score_correction_bias"},
+               {WeightRole::kW1, kimi + "experts.{e}.w1.weight"},
+               {WeightRole::kW3, kimi + "experts.{e}.w3.weight"},
+               {WeightRole::kW2, kimi + "experts.{e}.w2.weight"},
+               {WeightRole::kLatentW1, kimi + "routed_expert_down_proj.weight"},
+               {WeightRole::kLatentNorm, kimi + "routed_expert_norm.weight"},
+               {WeightRole::kLatentW2, kimi + "routed_expert_up_proj.weight"}},
+              Shared(kimi + "shared_experts.", "gate_proj", "up_proj",
+                     "down_proj"))},
+    };
+  }();
+  return *tables;
+}
+
+const FamilyNames* NamesOf(HfFamily base) {
+  for (const FamilyNames& names : NameTables()) {
+    for (HfFamily f : names.families) {
+      if (f == base) return &names;
+    }
   }
+  return nullptr;
 }
 
-// DeepSeek-V4's upstream names: layers.{L}.ffn.*, w1/w3/w2 linears.
-std::string DeepseekV4Name(const std::string& p, WeightRole role,
+// The location `entry` gives `role` of `expert` in the layer under prefix
+// `p`: the template filled in, and the slice its layout kind cuts.
+HfTensorLocation Interpret(const RoleName& entry, const std::string& p,
+                           const MoeLayerConfig& c, WeightRole role,
                            int64_t expert) {
-  const std::string m = p + "ffn.";
-  switch (role) {
-    case WeightRole::kGate:
-      return m + "gate.weight";
-    case WeightRole::kExpertBias:
-      return m + "gate.bias";  // the correction bias, for choosing only
-    case WeightRole::kTid2Eid:
-      return m + "gate.tid2eid";
-    case WeightRole::kW1:
-      return absl::StrCat(m, "experts.", expert, ".w1.weight");
-    case WeightRole::kW3:
-      return absl::StrCat(m, "experts.", expert, ".w3.weight");
-    case WeightRole::kW2:
-      return absl::StrCat(m, "experts.", expert, ".w2.weight");
-    case WeightRole::kSharedW1:
-      return m + "shared_experts.w1.weight";
-    case WeightRole::kSharedW3:
-      return m + "shared_experts.w3.weight";
-    case WeightRole::kSharedW2:
-      return m + "shared_experts.w2.weight";
-    default:
-      return "";
-  }
-}
-
-HfTensorLocation Llama4Location(const std::string& p, const MoeLayerConfig& c,
-                                WeightRole role, int64_t expert) {
-  const std::string m = p + "feed_forward.";
   HfTensorLocation loc;
+  loc.name = absl::StrReplaceAll(entry.name,
+                                 {{"{p}", p}, {"{e}", absl::StrCat(expert)}});
+  if (entry.layout == Layout::kOwn) return loc;
   const int64_t E = c.num_experts, H = c.hidden, I = c.inter;
-  switch (role) {
-    case WeightRole::kGate:
-      loc.name = m + "router.weight";
-      return loc;
-    case WeightRole::kW1:
-    case WeightRole::kW3:
-      // gate_up_proj [E, H, 2I], x·W: gate = columns [0, I), up = [I, 2I).
-      loc.name = m + "experts.gate_up_proj";
-      loc.fused = true;
+  const bool gate_half = role == WeightRole::kW1 || role == WeightRole::kB1;
+  loc.fused = true;
+  loc.expert = expert;
+  loc.out = I;
+  switch (entry.layout) {
+    case Layout::kXwHalves:
       loc.fused_shape = {E, H, 2 * I};
-      loc.expert = expert;
-      loc.col0 = role == WeightRole::kW1 ? 0 : I;
-      loc.out = I;
-      return loc;
-    case WeightRole::kW2:
-      // down_proj [E, I, H], x·W: w2[h][i] = t[e][i][h].
-      loc.name = m + "experts.down_proj";
-      loc.fused = true;
+      loc.col0 = gate_half ? 0 : I;
+      break;
+    case Layout::kXwInterleaved:
+      loc.fused_shape = {E, H, 2 * I};
+      loc.col0 = gate_half ? 0 : 1;
+      loc.col_step = 2;
+      break;
+    case Layout::kXwDown:
       loc.fused_shape = {E, I, H};
-      loc.expert = expert;
       loc.out = H;
-      return loc;
-    case WeightRole::kSharedW1:
-      loc.name = m + "shared_expert.gate_proj.weight";
-      return loc;
-    case WeightRole::kSharedW3:
-      loc.name = m + "shared_expert.up_proj.weight";
-      return loc;
-    case WeightRole::kSharedW2:
-      loc.name = m + "shared_expert.down_proj.weight";
-      return loc;
-    default:
-      return loc;
-  }
-}
-
-// mlp.* with {gate,up,down}_proj experts (Qwen, OLMoE, DeepSeek, GLM, Kimi).
-std::string MlpName(HfFamily f, const std::string& p, WeightRole role,
-                    int64_t expert) {
-  const std::string m = p + "mlp.";
-  const bool qwen_shared = f == HfFamily::kQwen2Moe ||
-                           f == HfFamily::kQwen3Next ||
-                           f == HfFamily::kQwen35Moe;
-  const std::string shared = qwen_shared ? "shared_expert." : "shared_experts.";
-  switch (role) {
-    case WeightRole::kGate:
-      return m + "gate.weight";
-    case WeightRole::kExpertBias:
-      // ERNIE 4.5 keeps its correction bias [1, E] in moe_statics.
-      return f == HfFamily::kErnie45Moe
-                 ? m + "moe_statics.e_score_correction_bias"
-                 : m + "gate.e_score_correction_bias";
-    case WeightRole::kW1:
-      return absl::StrCat(m, "experts.", expert, ".gate_proj.weight");
-    case WeightRole::kW3:
-      return absl::StrCat(m, "experts.", expert, ".up_proj.weight");
-    case WeightRole::kW2:
-      return absl::StrCat(m, "experts.", expert, ".down_proj.weight");
-    case WeightRole::kSharedW1:
-      return m + shared + "gate_proj.weight";
-    case WeightRole::kSharedW3:
-      return m + shared + "up_proj.weight";
-    case WeightRole::kSharedW2:
-      return m + shared + "down_proj.weight";
-    case WeightRole::kSharedGate:
-      return m + "shared_expert_gate.weight";
-    // The 2026 roles in the generic form (moe_* extension keys).
-    case WeightRole::kRouterBias:
-      return m + "gate.bias";
-    case WeightRole::kB1:
-      return absl::StrCat(m, "experts.", expert, ".gate_proj.bias");
-    case WeightRole::kB3:
-      return absl::StrCat(m, "experts.", expert, ".up_proj.bias");
-    case WeightRole::kB2:
-      return absl::StrCat(m, "experts.", expert, ".down_proj.bias");
-    case WeightRole::kTid2Eid:
-      return m + "gate.tid2eid";
-    default:
-      return "";
-  }
-}
-
-// transformers v5's packed experts (HfExpertLayout::kPacked): nn.Linear
-// weights gate_up_proj [E, 2I, H] (gate rows 0..I-1, up rows I..2I-1) and
-// down_proj [E, H, I], each expert's slice read as it lies. The other roles
-// keep their mlp.* names (Mixtral's block_sparse_moe. became mlp. in v5).
-HfTensorLocation PackedLocation(HfFamily f, const std::string& p,
-                                const MoeLayerConfig& c, WeightRole role,
-                                int64_t expert) {
-  const std::string m = p + "mlp.";
-  const int64_t E = c.num_experts, H = c.hidden, I = c.inter;
-  HfTensorLocation loc;
-  switch (role) {
-    case WeightRole::kW1:
-    case WeightRole::kW3:
-      loc = Fused(m + "experts.gate_up_proj", {E, 2 * I, H}, expert,
-                  role == WeightRole::kW1 ? 0 : I, 1, I);
       break;
-    case WeightRole::kW2:
-      loc = Fused(m + "experts.down_proj", {E, H, I}, expert, 0, 1, H);
+    case Layout::kBiasInterleaved:
+      loc.fused_shape = {E, 2 * I};
+      loc.col0 = gate_half ? 0 : 1;
+      loc.col_step = 2;
       break;
-    default:
-      loc.name = MlpName(f, p, role, expert);
-      return loc;
+    case Layout::kBiasDown:
+      loc.fused_shape = {E, H};
+      loc.out = H;
+      break;
+    case Layout::kLinearHalves:
+      loc.fused_shape = {E, 2 * I, H};
+      loc.col0 = gate_half ? 0 : I;
+      loc.linear = true;
+      break;
+    case Layout::kLinearDown:
+      loc.fused_shape = {E, H, I};
+      loc.out = H;
+      loc.linear = true;
+      break;
+    case Layout::kOwn:
+      break;
   }
-  loc.linear = true;
   return loc;
-}
-
-// Families whose experts transformers v5 may save packed: those with one
-// tensor per role and expert under mlp.* or block_sparse_moe.*.
-bool MayBePacked(HfFamily f) {
-  return !IsLlama4(f) && f != HfFamily::kGptOss && f != HfFamily::kDeepseekV4 &&
-         f != HfFamily::kNemotronH && f != HfFamily::kGemma4 &&
-         f != HfFamily::kKimiK3;
-}
-
-// Nemotron 3: backbone.layers.{L}.mixer.*, non-gated experts (up / down
-// only), LatentMoE's fc1 / fc2_latent_proj with their mlp_bias biases.
-std::string NemotronHName(const std::string& p, WeightRole role,
-                          int64_t expert) {
-  const std::string m = p + "mixer.";
-  switch (role) {
-    case WeightRole::kGate:
-      return m + "gate.weight";
-    case WeightRole::kExpertBias:
-      return m + "gate.e_score_correction_bias";
-    case WeightRole::kW3:
-      return absl::StrCat(m, "experts.", expert, ".up_proj.weight");
-    case WeightRole::kW2:
-      return absl::StrCat(m, "experts.", expert, ".down_proj.weight");
-    case WeightRole::kSharedW3:
-      return m + "shared_experts.up_proj.weight";
-    case WeightRole::kSharedW2:
-      return m + "shared_experts.down_proj.weight";
-    case WeightRole::kLatentW1:
-      return m + "fc1_latent_proj.weight";
-    case WeightRole::kLatentW2:
-      return m + "fc2_latent_proj.weight";
-    case WeightRole::kLatentB1:
-      return m + "fc1_latent_proj.bias";
-    case WeightRole::kLatentB2:
-      return m + "fc2_latent_proj.bias";
-    default:
-      return "";  // no gate proj (kW1, kSharedW1): the experts are non-gated
-  }
-}
-
-// Gemma 4: router.* with its scales, the experts always packed as
-// nn.Linear weights (gate_up_proj [E, 2I, H], down_proj [E, H, I]), the
-// dense MLP as the shared expert, and the four norms around the branches.
-HfTensorLocation Gemma4Location(const std::string& p, const MoeLayerConfig& c,
-                                WeightRole role, int64_t expert) {
-  const int64_t E = c.num_experts, H = c.hidden, I = c.inter;
-  HfTensorLocation loc;
-  switch (role) {
-    case WeightRole::kW1:
-    case WeightRole::kW3:
-      loc = Fused(p + "experts.gate_up_proj", {E, 2 * I, H}, expert,
-                  role == WeightRole::kW1 ? 0 : I, 1, I);
-      loc.linear = true;
-      return loc;
-    case WeightRole::kW2:
-      loc = Fused(p + "experts.down_proj", {E, H, I}, expert, 0, 1, H);
-      loc.linear = true;
-      return loc;
-    case WeightRole::kGate:
-      loc.name = p + "router.proj.weight";
-      return loc;
-    case WeightRole::kGateScale:
-      loc.name = p + "router.scale";
-      return loc;
-    case WeightRole::kPerExpertScale:
-      loc.name = p + "router.per_expert_scale";
-      return loc;
-    case WeightRole::kSharedW1:
-      loc.name = p + "mlp.gate_proj.weight";
-      return loc;
-    case WeightRole::kSharedW3:
-      loc.name = p + "mlp.up_proj.weight";
-      return loc;
-    case WeightRole::kSharedW2:
-      loc.name = p + "mlp.down_proj.weight";
-      return loc;
-    // The norms multiply as stored (golden README, branch_norms).
-    case WeightRole::kSharedInNorm:
-      loc.name = p + "pre_feedforward_layernorm.weight";
-      return loc;
-    case WeightRole::kSharedOutNorm:
-      loc.name = p + "post_feedforward_layernorm_1.weight";
-      return loc;
-    case WeightRole::kExpertsInNorm:
-      loc.name = p + "pre_feedforward_layernorm_2.weight";
-      return loc;
-    case WeightRole::kExpertsOutNorm:
-      loc.name = p + "post_feedforward_layernorm_2.weight";
-      return loc;
-    default:
-      return loc;
-  }
-}
-
-// Kimi K3: block_sparse_moe.* with w1/w3/w2 experts, {gate,up,down}_proj
-// shared experts and the latent projections routed_expert_down_proj (H ->
-// latent), routed_expert_norm and routed_expert_up_proj (latent -> H).
-std::string KimiK3Name(const std::string& p, WeightRole role, int64_t expert) {
-  const std::string m = p + "block_sparse_moe.";
-  switch (role) {
-    case WeightRole::kGate:
-      return m + "gate.weight";
-    case WeightRole::kExpertBias:
-      return m + "gate.e_score_correction_bias";
-    case WeightRole::kW1:
-      return absl::StrCat(m, "experts.", expert, ".w1.weight");
-    case WeightRole::kW3:
-      return absl::StrCat(m, "experts.", expert, ".w3.weight");
-    case WeightRole::kW2:
-      return absl::StrCat(m, "experts.", expert, ".w2.weight");
-    case WeightRole::kSharedW1:
-      return m + "shared_experts.gate_proj.weight";
-    case WeightRole::kSharedW3:
-      return m + "shared_experts.up_proj.weight";
-    case WeightRole::kSharedW2:
-      return m + "shared_experts.down_proj.weight";
-    case WeightRole::kLatentW1:
-      return m + "routed_expert_down_proj.weight";
-    case WeightRole::kLatentNorm:
-      return m + "routed_expert_norm.weight";
-    case WeightRole::kLatentW2:
-      return m + "routed_expert_up_proj.weight";
-    default:
-      return "";
-  }
 }
 
 }  // namespace
 
-std::string HfLayerPrefix(HfFamily described, int64_t layer) {
-  // A family described as another's keeps that one's names.
-  const HfFamily family = HfBaseFamily(described);
-  if (family == HfFamily::kLlama4) {
-    return absl::StrCat("language_model.model.layers.", layer, ".");
-  }
-  if (family == HfFamily::kDeepseekV4)
-    return absl::StrCat("layers.", layer, ".");
-  if (family == HfFamily::kQwen35Moe || family == HfFamily::kGemma4) {
-    return absl::StrCat("model.language_model.layers.", layer, ".");
-  }
-  if (family == HfFamily::kNemotronH) {
-    return absl::StrCat("backbone.layers.", layer, ".");
-  }
-  if (family == HfFamily::kKimiK3) {
-    return absl::StrCat("language_model.model.layers.", layer, ".");
-  }
-  return absl::StrCat("model.layers.", layer, ".");
-}
-
 HfTensorLocation HfLocate(HfFamily described, const MoeLayerConfig& config,
                           int64_t layer, WeightRole role, int64_t expert,
                           HfExpertLayout layout) {
-  const HfFamily family = HfBaseFamily(described);
-  const std::string p = HfLayerPrefix(family, layer);
-  if (layout == HfExpertLayout::kPacked && MayBePacked(family)) {
-    return PackedLocation(family, p, config, role, expert);
+  // A family described as another's keeps that one's names.
+  const FamilyNames* names = NamesOf(HfBaseFamily(described));
+  if (names == nullptr) return {};
+  const NameTable& table =
+      layout == HfExpertLayout::kPacked && !names->packed.empty()
+          ? names->packed
+          : names->per_expert;
+  for (const RoleName& entry : table) {
+    if (entry.role == role) {
+      return Interpret(entry, HfLayerPrefix(described, layer), config, role,
+                       expert);
+    }
   }
-  if (IsLlama4(family)) return Llama4Location(p, config, role, expert);
-  if (family == HfFamily::kGptOss) {
-    return GptOssLocation(p, config, role, expert);
-  }
-  if (family == HfFamily::kGemma4) {
-    return Gemma4Location(p, config, role, expert);
-  }
-  HfTensorLocation loc;
-  if (family == HfFamily::kNemotronH) {
-    loc.name = NemotronHName(p, role, expert);
-    return loc;
-  }
-  if (family == HfFamily::kKimiK3) {
-    loc.name = KimiK3Name(p, role, expert);
-    return loc;
-  }
-  if (family == HfFamily::kDeepseekV4) {
-    loc.name = DeepseekV4Name(p, role, expert);
-    return loc;
-  }
-  if (family == HfFamily::kMixtral || family == HfFamily::kMinimaxM2) {
-    loc.name = BlockSparseName(p, role, expert);
-  } else {
-    loc.name = MlpName(family, p, role, expert);
-  }
-  return loc;
+  // A role the family has no tensor for (a non-gated expert's w1).
+  return {};
 }
 
 std::string HfTensorName(HfFamily family, int64_t layer, WeightRole role,

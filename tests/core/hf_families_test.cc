@@ -2,6 +2,7 @@
 // MiniMax-M2, Llama 4, GLM-5, MiMo-V2-Flash, Nemotron 3, Gemma 4, Kimi K3),
 // read as their release configs are written, and the refusal of what the
 // loader does not know.
+#include "absl/strings/str_cat.h"
 #include "core/hf_config.h"
 #include "gtest/gtest.h"
 
@@ -179,6 +180,46 @@ TEST(HfFamilies, Qwen35MoeReadsTextConfigAndPackedExperts) {
   EXPECT_TRUE(Mentions(no_text.status(), "text_config"));
 }
 
+// Qwen3.5 is described as Qwen3-Next: the keys its config does not have
+// (norm_topk_prob, decoder_sparse_step, mlp_only_layers) keep Qwen3-Next's
+// defaults even when a config carries them, its shared expert is still
+// required, and its names are Qwen3-Next's under its own prefix.
+TEST(HfFamilies, Qwen35MoeIsQwen3NextUnderItsOwnPrefix) {
+  const std::string text =
+      R"("hidden_size":2048,"num_hidden_layers":8,"num_experts":64,
+      "num_experts_per_tok":4,"moe_intermediate_size":256,
+      "norm_topk_prob":false,"decoder_sparse_step":2,"mlp_only_layers":[0])";
+  auto next = Parse(R"({"model_type":"qwen3_next",)" + text +
+                    R"(,"shared_expert_intermediate_size":256})");
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_FALSE(next->info.layer.route_norm);
+  EXPECT_EQ(next->info.moe_layers, (std::vector<int64_t>{1, 3, 5, 7}));
+  auto s = Parse(R"({"model_type":"qwen3_5_moe","text_config":{)" + text +
+                 R"(,"shared_expert_intermediate_size":256}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(HfBaseFamily(s->family), HfFamily::kQwen3Next);
+  EXPECT_TRUE(s->info.layer.route_norm);
+  EXPECT_EQ(s->info.moe_layers.size(), 8u);
+  EXPECT_EQ(HfLayerPrefix(HfFamily::kQwen35Moe, 7),
+            "model.language_model.layers.7.");
+  for (WeightRole role : {WeightRole::kGate, WeightRole::kW1,
+                          WeightRole::kSharedW3, WeightRole::kSharedGate}) {
+    // Qwen3-Next's model.layers.7.<rest> becomes
+    // model.language_model.layers.7.<rest>.
+    const std::string next_name =
+        HfTensorName(HfFamily::kQwen3Next, 7, role, 3);
+    ASSERT_EQ(next_name.rfind("model.layers.7.", 0), 0u) << next_name;
+    EXPECT_EQ(
+        HfTensorName(HfFamily::kQwen35Moe, 7, role, 3),
+        absl::StrCat("model.language_model.layers.7.", next_name.substr(15)));
+  }
+  auto unshared = Parse(R"({"model_type":"qwen3_5_moe","text_config":{)" +
+                        text + R"(,"shared_expert_intermediate_size":0}})");
+  ASSERT_FALSE(unshared.ok());
+  EXPECT_TRUE(Mentions(unshared.status(), "shared_expert_intermediate_size"));
+  EXPECT_TRUE(Mentions(unshared.status(), "qwen3_5_moe"));
+}
+
 // transformers v5 packs the older families' experts too; Mixtral's
 // block_sparse_moe. becomes mlp.
 TEST(HfFamilies, PackedLayoutNamesOfOlderFamilies) {
@@ -243,6 +284,28 @@ TEST(HfFamilies, Ernie45MoeLayerRangeAndNormMin) {
       R"({"model_type":"ernie4_5_moe","hidden_size":64,"num_hidden_layers":2,
     "moe_num_experts":8,"moe_k":2,"moe_intermediate_size":16,"use_bias":true})");
   EXPECT_TRUE(Mentions(linear_bias.status(), "'use_bias'"));
+}
+
+// k comes from the first of a family's top-k keys present: gpt-oss's
+// transformers key wins over its release key, and a config with neither is
+// refused naming the release key; ERNIE's moe_k is its only one.
+TEST(HfFamilies, TopKFromTheFamilysKeys) {
+  const std::string gpt =
+      R"({"model_type":"gpt_oss","hidden_size":64,"num_hidden_layers":2,
+      "intermediate_size":32,"num_local_experts":8)";
+  auto both = Parse(gpt + R"(,"num_experts_per_tok":3,"experts_per_token":2})");
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->info.layer.top_k, 3);
+  auto neither = Parse(gpt + "}");
+  ASSERT_FALSE(neither.ok());
+  EXPECT_TRUE(Mentions(neither.status(), "'experts_per_token' is missing"))
+      << neither.status();
+  auto ernie = Parse(
+      R"({"model_type":"ernie4_5_moe","hidden_size":64,"num_hidden_layers":2,
+      "moe_num_experts":8,"num_experts_per_tok":2,
+      "moe_intermediate_size":16})");
+  ASSERT_FALSE(ernie.ok());
+  EXPECT_TRUE(Mentions(ernie.status(), "'moe_k' is missing")) << ernie.status();
 }
 
 TEST(HfFamilies, GptOss) {

@@ -802,7 +802,8 @@ TEST(HfFamilyCheckpoint, KimiK3BadMxfp4ScaleIsRefusedByName) {
 
 // Bad checkpoints of the three families fail at load, saying what is
 // wrong: a missing tensor by name, a latent projection of the wrong shape
-// with the shape expected, an unknown model_type with the supported ones.
+// with the shape expected and the config key of the latent width, an
+// unknown model_type with the supported ones.
 TEST(HfFamilyCheckpoint, LatentFamiliesBadInputIsNamed) {
   {
     auto c = Golden("nemotron3_latent");
@@ -829,6 +830,15 @@ TEST(HfFamilyCheckpoint, LatentFamiliesBadInputIsNamed) {
     ASSERT_FALSE(y.ok());
     EXPECT_NE(y.status().message().find(proj), std::string::npos) << y.status();
     EXPECT_NE(y.status().message().find("[32, 64]"), std::string::npos)
+        << y.status();
+    // The rows of the H -> latent projection are the configured latent
+    // width: the refusal names the key that gives it and what was found.
+    EXPECT_NE(y.status().message().find(
+                  "config key 'routed_expert_hidden_size' is 32"),
+              std::string::npos)
+        << y.status();
+    EXPECT_NE(y.status().message().find("found latent width 33"),
+              std::string::npos)
         << y.status();
     fs::remove_all(dir);
   }

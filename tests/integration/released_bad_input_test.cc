@@ -70,9 +70,11 @@ std::vector<Breakage> Breakages() {
        [](const std::string& d) {
          return SetHfConfigKey(d, "moe_latent_size", "48");
        },
-       // The routed experts read rows of the configured width: NVFP4 code
-       // pairs of 48 / 2 where the checkpoint holds 32 / 2.
-       {Nemotron("experts.0.up_proj.weight"), "expected [32, 24]"}},
+       // Refused at open, naming the key and both widths, before any
+       // routed expert is read at the wrong width.
+       {"config key 'moe_latent_size' is 48",
+        Nemotron("fc1_latent_proj.weight"), "expected [48, ",
+        "found latent width 32"}},
       {"nvfp4_scale_shape",
        "nemotron3_nvfp4",
        HfFamily::kNemotronH,
