@@ -11,8 +11,8 @@
 
 namespace moe {
 
-// INVALID_ARGUMENT for an empty --listen, half a TLS key pair, or --tls-ca
-// without the key pair (or, with workers, without --worker-listen).
+// Returns INVALID_ARGUMENT for an empty --listen, half a TLS key pair, or
+// --tls-ca without the key pair (or, with workers, without --worker-listen).
 absl::Status CheckListenAddresses(const RouterFlags& flags);
 
 // INVALID_ARGUMENT when workers would register on an address other than
@@ -21,8 +21,8 @@ absl::Status CheckListenAddresses(const RouterFlags& flags);
 // and the rendezvous store.
 absl::Status CheckWorkerRegistration(const RouterFlags& flags);
 
-// True for a listen address only this host can reach: 127.0.0.0/8, [::1],
-// localhost, or a unix: socket.
+// Returns true for a listen address only this host can reach: 127.0.0.0/8,
+// [::1], localhost, or a unix: socket.
 bool IsLoopbackAddress(const std::string& address);
 
 }  // namespace moe

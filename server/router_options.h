@@ -18,7 +18,7 @@
 
 namespace moe {
 
-// The flags as given. Defaults are the flags' defaults.
+// Holds the flags as given; its defaults are the flags' defaults.
 struct RouterFlags {
   std::string model;
   bool synthetic = false;
@@ -92,7 +92,7 @@ struct RouterOptions : RouterFlags {
   bool bf16_results = true;  // dispatch_dtype is not "f32"
   std::chrono::milliseconds step_timeout{0};
   std::chrono::microseconds batch_window{0};
-  // How long a drain (SIGTERM) waits for requests in flight at most.
+  // Bounds how long a drain (SIGTERM) waits for requests in flight.
   std::chrono::milliseconds drain_wait{30000};
   // Tokens one ForwardStream may hold unanswered before it is no longer
   // read: half the queue, so that one stream cannot fill it for everyone,

@@ -16,14 +16,14 @@
 
 namespace moe {
 
-// The request's caller routing, viewed in the message (which must outlive
-// this).
+// Holds the request's caller routing as views into the message, so the message
+// must outlive it.
 struct ValidCallerRouting {
   RouteSource source = RouteSource::kGate;
-  // kRouting: [N * top_k] each.
+  // Under kRouting each holds [N * top_k] values.
   absl::Span<const int32_t> expert_ids;
   absl::Span<const float> weights;
-  // kLogits: [N, experts], f32 or bf16, finite.
+  // Under kLogits this holds [N, experts] finite f32 or bf16 values.
   WireMatrix logits;
   bool return_logits = false;
   SharedPart shared = SharedPart::kAdd;

@@ -19,10 +19,12 @@ namespace moe {
 struct ResponseParts {
   bool routing = false;
   bool timing = false;
-  // router_logits [n, experts] in f32 (return_router_logits).
+  // Set when the request asked for router_logits (return_router_logits): the
+  // response carries them as [n, experts] in f32.
   bool router_logits = false;
   int64_t experts = 0;
-  // shared_output [n, hidden] in the output dtype (SHARED_SEPARATE).
+  // Set when the request asked for the shared experts apart (SHARED_SEPARATE):
+  // the response carries shared_output [n, hidden] in the output dtype.
   bool shared_output = false;
 };
 

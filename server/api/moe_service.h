@@ -30,7 +30,8 @@ namespace moe {
 struct MoeServiceOptions {
   const RouterModel* model = nullptr;
   Batcher* batcher = nullptr;
-  // GetModelInfo's readiness figures; null: no workers (P = 0).
+  // GetModelInfo reads its readiness figures here; it is null when there are no
+  // workers (P = 0).
   const GroupReadiness* readiness = nullptr;
   ExpertStatsBook* stats = nullptr;
   Rebalancer* rebalancer = nullptr;  // null: no workers

@@ -14,7 +14,7 @@
 
 namespace moe {
 
-// What batch selection looks at of one queued request.
+// Holds what batch selection looks at of one queued request.
 struct QueuedRequestView {
   int64_t layer = 0;
   int64_t tokens = 0;
@@ -24,19 +24,20 @@ struct QueuedRequestView {
 
 struct BatchPolicy {
   int64_t max_batch_tokens = kDefaultMaxBatchTokens;
-  // How long the oldest queued request may wait for others to share its
-  // step; 0 = no wait.
+  // Bounds how long the oldest queued request may wait for others to share its
+  // step; 0 means it does not wait.
   std::chrono::microseconds window{0};
 };
 
 struct BatchDecision {
-  // Queue positions (ascending, i.e. FIFO) of the requests the next step
-  // takes; empty when no step should start now.
+  // Lists the queue positions (ascending, i.e. FIFO) of the requests the next
+  // step takes; empty when no step should start now.
   std::vector<size_t> take;
-  // Queue positions (ascending) of requests whose deadline has passed: they
-  // leave the queue and are answered DEADLINE_EXCEEDED without any work.
+  // Lists the queue positions (ascending) of requests whose deadline has
+  // passed: they leave the queue and are answered DEADLINE_EXCEEDED without any
+  // work.
   std::vector<size_t> expired;
-  // When `take` is empty: when to decide again (nullopt: not before the
+  // Says, when `take` is empty, when to decide again (nullopt: not before the
   // queue or the steps in flight change).
   std::optional<std::chrono::steady_clock::time_point> wake_at;
 };

@@ -19,9 +19,10 @@ struct WorkerRegistration {
   int64_t pid = 0;
   std::string device;           // "cpu", "cuda:0"
   std::string collective_host;  // where its peers reach its collective
-  // Its accelerator ("GPU-<uuid>"); empty on a CPU.
+  // Names its accelerator ("GPU-<uuid>"); it is empty on a CPU.
   std::string device_identity;
-  // Its collective stages through host memory (Gloo): it may share a GPU.
+  // Is true when its collective stages through host memory (Gloo), so it may
+  // share a GPU.
   bool shares_device = false;
 };
 

@@ -47,11 +47,11 @@ class DirectStep {
 
  private:
   DirectPlan plan_;
-  // Per rank: the rows, slots, weights and counts its step views.
+  // Holds, per rank, the rows, slots, weights and counts its step views.
   std::vector<std::vector<float>> rows_, weights_;
   std::vector<std::vector<int32_t>> ids_;
   std::vector<std::vector<int64_t>> counts_;
-  // The ranks' outputs put together in rank order (plan_.row_offsets).
+  // Holds the ranks' outputs put together in rank order (plan_.row_offsets).
   std::vector<char> out_;
 };
 
