@@ -15,10 +15,10 @@ namespace moe {
 // --tls-ca without the key pair (or, with workers, without --worker-listen).
 absl::Status CheckListenAddresses(const RouterFlags& flags);
 
-// INVALID_ARGUMENT when workers would register on an address other than
+// Returns INVALID_ARGUMENT when workers would register on an address other than
 // loopback with neither --worker-token-file nor --tls-ca, unless
-// --insecure-workers is given. Registration hands out ranks, the model spec
-// and the rendezvous store.
+// --insecure-workers is given. Registration hands out ranks, the model spec and
+// the rendezvous store.
 absl::Status CheckWorkerRegistration(const RouterFlags& flags);
 
 // Returns true for a listen address only this host can reach: 127.0.0.0/8,

@@ -27,9 +27,9 @@ int MessageLimitFor(const RouterOptions& o, const ModelInfo& info);
 // public port (bounded: gRPC holds each message whole before the handler sees
 // it).
 inline constexpr int kOversizedRequestFactor = 4;
-// The bytes a request to the public port may have: with --max-message-bytes
-// that limit, as given; else kOversizedRequestFactor times the derived one
-// (at most INT32_MAX), so that a request with more tokens than
+// Returns the bytes a request to the public port may have: with
+// --max-message-bytes that limit, as given; else kOversizedRequestFactor times
+// the derived one (at most INT32_MAX), so that a request with more tokens than
 // --max-request-tokens is read and refused naming that flag rather than by
 // gRPC's message size check. Larger ones still get gRPC's refusal.
 int RequestLimitFor(const RouterOptions& o, const ModelInfo& info);

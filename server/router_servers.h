@@ -39,9 +39,9 @@ class RouterServers {
     grpc::Service* api = nullptr;
     grpc::Service* workers = nullptr;  // null: no worker port or service
     int message_limit = 4 << 20;       // bytes, both ways
-    // Bytes a message to the public port may have (at least message_limit):
-    // room to read a request with too many tokens and refuse it by its
-    // token count (router_part_options.h, RequestLimitFor).
+    // Bounds the bytes a message to the public port may have (at least
+    // message_limit): room to read a request with too many tokens and refuse it
+    // by its token count (router_part_options.h, RequestLimitFor).
     int request_limit = 4 << 20;
     // A null one serves without TLS.
     std::shared_ptr<grpc::ServerCredentials> public_credentials;

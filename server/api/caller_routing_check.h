@@ -29,9 +29,8 @@ struct ValidCallerRouting {
   SharedPart shared = SharedPart::kAdd;
 };
 
-// INVALID_ARGUMENT for routing or logits that do not fit layer `layer`
-// (config `c`) and its `n` rows of hidden states, or an unknown shared
-// mode.
+// Returns INVALID_ARGUMENT for routing or logits that do not fit layer `layer`
+// (config `c`) and its `n` rows of hidden states, or an unknown shared mode.
 absl::StatusOr<ValidCallerRouting> CheckCallerRouting(
     const moe::v1::ForwardRequest& r, int64_t layer, const MoeLayerConfig& c,
     int64_t n);

@@ -13,9 +13,9 @@
 
 namespace moe {
 
-// What the answer carries beyond the output rows, as the request asked
-// (return_routing, return_timing): all that the answer needs of the
-// request, so the request need not travel with it.
+// Holds what the answer carries beyond the output rows, as the request asked
+// (return_routing, return_timing): all that the answer needs of the request, so
+// the request need not travel with it.
 struct ResponseParts {
   bool routing = false;
   bool timing = false;

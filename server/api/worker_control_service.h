@@ -51,8 +51,8 @@ class WorkerControlService final : public WorkerControlBase {
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
           stream) override;
-  // The rendezvous store of the current generation (rendezvous_store.h). A
-  // StoreGet waits without a thread until its keys are set, its timeout
+  // Serves the rendezvous store of the current generation (rendezvous_store.h).
+  // A StoreGet waits without a thread until its keys are set, its timeout
   // passes, its caller cancels, or the generation ends.
   grpc::ServerUnaryReactor* StoreSet(grpc::CallbackServerContext* ctx,
                                      const moe::v1::StoreSetRequest* req,

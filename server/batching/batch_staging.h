@@ -30,9 +30,9 @@ class BatchStaging {
   // request that did not: a layer that is not hash-routed ignores them),
   // else empty.
   absl::Span<const int64_t> token_ids() const { return token_ids_; }
-  // The requests' routing or logits from the caller, logits to keep and
-  // shared-expert parts, per segment; null when no request of the step
-  // asked for any of them (the step then runs as it always has).
+  // Returns the requests' routing or logits from the caller, logits to keep and
+  // shared-expert parts, per segment; null when no request of the step asked
+  // for any of them (the step then runs as it always has).
   const CallerOverrides* caller() const {
     return any_caller_ ? &caller_ : nullptr;
   }

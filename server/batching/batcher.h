@@ -41,9 +41,9 @@ class Batcher {
     // workers' answers in bf16 where that is lossless for the client
     // (StepRunner::Run's bf16_out); false: always fp32.
     bool bf16_steps = true;
-    // The worker group's readiness (null: no workers, always ready). A
-    // request is refused while the group is not ready, unless steps wait
-    // for it (--hold-while-regrouping-ms).
+    // Points to the worker group's readiness (null: no workers, always ready).
+    // A request is refused while the group is not ready, unless steps wait for
+    // it (--hold-while-regrouping-ms).
     const GroupReadiness* readiness = nullptr;
   };
   // One runner (and one step thread) per step allowed in flight.

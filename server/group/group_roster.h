@@ -31,7 +31,7 @@ class GroupRoster {
 
   explicit GroupRoster(int world_size) : members_(world_size) {}
 
-  // A free slot for a registering worker (from `peer`), or why it is
+  // Returns a free slot for a registering worker (from `peer`), or why it is
   // refused: worker_admission.h's checks (kept as the refusal), or
   // RESOURCE_EXHAUSTED when every slot is taken.
   absl::Status Admit(const std::shared_ptr<GroupMember>& member,

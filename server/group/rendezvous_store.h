@@ -23,7 +23,7 @@
 
 namespace moe {
 
-// The rank whose rendezvous key `key` is, or -1 for a key of no rank:
+// Returns the rank whose rendezvous key `key` is, or -1 for a key of no rank:
 // Gloo's pair addresses ("R", "R/S", "rank_R": the keys
 // gloo::rendezvous::Context::connectFullMesh sets, across Gloo versions) are
 // rank R's; NCCL's unique id ("nccl-unique-id") is rank 0's.

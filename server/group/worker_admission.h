@@ -26,8 +26,8 @@ struct WorkerRegistration {
   bool shares_device = false;
 };
 
-// FAILED_PRECONDITION for a worker on another host (`peer`, as gRPC names
-// it) that advertises a loopback collective address: it would send the
+// Returns FAILED_PRECONDITION for a worker on another host (`peer`, as gRPC
+// names it) that advertises a loopback collective address: it would send the
 // other workers to themselves, and the group could never form.
 absl::Status CheckCollectiveHost(const WorkerRegistration& info,
                                  const std::string& peer);
@@ -37,8 +37,8 @@ struct RegisteredWorker {
   std::string name;  // as logs name it
 };
 
-// FAILED_PRECONDITION when `info` names a device that a registered worker
-// on the same host already uses and either of them exchanges over NCCL
+// Returns FAILED_PRECONDITION when `info` names a device that a registered
+// worker on the same host already uses and either of them exchanges over NCCL
 // (which runs one rank per GPU).
 absl::Status CheckDevice(const WorkerRegistration& info,
                          absl::Span<const RegisteredWorker> registered);

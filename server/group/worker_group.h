@@ -63,9 +63,9 @@ class WorkerGroup {
   // rendezvous), now or after the backoff.
   void Regroup(bool delayed);
 
-  // The current generation's rendezvous store: StoreSet and a StoreGet's
-  // cancel go to it directly; a StoreGet parks through ParkStoreGet, which
-  // keeps its timeout.
+  // Returns the current generation's rendezvous store: StoreSet and a
+  // StoreGet's cancel go to it directly; a StoreGet parks through ParkStoreGet,
+  // which keeps its timeout.
   RendezvousStore& store() { return parts_.store(); }
   absl::Status ParkStoreGet(uint64_t generation, const std::string& token,
                             std::vector<std::string> keys,

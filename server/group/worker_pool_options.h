@@ -13,11 +13,11 @@ namespace moe {
 struct WorkerPoolOptions {
   int world_size = 1;  // P
   int64_t num_experts = 0;
-  // Delay before retrying a generation that a worker could not join (its
-  // load or rendezvous failed), doubled for each such generation in a row
+  // Sets the delay before retrying a generation that a worker could not join
+  // (its load or rendezvous failed), doubled for each such generation in a row
   // up to kMaxRetryDoublings times, so that a worker that cannot load its
-  // experts (a wrong checkpoint, too little memory) is retried, not
-  // hammered; back to this once a group is ready.
+  // experts (a wrong checkpoint, too little memory) is retried, not hammered;
+  // back to this once a group is ready.
   std::chrono::milliseconds retry_delay{1000};
   static constexpr int kMaxRetryDoublings = 5;
   // Bounds the StoreGet waits parked at once per rank (RESOURCE_EXHAUSTED

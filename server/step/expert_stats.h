@@ -25,11 +25,10 @@ struct LoadBalance {
 };
 LoadBalance ComputeLoadBalance(absl::Span<const int64_t> counts);
 
-// Per MoE layer, the tokens routed to each expert, from the JSON that
-// `moe-cli stats --save` writes (GetExpertStats of each layer, one object
-// or an array of them; `tokens_per_expert` or `tokensPerExpert`, numbers or
-// the strings proto JSON writes for int64). INVALID_ARGUMENT naming what is
-// wrong.
+// Reads, per MoE layer, the tokens routed to each expert from the JSON that
+// `moe-cli stats --save` writes (GetExpertStats of each layer, one object or an
+// array of them; `tokens_per_expert` or `tokensPerExpert`, numbers or the
+// strings proto JSON writes for int64). INVALID_ARGUMENT naming what is wrong.
 absl::StatusOr<std::map<int64_t, std::vector<double>>> ExpertLoadFromJson(
     const std::string& text);
 

@@ -31,9 +31,9 @@ struct GroupState {
   bool degraded() const { return ready && group_size < world_size; }
 };
 
-// UNAVAILABLE's one message while the group is not ready (connected,
-// ready, stalled, the last refusal): the same words whether the batcher
-// refuses a request or a step finds the group gone.
+// Returns UNAVAILABLE's one message while the group is not ready (connected,
+// ready, stalled, the last refusal): the same words whether the batcher refuses
+// a request or a step finds the group gone.
 std::string NotReadyMessage(const GroupState& st);
 
 // Is where readiness is read: the worker pool in the router, a fake in tests.

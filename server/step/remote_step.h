@@ -32,10 +32,10 @@ struct RemoteStepOptions {
   int64_t direct_step_tokens = 0;
 };
 
-// Everything of a routed step that happens on the worker group: the plan,
-// the step on every rank, the shared expert on this thread meanwhile, and
-// the results put together. Keeps its plan buffers between steps (the
-// group keeps the wire messages').
+// Runs everything of a routed step that happens on the worker group: the plan,
+// the step on every rank, the shared expert on this thread meanwhile, and the
+// results put together. Keeps its plan buffers between steps (the group keeps
+// the wire messages').
 class RemoteStep {
  public:
   explicit RemoteStep(RemoteStepOptions options = {}) : options_(options) {}
