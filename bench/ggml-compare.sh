@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 32's yardstick: our CPU MoE layer (moe-bench --synthetic) against
+# The MXFP4 yardstick: our CPU MoE layer (moe-bench --synthetic) against
 # llama.cpp's ggml building the same MoE FFN (bench/peers/ggml_moe.cc), back
 # to back, DeepSeek-V2-Lite sizes (H=2048, I=1408, E=64, k=6, shared 2816),
 # 2 threads, in tokens/s; one table per N with ours mxfp4 / ggml MXFP4.

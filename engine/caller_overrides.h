@@ -11,14 +11,14 @@
 
 namespace moe {
 
-// Where a segment's routing comes from.
+// Says where a segment's routing comes from.
 enum class RouteSource : uint8_t {
   kGate,     // the layer's gate: x·Wᵀ, then the layer's scoring
   kLogits,   // the caller's gate logits, then the layer's scoring
   kRouting,  // the caller's ids and final weights, taken as they are
 };
 
-// What a segment's answer does with the shared experts' output.
+// Says what a segment's answer does with the shared experts' output.
 enum class SharedPart : uint8_t {
   kAdd,       // y = routed + shared (the layer's y)
   kSeparate,  // y = routed; the shared output is answered apart
@@ -26,7 +26,8 @@ enum class SharedPart : uint8_t {
 };
 
 struct CallerOverrides {
-  // One per segment, or empty: every segment is routed by the gate.
+  // Holds one source per segment; empty means every segment is routed by the
+  // gate.
   absl::Span<const RouteSource> route;
   // [n, E] fp32: the rows of kLogits segments (other rows are not read).
   // They replace the gate linear's output, router bias included.
@@ -35,19 +36,21 @@ struct CallerOverrides {
   // finite final weights (checked where the request came in).
   const int32_t* expert = nullptr;
   const float* weight = nullptr;
-  // Keep the gate logits of every row in Routing::logits.
+  // Asks the router to keep the gate logits of every row in Routing::logits.
   bool keep_logits = false;
-  // One per segment, or empty: every segment adds the shared experts.
+  // Holds one part per segment; empty means every segment adds the shared
+  // experts.
   absl::Span<const SharedPart> shared;
 };
 
-// Whether any segment of `caller` (may be null) sends logits or routing.
+// Returns whether any segment of `caller` (may be null) sends logits or
+// routing.
 bool AnyCallerRoute(const CallerOverrides* caller);
 // Whether any segment of `caller` (may be null) wants other than kAdd: the
 // step then puts the shared experts' output in place itself (PlaceShared)
 // instead of on the path a step of kAdd requests only takes.
 bool SharedApart(const CallerOverrides* caller);
-// Whether any segment needs the shared experts computed.
+// Returns whether any segment needs the shared experts computed.
 bool NeedsShared(const CallerOverrides* caller);
 
 // Which rows of a step want the shared experts: those of the segments

@@ -54,7 +54,7 @@ class CpuBackend : public ExpertBackend {
   RowCodec* row_codec() override { return &codec_; }
   StepQueue& queue() override { return queue_; }
 
-  // The loaded weights of `layer`, or null.
+  // Returns the loaded weights of `layer`, or null.
   const LayerWeights* layer(int64_t layer) const;
 
  private:
@@ -73,9 +73,10 @@ class CpuBackend : public ExpertBackend {
   // read once more.
   CpuRowCodec codec_;
   HostQueue queue_;
-  // Step buffers, fp32 rows of the experts' width (H, or the latent width).
+  // Hold the step's buffers, fp32 rows of the experts' width (H, or the latent
+  // width).
   std::vector<float> send_, recv_, out_, back_;
-  // The rows as they cross the dispatch when it is packed (bf16, FP8).
+  // Hold the rows as they cross the dispatch when it is packed (bf16, FP8).
   std::vector<uint8_t> send_packed_, recv_packed_;
   std::vector<uint16_t> out_packed_, back_packed_;  // bf16 expert outputs
   std::vector<float> scale_;

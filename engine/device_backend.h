@@ -40,7 +40,7 @@ struct DeviceRouteAnswer {
   const void* logits = nullptr;
 };
 
-// The plan's index arrays in device memory, each uploaded once per step.
+// Holds the plan's index arrays in device memory, each uploaded once per step.
 struct DeviceStepIndices {
   int32_t* src_row = nullptr;   // [sent] row of x each sent row gathers
   float* scale = nullptr;       // [sent] its weight (score_before_experts)
@@ -101,24 +101,25 @@ class DeviceBackend : public ExpertBackend {
   // where the answer will be: logits whenever query.host_logits.
   virtual absl::Status QueueRoute(const DeviceRouteQuery& query,
                                   DeviceRouteAnswer* answer) = 0;
-  // The host's routing from downloaded logits [n, E], with the caller's
+  // Runs the host's routing on downloaded logits [n, E], with the caller's
   // overrides (may be null: TokenRouter::RouteLogits).
   virtual absl::Status RouteLogits(int64_t layer, const float* logits,
                                    const RouteRows& rows, Routing* routing) = 0;
-  // out [n, H] (device fp32) = the gated shared expert of the n resident
+  // Queues out [n, H] (device fp32) = the gated shared expert of the n resident
   // rows.
   virtual absl::Status QueueShared(int64_t layer, int64_t n, float* out) = 0;
-  // dst [count] (device fp32) = the bf16 values of src [count] (device).
+  // Queues dst [count] (device fp32) = the bf16 values of src [count] (device).
   virtual absl::Status QueueWiden(const uint16_t* src, int64_t count,
                                   float* dst) = 0;
-  // y [rows, H] += add [rows, H] (device fp32).
+  // Queues y [rows, H] += add [rows, H] (device fp32).
   virtual absl::Status QueueAdd(float* y, const float* add, int64_t rows) = 0;
-  // The step's row buffers (kSend, kRecv, kOut, kBack) for `plan`.
+  // Makes the step's row buffers (kSend, kRecv, kOut, kBack) ready for `plan`.
   virtual absl::Status PrepareStep(const EpPlan& plan) = 0;
-  // kSend = the bf16 rows of x that device_indices().src_row names, scaled
-  // by .scale when `scaled`.
+  // Queues kSend = the bf16 rows of x that device_indices().src_row names,
+  // scaled by .scale when `scaled`.
   virtual absl::Status QueueGather(const EpPlan& plan, bool scaled) = 0;
-  // y [tokens, H] (device fp32) = the weighted sum in slot order of `back`.
+  // Queues y [tokens, H] (device fp32) = the weighted sum in slot order of
+  // `back`.
   virtual absl::Status QueueCombine(const EpPlan& plan, const void* back,
                                     float* y) = 0;
 
@@ -143,10 +144,10 @@ class DeviceBackend : public ExpertBackend {
   // piece that reads it ends in a wait (Route, Shared) or in the step's
   // Finish or Drain, before the next upload.
   absl::Status UploadX(const float* x, int64_t n);
-  // The same for bf16 rows, uploaded as bf16 and widened on the device.
+  // Does the same for bf16 rows, uploaded as bf16 and widened on the device.
   absl::Status UploadBf16X(const uint16_t* x, int64_t n);
-  // The routing of the n resident rows: queued, its answer brought home,
-  // one wait.
+  // Routes the rows.n resident rows: it queues the routing and brings its
+  // answer home, with one wait.
   absl::Status RouteResident(int64_t layer, const RouteRows& rows,
                              Routing* routing);
   // Allocates `bytes` of `where` into *block (none for 0 bytes).
@@ -159,7 +160,7 @@ class DeviceBackend : public ExpertBackend {
   DeviceStepIndices indices_;
   const void* resident_x_ = nullptr;  // host rows last uploaded
   int64_t resident_n_ = -1;
-  // The layer whose shared expert the next Combine adds, or -1.
+  // Holds the layer whose shared expert the next Combine adds, or -1.
   int64_t shared_layer_ = -1;
 };
 

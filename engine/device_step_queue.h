@@ -22,11 +22,12 @@ class DeviceStepQueue : public StepQueue {
   // Memory that frees itself when the last owner lets go.
   using Block = std::shared_ptr<void>;
 
-  // Allocated when a backend loads (or at a first use that says so), never
-  // by a step's copies.
+  // Allocates memory when a backend loads (or at a first use that says so),
+  // never for a step's copies.
   virtual absl::StatusOr<Block> Allocate(Memory where, size_t bytes) = 0;
-  // Queued: device `src` into pinned host `dst`, which the host reads after
-  // the next Synchronize or Finish. (The upload is CopyFromHost, queued too.)
+  // Queues a copy of device `src` into pinned host `dst`, which the host reads
+  // after the next Synchronize or Finish. (The upload is CopyFromHost, queued
+  // too.)
   virtual absl::Status Download(const void* src, void* dst, size_t bytes) = 0;
   // The host waits for everything queued: never while a device collective
   // may wait on a peer (engine/cuda/device_queue.h), so only before a
@@ -36,7 +37,7 @@ class DeviceStepQueue : public StepQueue {
   // fills) to `dst` once Finish has awaited that work; Drain drops it.
   virtual void CopyAtFinish(const void* pinned, void* dst, size_t bytes) = 0;
 
-  // What crossed between host and device so far, and how often the host
+  // Counts what crossed between host and device so far, and how often the host
   // waited for the queue (moe-bench reports it per step).
   struct Traffic {
     int64_t h2d_bytes = 0;

@@ -27,7 +27,7 @@ struct DirectPlan {
   // [tokens * slots] the row of each slot's output among them, -1 where the
   // slot is not dispatched: what the weighted sum reads.
   std::vector<int64_t> slot_row;
-  // Working space, kept so that a steady step allocates nothing.
+  // This working space is kept so that a steady step allocates nothing.
   std::vector<int64_t> cursor;
 };
 

@@ -51,7 +51,7 @@ struct EpStepInput {
   // rank once however many of its experts live there (see EpPlan). Empty:
   // one row per dispatched slot (the layout the counts alone describe).
   absl::Span<const int32_t> all_expert_ids;
-  // The collectives' deadline.
+  // Bounds how long the step's collectives may wait.
   std::chrono::milliseconds timeout{kDefaultStepTimeoutMs};
   DispatchDType dispatch = DispatchDType::kRowType;
 };
@@ -89,7 +89,7 @@ struct EpPlan {
   std::vector<int64_t> out_row;
   // [tokens * slots] row of each slot in the buffer that comes back, or -1.
   std::vector<int64_t> slot_row;
-  // Working space of PlanEpStep, kept so that a steady step allocates
+  // This is PlanEpStep's working space, kept so that a steady step allocates
   // nothing.
   std::vector<int64_t> slot_offsets;   // [E + 1] own slots per expert
   std::vector<int64_t> cursor;         // [world] or [world * local] cursors
@@ -125,12 +125,12 @@ void PlanDispatch(const Routing& routing, int64_t n, int world,
                   std::vector<int64_t>* counts,
                   const ReplicaMap* replicas = nullptr);
 
-// Rows each of `world` ranks computes in a step with `counts` [world *
-// experts] (rank q's experts as in PlanEpStep).
+// Returns the rows each of `world` ranks computes in a step with `counts`
+// [world * experts] (rank q's experts as in PlanEpStep).
 std::vector<int64_t> RowsPerRank(absl::Span<const int64_t> counts, int world,
                                  int64_t experts);
 
-// Upper bounds of one step's sizes, from the routing rules, for `tokens`
+// Holds upper bounds of one step's sizes, from the routing rules, for `tokens`
 // tokens in at most `segments` independently routed requests.
 struct EpBounds {
   int64_t tokens = 0;  // rows of x

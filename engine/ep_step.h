@@ -17,7 +17,7 @@
 
 namespace moe {
 
-// What the rank's part of a step took, in microseconds.
+// Records what the rank's part of a step took, in microseconds.
 struct EpStepTimes {
   double dispatch_us = 0;   // gather + dispatch all-to-all
   double experts_us = 0;    // grouped SwiGLU
@@ -45,7 +45,7 @@ struct EpStepBounds {
   bool x_resident = false;
 };
 
-// Which rank of how many a direct step runs as.
+// Says which rank of how many a direct step runs as.
 struct DirectRank {
   int rank = 0;
   int world = 1;
@@ -53,7 +53,7 @@ struct DirectRank {
 
 class EpStep {
  public:
-  // y [in.tokens, H] (host fp32) for rank comm.rank() of comm.size().
+  // Computes y [in.tokens, H] (host fp32) for rank comm.rank() of comm.size().
   absl::Status Run(const EpStepInput& in, ExpertBackend& backend,
                    Communicator& comm, EpStepBounds bounds, float* y,
                    EpStepTimes* times);
@@ -71,7 +71,7 @@ class EpStep {
                          DirectOutputs* out, EpStepTimes* times);
 
   const EpPlan& plan() const { return plan_; }
-  // How the last step's rows travelled (chosen after its plan).
+  // Returns how the last step's rows travelled (chosen after its plan).
   const RowTransport& transport() const { return transport_; }
   // After Run: whether `comm` is still in step with its peers. True when
   // Run succeeded or failed before its first collective (plan, Prepare,
@@ -90,16 +90,16 @@ class EpStep {
     float* y = nullptr;
     const void** back = nullptr;
   };
-  // The step's pieces in order.
+  // Runs the step's pieces in order.
   absl::Status RunPieces(const EpStepInput& in, ExpertBackend& backend,
                          Communicator& comm, const Pieces& pieces);
-  // A leg's exchange, where it has one (RowLeg::exchange).
+  // Runs a leg's exchange, where it has one (RowLeg::exchange).
   absl::Status MoveRows(ExpertBackend& backend, Communicator& comm,
                         const RowLeg& leg, absl::Span<const int64_t> send_rows,
                         absl::Span<const int64_t> recv_rows,
                         std::chrono::milliseconds timeout);
   void ReadTimes(ExpertBackend& backend, EpStepTimes* times) const;
-  // One all-to-all's rows: send_rows[q] rows to rank q from `send`,
+  // Describes one all-to-all's rows: send_rows[q] rows to rank q from `send`,
   // recv_rows[q] from it into `recv`, each `row_elems` elements of `type`.
   struct RowExchange {
     const void* send = nullptr;
@@ -124,7 +124,7 @@ class EpStep {
   std::vector<char> host_back_;
   std::vector<int64_t> send_elems_, recv_elems_;
   bool comm_entered_ = false;  // this Run reached its first collective
-  // The running step's deadline, set before its first piece.
+  // Holds the running step's deadline, set before its first piece.
   std::chrono::steady_clock::time_point deadline_{};
   bool collectives_intact_ = true;
 };

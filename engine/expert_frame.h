@@ -31,7 +31,7 @@ class ExpertFrame {
   // until the next Enter).
   absl::StatusOr<const float*> Enter(const LayerWeights& w, const float* x,
                                      int64_t n, int num_threads);
-  // y [n, H] = the layer's routed output for the experts' weighted sum
+  // Computes y [n, H] = the layer's routed output for the experts' weighted sum
   // s [n, expert_width] (s is overwritten under latent_norm).
   absl::Status Leave(const LayerWeights& w, float* s, int64_t n, float* y,
                      int num_threads);
@@ -42,7 +42,7 @@ class ExpertFrame {
   std::vector<float*> out_rows_;
 };
 
-// Whether `w` holds every frame tensor its config needs (router side).
+// Checks whether `w` holds every frame tensor its config needs (router side).
 absl::Status CheckFrameLoaded(const LayerWeights& w);
 
 }  // namespace moe

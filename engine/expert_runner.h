@@ -23,7 +23,8 @@ class ExpertRunner {
                          const float* const* in_rows, float* const* out_rows,
                          int num_threads);
 
-  // out[t] = S(x[t]) for n rows, times sigmoid(x[t] . g) with a shared gate.
+  // Computes out[t] = S(x[t]) for n rows, times sigmoid(x[t] . g) with a shared
+  // gate.
   absl::Status RunShared(const LayerWeights& w, const float* x, int64_t n,
                          float* out, int num_threads);
 

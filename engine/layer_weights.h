@@ -29,8 +29,8 @@ namespace moe {
 // resolved by ResolveWeightDType before anything is loaded.
 enum class WeightDType { kF32, kBF16, kFP8, kAuto, kMXFP4, kNVFP4 };
 absl::string_view WeightDTypeName(WeightDType d);
-// "f32", "bf16", "fp8", "mxfp4", "nvfp4" or "auto" (and a few spellings of
-// each).
+// Parses "f32", "bf16", "fp8", "mxfp4", "nvfp4" or "auto" (and a few spellings
+// of each).
 absl::StatusOr<WeightDType> ParseWeightDType(absl::string_view text);
 // `requested`, or for kAuto the storage type of `source`'s routed experts
 // (expert 0 of its first MoE layer): MXFP4 -> kMXFP4, NVFP4 -> kNVFP4,
@@ -114,7 +114,7 @@ struct LayerWeights {
   int64_t num_local_experts() const {
     return static_cast<int64_t>(experts.size());
   }
-  // Bytes of one routed expert's packed weights.
+  // Returns the bytes of one routed expert's packed weights.
   size_t expert_bytes() const {
     return experts.empty() ? 0 : experts.front().bytes();
   }
@@ -122,7 +122,8 @@ struct LayerWeights {
 
 struct LoadOptions {
   WeightDType dtype = WeightDType::kF32;  // kAuto: resolved per source
-  // Router side: gate, expert bias, router bias and tid2eid.
+  // Says whether to load the router side: gate, expert bias, router bias and
+  // tid2eid.
   bool load_gate = true;
   bool load_shared = true;  // router side: shared expert
   int64_t expert_begin = 0;
@@ -134,13 +135,13 @@ struct LoadOptions {
   int64_t only_layer = -1;  // backends: load just this MoE layer (-1: all)
 };
 
-// The expert range [begin, end) that `options` asks for (end -1: all),
+// Returns the expert range [begin, end) that `options` asks for (end -1: all),
 // INVALID_ARGUMENT when it is not inside [0, num_experts].
 absl::StatusOr<std::pair<int64_t, int64_t>> ResolveExpertRange(
     const LoadOptions& options, int64_t num_experts);
 
-// The logical expert of each local slot of `layer`: its layer_experts list
-// (INVALID_ARGUMENT for an id outside [0, num_experts)), else the range.
+// Returns the logical expert of each local slot of `layer`: its layer_experts
+// list (INVALID_ARGUMENT for an id outside [0, num_experts)), else the range.
 absl::StatusOr<std::vector<int32_t>> ResolveExpertList(
     const LoadOptions& options, int64_t layer, int64_t num_experts);
 
@@ -156,8 +157,8 @@ int64_t PackedExpertBytes(const MoeLayerConfig& config, WeightDType dtype);
 absl::StatusOr<PackedWeight> PackWeight(const WeightTensor& t,
                                         WeightDType dtype);
 
-// The layer's gated activation (config.act, act_alpha, act_limit) in the
-// form the CPU and CUDA kernels take (kernels/act_rule.h).
+// Returns the layer's gated activation (config.act, act_alpha, act_limit) in
+// the form the CPU and CUDA kernels take (kernels/act_rule.h).
 kernels::GatedActParams GatedActOf(const MoeLayerConfig& config);
 
 // A hash-routed layer's table [hash_vocab, k] as int32 ids, each checked in

@@ -21,25 +21,27 @@
 
 namespace moe {
 
-// One MoE layer: workers[q][s] is the logical expert in worker q's slot s.
+// Describes one MoE layer: workers[q][s] is the logical expert in worker q's
+// slot s.
 struct LayerPlacement {
   std::vector<std::vector<int32_t>> workers;
 
   int world() const { return static_cast<int>(workers.size()); }
   int64_t physical() const;  // E + R slots in all
-  // The logical expert of every physical slot, worker by worker [E + R].
+  // Returns the logical expert of every physical slot, worker by worker [E +
+  // R].
   std::vector<int32_t> Flat() const;
   bool operator==(const LayerPlacement&) const = default;
 };
 
-// Every MoE layer's placement, for P workers and R redundant slots.
+// Holds every MoE layer's placement, for P workers and R redundant slots.
 struct ExpertPlacement {
   int64_t redundant = 0;  // R
   std::map<int64_t, LayerPlacement> layers;
   bool operator==(const ExpertPlacement&) const = default;
 };
 
-// The slots worker q holds when E + R physical slots are split over P.
+// Returns the slots worker q holds when E + R physical slots are split over P.
 int64_t WorkerSlots(int q, int P, int64_t physical);
 
 // R = 0: worker q holds experts [SplitBegin(q, P, E), SplitBegin(q+1, P, E)).

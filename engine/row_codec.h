@@ -18,10 +18,10 @@ class RowCodec {
   // plan.src_row[j] (in.rows) where the backend's Gather left them there.
   virtual absl::Status PackRows(const EpStepInput& in, const EpPlan& plan,
                                 const void* gathered, void* packed) = 0;
-  // The plan.arrived rows of `packed` back into row type `rows`.
+  // Unpacks the plan.arrived rows of `packed` back into row type `rows`.
   virtual absl::Status UnpackRows(const EpPlan& plan, const void* packed,
                                   void* rows) = 0;
-  // The plan.received expert outputs of `out` as bf16 into `packed`.
+  // Packs the plan.received expert outputs of `out` as bf16 into `packed`.
   virtual absl::Status PackOutputs(const EpPlan& plan, const void* out,
                                    void* packed) = 0;
 };

@@ -44,10 +44,10 @@ inline constexpr int kNumEpBuffers = 10;
 // stays fp32 and in slot order over the rounded outputs.
 bool PacksOutputs(DispatchDType dispatch, ElementType row_type);
 
-// Bytes of one row of width `hidden` in the dispatch all-to-all.
+// Returns the bytes of one row of width `hidden` in the dispatch all-to-all.
 int64_t DispatchRowBytes(DispatchDType dispatch, ElementType row_type,
                          int64_t hidden);
-// The router flag's spelling: "row type", "bf16", "fp8".
+// Returns the router flag's spelling: "row type", "bf16", "fp8".
 const char* DispatchDTypeName(DispatchDType dispatch);
 
 // One leg: rows leave from `send` (the leg's source, or the packed copy
@@ -61,7 +61,7 @@ struct RowLeg {
   EpBuffer send = EpBuffer::kSend;
   EpBuffer recv = EpBuffer::kSend;
   EpBuffer rows = EpBuffer::kSend;
-  // The exchange's elements, and how many make one row.
+  // Hold the exchange's element type, and how many make one row.
   ElementType wire_type = ElementType::kF32;
   int64_t wire_row_elems = 0;
 };
@@ -72,7 +72,7 @@ struct RowTransport {
   // Nothing is done to the gathered rows on their way to the experts, so
   // the backend may leave them where they are (Gather, RunExperts).
   bool rows_in_place = false;
-  // What the combine leg leaves: the row type, or bf16 (PacksOutputs).
+  // Says what the combine leg leaves: the row type, or bf16 (PacksOutputs).
   ElementType output_type = ElementType::kF32;
   // A leg packs rows: the backend needs a RowCodec.
   bool packs() const { return dispatch.encode || combine.encode; }

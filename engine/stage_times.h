@@ -5,7 +5,7 @@
 
 namespace moe {
 
-// One worker's own clock of a step (StepResult), for the critical one.
+// Holds one worker's own clock of a step (StepResult), for the critical one.
 struct WorkerStageTimes {
   int rank = -1;  // -1: no workers
   double decode_us = 0;

@@ -30,10 +30,10 @@ class StepQueue {
  public:
   virtual ~StepQueue() = default;
 
-  // The queue device collectives enqueue on (a cudaStream_t), or null.
+  // Returns the queue device collectives enqueue on (a cudaStream_t), or null.
   virtual void* stream() = 0;
   virtual void Mark(EpMark mark) = 0;
-  // Microseconds between two marks of the finished step.
+  // Returns the microseconds between two marks of the finished step.
   virtual double ElapsedUs(EpMark from, EpMark to) const = 0;
   // Copies between the backend's memory and (pinned) host memory.
   virtual absl::Status CopyToHost(const void* src, void* dst, size_t bytes) = 0;

@@ -33,7 +33,7 @@ struct Routing {
   void Reset(int64_t n, int64_t s, int64_t num_experts);
 };
 
-// A layer's router-side vectors, each used when its config option is on.
+// Holds a layer's router-side vectors, each used when its config option is on.
 struct RouteTables {
   const float* expert_bias = nullptr;  // [E], use_bias: for choosing only
   const float* router_bias = nullptr;  // [E], router_bias: on the logits

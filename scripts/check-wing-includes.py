@@ -4,9 +4,9 @@
 Each wing (a folder under server/) may include only the wings its row of
 WINGS names; the process's files at the top of server/ may include any
 wing, and no wing includes them. Only server/group/ (and its tests) may
-include worker_pool.h, besides the process's own files, which build the
-pool: everything else reaches the group through its seams (StepGroup,
-PlacementTarget, GroupReadiness, WorkerGroup).
+include worker_pool.h; everything else, the process's own files included
+(they build the group through worker_group_factory.h), reaches the group
+through its seams (StepGroup, PlacementTarget, GroupReadiness, WorkerGroup).
 
   scripts/check-wing-includes.py [REPO_ROOT]    # exit 1 on a violation
   scripts/check-wing-includes.py --self-test    # the check catches both

@@ -16,7 +16,7 @@ std::string ListeningLine(const RouterOptions& o, const ServingPorts& ports,
                                    o.tls.ca.empty() ? "" : " (mutual TLS)")
                     : "",
       o.max_batch_tokens, o.batch_window.count(), o.max_inflight_steps,
-      // How rows and results travel, when not the default.
+      // Names how rows and results travel, when not the default.
       o.dispatch_dtype == "auto"
           ? ""
           : absl::StrCat(", --dispatch-dtype ", o.dispatch_dtype),

@@ -11,7 +11,7 @@
 
 namespace moe {
 
-// The ports the router serves on; 0: that server does not run.
+// Holds the ports the router serves on; 0 means that server does not run.
 struct ServingPorts {
   int api = 0;
   int workers = 0;

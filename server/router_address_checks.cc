@@ -9,7 +9,7 @@ namespace moe {
 
 absl::Status CheckListenAddresses(const RouterFlags& f) {
   if (f.listen.empty()) return BadFlag("listen", "HOST:PORT", "''");
-  // Both halves of the key pair, or neither.
+  // Requires both halves of the key pair, or neither.
   if (f.tls.cert.empty() != f.tls.key.empty()) {
     return f.tls.cert.empty()
                ? absl::InvalidArgumentError("--tls-key needs --tls-cert")

@@ -11,18 +11,18 @@
 
 namespace moe {
 
-// INVALID_ARGUMENT for an empty --listen, half a TLS key pair, or --tls-ca
-// without the key pair (or, with workers, without --worker-listen).
+// Returns INVALID_ARGUMENT for an empty --listen, half a TLS key pair, or
+// --tls-ca without the key pair (or, with workers, without --worker-listen).
 absl::Status CheckListenAddresses(const RouterFlags& flags);
 
-// INVALID_ARGUMENT when workers would register on an address other than
+// Returns INVALID_ARGUMENT when workers would register on an address other than
 // loopback with neither --worker-token-file nor --tls-ca, unless
-// --insecure-workers is given. Registration hands out ranks, the model spec
-// and the rendezvous store.
+// --insecure-workers is given. Registration hands out ranks, the model spec and
+// the rendezvous store.
 absl::Status CheckWorkerRegistration(const RouterFlags& flags);
 
-// True for a listen address only this host can reach: 127.0.0.0/8, [::1],
-// localhost, or a unix: socket.
+// Returns true for a listen address only this host can reach: 127.0.0.0/8,
+// [::1], localhost, or a unix: socket.
 bool IsLoopbackAddress(const std::string& address);
 
 }  // namespace moe

@@ -29,7 +29,7 @@ absl::StatusOr<ModelLocation> LocationOf(const RouterFlags& f) {
   return loc;
 }
 
-// Workers and where experts go on them.
+// Checks the workers and where experts go on them.
 absl::Status CheckPlacementSizes(const RouterFlags& f) {
   if (f.num_workers < 0 || f.num_workers > 1024) {
     return BadFlag("num-workers", "between 0 and 1024",
@@ -66,7 +66,7 @@ absl::Status CheckPlacementSizes(const RouterFlags& f) {
   return absl::OkStatus();
 }
 
-// Step deadlines, heartbeats and regrouping.
+// Checks the step deadlines, heartbeats and regrouping.
 absl::Status CheckLivenessSizes(const RouterFlags& f) {
   MOE_RETURN_IF_ERROR(AtLeast("step-timeout-ms", f.step_timeout_ms, 1));
   if (f.heartbeat_interval_ms < 10 || f.heartbeat_interval_ms > 60000) {
@@ -88,7 +88,7 @@ absl::Status CheckLivenessSizes(const RouterFlags& f) {
   return absl::OkStatus();
 }
 
-// Batches, requests and the queue in front of them.
+// Checks the batches, requests and the queue in front of them.
 absl::Status CheckBatchSizes(const RouterFlags& f) {
   MOE_RETURN_IF_ERROR(AtLeast("max-batch-tokens", f.max_batch_tokens, 1));
   if (f.max_request_tokens < 0 || f.max_request_tokens > f.max_batch_tokens) {

@@ -18,7 +18,7 @@
 
 namespace moe {
 
-// The flags as given. Defaults are the flags' defaults.
+// Holds the flags as given; its defaults are the flags' defaults.
 struct RouterFlags {
   std::string model;
   bool synthetic = false;
@@ -81,10 +81,10 @@ struct RouterFlags {
   absl::Duration drain_timeout = absl::Seconds(30);
 };
 
-// Checked options: the flags as given, with the defaults that depend on
-// others resolved in place (max_request_tokens, max_queue_tokens:
-// (max_inflight_steps + 2) x max_batch_tokens when 0, threads: all cores
-// when 0) and the typed forms of the rest.
+// Holds the checked options: the flags as given, with the defaults that depend
+// on others resolved in place (max_request_tokens, max_queue_tokens:
+// (max_inflight_steps + 2) x max_batch_tokens when 0, threads: all cores when
+// 0) and the typed forms of the rest.
 struct RouterOptions : RouterFlags {
   ModelLocation location;
   WeightDType dtype = WeightDType::kAuto;  // resolved by RouterModel::Load
@@ -92,19 +92,19 @@ struct RouterOptions : RouterFlags {
   bool bf16_results = true;  // dispatch_dtype is not "f32"
   std::chrono::milliseconds step_timeout{0};
   std::chrono::microseconds batch_window{0};
-  // How long a drain (SIGTERM) waits for requests in flight at most.
+  // Bounds how long a drain (SIGTERM) waits for requests in flight.
   std::chrono::milliseconds drain_wait{30000};
-  // Tokens one ForwardStream may hold unanswered before it is no longer
-  // read: half the queue, so that one stream cannot fill it for everyone,
-  // but at least a step per step in flight and one more, so that a lone
-  // stream of full-size requests keeps the pipeline fed.
+  // Bounds the tokens one ForwardStream may hold unanswered before it is no
+  // longer read: half the queue, so that one stream cannot fill it for
+  // everyone, but at least a step per step in flight and one more, so that a
+  // lone stream of full-size requests keeps the pipeline fed.
   int64_t stream_max_queued_tokens = 0;
 
-  // INVALID_ARGUMENT naming the first bad flag, the accepted values and the
-  // value given. Reads no files: --tls-* and --auth-token-file are opened
-  // when the router starts.
-  // Refuses open worker registration (no --worker-token-file, no --tls-ca)
-  // on an address other than loopback unless --insecure-workers is given.
+  // Returns INVALID_ARGUMENT naming the first bad flag, the accepted values and
+  // the value given. Reads no files: --tls-* and --auth-token-file are opened
+  // when the router starts. Refuses open worker registration (no
+  // --worker-token-file, no --tls-ca) on an address other than loopback unless
+  // --insecure-workers is given.
   static absl::StatusOr<RouterOptions> FromFlags(const RouterFlags& flags);
 };
 

@@ -20,15 +20,16 @@ namespace moe {
 
 RouterModel::Options ModelOptionsFor(const RouterOptions& o);
 RouterServers::Options ServersOptionsFor(const RouterOptions& o);
-// The gRPC message size limit: --max-message-bytes, or room for the largest
-// request or step (rows, routing and a margin).
+// Returns the gRPC message size limit: --max-message-bytes, or room for the
+// largest request or step (rows, routing and a margin).
 int MessageLimitFor(const RouterOptions& o, const ModelInfo& info);
-// How many times the derived message limit a request may take on the public
-// port (bounded: gRPC holds each message whole before the handler sees it).
+// Says how many times the derived message limit a request may take on the
+// public port (bounded: gRPC holds each message whole before the handler sees
+// it).
 inline constexpr int kOversizedRequestFactor = 4;
-// The bytes a request to the public port may have: with --max-message-bytes
-// that limit, as given; else kOversizedRequestFactor times the derived one
-// (at most INT32_MAX), so that a request with more tokens than
+// Returns the bytes a request to the public port may have: with
+// --max-message-bytes that limit, as given; else kOversizedRequestFactor times
+// the derived one (at most INT32_MAX), so that a request with more tokens than
 // --max-request-tokens is read and refused naming that flag rather than by
 // gRPC's message size check. Larger ones still get gRPC's refusal.
 int RequestLimitFor(const RouterOptions& o, const ModelInfo& info);

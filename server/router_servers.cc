@@ -22,8 +22,8 @@ RouterServers::~RouterServers() = default;
 
 absl::Status RouterServers::StartHealth() {
   if (o_.health_listen.empty()) return absl::OkStatus();
-  // Plaintext, health only: for probes that speak neither TLS nor tokens.
-  // NOT_SERVING (but alive) until MarkLive.
+  // The probe port serves plaintext health only: for probes that speak neither
+  // TLS nor tokens. NOT_SERVING (but alive) until MarkLive.
   MOE_ASSIGN_OR_RETURN(health_, HealthServer::Start(o_.health_listen));
   for (const char* name : {"", "moe.v1.MoeService", "full-capacity"}) {
     health_->service().SetServingStatus(name, false);
@@ -96,8 +96,9 @@ void RouterServers::SetStatusesLocked(bool ready, bool full) {
   for (grpc::HealthCheckServiceInterface* h : HealthServices()) {
     h->SetServingStatus("", ready);  // overall
     h->SetServingStatus("moe.v1.MoeService", ready);
-    // Serving with every configured worker: NOT_SERVING while degraded
-    // (fewer workers, less capacity), for alerts rather than routing.
+    // "full-capacity" is SERVING only with every configured worker, and
+    // NOT_SERVING while degraded (fewer workers, less capacity), for alerts
+    // rather than routing.
     h->SetServingStatus("full-capacity", ready && full);
   }
 }

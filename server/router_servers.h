@@ -33,30 +33,31 @@ class RouterServers {
     std::string health_port_file;
     int max_concurrent_streams = 1024;
   };
-  // What the public and workers' ports serve, known once the model is
+  // Holds what the public and workers' ports serve, known once the model is
   // loaded and the credentials read.
   struct Services {
     grpc::Service* api = nullptr;
     grpc::Service* workers = nullptr;  // null: no worker port or service
     int message_limit = 4 << 20;       // bytes, both ways
-    // Bytes a message to the public port may have (at least message_limit):
-    // room to read a request with too many tokens and refuse it by its
-    // token count (router_part_options.h, RequestLimitFor).
+    // Bounds the bytes a message to the public port may have (at least
+    // message_limit): room to read a request with too many tokens and refuse it
+    // by its token count (router_part_options.h, RequestLimitFor).
     int request_limit = 4 << 20;
-    // Null: insecure.
+    // A null one serves without TLS.
     std::shared_ptr<grpc::ServerCredentials> public_credentials;
     std::shared_ptr<grpc::ServerCredentials> worker_credentials;
   };
   explicit RouterServers(Options o);
   ~RouterServers();
 
-  // The probe port alone, live but NOT_SERVING: a startup probe sees a live
-  // router while a large checkpoint loads. Nothing without --health-listen.
+  // Starts the probe port alone, live but NOT_SERVING: a startup probe sees a
+  // live router while a large checkpoint loads. Nothing without
+  // --health-listen.
   absl::Status StartHealth();
-  // The public port serving `s.api`, and `s.workers` on the workers' port
-  // when it has one, else on the public port.
+  // Starts the public port serving `s.api`, and `s.workers` on the workers'
+  // port when it has one, else on the public port.
   absl::Status Start(const Services& s);
-  // `liveness` SERVING on every port, readiness as given (not logged: the
+  // Marks `liveness` SERVING on every port, readiness as given (not logged: the
   // starting state).
   void MarkLive(bool ready, bool full);
   // `full`: every configured worker is in the group (not degraded). Logs
@@ -87,7 +88,7 @@ class RouterServers {
       const std::shared_ptr<grpc::ServerCredentials>& credentials,
       const std::vector<grpc::Service*>& services, int receive_limit,
       int send_limit, int* port);
-  // The health services of every port (public, workers', probes').
+  // Returns the health services of every port (public, workers', probes').
   std::vector<grpc::HealthCheckServiceInterface*> HealthServices();
   void SetStatusesLocked(bool ready, bool full)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,5 +1,5 @@
-// ggml_moe: the llama.cpp (ggml) peer of moe-bench's synthetic CPU layer
-// (issue 32). Builds one MoE FFN graph the way llama.cpp's build_moe_ffn
+// ggml_moe: the llama.cpp (ggml) peer of moe-bench's synthetic CPU layer.
+// It builds one MoE FFN graph the way llama.cpp's build_moe_ffn
 // does for a DeepSeek-V2-Lite layer (softmax gating, top-k, no weight
 // normalisation, scale 1, SwiGLU experts through ggml_mul_mat_id, plus a
 // shared SwiGLU expert through plain ggml_mul_mat), with random weights

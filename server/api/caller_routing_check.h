@@ -16,22 +16,21 @@
 
 namespace moe {
 
-// The request's caller routing, viewed in the message (which must outlive
-// this).
+// Holds the request's caller routing as views into the message, so the message
+// must outlive it.
 struct ValidCallerRouting {
   RouteSource source = RouteSource::kGate;
-  // kRouting: [N * top_k] each.
+  // Under kRouting each holds [N * top_k] values.
   absl::Span<const int32_t> expert_ids;
   absl::Span<const float> weights;
-  // kLogits: [N, experts], f32 or bf16, finite.
+  // Under kLogits this holds [N, experts] finite f32 or bf16 values.
   WireMatrix logits;
   bool return_logits = false;
   SharedPart shared = SharedPart::kAdd;
 };
 
-// INVALID_ARGUMENT for routing or logits that do not fit layer `layer`
-// (config `c`) and its `n` rows of hidden states, or an unknown shared
-// mode.
+// Returns INVALID_ARGUMENT for routing or logits that do not fit layer `layer`
+// (config `c`) and its `n` rows of hidden states, or an unknown shared mode.
 absl::StatusOr<ValidCallerRouting> CheckCallerRouting(
     const moe::v1::ForwardRequest& r, int64_t layer, const MoeLayerConfig& c,
     int64_t n);

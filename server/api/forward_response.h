@@ -13,16 +13,18 @@
 
 namespace moe {
 
-// What the answer carries beyond the output rows, as the request asked
-// (return_routing, return_timing): all that the answer needs of the
-// request, so the request need not travel with it.
+// Holds what the answer carries beyond the output rows, as the request asked
+// (return_routing, return_timing): all that the answer needs of the request, so
+// the request need not travel with it.
 struct ResponseParts {
   bool routing = false;
   bool timing = false;
-  // router_logits [n, experts] in f32 (return_router_logits).
+  // Set when the request asked for router_logits (return_router_logits): the
+  // response carries them as [n, experts] in f32.
   bool router_logits = false;
   int64_t experts = 0;
-  // shared_output [n, hidden] in the output dtype (SHARED_SEPARATE).
+  // Set when the request asked for the shared experts apart (SHARED_SEPARATE):
+  // the response carries shared_output [n, hidden] in the output dtype.
   bool shared_output = false;
 };
 

@@ -74,14 +74,15 @@ class ForwardStreamReactor
   grpc::ByteBuffer read_buf_;
   moe::v1::ForwardRequest request_;
   absl::Mutex mu_;
-  // Read, not yet written; a deque keeps their addresses.
+  // Holds the requests read and not yet answered; a deque keeps their addresses
+  // fixed while steps read them.
   std::deque<Entry> entries_ ABSL_GUARDED_BY(mu_);
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // submitted, not yet completed
   int64_t outstanding_tokens_ ABSL_GUARDED_BY(mu_) = 0;  // their tokens
   int64_t read_count_ ABSL_GUARDED_BY(mu_) = 0;
-  // The first message that did not parse.
+  // Holds the index of the first message that did not parse (-1: none).
   int64_t bad_index_ ABSL_GUARDED_BY(mu_) = -1;
-  // A read is started or being handled.
+  // Is true while a read is started or being handled.
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -12,8 +12,9 @@
 
 namespace moe {
 
-// The model, the router's limits and device, and the worker group's
-// readiness (`readiness` null: no workers, always ready).
+// Fills GetModelInfo's answer with the model, the router's limits and device,
+// and the worker group's readiness (`readiness` null: no workers, always
+// ready).
 void FillModelInfo(const RouterModel& model, const GroupReadiness* readiness,
                    int64_t max_batch_tokens, int64_t max_request_tokens,
                    const std::string& device, moe::v1::ModelInfo* info);

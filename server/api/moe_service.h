@@ -30,7 +30,8 @@ namespace moe {
 struct MoeServiceOptions {
   const RouterModel* model = nullptr;
   Batcher* batcher = nullptr;
-  // GetModelInfo's readiness figures; null: no workers (P = 0).
+  // GetModelInfo reads its readiness figures here; it is null when there are no
+  // workers (P = 0).
   const GroupReadiness* readiness = nullptr;
   ExpertStatsBook* stats = nullptr;
   Rebalancer* rebalancer = nullptr;  // null: no workers
@@ -39,15 +40,14 @@ struct MoeServiceOptions {
   ForwardLimits limits;
   int64_t max_batch_tokens = 0;
   std::string device = "cpu";
-  // Requests of one ForwardStream read and not yet written back (queued,
-  // computing, or answered and waiting for the client to read): beyond
+  // Bounds the requests of one ForwardStream read and not yet written back
+  // (queued, computing, or answered and waiting for the client to read): beyond
   // it, the stream is not read until the client drains its answers.
   int stream_max_inflight = 64;
-  // Tokens of one ForwardStream submitted and not yet answered (0: no
-  // bound). A stream that writes without pause would otherwise keep the
-  // batcher's token queue full on its own, so that every other client's
-  // request is refused as over --max-queue-tokens; the router sets half of
-  // that queue.
+  // Bounds the tokens of one ForwardStream submitted and not yet answered (0:
+  // no bound). A stream that writes without pause would otherwise keep the
+  // batcher's token queue full on its own, so that every other client's request
+  // is refused as over --max-queue-tokens; the router sets half of that queue.
   int64_t stream_max_queued_tokens = 0;
 };
 

@@ -42,7 +42,8 @@ absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,
   if (!x.ok()) return x.status();
   const int64_t n = x->rows;
   const auto& ids = r.token_ids();
-  // Per layer: a model may have hash-routed and top-k layers (DeepSeek-V4).
+  // The routing is looked up per layer, because a model may mix hash-routed and
+  // top-k layers (DeepSeek-V4).
   const MoeLayerConfig& c = model.LayerConfig(r.layer());
   if (c.hash_routed() && ids.empty() && n > 0) {
     return absl::InvalidArgumentError(
@@ -71,7 +72,8 @@ absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,
   v.layer = r.layer();
   v.token_ids = absl::MakeConstSpan(ids.data(), ids.size());
   v.x = *x;
-  // Unset: answered in the type the rows came in.
+  // An unset output dtype means the answer goes back in the type the rows came
+  // in.
   v.output_dtype = asked.value_or(x->dtype);
   return v;
 }

@@ -23,15 +23,15 @@ struct ForwardLimits {
 
 struct ValidForward {
   int64_t layer = 0;
-  // The request's hidden states, checked (finite, [N, hidden]) and viewed
-  // in place: the request must outlive this.
+  // Holds the request's hidden states, checked (finite, [N, hidden]) and viewed
+  // in place, so the request must outlive this.
   WireMatrix x;
   DType output_dtype = DType::kF32;  // F32, BF16 or F16
-  // The request's token_ids (a view into it): one per row, checked against
-  // the vocabulary for a hash-routed layer; empty when none were sent.
+  // Holds the request's token_ids (a view into it): one per row, checked
+  // against the vocabulary for a hash-routed layer; empty when none were sent.
   absl::Span<const int64_t> token_ids;
-  // Routing or logits from the caller, whether to return the logits, and
-  // the shared experts' part (views into the message, like x).
+  // Holds the routing or logits from the caller, whether to return the logits,
+  // and the shared experts' part (views into the message, like x).
   ValidCallerRouting caller;
 };
 

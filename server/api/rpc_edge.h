@@ -11,7 +11,8 @@
 namespace moe {
 
 grpc::Status ToGrpcStatus(const absl::Status& s);
-// A server context's deadline on the steady clock (far future if none).
+// Returns a server context's deadline on the steady clock, or the far future if
+// the call has none.
 std::chrono::steady_clock::time_point SteadyDeadline(
     std::chrono::system_clock::time_point deadline);
 

@@ -33,7 +33,8 @@ grpc::Status TokenAuth::Check(const grpc::ServerContextBase& ctx) const {
 grpc::Status TokenAuth::CheckHeader(
     std::optional<std::string_view> authorization) const {
   if (digests_.empty()) return grpc::Status::OK;
-  // "<scheme> <token>": the scheme in any case, then one or more spaces.
+  // The header reads "<scheme> <token>": the scheme matches in any case, and
+  // one or more spaces follow it.
   constexpr std::string_view kScheme = "bearer";
   std::string_view token;
   bool well_formed = false;

@@ -16,12 +16,13 @@ namespace moe {
 
 class TokenAuth {
  public:
-  // No tokens: every call is allowed.
+  // With no tokens every call is allowed.
   explicit TokenAuth(const std::vector<std::string>& tokens);
   bool enabled() const { return !digests_.empty(); }
-  // OK, or UNAUTHENTICATED naming what was wrong.
+  // Returns OK, or UNAUTHENTICATED naming what was wrong.
   grpc::Status Check(const grpc::ServerContextBase& ctx) const;
-  // The same check of the `authorization` header's value (nullopt: absent).
+  // Runs the same check on the `authorization` header's value (nullopt: the
+  // header is absent).
   grpc::Status CheckHeader(std::optional<std::string_view> authorization) const;
 
  private:

@@ -20,10 +20,11 @@ namespace moe {
 
 class WorkerAuth {
  public:
-  // No tokens: every call is let through (mutual TLS, if any, has already
+  // With no tokens every call is let through (mutual TLS, if any, has already
   // been checked by the transport).
   explicit WorkerAuth(const std::vector<std::string>& tokens);
-  // OK, or UNAUTHENTICATED naming what was wrong. Logs refusals.
+  // Returns OK, or UNAUTHENTICATED naming what was wrong, and logs each
+  // refusal.
   grpc::Status Check(const grpc::ServerContextBase& ctx,
                      const char* method) const;
 
@@ -31,12 +32,13 @@ class WorkerAuth {
   TokenAuth tokens_;
 };
 
-// The check at the top of every WorkerControl handler; `auth` null: open.
+// Runs the check at the top of every WorkerControl handler; a null `auth` lets
+// every call through.
 grpc::Status CheckWorkerCall(const WorkerAuth* auth,
                              const grpc::ServerContextBase& ctx,
                              const char* method);
-// The same for a callback handler: null when the call may go on, else the
-// call's reactor, already finished with the refusal.
+// Runs the same check for a callback handler: it returns null when the call may
+// go on, else the call's reactor, already finished with the refusal.
 grpc::ServerUnaryReactor* RefuseWorkerCall(const WorkerAuth* auth,
                                            grpc::CallbackServerContext* ctx,
                                            const char* method);

@@ -18,8 +18,8 @@ namespace {
 using JoinStream =
     grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>;
 
-// Rank `rank`'s expert slots of every layer of `placement` into `out` (an
-// Assignment's or a PlacementUpdate's layer_slots).
+// Writes rank `rank`'s expert slots of every layer of `placement` into `out`
+// (an Assignment's or a PlacementUpdate's layer_slots).
 void AddLayerSlots(
     const ExpertPlacement& placement, int rank,
     google::protobuf::RepeatedPtrField<moe::v1::LayerSlots>* out) {
@@ -42,8 +42,8 @@ WorkerRegistration RegistrationOf(const moe::v1::Register& r) {
 
 }  // namespace
 
-// One Join stream as a member of the group: one write at a time, none
-// after the stream ended.
+// Represents one Join stream as a member of the group: it writes one message at
+// a time, and none after the stream ended.
 class WorkerControlService::Stream final : public GroupMember {
  public:
   Stream(JoinStream* stream, const moe::v1::Register& r,
@@ -78,7 +78,8 @@ class WorkerControlService::Stream final : public GroupMember {
   bool open_ ABSL_GUARDED_BY(mu_) = true;
 };
 
-// One parked StoreGet: the call's reactor, deleted when the call is done.
+// Holds one parked StoreGet as the call's reactor, which deletes itself when
+// the call is done.
 class WorkerControlService::StoreWait : public grpc::ServerUnaryReactor,
                                         public StoreWaiter {
  public:

@@ -19,15 +19,16 @@
 
 namespace moe {
 
-// What every Assignment carries besides the group's decisions.
+// Holds what every Assignment carries besides the group's decisions.
 struct WorkerControlOptions {
   moe::v1::ModelSpec model;
   std::chrono::milliseconds collective_timeout{kDefaultStepTimeoutMs};
-  // One collective connect attempt (Assignment.connect_timeout_ms), retried
-  // within the generation until collective_timeout.
+  // Bounds one collective connect attempt (Assignment.connect_timeout_ms); the
+  // worker retries within the generation until collective_timeout.
   std::chrono::milliseconds connect_timeout{2000};
   int64_t max_batch_tokens = 0;
-  // Checked at the top of every WorkerControl call; null: open.
+  // The service checks every WorkerControl call against it first; null lets
+  // every call through.
   const WorkerAuth* auth = nullptr;
 };
 
@@ -50,8 +51,8 @@ class WorkerControlService final : public WorkerControlBase {
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<moe::v1::RouterMessage, moe::v1::WorkerMessage>*
           stream) override;
-  // The rendezvous store of the current generation (rendezvous_store.h). A
-  // StoreGet waits without a thread until its keys are set, its timeout
+  // Serves the rendezvous store of the current generation (rendezvous_store.h).
+  // A StoreGet waits without a thread until its keys are set, its timeout
   // passes, its caller cancels, or the generation ends.
   grpc::ServerUnaryReactor* StoreSet(grpc::CallbackServerContext* ctx,
                                      const moe::v1::StoreSetRequest* req,
@@ -71,10 +72,10 @@ class WorkerControlService final : public WorkerControlBase {
   const WorkerControlOptions options_;
 };
 
-// The wire Assignment of `a`, with the edge's settings.
+// Returns the wire Assignment of `a`, with the edge's settings.
 moe::v1::RouterMessage EncodeAssignment(const GroupAssignment& a,
                                         const WorkerControlOptions& options);
-// The wire PlacementUpdate of `u`.
+// Returns the wire PlacementUpdate of `u`.
 moe::v1::RouterMessage EncodePlacement(const PlacementUpdate& u);
 
 }  // namespace moe

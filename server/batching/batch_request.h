@@ -18,14 +18,14 @@
 namespace moe {
 
 struct BatchResult {
-  // This request's rows [n, H]: a view of the step's output, valid only
+  // Holds this request's rows [n, H] as a view of the step's output, valid only
   // while `done` runs (the next step reuses the buffer).
   absl::Span<const float> y;
   Routing routing;  // this request's tokens
-  // [n, E] the gate logits (a view, like y) when the request asked for
+  // Holds the [n, E] gate logits (a view, like y) when the request asked for
   // them, else empty.
   absl::Span<const float> router_logits;
-  // [n, H] the shared experts' output (a view, like y) when the request
+  // Holds the [n, H] shared experts' output (a view, like y) when the request
   // wanted it apart (SharedPart::kSeparate), else empty.
   absl::Span<const float> shared;
   StageTimes times;  // of the step the request rode in
@@ -36,13 +36,14 @@ struct BatchResult {
 
 struct BatchRequest {
   int64_t layer = 0;
-  // The request's rows, viewed in the request message (which the caller
+  // Holds the request's rows, viewed in the request message (which the caller
   // keeps until `done` has run); decoded straight into the step's buffer.
   WireMatrix x;
   DType output_dtype = DType::kF32;  // what the client asked for
-  // One per row, or empty (viewed in the request message, like x).
+  // Holds one token id per row, or nothing (viewed in the request message, like
+  // x).
   absl::Span<const int64_t> token_ids;
-  // The caller's routing or logits, and the shared experts' part (views
+  // Holds the caller's routing or logits, and the shared experts' part (views
   // into the request message, like x; checked by the RPC edge).
   RouteSource route_source = RouteSource::kGate;
   absl::Span<const int32_t> routing_experts;  // [rows * top_k], kRouting
@@ -52,12 +53,12 @@ struct BatchRequest {
   SharedPart shared = SharedPart::kAdd;
   std::chrono::steady_clock::time_point arrival;
   std::chrono::steady_clock::time_point deadline;  // the client's
-  // Called exactly once: on a batcher thread, or on the thread closing the
-  // queue (Batcher::Shutdown) for a request still queued.
+  // The batcher calls it exactly once: on a batcher thread, or on the thread
+  // closing the queue (Batcher::Shutdown) for a request still queued.
   std::function<void(const absl::Status&, BatchResult&)> done;
 };
 
-// The requests of one step, in queue (FIFO) order.
+// Holds the requests of one step, in queue (FIFO) order.
 using Batch = std::vector<std::unique_ptr<BatchRequest>>;
 
 }  // namespace moe

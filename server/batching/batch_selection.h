@@ -14,7 +14,7 @@
 
 namespace moe {
 
-// What batch selection looks at of one queued request.
+// Holds what batch selection looks at of one queued request.
 struct QueuedRequestView {
   int64_t layer = 0;
   int64_t tokens = 0;
@@ -24,19 +24,20 @@ struct QueuedRequestView {
 
 struct BatchPolicy {
   int64_t max_batch_tokens = kDefaultMaxBatchTokens;
-  // How long the oldest queued request may wait for others to share its
-  // step; 0 = no wait.
+  // Bounds how long the oldest queued request may wait for others to share its
+  // step; 0 means it does not wait.
   std::chrono::microseconds window{0};
 };
 
 struct BatchDecision {
-  // Queue positions (ascending, i.e. FIFO) of the requests the next step
-  // takes; empty when no step should start now.
+  // Lists the queue positions (ascending, i.e. FIFO) of the requests the next
+  // step takes; empty when no step should start now.
   std::vector<size_t> take;
-  // Queue positions (ascending) of requests whose deadline has passed: they
-  // leave the queue and are answered DEADLINE_EXCEEDED without any work.
+  // Lists the queue positions (ascending) of requests whose deadline has
+  // passed: they leave the queue and are answered DEADLINE_EXCEEDED without any
+  // work.
   std::vector<size_t> expired;
-  // When `take` is empty: when to decide again (nullopt: not before the
+  // Says, when `take` is empty, when to decide again (nullopt: not before the
   // queue or the steps in flight change).
   std::optional<std::chrono::steady_clock::time_point> wake_at;
 };
@@ -57,10 +58,10 @@ BatchDecision SelectBatch(absl::Span<const QueuedRequestView> queue,
                           std::chrono::steady_clock::time_point now,
                           const BatchPolicy& policy, int steps_in_flight);
 
-// The queue as admission sees it: `queued_tokens` already queued, the
-// bound `max_queue_tokens` (0: unbounded), `seconds_per_token` (the
-// lowest per-token time of the recent steps, 0 = none yet: no estimate)
-// and `parallel_steps` (steps that may run at once).
+// Holds the queue as admission sees it: `queued_tokens` already queued, the
+// bound `max_queue_tokens` (0: unbounded), `seconds_per_token` (the lowest
+// per-token time of the recent steps, 0 = none yet: no estimate) and
+// `parallel_steps` (steps that may run at once).
 struct QueueLoad {
   int64_t queued_tokens = 0;
   int64_t max_queue_tokens = 0;
@@ -68,15 +69,14 @@ struct QueueLoad {
   int parallel_steps = 1;
 };
 
-// Admission of a request of `tokens` behind `queue` (before any work):
-// RESOURCE_EXHAUSTED naming the limit when the queue would pass
+// Decides the admission of a request of `tokens` behind `queue` (before any
+// work): RESOURCE_EXHAUSTED naming the limit when the queue would pass
 // max_queue_tokens, or when the queue ahead cannot be worked off before
-// `deadline`. That estimate is deliberately simple and errs toward
-// admitting: queued tokens x seconds_per_token / parallel_steps; the
-// request's own step is not counted. A request admitted on a wrong guess
-// still leaves the queue DEADLINE_EXCEEDED, without any work, once its
-// deadline passes. `refusal_reason` (may be null) gets "queue_full" or
-// "deadline".
+// `deadline`. That estimate is deliberately simple and errs toward admitting:
+// queued tokens x seconds_per_token / parallel_steps; the request's own step is
+// not counted. A request admitted on a wrong guess still leaves the queue
+// DEADLINE_EXCEEDED, without any work, once its deadline passes.
+// `refusal_reason` (may be null) gets "queue_full" or "deadline".
 absl::Status Admit(int64_t tokens, const QueueLoad& queue,
                    std::chrono::steady_clock::time_point now,
                    std::chrono::steady_clock::time_point deadline,

@@ -22,23 +22,23 @@ class BatchStaging {
   // returns its token count.
   int64_t Stage(const Batch& batch);
 
-  // Valid until the next Stage.
+  // The views it returns stay valid until the next Stage.
   const float* rows() const { return rows_.data(); }
-  // Where each request's rows end (TokenRouter's segments).
+  // Returns where each request's rows end (TokenRouter's segments).
   absl::Span<const int64_t> ends() const { return ends_; }
   // One per row when any request sent token ids (zeros for the rows of a
   // request that did not: a layer that is not hash-routed ignores them),
   // else empty.
   absl::Span<const int64_t> token_ids() const { return token_ids_; }
-  // The requests' routing or logits from the caller, logits to keep and
-  // shared-expert parts, per segment; null when no request of the step
-  // asked for any of them (the step then runs as it always has).
+  // Returns the requests' routing or logits from the caller, logits to keep and
+  // shared-expert parts, per segment; null when no request of the step asked
+  // for any of them (the step then runs as it always has).
   const CallerOverrides* caller() const {
     return any_caller_ ? &caller_ : nullptr;
   }
 
  private:
-  // The caller overrides of `batch` (n rows) into caller_.
+  // Stages the caller overrides of `batch` (n rows) into caller_.
   void StageCaller(const Batch& batch, int64_t n);
 
   std::vector<float> rows_;

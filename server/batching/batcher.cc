@@ -59,7 +59,8 @@ void Batcher::RunBatch(size_t index, Batch& batch) {
   BatchStaging& staging = staging_[index];
   const int64_t n = staging.Stage(batch);
   StepRunner::Output& out = outputs_[index];
-  // bf16 through and through: nothing finer than bf16 is wanted back.
+  // The step may stay bf16 through and through, because nothing finer than bf16
+  // is wanted back.
   const bool bf16 = options_.bf16_steps && AllWantBf16(batch);
   const StepRequest request{.layer = layer,
                             .x = staging.rows(),
@@ -71,7 +72,8 @@ void Batcher::RunBatch(size_t index, Batch& batch) {
                             .caller = staging.caller()};
   const absl::Status s = runners_[index]->Run(request, &out);
   if (s.ok() && n > 0) {
-    // The admission estimate's per-token cost of recent steps.
+    // The step's per-token cost feeds the admission estimate of how long a
+    // queued request waits.
     queue_.RecordStepCost(
         std::chrono::duration<double>(Clock::now() - start).count() /
         static_cast<double>(n));

@@ -34,15 +34,16 @@ class Batcher {
     int64_t max_batch_tokens = kDefaultMaxBatchTokens;
     std::chrono::microseconds window{0};
     std::chrono::milliseconds step_timeout{kDefaultStepTimeoutMs};
-    // Tokens queued at most (0: unbounded); see Admit.
+    // Bounds the tokens queued (0: unbounded); Admit refuses requests beyond
+    // it.
     int64_t max_queue_tokens = 0;
     // A step whose requests all want bf16 answers (and send bf16) gets the
     // workers' answers in bf16 where that is lossless for the client
     // (StepRunner::Run's bf16_out); false: always fp32.
     bool bf16_steps = true;
-    // The worker group's readiness (null: no workers, always ready). A
-    // request is refused while the group is not ready, unless steps wait
-    // for it (--hold-while-regrouping-ms).
+    // Points to the worker group's readiness (null: no workers, always ready).
+    // A request is refused while the group is not ready, unless steps wait for
+    // it (--hold-while-regrouping-ms).
     const GroupReadiness* readiness = nullptr;
   };
   // One runner (and one step thread) per step allowed in flight.
@@ -64,10 +65,11 @@ class Batcher {
 
  private:
   using Clock = std::chrono::steady_clock;
-  // Step thread `index`: takes batches from the queue until it closes.
+  // Runs step thread `index`, which takes batches from the queue until it
+  // closes.
   void Loop(size_t index);
   void RunBatch(size_t index, Batch& batch);
-  // The step in the expert stats and the metrics.
+  // Records the step in the expert stats and the metrics.
   void RecordStep(const Batch& batch, const absl::Status& s,
                   const StepRunner::Output& out, int64_t layer, int64_t n,
                   Clock::time_point start);
@@ -77,7 +79,8 @@ class Batcher {
   ExpertStatsBook* const stats_;
   RouterMetrics* const metrics_;
   RequestQueue queue_;
-  // Per runner, reused by every step it runs: the step's rows and output.
+  // Holds each runner's staged rows and output, reused by every step it runs so
+  // that a step does not allocate.
   std::vector<BatchStaging> staging_;
   std::vector<StepRunner::Output> outputs_;
   std::vector<std::thread> threads_;

@@ -25,10 +25,11 @@ class RequestQueue {
  public:
   struct Options {
     BatchPolicy policy;
-    // Tokens queued at most (0: unbounded); see Admit.
+    // Bounds the tokens queued (0: unbounded); Admit refuses requests beyond
+    // it.
     int64_t max_queue_tokens = 0;
-    // Steps that may run at once (the threads calling Next), for Admit's
-    // estimate of the wait.
+    // Counts the steps that may run at once (the threads calling Next), which
+    // Admit's estimate of the wait takes into account.
     int parallel_steps = 1;
   };
   // `metrics` (may be null) gets the queue's tokens and the refusals.
@@ -43,9 +44,9 @@ class RequestQueue {
   // Requests whose deadline passes while queued are answered
   // DEADLINE_EXCEEDED on the calling thread, without any work.
   std::optional<Batch> Next();
-  // A step that Next handed out has answered its requests.
+  // Tells the queue that a step Next handed out has answered its requests.
   void StepDone();
-  // The time per token of a successful step, for Admit's estimate (the
+  // Records the time per token of a successful step, for Admit's estimate (the
   // lowest of the last kRecentSteps steps counts).
   void RecordStepCost(double seconds_per_token);
 
@@ -70,14 +71,15 @@ class RequestQueue {
   absl::CondVar cv_;
   std::deque<std::unique_ptr<BatchRequest>> queue_ ABSL_GUARDED_BY(mu_);
   int64_t tokens_ ABSL_GUARDED_BY(mu_) = 0;
-  // Seconds per token of the last kRecentSteps successful steps (a ring),
-  // and their minimum, for Admit.
+  // Holds the seconds per token of the last kRecentSteps successful steps (a
+  // ring), and their minimum, for Admit.
   std::vector<double> recent_seconds_per_token_ ABSL_GUARDED_BY(mu_);
   size_t recent_next_ ABSL_GUARDED_BY(mu_) = 0;
   double min_seconds_per_token_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   int steps_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  // Scratch for SelectBatch.
+  // SelectBatch writes into this scratch so that choosing a batch does not
+  // allocate.
   std::vector<QueuedRequestView> views_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -60,7 +60,7 @@ class GroupEvents {
     kDeliver,  // counted (or the group is ready): tell the router
     kRetry,    // it could not join: regroup after the backoff
   };
-  // `member` joined `generation`, or could not (`error`).
+  // Tells the group that `member` joined `generation`, or could not (`error`).
   AfterReady Ready(const std::shared_ptr<GroupMember>& member,
                    uint64_t generation, const std::string& error);
 
@@ -68,20 +68,20 @@ class GroupEvents {
   // rendezvous, or a stalled rank answering again), its assignments added
   // to `out`.
   void Regroup(Clock::time_point now, GroupOutbox* out);
-  // The same, after the backoff of failed generations; a regroup due
-  // sooner keeps its time.
+  // Does the same after the backoff of failed generations; a regroup due sooner
+  // keeps its time.
   void RegroupLater(Clock::time_point now);
 
-  // The timer's round at `now`: the ranks silent too long stalled (told to
+  // Runs the timer's round at `now`: the ranks silent too long stalled (told to
   // the parts), else a regroup that is due, else when to look again.
   struct Round {
     bool stalled = false;  // the group changed
     bool regroup = false;  // due now: Regroup
-    // `now` when something happened, else the earliest of the next
+    // Returns `now` when something happened, else the earliest of the next
     // liveness check, the regroup scheduled and `also_at`.
     Clock::time_point wake;
   };
-  // `also_at`: another time the timer keeps (a parked StoreGet's timeout).
+  // `also_at` is another time the timer keeps (a parked StoreGet's timeout).
   Round Look(Clock::time_point now, std::optional<Clock::time_point> also_at);
 
  private:

@@ -8,7 +8,8 @@
 namespace moe {
 namespace {
 
-// A fresh secret per rank and generation.
+// Draws a fresh secret per rank and generation, so a token of an earlier
+// generation opens nothing.
 std::string NewToken() {
   static absl::Mutex mu(absl::kConstInit);
   static std::random_device rd;

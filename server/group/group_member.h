@@ -30,7 +30,7 @@ struct GroupAssignment {
   int world_size = 0;
   int64_t expert_begin = 0, expert_end = 0;  // the even split
   uint64_t placement_epoch = 0;
-  // The redundant experts' placement (null: the even split above).
+  // Holds the redundant experts' placement (null: the even split above).
   std::shared_ptr<const ExpertPlacement> placement;
   std::chrono::milliseconds heartbeat_interval{0};
   std::string store_token;  // the rendezvous store's key to rank `rank`
@@ -46,7 +46,7 @@ std::vector<GroupAssignment> AssignGeneration(
     const PlacementInForce& in_force,
     std::chrono::milliseconds heartbeat_interval);
 
-// Rank `rank` of `generation`: load `placement` as `epoch` (live
+// Tells rank `rank` of `generation` to load `placement` as `epoch` (live
 // rebalancing).
 struct PlacementUpdate {
   uint64_t generation = 0;
@@ -56,8 +56,8 @@ struct PlacementUpdate {
 };
 
 class GroupMember;
-// Messages for members, which the group writes in the order added once its
-// lock is released (in the channel's send order).
+// Holds messages for members, which the group writes in the order added once
+// its lock is released (in the channel's send order).
 using GroupOutbox =
     std::vector<std::pair<std::shared_ptr<GroupMember>,
                           std::variant<GroupAssignment, PlacementUpdate>>>;
@@ -68,10 +68,10 @@ class GroupMember : public StepRank {
   GroupMember(WorkerRegistration registration, int threads)
       : info(std::move(registration)), threads(threads) {}
 
-  // False when the connection is gone (nothing was sent).
+  // Returns false when the connection is gone (nothing was sent).
   virtual bool Assign(const GroupAssignment& assignment) = 0;
   virtual bool SendPlacement(const PlacementUpdate& update) = 0;
-  // "(host pid N)"; GroupRoster::NameOf adds its rank.
+  // Returns "(host pid N)"; GroupRoster::NameOf adds its rank.
   std::string Name() const override {
     return absl::StrCat("(", info.host, " pid ", info.pid, ")");
   }

@@ -16,14 +16,15 @@ namespace moe {
 
 struct GroupPolicy {
   int world_size = 1;  // P, the configured workers
-  // After a loss, how long before the workers left form a smaller group.
+  // Sets how long after a loss the workers left wait before they form a smaller
+  // group.
   std::chrono::milliseconds regroup_after{5000};
 };
 
-// What the membership remembers between generations.
+// Holds what the membership remembers between generations.
 struct GroupHistory {
   bool formed_full = false;  // a group of world_size workers has formed
-  // When the last member of a generation was lost.
+  // Records when the last member of a generation was lost.
   std::optional<std::chrono::steady_clock::time_point> lost_at;
 };
 
@@ -78,16 +79,17 @@ class RegroupSchedule {
   // A member of the current generation was lost at `now`: true when the
   // members left may form a smaller group, scheduled at regroup_after.
   bool Lost(Clock::time_point now);
-  // A worker could not join `generation` (counted once per generation).
+  // Records that a worker could not join `generation` (counted once per
+  // generation).
   void Failed(uint64_t generation);
-  // A group is ready: the backoff starts over.
+  // Records that a group is ready, so the backoff starts over.
   void Succeeded() { failed_in_a_row_ = 0; }
-  // A new generation of the same members after the backoff; a regroup due
-  // sooner keeps its time.
+  // Schedules a new generation of the same members after the backoff; a regroup
+  // due sooner keeps its time.
   void RetryLater(Clock::time_point now);
-  // True, once, when the regroup scheduled is due at `now`.
+  // Returns true, once, when the regroup scheduled is due at `now`.
   bool Due(Clock::time_point now);
-  // When the regroup scheduled is due; nullopt: none is.
+  // Returns when the regroup scheduled is due, or nullopt when none is.
   std::optional<Clock::time_point> next() const { return at_; }
 
  private:

@@ -40,7 +40,7 @@ class GroupParts {
   // A rank stalled (`status` names it): the cause of the steps failing
   // (not its peers' timeouts), and the rendezvous ends.
   void RankStalled(const absl::Status& status);
-  // Fails everything in flight; nothing starts any more.
+  // Fails everything in flight, and nothing starts any more.
   void Shutdown();
 
  private:

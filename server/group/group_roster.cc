@@ -16,7 +16,7 @@ Clock::time_point LastSeen(const GroupMember& member) {
   return Clock::time_point(Clock::duration(member.last_seen.load()));
 }
 
-// The index of `member` in `members`, -1 if it is not there.
+// Returns the index of `member` in `members`, or -1 if it is not there.
 int IndexOf(const GroupRoster::Members& members, const GroupMember& member) {
   for (size_t i = 0; i < members.size(); ++i) {
     if (members[i].get() == &member) return static_cast<int>(i);

@@ -31,7 +31,7 @@ class GroupRoster {
 
   explicit GroupRoster(int world_size) : members_(world_size) {}
 
-  // A free slot for a registering worker (from `peer`), or why it is
+  // Returns a free slot for a registering worker (from `peer`), or why it is
   // refused: worker_admission.h's checks (kept as the refusal), or
   // RESOURCE_EXHAUSTED when every slot is taken.
   absl::Status Admit(const std::shared_ptr<GroupMember>& member,
@@ -49,7 +49,7 @@ class GroupRoster {
   Readiness Ready(const std::shared_ptr<GroupMember>& member,
                   uint64_t generation, const std::string& error);
 
-  // Which slots could join a generation (registered and not stalled).
+  // Returns which slots could join a generation (registered and not stalled).
   std::vector<bool> Available() const;
   // Generation + 1, whose ranks are the members in `slots` (ascending);
   // none of them is ready yet, and so neither is the group (steps wait
@@ -65,16 +65,16 @@ class GroupRoster {
                                         Clock::time_point* next_check);
   void Unready() { ready_ = false; }
 
-  // `member`'s slot, -1 when it holds none.
+  // Returns `member`'s slot, or -1 when it holds none.
   int SlotOf(const GroupMember& member) const;
-  // `member`'s rank in the current generation, -1 when it has none (a
-  // rank that left keeps it, for its token to be revoked).
+  // Returns `member`'s rank in the current generation, or -1 when it has none
+  // (a rank that left keeps it, for its token to be revoked).
   int RankOf(const GroupMember& member) const;
   bool IsRank(const GroupMember& member) const { return RankOf(member) >= 0; }
-  // "rank R (host pid N)", or "(host pid N)" outside the generation.
+  // Returns "rank R (host pid N)", or "(host pid N)" outside the generation.
   std::string NameOf(const GroupMember& member) const;
-  // When each rank was last heard of (liveness.h), nullopt for a rank not
-  // held to the interval (not assigned or already stalled).
+  // Returns when each rank was last heard of (liveness.h), nullopt for a rank
+  // not held to the interval (not assigned or already stalled).
   std::vector<std::optional<Clock::time_point>> Watched() const;
 
   bool ready() const { return ready_; }
@@ -85,15 +85,16 @@ class GroupRoster {
   int Connected() const;
   int ready_workers() const { return ready_count_; }
   const std::string& refusal() const { return refusal_; }
-  // "; worker NAME not answering (...)" for each stalled member, its
+  // Returns "; worker NAME not answering (...)" for each stalled member, its
   // silence measured to `now`.
   std::string Stalled(Clock::time_point now) const;
 
  private:
   Members members_;  // by slot (null: free)
   Members ranks_;    // the current generation's, in slot order
-  // By rank: said Ready for the current generation; told the heartbeat
-  // interval in its assignment, and so held to it (not once it left).
+  // These record, by rank, whether it said Ready for the current generation,
+  // and whether it was told the heartbeat interval in its assignment, and so
+  // held to it (not once it left).
   std::vector<bool> said_ready_, assigned_;
   uint64_t generation_ = 0;
   bool ready_ = false;
@@ -106,7 +107,7 @@ class GroupRoster {
 // `now`).
 GroupState GroupStateOf(const GroupRoster& roster,
                         std::chrono::steady_clock::time_point now);
-// UNAVAILABLE's message while `roster` is not ready (NotReadyMessage of
+// Returns UNAVAILABLE's message while `roster` is not ready (NotReadyMessage of
 // its state at `now`).
 std::string NotReady(const GroupRoster& roster,
                      std::chrono::steady_clock::time_point now);

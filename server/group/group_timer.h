@@ -28,9 +28,9 @@ class GroupTimer {
 
   // Starts the thread, which ticks at once.
   void Start(Tick tick);
-  // Tick again as soon as the one running (if any) returns.
+  // Asks for another tick as soon as the one running (if any) returns.
   void Poke();
-  // No tick starts from now on (one running finishes).
+  // Stops the ticks: none starts from now on, and one running finishes.
   void Stop();
 
  private:

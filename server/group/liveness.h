@@ -27,7 +27,7 @@ struct LivenessCheck {
     int index;  // into the ranks checked
     std::chrono::steady_clock::duration silent;
   };
-  // The watched ranks silent for longer than the limit, in rank order.
+  // Lists the watched ranks silent for longer than the limit, in rank order.
   std::vector<Stall> stalled;
   // When to look again: every interval, and as soon as a watched rank
   // that is not stalled now would pass the limit (ahead of the transport's
@@ -36,18 +36,19 @@ struct LivenessCheck {
   std::chrono::steady_clock::time_point next_check;
 };
 
-// `last_seen[i]`: when rank i was last heard of; nullopt for a rank not
+// `last_seen[i]` says when rank i was last heard of; nullopt for a rank not
 // watched (not told the interval in an assignment, or already stalled).
 LivenessCheck CheckLiveness(
     const std::vector<std::optional<std::chrono::steady_clock::time_point>>&
         last_seen,
     std::chrono::steady_clock::time_point now, const LivenessPolicy& policy);
 
-// UNAVAILABLE: worker `name` stopped answering, silent for `silent`.
+// Returns UNAVAILABLE saying that worker `name` stopped answering and has been
+// silent for `silent`.
 absl::Status StallError(const std::string& name,
                         std::chrono::steady_clock::duration silent,
                         const LivenessPolicy& policy);
-// "; worker NAME not answering (no heartbeat for N ms)", for the group's
+// Returns "; worker NAME not answering (no heartbeat for N ms)" for the group's
 // state.
 std::string NotAnswering(const std::string& name,
                          std::chrono::steady_clock::duration silent);

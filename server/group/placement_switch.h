@@ -22,7 +22,7 @@ namespace moe {
 
 class PlacementSwitch {
  public:
-  // `initial`: in force at epoch 0 (null: contiguous ranges).
+  // `initial` is in force at epoch 0 (null: contiguous ranges).
   explicit PlacementSwitch(std::shared_ptr<const ExpertPlacement> initial)
       : placement_(std::move(initial)) {}
 
@@ -31,8 +31,8 @@ class PlacementSwitch {
   // Starts loading a placement on the `world` ranks of `generation`: the
   // epoch it will have. FAILED_PRECONDITION while another one loads.
   absl::StatusOr<uint64_t> Begin(uint64_t generation, int world);
-  // Rank `rank` of `generation` loaded `epoch`, or could not (`error`).
-  // Answers for another epoch or generation are ignored.
+  // Records that rank `rank` of `generation` loaded `epoch`, or could not
+  // (`error`). Answers for another epoch or generation are ignored.
   void Loaded(uint64_t generation, uint64_t epoch, int rank,
               const std::string& error);
   // A new generation started: a placement loading for an earlier one can
@@ -43,7 +43,7 @@ class PlacementSwitch {
   // or `deadline` passes (DEADLINE_EXCEEDED); on failure nothing loads any
   // more.
   absl::Status AwaitLoaded(std::chrono::steady_clock::time_point deadline);
-  // `next` in force from now on, as the epoch begun, if its generation is
+  // Puts `next` in force from now on, as the epoch begun, if its generation is
   // still `generation` and no rank failed (else UNAVAILABLE).
   absl::Status Commit(std::shared_ptr<const ExpertPlacement> next,
                       uint64_t generation);

@@ -173,7 +173,8 @@ absl::Status RendezvousStore::Park(uint64_t generation,
                      " StoreGet calls waiting, the most per rank"));
   }
   waits_.push_back({waiter, std::move(keys), rank, deadline});
-  // Keys already set, or a zero timeout: answered at once.
+  // A Get whose keys are already set, or whose timeout is zero, is answered at
+  // once.
   WakeLocked(Clock::now());
   return absl::OkStatus();
 }

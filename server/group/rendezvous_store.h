@@ -23,19 +23,19 @@
 
 namespace moe {
 
-// The rank whose rendezvous key `key` is, or -1 for a key of no rank:
+// Returns the rank whose rendezvous key `key` is, or -1 for a key of no rank:
 // Gloo's pair addresses ("R", "R/S", "rank_R": the keys
 // gloo::rendezvous::Context::connectFullMesh sets, across Gloo versions) are
 // rank R's; NCCL's unique id ("nccl-unique-id") is rank 0's.
 int KeyOwner(const std::string& key);
 
-// The rank r whose token tokens[r] is `token`, or -1 when none is (an
+// Returns the rank r whose token tokens[r] is `token`, or -1 when none is (an
 // empty token, a revoked rank's, opens nothing).
 int RankOfToken(const std::vector<std::string>& tokens,
                 const std::string& token);
 
-// FAILED_PRECONDITION for a store call (`what`) of generation `asked` when
-// the store serves generation `now`.
+// Returns FAILED_PRECONDITION for a store call (`what`) of generation `asked`
+// when the store serves generation `now`.
 absl::Status GenerationMismatch(const char* what, uint64_t asked, uint64_t now);
 
 // One parked Get's caller. End runs exactly once, outside the store's
@@ -60,7 +60,8 @@ class RendezvousStore {
   // tokens[r]: the keys are cleared and the Gets parked for the ended one
   // end FAILED_PRECONDITION.
   void StartGeneration(uint64_t generation, std::vector<std::string> tokens);
-  // Rank `rank` left: its token no longer opens the store.
+  // Revokes rank `rank`'s token when it leaves, so the token no longer opens
+  // the store.
   void RevokeRank(int rank);
   // Ends every parked Get with `status` (the generation cannot complete).
   void EndWaits(const absl::Status& status);
@@ -100,7 +101,7 @@ class RendezvousStore {
     int rank;
     Clock::time_point deadline;
   };
-  // Get's checks and parking, under the store's lock.
+  // Runs Get's checks and parks it, under the store's lock.
   absl::Status Park(uint64_t generation, const std::string& token,
                     std::vector<std::string> keys, Clock::time_point deadline,
                     StoreWaiter* waiter);

@@ -30,7 +30,7 @@ namespace moe {
 // A direct step that gives its rank no rows: the channel need not send it.
 bool IdleInDirectStep(const StepContent& step);
 
-// What the channel needs of the worker group.
+// Declares what the channel needs of the worker group.
 class StepRanks {
  public:
   using Open = absl::FunctionRef<void(
@@ -67,7 +67,7 @@ class StepChannel {
   // them in one global order. Taken before the group's own lock.
   absl::Mutex& send_order() ABSL_LOCK_RETURNED(send_mu_) { return send_mu_; }
 
-  // The replies and failures, passed on to the tracker (StepTracker).
+  // Passes the replies and failures on to the tracker (StepTracker).
   void Answer(int rank, absl::FunctionRef<std::string()> who,
               StepReply& reply) {
     tracker_.Answer(rank, who, reply);
@@ -76,18 +76,18 @@ class StepChannel {
   void Blame(const absl::Status& status) { tracker_.Blame(status); }
 
  private:
-  // The generation and placement epoch of the last step written to a rank
-  // (by rank: within a generation a rank is one connection).
+  // Records the generation and placement epoch of the last step written to a
+  // rank (by rank: within a generation a rank is one connection).
   struct Sent {
     uint64_t generation = 0, epoch = 0;
   };
-  // The step opened in the tracker for `generation`, and which ranks it
+  // Holds the step opened in the tracker for `generation`, and which ranks it
   // leaves out (`skip`).
   uint64_t OpenLocked(uint64_t generation,
                       const std::vector<StepContent>& steps,
                       std::vector<bool>* skip)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
-  // `wire` (steps encoded) sent in order to the ranks of the group's
+  // Sends `wire` (steps encoded) in order to the ranks of the group's
   // generation, as step `*id` (0: the group refused it, nothing was sent).
   absl::Status Send(const std::vector<StepContent>& steps,
                     std::vector<EncodedStep>& wire,

@@ -9,13 +9,13 @@
 
 namespace moe {
 
-// One rank's connection, as the channel writes to it.
+// Represents one rank's connection, as the channel writes to it.
 class StepRank {
  public:
   virtual ~StepRank() = default;
-  // False when the connection is gone (the step was not sent).
+  // Returns false when the connection is gone (the step was not sent).
   virtual bool Write(const EncodedStep& step) = 0;
-  // The worker, for an error message ("(host pid N)"; the channel names
+  // Names the worker for an error message ("(host pid N)"; the channel names
   // its rank).
   virtual std::string Name() const = 0;
 };

@@ -8,8 +8,8 @@
 namespace moe {
 namespace {
 
-// A worker's error as the client sees it: its code and message, with the
-// rank that reported it.
+// Returns a worker's error as the client sees it: its code and message, with
+// the rank that reported it.
 absl::Status WorkerError(int rank, const StepReply& reply) {
   const int code = reply.error_code;
   const auto c =

@@ -66,7 +66,7 @@ class StepTracker {
     int failed = 0;          // ranks that answered with an error
     bool broken = false;     // some rank's collective group is broken
     bool direct = false;     // every rank's step is direct: no collective
-    // No more answers will come.
+    // Is set once no more answers will come.
     bool aborted = false;
     absl::Status status;  // first failure
     bool done() const { return aborted || remaining == 0; }

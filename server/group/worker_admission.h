@@ -19,14 +19,15 @@ struct WorkerRegistration {
   int64_t pid = 0;
   std::string device;           // "cpu", "cuda:0"
   std::string collective_host;  // where its peers reach its collective
-  // Its accelerator ("GPU-<uuid>"); empty on a CPU.
+  // Names its accelerator ("GPU-<uuid>"); it is empty on a CPU.
   std::string device_identity;
-  // Its collective stages through host memory (Gloo): it may share a GPU.
+  // Is true when its collective stages through host memory (Gloo), so it may
+  // share a GPU.
   bool shares_device = false;
 };
 
-// FAILED_PRECONDITION for a worker on another host (`peer`, as gRPC names
-// it) that advertises a loopback collective address: it would send the
+// Returns FAILED_PRECONDITION for a worker on another host (`peer`, as gRPC
+// names it) that advertises a loopback collective address: it would send the
 // other workers to themselves, and the group could never form.
 absl::Status CheckCollectiveHost(const WorkerRegistration& info,
                                  const std::string& peer);
@@ -36,8 +37,8 @@ struct RegisteredWorker {
   std::string name;  // as logs name it
 };
 
-// FAILED_PRECONDITION when `info` names a device that a registered worker
-// on the same host already uses and either of them exchanges over NCCL
+// Returns FAILED_PRECONDITION when `info` names a device that a registered
+// worker on the same host already uses and either of them exchanges over NCCL
 // (which runs one rank per GPU).
 absl::Status CheckDevice(const WorkerRegistration& info,
                          absl::Span<const RegisteredWorker> registered);

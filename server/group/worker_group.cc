@@ -164,7 +164,7 @@ absl::Status WorkerGroup::ParkStoreGet(uint64_t generation,
 }
 
 Clock::time_point WorkerGroup::Tick(Clock::time_point now) {
-  // Parked StoreGets whose timeout passed.
+  // Ends the parked StoreGets whose timeout passed.
   const std::optional<Clock::time_point> store_wake =
       parts_.store().Expire(now);
   GroupEvents::Round round;

@@ -39,7 +39,7 @@ class WorkerGroup {
               PlacementSwitch* placement);
   ~WorkerGroup();  // Shutdown, and the timer stopped
 
-  // A registering worker's slot (and a generation started when the group
+  // Returns a registering worker's slot (and starts a generation when the group
   // can form), or why it is refused (GroupRoster::Admit).
   absl::Status Admit(const std::shared_ptr<GroupMember>& member,
                      const std::string& peer);
@@ -55,16 +55,17 @@ class WorkerGroup {
   // step channel as its rank's in the current generation (StepTracker drops
   // an answer to a step of another one).
   void OnResult(const GroupMember& member, StepReply& reply);
-  // A member loaded the placement of `epoch` (a rebalance), or could not.
+  // Records that a member loaded the placement of `epoch` (a rebalance), or
+  // could not.
   void OnPlacementLoaded(const GroupMember& member, uint64_t generation,
                          uint64_t epoch, const std::string& error);
   // Starts a new generation with the same members (after a failed step or
   // rendezvous), now or after the backoff.
   void Regroup(bool delayed);
 
-  // The current generation's rendezvous store: StoreSet and a StoreGet's
-  // cancel go to it directly; a StoreGet parks through ParkStoreGet, which
-  // keeps its timeout.
+  // Returns the current generation's rendezvous store: StoreSet and a
+  // StoreGet's cancel go to it directly; a StoreGet parks through ParkStoreGet,
+  // which keeps its timeout.
   RendezvousStore& store() { return parts_.store(); }
   absl::Status ParkStoreGet(uint64_t generation, const std::string& token,
                             std::vector<std::string> keys,
@@ -74,7 +75,7 @@ class WorkerGroup {
   void SetStateCallback(StateNotifier::Callback callback) {
     notifier_.Set(std::move(callback));
   }
-  // The group's world size once it is ready: waits at most `hold` and
+  // Returns the group's world size once it is ready: waits at most `hold` and
   // until `deadline`, then UNAVAILABLE.
   absl::StatusOr<int> AwaitReady(Clock::time_point deadline,
                                  std::chrono::milliseconds hold);
@@ -104,12 +105,13 @@ class WorkerGroup {
   // After a change under the lock without sends: the state delivered if it
   // `changed` (the store's ended waits were finished as the lock went).
   void Settle(bool changed);
-  // The timer's round: parked StoreGets past their timeout, stalls, a
+  // Runs the timer's round: parked StoreGets past their timeout, stalls, a
   // regroup that is due; returns when it is due again.
   Clock::time_point Tick(Clock::time_point now);
 
   StepChannel* const channel_;
-  // The placement switch the parts also hold, told of placements loaded.
+  // Points to the placement switch the parts also hold; the group tells it of
+  // placements loaded.
   PlacementSwitch* const placement_;
   // Told what happened under mu_, in the order it happened; its parts
   // lock themselves (the store is also called directly).
@@ -123,8 +125,8 @@ class WorkerGroup {
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(channel_->send_order());
   GroupEvents events_ ABSL_GUARDED_BY(mu_);  // the roster and schedule
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  // Stall checks, regroups when due, StoreGet timeouts. Last: its thread
-  // starts once everything above is built, and stops first.
+  // Runs the stall checks, the regroups when due and the StoreGet timeouts.
+  // Last: its thread starts once everything above is built, and stops first.
   GroupTimer timer_;
 
   // The group's lock, held for a scope that may change the group; once it

@@ -15,20 +15,20 @@
 
 namespace moe {
 
-// One worker group's seams; the object owns the group, and destroying it
-// shuts the group down.
+// Hands out one worker group's seams; the object owns the group, and destroying
+// it shuts the group down.
 class WorkerGroupSeams {
  public:
   virtual ~WorkerGroupSeams() = default;
 
-  // The steps run on the group (the step runners take it).
+  // Returns the group the steps run on (the step runners take it).
   virtual StepGroup* steps() = 0;
-  // The group's readiness (the batcher's admission and the read-only RPCs
-  // read it).
+  // Returns the group's readiness (the batcher's admission and the read-only
+  // RPCs read it).
   virtual GroupReadiness* readiness() = 0;
-  // The placement switched on the group (the rebalancer drives it).
+  // Returns the placement switched on the group (the rebalancer drives it).
   virtual PlacementTarget* placements() = 0;
-  // The membership, which the WorkerControl service feeds from each
+  // Returns the membership, which the WorkerControl service feeds from each
   // worker's stream.
   virtual WorkerGroup* membership() = 0;
   // Calls `callback` (outside the group's lock, in order) after every

@@ -53,7 +53,7 @@ class WorkerPool final : public StepGroup,
   // the rendezvous store is its.
   WorkerGroup& group() { return group_; }
 
-  // GroupReadiness (group_readiness.h).
+  // Implements GroupReadiness (group_readiness.h).
   State state() const override { return group_.state(); }
   // Called (outside the group's lock, in order) after every change of
   // membership or readiness, with the state at the time it runs.
@@ -62,7 +62,7 @@ class WorkerPool final : public StepGroup,
   }
   size_t store_waits() { return group_.store().waits(); }  // parked now
 
-  // True when AwaitGroup waits for a group that is not ready.
+  // Returns true when AwaitGroup waits for a group that is not ready.
   bool holds_steps() const override {
     return options_.hold_while_regrouping.count() > 0;
   }
@@ -95,8 +95,8 @@ class WorkerPool final : public StepGroup,
                          std::chrono::steady_clock::time_point deadline,
                          uint64_t* epoch);
 
-  // PlacementTarget (placement_target.h): the placement in force (null
-  // while degraded) and Rebalance.
+  // Implements PlacementTarget (placement_target.h): the placement in force
+  // (null while degraded) and Rebalance.
   std::shared_ptr<const ExpertPlacement> Current() override {
     return placement().placement;
   }
@@ -110,15 +110,16 @@ class WorkerPool final : public StepGroup,
   void Shutdown() { group_.Shutdown(); }
 
  private:
-  // StepRanks: the channel's step opened under the group's lock if the
-  // group can take `steps` now.
+  // Implements StepRanks: the channel's step is opened under the group's lock
+  // if the group can take `steps` now.
   absl::Status OpenStep(const std::vector<StepContent>& steps,
                         StepRanks::Open open) override;
 
   const WorkerPoolOptions options_;
   PlacementSwitch placement_;
   StepChannel channel_{this};
-  // Last: built on the parts above, and gone (its timer stopped) first.
+  // Comes last: it is built on the parts above, and goes (its timer stopped)
+  // first.
   WorkerGroup group_;
 };
 

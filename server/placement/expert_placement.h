@@ -21,8 +21,8 @@ struct PlacementFlags {
   std::string placement_file;  // --expert-placement
 };
 
-// INVALID_ARGUMENT naming the flag and what is wrong (a layer missing from
-// a file, a placement that does not fit P workers and R slots, a load of
+// Returns INVALID_ARGUMENT naming the flag and what is wrong (a layer missing
+// from a file, a placement that does not fit P workers and R slots, a load of
 // the wrong length); NOT_FOUND for a file that cannot be read.
 absl::StatusOr<std::shared_ptr<const ExpertPlacement>> MakeRouterPlacement(
     const ModelInfo& info, int P, const PlacementFlags& flags);

@@ -12,12 +12,12 @@
 
 namespace moe {
 
-// Where the rebalancer reads and switches the placement: the worker pool in
+// Is where the rebalancer reads and switches the placement: the worker pool in
 // the router, a fake in tests.
 class PlacementTarget {
  public:
   virtual ~PlacementTarget() = default;
-  // The placement in force (null: none yet, the contiguous ranges).
+  // Returns the placement in force (null: none yet, the contiguous ranges).
   virtual std::shared_ptr<const ExpertPlacement> Current() = 0;
   // Has every worker load `next` and switch to it by `deadline`; `epoch`
   // gets its number (the worker pool's Rebalance).

@@ -49,7 +49,8 @@ void Rebalancer::Loop() {
   };
   mu_.Lock();
   while (!stop_) {
-    // Asked, or polled for --rebalance-every-steps.
+    // The thread wakes when asked, and every 50 ms to poll for
+    // --rebalance-every-steps.
     mu_.AwaitWithTimeout(absl::Condition(&asked), absl::Milliseconds(50));
     if (stop_) break;
     Done done;
@@ -85,7 +86,8 @@ Rebalancer::NextPlacement() {
     double total = 0;
     const std::vector<int64_t>& c = counts[layer];
     const std::vector<int64_t>& before = last_counts_[layer];
-    // Since the last rebalance; all of it after a stats reset.
+    // Only the load since the last rebalance counts; after a stats reset all of
+    // it does.
     bool reset = before.size() != c.size();
     for (size_t e = 0; e < c.size() && !reset; ++e) reset = c[e] < before[e];
     for (size_t e = 0; e < c.size() && e < load.size(); ++e) {

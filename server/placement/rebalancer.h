@@ -24,7 +24,7 @@
 
 namespace moe {
 
-// What one rebalance achieved (the Rebalance RPC's answer).
+// Holds what one rebalance achieved (the Rebalance RPC's answer).
 struct RebalanceOutcome {
   uint64_t epoch = 0;  // of the placement now in force
   double seconds = 0;  // computing, loading and switching
@@ -33,7 +33,8 @@ struct RebalanceOutcome {
 class Rebalancer {
  public:
   struct Options {
-    // Where placements are read and switched (the router's worker pool).
+    // Points to where placements are read and switched (the router's worker
+    // pool).
     PlacementTarget* placements = nullptr;
     ExpertStatsBook* stats = nullptr;
     RouterMetrics* metrics = nullptr;  // may be null
@@ -41,7 +42,7 @@ class Rebalancer {
     int world = 1;
     int64_t redundant = 0;
     int64_t every_steps = 0;  // 0: only when asked
-    // Loading and switching must be done by then.
+    // Loading and switching must be done by then, or the rebalance fails.
     std::chrono::milliseconds timeout{60000};
   };
   using Done = std::function<void(const absl::StatusOr<RebalanceOutcome>&)>;
@@ -61,7 +62,7 @@ class Rebalancer {
  private:
   void Loop();
   absl::StatusOr<RebalanceOutcome> RunOnce();
-  // The placement for the load since the last rebalance.
+  // Computes the placement for the load since the last rebalance.
   absl::StatusOr<std::shared_ptr<const ExpertPlacement>> NextPlacement();
 
   Options options_;
@@ -69,7 +70,7 @@ class Rebalancer {
   absl::Mutex mu_;
   std::deque<Done> requests_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  // The stats' counts and steps at the last rebalance (this thread only).
+  // Holds the stats' counts and steps at the last rebalance (this thread only).
   std::map<int64_t, std::vector<int64_t>> last_counts_;
   int64_t last_steps_ = 0;
   std::thread thread_;

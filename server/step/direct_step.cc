@@ -24,7 +24,8 @@ void DirectStep::Build(const StepContent& common, const Routed& routed,
   c.bf16_result = false;
   c.direct = true;
   steps->resize(P);
-  // Each rank's own buffers: the steps view them until the group sends.
+  // Each rank has its own buffers, because the steps view them until the group
+  // sends.
   rows_.resize(P);
   ids_.resize(P);
   weights_.resize(P);

@@ -25,15 +25,14 @@ struct LoadBalance {
 };
 LoadBalance ComputeLoadBalance(absl::Span<const int64_t> counts);
 
-// Per MoE layer, the tokens routed to each expert, from the JSON that
-// `moe-cli stats --save` writes (GetExpertStats of each layer, one object
-// or an array of them; `tokens_per_expert` or `tokensPerExpert`, numbers or
-// the strings proto JSON writes for int64). INVALID_ARGUMENT naming what is
-// wrong.
+// Reads, per MoE layer, the tokens routed to each expert from the JSON that
+// `moe-cli stats --save` writes (GetExpertStats of each layer, one object or an
+// array of them; `tokens_per_expert` or `tokensPerExpert`, numbers or the
+// strings proto JSON writes for int64). INVALID_ARGUMENT naming what is wrong.
 absl::StatusOr<std::map<int64_t, std::vector<double>>> ExpertLoadFromJson(
     const std::string& text);
 
-// One layer's figures since start or the last reset (what GetExpertStats
+// Holds one layer's figures since start or the last reset (what GetExpertStats
 // answers).
 struct LayerStats {
   int64_t layer = 0;
@@ -44,7 +43,7 @@ struct LayerStats {
   LoadBalance balance;
   std::vector<int64_t> rows_per_worker;  // empty without workers
   double worker_max_over_mean = 0;       // 0 before any step on workers
-  // The placement in force: the logical expert in each slot of each
+  // Holds the placement in force: the logical expert in each slot of each
   // worker, and each expert's replicas (both empty without a placement).
   std::vector<std::vector<int32_t>> placement;
   std::vector<int32_t> replicas_per_expert;
@@ -53,21 +52,22 @@ struct LayerStats {
 class ExpertStatsBook {
  public:
   explicit ExpertStatsBook(int64_t num_experts) : experts_(num_experts) {}
-  // `worker_rows`: rows each worker computed in this step (empty without
-  // workers).
+  // `worker_rows` holds the rows each worker computed in this step (empty
+  // without workers).
   void Record(int64_t layer, absl::Span<const int64_t> counts, int64_t tokens,
               int64_t dropped, absl::Span<const int64_t> worker_rows = {});
   LayerStats Snapshot(int64_t layer, bool reset);
-  // Load balance of the counts since start or the last reset.
+  // Returns the load balance of the counts since start or the last reset.
   LoadBalance Balance(int64_t layer);
-  // Per step, the most loaded worker's rows over the mean, averaged since
-  // start or the last reset (0 before any step on workers).
+  // Returns, per step, the most loaded worker's rows over the mean, averaged
+  // since start or the last reset (0 before any step on workers).
   double WorkerImbalance(int64_t layer);
-  // The placement in force, reported with every snapshot.
+  // Sets the placement in force, which every snapshot reports.
   void SetPlacement(std::shared_ptr<const ExpertPlacement> placement);
-  // Steps of every layer since start (resets do not zero it).
+  // Returns the steps of every layer since start (resets do not zero it).
   int64_t TotalSteps();
-  // Tokens per expert of every layer seen since start or the last reset.
+  // Returns the tokens per expert of every layer seen since start or the last
+  // reset.
   std::map<int64_t, std::vector<int64_t>> Counts();
 
  private:
@@ -77,7 +77,8 @@ class ExpertStatsBook {
     int64_t dropped = 0;
     std::vector<int64_t> counts;
     std::vector<int64_t> worker_rows;
-    // Sum over steps with rows of max worker rows / mean worker rows.
+    // Holds the sum, over the steps with rows, of max worker rows / mean
+    // worker rows.
     double worker_imbalance = 0;
     int64_t worker_steps = 0;
   };

@@ -10,10 +10,10 @@
 
 namespace moe {
 
-// The group as the router's readiness, metrics and errors see it.
+// Describes the group as the router's readiness, metrics and errors see it.
 struct GroupState {
   int world_size = 0;  // configured (P)
-  // The current generation's world size: P, or fewer while degraded; 0
+  // Holds the current generation's world size: P, or fewer while degraded; 0
   // before any group formed.
   int group_size = 0;
   int connected = 0;
@@ -25,23 +25,23 @@ struct GroupState {
   // rendezvous error, naming the worker), until a group is ready; empty if
   // none was.
   std::string refusal;
-  // "; worker rank R (...) not answering (...)" for each stalled rank.
+  // Holds "; worker rank R (...) not answering (...)" for each stalled rank.
   std::string stalled;
-  // Ready with fewer workers than configured.
+  // Is true when the group is ready with fewer workers than configured.
   bool degraded() const { return ready && group_size < world_size; }
 };
 
-// UNAVAILABLE's one message while the group is not ready (connected,
-// ready, stalled, the last refusal): the same words whether the batcher
-// refuses a request or a step finds the group gone.
+// Returns UNAVAILABLE's one message while the group is not ready (connected,
+// ready, stalled, the last refusal): the same words whether the batcher refuses
+// a request or a step finds the group gone.
 std::string NotReadyMessage(const GroupState& st);
 
-// Where readiness is read: the worker pool in the router, a fake in tests.
+// Is where readiness is read: the worker pool in the router, a fake in tests.
 class GroupReadiness {
  public:
   virtual ~GroupReadiness() = default;
   virtual GroupState state() const = 0;
-  // True when a step waits for a group that is not ready (requests then
+  // Returns true when a step waits for a group that is not ready (requests then
   // queue instead of being refused at admission).
   virtual bool holds_steps() const = 0;
 };

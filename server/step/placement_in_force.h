@@ -10,8 +10,9 @@
 
 namespace moe {
 
-// The placement steps are planned with now (null: contiguous ranges), and
-// its epoch, which every step names.
+// Holds the placement steps are planned with now (null: contiguous ranges),
+// and its epoch, which every step names so that no worker runs a step with
+// another placement than the one it was planned for.
 struct PlacementInForce {
   std::shared_ptr<const ExpertPlacement> placement;
   uint64_t epoch = 0;

@@ -39,7 +39,8 @@ void RemoteStep::BuildSteps(const Planned& p, int P,
   StepContent c;
   c.in.layer = p.layer;
   c.in.slots = r.slots;
-  // Step id and timeout are the step channel's to set (EncodedStep::Address).
+  // The step channel sets the step id and timeout (EncodedStep::Address), so
+  // they are left unset here.
   c.in.timeout = std::chrono::milliseconds(0);
   c.in.dispatch = options_.dispatch;
   c.hidden = H;

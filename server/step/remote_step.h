@@ -25,17 +25,17 @@
 namespace moe {
 
 struct RemoteStepOptions {
-  // How rows cross the workers' all-to-all (--dispatch-dtype).
+  // Chooses how rows cross the workers' all-to-all (--dispatch-dtype).
   DispatchDType dispatch = DispatchDType::kRowType;
   // Steps of at most this many tokens over 2 or more workers are direct
   // (--direct-step-tokens); 0: none.
   int64_t direct_step_tokens = 0;
 };
 
-// Everything of a routed step that happens on the worker group: the plan,
-// the step on every rank, the shared expert on this thread meanwhile, and
-// the results put together. Keeps its plan buffers between steps (the
-// group keeps the wire messages').
+// Runs everything of a routed step that happens on the worker group: the plan,
+// the step on every rank, the shared expert on this thread meanwhile, and the
+// results put together. Keeps its plan buffers between steps (the group keeps
+// the wire messages').
 class RemoteStep {
  public:
   explicit RemoteStep(RemoteStepOptions options = {}) : options_(options) {}
@@ -53,11 +53,11 @@ class RemoteStep {
                    const MoeLayerConfig& config, const SharedFn& shared,
                    StageClock& clock, StepOutput* out);
 
-  // Rows each worker computed in the last step.
+  // Returns the rows each worker computed in the last step.
   const std::vector<int64_t>& worker_rows() const { return worker_rows_; }
 
  private:
-  // What a step is planned from: the rows x [n, config.hidden], their
+  // Holds what a step is planned from: the rows x [n, config.hidden], their
   // routing, and how the workers answer.
   struct Planned {
     int64_t layer = 0;
@@ -67,20 +67,22 @@ class RemoteStep {
     const Routing* routing = nullptr;
     bool bf16_result = false;
   };
-  // One step per rank of `world` from the routing, planned with `placement`
-  // (the group's, redundant experts: engine/placement.h; null: contiguous).
+  // Builds one step per rank of `world` from the routing, planned with
+  // `placement` (the group's, redundant experts: engine/placement.h; null:
+  // contiguous).
   void BuildSteps(const Planned& p, int world,
                   const PlacementInForce& placement);
-  // Each rank's rows into y.
+  // Writes each rank's rows into y.
   absl::Status GatherResults(int64_t n, int64_t hidden, float* y) const;
-  // The critical worker's stage times into t, and the wire time; `wall_us`:
-  // the step's time on the worker group, seen from here.
+  // Writes the critical worker's stage times into t, and the wire time;
+  // `wall_us`: the step's time on the worker group, seen from here.
   void CriticalWorkerTimes(double wall_us, StageTimes* t) const;
 
   RemoteStepOptions options_;
   bool direct_ = false;  // the last step was direct
   DirectStep direct_step_;
-  // Per layer, built on first use, for placement epoch replicas_epoch_.
+  // Holds, per layer, the replicas built on first use, for placement epoch
+  // replicas_epoch_.
   std::map<int64_t, ReplicaMap> replicas_;
   uint64_t replicas_epoch_ = 0;
   std::vector<int64_t> worker_rows_;

@@ -32,21 +32,22 @@ class RouterMetrics {
   void Queued(double seconds);
   void Step(int64_t tokens, int requests, const StageTimes& times);
   void Workers(int world_size, int connected, int ready, uint64_t generation);
-  // The current generation's world size (below expected while degraded).
+  // Reports the current generation's world size (below expected while
+  // degraded).
   void Group(int world_size);
   void Layer(int64_t layer, int64_t tokens, int64_t dropped,
              const LoadBalance& balance);
-  // Expert parallelism: each worker's rows of one step of `layer`, and the
-  // most loaded worker over the mean, averaged over the layer's steps.
+  // Records expert parallelism: each worker's rows of one step of `layer`, and
+  // the most loaded worker over the mean, averaged over the layer's steps.
   void WorkerRows(int64_t layer, absl::Span<const int64_t> rows,
                   double max_over_mean);
-  // The placement in force: experts by replica count, per layer.
+  // Reports the placement in force: experts by replica count, per layer.
   void Placement(const ExpertPlacement& placement, int64_t num_experts);
-  // A live rebalance, done or failed, and how long it took.
+  // Records a live rebalance, done or failed, and how long it took.
   void Rebalanced(bool ok, double seconds);
-  // Tokens waiting in the batcher's queue.
+  // Reports the tokens waiting in the batcher's queue.
   void QueueTokens(int64_t tokens);
-  // A request refused at admission; `reason`: queue_full or deadline.
+  // Counts a request refused at admission; `reason` is queue_full or deadline.
   void Refused(const char* reason);
 
  private:

@@ -31,9 +31,9 @@ class RouterModel {
   const ModelInfo& info() const { return info_; }
   const ModelLocation& location() const { return location_; }
   WeightDType dtype() const { return dtype_; }
-  // "cpu" or "cuda:N".
+  // Returns "cpu" or "cuda:N".
   std::string device() const { return backend_->name(); }
-  // A backend over the loaded weights for one step in flight.
+  // Makes a backend over the loaded weights for one step in flight.
   absl::StatusOr<std::unique_ptr<ExpertBackend>> ForkBackend() const {
     return backend_->Fork();
   }

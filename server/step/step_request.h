@@ -16,7 +16,7 @@ namespace moe {
 
 struct StepRequest {
   int64_t layer = 0;
-  // The rows [n, hidden], staged by the batcher.
+  // Holds the rows [n, hidden], staged by the batcher.
   const float* x = nullptr;
   int64_t n = 0;
   // What these three mean for the step: StepRunner::Run.
@@ -24,7 +24,7 @@ struct StepRequest {
   absl::Span<const int64_t> token_ids;
   bool bf16_out = false;
   std::chrono::steady_clock::time_point deadline;
-  // The requests' routing from the caller and shared-expert parts, per
+  // Holds the requests' routing from the caller and shared-expert parts, per
   // segment (engine/caller_overrides.h); null: none, a plain step.
   const CallerOverrides* caller = nullptr;
 };

@@ -51,7 +51,7 @@ class StepRunner {
   RemoteStep remote_;
 };
 
-// A runner on a fork of the model's backend.
+// Builds a runner on a fork of the model's backend.
 absl::StatusOr<std::unique_ptr<StepRunner>> CreateStepRunner(
     const RouterModel& model, StepGroup* pool, RemoteStepOptions remote = {});
 

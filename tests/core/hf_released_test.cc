@@ -1,5 +1,5 @@
 // The released quantised forms of gpt-oss and DeepSeek-V4 read by
-// HfCheckpoint (issue 32): MXFP4 experts come out as MXFP4 tensors whose
+// HfCheckpoint: MXFP4 experts come out as MXFP4 tensors whose
 // values are the golden weights exactly (gpt-oss's gate/up rows
 // de-interleaved), V4's FP8 shared expert with its E8M0 block scales; bad
 // scales (shape, dtype, 255) and bad weights are refused naming the tensor.

@@ -90,7 +90,7 @@ TEST_F(CudaEngineTest, StepsAllocateNothing) {
   std::vector<float> y(64 * c.hidden);
   Routing r;
   // The first step too: a backend holding experts makes its step buffers
-  // at load (issue 42's copy budget).
+  // at load, so no step allocates device memory.
   const int64_t before = DeviceAllocationCount();
   for (int64_t n : {64, 64, 7, 1, 64}) {
     ASSERT_TRUE((*moe)->Forward(0, g.x.data(), {.n = n}, y.data(), &r).ok());
@@ -99,7 +99,7 @@ TEST_F(CudaEngineTest, StepsAllocateNothing) {
 }
 
 // A bf16 request goes up as bf16 and is widened on the device: the same
-// fp32 rows as the host's widening, so the same bits (issue 42).
+// fp32 rows as the host's widening, so the same bits.
 TEST_F(CudaEngineTest, ABf16RequestGivesItsWidenedRowsBits) {
   MoeLayerConfig c = Base();
   c.shared_inter = 24;

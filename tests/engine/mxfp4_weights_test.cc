@@ -1,4 +1,4 @@
-// MXFP4 routed experts (issue 32): the loaders' entry point (raw codes and
+// MXFP4 routed experts: the loaders' entry point (raw codes and
 // scales packed as they are), refusals of bad input, resident size, a layer
 // whose weights MXFP4 holds exactly at fp32 tolerance, and every golden case
 // quantised at load within kMxfp4WeightTol.

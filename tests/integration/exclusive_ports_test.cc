@@ -1,5 +1,5 @@
 // Every listening port of moe-router and moe-worker is the process's own
-// (issue 46): a second process given a port in use exits non-zero at start,
+// alone: a second process given a port in use exits non-zero at start,
 // naming the flag, the address and the cause, and the first one goes on
 // serving. Before, gRPC's default SO_REUSEPORT let a second router start on
 // the same --listen, --worker-listen and --health-listen ports, and the

@@ -1,7 +1,7 @@
 // A DeepSeek-V3 FP8 checkpoint (F8_E4M3 experts with weight_scale_inv,
 // partial edge blocks, quantization_config) kept FP8 in memory, through
 // moe-bench and through a router with 2 CPU workers: routing exact, y within
-// the golden fp32 tolerance of the dequantised-weight reference (issue 10).
+// the golden fp32 tolerance of the dequantised-weight reference.
 #include <filesystem>
 #include <string>
 

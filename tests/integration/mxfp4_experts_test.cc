@@ -1,4 +1,4 @@
-// MXFP4 routed experts through real processes (issue 32): moe-bench and a
+// MXFP4 routed experts through real processes: moe-bench and a
 // router with 2 CPU workers. Weights that MXFP4 holds exactly meet the fp32
 // tolerance; every golden case quantised at load stays within
 // kMxfp4WeightTol with routing exact (the gate stays fp32).

@@ -1,5 +1,5 @@
 // A request with more tokens than --max-request-tokens that is also larger
-// than the router's message limit (issue 46: 100k tokens at H=64, 25.6 MB
+// than the router's message limit (100k tokens at H=64, 25.6 MB
 // against 18087936 bytes) is answered RESOURCE_EXHAUSTED naming the flag,
 // its token count and the limit, counted in moe_requests_total, and the
 // next request is answered. Before, gRPC refused it by size ("Received

@@ -1,4 +1,4 @@
-// gpt-oss and DeepSeek-V4 as released (issue 32): MXFP4 routed experts
+// gpt-oss and DeepSeek-V4 as released: MXFP4 routed experts
 // (gpt-oss *_blocks/*_scales, V4 fp4 I8 + E8M0 .scale) and V4's FP8 shared
 // expert with E8M0 block scales; Kimi K3 as released: MXFP4
 // routed experts in compressed-tensors form (weight_packed / weight_scale);

@@ -55,7 +55,7 @@ TEST(RouterPartOptions, RequestLimitIsABoundedMultipleOfTheDerivedOne) {
   o.max_batch_tokens = 4096;
   o.max_message_bytes = 0;
   const int derived = MessageLimitFor(o, Info(64, 2, 8));
-  EXPECT_EQ(derived, 18087936);  // gRPC's "vs. 18087936" of issue 46
+  EXPECT_EQ(derived, 18087936);  // gRPC names 18087936 in its "vs." refusal
   EXPECT_EQ(RequestLimitFor(o, Info(64, 2, 8)),
             int64_t{kOversizedRequestFactor} * derived);
   o.max_message_bytes = 123456;

@@ -1,7 +1,7 @@
 // The CUDA kernels' 2026 layer options (tests/golden/README.md) against the
 // CPU path on the same inputs: the fused routing kernel with router bias,
 // top-k softmax, sqrt-softplus, the correction bias under softmax, norm_min
-// and hash routing, at the shapes (384 experts, 512 with k = 10);
+// and hash routing, at the 2026 models' shapes (384 experts, 512 with k = 10);
 // the clamped activations and the expert biases of the expert pass. Skips,
 // with the reason, when no CUDA device is visible.
 #include <cuda_runtime_api.h>
@@ -26,7 +26,7 @@ namespace {
 
 namespace kcu = kernels::cuda;
 
-// The shapes take the fused kernel, not the host fallback: Kimi K2
+// Those shapes take the fused kernel, not the host fallback: Kimi K2
 // (384 experts, k = 8, one group), Qwen3-Next (512 experts, k = 10), within
 // its expert, slot and 48 KB shared-memory bounds. Checked at build time.
 static_assert(384 <= kcu::kMaxRouteExperts && 512 <= kcu::kMaxRouteExperts);
