@@ -25,7 +25,7 @@ struct StageTimes {
   double combine_us = 0;   // all-to-all back + weighted sum
   double shared_us = 0;    // shared expert
   // Rows between router and workers (no compute), the encoding of the step
-  // messages included (WorkerPool encodes them as it sends).
+  // messages included (StepChannel encodes them as it sends).
   double wire_us = 0;
   double total_us = 0;
   WorkerStageTimes critical_worker;  // the worker whose experts took longest
