@@ -17,6 +17,10 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+// compressed-tensors keeps a quantised linear's codes under
+// `<stem>.weight_packed` where an unquantised one has `<stem>.weight`.
+constexpr absl::string_view kPackedSuffix = ".weight_packed";
+
 absl::StatusOr<std::string> ReadText(const fs::path& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) {
@@ -284,10 +288,10 @@ absl::Status HfCheckpoint::CheckLatentWidth() const {
     if (c.latent <= 0) continue;
     std::string name =
         HfLocate(spec_.family, c, layer, WeightRole::kLatentW1, 0).name;
-    // A missing projection, or one kept as compressed-tensors code pairs
-    // whose rows are still the latent width, is named when it is read.
-    if (weight_map_.count(name) == 0 && absl::EndsWith(name, ".weight")) {
-      name += "_packed";
+    // A projection kept as compressed-tensors code pairs still has the
+    // latent width as its rows; a missing one is named when it is read.
+    if (std::optional<std::string> stem = CompressedStem(name)) {
+      name = absl::StrCat(*stem, kPackedSuffix);
     }
     if (weight_map_.count(name) == 0) continue;
     MOE_ASSIGN_OR_RETURN(TensorRef ref, Find(name));
@@ -395,15 +399,14 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
   if (loc.fused && weight_map_.count(name + "_blocks") > 0) {
     return GptOssMxfp4(loc);
   }
+  // Kimi K3 as released: compressed-tensors MXFP4 weight_packed /
+  // weight_scale in place of `.weight`.
+  if (std::optional<std::string> packed = CompressedStem(name)) {
+    return CompressedMxfp4(ExpectedShape(c, role), *packed);
+  }
   const bool dot_weight = absl::EndsWith(name, ".weight");
   const std::string stem =
       dot_weight ? name.substr(0, name.size() - 7) : std::string();
-  // Kimi K3 as released: compressed-tensors MXFP4 weight_packed /
-  // weight_scale in place of `.weight`.
-  if (dot_weight && weight_map_.count(name) == 0 &&
-      weight_map_.count(stem + ".weight_packed") > 0) {
-    return CompressedMxfp4(ExpectedShape(c, role), stem);
-  }
   const bool mlp_linear = role == WeightRole::kW3 || role == WeightRole::kW2 ||
                           role == WeightRole::kSharedW3 ||
                           role == WeightRole::kSharedW2;
@@ -526,9 +529,20 @@ absl::StatusOr<WeightTensor> HfCheckpoint::DeepseekV4Quantised(
       "' tensor; expected I8 (fp4) or F8_E4M3 (fp8) weights"));
 }
 
+std::optional<std::string> HfCheckpoint::CompressedStem(
+    const std::string& name) const {
+  if (!absl::EndsWith(name, ".weight") || weight_map_.count(name) > 0) {
+    return std::nullopt;
+  }
+  std::string stem = name.substr(0, name.size() - 7);
+  if (weight_map_.count(absl::StrCat(stem, kPackedSuffix)) == 0)
+    return std::nullopt;
+  return stem;
+}
+
 absl::StatusOr<WeightTensor> HfCheckpoint::CompressedMxfp4(
     const std::vector<int64_t>& logical, const std::string& stem) const {
-  const std::string packed_name = stem + ".weight_packed";
+  const std::string packed_name = absl::StrCat(stem, kPackedSuffix);
   const std::string scale_name = stem + ".weight_scale";
   if (logical.size() != 2) {
     return absl::InvalidArgumentError(

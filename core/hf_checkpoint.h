@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -62,6 +63,11 @@ class HfCheckpoint : public ModelSource {
   // mxfp4-pack-quantized), kept MXFP4; `logical` is the role's [out, in].
   absl::StatusOr<WeightTensor> CompressedMxfp4(
       const std::vector<int64_t>& logical, const std::string& stem) const;
+  // The stem of `name` ("<stem>.weight") when the checkpoint keeps that
+  // linear as compressed-tensors code pairs (`<stem>.weight_packed`) in
+  // place of `name`; nullopt otherwise. Every reader of a linear asks this
+  // one rule, so a new quantised layout is taught in one place.
+  std::optional<std::string> CompressedStem(const std::string& name) const;
   // OK when `bias` is absent or all zero; refuses a bias the engine has no
   // role for (Nemotron's expert and shared-expert biases), naming it.
   absl::Status NoUnservedBias(const std::string& bias) const;
