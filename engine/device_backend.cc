@@ -22,12 +22,15 @@ absl::Status DeviceBackend::ReserveIo(bool with_gate) {
   bounds_ = StepBounds(c, max_tokens_, max_tokens_);
   const size_t T = max_tokens_, H = c.hidden, R = bounds_.rows,
                S = max_tokens_ * bounds_.slots;
+  // The layer's rows (x, the shared expert) are H wide, the step's (its
+  // input and output) expert_width(): LatentMoE's latent width on a worker.
   const size_t rows_bytes = T * H * 4;
-  MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, rows_bytes, &x_dev_));
+  const size_t any_rows_bytes = T * std::max<size_t>(H, c.expert_width()) * 4;
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, any_rows_bytes, &x_dev_));
   MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, rows_bytes / 2, &x16_dev_));
-  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, rows_bytes, &x_pin_));
-  MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, rows_bytes, &y_dev_));
-  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, rows_bytes, &y_pin_));
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, any_rows_bytes, &x_pin_));
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, any_rows_bytes, &y_dev_));
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, any_rows_bytes, &y_pin_));
   const bool shared = with_gate && c.has_shared();
   MOE_RETURN_IF_ERROR(
       Reserve(Memory::kDevice, shared ? rows_bytes : 0, &shared_dev_));
@@ -57,12 +60,12 @@ absl::Status DeviceBackend::ReserveIo(bool with_gate) {
   return absl::OkStatus();
 }
 
-absl::Status DeviceBackend::UploadX(const float* x, int64_t n) {
+absl::Status DeviceBackend::UploadX(const float* x, int64_t n, int64_t width) {
   if (n > max_tokens_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         n, " tokens exceed the ", max_tokens_, " ", name(), " was sized for"));
   }
-  const size_t bytes = n * config_.hidden * 4;
+  const size_t bytes = n * width * 4;
   if (bytes > 0) {
     if (x != x_pin_.get()) std::memcpy(x_pin_.get(), x, bytes);
     MOE_RETURN_IF_ERROR(
@@ -105,7 +108,7 @@ absl::Status DeviceBackend::RouteTokens(int64_t layer, const float* x,
     return absl::FailedPreconditionError(
         "this backend was loaded without the router's gate");
   }
-  absl::Status s = UploadX(x, rows.n);
+  absl::Status s = UploadX(x, rows.n, config_.hidden);
   if (s.ok()) return RouteResident(layer, rows, routing);
   (void)device_queue().Synchronize();  // the staging is free again
   resident_x_ = nullptr;
@@ -209,7 +212,9 @@ absl::Status DeviceBackend::Shared(int64_t layer, const float* x, int64_t n,
         "this backend was loaded without the router's gate");
   }
   DeviceStepQueue& q = device_queue();
-  if (x != resident_x_ || n != resident_n_) MOE_RETURN_IF_ERROR(UploadX(x, n));
+  if (x != resident_x_ || n != resident_n_) {
+    MOE_RETURN_IF_ERROR(UploadX(x, n, config_.hidden));
+  }
   const size_t bytes = n * config_.hidden * 4;
   absl::Status s =
       QueueShared(layer, n, static_cast<float*>(shared_dev_.get()));
@@ -252,7 +257,7 @@ absl::Status DeviceBackend::Gather(const EpStepInput& in, const EpPlan& p,
   const int64_t num_slots = p.tokens * p.slots, R = bounds_.rows;
   const int64_t S = max_tokens_ * bounds_.slots;
   if (!x_resident || in.rows != resident_x_ || in.tokens != resident_n_) {
-    MOE_RETURN_IF_ERROR(UploadX(in.rows, in.tokens));
+    MOE_RETURN_IF_ERROR(UploadX(in.rows, in.tokens, config_.expert_width()));
   }
   // The plan's index arrays through pinned staging, one upload each. The
   // previous step finished (Finish or Drain) before this one began, so the
@@ -316,7 +321,7 @@ absl::Status DeviceBackend::Combine(const EpStepInput& in, const EpPlan& p,
     MOE_RETURN_IF_ERROR(QueueShared(layer, p.tokens, shared));
     MOE_RETURN_IF_ERROR(QueueAdd(y_dev, shared, p.tokens));
   }
-  const size_t bytes = p.tokens * config_.hidden * 4;
+  const size_t bytes = p.tokens * config_.expert_width() * 4;
   if (bytes > 0) {
     MOE_RETURN_IF_ERROR(device_queue().Download(y_dev, y_pin_.get(), bytes));
   }
@@ -326,7 +331,7 @@ absl::Status DeviceBackend::Combine(const EpStepInput& in, const EpPlan& p,
 
 absl::Status DeviceBackend::ReserveStaging() {
   if (stage_send_ != nullptr || bounds_.rows == 0) return absl::OkStatus();
-  const size_t bytes = bounds_.rows * config_.hidden * 2;
+  const size_t bytes = bounds_.rows * config_.expert_width() * 2;
   using Memory = DeviceStepQueue::Memory;
   MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, bytes, &stage_send_));
   MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, bytes, &stage_recv_));

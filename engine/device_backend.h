@@ -50,14 +50,26 @@ struct DeviceStepIndices {
   float* weights = nullptr;     // [tokens * slots] the routing weights
 };
 
-// OK when a device backend's kernels compute `config`'s layer; otherwise
-// UNIMPLEMENTED naming the option, for Load to refuse the model before
-// anything is uploaded (a layer is never served with part of its math
-// missing). The device kernels have no non-gated experts, latent
-// projections, branch norms, router pre-norm or per-expert scale yet; the
-// activations come from kernels/act_rule.h, shared with the CPU.
+// What a device backend's kernels compute of `config`, in two parts, so
+// that Load refuses a model before anything is uploaded (a layer is never
+// served with part of its math missing), with UNIMPLEMENTED naming the
+// option:
+//  - the routed experts (all a worker holds, LoadOptions without gate or
+//    shared expert): gated and non-gated (relu2) experts at the experts'
+//    width config.expert_width() (LatentMoE's latent width included), with
+//    the activations of kernels/act_rule.h, shared with the CPU;
+//  - the router part (gate, shared expert, the experts' frame): no latent
+//    projections, branch norms, router pre-norm or per-expert scale yet, so
+//    such a model is routed on a CPU router, whose CUDA workers can run its
+//    experts.
+absl::Status CheckDeviceExpertMath(const MoeLayerConfig& config,
+                                   absl::string_view backend);
+absl::Status CheckDeviceRouterMath(const MoeLayerConfig& config,
+                                   absl::string_view backend);
+// Both parts, the router's only when `router_part` (a backend loaded with the
+// gate or the shared expert).
 absl::Status CheckDeviceLayerMath(const MoeLayerConfig& config,
-                                  absl::string_view backend);
+                                  absl::string_view backend, bool router_part);
 
 class DeviceBackend : public ExpertBackend {
  public:
@@ -115,11 +127,12 @@ class DeviceBackend : public ExpertBackend {
   virtual absl::Status QueueAdd(float* y, const float* add, int64_t rows) = 0;
   // Makes the step's row buffers (kSend, kRecv, kOut, kBack) ready for `plan`.
   virtual absl::Status PrepareStep(const EpPlan& plan) = 0;
-  // Queues kSend = the bf16 rows of x that device_indices().src_row names,
-  // scaled by .scale when `scaled`.
+  // Queues kSend = the bf16 rows of the step's input (device_x(), width
+  // config_.expert_width()) that device_indices().src_row names, scaled by
+  // .scale when `scaled`.
   virtual absl::Status QueueGather(const EpPlan& plan, bool scaled) = 0;
-  // Queues y [tokens, H] (device fp32) = the weighted sum in slot order of
-  // `back`.
+  // Queues y [tokens, expert_width] (device fp32) = the weighted sum in slot
+  // order of `back`.
   virtual absl::Status QueueCombine(const EpPlan& plan, const void* back,
                                     float* y) = 0;
 
@@ -139,11 +152,12 @@ class DeviceBackend : public ExpertBackend {
   bool grouped_identity_ = false, out_identity_ = false;
 
  private:
-  // x [n, H] (host fp32) into device_x(), through pinned staging (no copy
+  // x [n, width] (host fp32: the layer's rows, width H, or the step's,
+  // width expert_width()) into device_x(), through pinned staging (no copy
   // into it when x is the staging itself). The staging is free: every
   // piece that reads it ends in a wait (Route, Shared) or in the step's
   // Finish or Drain, before the next upload.
-  absl::Status UploadX(const float* x, int64_t n);
+  absl::Status UploadX(const float* x, int64_t n, int64_t width);
   // Does the same for bf16 rows, uploaded as bf16 and widened on the device.
   absl::Status UploadBf16X(const uint16_t* x, int64_t n);
   // Routes the rows.n resident rows: it queues the routing and brings its

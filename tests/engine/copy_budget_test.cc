@@ -119,9 +119,9 @@ class FakeDeviceBackend : public DeviceBackend {
     expert_begin_ = expert_begin;
     expert_end_ = expert_end;
     if (absl::Status s = ReserveIo(gate); !s.ok()) return s;
-    // The step's row buffers and the routing's answer, at load as the CUDA
-    // backend makes them.
-    const size_t rows = bounds_.rows * c.hidden * 2;
+    // The step's row buffers (rows of the experts' width) and the routing's
+    // answer, at load as the CUDA backend makes them.
+    const size_t rows = bounds_.rows * c.expert_width() * 2;
     for (Block* b : {&send_, &recv_, &out_, &back_}) {
       absl::StatusOr<Block> m = queue_.Allocate(Memory::kDevice, rows);
       if (!m.ok()) return m.status();
@@ -245,12 +245,23 @@ MoeLayerConfig BudgetConfig() {
   return c;
 }
 
-// One step's counts against the budget: `rows` activation rows each way
-// (`in_size` bytes an element in, fp32 out), `slots` routing slots.
-void ExpectBudget(const Counts& got, int64_t rows, int64_t slots,
-                  const MoeLayerConfig& c, int64_t max_syncs,
-                  int64_t in_size = 4) {
-  const int64_t in = rows * c.hidden * in_size, out = rows * c.hidden * 4;
+// A worker's layer of the LatentMoE kind (Nemotron 3): non-gated relu2
+// experts on rows of the latent width, a quarter of H.
+MoeLayerConfig LatentNonGatedConfig() {
+  MoeLayerConfig c = BudgetConfig();
+  c.gated = false;
+  c.act = Activation::kRelu2;
+  c.latent = c.hidden / 4;
+  c.latent_bias = true;
+  return c;
+}
+
+// One step's counts against the budget: `rows` activation rows of `width`
+// each way (`in_size` bytes an element in, fp32 out), `slots` routing
+// slots.
+void ExpectBudget(const Counts& got, int64_t rows, int64_t slots, int64_t width,
+                  int64_t max_syncs, int64_t in_size = 4) {
+  const int64_t in = rows * width * in_size, out = rows * width * 4;
   const int64_t routing = kRoutingBytesPerSlot * slots;
   EXPECT_GE(got.h2d_bytes, in) << "x did not go up whole";
   EXPECT_LE(got.h2d_bytes, in + routing)
@@ -281,7 +292,8 @@ TEST(CopyBudget, RouterAtP0MovesEachActivationByteOnceEachWay) {
       ASSERT_TRUE(moe.Forward(0, x.data(), {.n = n, .segment_ends = ends},
                               y.data(), &routing)
                       .ok());
-      ExpectBudget(b.counting().counts, n, n * c.top_k, c, /*max_syncs=*/2);
+      ExpectBudget(b.counting().counts, n, n * c.top_k, c.hidden,
+                   /*max_syncs=*/2);
     }
   }
 }
@@ -304,7 +316,8 @@ TEST(CopyBudget, RouterAtP0SendsABf16RequestUpAsBf16) {
       ASSERT_TRUE(moe.ForwardBf16(0, x.data(), {.n = n, .segment_ends = ends},
                                   y.data(), &routing)
                       .ok());
-      ExpectBudget(b.counting().counts, n, n * c.top_k, c, /*max_syncs=*/2,
+      ExpectBudget(b.counting().counts, n, n * c.top_k, c.hidden,
+                   /*max_syncs=*/2,
                    /*in_size=*/2);
     }
   }
@@ -391,12 +404,13 @@ class DeviceGroup : public Communicator {
   std::unique_ptr<Communicator> gloo_;
 };
 
-// A worker of two (P = 2) under a device collective: its rows up once, its
-// answer home once, one wait (the step's end), nothing allocated.
-TEST(CopyBudget, WorkerAtP2MovesEachActivationByteOnceEachWay) {
-  const MoeLayerConfig c = BudgetConfig();
+// A worker of two (P = 2) under a device collective: its rows (of the
+// experts' width) up once, its answer home once, one wait (the step's end),
+// nothing allocated.
+void ExpectWorkerBudgetAtP2(const MoeLayerConfig& c) {
   const int world = 2;
-  const int64_t H = c.hidden, k = c.top_k, E = c.num_experts;
+  // The rows a worker gets and answers: the router applied the frame.
+  const int64_t H = c.expert_width(), k = c.top_k, E = c.num_experts;
   for (int64_t n : {1, 64, 4096}) {
     SCOPED_TRACE(n);
     Routing routing;
@@ -457,47 +471,106 @@ TEST(CopyBudget, WorkerAtP2MovesEachActivationByteOnceEachWay) {
       const int64_t tokens =
           SplitBegin(r + 1, world, n) - SplitBegin(r, world, n);
       for (const Counts& step : got[r]) {
-        ExpectBudget(step, tokens, n * k, c, /*max_syncs=*/1);
+        ExpectBudget(step, tokens, n * k, H, /*max_syncs=*/1);
       }
     }
   }
 }
 
+TEST(CopyBudget, WorkerAtP2MovesEachActivationByteOnceEachWay) {
+  ExpectWorkerBudgetAtP2(BudgetConfig());
+}
+
+// LatentMoE's workers move rows of the latent width, a quarter of H: one
+// full-width row more would exceed the budget.
+TEST(CopyBudget, LatentNonGatedWorkerAtP2MovesLatentRowsOnly) {
+  const MoeLayerConfig c = LatentNonGatedConfig();
+  ASSERT_TRUE(c.Validate().ok()) << c.Validate();
+  ASSERT_LT(c.expert_width(), c.hidden);
+  ASSERT_TRUE(CheckDeviceLayerMath(c, "cuda:0", /*router_part=*/false).ok());
+  ExpectWorkerBudgetAtP2(c);
+}
+
 // A device backend refuses, by name and at load, the late-2026 options its
 // kernels do not compute, so that no layer is served with part of its math
-// missing; the gated activations are shared with the CPU and pass.
-TEST(DeviceLayerMath, RefusesWhatTheKernelsDoNotComputeByName) {
+// missing. Its experts (a worker's part) compute every activation of
+// kernels/act_rule.h, non-gated and latent-width experts included; its router
+// part refuses the expert frame and Gemma 4's router options, sending the
+// model to a CPU router.
+MoeLayerConfig SmallConfig() {
   MoeLayerConfig c;
   c.hidden = 64;
   c.inter = 32;
   c.num_experts = 8;
   c.top_k = 2;
-  c.act = Activation::kSitu;
-  EXPECT_TRUE(CheckDeviceLayerMath(c, "cuda:0").ok());
-  c.act = Activation::kGeluTanh;
-  EXPECT_TRUE(CheckDeviceLayerMath(c, "cuda:0").ok());
-  struct Case {
-    void (*set)(MoeLayerConfig&);
-    const char* named;
-  };
-  const Case cases[] = {
-      {[](MoeLayerConfig& m) {
-         m.gated = false;
-         m.act = Activation::kRelu2;
-       },
-       "non-gated"},
-      {[](MoeLayerConfig& m) { m.latent = 16; }, "LatentMoE"},
-      {[](MoeLayerConfig& m) { m.branch_norms = true; }, "branch norms"},
-      {[](MoeLayerConfig& m) { m.router_prenorm = true; }, "pre-norm"},
-      {[](MoeLayerConfig& m) { m.per_expert_scale = true; }, "per-expert"},
-  };
-  for (const Case& k : cases) {
-    MoeLayerConfig m = c;
-    k.set(m);
-    const absl::Status s = CheckDeviceLayerMath(m, "cuda:0");
-    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << k.named;
-    EXPECT_NE(s.message().find(k.named), absl::string_view::npos) << s;
+  return c;
+}
+
+struct LateOption {
+  void (*set)(MoeLayerConfig&);
+  const char* named;  // in the refusal of the router part
+};
+const LateOption kLateOptions[] = {
+    {[](MoeLayerConfig& m) {
+       m.gated = false;
+       m.act = Activation::kRelu2;
+     },
+     nullptr},  // the router's shared expert runs non-gated too
+    {[](MoeLayerConfig& m) { m.act = Activation::kSitu; }, nullptr},
+    {[](MoeLayerConfig& m) { m.act = Activation::kGeluTanh; }, nullptr},
+    {[](MoeLayerConfig& m) { m.latent = 16; }, "latent"},
+    {[](MoeLayerConfig& m) {
+       m.latent = 16;
+       m.latent_norm = true;
+     },
+     "latent"},
+    {[](MoeLayerConfig& m) { m.branch_norms = true; }, "branch_norms"},
+    {[](MoeLayerConfig& m) { m.router_prenorm = true; }, "router_prenorm"},
+    {[](MoeLayerConfig& m) { m.per_expert_scale = true; }, "per_expert_scale"},
+};
+
+TEST(DeviceLayerMath, WorkersComputeEveryLateExpertForm) {
+  for (const LateOption& o : kLateOptions) {
+    MoeLayerConfig m = SmallConfig();
+    o.set(m);
+    ASSERT_TRUE(m.Validate().ok()) << m.Validate();
+    EXPECT_TRUE(CheckDeviceExpertMath(m, "cuda:0").ok())
+        << CheckDeviceExpertMath(m, "cuda:0");
+    EXPECT_TRUE(CheckDeviceLayerMath(m, "cuda:0", /*router_part=*/false).ok());
+  }
+}
+
+TEST(DeviceLayerMath, RouterPartRefusesWhatItDoesNotComputeByName) {
+  for (const LateOption& o : kLateOptions) {
+    MoeLayerConfig m = SmallConfig();
+    o.set(m);
+    const absl::Status s =
+        CheckDeviceLayerMath(m, "cuda:0", /*router_part=*/true);
+    EXPECT_EQ(s, CheckDeviceRouterMath(m, "cuda:0"));
+    if (o.named == nullptr) {
+      EXPECT_TRUE(s.ok()) << s;
+      continue;
+    }
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << o.named;
+    EXPECT_NE(s.message().find(o.named), absl::string_view::npos) << s;
     EXPECT_NE(s.message().find("cuda:0"), absl::string_view::npos) << s;
+    EXPECT_NE(s.message().find("route this model on a CPU router; CUDA "
+                               "workers can run its experts"),
+              absl::string_view::npos)
+        << s;
+  }
+}
+
+TEST(DeviceLayerMath, NonGatedExpertBiasesAreRefusedOnWorkersToo) {
+  MoeLayerConfig m = SmallConfig();
+  m.gated = false;
+  m.act = Activation::kRelu2;
+  m.expert_bias = true;
+  for (bool router_part : {false, true}) {
+    const absl::Status s = CheckDeviceLayerMath(m, "cuda:0", router_part);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+    EXPECT_NE(s.message().find("expert_bias"), absl::string_view::npos) << s;
+    EXPECT_NE(s.message().find("--device cpu"), absl::string_view::npos) << s;
   }
 }
 
