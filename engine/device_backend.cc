@@ -329,6 +329,51 @@ absl::Status DeviceBackend::Combine(const EpStepInput& in, const EpPlan& p,
   return absl::OkStatus();
 }
 
+absl::Status DeviceBackend::LoadFrames(const ModelSource& source,
+                                       const LoadOptions& options) {
+  auto frames = std::make_shared<Frames>();
+  LoadOptions o = options;
+  o.load_gate = true;  // the frame's tensors are the router's
+  o.load_shared = false;
+  o.expert_begin = 0;
+  o.expert_end = 0;
+  o.layer_experts.clear();
+  for (int64_t layer : source.info().moe_layers) {
+    if (options.only_layer >= 0 && layer != options.only_layer) continue;
+    if (!source.info().LayerConfig(layer).has_expert_frame()) continue;
+    MOE_ASSIGN_OR_RETURN((*frames)[layer], LoadLayerWeights(source, layer, o));
+    MOE_RETURN_IF_ERROR(CheckFrameLoaded(*(*frames)[layer]));
+  }
+  frames_ = std::move(frames);
+  frame_threads_ = std::max(options.num_threads, 1);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const LayerWeights*> DeviceBackend::FindFrame(
+    int64_t layer) const {
+  auto it = frames_->find(layer);
+  if (it == frames_->end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(), " holds no expert frame of layer ", layer,
+                     " (loaded without the router's gate)"));
+  }
+  return it->second.get();
+}
+
+absl::StatusOr<const float*> DeviceBackend::EnterExperts(int64_t layer,
+                                                         const float* x,
+                                                         int64_t n) {
+  if (!config_.has_expert_frame()) return x;
+  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, FindFrame(layer));
+  return frame_.Enter(*w, x, n, frame_threads_);
+}
+
+absl::Status DeviceBackend::LeaveExperts(int64_t layer, float* s, int64_t n,
+                                         float* y) {
+  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, FindFrame(layer));
+  return frame_.Leave(*w, s, n, y, frame_threads_);
+}
+
 absl::Status DeviceBackend::ReserveStaging() {
   if (stage_send_ != nullptr || bounds_.rows == 0) return absl::OkStatus();
   const size_t bytes = bounds_.rows * config_.expert_width() * 2;

@@ -11,12 +11,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/device_step_queue.h"
 #include "engine/expert_backend.h"
+#include "engine/expert_frame.h"
 
 namespace moe {
 
@@ -58,10 +61,11 @@ struct DeviceStepIndices {
 //    shared expert): gated and non-gated (relu2) experts at the experts'
 //    width config.expert_width() (LatentMoE's latent width included), with
 //    the activations of kernels/act_rule.h, shared with the CPU;
-//  - the router part (gate, shared expert, the experts' frame): no latent
-//    projections, branch norms, router pre-norm or per-expert scale yet, so
-//    such a model is routed on a CPU router, whose CUDA workers can run its
-//    experts.
+//  - the router part (gate, shared expert, the experts' frame): LatentMoE's
+//    latent projections (and their biases and norm) run on the host, with
+//    the CPU's code (DeviceBackend::EnterExperts); no branch norms, router
+//    pre-norm or per-expert scale yet, so such a model is routed on a CPU
+//    router, whose CUDA workers can run its experts.
 absl::Status CheckDeviceExpertMath(const MoeLayerConfig& config,
                                    absl::string_view backend);
 absl::Status CheckDeviceRouterMath(const MoeLayerConfig& config,
@@ -101,6 +105,14 @@ class DeviceBackend : public ExpertBackend {
   absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
                        const void* back, float* y) override;
   absl::Status ReserveStaging() override;
+  // LatentMoE's frame on the host, the CPU's code (engine/expert_frame.h)
+  // over host copies of the frame's tensors (LoadFrames): the projections
+  // are GEMVs of a router's rows, and the step's rows cross to the device
+  // at the latent width either way.
+  absl::StatusOr<const float*> EnterExperts(int64_t layer, const float* x,
+                                            int64_t n) override;
+  absl::Status LeaveExperts(int64_t layer, float* s, int64_t n,
+                            float* y) override;
 
  protected:
   virtual DeviceStepQueue& device_queue() = 0;
@@ -140,6 +152,17 @@ class DeviceBackend : public ExpertBackend {
   // bounds_), at load: the routing's staging only `with_gate`, the shared
   // expert's output only with the gate and a shared expert.
   absl::Status ReserveIo(bool with_gate);
+  // Loads the host copies of the frame's tensors of every layer of `source`
+  // that has one (config.has_expert_frame()), at load, for a backend loaded
+  // with the router's gate: LoadLayerWeights' router part in `options`'
+  // dtype, without experts (and the gate's host copy with it, E x H fp32).
+  absl::Status LoadFrames(const ModelSource& source,
+                          const LoadOptions& options);
+  // A fork shares the frames (immutable once loaded).
+  void ShareFrames(const DeviceBackend& from) {
+    frames_ = from.frames_;
+    frame_threads_ = from.frame_threads_;
+  }
 
   const float* device_x() const { return static_cast<float*>(x_dev_.get()); }
   const DeviceStepIndices& device_indices() const { return indices_; }
@@ -176,6 +199,11 @@ class DeviceBackend : public ExpertBackend {
   int64_t resident_n_ = -1;
   // Holds the layer whose shared expert the next Combine adds, or -1.
   int64_t shared_layer_ = -1;
+  using Frames = std::map<int64_t, std::shared_ptr<const LayerWeights>>;
+  std::shared_ptr<const Frames> frames_ = std::make_shared<Frames>();
+  ExpertFrame frame_;
+  int frame_threads_ = 1;
+  absl::StatusOr<const LayerWeights*> FindFrame(int64_t layer) const;
 };
 
 }  // namespace moe

@@ -21,9 +21,9 @@ absl::Status CheckDeviceExpertMath(const MoeLayerConfig& c,
 
 absl::Status CheckDeviceRouterMath(const MoeLayerConfig& c,
                                    absl::string_view backend) {
+  // LatentMoE's frame runs on the host (DeviceBackend::EnterExperts).
   const char* missing =
-      c.latent > 0         ? "LatentMoE's latent projections (latent)"
-      : c.branch_norms     ? "Gemma 4's branch norms (branch_norms)"
+      c.branch_norms       ? "Gemma 4's branch norms (branch_norms)"
       : c.router_prenorm   ? "the router pre-norm (router_prenorm)"
       : c.per_expert_scale ? "per-expert scales (per_expert_scale)"
                            : nullptr;

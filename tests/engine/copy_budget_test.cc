@@ -140,6 +140,13 @@ class FakeDeviceBackend : public DeviceBackend {
     return absl::OkStatus();
   }
   CountingQueue& counting() { return queue_; }
+  // The host copies of the experts' frames, as the CUDA backend's Load
+  // takes them.
+  absl::Status LoadFramesOf(const ModelSource& source) {
+    LoadOptions o;
+    o.dtype = WeightDType::kF32;
+    return LoadFrames(source, o);
+  }
 
   std::string name() const override { return "fake-device"; }
   absl::Status Load(const ModelSource&, const LoadOptions&, int64_t) override {
@@ -404,6 +411,66 @@ class DeviceGroup : public Communicator {
   std::unique_ptr<Communicator> gloo_;
 };
 
+// LatentMoE on a device router part (P = 0): the frame runs on the host with
+// the CPU's code and bits, x goes up for the routing and again for the
+// shared expert (the latent rows took its place on the device), the latent
+// rows up once, their sum home once and the shared expert home apart; a wait
+// for the routing, one at the step's end and one for the shared expert.
+TEST(CopyBudget, RouterAtP0RunsTheLatentFrameOnTheHostWithTheCpusBits) {
+  int checked = 0;
+  for (const std::string& path : testing::GoldenFiles()) {
+    auto c = testing::LoadGoldenCase(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const MoeLayerConfig& cfg = c->config;
+    if (cfg.latent == 0) continue;
+    SCOPED_TRACE(c->name);
+    ASSERT_TRUE(CheckDeviceLayerMath(cfg, "cuda:0", /*router_part=*/true).ok());
+    ++checked;
+    auto source = testing::MakeGoldenSource(*c);
+    const int64_t n = c->tokens, H = cfg.hidden, W = cfg.expert_width();
+    FakeDeviceBackend b;
+    ASSERT_TRUE(b.Init(cfg, n, /*gate=*/true, 0, cfg.num_experts).ok());
+    ASSERT_TRUE(b.LoadFramesOf(*source).ok());
+    auto cpu = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, n);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    // The frame: the CPU's bits both ways.
+    auto dev_rows = b.EnterExperts(0, c->x.data(), n);
+    ASSERT_TRUE(dev_rows.ok()) << dev_rows.status();
+    const std::vector<float> rows(*dev_rows, *dev_rows + n * W);
+    auto cpu_rows = (*cpu)->backend().EnterExperts(0, c->x.data(), n);
+    ASSERT_TRUE(cpu_rows.ok()) << cpu_rows.status();
+    EXPECT_EQ(std::memcmp(rows.data(), *cpu_rows, n * W * 4), 0);
+    std::vector<float> s1 = rows, s2 = rows, y1(n * H), y2(n * H);
+    ASSERT_TRUE(b.LeaveExperts(0, s1.data(), n, y1.data()).ok());
+    ASSERT_TRUE(
+        (*cpu)->backend().LeaveExperts(0, s2.data(), n, y2.data()).ok());
+    EXPECT_EQ(y1, y2);
+    // The layer through the device host logic.
+    LocalMoe moe(&b);
+    std::vector<float> y(n * H);
+    const int64_t ends[] = {n};
+    for (int step = 0; step < 2; ++step) {
+      b.counting().counts = Counts();
+      Routing routing;
+      ASSERT_TRUE(moe.Forward(0, c->x.data(), {.n = n, .segment_ends = ends},
+                              y.data(), &routing)
+                      .ok());
+      const Counts& got = b.counting().counts;
+      const int64_t routing_bytes = kRoutingBytesPerSlot * n * cfg.top_k;
+      const int64_t shared = cfg.has_shared() ? n * H * 4 : 0;
+      const int64_t in = n * H * 4 + n * W * 4 + shared;
+      const int64_t out = n * W * 4 + shared;
+      EXPECT_GE(got.h2d_bytes, in);
+      EXPECT_LE(got.h2d_bytes, in + routing_bytes);
+      EXPECT_GE(got.d2h_bytes, out);
+      EXPECT_LE(got.d2h_bytes, out + routing_bytes);
+      EXPECT_LE(got.syncs, cfg.has_shared() ? 3 : 2);
+      EXPECT_EQ(got.allocations, 0);
+    }
+  }
+  EXPECT_GE(checked, 2) << "no LatentMoE golden cases (Nemotron 3, Kimi K3)";
+}
+
 // A worker of two (P = 2) under a device collective: its rows (of the
 // experts' width) up once, its answer home once, one wait (the step's end),
 // nothing allocated.
@@ -495,8 +562,8 @@ TEST(CopyBudget, LatentNonGatedWorkerAtP2MovesLatentRowsOnly) {
 // kernels do not compute, so that no layer is served with part of its math
 // missing. Its experts (a worker's part) compute every activation of
 // kernels/act_rule.h, non-gated and latent-width experts included; its router
-// part refuses the expert frame and Gemma 4's router options, sending the
-// model to a CPU router.
+// part computes LatentMoE's frame (on the host) and refuses Gemma 4's norms
+// and router options, sending the model to a CPU router.
 MoeLayerConfig SmallConfig() {
   MoeLayerConfig c;
   c.hidden = 64;
@@ -518,12 +585,14 @@ const LateOption kLateOptions[] = {
      nullptr},  // the router's shared expert runs non-gated too
     {[](MoeLayerConfig& m) { m.act = Activation::kSitu; }, nullptr},
     {[](MoeLayerConfig& m) { m.act = Activation::kGeluTanh; }, nullptr},
-    {[](MoeLayerConfig& m) { m.latent = 16; }, "latent"},
+    // LatentMoE's frame runs on the host (DeviceBackend::EnterExperts).
+    {[](MoeLayerConfig& m) { m.latent = 16; }, nullptr},
     {[](MoeLayerConfig& m) {
        m.latent = 16;
+       m.latent_bias = true;
        m.latent_norm = true;
      },
-     "latent"},
+     nullptr},
     {[](MoeLayerConfig& m) { m.branch_norms = true; }, "branch_norms"},
     {[](MoeLayerConfig& m) { m.router_prenorm = true; }, "router_prenorm"},
     {[](MoeLayerConfig& m) { m.per_expert_scale = true; }, "per_expert_scale"},
