@@ -121,6 +121,9 @@ absl::StatusOr<bool> DeviceBackend::RouteTokensBf16(int64_t layer,
                                                     const RouteRows& rows,
                                                     Routing* routing) {
   shared_layer_ = -1;
+  // The experts' frame reads the host's fp32 rows (engine/expert_frame.h):
+  // the caller widens them instead.
+  if (config_.has_expert_frame() || frames_->count(layer) > 0) return false;
   if (route_pin_ == nullptr) {
     return absl::FailedPreconditionError(
         "this backend was loaded without the router's gate");

@@ -90,7 +90,9 @@ class DeviceBackend : public ExpertBackend {
                      Routing* routing) override;
   absl::Status RouteTokens(int64_t layer, const float* x, const RouteRows& rows,
                            Routing* routing) override;
-  // bf16 rows go up as bf16 (half the bytes) and are widened on the device.
+  // bf16 rows go up as bf16 (half the bytes) and are widened on the device;
+  // not for a layer with an expert frame, which the host computes from fp32
+  // rows (false: the caller widens them).
   absl::StatusOr<bool> RouteTokensBf16(int64_t layer, const uint16_t* x,
                                        const RouteRows& rows,
                                        Routing* routing) override;

@@ -445,6 +445,13 @@ TEST(CopyBudget, RouterAtP0RunsTheLatentFrameOnTheHostWithTheCpusBits) {
     ASSERT_TRUE(
         (*cpu)->backend().LeaveExperts(0, s2.data(), n, y2.data()).ok());
     EXPECT_EQ(y1, y2);
+    // bf16 rows are widened by the caller: the host's frame reads fp32.
+    std::vector<uint16_t> x16(n * H);
+    for (int64_t i = 0; i < n * H; ++i) x16[i] = F32ToBf16(c->x[i]);
+    Routing bf16_routing;
+    auto taken = b.RouteTokensBf16(0, x16.data(), {.n = n}, &bf16_routing);
+    ASSERT_TRUE(taken.ok()) << taken.status();
+    EXPECT_FALSE(*taken);
     // The layer through the device host logic.
     LocalMoe moe(&b);
     std::vector<float> y(n * H);
