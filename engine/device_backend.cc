@@ -22,12 +22,15 @@ absl::Status DeviceBackend::ReserveIo(bool with_gate) {
   bounds_ = StepBounds(c, max_tokens_, max_tokens_);
   const size_t T = max_tokens_, H = c.hidden, R = bounds_.rows,
                S = max_tokens_ * bounds_.slots;
+  // The layer's rows (x, the shared expert) are H wide, the step's (its
+  // input and output) expert_width(): LatentMoE's latent width on a worker.
   const size_t rows_bytes = T * H * 4;
-  MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, rows_bytes, &x_dev_));
+  const size_t any_rows_bytes = T * std::max<size_t>(H, c.expert_width()) * 4;
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, any_rows_bytes, &x_dev_));
   MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, rows_bytes / 2, &x16_dev_));
-  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, rows_bytes, &x_pin_));
-  MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, rows_bytes, &y_dev_));
-  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, rows_bytes, &y_pin_));
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, any_rows_bytes, &x_pin_));
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kDevice, any_rows_bytes, &y_dev_));
+  MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, any_rows_bytes, &y_pin_));
   const bool shared = with_gate && c.has_shared();
   MOE_RETURN_IF_ERROR(
       Reserve(Memory::kDevice, shared ? rows_bytes : 0, &shared_dev_));
@@ -57,12 +60,12 @@ absl::Status DeviceBackend::ReserveIo(bool with_gate) {
   return absl::OkStatus();
 }
 
-absl::Status DeviceBackend::UploadX(const float* x, int64_t n) {
+absl::Status DeviceBackend::UploadX(const float* x, int64_t n, int64_t width) {
   if (n > max_tokens_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         n, " tokens exceed the ", max_tokens_, " ", name(), " was sized for"));
   }
-  const size_t bytes = n * config_.hidden * 4;
+  const size_t bytes = n * width * 4;
   if (bytes > 0) {
     if (x != x_pin_.get()) std::memcpy(x_pin_.get(), x, bytes);
     MOE_RETURN_IF_ERROR(
@@ -105,7 +108,7 @@ absl::Status DeviceBackend::RouteTokens(int64_t layer, const float* x,
     return absl::FailedPreconditionError(
         "this backend was loaded without the router's gate");
   }
-  absl::Status s = UploadX(x, rows.n);
+  absl::Status s = UploadX(x, rows.n, config_.hidden);
   if (s.ok()) return RouteResident(layer, rows, routing);
   (void)device_queue().Synchronize();  // the staging is free again
   resident_x_ = nullptr;
@@ -118,6 +121,9 @@ absl::StatusOr<bool> DeviceBackend::RouteTokensBf16(int64_t layer,
                                                     const RouteRows& rows,
                                                     Routing* routing) {
   shared_layer_ = -1;
+  // The experts' frame reads the host's fp32 rows (engine/expert_frame.h):
+  // the caller widens them instead.
+  if (config_.has_expert_frame() || frames_->count(layer) > 0) return false;
   if (route_pin_ == nullptr) {
     return absl::FailedPreconditionError(
         "this backend was loaded without the router's gate");
@@ -209,7 +215,9 @@ absl::Status DeviceBackend::Shared(int64_t layer, const float* x, int64_t n,
         "this backend was loaded without the router's gate");
   }
   DeviceStepQueue& q = device_queue();
-  if (x != resident_x_ || n != resident_n_) MOE_RETURN_IF_ERROR(UploadX(x, n));
+  if (x != resident_x_ || n != resident_n_) {
+    MOE_RETURN_IF_ERROR(UploadX(x, n, config_.hidden));
+  }
   const size_t bytes = n * config_.hidden * 4;
   absl::Status s =
       QueueShared(layer, n, static_cast<float*>(shared_dev_.get()));
@@ -252,7 +260,7 @@ absl::Status DeviceBackend::Gather(const EpStepInput& in, const EpPlan& p,
   const int64_t num_slots = p.tokens * p.slots, R = bounds_.rows;
   const int64_t S = max_tokens_ * bounds_.slots;
   if (!x_resident || in.rows != resident_x_ || in.tokens != resident_n_) {
-    MOE_RETURN_IF_ERROR(UploadX(in.rows, in.tokens));
+    MOE_RETURN_IF_ERROR(UploadX(in.rows, in.tokens, config_.expert_width()));
   }
   // The plan's index arrays through pinned staging, one upload each. The
   // previous step finished (Finish or Drain) before this one began, so the
@@ -316,7 +324,7 @@ absl::Status DeviceBackend::Combine(const EpStepInput& in, const EpPlan& p,
     MOE_RETURN_IF_ERROR(QueueShared(layer, p.tokens, shared));
     MOE_RETURN_IF_ERROR(QueueAdd(y_dev, shared, p.tokens));
   }
-  const size_t bytes = p.tokens * config_.hidden * 4;
+  const size_t bytes = p.tokens * config_.expert_width() * 4;
   if (bytes > 0) {
     MOE_RETURN_IF_ERROR(device_queue().Download(y_dev, y_pin_.get(), bytes));
   }
@@ -324,9 +332,54 @@ absl::Status DeviceBackend::Combine(const EpStepInput& in, const EpPlan& p,
   return absl::OkStatus();
 }
 
+absl::Status DeviceBackend::LoadFrames(const ModelSource& source,
+                                       const LoadOptions& options) {
+  auto frames = std::make_shared<Frames>();
+  LoadOptions o = options;
+  o.load_gate = true;  // the frame's tensors are the router's
+  o.load_shared = false;
+  o.expert_begin = 0;
+  o.expert_end = 0;
+  o.layer_experts.clear();
+  for (int64_t layer : source.info().moe_layers) {
+    if (options.only_layer >= 0 && layer != options.only_layer) continue;
+    if (!source.info().LayerConfig(layer).has_expert_frame()) continue;
+    MOE_ASSIGN_OR_RETURN((*frames)[layer], LoadLayerWeights(source, layer, o));
+    MOE_RETURN_IF_ERROR(CheckFrameLoaded(*(*frames)[layer]));
+  }
+  frames_ = std::move(frames);
+  frame_threads_ = std::max(options.num_threads, 1);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const LayerWeights*> DeviceBackend::FindFrame(
+    int64_t layer) const {
+  auto it = frames_->find(layer);
+  if (it == frames_->end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(), " holds no expert frame of layer ", layer,
+                     " (loaded without the router's gate)"));
+  }
+  return it->second.get();
+}
+
+absl::StatusOr<const float*> DeviceBackend::EnterExperts(int64_t layer,
+                                                         const float* x,
+                                                         int64_t n) {
+  if (!config_.has_expert_frame()) return x;
+  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, FindFrame(layer));
+  return frame_.Enter(*w, x, n, frame_threads_);
+}
+
+absl::Status DeviceBackend::LeaveExperts(int64_t layer, float* s, int64_t n,
+                                         float* y) {
+  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, FindFrame(layer));
+  return frame_.Leave(*w, s, n, y, frame_threads_);
+}
+
 absl::Status DeviceBackend::ReserveStaging() {
   if (stage_send_ != nullptr || bounds_.rows == 0) return absl::OkStatus();
-  const size_t bytes = bounds_.rows * config_.hidden * 2;
+  const size_t bytes = bounds_.rows * config_.expert_width() * 2;
   using Memory = DeviceStepQueue::Memory;
   MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, bytes, &stage_send_));
   MOE_RETURN_IF_ERROR(Reserve(Memory::kPinnedHost, bytes, &stage_recv_));

@@ -11,12 +11,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/device_step_queue.h"
 #include "engine/expert_backend.h"
+#include "engine/expert_frame.h"
 
 namespace moe {
 
@@ -50,14 +53,27 @@ struct DeviceStepIndices {
   float* weights = nullptr;     // [tokens * slots] the routing weights
 };
 
-// OK when a device backend's kernels compute `config`'s layer; otherwise
-// UNIMPLEMENTED naming the option, for Load to refuse the model before
-// anything is uploaded (a layer is never served with part of its math
-// missing). The device kernels have no non-gated experts, latent
-// projections, branch norms, router pre-norm or per-expert scale yet; the
-// activations come from kernels/act_rule.h, shared with the CPU.
+// What a device backend's kernels compute of `config`, in two parts, so
+// that Load refuses a model before anything is uploaded (a layer is never
+// served with part of its math missing), with UNIMPLEMENTED naming the
+// option:
+//  - the routed experts (all a worker holds, LoadOptions without gate or
+//    shared expert): gated and non-gated (relu2) experts at the experts'
+//    width config.expert_width() (LatentMoE's latent width included), with
+//    the activations of kernels/act_rule.h, shared with the CPU;
+//  - the router part (gate, shared expert, the experts' frame): LatentMoE's
+//    latent projections (and their biases and norm) run on the host, with
+//    the CPU's code (DeviceBackend::EnterExperts); no branch norms, router
+//    pre-norm or per-expert scale yet, so such a model is routed on a CPU
+//    router, whose CUDA workers can run its experts.
+absl::Status CheckDeviceExpertMath(const MoeLayerConfig& config,
+                                   absl::string_view backend);
+absl::Status CheckDeviceRouterMath(const MoeLayerConfig& config,
+                                   absl::string_view backend);
+// Both parts, the router's only when `router_part` (a backend loaded with the
+// gate or the shared expert).
 absl::Status CheckDeviceLayerMath(const MoeLayerConfig& config,
-                                  absl::string_view backend);
+                                  absl::string_view backend, bool router_part);
 
 class DeviceBackend : public ExpertBackend {
  public:
@@ -74,7 +90,9 @@ class DeviceBackend : public ExpertBackend {
                      Routing* routing) override;
   absl::Status RouteTokens(int64_t layer, const float* x, const RouteRows& rows,
                            Routing* routing) override;
-  // bf16 rows go up as bf16 (half the bytes) and are widened on the device.
+  // bf16 rows go up as bf16 (half the bytes) and are widened on the device;
+  // not for a layer with an expert frame, which the host computes from fp32
+  // rows (false: the caller widens them).
   absl::StatusOr<bool> RouteTokensBf16(int64_t layer, const uint16_t* x,
                                        const RouteRows& rows,
                                        Routing* routing) override;
@@ -89,6 +107,14 @@ class DeviceBackend : public ExpertBackend {
   absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
                        const void* back, float* y) override;
   absl::Status ReserveStaging() override;
+  // LatentMoE's frame on the host, the CPU's code (engine/expert_frame.h)
+  // over host copies of the frame's tensors (LoadFrames): the projections
+  // are GEMVs of a router's rows, and the step's rows cross to the device
+  // at the latent width either way.
+  absl::StatusOr<const float*> EnterExperts(int64_t layer, const float* x,
+                                            int64_t n) override;
+  absl::Status LeaveExperts(int64_t layer, float* s, int64_t n,
+                            float* y) override;
 
  protected:
   virtual DeviceStepQueue& device_queue() = 0;
@@ -115,11 +141,12 @@ class DeviceBackend : public ExpertBackend {
   virtual absl::Status QueueAdd(float* y, const float* add, int64_t rows) = 0;
   // Makes the step's row buffers (kSend, kRecv, kOut, kBack) ready for `plan`.
   virtual absl::Status PrepareStep(const EpPlan& plan) = 0;
-  // Queues kSend = the bf16 rows of x that device_indices().src_row names,
-  // scaled by .scale when `scaled`.
+  // Queues kSend = the bf16 rows of the step's input (device_x(), width
+  // config_.expert_width()) that device_indices().src_row names, scaled by
+  // .scale when `scaled`.
   virtual absl::Status QueueGather(const EpPlan& plan, bool scaled) = 0;
-  // Queues y [tokens, H] (device fp32) = the weighted sum in slot order of
-  // `back`.
+  // Queues y [tokens, expert_width] (device fp32) = the weighted sum in slot
+  // order of `back`.
   virtual absl::Status QueueCombine(const EpPlan& plan, const void* back,
                                     float* y) = 0;
 
@@ -127,6 +154,17 @@ class DeviceBackend : public ExpertBackend {
   // bounds_), at load: the routing's staging only `with_gate`, the shared
   // expert's output only with the gate and a shared expert.
   absl::Status ReserveIo(bool with_gate);
+  // Loads the host copies of the frame's tensors of every layer of `source`
+  // that has one (config.has_expert_frame()), at load, for a backend loaded
+  // with the router's gate: LoadLayerWeights' router part in `options`'
+  // dtype, without experts (and the gate's host copy with it, E x H fp32).
+  absl::Status LoadFrames(const ModelSource& source,
+                          const LoadOptions& options);
+  // A fork shares the frames (immutable once loaded).
+  void ShareFrames(const DeviceBackend& from) {
+    frames_ = from.frames_;
+    frame_threads_ = from.frame_threads_;
+  }
 
   const float* device_x() const { return static_cast<float*>(x_dev_.get()); }
   const DeviceStepIndices& device_indices() const { return indices_; }
@@ -139,11 +177,12 @@ class DeviceBackend : public ExpertBackend {
   bool grouped_identity_ = false, out_identity_ = false;
 
  private:
-  // x [n, H] (host fp32) into device_x(), through pinned staging (no copy
+  // x [n, width] (host fp32: the layer's rows, width H, or the step's,
+  // width expert_width()) into device_x(), through pinned staging (no copy
   // into it when x is the staging itself). The staging is free: every
   // piece that reads it ends in a wait (Route, Shared) or in the step's
   // Finish or Drain, before the next upload.
-  absl::Status UploadX(const float* x, int64_t n);
+  absl::Status UploadX(const float* x, int64_t n, int64_t width);
   // Does the same for bf16 rows, uploaded as bf16 and widened on the device.
   absl::Status UploadBf16X(const uint16_t* x, int64_t n);
   // Routes the rows.n resident rows: it queues the routing and brings its
@@ -162,6 +201,11 @@ class DeviceBackend : public ExpertBackend {
   int64_t resident_n_ = -1;
   // Holds the layer whose shared expert the next Combine adds, or -1.
   int64_t shared_layer_ = -1;
+  using Frames = std::map<int64_t, std::shared_ptr<const LayerWeights>>;
+  std::shared_ptr<const Frames> frames_ = std::make_shared<Frames>();
+  ExpertFrame frame_;
+  int frame_threads_ = 1;
+  absl::StatusOr<const LayerWeights*> FindFrame(int64_t layer) const;
 };
 
 }  // namespace moe

@@ -73,6 +73,7 @@ class CudaBackend : public DeviceBackend {
     b->config_ = config_;
     b->max_tokens_ = max_tokens_;
     b->fp8_ = fp8_;
+    b->ShareFrames(*this);
     MOE_RETURN_IF_ERROR(b->AllocateWorkspaces(router_ != nullptr));
     return std::unique_ptr<ExpertBackend>(std::move(b));
   }
@@ -89,9 +90,13 @@ class CudaBackend : public DeviceBackend {
           " has its own (hash and top-k layers in one model): route this "
           "model on a CPU router (CUDA workers can run its experts)"));
     }
+    // A worker (no gate, no shared expert) runs the routed experts only,
+    // which the kernels compute for every family; the router part refuses
+    // what it cannot do yet, by name.
+    const bool router_part = options.load_gate || options.load_shared;
     for (int64_t layer : source.info().moe_layers) {
-      MOE_RETURN_IF_ERROR(
-          CheckDeviceLayerMath(source.info().LayerConfig(layer), name()));
+      MOE_RETURN_IF_ERROR(CheckDeviceLayerMath(source.info().LayerConfig(layer),
+                                               name(), router_part));
     }
     MOE_ASSIGN_OR_RETURN(WeightDType dtype,
                          ResolveWeightDType(options.dtype, source));
@@ -115,9 +120,11 @@ class CudaBackend : public DeviceBackend {
       MOE_CUDA_OK(cudaGetDeviceProperties(&prop, device_));
       MOE_ASSIGN_OR_RETURN(
           auto range, ResolveExpertRange(o, source.info().layer.num_experts));
-      const Fp8PathChoice c =
-          ChooseFp8GpuPath(prop.major, prop.minor, source.info().layer.hidden,
-                           range.second - range.first);
+      // The routed experts' rows are expert_width() wide (H but for
+      // LatentMoE).
+      const Fp8PathChoice c = ChooseFp8GpuPath(
+          prop.major, prop.minor, source.info().layer.expert_width(),
+          range.second - range.first);
       path = c.path;
       spdlog::info("{}: FP8 experts {} ({})", name(),
                    path == Fp8GpuPath::kBlockScaled
@@ -154,6 +161,8 @@ class CudaBackend : public DeviceBackend {
     }
     layers_ = std::move(layers);
     config_ = source.info().layer;
+    // LatentMoE's frame of a router part, on the host (DeviceBackend).
+    if (options.load_gate) MOE_RETURN_IF_ERROR(LoadFrames(source, options));
     max_tokens_ = max_tokens;
     fp8_ =
         options.dtype == WeightDType::kFP8 && path == Fp8GpuPath::kBlockScaled;
@@ -254,16 +263,16 @@ class CudaBackend : public DeviceBackend {
   absl::Status QueueGather(const EpPlan& p, bool scaled) override {
     MOE_CUDA_OK(cudaSetDevice(device_));
     const DeviceStepIndices& d = device_indices();
-    MOE_CUDA_OK(kcu::GatherRowsF32ToBf16(device_x(), config_.hidden, d.src_row,
-                                         scaled ? d.scale : nullptr, p.sent,
-                                         sb().send.as<uint16_t>(), stream_));
+    MOE_CUDA_OK(kcu::GatherRowsF32ToBf16(
+        device_x(), config_.expert_width(), d.src_row,
+        scaled ? d.scale : nullptr, p.sent, sb().send.as<uint16_t>(), stream_));
     return absl::OkStatus();
   }
 
   absl::Status RunExperts(int64_t layer, const EpPlan& p, const void* in,
                           void* out) override {
     MOE_ASSIGN_OR_RETURN(const CudaLayerWeights* w, Find(layer));
-    const int64_t H = config_.hidden;
+    const int64_t H = config_.expert_width();  // the step's rows
     expert_ptrs_.clear();
     for (const CudaExpert& e : w->experts) expert_ptrs_.push_back(&e);
     // Regroup (source, token) -> (expert, source, token) unless the rows
@@ -299,7 +308,7 @@ class CudaBackend : public DeviceBackend {
     MOE_CUDA_OK(cudaSetDevice(device_));
     const DeviceStepIndices& d = device_indices();
     MOE_CUDA_OK(kcu::CombineSlots(
-        p.tokens, p.slots, config_.hidden,
+        p.tokens, p.slots, config_.expert_width(),
         config_.score_before_experts ? nullptr : d.weights, d.slot_row,
         static_cast<const uint16_t*>(back), y, stream_));
     return absl::OkStatus();
@@ -370,18 +379,21 @@ class CudaBackend : public DeviceBackend {
       }
       shapes.push_back(LtShape{rows, n, k, in, out});
     };
-    // An expert pass's two GEMMs. FP8 passes answer bf16 (widened to fp32
-    // for the shared expert, engine/cuda/cuda_experts.h); bf16 ones answer
-    // `down_out` from the down GEMM.
-    auto add_experts = [&](int64_t rows, int64_t inter,
+    // An expert pass's two GEMMs over rows of width W
+    // (engine/cuda/expert_image.h: up alone for a non-gated expert). FP8
+    // passes answer bf16 (widened to fp32 for the shared expert,
+    // engine/cuda/cuda_experts.h); bf16 ones answer `down_out` from the
+    // down GEMM.
+    auto add_experts = [&](int64_t rows, const ExpertShape& e,
                            cudaDataType_t down_out) {
+      const int64_t W = e.width;
       if (fp8_) {
-        add(rows, 2 * Fp8InterPad(inter), Fp8Pad(H), CUDA_R_8F_E4M3,
-            CUDA_R_16BF);
-        add(rows, H, Fp8DownK(inter), CUDA_R_8F_E4M3, CUDA_R_16BF);
+        add(rows, GateUpCols(e.gated, Fp8InterPad(e.inter)), Fp8Pad(W),
+            CUDA_R_8F_E4M3, CUDA_R_16BF);
+        add(rows, W, Fp8DownK(e.inter), CUDA_R_8F_E4M3, CUDA_R_16BF);
       } else {
-        add(rows, 2 * inter, H, CUDA_R_16BF, CUDA_R_16BF);
-        add(rows, H, inter, CUDA_R_16BF, down_out);
+        add(rows, GateUpCols(e.gated, e.inter), W, CUDA_R_16BF, CUDA_R_16BF);
+        add(rows, W, e.inter, CUDA_R_16BF, down_out);
       }
     };
     for (const auto& [layer, w] : *layers_) {
@@ -390,10 +402,11 @@ class CudaBackend : public DeviceBackend {
         add(T, c.num_experts, H, CUDA_R_32F, CUDA_R_32F);
       }
       if (w->has_shared && shared_experts_ != nullptr) {
-        add_experts(T, c.shared_inter, CUDA_R_32F);
+        add_experts(T, SharedExpertShape(c), CUDA_R_32F);
         if (c.shared_gate) add(T, 1, H, CUDA_R_32F, CUDA_R_32F);
       }
-      if (!w->experts.empty()) add_experts(R, c.inter, CUDA_R_16BF);
+      if (!w->experts.empty())
+        add_experts(R, RoutedExpertShape(c), CUDA_R_16BF);
     }
     MOE_CUDA_OK(cudaSetDevice(device_));
     return lt_->Warm(shapes);
@@ -403,18 +416,19 @@ class CudaBackend : public DeviceBackend {
   // this and Calibrate succeeded).
   absl::StatusOr<std::unique_ptr<StepBuffers>> AllocateStepBuffers() {
     const MoeLayerConfig& c = config_;
-    const int64_t H = c.hidden, R = bounds_.rows;
+    // The step's rows are the experts' width (LatentMoE's latent width).
+    const int64_t W = c.expert_width(), R = bounds_.rows;
     int64_t local = 1;
     for (const auto& [layer, w] : *layers_) {
       local = std::max<int64_t>(local, w->experts.size());
     }
     MOE_CUDA_OK(cudaSetDevice(device_));
     auto b = std::make_unique<StepBuffers>();
-    MOE_ASSIGN_OR_RETURN(b->experts, CudaExperts::Create(R, H, c.inter, local,
+    MOE_ASSIGN_OR_RETURN(b->experts, CudaExperts::Create(R, W, c.inter, local,
                                                          ExpertsOptions()));
     for (DeviceBuffer* d : {&b->send, &b->recv, &b->grouped, &b->grouped_out,
                             &b->out, &b->back}) {
-      MOE_ASSIGN_OR_RETURN(*d, DeviceBuffer::Allocate(R * H * 2));
+      MOE_ASSIGN_OR_RETURN(*d, DeviceBuffer::Allocate(R * W * 2));
     }
     return b;
   }

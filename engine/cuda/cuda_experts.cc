@@ -46,11 +46,11 @@ absl::Status CheckPassExperts(absl::Span<const CudaExpert* const> experts,
   const bool fp8 = experts.front()->fp8;
   for (const CudaExpert* e : experts) {
     if (e->fp8 != fp8 || e->inter != experts.front()->inter ||
-        e->act != experts.front()->act ||
+        e->gated != experts.front()->gated || e->act != experts.front()->act ||
         e->has_bias() != experts.front()->has_bias()) {
       return absl::InvalidArgumentError(
-          "one expert pass needs experts of one dtype, size, activation "
-          "and bias form");
+          "one expert pass needs experts of one dtype, size, gate form, "
+          "activation and bias form");
     }
   }
   if (gather != nullptr && !fp8) {
@@ -274,8 +274,11 @@ void CudaExperts::BuildKey(GemmPath path, const Pass& p) {
 absl::Status CudaExperts::RunFp8(const Pass& p) {
   namespace k = kernels;
   const CudaExpert& e0 = *p.experts.front();
-  const int64_t H = hidden_, I = e0.inter, Ip = e0.inter_pad, Ik = e0.down_k;
+  const int64_t H = hidden_, I = e0.inter, Ik = e0.down_k;
   const int64_t Hk = e0.hidden_k;
+  // Gate-up rows of GU columns, u from column `up`: 2 Ip and Ip for a
+  // gated expert, Ip and 0 for a non-gated one.
+  const int64_t GU = e0.gate_up_cols(), up = e0.up_col();
   const int64_t first = p.offsets.front(),
                 rows = p.offsets.back() - p.offsets.front();
   // Rows, gate-up, h and the scale tables count from the pass's first row;
@@ -302,15 +305,15 @@ absl::Status CudaExperts::RunFp8(const Pass& p) {
     const int64_t off = p.offsets[g] - first,
                   m = p.offsets[g + 1] - first - off;
     const CudaExpert& e = *p.experts[g];
-    MOE_RETURN_IF_ERROR(p.lt->RunFp8(
-        k::Fp8MatmulRows(m), 2 * Ip, Hk, xq + off * Hk,
-        xs + k::Fp8SegmentScaleBase(off, g, H), e.w13.data(),
-        e.w13_scale.as<float>(), gate_up + off * 2 * Ip, p.stream));
+    MOE_RETURN_IF_ERROR(p.lt->RunFp8(k::Fp8MatmulRows(m), GU, Hk, xq + off * Hk,
+                                     xs + k::Fp8SegmentScaleBase(off, g, H),
+                                     e.w13.data(), e.w13_scale.as<float>(),
+                                     gate_up + off * GU, p.stream));
     MOE_RETURN_IF_ERROR(
-        AddGateUpBias(e, gate_up + off * 2 * Ip, m, 2 * Ip, Ip, p.stream));
+        AddGateUpBias(e, gate_up + off * GU, m, GU, up, p.stream));
   }
-  MOE_CUDA_OK(k::cuda::SiluMulQuantFp8(gate_up, 2 * Ip, Ip, I, rows, seg, Ik,
-                                       hq, hs, p.stream, e0.act));
+  MOE_CUDA_OK(k::cuda::SiluMulQuantFp8(gate_up, GU, up, I, rows, seg, Ik, hq,
+                                       hs, p.stream, e0.act));
   auto* out_bf16 = p.out_f32 ? down_.as<uint16_t>()
                              : static_cast<uint16_t*>(p.out) + first * H;
   for (int32_t g = 0; g < seg.count; ++g) {
@@ -345,20 +348,22 @@ absl::Status CudaExperts::RunFp8(const Pass& p) {
 absl::Status CudaExperts::RunLoop(const Pass& p) {
   if (p.experts.front()->fp8) return RunFp8(p);
   const int64_t H = hidden_, I = p.experts.front()->inter;
+  const int64_t GU = p.experts.front()->gate_up_cols(),
+                up = p.experts.front()->up_col();
   auto* gate_up = gate_up_.as<uint16_t>();
   auto* h = h_.as<uint16_t>();
   const size_t out_size = p.out_f32 ? 4 : 2;
   for (size_t g = 0; g < p.experts.size(); ++g) {
     const int64_t off = p.offsets[g], m = p.offsets[g + 1] - off;
+    MOE_RETURN_IF_ERROR(p.lt->Run(m, GU, H, p.in + off * H,
+                                  p.experts[g]->w13.data(), gate_up + off * GU,
+                                  CUDA_R_16BF, CUDA_R_16BF, p.stream));
     MOE_RETURN_IF_ERROR(
-        p.lt->Run(m, 2 * I, H, p.in + off * H, p.experts[g]->w13.data(),
-                  gate_up + off * 2 * I, CUDA_R_16BF, CUDA_R_16BF, p.stream));
-    MOE_RETURN_IF_ERROR(AddGateUpBias(*p.experts[g], gate_up + off * 2 * I, m,
-                                      2 * I, I, p.stream));
+        AddGateUpBias(*p.experts[g], gate_up + off * GU, m, GU, up, p.stream));
   }
   const int64_t first = p.offsets.front(),
                 rows = p.offsets.back() - p.offsets.front();
-  MOE_CUDA_OK(kernels::cuda::SiluMulBf16(gate_up + first * 2 * I, rows, I,
+  MOE_CUDA_OK(kernels::cuda::ActRowsBf16(gate_up + first * GU, GU, up, rows, I,
                                          h + first * I, p.stream,
                                          p.experts.front()->act));
   for (size_t g = 0; g < p.experts.size(); ++g) {
@@ -381,6 +386,7 @@ absl::Status CudaExperts::RunLoop(const Pass& p) {
 
 absl::Status CudaExperts::StagePointers(const Pass& p, int region) {
   const int64_t H = hidden_, I = p.experts.front()->inter, E = max_experts_;
+  const int64_t GU = p.experts.front()->gate_up_cols();
   // The previous staging copy must have read the pinned arrays before they
   // are overwritten (it has, unless passes are queued back to back).
   MOE_CUDA_OK(cudaEventSynchronize(staged_));
@@ -396,7 +402,7 @@ absl::Status CudaExperts::StagePointers(const Pass& p, int region) {
     group_rows_.push_back(static_cast<int>(m));
     host[0 * E + i] = p.experts[g]->w13.data();
     host[1 * E + i] = p.in + off * H;
-    host[2 * E + i] = gate_up + off * 2 * I;
+    host[2 * E + i] = gate_up + off * GU;
     host[3 * E + i] = p.experts[g]->w2.data();
     host[4 * E + i] = h + off * I;
     host[5 * E + i] = out + off * H;
@@ -411,6 +417,8 @@ absl::Status CudaExperts::StagePointers(const Pass& p, int region) {
 
 absl::Status CudaExperts::RunGrouped(const Pass& p, int region) {
   const int64_t H = hidden_, I = p.experts.front()->inter, E = max_experts_;
+  const int64_t GU = p.experts.front()->gate_up_cols(),
+                up = p.experts.front()->up_col();
   void** base = ptr_dev_.as<void*>() + region * kPointerArrays * E;
   auto in_ptrs = [&](int a) {
     return reinterpret_cast<const void* const*>(base + a * E);
@@ -419,13 +427,13 @@ absl::Status CudaExperts::RunGrouped(const Pass& p, int region) {
   // one left by an earlier runtime call (kernels/cuda/launch.cuh) must not
   // fail this call and turn the grouped path off for good.
   (void)cudaGetLastError();
-  MOE_RETURN_IF_ERROR(grouped_->Run(group_rows_, static_cast<int>(2 * I),
+  MOE_RETURN_IF_ERROR(grouped_->Run(group_rows_, static_cast<int>(GU),
                                     static_cast<int>(H), in_ptrs(0), in_ptrs(1),
                                     base + 2 * E, p.stream));
   const int64_t first = p.offsets.front(),
                 rows = p.offsets.back() - p.offsets.front();
-  MOE_CUDA_OK(kernels::cuda::SiluMulBf16(
-      gate_up_.as<uint16_t>() + first * 2 * I, rows, I,
+  MOE_CUDA_OK(kernels::cuda::ActRowsBf16(
+      gate_up_.as<uint16_t>() + first * GU, GU, up, rows, I,
       h_.as<uint16_t>() + first * I, p.stream, p.experts.front()->act));
   (void)cudaGetLastError();
   MOE_RETURN_IF_ERROR(grouped_->Run(group_rows_, static_cast<int>(H),
@@ -615,6 +623,7 @@ absl::Status CudaExperts::CaptureWith(const Pass& p, const char* what,
 absl::Status CudaExperts::StagePadded(const Pass& p) {
   const int64_t H = hidden_, I = p.experts.front()->inter, E = max_experts_;
   const int64_t G = pad_.groups, C = pad_.group_rows, P = pad_.rows();
+  const int64_t GU = p.experts.front()->gate_up_cols();
   // The previous staging copies must have read the pinned arrays.
   MOE_CUDA_OK(cudaEventSynchronize(staged_));
   const void** host = ptr_host_.as<const void*>();
@@ -626,7 +635,7 @@ absl::Status CudaExperts::StagePadded(const Pass& p) {
     const CudaExpert& e = *p.experts[pad_.expert[i]];
     host[0 * E + i] = e.w13.data();
     host[1 * E + i] = in + i * C * H;
-    host[2 * E + i] = gate_up + i * C * 2 * I;
+    host[2 * E + i] = gate_up + i * C * GU;
     host[3 * E + i] = e.w2.data();
     host[4 * E + i] = h + i * C * I;
     host[5 * E + i] = out + i * C * H;
@@ -648,6 +657,8 @@ absl::Status CudaExperts::RunPaddedBody(const Pass& p) {
   namespace k = kernels::cuda;
   const int64_t H = hidden_, I = p.experts.front()->inter, E = max_experts_;
   const int64_t P = pad_.rows();
+  const int64_t GU = p.experts.front()->gate_up_cols(),
+                up = p.experts.front()->up_col();
   void** base = ptr_dev_.as<void*>();
   auto in_ptrs = [&](int a) {
     return reinterpret_cast<const void* const*>(base + a * E);
@@ -655,11 +666,12 @@ absl::Status CudaExperts::RunPaddedBody(const Pass& p) {
   MOE_CUDA_OK(k::GatherRowsBf16(p.in, H, pad_map_.as<int32_t>(), P,
                                 pad_in_.as<uint16_t>(), p.stream));
   (void)cudaGetLastError();  // see RunGrouped
-  MOE_RETURN_IF_ERROR(grouped_->Run(group_rows_, static_cast<int>(2 * I),
+  MOE_RETURN_IF_ERROR(grouped_->Run(group_rows_, static_cast<int>(GU),
                                     static_cast<int>(H), in_ptrs(0), in_ptrs(1),
                                     base + 2 * E, p.stream));
-  MOE_CUDA_OK(k::SiluMulBf16(gate_up_.as<uint16_t>(), P, I, h_.as<uint16_t>(),
-                             p.stream, p.experts.front()->act));
+  MOE_CUDA_OK(k::ActRowsBf16(gate_up_.as<uint16_t>(), GU, up, P, I,
+                             h_.as<uint16_t>(), p.stream,
+                             p.experts.front()->act));
   (void)cudaGetLastError();
   MOE_RETURN_IF_ERROR(grouped_->Run(group_rows_, static_cast<int>(H),
                                     static_cast<int>(I), in_ptrs(3), in_ptrs(4),
@@ -683,11 +695,17 @@ absl::Status CudaExperts::RunPadded(const Pass& p) {
   auto word = [](const void* ptr) {
     return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr));
   };
-  // The activation is baked into the capture too (a kernel argument).
+  // The activation and the gate-up layout are baked into the capture too
+  // (kernel and GEMM arguments).
   const kernels::GatedActParams& act = p.experts.front()->act;
-  const uint64_t buffers[] = {
-      word(p.in), word(p.out), static_cast<uint64_t>(act.act),
-      absl::bit_cast<uint32_t>(act.alpha), absl::bit_cast<uint32_t>(act.limit)};
+  const uint64_t buffers[] = {word(p.in),
+                              word(p.out),
+                              static_cast<uint64_t>(act.act),
+                              absl::bit_cast<uint32_t>(act.alpha),
+                              absl::bit_cast<uint32_t>(act.limit),
+                              absl::bit_cast<uint32_t>(act.beta),
+                              absl::bit_cast<uint32_t>(act.linear_beta),
+                              p.experts.front()->gated ? 1u : 0u};
   key_ = PaddedGraphKey(pad_, p.experts.front()->inter, buffers);
   const auto look = graphs_->Find(key_);
   if (look.action == GraphCache<cudaGraphExec_t>::Action::kReplay) {

@@ -1,6 +1,9 @@
 // Grouped SwiGLU over experts on a GPU: each expert's contiguous block of
 // bf16 rows through gate and up together (one [2I, H] matrix, bf16 out), a
-// SiLU-mul that reads those bf16 values, then down. Two ways to run the
+// SiLU-mul (the layer's activation, kernels/act_rule.h) that reads those
+// bf16 values, then down. A non-gated expert runs up alone ([I, H]; relu2
+// of u, engine/cuda/expert_image.h); H here is the rows' width, the
+// latent width for LatentMoE's routed experts. Two ways to run the
 // GEMMs, both kept:
 //  - the loop: one cuBLASLt matmul per expert and projection, with a plan
 //    per row bucket (engine/cuda/lt_matmul.h);

@@ -49,7 +49,8 @@ absl::Status UploadVector(const ModelSource& src, int64_t layer,
 // FP8 experts: E4M3 codes and block scales as engine/cuda/fp8_image.h lays
 // them out; kept as they are (block-scaled path), or dequantised on the
 // device into the bf16 form of the other path, W1 and W3 rows fused.
-absl::Status UploadFp8Expert(const WeightTensor& w1, const WeightTensor& w3,
+// A non-gated expert has no W1 (w1 null).
+absl::Status UploadFp8Expert(const WeightTensor* w1, const WeightTensor& w3,
                              const WeightTensor& w2, Fp8GpuPath path,
                              CudaExpert* e) {
   MOE_ASSIGN_OR_RETURN(Fp8ExpertImage img, PackFp8Expert(w1, w3, w2));
@@ -72,7 +73,8 @@ absl::Status UploadFp8Expert(const WeightTensor& w1, const WeightTensor& w3,
     return absl::OkStatus();
   }
   const int64_t H = img.hidden, I = img.inter;
-  MOE_ASSIGN_OR_RETURN(e->w13, DeviceBuffer::Allocate(2 * I * H * 2));
+  MOE_ASSIGN_OR_RETURN(
+      e->w13, DeviceBuffer::Allocate(GateUpCols(img.gated, I) * H * 2));
   MOE_ASSIGN_OR_RETURN(e->w2, DeviceBuffer::Allocate(H * I * 2));
   for (const Fp8DequantPart& part : Fp8DequantParts(img)) {
     const DeviceBuffer& codes = part.to_w2 ? w2c : w13;
@@ -92,8 +94,11 @@ absl::StatusOr<CudaExpert> UploadExpert(const ModelSource& src, int64_t layer,
                                         int64_t expert, bool shared,
                                         WeightDType dtype, Fp8GpuPath path) {
   const MoeLayerConfig& c = src.info().LayerConfig(layer);
+  const ExpertShape shape =
+      shared ? SharedExpertShape(c) : RoutedExpertShape(c);
   CudaExpert e;
-  e.inter = shared ? c.shared_inter : c.inter;
+  e.inter = shape.inter;
+  e.gated = shape.gated;
   e.act = GatedActOf(c);
   if (!shared && c.expert_bias) {  // the CPU has no shared-expert biases
     MOE_RETURN_IF_ERROR(
@@ -103,10 +108,13 @@ absl::StatusOr<CudaExpert> UploadExpert(const ModelSource& src, int64_t layer,
     MOE_RETURN_IF_ERROR(
         UploadVector(src, layer, WeightRole::kB2, expert, &e.b2));
   }
-  MOE_ASSIGN_OR_RETURN(
-      WeightTensor w1,
-      Fetch(src, layer, shared ? WeightRole::kSharedW1 : WeightRole::kW1,
-            expert));
+  // A non-gated expert has no W1 to fetch.
+  WeightTensor w1;
+  if (shape.gated) {
+    MOE_ASSIGN_OR_RETURN(
+        w1, Fetch(src, layer, shared ? WeightRole::kSharedW1 : WeightRole::kW1,
+                  expert));
+  }
   MOE_ASSIGN_OR_RETURN(
       WeightTensor w3,
       Fetch(src, layer, shared ? WeightRole::kSharedW3 : WeightRole::kW3,
@@ -116,7 +124,8 @@ absl::StatusOr<CudaExpert> UploadExpert(const ModelSource& src, int64_t layer,
       Fetch(src, layer, shared ? WeightRole::kSharedW2 : WeightRole::kW2,
             expert));
   if (dtype == WeightDType::kFP8) {
-    MOE_RETURN_IF_ERROR(UploadFp8Expert(w1, w3, w2, path, &e));
+    MOE_RETURN_IF_ERROR(
+        UploadFp8Expert(shape.gated ? &w1 : nullptr, w3, w2, path, &e));
     return e;
   }
   // MXFP4 and NVFP4 routed experts: no FP4 tensor cores on sm_90, so their
@@ -127,15 +136,17 @@ absl::StatusOr<CudaExpert> UploadExpert(const ModelSource& src, int64_t layer,
                  : dtype == WeightDType::kMXFP4 ? WeightsAsMxfp4Bf16
                  : dtype == WeightDType::kNVFP4 ? WeightsAsNvfp4Bf16
                                                 : WeightsAsBf16;
-  MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v1, as_bf16(w1));
+  WeightValues<uint16_t> v1;
+  if (shape.gated) {
+    MOE_ASSIGN_OR_RETURN(v1, as_bf16(w1));
+  }
   MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v3, as_bf16(w3));
   MOE_ASSIGN_OR_RETURN(WeightValues<uint16_t> v2, as_bf16(w2));
-  const size_t half = static_cast<size_t>(e.inter * c.hidden);
-  std::vector<uint16_t> w13(2 * half);
-  std::memcpy(w13.data(), v1.data, half * 2);
-  std::memcpy(w13.data() + half, v3.data, half * 2);
+  MOE_ASSIGN_OR_RETURN(
+      std::vector<uint16_t> w13,
+      PackBf16GateUp(shape, shape.gated ? v1.data : nullptr, v3.data));
   MOE_ASSIGN_OR_RETURN(e.w13, Upload(w13.data(), w13.size() * 2));
-  MOE_ASSIGN_OR_RETURN(e.w2, Upload(v2.data, half * 2));
+  MOE_ASSIGN_OR_RETURN(e.w2, Upload(v2.data, shape.inter * shape.width * 2));
   return e;
 }
 

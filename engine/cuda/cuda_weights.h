@@ -1,5 +1,8 @@
 // One MoE layer's weights on a GPU, uploaded once: experts in bf16 (gate and
-// up fused into one [2I, H] matrix, then down [H, I]) or, with FP8 weights
+// up fused into one [2I, W] matrix, or up alone [I, W] for a non-gated
+// expert: engine/cuda/expert_image.h; then down [W, I]; W the rows' width,
+// config.expert_width() for routed experts, H for the shared one) or, with
+// FP8 weights
 // on sm_90, E4M3 with 128 x 128 block scales in the form of
 // engine/cuda/fp8_image.h; the router's gate, expert bias and shared-expert
 // gate in fp32. FP8 weights on other devices are uploaded as E4M3 and
@@ -12,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "core/model_source.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/expert_image.h"
 #include "engine/cuda/fp8_image.h"
 #include "engine/layer_weights.h"
 #include "kernels/act_rule.h"
@@ -19,10 +23,13 @@
 namespace moe {
 
 struct CudaExpert {
-  DeviceBuffer w13;  // bf16 [2*inter, H]: W1 rows then W3 rows (fp8: E4M3
-                     // [2*inter_pad, hidden_k])
-  DeviceBuffer w2;   // bf16 [H, inter] (fp8: E4M3 [H, down_k])
+  DeviceBuffer w13;  // bf16 [GateUpCols(gated, inter), W]: W1 rows then W3
+                     // rows, or W3 rows alone (fp8: E4M3
+                     // [GateUpCols(gated, inter_pad), hidden_k])
+  DeviceBuffer w2;   // bf16 [W, inter] (fp8: E4M3 [W, down_k])
   int64_t inter = 0;
+  // False: no W1 (relu2 of u alone, engine/cuda/expert_image.h).
+  bool gated = true;
   // Block-scaled FP8 (engine/cuda/fp8_image.h): the scales of w13 and w2
   // (kernels/fp8_rule.h layouts), w13's row length, W3's first row and
   // w2's row length.
@@ -31,10 +38,17 @@ struct CudaExpert {
   int64_t hidden_k = 0, inter_pad = 0, down_k = 0;
   // The layer's gated activation (config.act; shared experts take it too).
   kernels::GatedActParams act;
-  // Routed experts with config.expert_bias (gpt-oss), fp32 [inter], [inter]
-  // and [H]: added after the gate-up and down GEMMs. Empty otherwise.
+  // Routed experts with config.expert_bias (gpt-oss; gated only), fp32
+  // [inter], [inter] and [W]: added after the gate-up and down GEMMs. Empty
+  // otherwise.
   DeviceBuffer b1, b3, b2;
   bool has_bias() const { return b2.size() > 0; }
+  // The gate-up GEMM's output columns and where u starts in them (bf16
+  // form; the FP8 form pads inter to inter_pad).
+  int64_t gate_up_cols() const {
+    return GateUpCols(gated, fp8 ? inter_pad : inter);
+  }
+  int64_t up_col() const { return UpCol(gated, fp8 ? inter_pad : inter); }
   size_t bytes() const {
     return w13.size() + w2.size() + w13_scale.size() + w2_scale.size() +
            b1.size() + b3.size() + b2.size();

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "engine/cuda/expert_image.h"
 #include "engine/weight_values.h"
 #include "kernels/fp8_rule.h"
 
@@ -89,34 +90,41 @@ Fp8PathChoice ChooseFp8GpuPath(int cc_major, int cc_minor, int64_t hidden,
                        "cuBLASLt block-scaled FP8 matmuls")};
 }
 
-absl::StatusOr<Fp8ExpertImage> PackFp8Expert(const WeightTensor& w1,
+absl::StatusOr<Fp8ExpertImage> PackFp8Expert(const WeightTensor* w1,
                                              const WeightTensor& w3,
                                              const WeightTensor& w2) {
-  if (w1.shape.size() != 2) {
+  // The first of them gives the sizes: W1, or W3 of a non-gated expert.
+  const WeightTensor& first = w1 != nullptr ? *w1 : w3;
+  if (first.shape.size() != 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat(w1.name, ": FP8 expert weights must be 2-D"));
+        absl::StrCat(first.name, ": FP8 expert weights must be 2-D"));
   }
-  const int64_t I = w1.shape[0], H = w1.shape[1];
+  const int64_t I = first.shape[0], H = first.shape[1];
   MOE_RETURN_IF_ERROR(CheckShape(w3, I, H));
   MOE_RETURN_IF_ERROR(CheckShape(w2, H, I));
   Fp8ExpertImage e;
   e.hidden = H;
   e.inter = I;
+  e.gated = w1 != nullptr;
   e.hidden_k = Fp8Pad(H);
   e.inter_pad = Fp8InterPad(I);
   e.down_k = Fp8DownK(I);
   const int64_t Hk = e.hidden_k, Ip = e.inter_pad, Ik = e.down_k;
   const int64_t ld13 = k::Fp8WeightScaleLd(Hk), ld2 = k::Fp8WeightScaleLd(Ik);
-  e.w13.assign(2 * Ip * Hk, 0);
+  const int64_t gate_up_rows = GateUpCols(e.gated, Ip);
+  e.w13.assign(gate_up_rows * Hk, 0);
   // Blocks of padding rows only keep scale 1 (their codes are 0).
-  e.w13_scale.assign(k::Fp8WeightScaleFloats(2 * Ip, Hk), 1.0f);
+  e.w13_scale.assign(k::Fp8WeightScaleFloats(gate_up_rows, Hk), 1.0f);
   e.w2.assign(H * Ik, 0);
   e.w2_scale.assign(k::Fp8WeightScaleFloats(H, Ik), 1.0f);
-  MOE_ASSIGN_OR_RETURN(Fp8Values v1, BlockCodes(w1));
+  if (e.gated) {
+    MOE_ASSIGN_OR_RETURN(Fp8Values v1, BlockCodes(*w1));
+    Place(v1, I, H, 0, Hk, e.w13.data(), ld13, e.w13_scale.data());
+  }
   MOE_ASSIGN_OR_RETURN(Fp8Values v3, BlockCodes(w3));
   MOE_ASSIGN_OR_RETURN(Fp8Values v2, BlockCodes(w2));
-  Place(v1, I, H, 0, Hk, e.w13.data(), ld13, e.w13_scale.data());
-  Place(v3, I, H, Ip, Hk, e.w13.data(), ld13, e.w13_scale.data());
+  Place(v3, I, H, UpCol(e.gated, Ip), Hk, e.w13.data(), ld13,
+        e.w13_scale.data());
   Place(v2, H, I, 0, Ik, e.w2.data(), ld2, e.w2_scale.data());
   return e;
 }
@@ -125,12 +133,17 @@ std::vector<Fp8DequantPart> Fp8DequantParts(const Fp8ExpertImage& e) {
   const int64_t H = e.hidden, I = e.inter, Hk = e.hidden_k;
   const int64_t ld13 = k::Fp8WeightScaleLd(Hk);
   Fp8DequantPart w1{false, I, H, 0, Hk, 0, ld13, 0, H};
-  // W3 starts on a 128-row block: its scales on a row of blocks of their own.
-  Fp8DequantPart w3{
-      false, I,     H, e.inter_pad * Hk, Hk, e.inter_pad / k::kFp8Block * ld13,
-      ld13,  I * H, H};
+  // W3 starts on a 128-row block (row 0 without W1): its scales on a row of
+  // blocks of their own.
+  const int64_t up = UpCol(e.gated, e.inter_pad);
+  Fp8DequantPart w3{false, I,
+                    H,     up * Hk,
+                    Hk,    up / k::kFp8Block * ld13,
+                    ld13,  UpCol(e.gated, I) * H,
+                    H};
   Fp8DequantPart w2{true, H, I, 0, e.down_k, 0, k::Fp8WeightScaleLd(e.down_k),
                     0,    I};
+  if (!e.gated) return {w3, w2};
   return {w1, w3, w2};
 }
 

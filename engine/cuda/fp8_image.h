@@ -11,6 +11,9 @@
 //    output is [rows, 2 Ip] and the SiLU-mul reads u at column Ip + i.
 //  - w2 [H, Ik] E4M3, Ik = Ip, zero columns past I; the SiLU-mul writes h
 //    [rows, Ik] with zeros there.
+//  - a non-gated expert (no W1, engine/cuda/expert_image.h): w13 [Ip, Hk],
+//    W3's rows then zero rows up to Ip; the gate-up output is [rows, Ip]
+//    and the activation reads u at column i.
 //  Every K is a whole number of 128-blocks (the quantised rows are padded
 //  with zeros to match), so no matmul has a partial scale block along K;
 //  real models (H, I multiples of 128) pad nothing.
@@ -55,27 +58,33 @@ inline int64_t Fp8InterPad(int64_t inter) { return Fp8Pad(inter); }
 inline int64_t Fp8DownK(int64_t inter) { return Fp8Pad(inter); }
 
 struct Fp8ExpertImage {
-  int64_t hidden = 0, inter = 0;
+  int64_t hidden = 0, inter = 0;  // hidden: the rows' width W
+  bool gated = true;
   int64_t hidden_k = 0;          // Hk
   int64_t inter_pad = 0;         // Ip
   int64_t down_k = 0;            // Ik
-  std::vector<uint8_t> w13;      // [2 Ip, Hk]
-  std::vector<float> w13_scale;  // Fp8WeightScaleFloats(2 Ip, Hk)
+  std::vector<uint8_t> w13;      // [GateUpCols(gated, Ip), Hk]
+  std::vector<float> w13_scale;  // Fp8WeightScaleFloats(those rows, Hk)
   std::vector<uint8_t> w2;       // [H, Ik]
   std::vector<float> w2_scale;   // Fp8WeightScaleFloats(H, Ik)
 };
 
 // One expert's W1, W3 [I, H] and W2 [H, I] (any float dtype, FP8 with block
-// scales included) in the device form.
-absl::StatusOr<Fp8ExpertImage> PackFp8Expert(const WeightTensor& w1,
+// scales included) in the device form; w1 null: a non-gated expert.
+absl::StatusOr<Fp8ExpertImage> PackFp8Expert(const WeightTensor* w1,
                                              const WeightTensor& w3,
                                              const WeightTensor& w2);
+inline absl::StatusOr<Fp8ExpertImage> PackFp8Expert(const WeightTensor& w1,
+                                                    const WeightTensor& w3,
+                                                    const WeightTensor& w2) {
+  return PackFp8Expert(&w1, w3, w2);
+}
 
 // Devices without block-scaled FP8 dequantise the image into the bf16 form
-// of the other path (w13 bf16 [2I, H], w2 bf16 [H, I]) with one kernel per
-// part: rows x cols codes at code_offset (row stride code_ld), their scales
-// from scale_offset (rows of blocks scale_ld apart), written at dst_offset
-// (row stride dst_ld) of w13 or (to_w2) w2.
+// of the other path (w13 bf16 [GateUpCols(gated, I), H], w2 bf16 [H, I]) with
+// one kernel per part: rows x cols codes at code_offset (row stride code_ld),
+// their scales from scale_offset (rows of blocks scale_ld apart), written at
+// dst_offset (row stride dst_ld) of w13 or (to_w2) w2.
 struct Fp8DequantPart {
   bool to_w2 = false;
   int64_t rows = 0, cols = 0;
@@ -83,10 +92,10 @@ struct Fp8DequantPart {
   int64_t scale_offset = 0, scale_ld = 0;
   int64_t dst_offset = 0, dst_ld = 0;
 };
-// W1, W3 and W2, in that order.
+// W1 (gated experts only), W3 and W2, in that order.
 std::vector<Fp8DequantPart> Fp8DequantParts(const Fp8ExpertImage& e);
 
-// The value the device multiplies for w13 element [row, col] (row < 2 Ip,
+// The value the device multiplies for w13 element [row, col] (row < its rows,
 // col < Hk) or w2 element [row, col] (col < Ik): code times block scale. For
 // host references and tests.
 float Fp8W13Value(const Fp8ExpertImage& e, int64_t row, int64_t col);

@@ -92,6 +92,14 @@ cudaError_t SiluMul(const float* gate_up, int64_t rows, int64_t inter,
 cudaError_t SiluMulBf16(const uint16_t* gate_up, int64_t rows, int64_t inter,
                         uint16_t* h, cudaStream_t stream,
                         const GatedActParams& act = {});
+// The same over any layout of the gate-up rows: g = gate_up[r * ld + i],
+// u = gate_up[r * ld + up + i] (SiluMulBf16: ld 2 * inter, up inter). A
+// non-gated expert's up rows alone are ld inter, up 0: g then reads u,
+// which its activation (relu2) ignores. cudaErrorInvalidValue, launching
+// nothing, when a row's u would pass ld.
+cudaError_t ActRowsBf16(const uint16_t* gate_up, int64_t ld, int64_t up,
+                        int64_t rows, int64_t inter, uint16_t* h,
+                        cudaStream_t stream, const GatedActParams& act = {});
 // Expert biases (gpt-oss), added to one expert's rows after its GEMM:
 // rows[r * ld + c] = round(rows[r * ld + c] + bias[c]) for r < n, c < cols,
 // in fp32 (bf16 rows rounded back to bf16).

@@ -90,15 +90,19 @@ __global__ void SiluMulKernel(const float* gate_up, int64_t rows, int64_t inter,
   }
 }
 
-__global__ void SiluMulBf16Kernel(const uint16_t* gate_up, int64_t rows,
-                                  int64_t inter, uint16_t* h,
-                                  GatedActParams act) {
+// Row r's g at gate_up[r * ld + c], its u at gate_up[r * ld + up + c]: a
+// gated expert's [rows, 2 * inter] (ld 2 * inter, up inter), or a non-gated
+// one's u alone [rows, inter] (ld inter, up 0: g reads u, which relu2
+// ignores).
+__global__ void SiluMulBf16Kernel(const uint16_t* gate_up, int64_t ld,
+                                  int64_t up, int64_t rows, int64_t inter,
+                                  uint16_t* h, GatedActParams act) {
   const int64_t total = rows * inter;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / inter, c = i % inter;
-    const float g = Bf16ToF32(gate_up[r * 2 * inter + c]);
-    const float u = Bf16ToF32(gate_up[r * 2 * inter + inter + c]);
+    const float g = Bf16ToF32(gate_up[r * ld + c]);
+    const float u = Bf16ToF32(gate_up[r * ld + up + c]);
     h[i] = F32ToBf16(GatedAct(act, g, u));  // kernels/act_rule.h
   }
 }
@@ -252,9 +256,16 @@ cudaError_t SiluMul(const float* gate_up, int64_t rows, int64_t inter,
 cudaError_t SiluMulBf16(const uint16_t* gate_up, int64_t rows, int64_t inter,
                         uint16_t* h, cudaStream_t stream,
                         const GatedActParams& act) {
+  return ActRowsBf16(gate_up, 2 * inter, inter, rows, inter, h, stream, act);
+}
+
+cudaError_t ActRowsBf16(const uint16_t* gate_up, int64_t ld, int64_t up,
+                        int64_t rows, int64_t inter, uint16_t* h,
+                        cudaStream_t stream, const GatedActParams& act) {
   if (rows == 0 || inter == 0) return cudaSuccess;
+  if (ld < up + inter || up < 0) return cudaErrorInvalidValue;
   return Launch(SiluMulBf16Kernel, dim3(StrideBlocks(rows * inter)),
-                dim3(kBlock), 0, stream, gate_up, rows, inter, h, act);
+                dim3(kBlock), 0, stream, gate_up, ld, up, rows, inter, h, act);
 }
 
 cudaError_t AddBiasRowsBf16(uint16_t* rows, int64_t n, int64_t cols, int64_t ld,

@@ -119,9 +119,9 @@ class FakeDeviceBackend : public DeviceBackend {
     expert_begin_ = expert_begin;
     expert_end_ = expert_end;
     if (absl::Status s = ReserveIo(gate); !s.ok()) return s;
-    // The step's row buffers and the routing's answer, at load as the CUDA
-    // backend makes them.
-    const size_t rows = bounds_.rows * c.hidden * 2;
+    // The step's row buffers (rows of the experts' width) and the routing's
+    // answer, at load as the CUDA backend makes them.
+    const size_t rows = bounds_.rows * c.expert_width() * 2;
     for (Block* b : {&send_, &recv_, &out_, &back_}) {
       absl::StatusOr<Block> m = queue_.Allocate(Memory::kDevice, rows);
       if (!m.ok()) return m.status();
@@ -140,6 +140,13 @@ class FakeDeviceBackend : public DeviceBackend {
     return absl::OkStatus();
   }
   CountingQueue& counting() { return queue_; }
+  // The host copies of the experts' frames, as the CUDA backend's Load
+  // takes them.
+  absl::Status LoadFramesOf(const ModelSource& source) {
+    LoadOptions o;
+    o.dtype = WeightDType::kF32;
+    return LoadFrames(source, o);
+  }
 
   std::string name() const override { return "fake-device"; }
   absl::Status Load(const ModelSource&, const LoadOptions&, int64_t) override {
@@ -245,12 +252,23 @@ MoeLayerConfig BudgetConfig() {
   return c;
 }
 
-// One step's counts against the budget: `rows` activation rows each way
-// (`in_size` bytes an element in, fp32 out), `slots` routing slots.
-void ExpectBudget(const Counts& got, int64_t rows, int64_t slots,
-                  const MoeLayerConfig& c, int64_t max_syncs,
-                  int64_t in_size = 4) {
-  const int64_t in = rows * c.hidden * in_size, out = rows * c.hidden * 4;
+// A worker's layer of the LatentMoE kind (Nemotron 3): non-gated relu2
+// experts on rows of the latent width, a quarter of H.
+MoeLayerConfig LatentNonGatedConfig() {
+  MoeLayerConfig c = BudgetConfig();
+  c.gated = false;
+  c.act = Activation::kRelu2;
+  c.latent = c.hidden / 4;
+  c.latent_bias = true;
+  return c;
+}
+
+// One step's counts against the budget: `rows` activation rows of `width`
+// each way (`in_size` bytes an element in, fp32 out), `slots` routing
+// slots.
+void ExpectBudget(const Counts& got, int64_t rows, int64_t slots, int64_t width,
+                  int64_t max_syncs, int64_t in_size = 4) {
+  const int64_t in = rows * width * in_size, out = rows * width * 4;
   const int64_t routing = kRoutingBytesPerSlot * slots;
   EXPECT_GE(got.h2d_bytes, in) << "x did not go up whole";
   EXPECT_LE(got.h2d_bytes, in + routing)
@@ -281,7 +299,8 @@ TEST(CopyBudget, RouterAtP0MovesEachActivationByteOnceEachWay) {
       ASSERT_TRUE(moe.Forward(0, x.data(), {.n = n, .segment_ends = ends},
                               y.data(), &routing)
                       .ok());
-      ExpectBudget(b.counting().counts, n, n * c.top_k, c, /*max_syncs=*/2);
+      ExpectBudget(b.counting().counts, n, n * c.top_k, c.hidden,
+                   /*max_syncs=*/2);
     }
   }
 }
@@ -304,7 +323,8 @@ TEST(CopyBudget, RouterAtP0SendsABf16RequestUpAsBf16) {
       ASSERT_TRUE(moe.ForwardBf16(0, x.data(), {.n = n, .segment_ends = ends},
                                   y.data(), &routing)
                       .ok());
-      ExpectBudget(b.counting().counts, n, n * c.top_k, c, /*max_syncs=*/2,
+      ExpectBudget(b.counting().counts, n, n * c.top_k, c.hidden,
+                   /*max_syncs=*/2,
                    /*in_size=*/2);
     }
   }
@@ -391,12 +411,80 @@ class DeviceGroup : public Communicator {
   std::unique_ptr<Communicator> gloo_;
 };
 
-// A worker of two (P = 2) under a device collective: its rows up once, its
-// answer home once, one wait (the step's end), nothing allocated.
-TEST(CopyBudget, WorkerAtP2MovesEachActivationByteOnceEachWay) {
-  const MoeLayerConfig c = BudgetConfig();
+// LatentMoE on a device router part (P = 0): the frame runs on the host with
+// the CPU's code and bits, x goes up for the routing and again for the
+// shared expert (the latent rows took its place on the device), the latent
+// rows up once, their sum home once and the shared expert home apart; a wait
+// for the routing, one at the step's end and one for the shared expert.
+TEST(CopyBudget, RouterAtP0RunsTheLatentFrameOnTheHostWithTheCpusBits) {
+  int checked = 0;
+  for (const std::string& path : testing::GoldenFiles()) {
+    auto c = testing::LoadGoldenCase(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const MoeLayerConfig& cfg = c->config;
+    if (cfg.latent == 0) continue;
+    SCOPED_TRACE(c->name);
+    ASSERT_TRUE(CheckDeviceLayerMath(cfg, "cuda:0", /*router_part=*/true).ok());
+    ++checked;
+    auto source = testing::MakeGoldenSource(*c);
+    const int64_t n = c->tokens, H = cfg.hidden, W = cfg.expert_width();
+    FakeDeviceBackend b;
+    ASSERT_TRUE(b.Init(cfg, n, /*gate=*/true, 0, cfg.num_experts).ok());
+    ASSERT_TRUE(b.LoadFramesOf(*source).ok());
+    auto cpu = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, n);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    // The frame: the CPU's bits both ways.
+    auto dev_rows = b.EnterExperts(0, c->x.data(), n);
+    ASSERT_TRUE(dev_rows.ok()) << dev_rows.status();
+    const std::vector<float> rows(*dev_rows, *dev_rows + n * W);
+    auto cpu_rows = (*cpu)->backend().EnterExperts(0, c->x.data(), n);
+    ASSERT_TRUE(cpu_rows.ok()) << cpu_rows.status();
+    EXPECT_EQ(std::memcmp(rows.data(), *cpu_rows, n * W * 4), 0);
+    std::vector<float> s1 = rows, s2 = rows, y1(n * H), y2(n * H);
+    ASSERT_TRUE(b.LeaveExperts(0, s1.data(), n, y1.data()).ok());
+    ASSERT_TRUE(
+        (*cpu)->backend().LeaveExperts(0, s2.data(), n, y2.data()).ok());
+    EXPECT_EQ(y1, y2);
+    // bf16 rows are widened by the caller: the host's frame reads fp32.
+    std::vector<uint16_t> x16(n * H);
+    for (int64_t i = 0; i < n * H; ++i) x16[i] = F32ToBf16(c->x[i]);
+    Routing bf16_routing;
+    auto taken = b.RouteTokensBf16(0, x16.data(), {.n = n}, &bf16_routing);
+    ASSERT_TRUE(taken.ok()) << taken.status();
+    EXPECT_FALSE(*taken);
+    // The layer through the device host logic.
+    LocalMoe moe(&b);
+    std::vector<float> y(n * H);
+    const int64_t ends[] = {n};
+    for (int step = 0; step < 2; ++step) {
+      b.counting().counts = Counts();
+      Routing routing;
+      ASSERT_TRUE(moe.Forward(0, c->x.data(), {.n = n, .segment_ends = ends},
+                              y.data(), &routing)
+                      .ok());
+      const Counts& got = b.counting().counts;
+      const int64_t routing_bytes = kRoutingBytesPerSlot * n * cfg.top_k;
+      const int64_t shared = cfg.has_shared() ? n * H * 4 : 0;
+      const int64_t in = n * H * 4 + n * W * 4 + shared;
+      const int64_t out = n * W * 4 + shared;
+      EXPECT_GE(got.h2d_bytes, in);
+      EXPECT_LE(got.h2d_bytes, in + routing_bytes);
+      EXPECT_GE(got.d2h_bytes, out);
+      EXPECT_LE(got.d2h_bytes, out + routing_bytes);
+      EXPECT_LE(got.syncs, cfg.has_shared() ? 3 : 2);
+      EXPECT_EQ(got.allocations, 0);
+    }
+  }
+  EXPECT_GE(checked, 2) << "no LatentMoE golden cases (Nemotron 3, Kimi K3)";
+}
+
+// A worker of two (P = 2) under a device collective: its rows (of the
+// experts' width) up once, its answer home once, one wait (the step's end),
+// nothing allocated.
+void ExpectWorkerBudgetAtP2(const MoeLayerConfig& c) {
   const int world = 2;
-  const int64_t H = c.hidden, k = c.top_k, E = c.num_experts;
+  // The rows a worker gets and answers: the router applied the frame.
+  const int64_t H = c.expert_width(), k = c.top_k, E = c.num_experts;
   for (int64_t n : {1, 64, 4096}) {
     SCOPED_TRACE(n);
     Routing routing;
@@ -457,47 +545,108 @@ TEST(CopyBudget, WorkerAtP2MovesEachActivationByteOnceEachWay) {
       const int64_t tokens =
           SplitBegin(r + 1, world, n) - SplitBegin(r, world, n);
       for (const Counts& step : got[r]) {
-        ExpectBudget(step, tokens, n * k, c, /*max_syncs=*/1);
+        ExpectBudget(step, tokens, n * k, H, /*max_syncs=*/1);
       }
     }
   }
 }
 
+TEST(CopyBudget, WorkerAtP2MovesEachActivationByteOnceEachWay) {
+  ExpectWorkerBudgetAtP2(BudgetConfig());
+}
+
+// LatentMoE's workers move rows of the latent width, a quarter of H: one
+// full-width row more would exceed the budget.
+TEST(CopyBudget, LatentNonGatedWorkerAtP2MovesLatentRowsOnly) {
+  const MoeLayerConfig c = LatentNonGatedConfig();
+  ASSERT_TRUE(c.Validate().ok()) << c.Validate();
+  ASSERT_LT(c.expert_width(), c.hidden);
+  ASSERT_TRUE(CheckDeviceLayerMath(c, "cuda:0", /*router_part=*/false).ok());
+  ExpectWorkerBudgetAtP2(c);
+}
+
 // A device backend refuses, by name and at load, the late-2026 options its
 // kernels do not compute, so that no layer is served with part of its math
-// missing; the gated activations are shared with the CPU and pass.
-TEST(DeviceLayerMath, RefusesWhatTheKernelsDoNotComputeByName) {
+// missing. Its experts (a worker's part) compute every activation of
+// kernels/act_rule.h, non-gated and latent-width experts included; its router
+// part computes LatentMoE's frame (on the host) and refuses Gemma 4's norms
+// and router options, sending the model to a CPU router.
+MoeLayerConfig SmallConfig() {
   MoeLayerConfig c;
   c.hidden = 64;
   c.inter = 32;
   c.num_experts = 8;
   c.top_k = 2;
-  c.act = Activation::kSitu;
-  EXPECT_TRUE(CheckDeviceLayerMath(c, "cuda:0").ok());
-  c.act = Activation::kGeluTanh;
-  EXPECT_TRUE(CheckDeviceLayerMath(c, "cuda:0").ok());
-  struct Case {
-    void (*set)(MoeLayerConfig&);
-    const char* named;
-  };
-  const Case cases[] = {
-      {[](MoeLayerConfig& m) {
-         m.gated = false;
-         m.act = Activation::kRelu2;
-       },
-       "non-gated"},
-      {[](MoeLayerConfig& m) { m.latent = 16; }, "LatentMoE"},
-      {[](MoeLayerConfig& m) { m.branch_norms = true; }, "branch norms"},
-      {[](MoeLayerConfig& m) { m.router_prenorm = true; }, "pre-norm"},
-      {[](MoeLayerConfig& m) { m.per_expert_scale = true; }, "per-expert"},
-  };
-  for (const Case& k : cases) {
-    MoeLayerConfig m = c;
-    k.set(m);
-    const absl::Status s = CheckDeviceLayerMath(m, "cuda:0");
-    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << k.named;
-    EXPECT_NE(s.message().find(k.named), absl::string_view::npos) << s;
+  return c;
+}
+
+struct LateOption {
+  void (*set)(MoeLayerConfig&);
+  const char* named;  // in the refusal of the router part
+};
+const LateOption kLateOptions[] = {
+    {[](MoeLayerConfig& m) {
+       m.gated = false;
+       m.act = Activation::kRelu2;
+     },
+     nullptr},  // the router's shared expert runs non-gated too
+    {[](MoeLayerConfig& m) { m.act = Activation::kSitu; }, nullptr},
+    {[](MoeLayerConfig& m) { m.act = Activation::kGeluTanh; }, nullptr},
+    // LatentMoE's frame runs on the host (DeviceBackend::EnterExperts).
+    {[](MoeLayerConfig& m) { m.latent = 16; }, nullptr},
+    {[](MoeLayerConfig& m) {
+       m.latent = 16;
+       m.latent_bias = true;
+       m.latent_norm = true;
+     },
+     nullptr},
+    {[](MoeLayerConfig& m) { m.branch_norms = true; }, "branch_norms"},
+    {[](MoeLayerConfig& m) { m.router_prenorm = true; }, "router_prenorm"},
+    {[](MoeLayerConfig& m) { m.per_expert_scale = true; }, "per_expert_scale"},
+};
+
+TEST(DeviceLayerMath, WorkersComputeEveryLateExpertForm) {
+  for (const LateOption& o : kLateOptions) {
+    MoeLayerConfig m = SmallConfig();
+    o.set(m);
+    ASSERT_TRUE(m.Validate().ok()) << m.Validate();
+    EXPECT_TRUE(CheckDeviceExpertMath(m, "cuda:0").ok())
+        << CheckDeviceExpertMath(m, "cuda:0");
+    EXPECT_TRUE(CheckDeviceLayerMath(m, "cuda:0", /*router_part=*/false).ok());
+  }
+}
+
+TEST(DeviceLayerMath, RouterPartRefusesWhatItDoesNotComputeByName) {
+  for (const LateOption& o : kLateOptions) {
+    MoeLayerConfig m = SmallConfig();
+    o.set(m);
+    const absl::Status s =
+        CheckDeviceLayerMath(m, "cuda:0", /*router_part=*/true);
+    EXPECT_EQ(s, CheckDeviceRouterMath(m, "cuda:0"));
+    if (o.named == nullptr) {
+      EXPECT_TRUE(s.ok()) << s;
+      continue;
+    }
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << o.named;
+    EXPECT_NE(s.message().find(o.named), absl::string_view::npos) << s;
     EXPECT_NE(s.message().find("cuda:0"), absl::string_view::npos) << s;
+    EXPECT_NE(s.message().find("route this model on a CPU router; CUDA "
+                               "workers can run its experts"),
+              absl::string_view::npos)
+        << s;
+  }
+}
+
+TEST(DeviceLayerMath, NonGatedExpertBiasesAreRefusedOnWorkersToo) {
+  MoeLayerConfig m = SmallConfig();
+  m.gated = false;
+  m.act = Activation::kRelu2;
+  m.expert_bias = true;
+  for (bool router_part : {false, true}) {
+    const absl::Status s = CheckDeviceLayerMath(m, "cuda:0", router_part);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+    EXPECT_NE(s.message().find("expert_bias"), absl::string_view::npos) << s;
+    EXPECT_NE(s.message().find("--device cpu"), absl::string_view::npos) << s;
   }
 }
 

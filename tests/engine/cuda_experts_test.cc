@@ -11,6 +11,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -404,6 +405,46 @@ TEST_F(CudaExpertsTest, ClampedActivationsAndBiasesMatchTheHostReference) {
                       2e-2f * (1 + std::fabs(want[i])))
               << "mode " << static_cast<int>(mode) << " row " << r;
         }
+      }
+    }
+  }
+}
+
+// Non-gated relu2 experts (Nemotron 3, engine/cuda/expert_image.h): w13
+// holds the up rows alone, the first GEMM writes u alone and the activation
+// reads it, on every path (the loop, grouped, grouped padded under graphs).
+// The reference reads u from the gated experts' W3 rows, which are the
+// non-gated experts' w13 here, and ignores g as relu2 does.
+TEST_F(CudaExpertsTest, NonGatedRelu2ExpertsMatchTheHostReference) {
+  const std::vector<int64_t> offsets =
+      testing::GroupOffsets(1, {3, 11, 0, 6, 1, 20});
+  for (int64_t e = 0; e < kE; ++e) {
+    const std::vector<uint16_t> up(w13_[e].begin() + kI * kH, w13_[e].end());
+    experts_[e].w13 = testing::Upload(up);
+    experts_[e].gated = false;
+    experts_[e].act.act = kernels::kActRelu2;
+  }
+  for (const auto& [mode, graph_rows] :
+       {std::pair{GemmPathTable::Mode::kLoop, int64_t{0}},
+        std::pair{GemmPathTable::Mode::kGrouped, int64_t{0}},
+        std::pair{GemmPathTable::Mode::kGrouped, int64_t{256}}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "mode " << static_cast<int>(mode) << ", graphs to "
+                 << graph_rows << " rows");
+    auto x = Make(mode, graph_rows);
+    ASSERT_TRUE(x);
+    const auto in = NewInput(31);
+    for (int rep = 0; rep < 3; ++rep) {  // captured, then replayed
+      ASSERT_TRUE(Run(*x, offsets).ok());
+    }
+    const auto got = Out();
+    const auto want = Reference(in, offsets);
+    for (int64_t r = offsets.front(); r < offsets.back(); ++r) {
+      for (int64_t c = 0; c < kH; ++c) {
+        const size_t i = r * kH + c;
+        ASSERT_NEAR(Bf16ToF32(got[i]), want[i],
+                    2e-2f * (1 + std::fabs(want[i])))
+            << "row " << r << " col " << c;
       }
     }
   }

@@ -237,6 +237,28 @@ TEST(PackFp8Expert, RequantisesBlocksThatDoNotTileByRows) {
   EXPECT_EQ(std::memcmp(kept->w13.data(), k1.data, I * H), 0);
 }
 
+// Each part applied as kernels/cuda/fp8.cu's DequantizeFp8ToBf16 applies
+// it (that kernel is held to this formula by CudaFp8KernelTest), into the
+// bf16 form's w13 and w2.
+void ApplyDequantParts(const Fp8ExpertImage& e,
+                       const std::vector<Fp8DequantPart>& parts,
+                       std::vector<uint16_t>* w13, std::vector<uint16_t>* w2) {
+  for (const Fp8DequantPart& p : parts) {
+    const uint8_t* codes = (p.to_w2 ? e.w2 : e.w13).data() + p.code_offset;
+    const float* scale =
+        (p.to_w2 ? e.w2_scale : e.w13_scale).data() + p.scale_offset;
+    uint16_t* dst = (p.to_w2 ? *w2 : *w13).data() + p.dst_offset;
+    for (int64_t r = 0; r < p.rows; ++r) {
+      for (int64_t c = 0; c < p.cols; ++c) {
+        dst[r * p.dst_ld + c] =
+            F32ToBf16(kernels::E4M3ToF32(codes[r * p.code_ld + c]) *
+                      scale[r / kernels::kFp8Block * p.scale_ld +
+                            c / kernels::kFp8Block]);
+      }
+    }
+  }
+}
+
 TEST(Fp8DequantParts, GiveTheBf16FormTheCpuDequantisesTo) {
   // What a GPU without block-scaled FP8 uploads: each part applied as
   // kernels/cuda/fp8.cu's DequantizeFp8ToBf16 applies it (that kernel is
@@ -252,25 +274,53 @@ TEST(Fp8DequantParts, GiveTheBf16FormTheCpuDequantisesTo) {
   auto e = PackFp8Expert(w1, w3, w2);
   ASSERT_TRUE(e.ok()) << e.status();
   std::vector<uint16_t> w13(2 * I * H, 0xffff), down(H * I, 0xffff);
-  for (const Fp8DequantPart& p : Fp8DequantParts(*e)) {
-    const uint8_t* codes = (p.to_w2 ? e->w2 : e->w13).data() + p.code_offset;
-    const float* scale =
-        (p.to_w2 ? e->w2_scale : e->w13_scale).data() + p.scale_offset;
-    uint16_t* dst = (p.to_w2 ? down : w13).data() + p.dst_offset;
-    for (int64_t r = 0; r < p.rows; ++r) {
-      for (int64_t c = 0; c < p.cols; ++c) {
-        dst[r * p.dst_ld + c] =
-            F32ToBf16(kernels::E4M3ToF32(codes[r * p.code_ld + c]) *
-                      scale[r / kernels::kFp8Block * p.scale_ld +
-                            c / kernels::kFp8Block]);
-      }
-    }
-  }
+  ApplyDequantParts(*e, Fp8DequantParts(*e), &w13, &down);
   auto b1 = WeightsAsBf16(w1), b3 = WeightsAsBf16(w3), b2 = WeightsAsBf16(w2);
   ASSERT_TRUE(b1.ok() && b3.ok() && b2.ok());
   EXPECT_TRUE(std::equal(b1->data, b1->data + I * H, w13.begin()));
   EXPECT_TRUE(std::equal(b3->data, b3->data + I * H, w13.begin() + I * H));
   EXPECT_TRUE(std::equal(b2->data, b2->data + H * I, down.begin()));
+}
+
+// A non-gated expert (Nemotron 3, relu2 of u alone) at a latent width
+// that is no whole 128-block: W3's rows from row 0, then zero rows up to
+// Ip; dequantised, the bf16 form's w13 is W3 [I, W] alone.
+TEST(PackFp8Expert, NonGatedExpertsKeepW3AloneFromRowZero) {
+  const int64_t W = 40, I = 200;
+  const WeightTensor w3 =
+      Fp8Tensor("w3", Random(I * W, 21, 0.2f), I, W, 128, 128);
+  const WeightTensor w2 =
+      Fp8Tensor("w2", Random(W * I, 22, 0.1f), W, I, 128, 128);
+  auto e = PackFp8Expert(nullptr, w3, w2);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_FALSE(e->gated);
+  EXPECT_EQ(e->hidden, W);
+  EXPECT_EQ(e->hidden_k, 128);
+  EXPECT_EQ(e->inter_pad, 256);
+  ASSERT_EQ(static_cast<int64_t>(e->w13.size()), e->inter_pad * e->hidden_k);
+  auto v3 = WeightsAsF32(w3), v2 = WeightsAsF32(w2);
+  ASSERT_TRUE(v3.ok() && v2.ok());
+  for (int64_t r = 0; r < e->inter_pad; ++r) {
+    for (int64_t c = 0; c < e->hidden_k; ++c) {
+      const float want = r < I && c < W ? v3->data[r * W + c] : 0.0f;
+      ASSERT_EQ(Fp8W13Value(*e, r, c), want)
+          << "w13 [" << r << ", " << c << "]";
+    }
+  }
+  for (int64_t r = 0; r < W; ++r) {
+    for (int64_t c = 0; c < e->down_k; ++c) {
+      const float want = c < I ? v2->data[r * I + c] : 0.0f;
+      ASSERT_EQ(Fp8W2Value(*e, r, c), want) << "w2 [" << r << ", " << c << "]";
+    }
+  }
+  const std::vector<Fp8DequantPart> parts = Fp8DequantParts(*e);
+  ASSERT_EQ(parts.size(), 2u);
+  std::vector<uint16_t> w13(I * W, 0xffff), down(W * I, 0xffff);
+  ApplyDequantParts(*e, parts, &w13, &down);
+  auto b3 = WeightsAsBf16(w3), b2 = WeightsAsBf16(w2);
+  ASSERT_TRUE(b3.ok() && b2.ok());
+  EXPECT_TRUE(std::equal(b3->data, b3->data + I * W, w13.begin()));
+  EXPECT_TRUE(std::equal(b2->data, b2->data + W * I, down.begin()));
 }
 
 TEST(PackFp8Expert, RefusesMismatchedShapesNamingTheTensor) {

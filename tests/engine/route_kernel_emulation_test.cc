@@ -108,7 +108,7 @@ TEST_P(RouteKernelEmulationTest, RoutesEveryKernelCaseAsTheGoldenCase) {
     // to the CPU kernels by tests/kernels/cuda/cuda_kernels_test.cc.
     GTEST_SKIP() << "not the fused kernel's no-group token choice";
   }
-  if (absl::Status s = CheckDeviceLayerMath(c->config, "the CUDA backend");
+  if (absl::Status s = CheckDeviceRouterMath(c->config, "the CUDA backend");
       !s.ok()) {
     // Gemma 4's router pre-norm and per-expert scales are refused on a GPU
     // at load, so the fused kernel never routes such a layer.

@@ -266,6 +266,45 @@ TEST_F(Cuda2026KernelTest, ClampedActivationsFollowTheSharedRule) {
   }
 }
 
+// A non-gated expert's gate-up rows hold u alone (engine/cuda/
+// expert_image.h: ld inter, up 0): relu2 of each u, the shared rule; and a
+// gated layout through ActRowsBf16 is SiluMulBf16's, bit for bit.
+TEST_F(Cuda2026KernelTest, NonGatedRowsTakeRelu2OfUAlone) {
+  const int64_t rows = 7, inter = 45;
+  const auto u = Random(rows * inter, 12, 3);
+  std::vector<uint16_t> u_bf(u.size());
+  for (size_t i = 0; i < u.size(); ++i) u_bf[i] = F32ToBf16(u[i]);
+  DeviceBuffer d_u = testing::Upload(u_bf);
+  auto d_h = *DeviceBuffer::Allocate(rows * inter * 2);
+  kernels::GatedActParams relu2;
+  relu2.act = kernels::kActRelu2;
+  ASSERT_EQ(kcu::ActRowsBf16(d_u.as<uint16_t>(), inter, 0, rows, inter,
+                             d_h.as<uint16_t>(), nullptr, relu2),
+            cudaSuccess);
+  const auto h = testing::Download<uint16_t>(d_h, rows * inter);
+  for (int64_t i = 0; i < rows * inter; ++i) {
+    const float v = Bf16ToF32(u_bf[i]);
+    EXPECT_EQ(h[i], F32ToBf16(kernels::GatedAct(relu2, v, v))) << i;
+  }
+  // u past a row's stride is refused, launching nothing.
+  EXPECT_EQ(kcu::ActRowsBf16(d_u.as<uint16_t>(), inter, 1, rows, inter,
+                             d_h.as<uint16_t>(), nullptr, relu2),
+            cudaErrorInvalidValue);
+
+  const int64_t gated_rows = 3, gi = 15;  // [3, 2 * 15] of the same values
+  auto d_h2 = *DeviceBuffer::Allocate(gated_rows * gi * 2);
+  kernels::GatedActParams gelu;
+  gelu.act = kernels::kActGeluTanh;
+  ASSERT_EQ(kcu::SiluMulBf16(d_u.as<uint16_t>(), gated_rows, gi,
+                             d_h.as<uint16_t>(), nullptr, gelu),
+            cudaSuccess);
+  ASSERT_EQ(kcu::ActRowsBf16(d_u.as<uint16_t>(), 2 * gi, gi, gated_rows, gi,
+                             d_h2.as<uint16_t>(), nullptr, gelu),
+            cudaSuccess);
+  EXPECT_EQ(testing::Download<uint16_t>(d_h, gated_rows * gi),
+            testing::Download<uint16_t>(d_h2, gated_rows * gi));
+}
+
 TEST_F(Cuda2026KernelTest, BiasRowsAddInFp32WithinTheStride) {
   const int64_t n = 5, cols = 13, ld = 20;
   const auto v = Random(n * ld, 8, 4), bias = Random(cols, 9, 2);
