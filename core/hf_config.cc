@@ -446,6 +446,8 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   info.source = std::string(label);
   MOE_ASSIGN_OR_RETURN(c.hidden, r.Int("hidden_size"));
   MOE_ASSIGN_OR_RETURN(info.num_layers, r.Int("num_hidden_layers"));
+  // A negative count would size the per-layer tables of the layer rules.
+  if (info.num_layers < 0) return r.Error("num_hidden_layers", "must be >= 0");
   const FamilyEntry& entry = EntryOf(spec.family);
   const HfFamily base = HfBaseFamily(spec.family);
   MOE_ASSIGN_OR_RETURN(c.top_k, TopK(r, EntryOf(base)));
