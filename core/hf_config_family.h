@@ -2,8 +2,8 @@
 // tensors live, and the description of its MoE layer (which config keys give
 // the counts and widths, the gate's math pieces, the activation, the rule
 // for which layers are MoE) that the one config interpreter
-// (hf_config.cc) reads. A family whose math the engine has is a table entry
-// in hf_config_families.cc, not code.
+// (hf_config_description.cc) reads. A family whose math the engine has is a
+// table entry in hf_config_families.cc, not code.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +46,7 @@ struct StringKey {
   const char* fallback = nullptr;
   std::vector<const char*> values = {};
 };
-// The same for a key naming the score function.
+// A key naming the score function: the same, each value with its ScoreFunc.
 struct ScoreName {
   const char* name;
   ScoreFunc func;
@@ -54,7 +54,8 @@ struct ScoreName {
 struct ScoreKey {
   const char* key = nullptr;
   const char* fallback = nullptr;
-  // A static array's: the table's entries are built once.
+  // A static array: a vector of pairs here makes GCC 12 warn
+  // (maybe-uninitialized) on the table's initializer.
   absl::Span<const ScoreName> values = {};
 };
 

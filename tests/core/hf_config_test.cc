@@ -127,6 +127,28 @@ TEST(HfConfig, Errors) {
   EXPECT_NE(method.status().message().find("'topk_method'"), std::string::npos);
 }
 
+// A key that may only name some values is refused quoting what it said and
+// listing what it may say (the family descriptions' StringKey / ScoreKey).
+TEST(HfConfig, ChoiceKeysNameTheValueAndTheChoices) {
+  auto scoring = Parse(
+      R"({"model_type":"deepseek_v3","hidden_size":64,"num_hidden_layers":1,
+    "moe_intermediate_size":8,"n_routed_experts":8,"num_experts_per_tok":2,
+    "scoring_func":"relu"})");
+  EXPECT_NE(scoring.status().message().find(
+                "'scoring_func' 'relu' is not softmax or sigmoid"),
+            std::string::npos)
+      << scoring.status();
+  auto dtype = Parse(
+      R"({"model_type":"deepseek_v4","hidden_size":64,"num_hidden_layers":1,
+    "moe_intermediate_size":8,"n_routed_experts":8,"num_experts_per_tok":2,
+    "expert_dtype":"int4"})");
+  EXPECT_NE(
+      dtype.status().message().find("'expert_dtype' 'int4' is not fp4, fp8 "
+                                    "or bf16"),
+      std::string::npos)
+      << dtype.status();
+}
+
 // DeepSeek-V4's hash-layer rule sizes a table by the layer count: a negative
 // one is refused by name, in every family, before any rule reads it.
 TEST(HfConfig, NegativeLayerCountIsRefused) {
