@@ -2,6 +2,7 @@
 // layers are MoE layers, and DeepSeek-V2's renorm-or-scale rule.
 #include "core/hf_config.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace moe {
@@ -124,6 +125,44 @@ TEST(HfConfig, Errors) {
       R"({"model_type":"deepseek_v3","hidden_size":64,"num_hidden_layers":1,
     "moe_intermediate_size":8,"n_routed_experts":8,"num_experts_per_tok":2,"topk_method":"magic"})");
   EXPECT_NE(method.status().message().find("'topk_method'"), std::string::npos);
+}
+
+// A key that may only name some values is refused quoting what it said and
+// listing what it may say (the family descriptions' StringKey / ScoreKey).
+TEST(HfConfig, ChoiceKeysNameTheValueAndTheChoices) {
+  auto scoring = Parse(
+      R"({"model_type":"deepseek_v3","hidden_size":64,"num_hidden_layers":1,
+    "moe_intermediate_size":8,"n_routed_experts":8,"num_experts_per_tok":2,
+    "scoring_func":"relu"})");
+  EXPECT_NE(scoring.status().message().find(
+                "'scoring_func' 'relu' is not softmax or sigmoid"),
+            std::string::npos)
+      << scoring.status();
+  auto dtype = Parse(
+      R"({"model_type":"deepseek_v4","hidden_size":64,"num_hidden_layers":1,
+    "moe_intermediate_size":8,"n_routed_experts":8,"num_experts_per_tok":2,
+    "expert_dtype":"int4"})");
+  EXPECT_NE(
+      dtype.status().message().find("'expert_dtype' 'int4' is not fp4, fp8 "
+                                    "or bf16"),
+      std::string::npos)
+      << dtype.status();
+}
+
+// DeepSeek-V4's hash-layer rule sizes a table by the layer count: a negative
+// one is refused by name, in every family, before any rule reads it.
+TEST(HfConfig, NegativeLayerCountIsRefused) {
+  for (const std::string model_type : {"deepseek_v4", "mixtral"}) {
+    auto s = Parse(absl::StrCat(R"({"model_type":")", model_type,
+                                R"(","hidden_size":32,"num_hidden_layers":-1,
+      "intermediate_size":16,"moe_intermediate_size":16,"n_routed_experts":4,
+      "num_local_experts":4,"num_experts_per_tok":2,"vocab_size":32})"));
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument)
+        << model_type;
+    EXPECT_NE(s.status().message().find("'num_hidden_layers' must be >= 0"),
+              std::string::npos)
+        << s.status();
+  }
 }
 
 }  // namespace

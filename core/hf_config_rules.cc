@@ -1,0 +1,80 @@
+#include "core/hf_config_rules.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace moe {
+
+absl::Status RefuseGemma4WithoutMoeBlock(const ConfigReader& r,
+                                         ModelInfo* info) {
+  MOE_ASSIGN_OR_RETURN(bool moe, r.Bool("enable_moe_block", false));
+  if (!moe) {
+    return r.Error("enable_moe_block",
+                   absl::StrCat("is not true: this ", info->family,
+                                " model has no MoE layers to serve"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RefuseErnieLinearBiases(const ConfigReader& r, ModelInfo* info) {
+  MOE_ASSIGN_OR_RETURN(bool linear_bias, r.Bool("use_bias", false));
+  if (linear_bias) {
+    return r.Error(
+        "use_bias",
+        absl::StrCat("true (biases on every Linear) is not "
+                     "supported for ",
+                     info->family, "; the released checkpoints have none"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeepseekV4HashLayers(const ConfigReader& r, ModelInfo* info) {
+  using json = nlohmann::json;
+  MoeLayerConfig& c = info->layer;
+  std::vector<bool> hash(info->num_layers, false);
+  if (r.Present("mlp_layer_types")) {
+    const json& v = r.raw().at("mlp_layer_types");
+    if (!v.is_array() || static_cast<int64_t>(v.size()) != info->num_layers) {
+      return r.Error("mlp_layer_types",
+                     absl::StrCat("must list ", info->num_layers,
+                                  " layer types (hash_moe or moe)"));
+    }
+    for (int64_t l = 0; l < info->num_layers; ++l) {
+      const std::string kind =
+          v[l].is_string() ? v[l].get<std::string>() : std::string();
+      if (kind != "hash_moe" && kind != "moe") {
+        return r.Error("mlp_layer_types",
+                       absl::StrCat("entry ", l, " is ", v[l].dump(),
+                                    ", not 'hash_moe' or 'moe'"));
+      }
+      hash[l] = kind == "hash_moe";
+    }
+  } else {
+    MOE_ASSIGN_OR_RETURN(int64_t n_hash, r.Int("num_hash_layers", 0));
+    for (int64_t l = 0; l < std::min(n_hash, info->num_layers); ++l) {
+      hash[l] = true;
+    }
+  }
+  const int64_t n_hash = std::count(hash.begin(), hash.end(), true);
+  // A hash layer chooses by the table, so the correction bias has no role.
+  MoeLayerConfig hashed = c;
+  hashed.use_bias = false;
+  if (n_hash > 0) {
+    MOE_ASSIGN_OR_RETURN(hashed.hash_vocab, r.Int("vocab_size"));
+  }
+  if (n_hash == info->num_layers) {
+    c = hashed;
+    return absl::OkStatus();
+  }
+  for (int64_t l = 0; l < info->num_layers; ++l) {
+    if (hash[l]) info->routing_overrides[l] = hashed;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace moe

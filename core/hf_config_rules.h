@@ -1,0 +1,25 @@
+// The family rules that are no data: each one family's refusal or setting
+// that no other family shares, named by MoeDescription::refuse / finish.
+#pragma once
+
+#include "absl/status/status.h"
+#include "core/hf_config_reader.h"
+#include "core/model_source.h"
+
+namespace moe {
+
+// Gemma 4: a model without enable_moe_block has no MoE layers to serve.
+absl::Status RefuseGemma4WithoutMoeBlock(const ConfigReader& r,
+                                         ModelInfo* info);
+
+// ERNIE 4.5: use_bias (biases on every Linear) is no layout the released
+// checkpoints have.
+absl::Status RefuseErnieLinearBiases(const ConfigReader& r, ModelInfo* info);
+
+// DeepSeek-V4: layers L < num_hash_layers (or mlp_layer_types "hash_moe")
+// are hash-routed through tid2eid [vocab_size, k], without the correction
+// bias; the rest choose top-k with it. In a model with both, the top-k
+// config is the model's and each hash layer has a routing override.
+absl::Status DeepseekV4HashLayers(const ConfigReader& r, ModelInfo* info);
+
+}  // namespace moe
