@@ -108,6 +108,7 @@ absl::Status DeviceBackend::RouteTokens(int64_t layer, const float* x,
     return absl::FailedPreconditionError(
         "this backend was loaded without the router's gate");
   }
+  if (RoutesOnHost(config_)) return RouteOnHost(layer, x, rows, routing);
   absl::Status s = UploadX(x, rows.n, config_.hidden);
   if (s.ok()) return RouteResident(layer, rows, routing);
   (void)device_queue().Synchronize();  // the staging is free again
@@ -121,9 +122,12 @@ absl::StatusOr<bool> DeviceBackend::RouteTokensBf16(int64_t layer,
                                                     const RouteRows& rows,
                                                     Routing* routing) {
   shared_layer_ = -1;
-  // The experts' frame reads the host's fp32 rows (engine/expert_frame.h):
-  // the caller widens them instead.
-  if (config_.has_expert_frame() || frames_->count(layer) > 0) return false;
+  // The experts' frame and the host's routing read the host's fp32 rows
+  // (engine/expert_frame.h, TokenRouter): the caller widens them instead.
+  if (config_.has_expert_frame() || RoutesOnHost(config_) ||
+      host_parts_->count(layer) > 0) {
+    return false;
+  }
   if (route_pin_ == nullptr) {
     return absl::FailedPreconditionError(
         "this backend was loaded without the router's gate");
@@ -137,6 +141,27 @@ absl::StatusOr<bool> DeviceBackend::RouteTokensBf16(int64_t layer,
     return s;
   }
   return true;
+}
+
+absl::Status DeviceBackend::RouteOnHost(int64_t layer, const float* x,
+                                        const RouteRows& rows,
+                                        Routing* routing) {
+  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, FindHostPart(layer));
+  MOE_RETURN_IF_ERROR(host_router_.Route(*w, x, rows, host_threads_, routing));
+  // A framed layer's step uploads the frame's rows, and its shared expert
+  // uploads its own (Shared): nothing of x is read on the device yet.
+  resident_x_ = nullptr;
+  resident_n_ = -1;
+  if (config_.has_expert_frame()) return absl::OkStatus();
+  // The step and its shared expert read x resident: it goes up once, and
+  // the step's end (or Shared's wait) frees the staging.
+  absl::Status s = UploadX(x, rows.n, config_.hidden);
+  if (!s.ok()) {
+    (void)device_queue().Synchronize();
+    resident_x_ = nullptr;
+    resident_n_ = -1;
+  }
+  return s;
 }
 
 absl::Status DeviceBackend::RouteResident(int64_t layer, const RouteRows& rows,
@@ -215,22 +240,44 @@ absl::Status DeviceBackend::Shared(int64_t layer, const float* x, int64_t n,
         "this backend was loaded without the router's gate");
   }
   DeviceStepQueue& q = device_queue();
-  if (x != resident_x_ || n != resident_n_) {
-    MOE_RETURN_IF_ERROR(UploadX(x, n, config_.hidden));
+  const int64_t H = config_.hidden;
+  const LayerWeights* norms = nullptr;
+  if (config_.branch_norms) {
+    // Gemma 4's dense branch reads rms(x) * its pre-norm weight: normed on
+    // the host straight into the staging, which then goes up as it is.
+    MOE_ASSIGN_OR_RETURN(norms, FindHostPart(layer));
+    if (norms->shared_in_norm.empty() || norms->shared_out_norm.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "layer ", layer, " was loaded without its shared expert's norms"));
+    }
+    if (n > max_tokens_) return UploadX(x, n, H);  // the size's error
+    float* staged = static_cast<float*>(x_pin_.get());
+    RmsNormRows(x, n, H, config_.norm_eps, norms->shared_in_norm.data(), 1.0f,
+                staged);
+    MOE_RETURN_IF_ERROR(UploadX(staged, n, H));
+  } else if (x != resident_x_ || n != resident_n_) {
+    MOE_RETURN_IF_ERROR(UploadX(x, n, H));
   }
-  const size_t bytes = n * config_.hidden * 4;
+  const size_t bytes = n * H * 4;
   absl::Status s =
       QueueShared(layer, n, static_cast<float*>(shared_dev_.get()));
   if (s.ok()) s = q.Download(shared_dev_.get(), y_pin_.get(), bytes);
   const absl::Status waited = q.Synchronize();
   MOE_RETURN_IF_ERROR(s);
   MOE_RETURN_IF_ERROR(waited);
-  std::memcpy(out, y_pin_.get(), bytes);
+  const float* home = static_cast<const float*>(y_pin_.get());
+  if (norms != nullptr) {
+    RmsNormRows(home, n, H, config_.norm_eps, norms->shared_out_norm.data(),
+                1.0f, out);
+  } else {
+    std::memcpy(out, home, bytes);
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<bool> DeviceBackend::AddSharedToStep(int64_t layer) {
   MOE_RETURN_IF_ERROR(CheckShared(layer));
+  if (config_.branch_norms) return false;
   if (shared_dev_ == nullptr || resident_x_ == nullptr) {
     return absl::FailedPreconditionError(
         "the shared expert joins a step only after Route, on a backend "
@@ -332,33 +379,48 @@ absl::Status DeviceBackend::Combine(const EpStepInput& in, const EpPlan& p,
   return absl::OkStatus();
 }
 
-absl::Status DeviceBackend::LoadFrames(const ModelSource& source,
-                                       const LoadOptions& options) {
-  auto frames = std::make_shared<Frames>();
+absl::Status DeviceBackend::LoadHostParts(const ModelSource& source,
+                                          const LoadOptions& options) {
+  auto parts = std::make_shared<HostParts>();
   LoadOptions o = options;
-  o.load_gate = true;  // the frame's tensors are the router's
+  o.load_gate = true;  // the frame's tensors and the scales are the router's
   o.load_shared = false;
   o.expert_begin = 0;
   o.expert_end = 0;
   o.layer_experts.clear();
   for (int64_t layer : source.info().moe_layers) {
     if (options.only_layer >= 0 && layer != options.only_layer) continue;
-    if (!source.info().LayerConfig(layer).has_expert_frame()) continue;
-    MOE_ASSIGN_OR_RETURN((*frames)[layer], LoadLayerWeights(source, layer, o));
-    MOE_RETURN_IF_ERROR(CheckFrameLoaded(*(*frames)[layer]));
+    const MoeLayerConfig& c = source.info().LayerConfig(layer);
+    if (!c.has_expert_frame() && !RoutesOnHost(c)) continue;
+    MOE_ASSIGN_OR_RETURN(std::unique_ptr<LayerWeights> w,
+                         LoadLayerWeights(source, layer, o));
+    MOE_RETURN_IF_ERROR(CheckFrameLoaded(*w));
+    if (c.branch_norms && c.has_shared() && options.load_shared) {
+      // The shared expert's norms come with it (LoadLayerWeights): load
+      // the layer's shared part and keep its norms only, the device holding
+      // the expert itself.
+      LoadOptions shared = o;
+      shared.load_gate = false;
+      shared.load_shared = true;
+      MOE_ASSIGN_OR_RETURN(std::unique_ptr<LayerWeights> s,
+                           LoadLayerWeights(source, layer, shared));
+      w->shared_in_norm = std::move(s->shared_in_norm);
+      w->shared_out_norm = std::move(s->shared_out_norm);
+    }
+    (*parts)[layer] = std::move(w);
   }
-  frames_ = std::move(frames);
-  frame_threads_ = std::max(options.num_threads, 1);
+  host_parts_ = std::move(parts);
+  host_threads_ = std::max(options.num_threads, 1);
   return absl::OkStatus();
 }
 
-absl::StatusOr<const LayerWeights*> DeviceBackend::FindFrame(
+absl::StatusOr<const LayerWeights*> DeviceBackend::FindHostPart(
     int64_t layer) const {
-  auto it = frames_->find(layer);
-  if (it == frames_->end()) {
+  auto it = host_parts_->find(layer);
+  if (it == host_parts_->end()) {
     return absl::FailedPreconditionError(
-        absl::StrCat(name(), " holds no expert frame of layer ", layer,
-                     " (loaded without the router's gate)"));
+        absl::StrCat(name(), " holds no host copy of layer ", layer,
+                     "'s router part (loaded without the router's gate)"));
   }
   return it->second.get();
 }
@@ -367,14 +429,14 @@ absl::StatusOr<const float*> DeviceBackend::EnterExperts(int64_t layer,
                                                          const float* x,
                                                          int64_t n) {
   if (!config_.has_expert_frame()) return x;
-  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, FindFrame(layer));
-  return frame_.Enter(*w, x, n, frame_threads_);
+  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, FindHostPart(layer));
+  return frame_.Enter(*w, x, n, host_threads_);
 }
 
 absl::Status DeviceBackend::LeaveExperts(int64_t layer, float* s, int64_t n,
                                          float* y) {
-  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, FindFrame(layer));
-  return frame_.Leave(*w, s, n, y, frame_threads_);
+  MOE_ASSIGN_OR_RETURN(const LayerWeights* w, FindHostPart(layer));
+  return frame_.Leave(*w, s, n, y, host_threads_);
 }
 
 absl::Status DeviceBackend::ReserveStaging() {

@@ -20,6 +20,7 @@
 #include "engine/device_step_queue.h"
 #include "engine/expert_backend.h"
 #include "engine/expert_frame.h"
+#include "engine/token_router.h"
 
 namespace moe {
 
@@ -61,10 +62,13 @@ struct DeviceStepIndices {
 //    shared expert): gated and non-gated (relu2) experts at the experts'
 //    width config.expert_width() (LatentMoE's latent width included), with
 //    the activations of kernels/act_rule.h, shared with the CPU;
-//  - the router part (gate, shared expert, the experts' frame): LatentMoE's
-//    latent projections (and their biases and norm) run on the host, with
-//    the CPU's code (DeviceBackend::EnterExperts); no branch norms, router
-//    pre-norm or per-expert scale yet, so such a model is routed on a CPU
+//  - the router part (gate, shared expert, the experts' frame): the experts'
+//    frame (LatentMoE's latent projections, Gemma 4's branch norms) runs on
+//    the host with the CPU's code (DeviceBackend::EnterExperts), and so do
+//    Gemma 4's routing (router pre-norm, per-expert scale: the CPU's
+//    TokenRouter) and its shared expert's norms around the device's shared
+//    expert; a shared-expert gate under branch norms is refused (the device
+//    would gate before the post-norm), so such a model is routed on a CPU
 //    router, whose CUDA workers can run its experts.
 absl::Status CheckDeviceExpertMath(const MoeLayerConfig& config,
                                    absl::string_view backend);
@@ -74,6 +78,10 @@ absl::Status CheckDeviceRouterMath(const MoeLayerConfig& config,
 // gate or the shared expert).
 absl::Status CheckDeviceLayerMath(const MoeLayerConfig& config,
                                   absl::string_view backend, bool router_part);
+// Whether a device backend's router part routes `config` on the host, with
+// the CPU's TokenRouter: the device's routing has no router pre-norm or
+// per-expert scale (Gemma 4).
+bool RoutesOnHost(const MoeLayerConfig& config);
 
 class DeviceBackend : public ExpertBackend {
  public:
@@ -84,7 +92,11 @@ class DeviceBackend : public ExpertBackend {
   StepQueue& queue() override { return device_queue(); }
 
   // Uploads x once (fp32, through pinned staging), queues the routing and
-  // brings home only its answer: one wait.
+  // brings home only its answer: one wait. A layer with a router pre-norm or
+  // per-expert scales (Gemma 4) is routed on the host instead, by the CPU's
+  // TokenRouter over host copies of the gate (LoadHostParts), with the CPU's
+  // bits and no wait; x then goes up only where the step reads it (no
+  // expert frame).
   absl::Status Route(int64_t layer, const float* x, int64_t n,
                      absl::Span<const int64_t> segment_ends,
                      Routing* routing) override;
@@ -97,9 +109,12 @@ class DeviceBackend : public ExpertBackend {
                                        const RouteRows& rows,
                                        Routing* routing) override;
   // For a caller that adds the shared expert itself (a router whose experts
-  // run on workers): downloads it and waits.
+  // run on workers): downloads it and waits. Under branch norms (Gemma 4)
+  // the rows are pre-normed on the host before they go up and the output
+  // post-normed after it comes home, with the CPU's RmsNormRows.
   absl::Status Shared(int64_t layer, const float* x, int64_t n,
                       float* out) override;
+  // False under branch norms: the host norms the shared expert (Shared).
   absl::StatusOr<bool> AddSharedToStep(int64_t layer) override;
   absl::Status Prepare(const EpPlan& plan) override;
   absl::Status Gather(const EpStepInput& in, const EpPlan& plan,
@@ -107,10 +122,10 @@ class DeviceBackend : public ExpertBackend {
   absl::Status Combine(const EpStepInput& in, const EpPlan& plan,
                        const void* back, float* y) override;
   absl::Status ReserveStaging() override;
-  // LatentMoE's frame on the host, the CPU's code (engine/expert_frame.h)
-  // over host copies of the frame's tensors (LoadFrames): the projections
-  // are GEMVs of a router's rows, and the step's rows cross to the device
-  // at the latent width either way.
+  // The experts' frame on the host, the CPU's code (engine/expert_frame.h)
+  // over host copies of the frame's tensors (LoadHostParts): LatentMoE's
+  // projections are GEMVs of a router's rows, and the step's rows cross to
+  // the device at the latent width either way.
   absl::StatusOr<const float*> EnterExperts(int64_t layer, const float* x,
                                             int64_t n) override;
   absl::Status LeaveExperts(int64_t layer, float* s, int64_t n,
@@ -154,16 +169,18 @@ class DeviceBackend : public ExpertBackend {
   // bounds_), at load: the routing's staging only `with_gate`, the shared
   // expert's output only with the gate and a shared expert.
   absl::Status ReserveIo(bool with_gate);
-  // Loads the host copies of the frame's tensors of every layer of `source`
-  // that has one (config.has_expert_frame()), at load, for a backend loaded
-  // with the router's gate: LoadLayerWeights' router part in `options`'
-  // dtype, without experts (and the gate's host copy with it, E x H fp32).
-  absl::Status LoadFrames(const ModelSource& source,
-                          const LoadOptions& options);
-  // A fork shares the frames (immutable once loaded).
-  void ShareFrames(const DeviceBackend& from) {
-    frames_ = from.frames_;
-    frame_threads_ = from.frame_threads_;
+  // Loads the host copies of the router part's tensors that the host
+  // computes with, at load, for a backend loaded with the router's gate, of
+  // every layer of `source` with an expert frame or routed on the host
+  // (router pre-norm, per-expert scale): LoadLayerWeights' router part in
+  // `options`' dtype, without experts (the gate's host copy with it, E x H
+  // fp32), and under branch norms the shared expert's two norm weights.
+  absl::Status LoadHostParts(const ModelSource& source,
+                             const LoadOptions& options);
+  // A fork shares the host parts (immutable once loaded).
+  void ShareHostParts(const DeviceBackend& from) {
+    host_parts_ = from.host_parts_;
+    host_threads_ = from.host_threads_;
   }
 
   const float* device_x() const { return static_cast<float*>(x_dev_.get()); }
@@ -201,11 +218,16 @@ class DeviceBackend : public ExpertBackend {
   int64_t resident_n_ = -1;
   // Holds the layer whose shared expert the next Combine adds, or -1.
   int64_t shared_layer_ = -1;
-  using Frames = std::map<int64_t, std::shared_ptr<const LayerWeights>>;
-  std::shared_ptr<const Frames> frames_ = std::make_shared<Frames>();
+  using HostParts = std::map<int64_t, std::shared_ptr<const LayerWeights>>;
+  std::shared_ptr<const HostParts> host_parts_ = std::make_shared<HostParts>();
   ExpertFrame frame_;
-  int frame_threads_ = 1;
-  absl::StatusOr<const LayerWeights*> FindFrame(int64_t layer) const;
+  TokenRouter host_router_;
+  int host_threads_ = 1;
+  absl::StatusOr<const LayerWeights*> FindHostPart(int64_t layer) const;
+  // Routes x [rows.n, H] with the CPU's TokenRouter (a layer that
+  // RoutesOnHost) and uploads x where the step reads it.
+  absl::Status RouteOnHost(int64_t layer, const float* x, const RouteRows& rows,
+                           Routing* routing);
 };
 
 }  // namespace moe

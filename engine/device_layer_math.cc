@@ -21,23 +21,28 @@ absl::Status CheckDeviceExpertMath(const MoeLayerConfig& c,
 
 absl::Status CheckDeviceRouterMath(const MoeLayerConfig& c,
                                    absl::string_view backend) {
-  // LatentMoE's frame runs on the host (DeviceBackend::EnterExperts).
-  const char* missing =
-      c.branch_norms       ? "Gemma 4's branch norms (branch_norms)"
-      : c.router_prenorm   ? "the router pre-norm (router_prenorm)"
-      : c.per_expert_scale ? "per-expert scales (per_expert_scale)"
-                           : nullptr;
-  if (missing == nullptr) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat(
-      backend, " does not compute ", missing,
-      " on its router part yet: route this model on a CPU router; CUDA "
-      "workers can run its experts"));
+  // The experts' frame, Gemma 4's routing and its shared expert's norms run
+  // on the host (DeviceBackend::EnterExperts, RouteTokens, Shared). The
+  // device's shared expert applies its gate before the host's post-norm,
+  // and to the pre-normed rows: the CPU gates the post-normed output by x.
+  if (c.branch_norms && c.shared_gate && c.has_shared()) {
+    return absl::UnimplementedError(absl::StrCat(
+        backend,
+        " does not compute a shared-expert gate (shared_gate) under branch "
+        "norms (branch_norms) on its router part yet: route this model on a "
+        "CPU router; CUDA workers can run its experts"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckDeviceLayerMath(const MoeLayerConfig& c,
                                   absl::string_view backend, bool router_part) {
   if (absl::Status s = CheckDeviceExpertMath(c, backend); !s.ok()) return s;
   return router_part ? CheckDeviceRouterMath(c, backend) : absl::OkStatus();
+}
+
+bool RoutesOnHost(const MoeLayerConfig& c) {
+  return c.router_prenorm || c.per_expert_scale;
 }
 
 }  // namespace moe

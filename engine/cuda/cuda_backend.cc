@@ -73,7 +73,7 @@ class CudaBackend : public DeviceBackend {
     b->config_ = config_;
     b->max_tokens_ = max_tokens_;
     b->fp8_ = fp8_;
-    b->ShareFrames(*this);
+    b->ShareHostParts(*this);
     MOE_RETURN_IF_ERROR(b->AllocateWorkspaces(router_ != nullptr));
     return std::unique_ptr<ExpertBackend>(std::move(b));
   }
@@ -161,8 +161,9 @@ class CudaBackend : public DeviceBackend {
     }
     layers_ = std::move(layers);
     config_ = source.info().layer;
-    // LatentMoE's frame of a router part, on the host (DeviceBackend).
-    if (options.load_gate) MOE_RETURN_IF_ERROR(LoadFrames(source, options));
+    // What a router part computes on the host (DeviceBackend): the experts'
+    // frame, Gemma 4's routing and its shared expert's norms.
+    if (options.load_gate) MOE_RETURN_IF_ERROR(LoadHostParts(source, options));
     max_tokens_ = max_tokens;
     fp8_ =
         options.dtype == WeightDType::kFP8 && path == Fp8GpuPath::kBlockScaled;

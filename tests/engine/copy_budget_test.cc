@@ -17,11 +17,14 @@
 #include "engine/caller_overrides.h"
 #include "engine/device_backend.h"
 #include "engine/ep_step.h"
+#include "engine/expert_frame.h"
 #include "engine/local_moe.h"
 #include "engine/token_router.h"
+#include "engine/weight_values.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/bf16_forward_check.h"
+#include "tests/testutil/compare.h"
 #include "tests/testutil/golden_case.h"
 #include "tests/testutil/reference_moe.h"
 
@@ -105,7 +108,9 @@ class CountingQueue : public DeviceStepQueue {
 };
 
 // The CUDA backend's host logic over the counting queue, with math that
-// does nothing but route token t to experts t, t + 1, ... (mod E).
+// does nothing but route token t to experts t, t + 1, ... (mod E) and copy
+// the resident rows as the shared expert's output (the identity expert, so
+// that what the host does around it shows).
 class FakeDeviceBackend : public DeviceBackend {
   using Memory = DeviceStepQueue::Memory;
   using Block = DeviceStepQueue::Block;
@@ -140,12 +145,12 @@ class FakeDeviceBackend : public DeviceBackend {
     return absl::OkStatus();
   }
   CountingQueue& counting() { return queue_; }
-  // The host copies of the experts' frames, as the CUDA backend's Load
-  // takes them.
-  absl::Status LoadFramesOf(const ModelSource& source) {
+  // The host copies of the router part (the experts' frames, Gemma 4's
+  // router scales and shared norms), as the CUDA backend's Load takes them.
+  absl::Status LoadHostPartsOf(const ModelSource& source) {
     LoadOptions o;
     o.dtype = WeightDType::kF32;
-    return LoadFrames(source, o);
+    return LoadHostParts(source, o);
   }
 
   std::string name() const override { return "fake-device"; }
@@ -210,7 +215,8 @@ class FakeDeviceBackend : public DeviceBackend {
     return host_router_.RouteLogits(config_, RouteTables(), logits, rows, 1,
                                     routing);
   }
-  absl::Status QueueShared(int64_t, int64_t, float*) override {
+  absl::Status QueueShared(int64_t, int64_t n, float* out) override {
+    std::memcpy(out, device_x(), n * config_.hidden * 4);
     return absl::OkStatus();
   }
   absl::Status QueueWiden(const uint16_t*, int64_t, float*) override {
@@ -430,7 +436,7 @@ TEST(CopyBudget, RouterAtP0RunsTheLatentFrameOnTheHostWithTheCpusBits) {
     const int64_t n = c->tokens, H = cfg.hidden, W = cfg.expert_width();
     FakeDeviceBackend b;
     ASSERT_TRUE(b.Init(cfg, n, /*gate=*/true, 0, cfg.num_experts).ok());
-    ASSERT_TRUE(b.LoadFramesOf(*source).ok());
+    ASSERT_TRUE(b.LoadHostPartsOf(*source).ok());
     auto cpu = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, n);
     ASSERT_TRUE(cpu.ok()) << cpu.status();
     // The frame: the CPU's bits both ways.
@@ -476,6 +482,120 @@ TEST(CopyBudget, RouterAtP0RunsTheLatentFrameOnTheHostWithTheCpusBits) {
     }
   }
   EXPECT_GE(checked, 2) << "no LatentMoE golden cases (Nemotron 3, Kimi K3)";
+}
+
+// An fp32 vector of the golden case's layer 0.
+std::vector<float> CaseVector(const ModelSource& source, WeightRole role) {
+  absl::StatusOr<WeightTensor> t = source.Get(0, role, -1);
+  EXPECT_TRUE(t.ok()) << t.status();
+  if (!t.ok()) return {};
+  absl::StatusOr<WeightValues<float>> v = WeightsAsF32(*t);
+  EXPECT_TRUE(v.ok()) << v.status();
+  if (!v.ok()) return {};
+  return std::vector<float>(v->data, v->data + t->numel());
+}
+
+// Gemma 4 on a device router part (P = 0): the routing (router pre-norm,
+// per-expert scale) runs on the host with the CPU's TokenRouter and bits,
+// the branch norms' frame on the host with the CPU's bits, and the shared
+// expert between its own norms, normed on the host. x never goes up for
+// the routing: the frame's rows go up once for the step, the pre-normed
+// rows once for the shared expert; the experts' sum and the shared expert
+// come home once each; a wait at the step's end and one for the shared
+// expert.
+TEST(CopyBudget, RouterAtP0RoutesGemma4OnTheHostWithTheCpusBits) {
+  int checked = 0;
+  for (const std::string& path : testing::GoldenFiles()) {
+    auto c = testing::LoadGoldenCase(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const MoeLayerConfig& cfg = c->config;
+    if (!RoutesOnHost(cfg) && !cfg.branch_norms) continue;
+    SCOPED_TRACE(c->name);
+    ASSERT_TRUE(RoutesOnHost(cfg));
+    ASSERT_TRUE(cfg.branch_norms && cfg.has_shared());
+    ASSERT_TRUE(CheckDeviceLayerMath(cfg, "cuda:0", /*router_part=*/true).ok());
+    ++checked;
+    auto source = testing::MakeGoldenSource(*c);
+    const int64_t n = c->tokens, H = cfg.hidden, W = cfg.expert_width();
+    FakeDeviceBackend b;
+    ASSERT_TRUE(b.Init(cfg, n, /*gate=*/true, 0, cfg.num_experts).ok());
+    ASSERT_TRUE(b.LoadHostPartsOf(*source).ok());
+    auto cpu = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, n);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    const int64_t ends[] = {n};
+    const RouteRows rows{
+        .n = n, .segment_ends = ends, .token_ids = c->token_ids};
+    // The routing: the CPU backend's bits, and the case's.
+    b.counting().counts = Counts();
+    Routing dev, host;
+    ASSERT_TRUE(b.RouteTokens(0, c->x.data(), rows, &dev).ok());
+    EXPECT_EQ(b.counting().counts.h2d_bytes, 0) << "x went up to be routed";
+    EXPECT_EQ(b.counting().counts.syncs, 0) << "the host routing waited";
+    ASSERT_TRUE(
+        (*cpu)->backend().RouteTokens(0, c->x.data(), rows, &host).ok());
+    EXPECT_EQ(dev.expert, host.expert);
+    EXPECT_EQ(dev.dispatched, host.dispatched);
+    ASSERT_EQ(dev.weight.size(), host.weight.size());
+    EXPECT_EQ(std::memcmp(dev.weight.data(), host.weight.data(),
+                          dev.weight.size() * 4),
+              0);
+    EXPECT_TRUE(testing::SameTokenRouting(c->top_idx, c->top_w, dev.expert,
+                                          dev.weight, n, cfg.top_k, dev.slots));
+    // The frame (the experts' branch norms): the CPU's bits both ways.
+    auto dev_rows = b.EnterExperts(0, c->x.data(), n);
+    ASSERT_TRUE(dev_rows.ok()) << dev_rows.status();
+    const std::vector<float> framed(*dev_rows, *dev_rows + n * W);
+    auto cpu_rows = (*cpu)->backend().EnterExperts(0, c->x.data(), n);
+    ASSERT_TRUE(cpu_rows.ok()) << cpu_rows.status();
+    EXPECT_EQ(std::memcmp(framed.data(), *cpu_rows, n * W * 4), 0);
+    std::vector<float> s1 = framed, s2 = framed, y1(n * H), y2(n * H);
+    ASSERT_TRUE(b.LeaveExperts(0, s1.data(), n, y1.data()).ok());
+    ASSERT_TRUE(
+        (*cpu)->backend().LeaveExperts(0, s2.data(), n, y2.data()).ok());
+    EXPECT_EQ(y1, y2);
+    // The shared expert (the fake's identity) between the host's norms.
+    const std::vector<float> in_norm =
+        CaseVector(*source, WeightRole::kSharedInNorm);
+    const std::vector<float> out_norm =
+        CaseVector(*source, WeightRole::kSharedOutNorm);
+    ASSERT_EQ(in_norm.size(), static_cast<size_t>(H));
+    ASSERT_EQ(out_norm.size(), static_cast<size_t>(H));
+    std::vector<float> want(n * H), got(n * H);
+    RmsNormRows(c->x.data(), n, H, cfg.norm_eps, in_norm.data(), 1.0f,
+                want.data());
+    RmsNormRows(want.data(), n, H, cfg.norm_eps, out_norm.data(), 1.0f,
+                want.data());
+    ASSERT_TRUE(b.Shared(0, c->x.data(), n, got.data()).ok());
+    EXPECT_EQ(got, want);
+    // bf16 rows are widened by the caller: the host routes fp32 rows.
+    std::vector<uint16_t> x16(n * H);
+    for (int64_t i = 0; i < n * H; ++i) x16[i] = F32ToBf16(c->x[i]);
+    auto taken = b.RouteTokensBf16(0, x16.data(), rows, &dev);
+    ASSERT_TRUE(taken.ok()) << taken.status();
+    EXPECT_FALSE(*taken);
+    // The layer through the device host logic: the routing is the CPU's.
+    LocalMoe moe(&b);
+    std::vector<float> y(n * H);
+    for (int step = 0; step < 2; ++step) {
+      b.counting().counts = Counts();
+      Routing routing;
+      const absl::Status s =
+          moe.Forward(0, c->x.data(), rows, y.data(), &routing);
+      ASSERT_TRUE(s.ok()) << s;
+      EXPECT_EQ(routing.expert, host.expert);
+      EXPECT_EQ(routing.weight, host.weight);
+      const Counts& got_counts = b.counting().counts;
+      const int64_t routing_bytes = kRoutingBytesPerSlot * n * cfg.top_k;
+      const int64_t in = n * W * 4 + n * H * 4, out = n * W * 4 + n * H * 4;
+      EXPECT_GE(got_counts.h2d_bytes, in);
+      EXPECT_LE(got_counts.h2d_bytes, in + routing_bytes);
+      EXPECT_GE(got_counts.d2h_bytes, out);
+      EXPECT_LE(got_counts.d2h_bytes, out + routing_bytes);
+      EXPECT_LE(got_counts.syncs, 2);
+      EXPECT_EQ(got_counts.allocations, 0);
+    }
+  }
+  EXPECT_GE(checked, 1) << "no Gemma 4 golden case (gemma4_like)";
 }
 
 // A worker of two (P = 2) under a device collective: its rows (of the
@@ -569,8 +689,9 @@ TEST(CopyBudget, LatentNonGatedWorkerAtP2MovesLatentRowsOnly) {
 // kernels do not compute, so that no layer is served with part of its math
 // missing. Its experts (a worker's part) compute every activation of
 // kernels/act_rule.h, non-gated and latent-width experts included; its router
-// part computes LatentMoE's frame (on the host) and refuses Gemma 4's norms
-// and router options, sending the model to a CPU router.
+// part computes the experts' frames and Gemma 4's routing and shared norms
+// (on the host) and refuses only a shared-expert gate under branch norms,
+// sending such a model to a CPU router.
 MoeLayerConfig SmallConfig() {
   MoeLayerConfig c;
   c.hidden = 64;
@@ -600,9 +721,24 @@ const LateOption kLateOptions[] = {
        m.latent_norm = true;
      },
      nullptr},
-    {[](MoeLayerConfig& m) { m.branch_norms = true; }, "branch_norms"},
-    {[](MoeLayerConfig& m) { m.router_prenorm = true; }, "router_prenorm"},
-    {[](MoeLayerConfig& m) { m.per_expert_scale = true; }, "per_expert_scale"},
+    // Gemma 4's routing, frame and shared norms run on the host.
+    {[](MoeLayerConfig& m) { m.branch_norms = true; }, nullptr},
+    {[](MoeLayerConfig& m) { m.router_prenorm = true; }, nullptr},
+    {[](MoeLayerConfig& m) { m.per_expert_scale = true; }, nullptr},
+    {[](MoeLayerConfig& m) {
+       m.branch_norms = true;
+       m.router_prenorm = true;
+       m.per_expert_scale = true;
+       m.shared_inter = 32;
+     },
+     nullptr},
+    // The device's shared expert would gate before the host's post-norm.
+    {[](MoeLayerConfig& m) {
+       m.branch_norms = true;
+       m.shared_inter = 32;
+       m.shared_gate = true;
+     },
+     "shared_gate"},
 };
 
 TEST(DeviceLayerMath, WorkersComputeEveryLateExpertForm) {

@@ -67,7 +67,8 @@ bool CudaFp8BlockScaled(const GoldenCase& c) {
 // worker loads it: no gate, no shared expert) through THE step at world
 // size 1. This is how a model whose router part the GPU does not compute
 // yet is served (tests/integration/distributed_golden_test.cc runs it
-// across processes).
+// across processes), and how Gemma 4 was before a CUDA router computed
+// its router part on the host.
 absl::Status RunOnCudaWorker(const GoldenCase& c, WeightDType dtype,
                              std::vector<float>* y, Routing* routing) {
   const MoeLayerConfig& cfg = c.config;
@@ -122,8 +123,9 @@ absl::Status RunOnCudaWorker(const GoldenCase& c, WeightDType dtype,
 }
 #endif
 
-// A late-2026 case on a GPU: the CUDA backend's router part must refuse
-// it at load, saying where to route it; then the case runs as a CPU router
+// A case whose router part the GPU refuses (CheckDeviceRouterMath): the
+// CUDA backend's router part must refuse it at load, saying where to route
+// it; then the case runs as a CPU router
 // with a CUDA worker serves it. False when either fails.
 bool RunOnCpuRouterAndCudaWorker(const GoldenCase& c, Backend backend,
                                  std::vector<float>* y, Routing* routing) {
@@ -195,9 +197,10 @@ TEST_P(GoldenEngineTest, MatchesReference) {
   const bool cuda = backend == Backend::kCuda || backend == Backend::kCudaFp8;
   std::vector<float> y;
   Routing routing;
-  // The single-process engine loads the router part too, whose Gemma 4
-  // math (branch norms, router pre-norm and scales) is not on the GPU yet:
-  // the case's experts then run on a CUDA worker behind a CPU router.
+  // The single-process engine loads the router part too; where the GPU
+  // refuses its math, the case's experts run on a CUDA worker behind a CPU
+  // router instead. Gemma 4 runs on the CUDA router (its routing and norms
+  // on the host, DeviceBackend).
   const bool on_worker =
       cuda && !CheckDeviceLayerMath(c->config, "the CUDA backend",
                                     /*router_part=*/true)
@@ -238,6 +241,24 @@ TEST_P(GoldenEngineTest, MatchesReference) {
                                           routing.weight, c->tokens,
                                           c->config.top_k, routing.slots));
   }
+#ifdef MOE_HAVE_CUDA
+  // A layer the CUDA router routes on the host (Gemma 4) also the way it
+  // was served before, as a CPU router with a CUDA worker: the same
+  // routing (the CPU's TokenRouter both ways) and the GPU's bound.
+  if (cuda && !on_worker && RoutesOnHost(c->config)) {
+    std::vector<float> y_worker;
+    Routing on_cpu_router;
+    const absl::Status s = RunOnCudaWorker(
+        *c, backend == Backend::kCuda ? WeightDType::kBF16 : WeightDType::kFP8,
+        &y_worker, &on_cpu_router);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(on_cpu_router.expert, routing.expert);
+    EXPECT_TRUE(testing::RmsClose(y_worker, c->y,
+                                  backend == Backend::kCuda
+                                      ? testing::kBf16GpuTol
+                                      : testing::kFp8GpuTol));
+  }
+#endif
 }
 
 std::string CaseName(

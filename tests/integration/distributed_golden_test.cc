@@ -61,74 +61,84 @@ TEST_P(DistributedGoldenTest, EveryCaseMatches) {
                   std::string(s.message()).c_str());
       continue;
     }
-    // What the GPU's router part does not compute yet (Gemma 4's branch
-    // norms and router options) is routed on a CPU router, whose CUDA
-    // workers run the experts; at P = 0 the router serves alone.
+    // What the GPU's router part does not compute yet is routed on a CPU
+    // router, whose CUDA workers run the experts; at P = 0 the router serves
+    // alone. A layer the GPU router routes on the host (Gemma 4) runs at
+    // P = 1 both ways: on a GPU router, and on a CPU router as it was served
+    // before.
     const absl::Status router_math = CheckDeviceLayerMath(
         c->config, "the CUDA backend", /*router_part=*/true);
-    const bool cpu_router = cuda && !router_math.ok();
-    if (cpu_router && workers == 0) {
+    if (cuda && !router_math.ok() && workers == 0) {
       std::printf("%s: not served by a GPU router: %s\n", c->name.c_str(),
                   std::string(router_math.message()).c_str());
       continue;
     }
-    const testing::HfWriteOptions o;  // the case at its default layer
-    auto written = testing::WriteCaseCheckpoint(*c, c->name + "_ckpt_", o);
-    ASSERT_TRUE(written.ok()) << written.status();
-    const std::string& dir = *written;
+    std::vector<bool> cpu_routers = {cuda && !router_math.ok()};
+    if (cuda && !fp8 && router_math.ok() && workers == 1 &&
+        RoutesOnHost(c->config)) {
+      cpu_routers.push_back(true);
+    }
+    for (const bool cpu_router : cpu_routers) {
+      const testing::HfWriteOptions o;  // the case at its default layer
+      auto written = testing::WriteCaseCheckpoint(*c, c->name + "_ckpt_", o);
+      ASSERT_TRUE(written.ok()) << written.status();
+      const std::string& dir = *written;
 
-    testing::LocalCluster cluster;
-    testing::LocalCluster::Options co;
-    co.model_args = {"--model=" + dir};
-    // After LocalCluster's own --weight-dtype=bf16: the last one counts.
-    if (fp8) co.model_args.push_back("--weight-dtype=fp8");
-    co.workers = workers;
-    co.device = device;
+      testing::LocalCluster cluster;
+      testing::LocalCluster::Options co;
+      co.model_args = {"--model=" + dir};
+      // After LocalCluster's own --weight-dtype=bf16: the last one counts.
+      if (fp8) co.model_args.push_back("--weight-dtype=fp8");
+      co.workers = workers;
+      co.device = device;
 #ifdef MOE_HAVE_CUDA
-    if (cuda) co.gpus = CudaDeviceCount();
+      if (cuda) co.gpus = CudaDeviceCount();
 #endif
-    if (cpu_router) {
-      // The router on the CPU with the weights a GPU router would keep
-      // (before the FP8 flag above, which then counts), every worker on
-      // cuda:0, exchanging as LocalCluster's GPU workers on one GPU do.
-      co.device = "cpu";
-      co.model_args.insert(co.model_args.begin() + 1, "--weight-dtype=bf16");
-      co.worker_args = {"--device=cuda:0", workers > 1 ? "--collective=gloo"
-                                                       : "--collective=nccl"};
-      std::printf("%s: a CPU router with %d CUDA workers (%s)\n",
-                  c->name.c_str(), workers,
-                  std::string(router_math.message()).c_str());
+      if (cpu_router) {
+        // The router on the CPU with the weights a GPU router would keep
+        // (before the FP8 flag above, which then counts), every worker on
+        // cuda:0, exchanging as LocalCluster's GPU workers on one GPU do.
+        co.device = "cpu";
+        co.model_args.insert(co.model_args.begin() + 1, "--weight-dtype=bf16");
+        co.worker_args = {"--device=cuda:0", workers > 1 ? "--collective=gloo"
+                                                         : "--collective=nccl"};
+        std::printf("%s: a CPU router with %d CUDA workers (%s)\n",
+                    c->name.c_str(), workers,
+                    router_math.ok()
+                        ? "also served by a GPU router, above"
+                        : std::string(router_math.message()).c_str());
+      }
+      ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+      ForwardOptions fo;
+      fo.token_ids = c->token_ids;
+      fo.routing = true;
+      auto r =
+          cluster.client().Forward(static_cast<int32_t>(o.layer), c->x.data(),
+                                   c->tokens, c->config.hidden, fo);
+      ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+      if (fp8) {
+        EXPECT_TRUE(testing::RmsClose(r->y, c->y, testing::kFp8GpuTol));
+      } else if (cuda && (!c->config.gated || c->config.has_expert_frame())) {
+        // The host emulation of the GPU's bf16 layer has no expert frames and
+        // no non-gated experts: the GPU's bf16 bound, which CudaBf16Close
+        // falls back to.
+        EXPECT_TRUE(testing::RmsClose(r->y, c->y, testing::kBf16GpuTol));
+      } else if (cuda) {
+        // bf16 activations too: kBf16Tol where their rounding allows it.
+        EXPECT_TRUE(testing::CudaBf16Close(*c, r->y));
+      } else {
+        EXPECT_TRUE(testing::AllClose(r->y, c->y, testing::kF32Tol));
+      }
+      if (c->config.routing == RoutingMode::kExpertChoice) {
+        EXPECT_TRUE(testing::SameExpertChoice(*c, r->expert_ids, r->weights,
+                                              r->tokens, r->slots));
+      } else {
+        EXPECT_TRUE(testing::SameTokenRouting(
+            c->top_idx, c->top_w, r->expert_ids, r->weights, c->tokens,
+            c->config.top_k, r->slots));
+      }
+      fs::remove_all(dir);
     }
-    ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
-    ForwardOptions fo;
-    fo.token_ids = c->token_ids;
-    fo.routing = true;
-    auto r =
-        cluster.client().Forward(static_cast<int32_t>(o.layer), c->x.data(),
-                                 c->tokens, c->config.hidden, fo);
-    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
-    if (fp8) {
-      EXPECT_TRUE(testing::RmsClose(r->y, c->y, testing::kFp8GpuTol));
-    } else if (cuda && (!c->config.gated || c->config.has_expert_frame())) {
-      // The host emulation of the GPU's bf16 layer has no expert frames and
-      // no non-gated experts: the GPU's bf16 bound, which CudaBf16Close
-      // falls back to.
-      EXPECT_TRUE(testing::RmsClose(r->y, c->y, testing::kBf16GpuTol));
-    } else if (cuda) {
-      // bf16 activations too: kBf16Tol where their rounding allows it.
-      EXPECT_TRUE(testing::CudaBf16Close(*c, r->y));
-    } else {
-      EXPECT_TRUE(testing::AllClose(r->y, c->y, testing::kF32Tol));
-    }
-    if (c->config.routing == RoutingMode::kExpertChoice) {
-      EXPECT_TRUE(testing::SameExpertChoice(*c, r->expert_ids, r->weights,
-                                            r->tokens, r->slots));
-    } else {
-      EXPECT_TRUE(testing::SameTokenRouting(c->top_idx, c->top_w, r->expert_ids,
-                                            r->weights, c->tokens,
-                                            c->config.top_k, r->slots));
-    }
-    fs::remove_all(dir);
   }
 }
 
