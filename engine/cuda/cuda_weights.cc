@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/device_backend.h"
 #include "engine/weight_values.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/fp8_rule.h"
@@ -30,18 +31,11 @@ absl::StatusOr<WeightTensor> Fetch(const ModelSource& src, int64_t layer,
   return t;
 }
 
-absl::StatusOr<std::vector<float>> Vector(const ModelSource& src, int64_t layer,
-                                          WeightRole role,
-                                          int64_t expert = -1) {
-  MOE_ASSIGN_OR_RETURN(WeightTensor t, Fetch(src, layer, role, expert));
-  MOE_ASSIGN_OR_RETURN(WeightValues<float> v, WeightsAsF32(t));
-  return std::vector<float>(v.data, v.data + t.numel());
-}
-
 // An fp32 vector of the checkpoint, uploaded as it is.
 absl::Status UploadVector(const ModelSource& src, int64_t layer,
                           WeightRole role, int64_t expert, DeviceBuffer* out) {
-  MOE_ASSIGN_OR_RETURN(std::vector<float> v, Vector(src, layer, role, expert));
+  MOE_ASSIGN_OR_RETURN(std::vector<float> v,
+                       LoadHostVector(src, layer, role, expert));
   MOE_ASSIGN_OR_RETURN(*out, Upload(v.data(), v.size() * 4));
   return absl::OkStatus();
 }
@@ -182,18 +176,20 @@ absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
   }
   if (options.load_gate) {
     MOE_ASSIGN_OR_RETURN(std::vector<float> gate,
-                         Vector(source, layer, WeightRole::kGate));
+                         LoadHostVector(source, layer, WeightRole::kGate));
     MOE_ASSIGN_OR_RETURN(w->gate, Upload(gate.data(), gate.size() * 4));
     if (c.use_bias) {
-      MOE_ASSIGN_OR_RETURN(w->expert_bias,
-                           Vector(source, layer, WeightRole::kExpertBias));
+      MOE_ASSIGN_OR_RETURN(
+          w->expert_bias,
+          LoadHostVector(source, layer, WeightRole::kExpertBias));
       MOE_ASSIGN_OR_RETURN(
           w->expert_bias_dev,
           Upload(w->expert_bias.data(), w->expert_bias.size() * 4));
     }
     if (c.router_bias) {
-      MOE_ASSIGN_OR_RETURN(w->router_bias,
-                           Vector(source, layer, WeightRole::kRouterBias));
+      MOE_ASSIGN_OR_RETURN(
+          w->router_bias,
+          LoadHostVector(source, layer, WeightRole::kRouterBias));
       MOE_ASSIGN_OR_RETURN(
           w->router_bias_dev,
           Upload(w->router_bias.data(), w->router_bias.size() * 4));
@@ -209,8 +205,9 @@ absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
     MOE_ASSIGN_OR_RETURN(w->shared, UploadExpert(source, layer, -1, true,
                                                  options.dtype, fp8_path));
     if (c.shared_gate) {
-      MOE_ASSIGN_OR_RETURN(std::vector<float> g,
-                           Vector(source, layer, WeightRole::kSharedGate));
+      MOE_ASSIGN_OR_RETURN(
+          std::vector<float> g,
+          LoadHostVector(source, layer, WeightRole::kSharedGate));
       MOE_ASSIGN_OR_RETURN(w->shared_gate, Upload(g.data(), g.size() * 4));
     }
     w->has_shared = true;
