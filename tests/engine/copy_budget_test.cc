@@ -598,6 +598,53 @@ TEST(CopyBudget, RouterAtP0RoutesGemma4OnTheHostWithTheCpusBits) {
   EXPECT_GE(checked, 1) << "no Gemma 4 golden case (gemma4_like)";
 }
 
+// Gemma 4's router options without its branch norms (no family has them
+// so, but a layer may): routed on the host with the CPU's bits, x goes up
+// once for the step, which reads it resident, and the shared expert is
+// summed on the device: the budget of a device-routed layer, with one
+// wait (the step's end) as the host's routing waits for nothing.
+TEST(CopyBudget, RouterAtP0RoutesAnUnframedLayerOnTheHostAndSendsXUpOnce) {
+  int checked = 0;
+  for (const std::string& path : testing::GoldenFiles()) {
+    auto c = testing::LoadGoldenCase(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    if (!RoutesOnHost(c->config)) continue;
+    SCOPED_TRACE(c->name);
+    ++checked;
+    c->config.branch_norms = false;
+    const MoeLayerConfig& cfg = c->config;
+    ASSERT_FALSE(cfg.has_expert_frame());
+    ASSERT_TRUE(CheckDeviceLayerMath(cfg, "cuda:0", /*router_part=*/true).ok());
+    auto source = testing::MakeGoldenSource(*c);
+    const int64_t n = c->tokens, H = cfg.hidden;
+    FakeDeviceBackend b;
+    ASSERT_TRUE(b.Init(cfg, n, /*gate=*/true, 0, cfg.num_experts).ok());
+    ASSERT_TRUE(b.LoadHostPartsOf(*source).ok());
+    auto cpu = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, n);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    const int64_t ends[] = {n};
+    const RouteRows rows{
+        .n = n, .segment_ends = ends, .token_ids = c->token_ids};
+    Routing host;
+    ASSERT_TRUE(
+        (*cpu)->backend().RouteTokens(0, c->x.data(), rows, &host).ok());
+    LocalMoe moe(&b);
+    std::vector<float> y(n * H);
+    for (int step = 0; step < 2; ++step) {
+      b.counting().counts = Counts();
+      Routing routing;
+      const absl::Status s =
+          moe.Forward(0, c->x.data(), rows, y.data(), &routing);
+      ASSERT_TRUE(s.ok()) << s;
+      EXPECT_EQ(routing.expert, host.expert);
+      EXPECT_EQ(routing.weight, host.weight);
+      ExpectBudget(b.counting().counts, n, n * cfg.top_k, H,
+                   /*max_syncs=*/1);
+    }
+  }
+  EXPECT_GE(checked, 1) << "no Gemma 4 golden case (gemma4_like)";
+}
+
 // A worker of two (P = 2) under a device collective: its rows (of the
 // experts' width) up once, its answer home once, one wait (the step's end),
 // nothing allocated.
