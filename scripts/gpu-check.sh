@@ -9,9 +9,9 @@
 # useful steps first:
 #   1. the CUDA unit tests (kernels, expert passes, engine), the engine's
 #      golden cases on the GPU, the distributed golden cases at P=0 and 1
-#      (Gemma 4, whose router part a GPU router refuses, runs its experts
-#      on the GPU behind a CPU router part: in-process in the engine's
-#      cases, as CUDA workers of a CPU router at P >= 1);
+#      (the late-2026 cases too; Gemma 4 also once behind a CPU router
+#      part: in-process in the engine's cases, as CUDA workers of a CPU
+#      router at P = 1);
 #   2. the distributed golden cases at P=2 and 3 on the GPU twice: with the
 #      all-to-all path forced (MOE_TEST_DIRECT_STEP_TOKENS=0, read by
 #      tests/testutil/local_cluster.cc: host-staged exchange, regroup with a
