@@ -24,9 +24,11 @@
 // against activation vectors laid out the same way (QuantiseRow).
 //
 // NVFP4 panels hold the same codes with one E4M3 scale per 16 steps: each
-// 32-block's halves (BlockPass's quarters) are summed and scaled apart, and
-// each column's sum is multiplied by its column scale at the end (see
-// Nvfp4PanelBytes).
+// 32-block's halves are summed apart in int32, both lanes' steps of a
+// column added there (so one convert and one scale per column and half,
+// without the lane shuffles of the scales), the halves' scaled sums added
+// in fp32 and multiplied by 2^(e - 23) once per block; each column's sum
+// is multiplied by its column scale at the end (see Nvfp4PanelBytes).
 #include <immintrin.h>
 
 #include <cmath>
@@ -51,8 +53,11 @@ constexpr int64_t kBlockCodeBytes = kMxBlock * kPanelWidth / 2;
 struct QuantisedRow {
   const int8_t* pieces;  // [blocks][kBlockPieceBytes]
   // [blocks][2][8]: 12 sum q_k of lane 0's and 1's steps in the block's
-  // first 16 steps, then in its last 16 (NVFP4 scales each half apart).
+  // first 16 steps, then in its last 16 (MXFP4 adds the two).
   const int32_t* corr;
+  // [blocks][2]: 12 sum q_k over each half's 16 steps (NVFP4 adds lane 0's
+  // and lane 1's sums of a column before the correction).
+  const int32_t* half_corr;
   const float* scale;  // [blocks]: 2^(e - 23), 0 for a zero block
 };
 
@@ -60,13 +65,13 @@ struct QuantisedRow {
 // each part stays 32-byte aligned).
 int64_t QuantisedBytes(int64_t blocks) {
   const int64_t bytes =
-      blocks * (kBlockPieceBytes + 16 * sizeof(int32_t) + sizeof(float));
+      blocks * (kBlockPieceBytes + 18 * sizeof(int32_t) + sizeof(float));
   return (bytes + 31) / 32 * 32;
 }
 
 // Quantises one block of a row (n <= 32 values, zeros past n).
 void QuantiseBlock(const float* x, int64_t n, int8_t* pieces, int32_t* corr,
-                   float* scale) {
+                   int32_t* half_corr, float* scale) {
   alignas(32) float v[kMxBlock] = {};
   std::memcpy(v, x, static_cast<size_t>(n) * sizeof(float));
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -148,6 +153,7 @@ void QuantiseBlock(const float* x, int64_t n, int8_t* pieces, int32_t* corr,
     _mm256_store_si256(reinterpret_cast<__m256i*>(corr + 8 * half),
                        _mm256_setr_m128i(_mm_set1_epi32(12 * sum[half][0]),
                                          _mm_set1_epi32(12 * sum[half][1])));
+    half_corr[half] = 12 * (sum[half][0] + sum[half][1]);
   }
 }
 
@@ -155,91 +161,74 @@ QuantisedRow QuantiseRow(const float* x, int64_t k, uint8_t* buf) {
   const int64_t blocks = MxBlocks(k);
   int8_t* pieces = reinterpret_cast<int8_t*>(buf);
   int32_t* corr = reinterpret_cast<int32_t*>(buf + blocks * kBlockPieceBytes);
-  float* scale = reinterpret_cast<float*>(corr + 16 * blocks);
+  int32_t* half_corr = corr + 16 * blocks;
+  float* scale = reinterpret_cast<float*>(half_corr + 2 * blocks);
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t n = k - b * kMxBlock < kMxBlock ? k - b * kMxBlock : kMxBlock;
     QuantiseBlock(x + b * kMxBlock, n, pieces + b * kBlockPieceBytes,
-                  corr + 16 * b, scale + b);
+                  corr + 16 * b, half_corr + 2 * b, scale + b);
   }
-  return {pieces, corr, scale};
+  return {pieces, corr, half_corr, scale};
 }
 
 struct Tables {
-  __m256i table, nibble, shift4, even, odd, even256, odd256;
+  __m256i table, nibble, shift4, low_mid;
   Tables() {
     table = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8,
                              6, 4, 0, 12, 13, 14, 15, 16, 18, 20, 24, 12, 11,
                              10, 9, 8, 6, 4, 0);
     nibble = _mm256_set1_epi8(0x0f);
-    shift4 = _mm256_set1_epi16(0x1000);  // x * 2^12 >> 16: x >> 4
-    even = _mm256_set1_epi32(1);
-    odd = _mm256_set1_epi32(1 << 16);
-    even256 = _mm256_set1_epi32(256);
-    odd256 = _mm256_set1_epi32(256 << 16);
+    shift4 = _mm256_set1_epi16(0x1000);            // x * 2^12 >> 16: x >> 4
+    low_mid = _mm256_set1_epi32(1 | (256 << 16));  // (l, m) -> l + 2^8 m
   }
 };
 
-// The fp32 sums of one panel: [column group of 8][even/odd][8 lanes]
-// (lane j < 4: column 8g + 2j, +1 for odd, over lane 0's steps; j >= 4 the
-// same columns over lane 1's).
+// The fp32 sums of one panel, [column group of 8][four columns q][8 lanes].
+// MXFP4: lane j < 4 is column 8g + 4q + j over lane 0's steps, j >= 4 the
+// same column over lane 1's. NVFP4 sums both lanes' steps in int32 first
+// and keeps column 8g + j in lane j of [g][0].
 struct PanelSums {
   alignas(32) float v[4][2][8];
 };
 
+// The int32 sums of one 8-column group over a block's (MXFP4) or half's
+// (NVFP4) steps, 2^16 H + 2^8 M + L per lane: less 12 sum q over the
+// lane's steps, 2 sum v q, exact in int32 (|.| <= 16 * 12 * 2^22 < 2^31;
+// the terms may wrap, the result does not). The int16 sums widen by
+// interleaving: h under a zero int16 is 2^16 h, and (l, m) pairs meet
+// (1, 2^8) in vpmaddwd (`ml`). sums[0] holds columns 0-3 of the group,
+// sums[1] columns 4-7 (lanes as in PanelSums).
+inline void WidenedSums(__m256i h, const __m256i ml[2], __m256i sums[2]) {
+  sums[0] =
+      _mm256_add_epi32(_mm256_unpacklo_epi16(_mm256_setzero_si256(), h), ml[0]);
+  sums[1] =
+      _mm256_add_epi32(_mm256_unpackhi_epi16(_mm256_setzero_si256(), h), ml[1]);
+}
+
 // One pass over a block: the codes' nibble half `half` (0: columns 0-15,
 // 1: 16-31), columns 0-7 of it by vpunpcklbw and 8-15 by vpunpckhbw; adds
 // the block's scaled sums into `sums`. MXFP4 (kNv false): `scales` are the
-// block's 32 E8M0 bytes. NVFP4: the 32 E4M3 bytes of each of its `quarters`
+// block's 32 E8M0 bytes. NVFP4: the 32 E4M3 bytes of each of its `halves`
 // 16-step halves (1 for a last block of at most 16 steps), one row after the
 // other.
 template <int half, bool kNv>
 inline void BlockPass(const Tables& t, const uint8_t* codes,
                       const QuantisedRow& row, int64_t b, const uint8_t* scales,
-                      int quarters, const uint8_t* prefetch, PanelSums* sums) {
+                      int halves, const uint8_t* prefetch, PanelSums* sums) {
   __m256i h[2], mid[2], low[2], ml[2][2];
   h[0] = h[1] = _mm256_setzero_si256();
   ml[0][0] = ml[0][1] = ml[1][0] = ml[1][1] = _mm256_setzero_si256();
   const int8_t* xb = row.pieces + b * kBlockPieceBytes;
-  const int32_t* corr_b = row.corr + 16 * b;
   const __m256 xs = _mm256_set1_ps(row.scale[b]);
-  // Adds the sums so far, less `corr`, times the column scales `sq`, into
-  // `sums`.
-  const auto finish = [&](__m256i corr, const uint8_t* sq) {
-    for (int j = 0; j < 2; ++j) {
-      const int group = 2 * half + j;  // columns 8 group .. + 8
-      __m256 sf;
-      if constexpr (kNv) {
-        sf = WidenE4M3x8(reinterpret_cast<const E4M3Byte*>(sq + 8 * group));
-      } else {
-        sf = WidenE8M0x8(sq + 8 * group);
-      }
-      const __m256 sc[2] = {_mm256_permutevar8x32_ps(
-                                sf, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)),
-                            _mm256_permutevar8x32_ps(
-                                sf, _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7))};
-      for (int eo = 0; eo < 2; ++eo) {
-        // Per lane 2^16 H + 2^8 M + L - 12 sum q over that lane's steps:
-        // 2 sum v q, exact in int32 (|.| <= 16 * 24 * 2^22 < 2^31; the terms
-        // may wrap, the result does not).
-        const __m256i hw = _mm256_slli_epi32(
-            _mm256_madd_epi16(h[j], eo != 0 ? t.odd : t.even), 16);
-        const __m256i total =
-            _mm256_sub_epi32(_mm256_add_epi32(hw, ml[j][eo]), corr);
-        // One rounding (the convert) before the FMA's: MXFP4's scales are
-        // powers of two, applied one after the other so that tiny ones stay
-        // exact (NVFP4's E4M3 scales add one rounding).
-        float* acc = sums->v[group][eo];
-        _mm256_store_ps(
-            acc, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(total), xs),
-                                 sc[eo], _mm256_load_ps(acc)));
-      }
-    }
-  };
-  for (int quarter = 0; quarter < 2; ++quarter) {
-    if (kNv && quarter >= quarters) break;
+  // NVFP4: each column's first half times its scale, then plus the second
+  // half's, so that one multiply by xs and one add per 32 steps reach
+  // `sums`, as for MXFP4.
+  __m256 scaled[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int step_half = 0; step_half < 2; ++step_half) {
+    if (kNv && step_half >= halves) break;
     mid[0] = mid[1] = low[0] = low[1] = _mm256_setzero_si256();
 #pragma GCC unroll 4
-    for (int g = 4 * quarter; g < 4 * quarter + 4; ++g) {
+    for (int g = 4 * step_half; g < 4 * step_half + 4; ++g) {
       if (prefetch != nullptr) {
         _mm_prefetch(reinterpret_cast<const char*>(prefetch + g * 64),
                      _MM_HINT_T0);
@@ -272,27 +261,63 @@ inline void BlockPass(const Tables& t, const uint8_t* codes,
     // (h, |h| <= 64, takes all eight).
     for (int j = 0; j < 2; ++j) {
       ml[j][0] = _mm256_add_epi32(
-          ml[j][0], _mm256_add_epi32(_mm256_madd_epi16(mid[j], t.even256),
-                                     _mm256_madd_epi16(low[j], t.even)));
+          ml[j][0],
+          _mm256_madd_epi16(_mm256_unpacklo_epi16(low[j], mid[j]), t.low_mid));
       ml[j][1] = _mm256_add_epi32(
-          ml[j][1], _mm256_add_epi32(_mm256_madd_epi16(mid[j], t.odd256),
-                                     _mm256_madd_epi16(low[j], t.odd)));
+          ml[j][1],
+          _mm256_madd_epi16(_mm256_unpackhi_epi16(low[j], mid[j]), t.low_mid));
     }
     if constexpr (kNv) {
-      // This half's sums, scaled by its own E4M3 scales; the next half
-      // starts from zero.
-      finish(_mm256_load_si256(
-                 reinterpret_cast<const __m256i*>(corr_b + 8 * quarter)),
-             scales + quarter * kPanelWidth);
+      const __m256i corr = _mm256_set1_epi32(row.half_corr[2 * b + step_half]);
+      __m256 sf[2];
+      WidenE4M3x16(reinterpret_cast<const E4M3Byte*>(
+                       scales + step_half * kPanelWidth + 16 * half),
+                   sf);
+      for (int j = 0; j < 2; ++j) {
+        __m256i lanes[2];
+        WidenedSums(h[j], ml[j], lanes);
+        // Lane 0's and lane 1's steps of columns 0-7 in one int32 vector
+        // (16 steps: within the bound above).
+        const __m256i both = _mm256_sub_epi32(
+            _mm256_add_epi32(
+                _mm256_permute2x128_si256(lanes[0], lanes[1], 0x20),
+                _mm256_permute2x128_si256(lanes[0], lanes[1], 0x31)),
+            corr);
+        scaled[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(both), sf[j], scaled[j]);
+      }
       h[0] = h[1] = _mm256_setzero_si256();
       ml[0][0] = ml[0][1] = ml[1][0] = ml[1][1] = _mm256_setzero_si256();
     }
   }
-  if constexpr (!kNv) {
-    finish(_mm256_add_epi32(
-               _mm256_load_si256(reinterpret_cast<const __m256i*>(corr_b)),
-               _mm256_load_si256(reinterpret_cast<const __m256i*>(corr_b + 8))),
-           scales);
+  if constexpr (kNv) {
+    for (int j = 0; j < 2; ++j) {
+      // xs is a power of two: the multiply is exact, the add rounds once.
+      float* acc = sums->v[2 * half + j][0];
+      _mm256_store_ps(acc, _mm256_fmadd_ps(scaled[j], xs, _mm256_load_ps(acc)));
+    }
+  } else {
+    const int32_t* corr_b = row.corr + 16 * b;
+    const __m256i corr = _mm256_add_epi32(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(corr_b)),
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(corr_b + 8)));
+    for (int j = 0; j < 2; ++j) {
+      const int group = 2 * half + j;  // columns 8 group .. + 8
+      __m256i total[2];
+      WidenedSums(h[j], ml[j], total);
+      const __m256 sf = WidenE8M0x8(scales + 8 * group);
+      const __m256 sc[2] = {_mm256_permute2f128_ps(sf, sf, 0x00),
+                            _mm256_permute2f128_ps(sf, sf, 0x11)};
+      for (int q = 0; q < 2; ++q) {
+        // One rounding (the convert) before the FMA's: the scales are
+        // powers of two, applied one after the other so that tiny ones
+        // stay exact.
+        const __m256i exact = _mm256_sub_epi32(total[q], corr);
+        float* acc = sums->v[group][q];
+        _mm256_store_ps(
+            acc, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(exact), xs),
+                                 sc[q], _mm256_load_ps(acc)));
+      }
+    }
   }
 }
 
@@ -328,15 +353,16 @@ void Panel(const Tables& t, const QuantisedRow& row, int64_t k,
     // NVFP4: a last block of at most 16 steps has one scale row (its second
     // half's codes and activations are zero, and past the scales lie the
     // column scales).
-    const int quarters = k - b * kMxBlock > kNvBlock ? 2 : 1;
-    BlockPass<0, kNv>(t, codes, row, b, sb, quarters, ahead, &sums);
-    BlockPass<1, kNv>(t, codes, row, b, sb, quarters, nullptr, &sums);
+    const int halves = k - b * kMxBlock > kNvBlock ? 2 : 1;
+    BlockPass<0, kNv>(t, codes, row, b, sb, halves, ahead, &sums);
+    BlockPass<1, kNv>(t, codes, row, b, sb, halves, nullptr, &sums);
   }
   for (int group = 0; group < 4; ++group) {
-    for (int j = 0; j < 4; ++j) {
-      for (int eo = 0; eo < 2; ++eo) {
-        const float* a = sums.v[group][eo];
-        tile[8 * group + 2 * j + eo] = a[j] + a[j + 4];
+    for (int q = 0; q < 2; ++q) {
+      const float* a = sums.v[group][q];
+      for (int j = 0; j < 4; ++j) {
+        tile[8 * group + 4 * q + j] =
+            kNv ? sums.v[group][0][4 * q + j] : a[j] + a[j + 4];
       }
     }
   }

@@ -132,6 +132,17 @@ static inline __m256 WidenE4M3x8(const E4M3Byte* s) {
   return _mm256_cvtph_ps(f16);
 }
 
+// WidenE4M3x8 for 16 bytes at once (one sign extension, shift and mask for
+// both eights): out[0] holds bytes 0-7, out[1] bytes 8-15.
+static inline void WidenE4M3x16(const E4M3Byte* s, __m256 out[2]) {
+  const __m256i x = _mm256_cvtepi8_epi16(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+  const __m256i f16 = _mm256_and_si256(
+      _mm256_slli_epi16(x, 7), _mm256_set1_epi16(static_cast<short>(0xbf80)));
+  out[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(f16));
+  out[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(f16, 1));
+}
+
 // 2^(s - 127) for 8 E8M0 bytes: each byte shifted into the exponent field;
 // s = 0 gives the field 0, raised to 2^-127 by the max (every other s is
 // above it). Exact.
