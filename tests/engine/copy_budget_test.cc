@@ -422,6 +422,23 @@ class DeviceGroup : public Communicator {
 // shared expert (the latent rows took its place on the device), the latent
 // rows up once, their sum home once and the shared expert home apart; a wait
 // for the routing, one at the step's end and one for the shared expert.
+// Layer 0's expert frame on `device` gives the CPU backend's bits both
+// ways: the rows the experts read for x [n, H], and y from their sum.
+void ExpectFrameAsTheCpus(ExpertBackend& device, ExpertBackend& cpu,
+                          const float* x, int64_t n) {
+  const int64_t H = cpu.config().hidden, W = cpu.config().expert_width();
+  auto dev_rows = device.EnterExperts(0, x, n);
+  ASSERT_TRUE(dev_rows.ok()) << dev_rows.status();
+  const std::vector<float> rows(*dev_rows, *dev_rows + n * W);
+  auto cpu_rows = cpu.EnterExperts(0, x, n);
+  ASSERT_TRUE(cpu_rows.ok()) << cpu_rows.status();
+  EXPECT_EQ(std::memcmp(rows.data(), *cpu_rows, n * W * 4), 0);
+  std::vector<float> s1 = rows, s2 = rows, y1(n * H), y2(n * H);
+  ASSERT_TRUE(device.LeaveExperts(0, s1.data(), n, y1.data()).ok());
+  ASSERT_TRUE(cpu.LeaveExperts(0, s2.data(), n, y2.data()).ok());
+  EXPECT_EQ(y1, y2);
+}
+
 TEST(CopyBudget, RouterAtP0RunsTheLatentFrameOnTheHostWithTheCpusBits) {
   int checked = 0;
   for (const std::string& path : testing::GoldenFiles()) {
@@ -440,17 +457,7 @@ TEST(CopyBudget, RouterAtP0RunsTheLatentFrameOnTheHostWithTheCpusBits) {
     auto cpu = LocalMoe::Create(*source, "cpu", WeightDType::kF32, 1, n);
     ASSERT_TRUE(cpu.ok()) << cpu.status();
     // The frame: the CPU's bits both ways.
-    auto dev_rows = b.EnterExperts(0, c->x.data(), n);
-    ASSERT_TRUE(dev_rows.ok()) << dev_rows.status();
-    const std::vector<float> rows(*dev_rows, *dev_rows + n * W);
-    auto cpu_rows = (*cpu)->backend().EnterExperts(0, c->x.data(), n);
-    ASSERT_TRUE(cpu_rows.ok()) << cpu_rows.status();
-    EXPECT_EQ(std::memcmp(rows.data(), *cpu_rows, n * W * 4), 0);
-    std::vector<float> s1 = rows, s2 = rows, y1(n * H), y2(n * H);
-    ASSERT_TRUE(b.LeaveExperts(0, s1.data(), n, y1.data()).ok());
-    ASSERT_TRUE(
-        (*cpu)->backend().LeaveExperts(0, s2.data(), n, y2.data()).ok());
-    EXPECT_EQ(y1, y2);
+    ExpectFrameAsTheCpus(b, (*cpu)->backend(), c->x.data(), n);
     // bf16 rows are widened by the caller: the host's frame reads fp32.
     std::vector<uint16_t> x16(n * H);
     for (int64_t i = 0; i < n * H; ++i) x16[i] = F32ToBf16(c->x[i]);
@@ -542,17 +549,7 @@ TEST(CopyBudget, RouterAtP0RoutesGemma4OnTheHostWithTheCpusBits) {
     EXPECT_TRUE(testing::SameTokenRouting(c->top_idx, c->top_w, dev.expert,
                                           dev.weight, n, cfg.top_k, dev.slots));
     // The frame (the experts' branch norms): the CPU's bits both ways.
-    auto dev_rows = b.EnterExperts(0, c->x.data(), n);
-    ASSERT_TRUE(dev_rows.ok()) << dev_rows.status();
-    const std::vector<float> framed(*dev_rows, *dev_rows + n * W);
-    auto cpu_rows = (*cpu)->backend().EnterExperts(0, c->x.data(), n);
-    ASSERT_TRUE(cpu_rows.ok()) << cpu_rows.status();
-    EXPECT_EQ(std::memcmp(framed.data(), *cpu_rows, n * W * 4), 0);
-    std::vector<float> s1 = framed, s2 = framed, y1(n * H), y2(n * H);
-    ASSERT_TRUE(b.LeaveExperts(0, s1.data(), n, y1.data()).ok());
-    ASSERT_TRUE(
-        (*cpu)->backend().LeaveExperts(0, s2.data(), n, y2.data()).ok());
-    EXPECT_EQ(y1, y2);
+    ExpectFrameAsTheCpus(b, (*cpu)->backend(), c->x.data(), n);
     // The shared expert (the fake's identity) between the host's norms.
     const std::vector<float> in_norm =
         CaseVector(*source, WeightRole::kSharedInNorm);

@@ -101,6 +101,20 @@ class CudaExpertsTest : public ::testing::Test {
     EXPECT_TRUE(x.ok()) << x.status();
     return x.ok() ? std::move(*x) : nullptr;
   }
+  // The pass's rows of `got` against the host reference `want`, within the
+  // bf16 bound.
+  static void ExpectNearReference(const std::vector<uint16_t>& got,
+                                  const std::vector<float>& want,
+                                  const std::vector<int64_t>& offsets) {
+    for (int64_t r = offsets.front(); r < offsets.back(); ++r) {
+      for (int64_t c = 0; c < kH; ++c) {
+        const size_t i = r * kH + c;
+        ASSERT_NEAR(Bf16ToF32(got[i]), want[i],
+                    2e-2f * (1 + std::fabs(want[i])))
+            << "row " << r << " col " << c;
+      }
+    }
+  }
   // The pass on the host from the same bf16 values, with the device's
   // roundings (gate-up and h to bf16; biases, when set, added to the bf16
   // gate, up and output values and rounded again), and the experts' act.
@@ -396,16 +410,8 @@ TEST_F(CudaExpertsTest, ClampedActivationsAndBiasesMatchTheHostReference) {
       ASSERT_TRUE(x);
       const auto in = NewInput(bias ? 21 : 22);
       ASSERT_TRUE(Run(*x, offsets).ok());
-      const auto got = Out();
-      const auto want = Reference(in, offsets);
-      for (int64_t r = offsets.front(); r < offsets.back(); ++r) {
-        for (int64_t c = 0; c < kH; ++c) {
-          const size_t i = r * kH + c;
-          ASSERT_NEAR(Bf16ToF32(got[i]), want[i],
-                      2e-2f * (1 + std::fabs(want[i])))
-              << "mode " << static_cast<int>(mode) << " row " << r;
-        }
-      }
+      SCOPED_TRACE(::testing::Message() << "mode " << static_cast<int>(mode));
+      ExpectNearReference(Out(), Reference(in, offsets), offsets);
     }
   }
 }
@@ -437,16 +443,7 @@ TEST_F(CudaExpertsTest, NonGatedRelu2ExpertsMatchTheHostReference) {
     for (int rep = 0; rep < 3; ++rep) {  // captured, then replayed
       ASSERT_TRUE(Run(*x, offsets).ok());
     }
-    const auto got = Out();
-    const auto want = Reference(in, offsets);
-    for (int64_t r = offsets.front(); r < offsets.back(); ++r) {
-      for (int64_t c = 0; c < kH; ++c) {
-        const size_t i = r * kH + c;
-        ASSERT_NEAR(Bf16ToF32(got[i]), want[i],
-                    2e-2f * (1 + std::fabs(want[i])))
-            << "row " << r << " col " << c;
-      }
-    }
+    ExpectNearReference(Out(), Reference(in, offsets), offsets);
   }
 }
 
