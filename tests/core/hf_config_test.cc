@@ -151,17 +151,21 @@ TEST(HfConfig, ChoiceKeysNameTheValueAndTheChoices) {
 
 // DeepSeek-V4's hash-layer rule sizes a table by the layer count: a negative
 // one is refused by name, in every family, before any rule reads it.
-TEST(HfConfig, NegativeLayerCountIsRefused) {
+TEST(HfConfig, NegativeOrHugeLayerCountIsRefused) {
   for (const std::string model_type : {"deepseek_v4", "mixtral"}) {
-    auto s = Parse(absl::StrCat(R"({"model_type":")", model_type,
-                                R"(","hidden_size":32,"num_hidden_layers":-1,
+    for (const char* layers : {"-1", "1000000000000"}) {
+      auto s = Parse(absl::StrCat(R"({"model_type":")", model_type,
+                                  R"(","hidden_size":32,"num_hidden_layers":)",
+                                  layers, R"(,
       "intermediate_size":16,"moe_intermediate_size":16,"n_routed_experts":4,
       "num_local_experts":4,"num_experts_per_tok":2,"vocab_size":32})"));
-    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument)
-        << model_type;
-    EXPECT_NE(s.status().message().find("'num_hidden_layers' must be >= 0"),
-              std::string::npos)
-        << s.status();
+      EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument)
+          << model_type << " " << layers;
+      EXPECT_NE(s.status().message().find(absl::StrCat(
+                    "'num_hidden_layers' must be in [0, 65536], got ", layers)),
+                std::string::npos)
+          << s.status();
+    }
   }
 }
 
