@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "engine/weight_values.h"
 
 namespace moe {
 
@@ -400,27 +399,16 @@ absl::Status DeviceBackend::LoadHostParts(const ModelSource& source,
       // The shared expert's norms, without the expert (the device's).
       MOE_ASSIGN_OR_RETURN(
           w->shared_in_norm,
-          LoadHostVector(source, layer, WeightRole::kSharedInNorm));
+          LoadWeightVector(source, layer, WeightRole::kSharedInNorm));
       MOE_ASSIGN_OR_RETURN(
           w->shared_out_norm,
-          LoadHostVector(source, layer, WeightRole::kSharedOutNorm));
+          LoadWeightVector(source, layer, WeightRole::kSharedOutNorm));
     }
     (*parts)[layer] = std::move(w);
   }
   host_parts_ = std::move(parts);
   host_threads_ = std::max(options.num_threads, 1);
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<float>> LoadHostVector(const ModelSource& source,
-                                                  int64_t layer,
-                                                  WeightRole role,
-                                                  int64_t expert) {
-  MOE_ASSIGN_OR_RETURN(WeightTensor t, source.Get(layer, role, expert));
-  MOE_RETURN_IF_ERROR(
-      CheckWeightTensor(t, source.info().LayerConfig(layer), role));
-  MOE_ASSIGN_OR_RETURN(WeightValues<float> v, WeightsAsF32(t));
-  return std::vector<float>(v.data, v.data + t.numel());
 }
 
 absl::StatusOr<const LayerWeights*> DeviceBackend::FindHostPart(

@@ -79,13 +79,6 @@ absl::Status CheckDeviceRouterMath(const MoeLayerConfig& config,
 // gate or the shared expert).
 absl::Status CheckDeviceLayerMath(const MoeLayerConfig& config,
                                   absl::string_view backend, bool router_part);
-// An fp32 vector of the checkpoint (`expert` -1: the layer's own), checked
-// against the layer's config: what a device backend keeps on the host or
-// uploads as it is.
-absl::StatusOr<std::vector<float>> LoadHostVector(const ModelSource& source,
-                                                  int64_t layer,
-                                                  WeightRole role,
-                                                  int64_t expert = -1);
 
 // Whether a device backend's router part routes `config` on the host, with
 // the CPU's TokenRouter: the device's routing has no router pre-norm or

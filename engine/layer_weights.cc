@@ -184,16 +184,6 @@ absl::StatusOr<PackedWeight> Pack(const WeightTensor* a, const WeightTensor* b,
   return absl::InternalError("weight dtype 'auto' reached the packer");
 }
 
-absl::StatusOr<std::vector<float>> LoadVector(const ModelSource& src,
-                                              int64_t layer, WeightRole role,
-                                              int64_t expert = -1) {
-  MOE_ASSIGN_OR_RETURN(WeightTensor t, src.Get(layer, role, expert));
-  MOE_RETURN_IF_ERROR(
-      CheckWeightTensor(t, src.info().LayerConfig(layer), role));
-  MOE_ASSIGN_OR_RETURN(WeightValues<float> v, WeightsAsF32(t));
-  return std::vector<float>(v.data, v.data + t.numel());
-}
-
 // Fetches and packs one SwiGLU expert (routed, or the shared one).
 absl::StatusOr<ExpertWeights> LoadExpert(const ModelSource& src, int64_t layer,
                                          int64_t expert, bool shared,
@@ -228,9 +218,12 @@ absl::StatusOr<ExpertWeights> LoadExpert(const ModelSource& src, int64_t layer,
   MOE_ASSIGN_OR_RETURN(
       e.w2, Pack(&w2, nullptr, inter, IdentityOrder(width), ip, dtype));
   if (!shared && c.expert_bias) {
-    MOE_ASSIGN_OR_RETURN(e.b1, LoadVector(src, layer, WeightRole::kB1, expert));
-    MOE_ASSIGN_OR_RETURN(e.b3, LoadVector(src, layer, WeightRole::kB3, expert));
-    MOE_ASSIGN_OR_RETURN(e.b2, LoadVector(src, layer, WeightRole::kB2, expert));
+    MOE_ASSIGN_OR_RETURN(e.b1,
+                         LoadWeightVector(src, layer, WeightRole::kB1, expert));
+    MOE_ASSIGN_OR_RETURN(e.b3,
+                         LoadWeightVector(src, layer, WeightRole::kB3, expert));
+    MOE_ASSIGN_OR_RETURN(e.b2,
+                         LoadWeightVector(src, layer, WeightRole::kB2, expert));
   }
   return e;
 }
@@ -242,11 +235,12 @@ absl::Status LoadRouterExtras(const ModelSource& src, int64_t layer,
   const MoeLayerConfig& c = w.config;
   if (c.router_prenorm) {
     MOE_ASSIGN_OR_RETURN(w.gate_scale,
-                         LoadVector(src, layer, WeightRole::kGateScale));
+                         LoadWeightVector(src, layer, WeightRole::kGateScale));
   }
   if (c.per_expert_scale) {
-    MOE_ASSIGN_OR_RETURN(w.per_expert_scale,
-                         LoadVector(src, layer, WeightRole::kPerExpertScale));
+    MOE_ASSIGN_OR_RETURN(
+        w.per_expert_scale,
+        LoadWeightVector(src, layer, WeightRole::kPerExpertScale));
   }
   if (c.latent > 0) {
     MOE_ASSIGN_OR_RETURN(WeightTensor w1,
@@ -268,24 +262,37 @@ absl::Status LoadRouterExtras(const ModelSource& src, int64_t layer,
   }
   if (c.latent_bias) {
     MOE_ASSIGN_OR_RETURN(w.latent_b1,
-                         LoadVector(src, layer, WeightRole::kLatentB1));
+                         LoadWeightVector(src, layer, WeightRole::kLatentB1));
     MOE_ASSIGN_OR_RETURN(w.latent_b2,
-                         LoadVector(src, layer, WeightRole::kLatentB2));
+                         LoadWeightVector(src, layer, WeightRole::kLatentB2));
   }
   if (c.latent_norm) {
     MOE_ASSIGN_OR_RETURN(w.latent_norm,
-                         LoadVector(src, layer, WeightRole::kLatentNorm));
+                         LoadWeightVector(src, layer, WeightRole::kLatentNorm));
   }
   if (c.branch_norms) {
-    MOE_ASSIGN_OR_RETURN(w.experts_in_norm,
-                         LoadVector(src, layer, WeightRole::kExpertsInNorm));
-    MOE_ASSIGN_OR_RETURN(w.experts_out_norm,
-                         LoadVector(src, layer, WeightRole::kExpertsOutNorm));
+    MOE_ASSIGN_OR_RETURN(
+        w.experts_in_norm,
+        LoadWeightVector(src, layer, WeightRole::kExpertsInNorm));
+    MOE_ASSIGN_OR_RETURN(
+        w.experts_out_norm,
+        LoadWeightVector(src, layer, WeightRole::kExpertsOutNorm));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<float>> LoadWeightVector(const ModelSource& src,
+                                                    int64_t layer,
+                                                    WeightRole role,
+                                                    int64_t expert) {
+  MOE_ASSIGN_OR_RETURN(WeightTensor t, src.Get(layer, role, expert));
+  MOE_RETURN_IF_ERROR(
+      CheckWeightTensor(t, src.info().LayerConfig(layer), role));
+  MOE_ASSIGN_OR_RETURN(WeightValues<float> v, WeightsAsF32(t));
+  return std::vector<float>(v.data, v.data + t.numel());
+}
 
 absl::StatusOr<std::vector<int32_t>> LoadTid2Eid(const ModelSource& src,
                                                  int64_t layer) {
@@ -511,12 +518,14 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
                       c.hidden, WeightDType::kF32));
     w->has_gate = true;
     if (c.use_bias) {
-      MOE_ASSIGN_OR_RETURN(w->expert_bias,
-                           LoadVector(source, layer, WeightRole::kExpertBias));
+      MOE_ASSIGN_OR_RETURN(
+          w->expert_bias,
+          LoadWeightVector(source, layer, WeightRole::kExpertBias));
     }
     if (c.router_bias) {
-      MOE_ASSIGN_OR_RETURN(w->router_bias,
-                           LoadVector(source, layer, WeightRole::kRouterBias));
+      MOE_ASSIGN_OR_RETURN(
+          w->router_bias,
+          LoadWeightVector(source, layer, WeightRole::kRouterBias));
     }
     if (c.hash_routed()) {
       MOE_ASSIGN_OR_RETURN(w->tid2eid, LoadTid2Eid(source, layer));
@@ -530,16 +539,17 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
                          LoadExpert(source, layer, -1, true, shared_dtype));
     w->has_shared = true;
     if (c.shared_gate) {
-      MOE_ASSIGN_OR_RETURN(w->shared_gate,
-                           LoadVector(source, layer, WeightRole::kSharedGate));
+      MOE_ASSIGN_OR_RETURN(
+          w->shared_gate,
+          LoadWeightVector(source, layer, WeightRole::kSharedGate));
     }
     if (c.branch_norms) {
       MOE_ASSIGN_OR_RETURN(
           w->shared_in_norm,
-          LoadVector(source, layer, WeightRole::kSharedInNorm));
+          LoadWeightVector(source, layer, WeightRole::kSharedInNorm));
       MOE_ASSIGN_OR_RETURN(
           w->shared_out_norm,
-          LoadVector(source, layer, WeightRole::kSharedOutNorm));
+          LoadWeightVector(source, layer, WeightRole::kSharedOutNorm));
     }
   }
 

@@ -161,6 +161,15 @@ absl::StatusOr<PackedWeight> PackWeight(const WeightTensor& t,
 // the form the CPU and CUDA kernels take (kernels/act_rule.h).
 kernels::GatedActParams GatedActOf(const MoeLayerConfig& config);
 
+// An fp32 vector of the checkpoint (`expert` -1: the layer's own), checked
+// against the layer's config: biases, scales and norms, for every backend's
+// loader (a device backend keeps some on the host or uploads them as they
+// are).
+absl::StatusOr<std::vector<float>> LoadWeightVector(const ModelSource& src,
+                                                    int64_t layer,
+                                                    WeightRole role,
+                                                    int64_t expert = -1);
+
 // A hash-routed layer's table [hash_vocab, k] as int32 ids, each checked in
 // [0, E) and distinct within its row: a bad table is refused at load (the
 // tensor named), never routed. For every backend's loader.

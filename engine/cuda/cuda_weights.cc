@@ -35,7 +35,7 @@ absl::StatusOr<WeightTensor> Fetch(const ModelSource& src, int64_t layer,
 absl::Status UploadVector(const ModelSource& src, int64_t layer,
                           WeightRole role, int64_t expert, DeviceBuffer* out) {
   MOE_ASSIGN_OR_RETURN(std::vector<float> v,
-                       LoadHostVector(src, layer, role, expert));
+                       LoadWeightVector(src, layer, role, expert));
   MOE_ASSIGN_OR_RETURN(*out, Upload(v.data(), v.size() * 4));
   return absl::OkStatus();
 }
@@ -176,12 +176,12 @@ absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
   }
   if (options.load_gate) {
     MOE_ASSIGN_OR_RETURN(std::vector<float> gate,
-                         LoadHostVector(source, layer, WeightRole::kGate));
+                         LoadWeightVector(source, layer, WeightRole::kGate));
     MOE_ASSIGN_OR_RETURN(w->gate, Upload(gate.data(), gate.size() * 4));
     if (c.use_bias) {
       MOE_ASSIGN_OR_RETURN(
           w->expert_bias,
-          LoadHostVector(source, layer, WeightRole::kExpertBias));
+          LoadWeightVector(source, layer, WeightRole::kExpertBias));
       MOE_ASSIGN_OR_RETURN(
           w->expert_bias_dev,
           Upload(w->expert_bias.data(), w->expert_bias.size() * 4));
@@ -189,7 +189,7 @@ absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
     if (c.router_bias) {
       MOE_ASSIGN_OR_RETURN(
           w->router_bias,
-          LoadHostVector(source, layer, WeightRole::kRouterBias));
+          LoadWeightVector(source, layer, WeightRole::kRouterBias));
       MOE_ASSIGN_OR_RETURN(
           w->router_bias_dev,
           Upload(w->router_bias.data(), w->router_bias.size() * 4));
@@ -207,7 +207,7 @@ absl::StatusOr<std::unique_ptr<CudaLayerWeights>> UploadLayerWeights(
     if (c.shared_gate) {
       MOE_ASSIGN_OR_RETURN(
           std::vector<float> g,
-          LoadHostVector(source, layer, WeightRole::kSharedGate));
+          LoadWeightVector(source, layer, WeightRole::kSharedGate));
       MOE_ASSIGN_OR_RETURN(w->shared_gate, Upload(g.data(), g.size() * 4));
     }
     w->has_shared = true;
