@@ -1,5 +1,5 @@
 // The family table: one description per Hugging Face MoE family
-// (hf_config_family.h), read by the one interpreter in hf_config.cc.
+// (hf_config_family.h), read by the one interpreter (hf_config_description.cc).
 #include "core/hf_config_family.h"
 #include "core/hf_config_rules.h"
 
