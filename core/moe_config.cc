@@ -49,6 +49,8 @@ absl::string_view ScoreFuncName(ScoreFunc f) {
       return "sqrtsoftplus";
     case ScoreFunc::kTopkSoftmax:
       return "topk_softmax";
+    case ScoreFunc::kSparsemixer:
+      return "sparsemixer";
   }
   return "?";
 }
@@ -66,8 +68,25 @@ absl::string_view ActivationName(Activation a) {
       return "gelu_tanh";
     case Activation::kSitu:
       return "situ";
+    case Activation::kGeluErf:
+      return "gelu_erf";
+    case Activation::kSwigluStep:
+      return "swiglustep";
   }
   return "?";
+}
+
+absl::StatusOr<Activation> ParseActivationName(absl::string_view name) {
+  for (Activation a :
+       {Activation::kSilu, Activation::kGptOss, Activation::kSiluClamp,
+        Activation::kRelu2, Activation::kGeluTanh, Activation::kSitu,
+        Activation::kGeluErf, Activation::kSwigluStep}) {
+    if (ActivationName(a) == name) return a;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", name,
+      "' is not 'silu', 'gptoss', 'silu_clamp', 'relu2', 'gelu_tanh', "
+      "'situ', 'gelu_erf' or 'swiglustep'"));
 }
 
 bool MoeLayerConfig::has_2026_options() const {
@@ -88,6 +107,13 @@ bool MoeLayerConfig::has_2026c_options() const {
   return act_beta != d.act_beta || act_linear_beta != d.act_linear_beta ||
          latent_norm != d.latent_norm;
 }
+bool MoeLayerConfig::has_2026d_options() const {
+  const MoeLayerConfig d;
+  return jitter_eps != d.jitter_eps || zero_experts != d.zero_experts ||
+         router_softcap != d.router_softcap || shared_act != d.shared_act ||
+         shared_act_limit != d.shared_act_limit ||
+         output_scale != d.output_scale || output_bias != d.output_bias;
+}
 absl::string_view GroupScoreName(GroupScore g) {
   return g == GroupScore::kTop2Sum ? "top2_sum" : "max";
 }
@@ -104,9 +130,16 @@ absl::Status MoeLayerConfig::Validate() const {
   if (num_experts <= 0 || num_experts > 65536) {
     return Bad("experts", "must be in [1, 65536]");
   }
-  if (top_k <= 0 || top_k > num_experts) {
-    return Bad("top_k",
-               absl::StrCat("must be in [1, experts=", num_experts, "]"));
+  if (zero_experts < 0 || zero_experts > 65536) {
+    return Bad("zero_experts", "must be in [0, 65536]");
+  }
+  if (top_k <= 0 || top_k > router_rows()) {
+    return Bad("top_k", zero_experts > 0
+                            ? absl::StrCat("must be in [1, experts + "
+                                           "zero_experts=",
+                                           router_rows(), "]")
+                            : absl::StrCat("must be in [1, experts=",
+                                           num_experts, "]"));
   }
   if (!std::isfinite(route_scale)) return Bad("route_scale", "must be finite");
   if (n_groups < 0) return Bad("n_groups", "must be >= 0");
@@ -192,6 +225,67 @@ absl::Status MoeLayerConfig::Validate() const {
       return Bad("hash_vocab", "hash routing cannot use topk_softmax");
     }
   }
+  MOE_RETURN_IF_ERROR(Validate2026d());
+  return absl::OkStatus();
+}
+
+absl::Status MoeLayerConfig::Validate2026d() const {
+  if (!(jitter_eps >= 0.0f) || !std::isfinite(jitter_eps)) {
+    return Bad("jitter_eps", "must be a finite number >= 0");
+  }
+  if (score_func == ScoreFunc::kSparsemixer) {
+    // PhiMoE's inference sparsemixer is defined for two rounds only, and
+    // its weights are final: no renorm, scale, bias or groups.
+    if (top_k != 2) return Bad("top_k", "sparsemixer needs top_k = 2");
+    if (route_norm) return Bad("route_norm", "sparsemixer takes no renorm");
+    if (route_scale != 1.0f) {
+      return Bad("route_scale", "sparsemixer takes no scale");
+    }
+    if (n_groups > 0 || use_bias || hash_vocab > 0 ||
+        routing == RoutingMode::kExpertChoice) {
+      return Bad("score_func",
+                 "sparsemixer is token_choice only, without groups, "
+                 "use_bias or hash routing");
+    }
+  } else if (jitter_eps != 0.0f) {
+    return Bad("jitter_eps", "needs score_func 'sparsemixer'");
+  }
+  if (zero_experts > 0) {
+    if (routing == RoutingMode::kExpertChoice || hash_vocab > 0 ||
+        n_groups > 0) {
+      return Bad("zero_experts",
+                 "are token_choice only, without groups or hash routing");
+    }
+    if (has_expert_frame() || score_before_experts) {
+      return Bad("zero_experts",
+                 "cannot be combined with latent, branch_norms or "
+                 "score_before_experts");
+    }
+  }
+  if (!(router_softcap >= 0.0f) || !std::isfinite(router_softcap)) {
+    return Bad("router_softcap", "must be a finite number >= 0");
+  }
+  if (shared_act.has_value()) {
+    if (shared_inter == 0) return Bad("shared_act", "needs shared_inter > 0");
+    if ((*shared_act == Activation::kRelu2) == gated) {
+      return Bad("shared_act", gated ? "gated experts take no 'relu2'"
+                                     : "non-gated experts need 'relu2'");
+    }
+  }
+  if (!(shared_act_limit >= 0.0f) || !std::isfinite(shared_act_limit)) {
+    return Bad("shared_act_limit", "must be a finite number >= 0");
+  }
+  if (shared_act.has_value() && shared_act_limit == 0.0f &&
+      (*shared_act == Activation::kGptOss ||
+       *shared_act == Activation::kSiluClamp ||
+       *shared_act == Activation::kSwigluStep)) {
+    return Bad("shared_act_limit",
+               absl::StrCat("must be > 0 for shared_act '",
+                            ActivationName(*shared_act), "'"));
+  }
+  if (!std::isfinite(output_scale)) {
+    return Bad("output_scale", "must be finite");
+  }
   return absl::OkStatus();
 }
 
@@ -202,7 +296,9 @@ absl::StatusOr<MoeLayerConfig> ParseMoeLayerConfigJson(absl::string_view text) {
   }
   MoeLayerConfig c;
   std::string score = "softmax", group = "top2_sum", routing = "token_choice";
-  std::string act = "silu";
+  std::string act = "silu", shared_act;
+  double jitter = c.jitter_eps, softcap = c.router_softcap;
+  double shared_limit = c.shared_act_limit, out_scale = c.output_scale;
   double scale = c.route_scale, cf = c.capacity_factor;
   double alpha = c.act_alpha, limit = c.act_limit, norm_min = c.norm_min;
   double norm_eps = c.norm_eps, beta = c.act_beta, lbeta = c.act_linear_beta;
@@ -238,7 +334,14 @@ absl::StatusOr<MoeLayerConfig> ParseMoeLayerConfigJson(absl::string_view text) {
                  Read(j, "norm_eps", &norm_eps),
                  Read(j, "act_beta", &beta),
                  Read(j, "act_linear_beta", &lbeta),
-                 Read(j, "latent_norm", &c.latent_norm)}) {
+                 Read(j, "latent_norm", &c.latent_norm),
+                 Read(j, "jitter_eps", &jitter),
+                 Read(j, "zero_experts", &c.zero_experts),
+                 Read(j, "router_softcap", &softcap),
+                 Read(j, "shared_act", &shared_act),
+                 Read(j, "shared_act_limit", &shared_limit),
+                 Read(j, "output_scale", &out_scale),
+                 Read(j, "output_bias", &c.output_bias)}) {
     MOE_RETURN_IF_ERROR(s);
   }
   c.route_scale = static_cast<float>(scale);
@@ -249,6 +352,10 @@ absl::StatusOr<MoeLayerConfig> ParseMoeLayerConfigJson(absl::string_view text) {
   c.norm_eps = static_cast<float>(norm_eps);
   c.act_beta = static_cast<float>(beta);
   c.act_linear_beta = static_cast<float>(lbeta);
+  c.jitter_eps = static_cast<float>(jitter);
+  c.router_softcap = static_cast<float>(softcap);
+  c.shared_act_limit = static_cast<float>(shared_limit);
+  c.output_scale = static_cast<float>(out_scale);
   if (score == "softmax") {
     c.score_func = ScoreFunc::kSoftmax;
   } else if (score == "sigmoid") {
@@ -257,27 +364,20 @@ absl::StatusOr<MoeLayerConfig> ParseMoeLayerConfigJson(absl::string_view text) {
     c.score_func = ScoreFunc::kSqrtSoftplus;
   } else if (score == "topk_softmax") {
     c.score_func = ScoreFunc::kTopkSoftmax;
+  } else if (score == "sparsemixer") {
+    c.score_func = ScoreFunc::kSparsemixer;
   } else {
     return Bad("score_func",
-               "must be 'softmax', 'sigmoid', 'sqrtsoftplus' or "
-               "'topk_softmax'");
+               "must be 'softmax', 'sigmoid', 'sqrtsoftplus', "
+               "'topk_softmax' or 'sparsemixer'");
   }
-  if (act == "silu") {
-    c.act = Activation::kSilu;
-  } else if (act == "gptoss") {
-    c.act = Activation::kGptOss;
-  } else if (act == "silu_clamp") {
-    c.act = Activation::kSiluClamp;
-  } else if (act == "relu2") {
-    c.act = Activation::kRelu2;
-  } else if (act == "gelu_tanh") {
-    c.act = Activation::kGeluTanh;
-  } else if (act == "situ") {
-    c.act = Activation::kSitu;
-  } else {
-    return Bad("act",
-               "must be 'silu', 'gptoss', 'silu_clamp', 'relu2', 'gelu_tanh' "
-               "or 'situ'");
+  absl::StatusOr<Activation> parsed_act = ParseActivationName(act);
+  if (!parsed_act.ok()) return Bad("act", parsed_act.status().message());
+  c.act = *parsed_act;
+  if (!shared_act.empty()) {
+    absl::StatusOr<Activation> parsed = ParseActivationName(shared_act);
+    if (!parsed.ok()) return Bad("shared_act", parsed.status().message());
+    c.shared_act = *parsed;
   }
   if (group == "top2_sum") {
     c.group_score = GroupScore::kTop2Sum;
@@ -339,6 +439,17 @@ std::string MoeLayerConfigToJson(const MoeLayerConfig& c) {
     j["act_beta"] = c.act_beta;
     j["act_linear_beta"] = c.act_linear_beta;
     j["latent_norm"] = c.latent_norm;
+  }
+  // The 2026d keys stand on their own, as in the golden files.
+  if (c.has_2026d_options()) {
+    j["jitter_eps"] = c.jitter_eps;
+    j["zero_experts"] = c.zero_experts;
+    j["router_softcap"] = c.router_softcap;
+    j["shared_act"] =
+        c.shared_act.has_value() ? ActivationName(*c.shared_act) : "";
+    j["shared_act_limit"] = c.shared_act_limit;
+    j["output_scale"] = c.output_scale;
+    j["output_bias"] = c.output_bias;
   }
   return j.dump();
 }

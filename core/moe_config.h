@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -14,12 +15,31 @@ namespace moe {
 // kSqrtSoftplus: sqrt(softplus(logit)) elementwise (DeepSeek-V4).
 // kTopkSoftmax: the k largest logits are chosen and their weights are the
 // softmax over those k logits only (gpt-oss).
-enum class ScoreFunc { kSoftmax, kSigmoid, kSqrtSoftplus, kTopkSoftmax };
+// kSparsemixer: PhiMoE's inference-time sparsemixer over two rounds, each
+// masking the logits too far below its best (jitter_eps) before a softmax.
+enum class ScoreFunc {
+  kSoftmax,
+  kSigmoid,
+  kSqrtSoftplus,
+  kTopkSoftmax,
+  kSparsemixer
+};
 // The gated activation of routed and shared experts (docs/architecture.md
 // section 3.2): silu(g)*u; gpt-oss's clamped (u'+1)*g'*sigmoid(alpha*g');
 // DeepSeek-V4's silu(g')*u' with the same clamps; relu(u)^2 of non-gated
-// experts (Nemotron 3); gelu_tanh(g)*u (Gemma 4); Kimi K3's SiTU.
-enum class Activation { kSilu, kGptOss, kSiluClamp, kRelu2, kGeluTanh, kSitu };
+// experts (Nemotron 3); gelu_tanh(g)*u (Gemma 4); Kimi K3's SiTU; the exact
+// erf GELU gelu(g)*u (Grok-1); Step-3.5's SwigluStep min(silu(g), L) *
+// clamp(u, -L, L), which clamps silu's output where silu_clamp clamps g.
+enum class Activation {
+  kSilu,
+  kGptOss,
+  kSiluClamp,
+  kRelu2,
+  kGeluTanh,
+  kSitu,
+  kGeluErf,
+  kSwigluStep
+};
 enum class GroupScore { kTop2Sum, kMax };
 enum class RoutingMode { kTokenChoice, kExpertChoice };
 
@@ -75,6 +95,23 @@ struct MoeLayerConfig {
   float act_beta = 1.0f;
   float act_linear_beta = 0.0f;
   bool latent_norm = false;
+  // 2026d options. sparsemixer's epsilon (PhiMoE router_jitter_noise).
+  float jitter_eps = 0.0f;
+  // LongCat-Flash's zero-computation experts: the router scores E + Z ids
+  // (gate.weight [E + Z, H]); a chosen id e >= E adds weight * x to y on
+  // the router and is never dispatched.
+  int64_t zero_experts = 0;
+  // When > 0 the logits become c * tanh(logit / c) before score_func (Grok).
+  float router_softcap = 0.0f;
+  // The shared expert's own activation and limit (Step-3.5); unset, it
+  // uses act and act_limit like the routed experts.
+  std::optional<Activation> shared_act = std::nullopt;
+  float shared_act_limit = 0.0f;
+  // y = output_scale * (routed sum + shared expert), before output_bias
+  // (Cohere2-MoE's "average" is 0.5).
+  float output_scale = 1.0f;
+  // y += output.bias [H] once per token, after everything (JetMoE).
+  bool output_bias = false;
 
   // Checks sizes and option combinations; messages name the offending key.
   absl::Status Validate() const;
@@ -84,6 +121,14 @@ struct MoeLayerConfig {
   bool has_2026_options() const;
   bool has_2026b_options() const;
   bool has_2026c_options() const;
+  bool has_2026d_options() const;
+  // The router's row count: the routed experts and the zero experts.
+  int64_t router_rows() const { return num_experts + zero_experts; }
+  // The shared expert's activation and its limit.
+  Activation shared_activation() const { return shared_act.value_or(act); }
+  float shared_limit() const {
+    return shared_act.has_value() ? shared_act_limit : act_limit;
+  }
   // The width of the rows the routed experts read and write: the latent
   // width under LatentMoE, else H. Every row of the expert-parallel step
   // (dispatch, the wire, the combine) has this width.
@@ -92,12 +137,17 @@ struct MoeLayerConfig {
   // router transforms x before the step and the weighted sum after it.
   bool has_expert_frame() const { return latent > 0 || branch_norms; }
   bool operator==(const MoeLayerConfig&) const = default;
+
+ private:
+  absl::Status Validate2026d() const;
 };
 
 absl::string_view ScoreFuncName(ScoreFunc f);
 absl::string_view GroupScoreName(GroupScore g);
 absl::string_view RoutingModeName(RoutingMode r);
 absl::string_view ActivationName(Activation a);
+// The activation named `name` as the JSON form spells it.
+absl::StatusOr<Activation> ParseActivationName(absl::string_view name);
 
 // The JSON form used by the golden files' `config` metadata and by the
 // synthetic model ({"hidden": 64, "inter": 32, "experts": 8, ...}); keys not

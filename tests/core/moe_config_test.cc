@@ -110,6 +110,82 @@ TEST(MoeConfig, Options2026RefusedCombinations) {
                   .ok());
 }
 
+TEST(MoeConfig, Options2026dRoundTripAndStandAlone) {
+  // The golden step35_like case's keys: the 2026d keys with a 2026 act.
+  auto c = ParseMoeLayerConfigJson(
+      R"({"hidden": 64, "inter": 32, "experts": 32, "top_k": 8,
+          "score_func": "sigmoid", "use_bias": true, "shared_inter": 32,
+          "act": "swiglustep", "act_limit": 7.0, "shared_act": "swiglustep",
+          "shared_act_limit": 16.0, "jitter_eps": 0.0, "zero_experts": 0,
+          "router_softcap": 0.0, "output_scale": 1.0, "output_bias": false})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->act, Activation::kSwigluStep);
+  EXPECT_EQ(c->shared_activation(), Activation::kSwigluStep);
+  EXPECT_FLOAT_EQ(c->shared_limit(), 16.0f);
+  EXPECT_FLOAT_EQ(c->act_limit, 7.0f);
+  auto back = ParseMoeLayerConfigJson(MoeLayerConfigToJson(*c));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, *c);
+
+  // Without shared_act the shared expert keeps the routed activation.
+  auto plain_shared = ParseMoeLayerConfigJson(
+      R"({"hidden": 8, "inter": 4, "experts": 4, "top_k": 2,
+          "shared_inter": 4, "act": "gelu_erf"})");
+  ASSERT_TRUE(plain_shared.ok()) << plain_shared.status();
+  EXPECT_EQ(plain_shared->shared_activation(), Activation::kGeluErf);
+  EXPECT_FALSE(plain_shared->has_2026d_options());
+
+  // PhiMoE and LongCat: 2026d keys listed without the 2026 ones.
+  auto phi = ParseMoeLayerConfigJson(
+      R"({"hidden": 8, "inter": 4, "experts": 16, "top_k": 2,
+          "score_func": "sparsemixer", "route_norm": false,
+          "jitter_eps": 0.01})");
+  ASSERT_TRUE(phi.ok()) << phi.status();
+  EXPECT_EQ(phi->score_func, ScoreFunc::kSparsemixer);
+  const std::string phi_json = MoeLayerConfigToJson(*phi);
+  EXPECT_NE(phi_json.find("\"jitter_eps\""), std::string::npos) << phi_json;
+  EXPECT_EQ(phi_json.find("\"act\""), std::string::npos) << phi_json;
+  auto longcat = ParseMoeLayerConfigJson(
+      R"({"hidden": 8, "inter": 4, "experts": 4, "top_k": 6,
+          "zero_experts": 2, "use_bias": true, "route_norm": false,
+          "route_scale": 6.0})");
+  ASSERT_TRUE(longcat.ok()) << longcat.status();
+  EXPECT_EQ(longcat->router_rows(), 6);
+}
+
+TEST(MoeConfig, Options2026dRefusedCombinations) {
+  auto bad = [](const std::string& text, const std::string& key) {
+    auto c = ParseMoeLayerConfigJson(text);
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(std::string(c.status().message()).find(key), std::string::npos)
+        << c.status();
+  };
+  const std::string base =
+      R"("hidden": 8, "inter": 4, "experts": 8, "top_k": 2, )";
+  bad("{" + base + R"("score_func": "sparsemixer"})", "'route_norm'");
+  bad(R"({"hidden": 8, "inter": 4, "experts": 8, "top_k": 3,
+          "score_func": "sparsemixer", "route_norm": false})",
+      "'top_k'");
+  bad("{" + base + R"("jitter_eps": 0.01})", "'jitter_eps'");
+  bad("{" + base + R"("zero_experts": -1})", "'zero_experts'");
+  bad("{" + base + R"("zero_experts": 2, "routing": "expert_choice"})",
+      "'zero_experts'");
+  bad("{" + base + R"("zero_experts": 2, "latent": 4})", "'zero_experts'");
+  bad("{" + base + R"("router_softcap": -1})", "'router_softcap'");
+  bad("{" + base + R"("shared_act": "silu"})", "'shared_act'");
+  bad("{" + base + R"("shared_inter": 4, "shared_act": "gelu"})",
+      "'shared_act'");
+  bad("{" + base + R"("shared_inter": 4, "shared_act": "swiglustep"})",
+      "'shared_act_limit'");
+  bad("{" + base + R"("act": "swiglustep", "act_limit": 0})", "'act_limit'");
+  // top_k may exceed E only when zero experts make up the rest.
+  bad(R"({"hidden": 8, "inter": 4, "experts": 2, "top_k": 3})", "'top_k'");
+  EXPECT_TRUE(ParseMoeLayerConfigJson(
+                  R"({"hidden": 8, "inter": 4, "experts": 2, "top_k": 3,
+                      "zero_experts": 1})")
+                  .ok());
+}
+
 TEST(MoeConfig, Capacities) {
   MoeLayerConfig c;
   c.num_experts = 4;
