@@ -221,6 +221,36 @@ std::vector<std::string> ParseFlagsOrExit(
   return std::vector<std::string>(rest.begin(), rest.end());
 }
 
+std::vector<std::string> RepeatedFlagValues(int argc, char** argv,
+                                            absl::string_view name) {
+  const std::string underscores(name);
+  const std::string hyphens = absl::StrReplaceAll(name, {{"_", "-"}});
+  std::vector<std::string> values;
+  auto add = [&](absl::string_view value) {
+    for (absl::string_view part : absl::StrSplit(value, ',')) {
+      if (!part.empty()) values.emplace_back(part);
+    }
+  };
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
+      continue;
+    }
+    for (const std::string& spelling : {underscores, hyphens}) {
+      absl::string_view rest = arg;
+      if (!absl::ConsumePrefix(&rest, spelling)) continue;
+      if (absl::ConsumePrefix(&rest, "=")) {
+        add(rest);
+      } else if (rest.empty() && i + 1 < argc) {
+        add(argv[++i]);
+      }
+      break;
+    }
+  }
+  return values;
+}
+
 void ParseOnlyFlagsOrExit(int argc, char** argv, const std::string& usage,
                           const std::map<std::string, std::string>& aliases) {
   const std::vector<std::string> rest =

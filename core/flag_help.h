@@ -59,6 +59,13 @@ std::vector<std::string> ParseFlagsOrExit(
     int argc, char** argv, const std::string& usage,
     const std::map<std::string, std::string>& aliases = {});
 
+// Every value given to flag `name` (underscores) in argv, in order: each
+// occurrence (--name=V, --name V, hyphens or underscores) and each
+// comma-separated part of one, for flags a user may repeat, which Abseil's
+// parser would keep only the last of.
+std::vector<std::string> RepeatedFlagValues(int argc, char** argv,
+                                            absl::string_view name);
+
 // ParseFlagsOrExit for a binary that takes flags only: a positional
 // argument exits 64 too (usually a value whose flag was left out, which
 // would otherwise be ignored).

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/family_file.h"
 #include "core/hf_quantised.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -330,11 +331,13 @@ absl::Status HfCheckpoint::DetectExpertLayout() {
     spec_.layout = HfExpertLayout::kPacked;
     return absl::OkStatus();
   }
-  return absl::NotFoundError(
-      absl::StrCat(dir_, ": checkpoint has no tensor '", per_expert.name,
-                   "' (one tensor per expert) nor '", packed.name,
-                   "' (transformers v5 packed experts, ",
-                   ShapeString(packed.fused_shape), ")"));
+  return NamedByFamilyFile(
+      absl::NotFoundError(absl::StrCat(
+          dir_, ": checkpoint has no tensor '", per_expert.name,
+          "' (one tensor per expert) nor '", packed.name,
+          "' (transformers v5 packed experts, ",
+          ShapeString(packed.fused_shape), ")")),
+      WeightRole::kW1);
 }
 
 absl::StatusOr<const SafetensorsFile*> HfCheckpoint::OpenFile(
@@ -375,6 +378,19 @@ absl::Status HfCheckpoint::AttachBlockScales(const TensorRef& weight,
   return absl::OkStatus();
 }
 
+absl::Status HfCheckpoint::NamedByFamilyFile(const absl::Status& missing,
+                                             WeightRole role) const {
+  const std::string file = FamilySourceFile(spec_.family);
+  if (file.empty()) return missing;
+  return absl::Status(
+      missing.code(),
+      absl::StrCat(missing.message(), " (the name template of role ",
+                   WeightRoleName(role), " in field 'names.",
+                   spec_.layout == HfExpertLayout::kPacked ? "packed"
+                                                           : "per_expert",
+                   "' of family file ", file, ")"));
+}
+
 absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
                                                int64_t expert) const {
   if (!spec_.info.HasLayer(layer)) {
@@ -413,7 +429,9 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
   if (spec_.family == HfFamily::kNemotronH && dot_weight && mlp_linear) {
     MOE_RETURN_IF_ERROR(NoUnservedBias(stem + ".bias"));
   }
-  MOE_ASSIGN_OR_RETURN(TensorRef ref, Find(name));
+  absl::StatusOr<TensorRef> found = Find(name);
+  if (!found.ok()) return NamedByFamilyFile(found.status(), role);
+  const TensorRef& ref = *found;
   if (loc.fused) return SliceFused(loc, ref);
   WeightTensor t;
   t.name = absl::StrCat(ref.file, ": ", name);

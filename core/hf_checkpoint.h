@@ -28,6 +28,10 @@ class HfCheckpoint : public ModelSource {
 
  private:
   HfCheckpoint() = default;
+  // `missing` with the family file field that named the tensor, for a
+  // family read from a file; as it is otherwise.
+  absl::Status NamedByFamilyFile(const absl::Status& missing,
+                                 WeightRole role) const;
   absl::StatusOr<const SafetensorsFile*> OpenFile(
       const std::string& file) const;
   absl::StatusOr<TensorRef> Find(const std::string& tensor) const;

@@ -195,11 +195,13 @@ absl::StatusOr<int64_t> TopK(const ConfigReader& r, const FamilyEntry& entry) {
 }  // namespace
 
 const std::vector<HfFamily>& AllHfFamilies() {
-  static const auto* all = [] {
-    auto* v = new std::vector<HfFamily>;
-    for (const auto& e : FamilyTable()) v->push_back(e.family);
-    return v;
-  }();
+  // The table grows only while one thread starts up (family files), so
+  // the list is brought up to date when its length differs.
+  static auto* all = new std::vector<HfFamily>;
+  if (all->size() != FamilyTable().size()) {
+    all->clear();
+    for (const auto& e : FamilyTable()) all->push_back(e.family);
+  }
   return *all;
 }
 
@@ -282,8 +284,15 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   if (listed.has_value()) {
     for (const char* key : entry.moe_layer_lists) rest.erase(key);
   }
-  MOE_RETURN_IF_ERROR(ReadMoeDescription(
-      EntryOf(base).moe, ConfigReader(rest, text_label), &info));
+  if (absl::Status s = ReadMoeDescription(
+          EntryOf(base).moe, ConfigReader(rest, text_label), &info);
+      !s.ok()) {
+    // A file family's keys are the user's: say which file asked for them.
+    if (entry.source_file == nullptr) return s;
+    return absl::Status(s.code(),
+                        absl::StrCat(s.message(), " (a key of family file ",
+                                     entry.source_file, ", field 'moe')"));
+  }
   if (listed.has_value()) info.moe_layers = *std::move(listed);
   MOE_RETURN_IF_ERROR(ReadExtensions(r, &c));
   for (auto& [l, layer] : info.routing_overrides) {

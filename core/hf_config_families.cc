@@ -1,5 +1,8 @@
 // The family table: one description per Hugging Face MoE family
 // (hf_config_family.h), read by the one interpreter (hf_config_description.cc).
+#include <algorithm>
+#include <utility>
+
 #include "core/hf_config_family.h"
 #include "core/hf_config_rules.h"
 
@@ -53,8 +56,11 @@ MoeDescription Llama4Moe() {
 
 }  // namespace
 
-const std::vector<FamilyEntry>& FamilyTable() {
-  static const auto* table = new std::vector<FamilyEntry>{
+namespace {
+
+// The table family files add to; FamilyTable() reads it.
+std::deque<FamilyEntry>& MutableFamilyTable() {
+  static auto* table = new std::deque<FamilyEntry>{
       // Mixtral: softmax, top-k renormalised, every layer MoE.
       {.model_type = "mixtral",
        .family = HfFamily::kMixtral,
@@ -324,6 +330,24 @@ const std::vector<FamilyEntry>& FamilyTable() {
                .layers = MoeLayerRule::kDeepseekFirstDenseAndFreq}},
   };
   return *table;
+}
+
+// The first HfFamily value a family file gets: far past the built-in ones.
+constexpr int kFirstFileFamily = 1000;
+
+}  // namespace
+
+const std::deque<FamilyEntry>& FamilyTable() { return MutableFamilyTable(); }
+
+HfFamily AddFamilyEntry(FamilyEntry entry) {
+  std::deque<FamilyEntry>& table = MutableFamilyTable();
+  int next = kFirstFileFamily;
+  for (const FamilyEntry& e : table) {
+    next = std::max(next, static_cast<int>(e.family) + 1);
+  }
+  entry.family = static_cast<HfFamily>(next);
+  table.push_back(std::move(entry));
+  return table.back().family;
 }
 
 const FamilyEntry& EntryOf(HfFamily family) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -195,8 +196,8 @@ struct MoeDescription {
 };
 
 struct FamilyEntry {
-  const char* model_type;
-  HfFamily family;
+  const char* model_type = nullptr;
+  HfFamily family = HfFamily::kMixtral;
   // The `architectures` a checkpoint of the family may name.
   std::vector<const char*> architectures;
   // A multimodal config keeps the language model's keys in text_config.
@@ -225,11 +226,19 @@ struct FamilyEntry {
   std::vector<const char*> top_k_keys = {"num_experts_per_tok"};
   // The MoE layer's keys and math; empty for a family `like` another.
   MoeDescription moe = {};
+  // The family file this family was read from (family_file.h); null for a
+  // built-in family.
+  const char* source_file = nullptr;
 };
 
-// Every family, in HfFamily order.
-const std::vector<FamilyEntry>& FamilyTable();
+// Every family: the built-in ones in HfFamily order, then those family
+// files added. A deque, so that adding one moves none of the others.
+const std::deque<FamilyEntry>& FamilyTable();
 // The entry of `family` (the first entry for an unknown value).
 const FamilyEntry& EntryOf(HfFamily family);
+// Adds a family read from a file: `entry.family` is set to a fresh value
+// past the built-in ones, which is returned. Only while one thread starts
+// up, before any checkpoint is opened: the table is read without locks.
+HfFamily AddFamilyEntry(FamilyEntry entry);
 
 }  // namespace moe

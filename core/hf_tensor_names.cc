@@ -3,11 +3,17 @@
 // expert keeps a role's rows. One interpreter turns a family's table into
 // tensor locations, so a family whose names follow a known layout is a
 // table, not a function.
+#include "core/hf_tensor_names.h"
+
+#include <deque>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "core/hf_config.h"
 
@@ -112,8 +118,42 @@ NameTable Packed(NameTable mlp) {
        {WeightRole::kW2, "{p}mlp.experts.down_proj", Layout::kLinearDown}});
 }
 
-const std::vector<FamilyNames>& NameTables() {
-  static const auto* tables = [] {
+// The layout kinds' names in family files, each kind once.
+const char* LayoutName(Layout layout) {
+  switch (layout) {
+    case Layout::kOwn:
+      return "own";
+    case Layout::kXwHalves:
+      return "xw_halves";
+    case Layout::kXwInterleaved:
+      return "xw_interleaved";
+    case Layout::kXwDown:
+      return "xw_down";
+    case Layout::kBiasInterleaved:
+      return "bias_interleaved";
+    case Layout::kBiasDown:
+      return "bias_down";
+    case Layout::kLinearHalves:
+      return "linear_halves";
+    case Layout::kLinearDown:
+      return "linear_down";
+  }
+  return nullptr;
+}
+
+// Every Layout value, found by its name (LayoutName is null past the last).
+std::vector<Layout> AllLayouts() {
+  std::vector<Layout> all;
+  for (int i = 0; LayoutName(static_cast<Layout>(i)) != nullptr; ++i) {
+    all.push_back(static_cast<Layout>(i));
+  }
+  return all;
+}
+
+// The built-in tables, then those family files add (a deque, so that
+// adding one leaves the others where they are).
+std::deque<FamilyNames>& NameTables() {
+  static auto* tables = [] {
     const NameTable mlp =
         MlpNames("shared_experts.", "gate.e_score_correction_bias");
     const NameTable qwen_mlp =
@@ -130,7 +170,7 @@ const std::vector<FamilyNames>& NameTables() {
     const std::string v4 = "{p}ffn.";
     const std::string mixer = "{p}mixer.";
     const std::string kimi = "{p}block_sparse_moe.";
-    return new std::vector<FamilyNames>{
+    return new std::deque<FamilyNames>{
         {{HfFamily::kMixtral, HfFamily::kMinimaxM2}, block_sparse, Packed(mlp)},
         {{HfFamily::kQwen2Moe, HfFamily::kQwen3Next},
          qwen_mlp,
@@ -293,6 +333,56 @@ HfTensorLocation Interpret(const RoleName& entry, const std::string& p,
 }
 
 }  // namespace
+
+HfNameTables HfFamilyNames(HfFamily family) {
+  HfNameTables out;
+  const FamilyNames* names = NamesOf(HfBaseFamily(family));
+  if (names == nullptr) return out;
+  for (const auto& [from, to] :
+       {std::pair{&names->per_expert, &out.per_expert},
+        std::pair{&names->packed, &out.packed}}) {
+    for (const RoleName& entry : *from) {
+      to->push_back({entry.role, entry.name, LayoutName(entry.layout)});
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> HfLayoutNames() {
+  std::vector<std::string> names;
+  for (Layout layout : AllLayouts()) names.push_back(LayoutName(layout));
+  return names;
+}
+
+absl::Status AddHfFamilyNames(HfFamily family, const HfNameTables& names) {
+  FamilyNames added{{family}, {}, {}};
+  for (const auto& [from, to, label] :
+       {std::tuple{&names.per_expert, &added.per_expert, "per_expert"},
+        std::tuple{&names.packed, &added.packed, "packed"}}) {
+    for (const HfRoleName& entry : *from) {
+      std::optional<Layout> layout;
+      for (Layout l : AllLayouts()) {
+        if (entry.layout == LayoutName(l)) layout = l;
+      }
+      if (!layout.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "names.", label, " ", WeightRoleName(entry.role), ": layout '",
+            entry.layout, "' is not one of ",
+            absl::StrJoin(HfLayoutNames(), ", ")));
+      }
+      for (const RoleName& seen : *to) {
+        if (seen.role == entry.role) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("names.", label, ": role ",
+                           WeightRoleName(entry.role), " is listed twice"));
+        }
+      }
+      to->push_back({entry.role, entry.name, *layout});
+    }
+  }
+  NameTables().push_back(std::move(added));
+  return absl::OkStatus();
+}
 
 HfTensorLocation HfLocate(HfFamily described, const MoeLayerConfig& config,
                           int64_t layer, WeightRole role, int64_t expert,

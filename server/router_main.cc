@@ -1,8 +1,13 @@
 // moe-router: the front end. Validates and batches requests, routes every
 // token in fp32, plans the dispatch, drives the expert workers (or computes
 // the experts itself with --num-workers 0), adds the shared experts.
+#include <iostream>
+#include <string>
+#include <vector>
+
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
+#include "core/family_file.h"
 #include "core/flag_help.h"
 #include "core/logging.h"
 #include "core/service_process.h"
@@ -12,6 +17,12 @@
 #include "server/router_options.h"
 
 ABSL_FLAG(std::string, model, "", "Hugging Face checkpoint directory");
+ABSL_FLAG(std::vector<std::string>, family_file, {},
+          "family document (JSON) to add before --model is read; repeat "
+          "the flag or separate files by commas (see --print-family)");
+ABSL_FLAG(std::string, print_family, "",
+          "print the family document of this model_type (built in or "
+          "added by --family-file) and exit");
 ABSL_FLAG(bool, synthetic, false, "serve the synthetic model");
 ABSL_FLAG(int64_t, hidden, 1024, "synthetic: hidden size H");
 ABSL_FLAG(int64_t, inter, 512, "synthetic: expert intermediate size I");
@@ -206,6 +217,23 @@ RouterFlags ReadFlags() {
   return f;
 }
 
+// Adds the family files; prints a family and returns 0 for --print-family.
+// Returns -1 when the router is to start.
+int AddFamilies(const std::vector<std::string>& files) {
+  for (const std::string& file : files) {
+    absl::StatusOr<HfFamily> family = AddFamilyFile(file);
+    if (int rc = ExitCodeOf(family.status(), 2)) return rc;
+    spdlog::info("family file {}: added model_type '{}'", file,
+                 HfFamilyName(*family));
+  }
+  const std::string print = absl::GetFlag(FLAGS_print_family);
+  if (print.empty()) return -1;
+  absl::StatusOr<std::string> text = PrintFamilyJson(print);
+  if (int rc = ExitCodeOf(text.status(), 2)) return rc;
+  std::cout << *text;
+  return 0;
+}
+
 int Main() {
   // gRPC's lines in this log's format; TLS handshake refusals once a
   // minute per peer and reason, instead of gRPC's line per attempt.
@@ -230,5 +258,10 @@ int main(int argc, char** argv) {
       "[--listen HOST:PORT] [--num-workers P] [--step-timeout-ms T] "
       "[--max-batch-tokens N] [--batch-window-us U]",
       "router");
+  if (int rc = moe::AddFamilies(
+          moe::RepeatedFlagValues(argc, argv, "family_file"));
+      rc >= 0) {
+    return rc;
+  }
   return moe::Main();
 }
