@@ -53,10 +53,10 @@ constexpr char kAcmeFamily[] = R"({
     {"role": "w1", "name": "{p}moe.ffn.{e}.wi_gate.weight"},
     {"role": "w3", "name": "{p}moe.ffn.{e}.wi_up.weight"},
     {"role": "w2", "name": "{p}moe.ffn.{e}.wo.weight"},
-    {"role": "shared_w1", "name": "{p}moe.common.wi_gate.weight"},
-    {"role": "shared_w3", "name": "{p}moe.common.wi_up.weight"},
-    {"role": "shared_w2", "name": "{p}moe.common.wo.weight"},
-    {"role": "shared_gate", "name": "{p}moe.common.gate.weight"}
+    {"role": "shared.w1", "name": "{p}moe.common.wi_gate.weight"},
+    {"role": "shared.w3", "name": "{p}moe.common.wi_up.weight"},
+    {"role": "shared.w2", "name": "{p}moe.common.wo.weight"},
+    {"role": "shared.gate", "name": "{p}moe.common.gate.weight"}
   ]}
 })";
 
