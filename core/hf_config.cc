@@ -192,6 +192,55 @@ absl::StatusOr<int64_t> TopK(const ConfigReader& r, const FamilyEntry& entry) {
   return r.Int(entry.top_k_keys.back());
 }
 
+// The config as the family's description reads it: the keys of its MoE
+// sub-object beside the others (the config's own win), its own spellings
+// under the common names, and each per-layer list that holds one value as
+// that value.
+absl::StatusOr<json> DescribedConfig(const FamilyEntry& e, const json& body,
+                                     const std::string& label) {
+  const ConfigReader r(body, label);
+  json out = body;
+  if (e.moe_config != nullptr) {
+    auto it = body.find(e.moe_config);
+    if (it == body.end() || !it->is_object()) {
+      return r.Error(e.moe_config,
+                     absl::StrCat("must be an object holding the MoE keys (",
+                                  e.model_type, ")"));
+    }
+    for (const auto& [key, value] : it->items()) {
+      if (!out.contains(key)) out[key] = value;
+    }
+  }
+  for (const auto& [common, own] : e.renamed_keys) {
+    if (body.contains(own) && !body.contains(common)) out[common] = body[own];
+  }
+  const ConfigReader described(out, label);
+  for (const char* key : e.uniform_lists) {
+    auto it = out.find(key);
+    if (it == out.end() || !it->is_array()) continue;
+    const json list = *it;
+    MOE_ASSIGN_OR_RETURN(int64_t layers, described.Int("num_hidden_layers"));
+    if (static_cast<int64_t>(list.size()) != layers) {
+      return r.Error(key,
+                     absl::StrCat("lists ", list.size(),
+                                  " values, not num_hidden_layers ", layers));
+    }
+    if (list.empty()) return r.Error(key, "is an empty list");
+    for (size_t l = 1; l < list.size(); ++l) {
+      if (list[l] != list[0]) {
+        return r.Error(
+            key,
+            absl::StrCat("differs between layers (layer 0: ", list[0].dump(),
+                         ", layer ", l, ": ", list[l].dump(),
+                         "): a layer is served by the model's one config, "
+                         "so a per-layer list must hold one value"));
+      }
+    }
+    out[key] = list[0];
+  }
+  return out;
+}
+
 }  // namespace
 
 const std::vector<HfFamily>& AllHfFamilies() {
@@ -247,7 +296,10 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
     body = &*it;
     text_label = absl::StrCat(label, " text_config");
   }
-  ConfigReader r(*body, text_label);
+  MOE_ASSIGN_OR_RETURN(
+      const json described,
+      DescribedConfig(EntryOf(spec.family), *body, text_label));
+  ConfigReader r(described, text_label);
   ModelInfo& info = spec.info;
   MoeLayerConfig& c = info.layer;
   info.family = model_type;
@@ -277,7 +329,7 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   // The base family's reader sees the config without the keys this family
   // does not have, and without a per-layer list read here: its own layer
   // rule must not read the list (DeepSeek reads moe_layer_freq as a stride).
-  json rest = *body;
+  json rest = described;
   for (const char* key : entry.absent_keys) rest.erase(key);
   if (listed.has_value()) {
     for (const char* key : entry.moe_layer_lists) rest.erase(key);

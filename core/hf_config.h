@@ -30,11 +30,23 @@ enum class HfFamily {
   kLlama4,      // Llama4ForConditionalGeneration: text_config, language_model.
   kLlama4Text,  // Llama4ForCausalLM
   kErnie45Moe,
-  kGptOss,      // released MXFP4 *_blocks/*_scales or dequantised bf16
-  kDeepseekV4,  // fp4/fp8 with E8M0 .scale or unquantised; no "model."
-  kNemotronH,   // Nemotron 3: backbone.layers.{L}.mixer., non-gated relu2
-  kGemma4,      // Gemma 4: text_config, router pre-norm, branch norms
-  kKimiK3,      // Kimi K3: text_config, LatentMoE with norm, SiTU
+  kGptOss,            // released MXFP4 *_blocks/*_scales or dequantised bf16
+  kDeepseekV4,        // fp4/fp8 with E8M0 .scale or unquantised; no "model."
+  kNemotronH,         // Nemotron 3: backbone.layers.{L}.mixer., non-gated relu2
+  kGemma4,            // Gemma 4: text_config, router pre-norm, branch norms
+  kKimiK3,            // Kimi K3: text_config, LatentMoE with norm, SiTU
+  kFlexOlmo,          // FlexOlmo: olmoe's MoE
+  kMellum,            // Mellum: qwen3_moe's MoE, layers by mlp_layer_types
+  kMinimax,           // MiniMax-Text-01 / M1: mixtral's MoE
+  kQwen3VlMoe,        // Qwen3-VL-MoE: qwen3_moe's MoE, text_config, fused x·W
+  kGraniteMoe,        // GraniteMoe: router.layer, packed input/output_linear
+  kArctic,            // Snowflake Arctic: mixtral's MoE by moe_layer_frequency
+  kAria,              // Aria: text_config, fused x·W fc1/fc2, shared experts
+  kJamba,             // Jamba: feed_forward.*, expert_layer_period / offset
+  kGraniteMoeShared,  // GraniteMoe with a fused shared_mlp
+  kGraniteMoeHybrid,  // Granite 4.0-H: GraniteMoeShared's MoE, Mamba host-side
+  kDbrx,              // DBRX: transformer.blocks., ffn_config, packed rows
+  kHunyuanV1Moe,      // Hunyuan-A13B: uniform per-layer lists, mlp.gate.wg
 };
 
 // Every family, in the order of the table above.
@@ -90,6 +102,10 @@ struct HfTensorLocation {
   bool linear = false;
   // [E, in, C], [E, C, in] when `linear` or, for a bias, [E, C].
   std::vector<int64_t> fused_shape;
+  // The shape the tensor is stored in when it is `fused_shape` with axes
+  // merged (the same values in the same order): Granite's fused shared
+  // input_linear [2S, H] is read as [1, 2S, H]. Empty: fused_shape.
+  std::vector<int64_t> stored_shape;
   int64_t expert = 0;
   int64_t col0 = 0;
   int64_t col_step = 1;

@@ -322,6 +322,127 @@ const std::vector<FamilyEntry>& FamilyTable() {
                .norm_eps = {"rms_norm_eps", 1e-6},
                .use_bias = true,
                .layers = MoeLayerRule::kDeepseekFirstDenseAndFreq}},
+      // FlexOlmo: OLMoE's sparse block (softmax, norm_topk_prob) and names.
+      {.model_type = "flex_olmo",
+       .family = HfFamily::kFlexOlmo,
+       .architectures = {"FlexOlmoForCausalLM"},
+       .like = HfFamily::kOlmoe},
+      // Mellum: Qwen3-MoE's sparse block and names; mlp_layer_types says
+      // which layers are sparse where given (all of them by default).
+      {.model_type = "mellum",
+       .family = HfFamily::kMellum,
+       .architectures = {"MellumForCausalLM"},
+       .like = HfFamily::kQwen3Moe,
+       .moe_layer_lists = {"mlp_layer_types"}},
+      // MiniMax-Text-01 / MiniMax-M1: Mixtral's MoE (softmax, top-k
+      // renormalised, every layer) and names beside lightning attention,
+      // which is the host's.
+      {.model_type = "minimax",
+       .family = HfFamily::kMinimax,
+       .architectures = {"MiniMaxForCausalLM", "MiniMaxText01ForCausalLM",
+                         "MiniMaxM1ForCausalLM"},
+       .like = HfFamily::kMixtral},
+      // Qwen3-VL-MoE: Qwen3-MoE's keys and math under text_config; its
+      // experts fused for x·W under model.language_model. (own names).
+      {.model_type = "qwen3_vl_moe",
+       .family = HfFamily::kQwen3VlMoe,
+       .architectures = {"Qwen3VLMoeForConditionalGeneration"},
+       .text_config = true,
+       .like = HfFamily::kQwen3Moe,
+       .layer_prefix = "model.language_model.layers.{L}."},
+      // GraniteMoe: the k largest logits, softmax over those k, which is
+      // softmax then a renorm of the top k; every layer MoE.
+      {.model_type = "granitemoe",
+       .family = HfFamily::kGraniteMoe,
+       .architectures = {"GraniteMoeForCausalLM"},
+       .moe = {.experts = {"num_local_experts"},
+               .inter = {"intermediate_size"},
+               .route_norm = {.fallback = true}}},
+      // Snowflake Arctic: Mixtral's block (renormalised when k > 1) every
+      // moe_layer_frequency-th layer. Its residual MLP runs on another
+      // input than the MoE block (after its own norm), so it stays the
+      // host's and is no shared expert.
+      {.model_type = "arctic",
+       .family = HfFamily::kArctic,
+       .architectures = {"ArcticForCausalLM"},
+       .moe = {.experts = {"num_local_experts"},
+               .inter = {"intermediate_size"},
+               .route_norm = {.fallback = true},
+               .route_norm_needs_two = true,
+               .layers = MoeLayerRule::kArcticFrequency}},
+      // Aria: the language model under text_config (language_model.model.
+      // in the released checkpoint); the moe_topk largest logits, softmax
+      // over them; moe_num_shared_experts ungated shared experts of the
+      // routed width run as one; every layer MoE.
+      {.model_type = "aria",
+       .family = HfFamily::kAria,
+       .architectures = {"AriaForConditionalGeneration"},
+       .text_config = true,
+       .layer_prefix = "language_model.model.layers.{L}.",
+       .top_k_keys = {"moe_topk"},
+       .moe = {.experts = {"moe_num_experts"},
+               .inter = {"intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"moe_num_shared_experts", 2}},
+               .route_norm = {.fallback = true}}},
+      // Jamba: softmax top-k without renorm under feed_forward.; MoE layers
+      // by expert_layer_period / expert_layer_offset (Mamba and attention
+      // mixers are the host's).
+      {.model_type = "jamba",
+       .family = HfFamily::kJamba,
+       .architectures = {"JambaForCausalLM"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"intermediate_size"},
+               .route_norm = {.fallback = false},
+               .layers = MoeLayerRule::kJambaPeriod}},
+      // GraniteMoeShared: GraniteMoe's routed experts and an ungated shared
+      // MLP of shared_intermediate_size (none at 0), its gate and up rows
+      // fused in one input_linear.
+      {.model_type = "granitemoeshared",
+       .family = HfFamily::kGraniteMoeShared,
+       .architectures = {"GraniteMoeSharedForCausalLM"},
+       .moe = {.experts = {"num_local_experts"},
+               .inter = {"intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kWidthKey,
+                          .key = {"shared_intermediate_size", 0}},
+               .route_norm = {.fallback = true}}},
+      // Granite 4.0-H: GraniteMoeShared's MoE on every layer; its Mamba-2
+      // and attention mixers (layers_block_type) are the host's.
+      {.model_type = "granitemoehybrid",
+       .family = HfFamily::kGraniteMoeHybrid,
+       .architectures = {"GraniteMoeHybridForCausalLM"},
+       .like = HfFamily::kGraniteMoeShared},
+      // DBRX: d_model / n_layers and the MoE keys in ffn_config; softmax,
+      // top moe_top_k divided by their moe_normalize_expert_weights-norm
+      // (DbrxExpertWeightNorm); every layer MoE, experts packed by rows
+      // under transformer.blocks.{L}.ffn.
+      {.model_type = "dbrx",
+       .family = HfFamily::kDbrx,
+       .architectures = {"DbrxForCausalLM"},
+       .layer_prefix = "transformer.blocks.{L}.",
+       .top_k_keys = {"moe_top_k"},
+       .moe_config = "ffn_config",
+       .renamed_keys = {{"hidden_size", "d_model"},
+                        {"num_hidden_layers", "n_layers"}},
+       .moe = {.experts = {"moe_num_experts"},
+               .inter = {"ffn_hidden_size"},
+               .route_norm = {.fallback = true},
+               .finish = DbrxExpertWeightNorm}},
+      // Hunyuan-A13B: softmax, top moe_topk renormalised (transformers
+      // renormalises even one weight), one ungated shared MLP of the routed
+      // width, every layer MoE; moe_topk and the widths may be per-layer
+      // lists of one value.
+      {.model_type = "hunyuan_v1_moe",
+       .family = HfFamily::kHunyuanV1Moe,
+       .architectures = {"HunYuanMoEV1ForCausalLM"},
+       .top_k_keys = {"moe_topk"},
+       .uniform_lists = {"moe_topk", "num_experts", "moe_intermediate_size",
+                         "num_shared_expert"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kSameAsRouted},
+               .route_norm = {.fallback = true},
+               .finish = HunyuanWidthsAgree}},
   };
   return *table;
 }

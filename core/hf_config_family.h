@@ -144,6 +144,11 @@ enum class MoeLayerRule {
   kErnieInterval,
   // hybrid_override_pattern's Es or layers_block_type's "moe"s (Nemotron 3).
   kNemotronPattern,
+  // Every moe_layer_frequency-th layer, (L + 1) % frequency == 0 (Arctic).
+  kArcticFrequency,
+  // L % expert_layer_period == expert_layer_offset, when num_experts > 1
+  // (Jamba).
+  kJambaPeriod,
 };
 
 // A family's own rule that is no data: it reads `r` and sets or refuses
@@ -223,6 +228,18 @@ struct FamilyEntry {
   // The keys that may give k, the first present winning; a config with none
   // is refused naming the last.
   std::vector<const char*> top_k_keys = {"num_experts_per_tok"};
+  // A sub-object whose keys are read beside the config's own (DBRX keeps
+  // its MoE keys in ffn_config); a config without it is refused naming it.
+  const char* moe_config = nullptr;
+  // Keys the family spells its own way, {common name, the family's}: the
+  // family's key is read where the common one is (DBRX's d_model for
+  // hidden_size).
+  std::vector<std::pair<const char*, const char*>> renamed_keys = {};
+  // Keys a config may give per layer (a list of num_hidden_layers values):
+  // read as the one value when every layer has it, refused naming the key
+  // otherwise, as the model-wide config is the only one a layer has
+  // (Hunyuan's moe_topk).
+  std::vector<const char*> uniform_lists = {};
   // The MoE layer's keys and math; empty for a family `like` another.
   MoeDescription moe = {};
 };

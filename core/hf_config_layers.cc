@@ -158,6 +158,36 @@ absl::Status NemotronLayers(const ConfigReader& r, ModelInfo* info) {
   return absl::OkStatus();
 }
 
+// Snowflake Arctic: every moe_layer_frequency-th layer is MoE (its model
+// code's default is 2), the others keep a dense MLP in place of the block.
+absl::Status ArcticLayers(const ConfigReader& r, ModelInfo* info) {
+  MOE_ASSIGN_OR_RETURN(int64_t freq, r.Int("moe_layer_frequency", 2));
+  if (freq <= 0) return r.Error("moe_layer_frequency", "must be >= 1");
+  for (int64_t l = 0; l < info->num_layers; ++l) {
+    if ((l + 1) % freq == 0) info->moe_layers.push_back(l);
+  }
+  return absl::OkStatus();
+}
+
+// Jamba: layer L has num_experts experts when L % expert_layer_period ==
+// expert_layer_offset and one (a dense MLP) otherwise; one expert is no
+// MoE, so a model with num_experts 1 has no MoE layer.
+absl::Status JambaLayers(const ConfigReader& r, ModelInfo* info) {
+  MOE_ASSIGN_OR_RETURN(int64_t period, r.Int("expert_layer_period", 2));
+  MOE_ASSIGN_OR_RETURN(int64_t offset, r.Int("expert_layer_offset", 1));
+  if (period <= 0) return r.Error("expert_layer_period", "must be >= 1");
+  if (offset < 0 || offset >= period) {
+    return r.Error("expert_layer_offset",
+                   absl::StrCat("must be in [0, expert_layer_period ", period,
+                                "), got ", offset));
+  }
+  if (info->layer.num_experts <= 1) return absl::OkStatus();
+  for (int64_t l = 0; l < info->num_layers; ++l) {
+    if (l % period == offset) info->moe_layers.push_back(l);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ReadMoeLayers(MoeLayerRule rule, const ConfigReader& r,
@@ -178,6 +208,10 @@ absl::Status ReadMoeLayers(MoeLayerRule rule, const ConfigReader& r,
       return ErnieLayers(r, info);
     case MoeLayerRule::kNemotronPattern:
       return NemotronLayers(r, info);
+    case MoeLayerRule::kArcticFrequency:
+      return ArcticLayers(r, info);
+    case MoeLayerRule::kJambaPeriod:
+      return JambaLayers(r, info);
   }
   return absl::InternalError("unknown MoE layer rule");
 }

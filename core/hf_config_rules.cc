@@ -77,4 +77,57 @@ absl::Status DeepseekV4HashLayers(const ConfigReader& r, ModelInfo* info) {
   return absl::OkStatus();
 }
 
+absl::Status DbrxExpertWeightNorm(const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  if (!r.Present("moe_normalize_expert_weights")) {
+    // DbrxFFNConfig's default is 1; a null says no normalisation.
+    const bool null = r.raw().contains("moe_normalize_expert_weights");
+    c.route_norm = !null;
+  } else {
+    MOE_ASSIGN_OR_RETURN(double p,
+                         r.Number("moe_normalize_expert_weights", 1.0));
+    if (p != 1.0) {
+      return r.Error("moe_normalize_expert_weights",
+                     absl::StrCat("is ", p,
+                                  ": only 1 (the top-k weights over their sum) "
+                                  "or null (none) is served for ",
+                                  info->family));
+    }
+    c.route_norm = true;
+  }
+  if (r.Present("ffn_act_fn")) {
+    const auto& act = r.raw().at("ffn_act_fn");
+    const auto name = act.is_object() ? act.find("name") : act.end();
+    if (!act.is_object() || (name != act.end() && *name != "silu")) {
+      return r.Error("ffn_act_fn", absl::StrCat("is ", act.dump(),
+                                                ", not {\"name\": "
+                                                "\"silu\"}, the activation ",
+                                                info->family, " experts have"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HunyuanWidthsAgree(const ConfigReader& r, ModelInfo* info) {
+  const MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(int64_t moe_inter,
+                       r.Int("moe_intermediate_size", c.inter));
+  if (moe_inter != c.inter) {
+    return r.Error("moe_intermediate_size",
+                   absl::StrCat("is ", moe_inter, ", not intermediate_size ",
+                                c.inter, ": transformers' ", info->family,
+                                " experts are intermediate_size wide, "
+                                "vLLM's moe_intermediate_size"));
+  }
+  MOE_ASSIGN_OR_RETURN(int64_t shared, r.Int("num_shared_expert", 1));
+  if (shared != 1) {
+    return r.Error(
+        "num_shared_expert",
+        absl::StrCat("is ", shared, ", not 1: transformers' ", info->family,
+                     " shared MLP is one of intermediate_size, "
+                     "vLLM's num_shared_expert of them"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace moe

@@ -22,4 +22,14 @@ absl::Status RefuseErnieLinearBiases(const ConfigReader& r, ModelInfo* info);
 // config is the model's and each hash layer has a routing override.
 absl::Status DeepseekV4HashLayers(const ConfigReader& r, ModelInfo* info);
 
+// DBRX: moe_normalize_expert_weights p divides the top-k weights by their
+// p-norm; 1 (the release's) is the renormalisation, null none, any other p
+// is refused. ffn_act_fn must name silu.
+absl::Status DbrxExpertWeightNorm(const ConfigReader& r, ModelInfo* info);
+
+// Hunyuan-A13B: transformers' experts and shared MLP are intermediate_size
+// wide, while vLLM reads moe_intermediate_size and num_shared_expert; a
+// config where they differ from that is refused naming the key.
+absl::Status HunyuanWidthsAgree(const ConfigReader& r, ModelInfo* info);
+
 }  // namespace moe

@@ -28,6 +28,14 @@ enum class Layout {
   kBiasDown,         // [E, H]
   kLinearHalves,     // [E, 2I, H]
   kLinearDown,       // [E, H, I]
+  // One shared expert's nn.Linear gate rows over its up rows, [2S, H]
+  // (Granite's shared_mlp.input_linear), read as one expert of [1, 2S, H].
+  kSharedLinearHalves,
+  // DBRX's per-role tensors of every expert's rows, [E*I, H]: w1 / v1 are
+  // nn.Linear rows (x·Wᵀ), w2 is x·W (each expert's [I, H] times its
+  // intermediate), read as [E, I, H].
+  kRowsLinear,
+  kRowsXwDown,
 };
 
 // A role's tensor name: {p} stands for the layer prefix, {e} for the
@@ -225,6 +233,65 @@ const std::vector<FamilyNames>& NameTables() {
                {WeightRole::kLatentW2, kimi + "routed_expert_up_proj.weight"}},
               Shared(kimi + "shared_experts.", "gate_proj", "up_proj",
                      "down_proj"))},
+        // Qwen3-VL-MoE: mlp.gate and x·W experts, gate_up_proj [E, H, 2I]
+        // (gate columns first) and down_proj [E, I, H].
+        {{HfFamily::kQwen3VlMoe},
+         {{WeightRole::kGate, "{p}mlp.gate.weight"},
+          {WeightRole::kW1, "{p}mlp.experts.gate_up_proj", Layout::kXwHalves},
+          {WeightRole::kW3, "{p}mlp.experts.gate_up_proj", Layout::kXwHalves},
+          {WeightRole::kW2, "{p}mlp.experts.down_proj", Layout::kXwDown}}},
+        // GraniteMoe and its shared-expert forms: block_sparse_moe.router.
+        // layer, packed nn.Linear input_linear [E, 2I, H] (gate rows first)
+        // and output_linear [E, H, I]; the shared MLP's input_linear
+        // [2S, H] and output_linear [H, S].
+        {{HfFamily::kGraniteMoe, HfFamily::kGraniteMoeShared},
+         {{WeightRole::kGate, "{p}block_sparse_moe.router.layer.weight"},
+          {WeightRole::kW1, "{p}block_sparse_moe.input_linear.weight",
+           Layout::kLinearHalves},
+          {WeightRole::kW3, "{p}block_sparse_moe.input_linear.weight",
+           Layout::kLinearHalves},
+          {WeightRole::kW2, "{p}block_sparse_moe.output_linear.weight",
+           Layout::kLinearDown},
+          {WeightRole::kSharedW1, "{p}shared_mlp.input_linear.weight",
+           Layout::kSharedLinearHalves},
+          {WeightRole::kSharedW3, "{p}shared_mlp.input_linear.weight",
+           Layout::kSharedLinearHalves},
+          {WeightRole::kSharedW2, "{p}shared_mlp.output_linear.weight"}}},
+        // Snowflake Arctic: Mixtral's block_sparse_moe names.
+        {{HfFamily::kArctic}, block_sparse},
+        // Aria: mlp.router, x·W experts fc1 [E, H, 2I] (silu of the first
+        // half times the second) and fc2 [E, I, H], mlp.shared_experts.*.
+        {{HfFamily::kAria},
+         With(
+             {{WeightRole::kGate, "{p}mlp.router.weight"},
+              {WeightRole::kW1, "{p}mlp.experts.fc1.weight", Layout::kXwHalves},
+              {WeightRole::kW3, "{p}mlp.experts.fc1.weight", Layout::kXwHalves},
+              {WeightRole::kW2, "{p}mlp.experts.fc2.weight", Layout::kXwDown}},
+             Shared("{p}mlp.shared_experts.", "gate_proj", "up_proj",
+                    "down_proj"))},
+        // Jamba: feed_forward.router and {gate,up,down}_proj experts.
+        {{HfFamily::kJamba},
+         With({{WeightRole::kGate, ff + "router.weight"}},
+              Experts(ff, "gate_proj", "up_proj", "down_proj"))},
+        // DBRX: ffn.router.layer and the experts' per-role parameters w1
+        // (gate), v1 (up), w2 (down), no ".weight".
+        {{HfFamily::kDbrx},
+         {{WeightRole::kGate, "{p}ffn.router.layer.weight"},
+          {WeightRole::kW1, "{p}ffn.experts.mlp.w1", Layout::kRowsLinear},
+          {WeightRole::kW3, "{p}ffn.experts.mlp.v1", Layout::kRowsLinear},
+          {WeightRole::kW2, "{p}ffn.experts.mlp.w2", Layout::kRowsXwDown}}},
+        // Hunyuan-A13B: mlp.gate.wg, per-expert {gate,up,down}_proj (or
+        // transformers v5's packed experts), mlp.shared_mlp.*.
+        {{HfFamily::kHunyuanV1Moe},
+         With(
+             With({{WeightRole::kGate, "{p}mlp.gate.wg.weight"}},
+                  Experts("{p}mlp.", "gate_proj", "up_proj", "down_proj")),
+             Shared("{p}mlp.shared_mlp.", "gate_proj", "up_proj", "down_proj")),
+         Packed(
+             With(With({{WeightRole::kGate, "{p}mlp.gate.wg.weight"}},
+                       Experts("{p}mlp.", "gate_proj", "up_proj", "down_proj")),
+                  Shared("{p}mlp.shared_mlp.", "gate_proj", "up_proj",
+                         "down_proj")))},
     };
   }();
   return *tables;
@@ -248,8 +315,10 @@ HfTensorLocation Interpret(const RoleName& entry, const std::string& p,
   loc.name = absl::StrReplaceAll(entry.name,
                                  {{"{p}", p}, {"{e}", absl::StrCat(expert)}});
   if (entry.layout == Layout::kOwn) return loc;
-  const int64_t E = c.num_experts, H = c.hidden, I = c.inter;
-  const bool gate_half = role == WeightRole::kW1 || role == WeightRole::kB1;
+  const int64_t E = c.num_experts, H = c.hidden, I = c.inter,
+                S = c.shared_inter;
+  const bool gate_half = role == WeightRole::kW1 || role == WeightRole::kB1 ||
+                         role == WeightRole::kSharedW1;
   loc.fused = true;
   loc.expert = expert;
   loc.out = I;
@@ -286,6 +355,24 @@ HfTensorLocation Interpret(const RoleName& entry, const std::string& p,
       loc.out = H;
       loc.linear = true;
       break;
+    case Layout::kSharedLinearHalves:
+      loc.fused_shape = {1, 2 * S, H};
+      loc.stored_shape = {2 * S, H};
+      loc.expert = 0;
+      loc.col0 = gate_half ? 0 : S;
+      loc.out = S;
+      loc.linear = true;
+      break;
+    case Layout::kRowsLinear:
+      loc.fused_shape = {E, I, H};
+      loc.stored_shape = {E * I, H};
+      loc.linear = true;
+      break;
+    case Layout::kRowsXwDown:
+      loc.fused_shape = {E, I, H};
+      loc.stored_shape = {E * I, H};
+      loc.out = H;
+      break;
     case Layout::kOwn:
       break;
   }
@@ -297,8 +384,10 @@ HfTensorLocation Interpret(const RoleName& entry, const std::string& p,
 HfTensorLocation HfLocate(HfFamily described, const MoeLayerConfig& config,
                           int64_t layer, WeightRole role, int64_t expert,
                           HfExpertLayout layout) {
-  // A family described as another's keeps that one's names.
-  const FamilyNames* names = NamesOf(HfBaseFamily(described));
+  // A family described as another's keeps that one's names unless it has
+  // its own (Qwen3-VL-MoE stores Qwen3-MoE's experts fused).
+  const FamilyNames* names = NamesOf(described);
+  if (names == nullptr) names = NamesOf(HfBaseFamily(described));
   if (names == nullptr) return {};
   const NameTable& table =
       layout == HfExpertLayout::kPacked && !names->packed.empty()

@@ -583,9 +583,10 @@ TEST(HfFamilies, MimoV2FlashIsReadAsDeepseekV3WithoutSharedExpert) {
 }
 
 TEST(HfFamilies, UnknownModelTypeListsTheSupportedFamilies) {
-  auto s = Parse(R"({"model_type":"jamba","hidden_size":64})");
+  // SwitchTransformers is encoder-decoder: out of scope, never a family.
+  auto s = Parse(R"({"model_type":"switch_transformers","hidden_size":64})");
   ASSERT_FALSE(s.ok());
-  EXPECT_TRUE(Mentions(s.status(), "'jamba'"));
+  EXPECT_TRUE(Mentions(s.status(), "'switch_transformers'"));
   for (HfFamily f : AllHfFamilies()) {
     EXPECT_TRUE(Mentions(s.status(), HfFamilyName(f))) << HfFamilyName(f);
   }
@@ -772,6 +773,382 @@ TEST(HfFamilies, KimiK3ReadsTextConfigLatentSituAndCompressedTensors) {
   ASSERT_TRUE(grouped.ok()) << grouped.status();
   EXPECT_EQ(grouped->info.layer.n_groups, 8);
   EXPECT_EQ(grouped->info.layer.topk_groups, 4);
+}
+
+// FlexOlmo and MiniMax-Text-01 are OLMoE's and Mixtral's MoE under their
+// own model_type: the same layer config and names as the family they are
+// described by.
+TEST(HfFamilies, FlexOlmoAndMinimaxAreReadAsOlmoeAndMixtral) {
+  auto flex = Parse(
+      R"({"model_type":"flex_olmo","architectures":["FlexOlmoForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":32,"intermediate_size":11008,
+    "num_experts":7,"num_experts_per_tok":7,"norm_topk_prob":false})");
+  auto olmoe = Parse(
+      R"({"model_type":"olmoe","hidden_size":4096,"num_hidden_layers":32,
+    "intermediate_size":11008,"num_experts":7,"num_experts_per_tok":7,
+    "norm_topk_prob":false})");
+  ASSERT_TRUE(flex.ok()) << flex.status();
+  ASSERT_TRUE(olmoe.ok()) << olmoe.status();
+  EXPECT_EQ(flex->family, HfFamily::kFlexOlmo);
+  EXPECT_EQ(flex->info.layer, olmoe->info.layer);
+  EXPECT_EQ(flex->info.moe_layers.size(), 32u);
+  EXPECT_FALSE(flex->info.layer.route_norm);
+  EXPECT_EQ(HfTensorName(HfFamily::kFlexOlmo, 3, WeightRole::kW2, 6),
+            "model.layers.3.mlp.experts.6.down_proj.weight");
+  auto mm = Parse(
+      R"({"model_type":"minimax","architectures":["MiniMaxText01ForCausalLM"],
+    "hidden_size":6144,"num_hidden_layers":80,"intermediate_size":9216,
+    "num_local_experts":32,"num_experts_per_tok":2,
+    "attn_type_list":[0,0,0,0,0,0,0,1]})");
+  ASSERT_TRUE(mm.ok()) << mm.status();
+  EXPECT_EQ(mm->family, HfFamily::kMinimax);
+  const auto& c = mm->info.layer;
+  EXPECT_EQ(c.score_func, ScoreFunc::kSoftmax);
+  EXPECT_TRUE(c.route_norm);
+  EXPECT_EQ(c.num_experts, 32);
+  EXPECT_EQ(c.inter, 9216);
+  EXPECT_EQ(mm->info.moe_layers.size(), 80u);
+  EXPECT_EQ(HfTensorName(HfFamily::kMinimax, 79, WeightRole::kGate, -1),
+            "model.layers.79.block_sparse_moe.gate.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kMinimax, 0, WeightRole::kW1, 31),
+            "model.layers.0.block_sparse_moe.experts.31.w1.weight");
+  for (const char* arch : {"MiniMaxForCausalLM", "MiniMaxM1ForCausalLM"}) {
+    auto other = Parse(absl::StrCat(
+        R"({"model_type":"minimax","architectures":[")", arch,
+        R"("],"hidden_size":64,"num_hidden_layers":2,"intermediate_size":16,
+    "num_local_experts":4,"num_experts_per_tok":2})"));
+    EXPECT_TRUE(other.ok()) << arch << ": " << other.status();
+  }
+}
+
+// Mellum: Qwen3-MoE's block; mlp_layer_types names the sparse layers.
+TEST(HfFamilies, MellumSparseLayersFromMlpLayerTypes) {
+  auto s = Parse(
+      R"({"model_type":"mellum","architectures":["MellumForCausalLM"],
+    "hidden_size":2304,"num_hidden_layers":4,"intermediate_size":7168,
+    "num_experts":64,"num_experts_per_tok":8,"moe_intermediate_size":896,
+    "norm_topk_prob":true,
+    "mlp_layer_types":["dense","sparse","sparse","dense"],
+    "layer_types":["sliding_attention","full_attention","sliding_attention",
+                   "full_attention"]})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kMellum);
+  EXPECT_EQ(s->info.moe_layers, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(s->info.layer.inter, 896);
+  EXPECT_TRUE(s->info.layer.route_norm);
+  EXPECT_EQ(HfTensorName(HfFamily::kMellum, 1, WeightRole::kW1, 63),
+            "model.layers.1.mlp.experts.63.gate_proj.weight");
+  auto all = Parse(
+      R"({"model_type":"mellum","hidden_size":64,"num_hidden_layers":3,
+    "num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":16})");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->info.moe_layers, (std::vector<int64_t>{0, 1, 2}));
+  auto short_list = Parse(
+      R"({"model_type":"mellum","hidden_size":64,"num_hidden_layers":3,
+    "num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":16,
+    "mlp_layer_types":["sparse","sparse"]})");
+  EXPECT_TRUE(Mentions(short_list.status(), "mlp_layer_types"))
+      << short_list.status();
+}
+
+// Qwen3-VL-MoE: Qwen3-MoE's keys under text_config, experts fused for x·W
+// under model.language_model.
+TEST(HfFamilies, Qwen3VlMoeReadsTextConfigAndFusedExperts) {
+  auto s = Parse(
+      R"({"model_type":"qwen3_vl_moe",
+    "architectures":["Qwen3VLMoeForConditionalGeneration"],
+    "vision_config":{"depth":27,"hidden_size":1152},
+    "text_config":{"model_type":"qwen3_vl_moe_text","hidden_size":2048,
+      "num_hidden_layers":48,"intermediate_size":6144,"num_experts":128,
+      "num_experts_per_tok":8,"moe_intermediate_size":768,
+      "norm_topk_prob":true,"decoder_sparse_step":1,"mlp_only_layers":[]}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kQwen3VlMoe);
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.top_k, 8);
+  EXPECT_EQ(c.inter, 768);
+  EXPECT_TRUE(c.route_norm);
+  EXPECT_EQ(s->info.moe_layers.size(), 48u);
+  EXPECT_EQ(HfTensorName(HfFamily::kQwen3VlMoe, 4, WeightRole::kGate, -1),
+            "model.language_model.layers.4.mlp.gate.weight");
+  MoeLayerConfig k;
+  k.hidden = 2048;
+  k.inter = 768;
+  k.num_experts = 128;
+  const HfTensorLocation up =
+      HfLocate(HfFamily::kQwen3VlMoe, k, 4, WeightRole::kW3, 5);
+  EXPECT_EQ(up.name, "model.language_model.layers.4.mlp.experts.gate_up_proj");
+  EXPECT_TRUE(up.fused && !up.linear);
+  EXPECT_EQ(up.fused_shape, (std::vector<int64_t>{128, 2048, 1536}));
+  EXPECT_EQ(up.col0, 768);  // the up columns follow the gate's
+  const HfTensorLocation down =
+      HfLocate(HfFamily::kQwen3VlMoe, k, 4, WeightRole::kW2, 5);
+  EXPECT_EQ(down.name, "model.language_model.layers.4.mlp.experts.down_proj");
+  EXPECT_EQ(down.fused_shape, (std::vector<int64_t>{128, 768, 2048}));
+  auto flat = Parse(
+      R"({"model_type":"qwen3_vl_moe","hidden_size":64,"num_hidden_layers":2,
+    "num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":16})");
+  EXPECT_TRUE(Mentions(flat.status(), "text_config")) << flat.status();
+}
+
+// GraniteMoe and its shared forms: the router's layer, nn.Linear experts
+// packed in input_linear / output_linear, and the fused shared MLP.
+TEST(HfFamilies, GraniteMoeFamiliesRouterLayerAndPackedLinears) {
+  auto g = Parse(
+      R"({"model_type":"granitemoe","architectures":["GraniteMoeForCausalLM"],
+    "hidden_size":1536,"num_hidden_layers":32,"intermediate_size":512,
+    "num_local_experts":40,"num_experts_per_tok":8,
+    "embedding_multiplier":12.0,"residual_multiplier":0.22})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->family, HfFamily::kGraniteMoe);
+  EXPECT_EQ(g->info.layer.num_experts, 40);
+  EXPECT_TRUE(g->info.layer.route_norm);
+  EXPECT_FALSE(g->info.layer.has_shared());
+  EXPECT_EQ(g->info.moe_layers.size(), 32u);
+  EXPECT_EQ(HfTensorName(HfFamily::kGraniteMoe, 2, WeightRole::kGate, -1),
+            "model.layers.2.block_sparse_moe.router.layer.weight");
+  MoeLayerConfig k;
+  k.hidden = 1536;
+  k.inter = 512;
+  k.num_experts = 40;
+  k.shared_inter = 1024;
+  const HfTensorLocation up =
+      HfLocate(HfFamily::kGraniteMoe, k, 2, WeightRole::kW3, 7);
+  EXPECT_EQ(up.name, "model.layers.2.block_sparse_moe.input_linear.weight");
+  EXPECT_TRUE(up.fused && up.linear);
+  EXPECT_EQ(up.fused_shape, (std::vector<int64_t>{40, 1024, 1536}));
+  EXPECT_EQ(up.col0, 512);
+  const HfTensorLocation down =
+      HfLocate(HfFamily::kGraniteMoe, k, 2, WeightRole::kW2, 7);
+  EXPECT_EQ(down.name, "model.layers.2.block_sparse_moe.output_linear.weight");
+  EXPECT_EQ(down.fused_shape, (std::vector<int64_t>{40, 1536, 512}));
+
+  const std::string hybrid =
+      R"({"model_type":"granitemoehybrid",
+    "architectures":["GraniteMoeHybridForCausalLM"],
+    "hidden_size":1536,"num_hidden_layers":4,"intermediate_size":512,
+    "num_local_experts":64,"num_experts_per_tok":6,
+    "shared_intermediate_size":1024,
+    "layers_block_type":["mamba","attention","mamba","mamba"]})";
+  auto h = Parse(hybrid);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->family, HfFamily::kGraniteMoeHybrid);
+  EXPECT_EQ(h->info.moe_layers, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(h->info.layer.shared_inter, 1024);
+  EXPECT_FALSE(h->info.layer.shared_gate);
+  for (HfFamily f :
+       {HfFamily::kGraniteMoeShared, HfFamily::kGraniteMoeHybrid}) {
+    SCOPED_TRACE(HfFamilyName(f));
+    // The shared MLP's gate rows over its up rows in one [2S, H] tensor.
+    const HfTensorLocation sg = HfLocate(f, k, 1, WeightRole::kSharedW1, -1);
+    const HfTensorLocation su = HfLocate(f, k, 1, WeightRole::kSharedW3, -1);
+    EXPECT_EQ(sg.name, "model.layers.1.shared_mlp.input_linear.weight");
+    EXPECT_EQ(su.name, sg.name);
+    EXPECT_EQ(sg.stored_shape, (std::vector<int64_t>{2048, 1536}));
+    EXPECT_EQ(sg.col0, 0);
+    EXPECT_EQ(su.col0, 1024);
+    EXPECT_EQ(su.out, 1024);
+    EXPECT_EQ(HfTensorName(f, 1, WeightRole::kSharedW2, -1),
+              "model.layers.1.shared_mlp.output_linear.weight");
+  }
+  auto shared = Parse(
+      R"({"model_type":"granitemoeshared",
+    "architectures":["GraniteMoeSharedForCausalLM"],"hidden_size":1024,
+    "num_hidden_layers":24,"intermediate_size":512,"num_local_experts":32,
+    "num_experts_per_tok":8,"shared_intermediate_size":1024})");
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  EXPECT_EQ(shared->info.layer.shared_inter, 1024);
+}
+
+// Snowflake Arctic: Mixtral's block every moe_layer_frequency-th layer.
+TEST(HfFamilies, ArcticMoeLayersByFrequency) {
+  const std::string body =
+      R"("model_type":"arctic","architectures":["ArcticForCausalLM"],
+    "hidden_size":7168,"num_hidden_layers":6,"intermediate_size":4864,
+    "num_local_experts":128,"num_experts_per_tok":2,"parallel_attn_mlp_res":true)";
+  auto every = Parse("{" + body + R"(,"moe_layer_frequency":1})");
+  ASSERT_TRUE(every.ok()) << every.status();
+  EXPECT_EQ(every->family, HfFamily::kArctic);
+  EXPECT_EQ(every->info.moe_layers, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_TRUE(every->info.layer.route_norm);
+  auto second = Parse("{" + body + R"(,"moe_layer_frequency":2})");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->info.moe_layers, (std::vector<int64_t>{1, 3, 5}));
+  auto bad = Parse("{" + body + R"(,"moe_layer_frequency":0})");
+  EXPECT_TRUE(Mentions(bad.status(), "moe_layer_frequency")) << bad.status();
+  // The DeepSpeed-FP quantised release is no format the loader reads.
+  auto dsfp = Parse("{" + body + R"(,"moe_layer_frequency":1,
+    "quantization_config":{"quant_method":"deepspeedfp","bits":8}})");
+  EXPECT_TRUE(Mentions(dsfp.status(), "'deepspeedfp'")) << dsfp.status();
+  // Top-1 routing is not renormalised (a renorm of one weight is none).
+  auto top1 = Parse(R"({"model_type":"arctic","hidden_size":64,
+    "num_hidden_layers":2,"intermediate_size":16,"num_local_experts":4,
+    "num_experts_per_tok":1,"moe_layer_frequency":1})");
+  ASSERT_TRUE(top1.ok()) << top1.status();
+  EXPECT_FALSE(top1->info.layer.route_norm);
+  EXPECT_EQ(HfTensorName(HfFamily::kArctic, 1, WeightRole::kW3, 127),
+            "model.layers.1.block_sparse_moe.experts.127.w3.weight");
+}
+
+// Aria: text_config, moe_topk, shared experts of the routed width, fused
+// x·W fc1 / fc2 under language_model.model.
+TEST(HfFamilies, AriaTextConfigSharedExpertsAndFusedFc) {
+  auto s = Parse(
+      R"({"model_type":"aria","architectures":["AriaForConditionalGeneration"],
+    "vision_config":{"model_type":"idefics3_vision","hidden_size":1152},
+    "text_config":{"model_type":"aria_text","hidden_size":2560,
+      "num_hidden_layers":28,"intermediate_size":1664,"moe_num_experts":64,
+      "moe_topk":6,"moe_num_shared_experts":2}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kAria);
+  EXPECT_EQ(c.num_experts, 64);
+  EXPECT_EQ(c.top_k, 6);
+  EXPECT_EQ(c.inter, 1664);
+  EXPECT_EQ(c.shared_inter, 2 * 1664);
+  EXPECT_FALSE(c.shared_gate);
+  EXPECT_TRUE(c.route_norm);
+  EXPECT_EQ(s->info.moe_layers.size(), 28u);
+  EXPECT_EQ(HfTensorName(HfFamily::kAria, 3, WeightRole::kGate, -1),
+            "language_model.model.layers.3.mlp.router.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kAria, 3, WeightRole::kSharedW3, -1),
+            "language_model.model.layers.3.mlp.shared_experts.up_proj.weight");
+  MoeLayerConfig k = c;
+  const HfTensorLocation gate =
+      HfLocate(HfFamily::kAria, k, 3, WeightRole::kW1, 9);
+  EXPECT_EQ(gate.name, "language_model.model.layers.3.mlp.experts.fc1.weight");
+  EXPECT_EQ(gate.fused_shape, (std::vector<int64_t>{64, 2560, 3328}));
+  EXPECT_EQ(gate.col0, 0);
+  EXPECT_EQ(HfLocate(HfFamily::kAria, k, 3, WeightRole::kW2, 9).name,
+            "language_model.model.layers.3.mlp.experts.fc2.weight");
+  auto no_topk = Parse(
+      R"({"model_type":"aria","text_config":{"hidden_size":64,
+    "num_hidden_layers":2,"intermediate_size":16,"moe_num_experts":4}})");
+  EXPECT_TRUE(Mentions(no_topk.status(), "moe_topk")) << no_topk.status();
+}
+
+// Jamba: feed_forward.*, softmax top-k without renorm, MoE layers by
+// expert_layer_period / expert_layer_offset.
+TEST(HfFamilies, JambaExpertLayerPeriodAndOffset) {
+  const std::string body =
+      R"("model_type":"jamba","architectures":["JambaForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":8,"intermediate_size":14336,
+    "num_experts":16,"num_experts_per_tok":2,"attn_layer_period":8,
+    "attn_layer_offset":4)";
+  auto s = Parse("{" + body +
+                 R"(,"expert_layer_period":2,"expert_layer_offset":1})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kJamba);
+  EXPECT_EQ(s->info.moe_layers, (std::vector<int64_t>{1, 3, 5, 7}));
+  EXPECT_FALSE(s->info.layer.route_norm);
+  EXPECT_EQ(s->info.layer.score_func, ScoreFunc::kSoftmax);
+  auto third = Parse("{" + body +
+                     R"(,"expert_layer_period":3,"expert_layer_offset":0})");
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->info.moe_layers, (std::vector<int64_t>{0, 3, 6}));
+  auto bad = Parse("{" + body +
+                   R"(,"expert_layer_period":2,"expert_layer_offset":2})");
+  EXPECT_TRUE(Mentions(bad.status(), "expert_layer_offset")) << bad.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kJamba, 1, WeightRole::kGate, -1),
+            "model.layers.1.feed_forward.router.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kJamba, 1, WeightRole::kW3, 15),
+            "model.layers.1.feed_forward.experts.15.up_proj.weight");
+}
+
+// DBRX: d_model / n_layers, the MoE keys in ffn_config, per-role expert
+// parameters [E*I, H] under transformer.blocks.{L}.ffn.
+TEST(HfFamilies, DbrxFfnConfigAndPackedRows) {
+  const std::string head =
+      R"({"model_type":"dbrx","architectures":["DbrxForCausalLM"],
+    "d_model":6144,"n_layers":40,"n_heads":48,
+    "attn_config":{"kv_n_heads":8,"clip_qkv":8},
+    "ffn_config":{"moe_num_experts":16,"moe_top_k":4,"ffn_hidden_size":10752,
+      "ffn_act_fn":{"name":"silu"},"moe_jitter_eps":0,)";
+  auto s = Parse(head + R"("moe_normalize_expert_weights":1}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kDbrx);
+  EXPECT_EQ(c.hidden, 6144);
+  EXPECT_EQ(s->info.num_layers, 40);
+  EXPECT_EQ(c.num_experts, 16);
+  EXPECT_EQ(c.top_k, 4);
+  EXPECT_EQ(c.inter, 10752);
+  EXPECT_TRUE(c.route_norm);
+  EXPECT_EQ(s->info.moe_layers.size(), 40u);
+  EXPECT_EQ(HfTensorName(HfFamily::kDbrx, 7, WeightRole::kGate, -1),
+            "transformer.blocks.7.ffn.router.layer.weight");
+  MoeLayerConfig k;
+  k.hidden = 6144;
+  k.inter = 10752;
+  k.num_experts = 16;
+  const HfTensorLocation up =
+      HfLocate(HfFamily::kDbrx, k, 7, WeightRole::kW3, 2);
+  EXPECT_EQ(up.name, "transformer.blocks.7.ffn.experts.mlp.v1");
+  EXPECT_TRUE(up.linear);
+  EXPECT_EQ(up.stored_shape, (std::vector<int64_t>{16 * 10752, 6144}));
+  const HfTensorLocation down =
+      HfLocate(HfFamily::kDbrx, k, 7, WeightRole::kW2, 2);
+  EXPECT_EQ(down.name, "transformer.blocks.7.ffn.experts.mlp.w2");
+  EXPECT_FALSE(down.linear);  // x·W: each expert's [I, H] as stored
+  EXPECT_EQ(down.fused_shape, (std::vector<int64_t>{16, 10752, 6144}));
+  auto none = Parse(head + R"("moe_normalize_expert_weights":null}})");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->info.layer.route_norm);
+  auto l2 = Parse(head + R"("moe_normalize_expert_weights":2}})");
+  EXPECT_TRUE(Mentions(l2.status(), "moe_normalize_expert_weights"))
+      << l2.status();
+  auto gelu = Parse(
+      R"({"model_type":"dbrx","d_model":64,"n_layers":2,"ffn_config":{
+    "moe_num_experts":4,"moe_top_k":2,"ffn_hidden_size":16,
+    "ffn_act_fn":{"name":"gelu"}}})");
+  EXPECT_TRUE(Mentions(gelu.status(), "ffn_act_fn")) << gelu.status();
+  auto flat = Parse(R"({"model_type":"dbrx","d_model":64,"n_layers":2})");
+  EXPECT_TRUE(Mentions(flat.status(), "ffn_config")) << flat.status();
+}
+
+// Hunyuan-A13B: per-layer lists of one value are that value; a list whose
+// layers differ, or of another length, is refused naming the key.
+TEST(HfFamilies, HunyuanUniformPerLayerLists) {
+  auto body = [](const std::string& topk, const std::string& inter) {
+    return absl::StrCat(
+        R"({"model_type":"hunyuan_v1_moe",
+    "architectures":["HunYuanMoEV1ForCausalLM"],"hidden_size":4096,
+    "num_hidden_layers":4,"intermediate_size":3072,"num_experts":64,
+    "use_mixed_mlp_moe":true,"num_shared_expert":[1,1,1,1],"moe_topk":)",
+        topk, R"(,"moe_intermediate_size":)", inter, "}");
+  };
+  auto s = Parse(body("[8,8,8,8]", "[3072,3072,3072,3072]"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kHunyuanV1Moe);
+  EXPECT_EQ(c.top_k, 8);
+  EXPECT_EQ(c.num_experts, 64);
+  EXPECT_EQ(c.inter, 3072);
+  EXPECT_EQ(c.shared_inter, 3072);
+  EXPECT_FALSE(c.shared_gate);
+  EXPECT_TRUE(c.route_norm);
+  EXPECT_EQ(s->info.moe_layers.size(), 4u);
+  auto scalar = Parse(body("8", "3072"));
+  ASSERT_TRUE(scalar.ok()) << scalar.status();
+  EXPECT_EQ(scalar->info.layer, c);
+  auto mixed = Parse(body("[8,8,4,8]", "[3072,3072,3072,3072]"));
+  EXPECT_TRUE(Mentions(mixed.status(), "'moe_topk'")) << mixed.status();
+  EXPECT_TRUE(Mentions(mixed.status(), "layer 2")) << mixed.status();
+  auto short_list = Parse(body("[8,8,8]", "3072"));
+  EXPECT_TRUE(Mentions(short_list.status(), "'moe_topk'"))
+      << short_list.status();
+  EXPECT_TRUE(Mentions(short_list.status(), "num_hidden_layers 4"))
+      << short_list.status();
+  auto wide = Parse(body("8", "[2048,2048,2048,2048]"));
+  EXPECT_TRUE(Mentions(wide.status(), "moe_intermediate_size"))
+      << wide.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kHunyuanV1Moe, 2, WeightRole::kGate, -1),
+            "model.layers.2.mlp.gate.wg.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kHunyuanV1Moe, 2, WeightRole::kSharedW2, -1),
+            "model.layers.2.mlp.shared_mlp.down_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kHunyuanV1Moe, 2, WeightRole::kW1, 63),
+            "model.layers.2.mlp.experts.63.gate_proj.weight");
 }
 
 }  // namespace

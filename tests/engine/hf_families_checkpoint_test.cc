@@ -856,5 +856,145 @@ TEST(HfFamilyCheckpoint, LatentFamiliesBadInputIsNamed) {
   }
 }
 
+// The Mixtral / Qwen-style families with layouts of their own, each from a
+// checkpoint in that layout against the reference MoE: Aria (x·W fc1 / fc2,
+// shared experts), Granite (packed input_linear / output_linear, the fused
+// shared input_linear), Jamba (no renorm), Arctic (every second layer MoE
+// beside its residual MLP), DBRX (per-role rows [E*I, H]), Hunyuan (its
+// shared MLP, per-layer lists) and Qwen3-VL-MoE's fused experts in bf16.
+MoeLayerConfig SharedSoftmaxConfig(int64_t shared_inter) {
+  MoeLayerConfig k;
+  k.hidden = 24;
+  k.inter = 16;
+  k.num_experts = 6;
+  k.top_k = 2;
+  k.score_func = ScoreFunc::kSoftmax;
+  k.route_norm = true;
+  k.shared_inter = shared_inter;
+  return k;
+}
+
+TEST(HfFamilyCheckpoint, SharedExpertFamiliesLoadAndMatch) {
+  struct Run {
+    HfFamily family;
+    int64_t shared_inter;
+    bool route_norm = true;
+  };
+  for (const Run& run :
+       {Run{HfFamily::kAria, 32}, Run{HfFamily::kGraniteMoeShared, 40},
+        Run{HfFamily::kGraniteMoeHybrid, 40}, Run{HfFamily::kGraniteMoe, 0},
+        Run{HfFamily::kJamba, 0, false}, Run{HfFamily::kArctic, 0},
+        Run{HfFamily::kDbrx, 0}, Run{HfFamily::kHunyuanV1Moe, 16}}) {
+    SCOPED_TRACE(HfFamilyName(run.family));
+    MoeLayerConfig k = SharedSoftmaxConfig(run.shared_inter);
+    k.route_norm = run.route_norm;
+    auto c = testing::RandomCase(k, 12, 21);
+    const std::string dir = Write(c, run.family, "sharedfam_");
+    auto ckpt = HfCheckpoint::Open(dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    EXPECT_EQ((*ckpt)->info().layer, c.config);
+    if (run.shared_inter > 0) {
+      // Shared up row 3, column 5 as written.
+      auto up = (*ckpt)->Get(1, WeightRole::kSharedW3, -1);
+      ASSERT_TRUE(up.ok()) << up.status();
+      EXPECT_EQ(up->shape, (std::vector<int64_t>{run.shared_inter, 24}));
+      EXPECT_EQ(reinterpret_cast<const float*>(up->data)[3 * 24 + 5],
+                c.sw3[3 * 24 + 5]);
+    }
+    Routing routing;
+    auto y = RunLayer(dir, 1, c, WeightDType::kF32, &routing);
+    ASSERT_TRUE(y.ok()) << y.status();
+    EXPECT_TRUE(testing::AllClose(*y, c.y, testing::kF32Tol));
+    EXPECT_TRUE(testing::SameTokenRouting(c.top_idx, c.top_w, routing.expert,
+                                          routing.weight, c.tokens, 2,
+                                          routing.slots));
+    fs::remove_all(dir);
+  }
+}
+
+TEST(HfFamilyCheckpoint, Qwen3VlMoeFusedExpertsInBf16) {
+  auto c = testing::RandomCase(SharedSoftmaxConfig(0), 12, 22);
+  const std::string dir =
+      Write(c, HfFamily::kQwen3VlMoe, "qwen3vl_", DType::kBF16);
+  auto ckpt = HfCheckpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto w1 = (*ckpt)->Get(1, WeightRole::kW1, 4);
+  ASSERT_TRUE(w1.ok()) << w1.status();
+  EXPECT_EQ(w1->dtype, DType::kBF16);
+  EXPECT_EQ(w1->shape, (std::vector<int64_t>{16, 24}));
+  EXPECT_EQ(reinterpret_cast<const uint16_t*>(w1->data)[2 * 24 + 9],
+            F32ToBf16(c.w1[(4 * 16 + 2) * 24 + 9]));
+  Routing routing;
+  auto y = RunLayer(dir, 1, c, WeightDType::kAuto, &routing);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_TRUE(testing::AllClose(*y, c.y, testing::kBf16Tol));
+  fs::remove_all(dir);
+}
+
+// A mis-shaped or missing tensor of these layouts is refused naming it
+// (and the shape it must have).
+TEST(HfFamilyCheckpoint, SharedExpertFamiliesBadTensorsAreNamed) {
+  struct Bad {
+    HfFamily family;
+    std::string name;
+    std::vector<int64_t> shape;  // empty: dropped
+    std::string expected;
+  };
+  const Bad bad[] = {
+      {HfFamily::kGraniteMoeShared,
+       "model.layers.1.shared_mlp.input_linear.weight",
+       {40, 24},
+       "[80, 24]"},
+      {HfFamily::kGraniteMoeHybrid,
+       "model.layers.1.shared_mlp.output_linear.weight",
+       {},
+       ""},
+      {HfFamily::kGraniteMoe,
+       "model.layers.1.block_sparse_moe.input_linear.weight",
+       {6, 16, 24},
+       "[6, 32, 24]"},
+      {HfFamily::kAria,
+       "language_model.model.layers.1.mlp.experts.fc1.weight",
+       {6, 24, 16},
+       "[6, 24, 32]"},
+      {HfFamily::kAria,
+       "language_model.model.layers.1.mlp.experts.fc2.weight",
+       {},
+       ""},
+      {HfFamily::kJamba, "model.layers.1.feed_forward.router.weight", {}, ""},
+      {HfFamily::kDbrx,
+       "transformer.blocks.1.ffn.experts.mlp.w2",
+       {6, 16, 24},
+       "[96, 24]"},
+      {HfFamily::kDbrx, "transformer.blocks.1.ffn.experts.mlp.v1", {}, ""},
+      {HfFamily::kHunyuanV1Moe, "model.layers.1.mlp.gate.wg.weight", {}, ""},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.name);
+    const int64_t shared = b.family == HfFamily::kAria           ? 32
+                           : b.family == HfFamily::kHunyuanV1Moe ? 16
+                           : b.family == HfFamily::kGraniteMoeShared ||
+                                   b.family == HfFamily::kGraniteMoeHybrid
+                               ? 40
+                               : 0;
+    MoeLayerConfig k = SharedSoftmaxConfig(shared);
+    if (b.family == HfFamily::kJamba) k.route_norm = false;
+    auto c = testing::RandomCase(k, 4, 23);
+    const std::string dir = Write(c, b.family, "sharedbad_");
+    ASSERT_TRUE(testing::ReplaceHfTensor(dir, b.name, b.shape).ok());
+    auto ckpt = HfCheckpoint::Open(dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    auto w = LoadLayerWeights(**ckpt, 1, {});
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.status().message().find(b.name), std::string::npos)
+        << w.status();
+    if (!b.expected.empty()) {
+      EXPECT_NE(w.status().message().find(b.expected), std::string::npos)
+          << w.status();
+    }
+    fs::remove_all(dir);
+  }
+}
+
 }  // namespace
 }  // namespace moe

@@ -20,11 +20,15 @@
 #include "tests/testutil/golden_case.h"
 #include "tests/testutil/hf_writer.h"
 #include "tests/testutil/local_cluster.h"
+#include "tests/testutil/reference_moe.h"
 
 namespace moe {
 namespace {
 
 namespace fs = std::filesystem;
+
+// FamilyCases' name for a case made by the reference MoE.
+constexpr char kReferenceCase[] = "reference";
 
 // The golden case each family serves: its own where the golden set has one.
 const std::map<HfFamily, std::string>& FamilyCases() {
@@ -52,8 +56,63 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kNemotronH, "nemotron3_latent"},
       {HfFamily::kGemma4, "gemma4_like"},
       {HfFamily::kKimiK3, "kimi_k3_like"},
+      {HfFamily::kFlexOlmo, "single_token"},
+      {HfFamily::kMellum, "qwen3_moe_like"},
+      {HfFamily::kMinimax, "mixtral_like"},
+      {HfFamily::kQwen3VlMoe, "qwen3_moe_like"},
+      // GraniteMoe's top-k of the logits, softmax over the k, is softmax
+      // with the top k renormalised.
+      {HfFamily::kGraniteMoe, "mixtral_like"},
+      {HfFamily::kArctic, "mixtral_like"},
+      // No golden case has an ungated shared expert beside softmax routing
+      // and nothing else, nor softmax top-k without renorm and no shared
+      // expert: these families serve a reference case (ReferenceConfigs).
+      {HfFamily::kAria, kReferenceCase},
+      {HfFamily::kJamba, kReferenceCase},
+      {HfFamily::kGraniteMoeShared, kReferenceCase},
+      {HfFamily::kGraniteMoeHybrid, kReferenceCase},
+      {HfFamily::kDbrx, "mixtral_like"},
+      {HfFamily::kHunyuanV1Moe, kReferenceCase},
   };
   return *cases;
+}
+
+// The layer configs of the families that serve a case made by the test's
+// own reference MoE (tests/testutil/reference_moe.h) with their shared
+// experts, since no golden case has their math.
+MoeLayerConfig ReferenceConfig(HfFamily family) {
+  MoeLayerConfig k;
+  k.hidden = 64;
+  k.inter = 32;
+  k.num_experts = 8;
+  k.top_k = 2;
+  k.score_func = ScoreFunc::kSoftmax;
+  k.route_norm = true;
+  switch (family) {
+    case HfFamily::kAria:
+      k.shared_inter = 2 * k.inter;  // moe_num_shared_experts 2
+      break;
+    case HfFamily::kJamba:
+      k.route_norm = false;
+      break;
+    case HfFamily::kHunyuanV1Moe:
+      k.shared_inter = k.inter;  // one shared MLP of the routed width
+      break;
+    default:
+      k.shared_inter = 48;  // shared_intermediate_size
+      break;
+  }
+  return k;
+}
+
+absl::StatusOr<testing::GoldenCase> CaseFor(HfFamily family,
+                                            const std::string& name) {
+  if (name == kReferenceCase) {
+    return testing::RandomCase(ReferenceConfig(family), 24, 11,
+                               absl::StrCat(HfFamilyName(family), "_ref"));
+  }
+  return testing::LoadGoldenCase(testing::GoldenDir() + "/" + name +
+                                 ".safetensors");
 }
 
 std::vector<HfFamily> Families() { return AllHfFamilies(); }
@@ -64,9 +123,7 @@ void ExpectServedGolden(HfFamily family, HfExpertLayout layout) {
   auto it = FamilyCases().find(family);
   ASSERT_NE(it, FamilyCases().end())
       << "no golden case chosen for " << HfFamilyName(family);
-  const std::string path =
-      testing::GoldenDir() + "/" + it->second + ".safetensors";
-  auto c = testing::LoadGoldenCase(path);
+  auto c = CaseFor(family, it->second);
   ASSERT_TRUE(c.ok()) << c.status();
   const auto families = testing::FamiliesFor(c->config);
   ASSERT_NE(std::find(families.begin(), families.end(), family), families.end())

@@ -483,6 +483,23 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                              values(c.w2, e * I * W, I * W, 2000 + e), out) &&
           exact;
     }
+  } else if (f == HfFamily::kDbrx) {
+    // DBRX's per-role parameters [E*I, H]: w1 (gate) and v1 (up) hold each
+    // expert's nn.Linear rows, w2 each expert's down weight transposed
+    // (x·W: row i of expert e is its intermediate i's output row).
+    const std::string m = HfLayerPrefix(f, layer) + "ffn.experts.mlp.";
+    std::vector<float> w2 = values(c.w2, 0, E * I * H, 2000),
+                       w2_rows(E * I * H);
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t i = 0; i < I; ++i) {
+          w2_rows[(e * I + i) * H + h] = w2[(e * H + h) * I + i];
+        }
+      }
+    }
+    out->push_back({m + "w1", {E * I, H}, values(c.w1, 0, E * I * H, 10)});
+    out->push_back({m + "v1", {E * I, H}, values(c.w3, 0, E * I * H, 1000)});
+    out->push_back({m + "w2", {E * I, H}, std::move(w2_rows)});
   } else if (f == HfFamily::kGptOss) {
     AddGptOssExperts(k, f, layer, values(c.w1, 0, E * I * H, 10),
                      values(c.w3, 0, E * I * H, 1000),
@@ -547,6 +564,17 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
     exact = AddV4Linear(name(WeightRole::kSharedW2, -1), H, S,
                         values(c.sw2, 0, S * H, 5), false, out) &&
             exact;
+  } else if (S > 0 && (f == HfFamily::kGraniteMoeShared ||
+                       f == HfFamily::kGraniteMoeHybrid)) {
+    // Granite's shared_mlp: input_linear [2S, H] holds the gate rows over
+    // the up rows; output_linear [H, S].
+    const std::string sp = HfLayerPrefix(f, layer) + "shared_mlp.";
+    std::vector<float> in = values(c.sw1, 0, S * H, 3);
+    const std::vector<float> up = values(c.sw3, 0, S * H, 4);
+    in.insert(in.end(), up.begin(), up.end());
+    out->push_back({sp + "input_linear.weight", {2 * S, H}, std::move(in)});
+    out->push_back(
+        {sp + "output_linear.weight", {H, S}, values(c.sw2, 0, S * H, 5)});
   } else if (S > 0) {
     if (k.gated) {
       out->push_back({name(WeightRole::kSharedW1, -1),
@@ -615,6 +643,19 @@ void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
     return;
   }
   const std::string p = HfLayerPrefix(f, layer);
+  if (f == HfFamily::kDbrx) {
+    // DBRX's fused attention and its two norms per block.
+    const std::string a = p + "norm_attn_norm.";
+    out->push_back({a + "attn.Wqkv.weight",
+                    {3 * H, H},
+                    Filler(seed + layer * 7 + 'q', 3 * H * H, 0.1f)});
+    out->push_back({a + "attn.out_proj.weight",
+                    {H, H},
+                    Filler(seed + layer * 7 + 'o', H * H, 0.1f)});
+    out->push_back({a + "norm_1.weight", {H}, std::vector<float>(H, 1.0f)});
+    out->push_back({a + "norm_2.weight", {H}, std::vector<float>(H, 1.0f)});
+    return;
+  }
   for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
     out->push_back({absl::StrCat(p, "self_attn.", proj, ".weight"),
                     {H, H},
@@ -631,6 +672,31 @@ void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
   out->push_back({p + "post_attention_layernorm.weight",
                   {H},
                   std::vector<float>(H, 1.0f)});
+  if (f == HfFamily::kArctic) {
+    // Arctic's dense residual MLP and its norm, on every layer: the host's.
+    out->push_back(
+        {p + "residual_layernorm.weight", {H}, std::vector<float>(H, 1.0f)});
+    for (const char* w : {"w1", "w3", "w2"}) {
+      out->push_back({absl::StrCat(p, "residual_mlp.", w, ".weight"),
+                      {H, H},
+                      Filler(seed + layer * 7 + w[1], H * H, 0.1f)});
+    }
+  }
+  if (f == HfFamily::kJamba || f == HfFamily::kGraniteMoeHybrid) {
+    // The Mamba mixer of a hybrid stack, here on every layer beside the
+    // attention projections (host-side either way).
+    const std::string m = p + "mamba.";
+    out->push_back({m + "in_proj.weight",
+                    {4 * H, H},
+                    Filler(seed + layer * 7 + 'm', 4 * H * H, 0.1f)});
+    out->push_back({m + "conv1d.weight",
+                    {2 * H, 1, 4},
+                    Filler(seed + layer * 7 + 'c', 8 * H, 0.1f)});
+    out->push_back({m + "A_log", {4}, Filler(seed + layer, 4, 0.1f)});
+    out->push_back({m + "out_proj.weight",
+                    {H, 2 * H},
+                    Filler(seed + layer * 7 + 'o', 2 * H * H, 0.1f)});
+  }
   if (f == HfFamily::kGemma4) {
     // The layer's own FFN output norm, which the host applies to y.
     out->push_back({p + "post_feedforward_layernorm.weight",
@@ -641,9 +707,21 @@ void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
 
 void AddDenseMlp(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
                  std::vector<Tensor>* out) {
-  const bool llama4 = f == HfFamily::kLlama4 || f == HfFamily::kLlama4Text;
+  const bool llama4 = f == HfFamily::kLlama4 || f == HfFamily::kLlama4Text ||
+                      f == HfFamily::kJamba;
   const std::string p =
       HfLayerPrefix(f, layer) + (llama4 ? "feed_forward." : "mlp.");
+  if (f == HfFamily::kArctic) {
+    // Arctic's dense layers keep an MLP under block_sparse_moe.
+    const std::string a = HfLayerPrefix(f, layer) + "block_sparse_moe.";
+    out->push_back(
+        {a + "w1.weight", {2 * H, H}, Filler(seed + 91, 2 * H * H, 0.1f)});
+    out->push_back(
+        {a + "w3.weight", {2 * H, H}, Filler(seed + 92, 2 * H * H, 0.1f)});
+    out->push_back(
+        {a + "w2.weight", {H, 2 * H}, Filler(seed + 93, 2 * H * H, 0.1f)});
+    return;
+  }
   out->push_back(
       {p + "gate_proj.weight", {2 * H, H}, Filler(seed + 91, 2 * H * H, 0.1f)});
   out->push_back(
@@ -760,6 +838,30 @@ const char* Architecture(HfFamily f) {
       return "Gemma4ForConditionalGeneration";
     case HfFamily::kKimiK3:
       return "KimiK3ForConditionalGeneration";
+    case HfFamily::kFlexOlmo:
+      return "FlexOlmoForCausalLM";
+    case HfFamily::kMellum:
+      return "MellumForCausalLM";
+    case HfFamily::kMinimax:
+      return "MiniMaxText01ForCausalLM";
+    case HfFamily::kQwen3VlMoe:
+      return "Qwen3VLMoeForConditionalGeneration";
+    case HfFamily::kGraniteMoe:
+      return "GraniteMoeForCausalLM";
+    case HfFamily::kArctic:
+      return "ArcticForCausalLM";
+    case HfFamily::kAria:
+      return "AriaForConditionalGeneration";
+    case HfFamily::kJamba:
+      return "JambaForCausalLM";
+    case HfFamily::kGraniteMoeShared:
+      return "GraniteMoeSharedForCausalLM";
+    case HfFamily::kGraniteMoeHybrid:
+      return "GraniteMoeHybridForCausalLM";
+    case HfFamily::kDbrx:
+      return "DbrxForCausalLM";
+    case HfFamily::kHunyuanV1Moe:
+      return "HunYuanMoEV1ForCausalLM";
   }
   return "";
 }
@@ -994,6 +1096,123 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       j["moe_layer_freq"] = 1;
       j["intermediate_size"] = 2 * c.hidden;
       break;
+    case HfFamily::kFlexOlmo:
+      j["num_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["norm_topk_prob"] = c.route_norm;
+      break;
+    case HfFamily::kMellum:
+      // Layer 0 dense, by the per-layer list (no decoder_sparse_step).
+      j["num_experts"] = c.num_experts;
+      j["moe_intermediate_size"] = c.inter;
+      j["intermediate_size"] = 2 * c.hidden;
+      j["norm_topk_prob"] = c.route_norm;
+      j["mlp_layer_types"] = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        j["mlp_layer_types"].push_back(l == 0 ? "dense" : "sparse");
+      }
+      j["layer_types"] = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        j["layer_types"].push_back(l % 2 == 0 ? "sliding_attention"
+                                              : "full_attention");
+      }
+      break;
+    case HfFamily::kMinimax:
+      // Lightning and softmax attention layers (attn_type_list), which the
+      // MoE service ignores.
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["attn_type_list"] = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        j["attn_type_list"].push_back(l % 2);
+      }
+      j["shared_intermediate_size"] = 0;
+      break;
+    case HfFamily::kQwen3VlMoe:
+      j["num_experts"] = c.num_experts;
+      j["moe_intermediate_size"] = c.inter;
+      j["intermediate_size"] = 2 * c.hidden;
+      j["norm_topk_prob"] = c.route_norm;
+      j["decoder_sparse_step"] = 1;
+      j["mlp_only_layers"] = {0};
+      break;
+    case HfFamily::kGraniteMoe:
+    case HfFamily::kGraniteMoeShared:
+    case HfFamily::kGraniteMoeHybrid:
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["embedding_multiplier"] = 12.0;
+      j["residual_multiplier"] = 0.22;
+      if (f != HfFamily::kGraniteMoe) {
+        j["shared_intermediate_size"] = c.shared_inter;
+      }
+      if (f == HfFamily::kGraniteMoeHybrid) {
+        j["layers_block_type"] = json::array();
+        for (int64_t l = 0; l < num_layers; ++l) {
+          j["layers_block_type"].push_back(l % 2 == 0 ? "mamba" : "attention");
+        }
+      }
+      break;
+    case HfFamily::kArctic:
+      // Every second layer MoE: layers 1, 3, ...
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["moe_layer_frequency"] = 2;
+      break;
+    case HfFamily::kAria:
+      j.erase("num_experts_per_tok");
+      j["moe_num_experts"] = c.num_experts;
+      j["moe_topk"] = c.top_k;
+      j["intermediate_size"] = c.inter;
+      j["moe_num_shared_experts"] = c.shared_inter / c.inter;
+      break;
+    case HfFamily::kJamba:
+      // MoE on odd layers, attention every fourth (attn_layer_period),
+      // Mamba elsewhere.
+      j["num_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["expert_layer_period"] = 2;
+      j["expert_layer_offset"] = 1;
+      j["attn_layer_period"] = 4;
+      j["attn_layer_offset"] = 2;
+      break;
+    case HfFamily::kDbrx:
+      // DBRX's own spellings and its MoE keys in ffn_config.
+      j.erase("hidden_size");
+      j.erase("num_hidden_layers");
+      j.erase("num_experts_per_tok");
+      j.erase("num_attention_heads");
+      j["d_model"] = c.hidden;
+      j["n_layers"] = num_layers;
+      j["n_heads"] = 4;
+      j["attn_config"] = {{"kv_n_heads", 2}, {"clip_qkv", 8}};
+      j["ffn_config"] = {{"moe_num_experts", c.num_experts},
+                         {"moe_top_k", c.top_k},
+                         {"ffn_hidden_size", c.inter},
+                         {"ffn_act_fn", {{"name", "silu"}}},
+                         {"moe_jitter_eps", 0}};
+      if (c.route_norm) {
+        j["ffn_config"]["moe_normalize_expert_weights"] = 1;
+      } else {
+        j["ffn_config"]["moe_normalize_expert_weights"] = nullptr;
+      }
+      break;
+    case HfFamily::kHunyuanV1Moe: {
+      // Hunyuan-A13B's per-layer lists, one value on every layer.
+      j.erase("num_experts_per_tok");
+      j["num_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["use_mixed_mlp_moe"] = true;
+      j["moe_topk"] = json::array();
+      j["moe_intermediate_size"] = json::array();
+      j["num_shared_expert"] = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        j["moe_topk"].push_back(c.top_k);
+        j["moe_intermediate_size"].push_back(c.inter);
+        j["num_shared_expert"].push_back(1);
+      }
+      break;
+    }
   }
   if (c.capacity_factor > 0) j["moe_capacity_factor"] = c.capacity_factor;
   if (c.routing == RoutingMode::kExpertChoice)
@@ -1037,6 +1256,16 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
                 {"architectures", {Architecture(f)}},
                 {"text_config", j},
                 {"vision_config", {{"hidden_size", 48}}}};
+    return top.dump(2);
+  }
+  if (f == HfFamily::kQwen3VlMoe || f == HfFamily::kAria) {
+    j["model_type"] =
+        f == HfFamily::kQwen3VlMoe ? "qwen3_vl_moe_text" : "aria_text";
+    j.erase("architectures");
+    json top = {{"model_type", HfFamilyName(f)},
+                {"architectures", {Architecture(f)}},
+                {"text_config", j},
+                {"vision_config", {{"hidden_size", 48}, {"depth", 1}}}};
     return top.dump(2);
   }
   if (f == HfFamily::kQwen35Moe) {
@@ -1183,14 +1412,19 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
       o.family == HfFamily::kQwen35Moe ? HfExpertLayout::kPacked : o.layout;
   // The language model's own prefix in a multimodal checkpoint.
   const HfFamily f = o.family;
-  const std::string lm = f == HfFamily::kLlama4 || f == HfFamily::kKimiK3
-                             ? "language_model.model."
-                         : f == HfFamily::kQwen35Moe || f == HfFamily::kGemma4
+  const bool lm_first =
+      f == HfFamily::kLlama4 || f == HfFamily::kKimiK3 || f == HfFamily::kAria;
+  const std::string lm = lm_first ? "language_model.model."
+                         : f == HfFamily::kQwen35Moe ||
+                                 f == HfFamily::kGemma4 ||
+                                 f == HfFamily::kQwen3VlMoe
                              ? "model.language_model."
                          : f == HfFamily::kNemotronH ? "backbone."
+                         : f == HfFamily::kDbrx      ? "transformer."
                                                      : "model.";
   std::vector<Tensor> tensors;
   tensors.push_back({lm + (f == HfFamily::kNemotronH ? "embeddings.weight"
+                           : f == HfFamily::kDbrx    ? "wte.weight"
                                                      : "embed_tokens.weight"),
                      {kVocab, H},
                      Filler(o.seed, kVocab * H, 0.5f)});
@@ -1218,13 +1452,12 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   mtp_options.layout = layout;
   AddMtp(c, mtp_options, num_layers, &tensors);
   tensors.push_back(
-      {lm + (f == HfFamily::kNemotronH ? "norm_f.weight" : "norm.weight"),
+      {lm + (f == HfFamily::kNemotronH || f == HfFamily::kDbrx ? "norm_f.weight"
+                                                               : "norm.weight"),
        {H},
        std::vector<float>(H, 1.0f)});
   tensors.push_back(
-      {(f == HfFamily::kLlama4 || f == HfFamily::kKimiK3 ? "language_model."
-                                                         : "") +
-           std::string("lm_head.weight"),
+      {(lm_first ? "language_model." : "") + std::string("lm_head.weight"),
        {kVocab, H},
        Filler(o.seed + 5, kVocab * H, 0.5f)});
   if (o.family == HfFamily::kLlama4) {
@@ -1249,7 +1482,16 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                        {H, 48},
                        Filler(o.seed + 7, H * 48, 0.1f)});
   }
-  if (o.family == HfFamily::kQwen35Moe) {
+  if (f == HfFamily::kAria) {
+    // Aria's vision tower and projector, which the loader must skip.
+    tensors.push_back({"vision_tower.encoder.layers.0.mlp.fc1.weight",
+                       {H, 48},
+                       Filler(o.seed + 6, H * 48, 0.1f)});
+    tensors.push_back({"multi_modal_projector.feed_forward.linear_in.weight",
+                       {H, H},
+                       Filler(o.seed + 7, H * H, 0.1f)});
+  }
+  if (o.family == HfFamily::kQwen35Moe || o.family == HfFamily::kQwen3VlMoe) {
     // The vision tower, which the loader must skip.
     tensors.push_back({"model.visual.patch_embed.proj.weight",
                        {H, 48},
