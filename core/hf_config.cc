@@ -283,19 +283,22 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   MOE_RETURN_IF_ERROR(CheckArchitectures(j, spec.family, label));
   MOE_ASSIGN_OR_RETURN(spec.quant_method, QuantMethod(j, spec.family, label));
   // A multimodal config (Llama 4, Qwen3.5) keeps the language model's keys
-  // in text_config.
+  // in text_config, Qwen3-Omni's in thinker_config.text_config.
   const json* body = &j;
   std::string text_label(label);
-  if (EntryOf(spec.family).text_config) {
-    auto it = j.find("text_config");
-    if (it == j.end() || !it->is_object()) {
-      return top.Error(
-          "text_config",
-          absl::StrCat("must be an object (model_type ", model_type, ")"));
+  std::vector<const char*> path = EntryOf(spec.family).sub_config;
+  if (path.empty() && EntryOf(spec.family).text_config) path = {"text_config"};
+  std::string dotted;
+  for (const char* key : path) {
+    dotted = dotted.empty() ? std::string(key) : absl::StrCat(dotted, ".", key);
+    auto it = body->find(key);
+    if (it == body->end() || !it->is_object()) {
+      return top.Error(dotted, absl::StrCat("must be an object (model_type ",
+                                            model_type, ")"));
     }
     body = &*it;
-    text_label = absl::StrCat(label, " text_config");
   }
+  if (!path.empty()) text_label = absl::StrCat(label, " ", dotted);
   MOE_ASSIGN_OR_RETURN(
       const json described,
       DescribedConfig(EntryOf(spec.family), *body, text_label));

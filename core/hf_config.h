@@ -47,6 +47,7 @@ enum class HfFamily {
   kGraniteMoeHybrid,  // Granite 4.0-H: GraniteMoeShared's MoE, Mamba host-side
   kDbrx,              // DBRX: transformer.blocks., ffn_config, packed rows
   kHunyuanV1Moe,      // Hunyuan-A13B: uniform per-layer lists, mlp.gate.wg
+  kQwen3OmniMoe,      // Qwen3-Omni: the thinker's qwen3_moe, nested config
 };
 
 // Every family, in the order of the table above.

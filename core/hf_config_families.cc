@@ -443,6 +443,15 @@ const std::vector<FamilyEntry>& FamilyTable() {
                .shared = {.rule = SharedExpertRule::kSameAsRouted},
                .route_norm = {.fallback = true},
                .finish = HunyuanWidthsAgree}},
+      // Qwen3-Omni: its thinker's language model is Qwen3-MoE (keys under
+      // thinker_config.text_config, tensors under thinker.model.); the
+      // talker's own MoE and the audio and vision towers are not served.
+      {.model_type = "qwen3_omni_moe",
+       .family = HfFamily::kQwen3OmniMoe,
+       .architectures = {"Qwen3OmniMoeForConditionalGeneration"},
+       .sub_config = {"thinker_config", "text_config"},
+       .like = HfFamily::kQwen3Moe,
+       .layer_prefix = "thinker.model.layers.{L}."},
   };
   return *table;
 }

@@ -206,6 +206,9 @@ struct FamilyEntry {
   std::vector<const char*> architectures;
   // A multimodal config keeps the language model's keys in text_config.
   bool text_config = false;
+  // Or under this path of nested objects (Qwen3-Omni's thinker_config,
+  // text_config), read in place of text_config.
+  std::vector<const char*> sub_config = {};
   // The family whose MoE description and tensor names this one shares: a
   // family whose MoE math and names exist already is described by
   // difference. Itself when unset.

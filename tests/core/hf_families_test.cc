@@ -1151,5 +1151,39 @@ TEST(HfFamilies, HunyuanUniformPerLayerLists) {
             "model.layers.2.mlp.experts.63.gate_proj.weight");
 }
 
+// Qwen3-Omni: the thinker's Qwen3-MoE two levels down
+// (thinker_config.text_config), tensors under thinker.model.
+TEST(HfFamilies, Qwen3OmniMoeReadsTheThinkersNestedConfig) {
+  const std::string text =
+      R"({"model_type":"qwen3_omni_moe_text","hidden_size":2048,
+    "num_hidden_layers":48,"num_experts":128,"num_experts_per_tok":8,
+    "moe_intermediate_size":768,"norm_topk_prob":true,
+    "decoder_sparse_step":1,"mlp_only_layers":[]})";
+  auto s = Parse(
+      R"({"model_type":"qwen3_omni_moe",
+    "architectures":["Qwen3OmniMoeForConditionalGeneration"],
+    "talker_config":{"text_config":{"num_experts":128,"hidden_size":1024}},
+    "thinker_config":{"model_type":"qwen3_omni_moe_thinker","text_config":)" +
+      text + "}}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kQwen3OmniMoe);
+  EXPECT_EQ(s->info.layer.hidden, 2048);
+  EXPECT_EQ(s->info.layer.num_experts, 128);
+  EXPECT_EQ(s->info.layer.inter, 768);
+  EXPECT_EQ(s->info.moe_layers.size(), 48u);
+  EXPECT_EQ(HfTensorName(HfFamily::kQwen3OmniMoe, 5, WeightRole::kW2, 127),
+            "thinker.model.layers.5.mlp.experts.127.down_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kQwen3OmniMoe, 5, WeightRole::kW1, 0,
+                         HfExpertLayout::kPacked),
+            "thinker.model.layers.5.mlp.experts.gate_up_proj");
+  auto flat =
+      Parse(R"({"model_type":"qwen3_omni_moe","text_config":)" + text + "}");
+  EXPECT_TRUE(Mentions(flat.status(), "thinker_config")) << flat.status();
+  auto shallow = Parse(
+      R"({"model_type":"qwen3_omni_moe","thinker_config":{"hidden_size":64}})");
+  EXPECT_TRUE(Mentions(shallow.status(), "thinker_config.text_config"))
+      << shallow.status();
+}
+
 }  // namespace
 }  // namespace moe

@@ -73,6 +73,7 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kGraniteMoeHybrid, kReferenceCase},
       {HfFamily::kDbrx, "mixtral_like"},
       {HfFamily::kHunyuanV1Moe, kReferenceCase},
+      {HfFamily::kQwen3OmniMoe, "qwen3_moe_like"},
   };
   return *cases;
 }

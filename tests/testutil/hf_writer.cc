@@ -862,6 +862,8 @@ const char* Architecture(HfFamily f) {
       return "DbrxForCausalLM";
     case HfFamily::kHunyuanV1Moe:
       return "HunYuanMoEV1ForCausalLM";
+    case HfFamily::kQwen3OmniMoe:
+      return "Qwen3OmniMoeForConditionalGeneration";
   }
   return "";
 }
@@ -1129,6 +1131,7 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       j["shared_intermediate_size"] = 0;
       break;
     case HfFamily::kQwen3VlMoe:
+    case HfFamily::kQwen3OmniMoe:
       j["num_experts"] = c.num_experts;
       j["moe_intermediate_size"] = c.inter;
       j["intermediate_size"] = 2 * c.hidden;
@@ -1256,6 +1259,28 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
                 {"architectures", {Architecture(f)}},
                 {"text_config", j},
                 {"vision_config", {{"hidden_size", 48}}}};
+    return top.dump(2);
+  }
+  if (f == HfFamily::kQwen3OmniMoe) {
+    // The thinker's language model two levels down; the talker (another
+    // MoE, not served) and the audio tower beside it.
+    j["model_type"] = "qwen3_omni_moe_text";
+    j.erase("architectures");
+    json talker_text = {{"model_type", "qwen3_omni_moe_talker_text"},
+                        {"hidden_size", 32},
+                        {"num_hidden_layers", 1},
+                        {"num_experts", 4},
+                        {"num_experts_per_tok", 2},
+                        {"moe_intermediate_size", 8}};
+    json top = {{"model_type", "qwen3_omni_moe"},
+                {"architectures", {Architecture(f)}},
+                {"thinker_config",
+                 {{"model_type", "qwen3_omni_moe_thinker"},
+                  {"text_config", j},
+                  {"audio_config", {{"d_model", 48}}},
+                  {"vision_config", {{"hidden_size", 48}}}}},
+                {"talker_config", {{"text_config", talker_text}}},
+                {"enable_audio_output", true}};
     return top.dump(2);
   }
   if (f == HfFamily::kQwen3VlMoe || f == HfFamily::kAria) {
@@ -1419,9 +1444,10 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                                  f == HfFamily::kGemma4 ||
                                  f == HfFamily::kQwen3VlMoe
                              ? "model.language_model."
-                         : f == HfFamily::kNemotronH ? "backbone."
-                         : f == HfFamily::kDbrx      ? "transformer."
-                                                     : "model.";
+                         : f == HfFamily::kNemotronH    ? "backbone."
+                         : f == HfFamily::kDbrx         ? "transformer."
+                         : f == HfFamily::kQwen3OmniMoe ? "thinker.model."
+                                                        : "model.";
   std::vector<Tensor> tensors;
   tensors.push_back({lm + (f == HfFamily::kNemotronH ? "embeddings.weight"
                            : f == HfFamily::kDbrx    ? "wte.weight"
@@ -1456,10 +1482,12 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                                                                : "norm.weight"),
        {H},
        std::vector<float>(H, 1.0f)});
-  tensors.push_back(
-      {(lm_first ? "language_model." : "") + std::string("lm_head.weight"),
-       {kVocab, H},
-       Filler(o.seed + 5, kVocab * H, 0.5f)});
+  tensors.push_back({(lm_first                       ? "language_model."
+                      : f == HfFamily::kQwen3OmniMoe ? "thinker."
+                                                     : "") +
+                         std::string("lm_head.weight"),
+                     {kVocab, H},
+                     Filler(o.seed + 5, kVocab * H, 0.5f)});
   if (o.family == HfFamily::kLlama4) {
     // The vision tower and projector of the multimodal checkpoint.
     tensors.push_back({"vision_model.patch_embedding.linear.weight",
@@ -1481,6 +1509,19 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                            : "model.embed_vision.embedding_projection.weight",
                        {H, 48},
                        Filler(o.seed + 7, H * 48, 0.1f)});
+  }
+  if (f == HfFamily::kQwen3OmniMoe) {
+    // The audio tower and the talker's own MoE layer (a router and an
+    // expert of the same names under talker.), which the loader must skip.
+    tensors.push_back({"thinker.audio_tower.layers.0.fc1.weight",
+                       {H, 48},
+                       Filler(o.seed + 6, H * 48, 0.1f)});
+    tensors.push_back({"talker.model.layers.0.mlp.gate.weight",
+                       {4, 32},
+                       Filler(o.seed + 8, 4 * 32, 0.1f)});
+    tensors.push_back({"talker.model.layers.0.mlp.experts.0.gate_proj.weight",
+                       {8, 32},
+                       Filler(o.seed + 9, 8 * 32, 0.1f)});
   }
   if (f == HfFamily::kAria) {
     // Aria's vision tower and projector, which the loader must skip.
