@@ -22,4 +22,11 @@ absl::Status RefuseErnieLinearBiases(const ConfigReader& r, ModelInfo* info);
 // config is the model's and each hash layer has a routing override.
 absl::Status DeepseekV4HashLayers(const ConfigReader& r, ModelInfo* info);
 
+// EXAONE-MoE: swiglu_limits gives each layer's clamp L (0: none), which
+// transformers applies as silu(min(g, L)) * clamp(u, -L, L) on the routed
+// and shared experts: the engine's silu_clamp. The layers of one model share
+// one activation, so only a list with one value on every layer is served;
+// any other is refused naming the key.
+absl::Status ExaoneMoeSwigluLimits(const ConfigReader& r, ModelInfo* info);
+
 }  // namespace moe
