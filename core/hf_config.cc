@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -90,14 +92,36 @@ absl::Status ReadExtensions(const ConfigReader& r, MoeLayerConfig* c) {
 }
 
 // The family of `model_type`, or an error listing the supported ones.
-absl::StatusOr<HfFamily> FamilyOf(const std::string& model_type,
+// Where several families share a model_type (Ling's V1 and V2 both say
+// bailing_moe), the first `architectures` entry decides between them.
+absl::StatusOr<HfFamily> FamilyOf(const json& j, const std::string& model_type,
                                   absl::string_view label) {
+  std::vector<const FamilyEntry*> matches;
   for (const auto& e : FamilyTable()) {
-    if (model_type == e.model_type) return e.family;
+    if (model_type == e.model_type) matches.push_back(&e);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(label, ": unsupported model_type '", model_type,
-                   "' (supported: ", SupportedHfFamilies(), ")"));
+  if (matches.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": unsupported model_type '", model_type,
+                     "' (supported: ", SupportedHfFamilies(), ")"));
+  }
+  if (matches.size() == 1) return matches.front()->family;
+  std::vector<std::string> classes;
+  auto it = j.find("architectures");
+  const bool named = it != j.end() && it->is_array() && !it->empty() &&
+                     it->front().is_string();
+  for (const FamilyEntry* e : matches) {
+    for (const char* a : e->architectures) {
+      if (named && it->front().get<std::string>() == a) return e->family;
+      classes.push_back(a);
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      label, ": config key 'architectures' ",
+      named ? absl::StrCat("names ", it->front().dump(), ", not one of ")
+            : std::string("must name one of "),
+      absl::StrJoin(classes, ", "), ": model_type '", model_type,
+      "' is shared by several families and the model class tells them apart"));
 }
 
 // `architectures`, when given, must name the family's own model class: a
@@ -265,7 +289,13 @@ std::string HfLayerPrefix(HfFamily family, int64_t layer) {
 
 std::string SupportedHfFamilies() {
   std::vector<std::string> names;
-  for (const auto& e : FamilyTable()) names.push_back(e.model_type);
+  for (const auto& e : FamilyTable()) {
+    // A model_type shared by several families (told apart by their
+    // architectures) is listed once.
+    if (std::find(names.begin(), names.end(), e.model_type) == names.end()) {
+      names.push_back(e.model_type);
+    }
+  }
   return absl::StrJoin(names, ", ");
 }
 
@@ -279,7 +309,7 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   ConfigReader top(j, std::string(label));
   MOE_ASSIGN_OR_RETURN(std::string model_type, top.String("model_type", ""));
   HfModelSpec spec;
-  MOE_ASSIGN_OR_RETURN(spec.family, FamilyOf(model_type, label));
+  MOE_ASSIGN_OR_RETURN(spec.family, FamilyOf(j, model_type, label));
   MOE_RETURN_IF_ERROR(CheckArchitectures(j, spec.family, label));
   MOE_ASSIGN_OR_RETURN(spec.quant_method, QuantMethod(j, spec.family, label));
   // A multimodal config (Llama 4, Qwen3.5) keeps the language model's keys

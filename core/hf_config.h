@@ -48,6 +48,22 @@ enum class HfFamily {
   kDbrx,              // DBRX: transformer.blocks., ffn_config, packed rows
   kHunyuanV1Moe,      // Hunyuan-A13B: uniform per-layer lists, mlp.gate.wg
   kQwen3OmniMoe,      // Qwen3-Omni: the thinker's qwen3_moe, nested config
+  // DeepSeek-style gates described by difference or by their own keys.
+  kDeepseek,      // deepseek-moe-16b: deepseek_v2's MoE without groups
+  kDeepseekV32,   // DeepSeek-V3.2: deepseek_v3's MoE
+  kDots1,         // dots.llm1: deepseek_v3's MoE, layers by first dense
+  kGlm4MoeLite,   // GLM-4.7-Flash: glm4_moe's MoE, mlp_layer_types
+  kSolarOpen,     // Solar Open: glm4_moe's MoE on every layer
+  kKimiLinear,    // Kimi Linear: block_sparse_moe.*, Kimi K3's keys
+  kBailingMoe,    // Ling V1 (BailingMoeForCausalLM): softmax
+  kBailingMoeV2,  // Ling 2.0 (BailingMoeV2ForCausalLM), model_type
+                  // bailing_moe too: sigmoid, gate.expert_bias, groups
+  kGlm4vMoe,      // GLM-4.5V: text_config, model.language_model.
+  kKimiVl,        // Kimi-VL: text_config, language_model.model.
+  kKimiK25,       // Kimi K2.5: text_config, language_model.model.
+  kAfmoe,         // AFMoE (Arcee Trinity): mlp.router.gate, mlp.expert_bias
+  kLfm2Moe,       // LFM2-MoE: feed_forward.*, w1/w3/w2, expert_bias
+  kExaoneMoe,     // K-EXAONE: DeepSeek-V3's router, swiglu_limits
 };
 
 // Every family, in the order of the table above.

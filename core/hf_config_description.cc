@@ -201,6 +201,8 @@ absl::Status ReadMoeDescription(const MoeDescription& d, const ConfigReader& r,
   MOE_RETURN_IF_ERROR(ReadGroups(d.groups, r, &c));
   MOE_ASSIGN_OR_RETURN(c.norm_eps, ReadNumber(r, d.norm_eps, c.norm_eps));
   c.use_bias = c.use_bias || d.use_bias;
+  MOE_ASSIGN_OR_RETURN(bool correction_bias, ReadBool(r, d.correction_bias));
+  c.use_bias = c.use_bias || correction_bias;
   c.router_bias = d.router_bias;
   c.expert_bias = d.expert_bias;
   c.score_before_experts = d.score_before_experts;

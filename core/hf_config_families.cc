@@ -12,6 +12,8 @@ constexpr ScoreName kSigmoidOrSoftmax[] = {{"sigmoid", ScoreFunc::kSigmoid},
                                            {"softmax", ScoreFunc::kSoftmax}};
 constexpr ScoreName kSqrtSoftplusOnly[] = {
     {"sqrtsoftplus", ScoreFunc::kSqrtSoftplus}};
+constexpr ScoreName kSoftmaxOnly[] = {{"softmax", ScoreFunc::kSoftmax}};
+constexpr ScoreName kSigmoidOnly[] = {{"sigmoid", ScoreFunc::kSigmoid}};
 
 // DeepSeek's gate keys, shared by V2, V3 and GLM-4.5: scoring_func,
 // topk_method with n_group / topk_group, norm_topk_prob (a renorm of one
@@ -452,6 +454,176 @@ const std::vector<FamilyEntry>& FamilyTable() {
        .sub_config = {"thinker_config", "text_config"},
        .like = HfFamily::kQwen3Moe,
        .layer_prefix = "thinker.model.layers.{L}."},
+      // deepseek-moe-16b (DeepseekForCausalLM): DeepSeek-V2's block as its
+      // model code has it, softmax top-k renormalised by norm_topk_prob,
+      // n_shared_experts shared, MoE layers from first_k_dense_replace
+      // every moe_layer_freq-th. That code reads no topk_method, groups,
+      // routed_scaling_factor or scoring_func (always softmax).
+      {.model_type = "deepseek",
+       .family = HfFamily::kDeepseek,
+       .architectures = {"DeepseekForCausalLM"},
+       .like = HfFamily::kDeepseekV2,
+       .absent_keys = {"scoring_func", "topk_method", "n_group", "topk_group",
+                       "routed_scaling_factor"}},
+      // DeepSeek-V3.2: its sparse (DSA) attention is not the service's; its
+      // MoE is DeepSeek-V3's.
+      {.model_type = "deepseek_v32",
+       .family = HfFamily::kDeepseekV32,
+       .architectures = {"DeepseekV32ForCausalLM"},
+       .like = HfFamily::kDeepseekV3},
+      // dots.llm1: transformers runs DeepSeek-V3's block (sigmoid, the
+      // correction bias for choosing, groups, renorm, routed_scaling_factor
+      // on the routed experts only, the shared experts added unscaled)
+      // whatever the config says of scoring_func or topk_method; MoE layers
+      // from first_k_dense_replace on.
+      {.model_type = "dots1",
+       .family = HfFamily::kDots1,
+       .architectures = {"Dots1ForCausalLM"},
+       .like = HfFamily::kDeepseekV3,
+       .absent_keys = {"scoring_func", "topk_method", "moe_layer_freq"}},
+      // GLM-4.7-Flash: GLM-4.5's MoE; mlp_layer_types names the MoE layers
+      // when given, else first_k_dense_replace.
+      {.model_type = "glm4_moe_lite",
+       .family = HfFamily::kGlm4MoeLite,
+       .architectures = {"Glm4MoeLiteForCausalLM"},
+       .like = HfFamily::kGlm4Moe,
+       .moe_layer_lists = {"mlp_layer_types"}},
+      // Solar Open: GLM-4.5's MoE on every decoder layer (its config has no
+      // first_k_dense_replace).
+      {.model_type = "solar_open",
+       .family = HfFamily::kSolarOpen,
+       .architectures = {"SolarOpenForCausalLM"},
+       .like = HfFamily::kGlm4Moe,
+       .absent_keys = {"first_k_dense_replace"}},
+      // Kimi Linear: Kimi K3's gate keys (sigmoid or softmax, correction
+      // bias for the choice, moe_renormalize, scale, groups only when they
+      // limit) over SiLU experts of moe_intermediate_size, shared experts
+      // num_shared_experts of them; MoE layers as DeepSeek's.
+      {.model_type = "kimi_linear",
+       .family = HfFamily::kKimiLinear,
+       .architectures = {"KimiLinearForCausalLM"},
+       .top_k_keys = {"num_experts_per_token", "num_experts_per_tok"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 0}},
+               .score_key = {"moe_router_activation_func", "sigmoid",
+                             kSigmoidOrSoftmax},
+               .route_norm = {"moe_renormalize", true},
+               .route_scale = {"routed_scaling_factor", 1.0},
+               .groups = {.rule = GroupRule::kOnlyWhenLimiting,
+                          .count = {"num_expert_group", 1}},
+               .activation = {.key = "hidden_act", .name = "silu"},
+               .use_bias = true,
+               .layers = MoeLayerRule::kDeepseekFirstDenseAndFreq}},
+      // Ling V1 (BailingMoeForCausalLM): softmax top-k, renorm by
+      // norm_topk_prob, num_shared_experts shared; layers from
+      // first_k_dense_replace (0: every one) on.
+      {.model_type = "bailing_moe",
+       .family = HfFamily::kBailingMoe,
+       .architectures = {"BailingMoeForCausalLM"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 0}},
+               .score_key = {"score_function", "softmax", kSoftmaxOnly},
+               .route_norm = {"norm_topk_prob", true},
+               .route_norm_needs_two = true,
+               .layers = MoeLayerRule::kGlmFirstDense}},
+      // Ling 2.0 (BailingMoeV2ForCausalLM, model_type bailing_moe as well:
+      // architectures tells them apart): sigmoid, gate.expert_bias for the
+      // choice within groups by top-2 sum (n_group / topk_group), the top-k
+      // always renormalised (when k > 1) and scaled by
+      // routed_scaling_factor; layers from first_k_dense_replace on.
+      {.model_type = "bailing_moe",
+       .family = HfFamily::kBailingMoeV2,
+       .architectures = {"BailingMoeV2ForCausalLM"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 0}},
+               .score_key = {"score_function", "sigmoid", kSigmoidOnly},
+               .route_norm = {.fallback = true},
+               .route_norm_needs_two = true,
+               .route_scale = {"routed_scaling_factor", 1.0},
+               .groups = {.rule = GroupRule::kFromKeys},
+               .use_bias = true,
+               .layers = MoeLayerRule::kGlmFirstDense}},
+      // GLM-4.5V / 4.6V: GLM-4.5's MoE under text_config, named
+      // model.language_model.layers.{L}.
+      {.model_type = "glm4v_moe",
+       .family = HfFamily::kGlm4vMoe,
+       .architectures = {"Glm4vMoeForConditionalGeneration"},
+       .text_config = true,
+       .like = HfFamily::kGlm4Moe,
+       .layer_prefix = "model.language_model.layers.{L}."},
+      // Kimi-VL and Kimi K2.5: a DeepSeek-V3 language model under
+      // text_config, named language_model.model.layers.{L}.
+      {.model_type = "kimi_vl",
+       .family = HfFamily::kKimiVl,
+       .architectures = {"KimiVLForConditionalGeneration"},
+       .text_config = true,
+       .like = HfFamily::kDeepseekV3,
+       .layer_prefix = "language_model.model.layers.{L}."},
+      {.model_type = "kimi_k25",
+       .family = HfFamily::kKimiK25,
+       .architectures = {"KimiK25ForConditionalGeneration"},
+       .text_config = true,
+       .like = HfFamily::kDeepseekV3,
+       .layer_prefix = "language_model.model.layers.{L}."},
+      // AFMoE (Arcee Trinity), as transformers routes it: sigmoid,
+      // expert_bias for the choice, the top-k always renormalised and
+      // scaled by route_scale (its config's score_func, route_norm and
+      // groups are not read); num_shared_experts shared; MoE layers from
+      // num_dense_layers on.
+      {.model_type = "afmoe",
+       .family = HfFamily::kAfmoe,
+       .architectures = {"AfmoeForCausalLM"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 0}},
+               .score = ScoreFunc::kSigmoid,
+               .route_norm = {.fallback = true},
+               .route_scale = {"route_scale", 1.0},
+               .activation = {.key = "hidden_act", .name = "silu"},
+               .use_bias = true,
+               .layers = MoeLayerRule::kNumDenseLayers}},
+      // LFM2-MoE: sigmoid, expert_bias for the choice when use_expert_bias,
+      // renorm by norm_topk_prob, routed_scaling_factor, no shared expert;
+      // MoE layers from num_dense_layers on.
+      {.model_type = "lfm2_moe",
+       .family = HfFamily::kLfm2Moe,
+       .architectures = {"Lfm2MoeForCausalLM"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .score = ScoreFunc::kSigmoid,
+               .route_norm = {"norm_topk_prob", true},
+               .route_scale = {"routed_scaling_factor", 1.0},
+               .layers = MoeLayerRule::kNumDenseLayers,
+               .correction_bias = {"use_expert_bias", true}}},
+      // EXAONE-MoE (K-EXAONE), as transformers runs it: sigmoid,
+      // mlp.gate.e_score_correction_bias for the choice within n_group /
+      // topk_group groups by top-2 sum, norm_topk_prob, x
+      // routed_scaling_factor, num_shared_experts shared; MoE layers by
+      // mlp_layer_types, else from first_k_dense_replace on; one
+      // swiglu_limits value on every layer is silu_clamp.
+      {.model_type = "exaone_moe",
+       .family = HfFamily::kExaoneMoe,
+       .architectures = {"ExaoneMoeForCausalLM"},
+       .moe_layer_lists = {"mlp_layer_types"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 1}},
+               .score = ScoreFunc::kSigmoid,
+               .route_norm = {"norm_topk_prob", true},
+               .route_scale = {"routed_scaling_factor", 2.5},
+               .groups = {.rule = GroupRule::kFromKeys},
+               .activation = {.key = "hidden_act", .name = "silu"},
+               .use_bias = true,
+               .layers = MoeLayerRule::kGlmFirstDense,
+               .finish = ExaoneMoeSwigluLimits}},
   };
   return *table;
 }

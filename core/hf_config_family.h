@@ -149,6 +149,8 @@ enum class MoeLayerRule {
   // L % expert_layer_period == expert_layer_offset, when num_experts > 1
   // (Jamba).
   kJambaPeriod,
+  // Every layer from num_dense_layers on (AFMoE, LFM2-MoE).
+  kNumDenseLayers,
 };
 
 // A family's own rule that is no data: it reads `r` and sets or refuses
@@ -197,6 +199,9 @@ struct MoeDescription {
   MoeLayerRule layers = MoeLayerRule::kAll;
   // A rule on the finished config (DeepSeek-V4's hash layers).
   FamilyRule finish = nullptr;
+  // A key that turns the correction bias for choosing on (LFM2-MoE's
+  // use_expert_bias), beside the fixed `use_bias` and DeepSeek's noaux_tc.
+  BoolKey correction_bias = {};
 };
 
 struct FamilyEntry {

@@ -187,6 +187,16 @@ absl::Status JambaLayers(const ConfigReader& r, ModelInfo* info) {
   }
   return absl::OkStatus();
 }
+// AFMoE, LFM2-MoE: every layer from num_dense_layers on. The key is
+// required: the families' config classes disagree on its default.
+absl::Status NumDenseLayers(const ConfigReader& r, ModelInfo* info) {
+  MOE_ASSIGN_OR_RETURN(int64_t dense, r.Int("num_dense_layers"));
+  if (dense < 0) return r.Error("num_dense_layers", "must be >= 0");
+  for (int64_t l = dense; l < info->num_layers; ++l) {
+    info->moe_layers.push_back(l);
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -212,6 +222,8 @@ absl::Status ReadMoeLayers(MoeLayerRule rule, const ConfigReader& r,
       return ArcticLayers(r, info);
     case MoeLayerRule::kJambaPeriod:
       return JambaLayers(r, info);
+    case MoeLayerRule::kNumDenseLayers:
+      return NumDenseLayers(r, info);
   }
   return absl::InternalError("unknown MoE layer rule");
 }

@@ -129,5 +129,36 @@ absl::Status HunyuanWidthsAgree(const ConfigReader& r, ModelInfo* info) {
   }
   return absl::OkStatus();
 }
+absl::Status ExaoneMoeSwigluLimits(const ConfigReader& r, ModelInfo* info) {
+  if (!r.Present("swiglu_limits")) return absl::OkStatus();
+  const nlohmann::json& v = r.raw().at("swiglu_limits");
+  if (!v.is_array() || static_cast<int64_t>(v.size()) != info->num_layers) {
+    return r.Error("swiglu_limits",
+                   absl::StrCat("must list ", info->num_layers,
+                                " limits (one per layer, 0 for none)"));
+  }
+  double limit = 0.0;
+  for (int64_t l = 0; l < info->num_layers; ++l) {
+    if (!v[l].is_number() || v[l].get<double>() < 0.0) {
+      return r.Error(
+          "swiglu_limits",
+          absl::StrCat("entry ", l, " is ", v[l].dump(), ", not a limit >= 0"));
+    }
+    if (l == 0) limit = v[l].get<double>();
+    if (v[l].get<double>() != limit) {
+      return r.Error(
+          "swiglu_limits",
+          absl::StrCat("gives layer 0 ", v[0].dump(), " and layer ", l, " ",
+                       v[l].dump(),
+                       ": limits that differ between layers "
+                       "are not supported (one activation per model)"));
+    }
+  }
+  if (limit > 0.0) {
+    info->layer.act = Activation::kSiluClamp;
+    info->layer.act_limit = static_cast<float>(limit);
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace moe

@@ -31,5 +31,11 @@ absl::Status DbrxExpertWeightNorm(const ConfigReader& r, ModelInfo* info);
 // wide, while vLLM reads moe_intermediate_size and num_shared_expert; a
 // config where they differ from that is refused naming the key.
 absl::Status HunyuanWidthsAgree(const ConfigReader& r, ModelInfo* info);
+// EXAONE-MoE: swiglu_limits gives each layer's clamp L (0: none), which
+// transformers applies as silu(min(g, L)) * clamp(u, -L, L) on the routed
+// and shared experts: the engine's silu_clamp. The layers of one model share
+// one activation, so only a list with one value on every layer is served;
+// any other is refused naming the key.
+absl::Status ExaoneMoeSwigluLimits(const ConfigReader& r, ModelInfo* info);
 
 }  // namespace moe

@@ -292,6 +292,33 @@ const std::vector<FamilyNames>& NameTables() {
                        Experts("{p}mlp.", "gate_proj", "up_proj", "down_proj")),
                   Shared("{p}mlp.shared_mlp.", "gate_proj", "up_proj",
                          "down_proj")))},
+        // Kimi Linear: Kimi K3's block_sparse_moe.* names without the
+        // latent projections.
+        {{HfFamily::kKimiLinear},
+         With(With(Router(kimi, "gate.e_score_correction_bias"),
+                   Experts(kimi, "w1", "w3", "w2")),
+              Shared(kimi + "shared_experts.", "gate_proj", "up_proj",
+                     "down_proj"))},
+        // Ling V1: DeepSeek's mlp.* names; Ling 2.0 keeps its correction
+        // bias in gate.expert_bias.
+        {{HfFamily::kBailingMoe}, mlp},
+        {{HfFamily::kBailingMoeV2},
+         MlpNames("shared_experts.", "gate.expert_bias")},
+        // AFMoE: the router under mlp.router.gate, its correction bias
+        // mlp.expert_bias beside it.
+        {{HfFamily::kAfmoe},
+         With(MlpNames("shared_experts.", "expert_bias"),
+              {{WeightRole::kGate, "{p}mlp.router.gate.weight"}}),
+         Packed(With(MlpNames("shared_experts.", "expert_bias"),
+                     {{WeightRole::kGate, "{p}mlp.router.gate.weight"}}))},
+        // LFM2-MoE: feed_forward.* with w1/w3/w2 experts and expert_bias
+        // beside the gate.
+        {{HfFamily::kLfm2Moe},
+         With(Router("{p}feed_forward.", "expert_bias"),
+              Experts("{p}feed_forward.", "w1", "w3", "w2"))},
+        // EXAONE-MoE: DeepSeek's mlp.* names, the correction bias in the
+        // gate as transformers keeps it.
+        {{HfFamily::kExaoneMoe}, mlp, Packed(mlp)},
     };
   }();
   return *tables;

@@ -2,6 +2,9 @@
 // MiniMax-M2, Llama 4, GLM-5, MiMo-V2-Flash, Nemotron 3, Gemma 4, Kimi K3),
 // read as their release configs are written, and the refusal of what the
 // loader does not know.
+#include <string>
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 #include "core/hf_config.h"
 #include "gtest/gtest.h"
@@ -1183,6 +1186,446 @@ TEST(HfFamilies, Qwen3OmniMoeReadsTheThinkersNestedConfig) {
       R"({"model_type":"qwen3_omni_moe","thinker_config":{"hidden_size":64}})");
   EXPECT_TRUE(Mentions(shallow.status(), "thinker_config.text_config"))
       << shallow.status();
+// --- DeepSeek-style families described by difference or by their keys ---
+
+// A layer list "dense" for the first `dense` layers, then "sparse".
+std::string LayerTypes(int layers, int dense) {
+  std::string types;
+  for (int l = 0; l < layers; ++l) {
+    types += std::string(l == 0 ? "" : ",") +
+             (l < dense ? "\"dense\"" : "\"sparse\"");
+  }
+  return "[" + types + "]";
+}
+
+// deepseek-moe-16b as released: DeepSeek-V2's names and layer rule, softmax
+// top-6 of 64 without renorm, two shared experts; keys its model code does
+// not read (groups, a scale, another scoring_func) change nothing.
+TEST(HfFamilies, DeepseekMoe16bIsV2WithoutGroupsOrScale) {
+  const std::string body =
+      R"("architectures":["DeepseekForCausalLM"],"model_type":"deepseek",
+    "hidden_size":2048,"num_hidden_layers":28,"intermediate_size":10944,
+    "moe_intermediate_size":1408,"n_routed_experts":64,"n_shared_experts":2,
+    "num_experts_per_tok":6,"norm_topk_prob":false,"first_k_dense_replace":1,
+    "moe_layer_freq":1,"scoring_func":"softmax","aux_loss_alpha":0.001,
+    "seq_aux":true)";
+  auto s = Parse("{" + body + "}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kDeepseek);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSoftmax);
+  EXPECT_FALSE(c.route_norm || c.use_bias);
+  EXPECT_EQ(c.route_scale, 1.0f);
+  EXPECT_EQ(c.n_groups, 0);
+  EXPECT_EQ(c.num_experts, 64);
+  EXPECT_EQ(c.shared_inter, 2816);
+  EXPECT_EQ(s->info.moe_layers.size(), 27u);
+  EXPECT_EQ(s->info.moe_layers.front(), 1);
+  auto extra = Parse("{" + body +
+                     R"(,"topk_method":"group_limited_greedy","n_group":8,
+    "topk_group":3,"routed_scaling_factor":16.0})");
+  ASSERT_TRUE(extra.ok()) << extra.status();
+  EXPECT_EQ(extra->info.layer, c);
+  EXPECT_EQ(HfTensorName(HfFamily::kDeepseek, 1, WeightRole::kW1, 63),
+            "model.layers.1.mlp.experts.63.gate_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kDeepseek, 1, WeightRole::kSharedW2, -1),
+            "model.layers.1.mlp.shared_experts.down_proj.weight");
+}
+
+// DeepSeek-V3.2 is DeepSeek-V3's MoE under its own model_type; its DSA
+// indexer keys are attention's.
+TEST(HfFamilies, DeepseekV32IsReadAsDeepseekV3) {
+  const std::string body =
+      R"("hidden_size":7168,"num_hidden_layers":61,
+    "moe_intermediate_size":2048,"n_routed_experts":256,"n_shared_experts":1,
+    "num_experts_per_tok":8,"routed_scaling_factor":2.5,"topk_method":"noaux_tc",
+    "scoring_func":"sigmoid","n_group":8,"topk_group":4,"norm_topk_prob":true,
+    "first_k_dense_replace":3,"moe_layer_freq":1,"num_nextn_predict_layers":1,
+    "index_topk":2048,"index_n_heads":64,"index_head_dim":128)";
+  auto v32 = Parse(
+      R"({"model_type":"deepseek_v32","architectures":["DeepseekV32ForCausalLM"],)" +
+      body + "}");
+  auto v3 = Parse(R"({"model_type":"deepseek_v3",)" + body + "}");
+  ASSERT_TRUE(v32.ok()) << v32.status();
+  ASSERT_TRUE(v3.ok()) << v3.status();
+  EXPECT_EQ(v32->family, HfFamily::kDeepseekV32);
+  EXPECT_EQ(v32->info.layer, v3->info.layer);
+  EXPECT_EQ(v32->info.moe_layers, v3->info.moe_layers);
+  EXPECT_EQ(v32->info.layer.n_groups, 8);
+  EXPECT_EQ(v32->info.moe_layers.back(), 60);  // the MTP layer 61 is not
+  EXPECT_EQ(
+      HfTensorName(HfFamily::kDeepseekV32, 3, WeightRole::kExpertBias, -1),
+      "model.layers.3.mlp.gate.e_score_correction_bias");
+}
+
+// dots.llm1 as released: sigmoid, the correction bias, groups null (one),
+// renorm, scale 2.5 on the routed experts; transformers' block ignores
+// scoring_func and topk_method, and so does the reader.
+TEST(HfFamilies, Dots1IsDeepseekV3sBlockWhateverItsScoringKeysSay) {
+  const std::string body =
+      R"("model_type":"dots1","architectures":["Dots1ForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":62,"intermediate_size":10944,
+    "first_k_dense_replace":1,"moe_intermediate_size":1408,
+    "n_routed_experts":128,"n_shared_experts":2,"num_experts_per_tok":6,
+    "norm_topk_prob":true,"routed_scaling_factor":2.5,"n_group":null,
+    "topk_group":null,"scoring_func":"sigmoid")";
+  auto s = Parse("{" + body + "}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kDots1);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.route_scale, 2.5f);
+  EXPECT_EQ(c.n_groups, 1);
+  EXPECT_EQ(c.shared_inter, 2816);
+  EXPECT_EQ(s->info.moe_layers.size(), 61u);
+  EXPECT_EQ(s->info.moe_layers.front(), 1);
+  auto other =
+      Parse("{" + body + R"(,"topk_method":"greedy","moe_layer_freq":2})");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->info.layer, c);
+  EXPECT_EQ(other->info.moe_layers, s->info.moe_layers);
+  EXPECT_EQ(HfTensorName(HfFamily::kDots1, 1, WeightRole::kSharedW1, -1),
+            "model.layers.1.mlp.shared_experts.gate_proj.weight");
+}
+
+// GLM-4.7-Flash: GLM-4.5's MoE, 64 experts k 4, one shared, scale 1.8;
+// mlp_layer_types says which layers are MoE, the MTP layer 47 never.
+TEST(HfFamilies, Glm4MoeLiteReadsItsLayerList) {
+  const std::string body =
+      R"("model_type":"glm4_moe_lite","architectures":["Glm4MoeLiteForCausalLM"],
+    "hidden_size":2048,"num_hidden_layers":47,"intermediate_size":10240,
+    "moe_intermediate_size":1536,"n_routed_experts":64,"n_shared_experts":1,
+    "num_experts_per_tok":4,"n_group":1,"topk_group":1,"norm_topk_prob":true,
+    "routed_scaling_factor":1.8,"first_k_dense_replace":1,
+    "num_nextn_predict_layers":1,"kv_lora_rank":512,"q_lora_rank":768)";
+  auto listed =
+      Parse("{" + body + R"(,"mlp_layer_types":)" + LayerTypes(47, 2) + "}");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  const auto& c = listed->info.layer;
+  EXPECT_EQ(listed->family, HfFamily::kGlm4MoeLite);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_FLOAT_EQ(c.route_scale, 1.8f);
+  EXPECT_EQ(c.top_k, 4);
+  EXPECT_EQ(listed->info.moe_layers.size(), 45u);
+  EXPECT_EQ(listed->info.moe_layers.front(), 2);
+  EXPECT_EQ(listed->info.moe_layers.back(), 46);
+  auto plain = Parse("{" + body + "}");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->info.moe_layers.front(), 1);
+  auto bad = Parse("{" + body + R"(,"mlp_layer_types":["dense"]})");
+  EXPECT_TRUE(Mentions(bad.status(), "mlp_layer_types")) << bad.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kGlm4MoeLite, 2, WeightRole::kW3, 7),
+            "model.layers.2.mlp.experts.7.up_proj.weight");
+}
+
+// Solar Open: GLM-4.5's MoE on every layer, 128 experts k 8, one shared; a
+// first_k_dense_replace its config does not have is not read.
+TEST(HfFamilies, SolarOpenIsGlm4MoeOnEveryLayer) {
+  auto s = Parse(
+      R"({"model_type":"solar_open","architectures":["SolarOpenForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":48,"moe_intermediate_size":1280,
+    "n_routed_experts":128,"n_shared_experts":1,"num_experts_per_tok":8,
+    "n_group":1,"topk_group":1,"norm_topk_prob":true,
+    "routed_scaling_factor":1.0,"first_k_dense_replace":3,"head_dim":128})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kSolarOpen);
+  EXPECT_EQ(s->info.layer.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(s->info.layer.use_bias);
+  EXPECT_EQ(s->info.layer.shared_inter, 1280);
+  EXPECT_EQ(s->info.moe_layers.size(), 48u);
+  EXPECT_EQ(s->info.moe_layers.front(), 0);
+  EXPECT_EQ(HfTensorName(HfFamily::kSolarOpen, 0, WeightRole::kGate, -1),
+            "model.layers.0.mlp.gate.weight");
+}
+
+// Kimi Linear as released: Kimi K3's gate keys (sigmoid, correction bias,
+// renorm, scale 2.446, one group) over SiLU experts, one shared expert, MoE
+// layers from first_k_dense_replace; names under block_sparse_moe.
+TEST(HfFamilies, KimiLinearReadsKimiGateKeys) {
+  const std::string body =
+      R"("model_type":"kimi_linear","architectures":["KimiLinearForCausalLM"],
+    "hidden_size":2304,"num_hidden_layers":27,"intermediate_size":9216,
+    "moe_intermediate_size":1024,"num_experts":256,"num_experts_per_token":8,
+    "num_shared_experts":1,"moe_router_activation_func":"sigmoid",
+    "moe_renormalize":true,"routed_scaling_factor":2.446,
+    "use_grouped_topk":true,"num_expert_group":1,"topk_group":1,
+    "first_k_dense_replace":1,"moe_layer_freq":1,"hidden_act":"silu",
+    "linear_attn_config":{"full_attn_layers":[4,8],"kda_layers":[1,2,3]})";
+  auto s = Parse("{" + body + "}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kKimiLinear);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_FLOAT_EQ(c.route_scale, 2.446f);
+  EXPECT_EQ(c.top_k, 8);
+  EXPECT_EQ(c.num_experts, 256);
+  EXPECT_EQ(c.shared_inter, 1024);
+  EXPECT_EQ(c.act, Activation::kSilu);
+  EXPECT_EQ(c.latent, 0);
+  EXPECT_EQ(s->info.moe_layers.size(), 26u);
+  auto situ = Parse("{" + body + R"(,"hidden_act":"situ"})");
+  EXPECT_TRUE(Mentions(situ.status(), "hidden_act")) << situ.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kKimiLinear, 1, WeightRole::kW1, 5),
+            "model.layers.1.block_sparse_moe.experts.5.w1.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kKimiLinear, 1, WeightRole::kW2, 5),
+            "model.layers.1.block_sparse_moe.experts.5.w2.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kKimiLinear, 1, WeightRole::kExpertBias, -1),
+            "model.layers.1.block_sparse_moe.gate.e_score_correction_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kKimiLinear, 1, WeightRole::kSharedW1, -1),
+            "model.layers.1.block_sparse_moe.shared_experts.gate_proj.weight");
+}
+
+// Ling V1 and Ling 2.0 both say model_type bailing_moe: the model class
+// decides, and a config that names neither is refused naming both.
+TEST(HfFamilies, BailingMoeV1AndV2AreToldApartByArchitectures) {
+  const std::string v1 =
+      R"("model_type":"bailing_moe","hidden_size":2048,"num_hidden_layers":28,
+    "intermediate_size":5632,"moe_intermediate_size":1408,"num_experts":64,
+    "num_shared_experts":2,"num_experts_per_tok":6,"norm_topk_prob":true,
+    "use_qkv_bias":false)";
+  auto lite =
+      Parse(R"({"architectures":["BailingMoeForCausalLM"],)" + v1 + "}");
+  ASSERT_TRUE(lite.ok()) << lite.status();
+  EXPECT_EQ(lite->family, HfFamily::kBailingMoe);
+  EXPECT_EQ(lite->info.family, "bailing_moe");
+  EXPECT_EQ(lite->info.layer.score_func, ScoreFunc::kSoftmax);
+  EXPECT_TRUE(lite->info.layer.route_norm);
+  EXPECT_FALSE(lite->info.layer.use_bias);
+  EXPECT_EQ(lite->info.layer.n_groups, 0);
+  EXPECT_EQ(lite->info.layer.shared_inter, 2816);
+  EXPECT_EQ(lite->info.moe_layers.size(), 28u);
+  EXPECT_EQ(HfTensorName(HfFamily::kBailingMoe, 0, WeightRole::kW1, 3),
+            "model.layers.0.mlp.experts.3.gate_proj.weight");
+  auto sigmoid = Parse(R"({"architectures":["BailingMoeForCausalLM"],)" + v1 +
+                       R"(,"score_function":"sigmoid"})");
+  EXPECT_TRUE(Mentions(sigmoid.status(), "score_function")) << sigmoid.status();
+
+  const std::string v2 =
+      R"("model_type":"bailing_moe","hidden_size":2048,"num_hidden_layers":20,
+    "intermediate_size":5120,"moe_intermediate_size":512,"num_experts":256,
+    "num_shared_experts":1,"num_experts_per_tok":8,"score_function":"sigmoid",
+    "moe_router_enable_expert_bias":true,"n_group":8,"topk_group":4,
+    "routed_scaling_factor":2.5,"norm_topk_prob":true,
+    "first_k_dense_replace":1,"num_nextn_predict_layers":0)";
+  auto mini =
+      Parse(R"({"architectures":["BailingMoeV2ForCausalLM"],)" + v2 + "}");
+  ASSERT_TRUE(mini.ok()) << mini.status();
+  const auto& c = mini->info.layer;
+  EXPECT_EQ(mini->family, HfFamily::kBailingMoeV2);
+  EXPECT_EQ(mini->info.family, "bailing_moe");
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.route_scale, 2.5f);
+  EXPECT_EQ(c.n_groups, 8);
+  EXPECT_EQ(c.topk_groups, 4);
+  EXPECT_EQ(c.group_score, GroupScore::kTop2Sum);
+  EXPECT_EQ(c.shared_inter, 512);
+  EXPECT_EQ(mini->info.moe_layers.size(), 19u);
+  EXPECT_EQ(mini->info.moe_layers.front(), 1);
+  EXPECT_EQ(
+      HfTensorName(HfFamily::kBailingMoeV2, 1, WeightRole::kExpertBias, -1),
+      "model.layers.1.mlp.gate.expert_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kBailingMoeV2, 1, WeightRole::kSharedW3, -1),
+            "model.layers.1.mlp.shared_experts.up_proj.weight");
+
+  auto unnamed = Parse("{" + v2 + "}");
+  ASSERT_FALSE(unnamed.ok());
+  EXPECT_TRUE(Mentions(unnamed.status(), "'architectures'"))
+      << unnamed.status();
+  EXPECT_TRUE(Mentions(unnamed.status(),
+                       "BailingMoeForCausalLM, "
+                       "BailingMoeV2ForCausalLM"))
+      << unnamed.status();
+  auto other =
+      Parse(R"({"architectures":["BailingMoeV3ForCausalLM"],)" + v2 + "}");
+  ASSERT_FALSE(other.ok());
+  EXPECT_TRUE(Mentions(other.status(), "\"BailingMoeV3ForCausalLM\""))
+      << other.status();
+  // The supported list names the shared model_type once.
+  const std::string supported = SupportedHfFamilies();
+  EXPECT_EQ(supported.find("bailing_moe"), supported.rfind("bailing_moe"));
+}
+
+// GLM-4.5V, Kimi-VL and Kimi K2.5: their language model's config under
+// text_config is read as GLM-4.5's or DeepSeek-V3's, under their prefixes.
+TEST(HfFamilies, MultimodalWrappersReadTheirTextConfig) {
+  const std::string glm =
+      R"("hidden_size":4096,"num_hidden_layers":46,"intermediate_size":10944,
+    "moe_intermediate_size":1408,"n_routed_experts":128,"n_shared_experts":1,
+    "num_experts_per_tok":8,"n_group":1,"topk_group":1,"norm_topk_prob":true,
+    "routed_scaling_factor":1.0,"first_k_dense_replace":1)";
+  auto glm4v = Parse(
+      R"({"model_type":"glm4v_moe","architectures":["Glm4vMoeForConditionalGeneration"],
+    "text_config":{"model_type":"glm4v_moe_text",)" +
+      glm + R"(},"vision_config":{"depth":24}})");
+  auto glm45 = Parse(R"({"model_type":"glm4_moe",)" + glm + "}");
+  ASSERT_TRUE(glm4v.ok()) << glm4v.status();
+  ASSERT_TRUE(glm45.ok()) << glm45.status();
+  EXPECT_EQ(glm4v->family, HfFamily::kGlm4vMoe);
+  EXPECT_EQ(glm4v->info.layer, glm45->info.layer);
+  EXPECT_EQ(glm4v->info.moe_layers, glm45->info.moe_layers);
+  EXPECT_EQ(HfTensorName(HfFamily::kGlm4vMoe, 1, WeightRole::kExpertBias, -1),
+            "model.language_model.layers.1.mlp.gate.e_score_correction_bias");
+  auto flat = Parse(
+      R"({"model_type":"glm4v_moe","architectures":["Glm4vMoeForConditionalGeneration"],)" +
+      glm + "}");
+  EXPECT_TRUE(Mentions(flat.status(), "text_config")) << flat.status();
+
+  const std::string v3 =
+      R"("hidden_size":2048,"num_hidden_layers":27,"moe_intermediate_size":1408,
+    "n_routed_experts":64,"n_shared_experts":2,"num_experts_per_tok":6,
+    "routed_scaling_factor":2.446,"topk_method":"noaux_tc",
+    "scoring_func":"sigmoid","n_group":1,"topk_group":1,"norm_topk_prob":true,
+    "first_k_dense_replace":1,"moe_layer_freq":1)";
+  auto base = Parse(R"({"model_type":"deepseek_v3",)" + v3 + "}");
+  ASSERT_TRUE(base.ok()) << base.status();
+  for (const auto& [type, cls, text_type, family] :
+       {std::tuple{"kimi_vl", "KimiVLForConditionalGeneration", "deepseek_v3",
+                   HfFamily::kKimiVl},
+        std::tuple{"kimi_k25", "KimiK25ForConditionalGeneration", "kimi_k2",
+                   HfFamily::kKimiK25}}) {
+    SCOPED_TRACE(type);
+    auto s = Parse(absl::StrCat(
+        R"({"model_type":")", type, R"(","architectures":[")", cls,
+        R"("],"text_config":{"model_type":")", text_type, R"(",)", v3, "}}"));
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->family, family);
+    EXPECT_EQ(s->info.layer, base->info.layer);
+    EXPECT_EQ(s->info.moe_layers, base->info.moe_layers);
+    EXPECT_EQ(HfTensorName(family, 2, WeightRole::kW2, 63),
+              "language_model.model.layers.2.mlp.experts.63.down_proj.weight");
+  }
+}
+
+// AFMoE (Trinity) as transformers routes it: sigmoid, mlp.expert_bias for
+// the choice, always renormalised, x route_scale, the shared expert; its
+// config's score_func / route_norm / groups are not read. MoE layers from
+// num_dense_layers on, which must be given.
+TEST(HfFamilies, AfmoeRoutesAsTransformersFromNumDenseLayers) {
+  const std::string body =
+      R"("model_type":"afmoe","architectures":["AfmoeForCausalLM"],
+    "hidden_size":2048,"num_hidden_layers":32,"intermediate_size":6144,
+    "moe_intermediate_size":1024,"num_experts":128,"num_shared_experts":1,
+    "num_experts_per_tok":8,"route_scale":2.826,"score_func":"sigmoid",
+    "route_norm":true,"n_group":1,"topk_group":1,"hidden_act":"silu",
+    "mup_enabled":true)";
+  auto s = Parse("{" + body + R"(,"num_dense_layers":2})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kAfmoe);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_FLOAT_EQ(c.route_scale, 2.826f);
+  EXPECT_EQ(c.n_groups, 0);
+  EXPECT_EQ(c.shared_inter, 1024);
+  EXPECT_EQ(s->info.moe_layers.size(), 30u);
+  EXPECT_EQ(s->info.moe_layers.front(), 2);
+  auto ignored = Parse("{" + body +
+                       R"(,"num_dense_layers":2,"route_norm":false,
+    "score_func":"softmax","n_group":8,"topk_group":2})");
+  ASSERT_TRUE(ignored.ok()) << ignored.status();
+  EXPECT_EQ(ignored->info.layer, c);
+  auto missing = Parse("{" + body + "}");
+  EXPECT_TRUE(Mentions(missing.status(), "'num_dense_layers' is missing"))
+      << missing.status();
+  auto negative = Parse("{" + body + R"(,"num_dense_layers":-1})");
+  EXPECT_TRUE(Mentions(negative.status(), "num_dense_layers"))
+      << negative.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kAfmoe, 2, WeightRole::kGate, -1),
+            "model.layers.2.mlp.router.gate.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kAfmoe, 2, WeightRole::kExpertBias, -1),
+            "model.layers.2.mlp.expert_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kAfmoe, 2, WeightRole::kW1, 9),
+            "model.layers.2.mlp.experts.9.gate_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kAfmoe, 2, WeightRole::kSharedW2, -1),
+            "model.layers.2.mlp.shared_experts.down_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kAfmoe, 2, WeightRole::kW1, 0,
+                         HfExpertLayout::kPacked),
+            "model.layers.2.mlp.experts.gate_up_proj");
+}
+
+// LFM2-MoE: sigmoid, the feed_forward.expert_bias for the choice only when
+// use_expert_bias, renorm, scale, no shared expert, dense layers first.
+TEST(HfFamilies, Lfm2MoeReadsUseExpertBiasAndNumDenseLayers) {
+  const std::string body =
+      R"("model_type":"lfm2_moe","architectures":["Lfm2MoeForCausalLM"],
+    "hidden_size":2048,"num_hidden_layers":24,"intermediate_size":7168,
+    "moe_intermediate_size":1792,"num_experts":32,"num_experts_per_tok":4,
+    "norm_topk_prob":true,"routed_scaling_factor":1.0,"num_dense_layers":2,
+    "full_attn_idxs":[2,6,10,14,18,21])";
+  auto s = Parse("{" + body + R"(,"use_expert_bias":true})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kLfm2Moe);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.shared_inter, 0);
+  EXPECT_EQ(s->info.moe_layers.size(), 22u);
+  EXPECT_EQ(s->info.moe_layers.front(), 2);
+  auto unbiased = Parse("{" + body + R"(,"use_expert_bias":false})");
+  ASSERT_TRUE(unbiased.ok()) << unbiased.status();
+  EXPECT_FALSE(unbiased->info.layer.use_bias);
+  EXPECT_EQ(HfTensorName(HfFamily::kLfm2Moe, 2, WeightRole::kGate, -1),
+            "model.layers.2.feed_forward.gate.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kLfm2Moe, 2, WeightRole::kExpertBias, -1),
+            "model.layers.2.feed_forward.expert_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kLfm2Moe, 2, WeightRole::kW3, 31),
+            "model.layers.2.feed_forward.experts.31.w3.weight");
+}
+
+// K-EXAONE as transformers runs it: DeepSeek-V3's router keys under
+// EXAONE's names, layers by mlp_layer_types; swiglu_limits of one value on
+// every layer is silu_clamp (min(g, L) before silu, u clamped to +-L), all
+// zero is none, and limits that differ between layers are refused by name.
+TEST(HfFamilies, ExaoneMoeReadsItsRouterAndSwigluLimits) {
+  auto limits = [](const std::string& first, const std::string& rest) {
+    std::string v = "[" + first;
+    for (int l = 1; l < 48; ++l) v += "," + rest;
+    return v + "]";
+  };
+  const std::string body =
+      R"("model_type":"exaone_moe","architectures":["ExaoneMoeForCausalLM"],
+    "hidden_size":6144,"num_hidden_layers":48,"intermediate_size":18432,
+    "moe_intermediate_size":2048,"num_experts":128,"num_shared_experts":1,
+    "num_experts_per_tok":8,"norm_topk_prob":true,"routed_scaling_factor":2.5,
+    "n_group":1,"topk_group":1,"first_k_dense_replace":1,"hidden_act":"silu",
+    "mlp_layer_types":)" +
+      LayerTypes(48, 1);
+  auto s = Parse("{" + body + "}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kExaoneMoe);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.route_scale, 2.5f);
+  EXPECT_EQ(c.shared_inter, 2048);
+  EXPECT_EQ(c.act, Activation::kSilu);
+  EXPECT_EQ(s->info.moe_layers.size(), 47u);
+  EXPECT_EQ(s->info.moe_layers.front(), 1);
+  auto zero =
+      Parse("{" + body + R"(,"swiglu_limits":)" + limits("0", "0.0") + "}");
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(zero->info.layer, c);
+  auto clamped =
+      Parse("{" + body + R"(,"swiglu_limits":)" + limits("7.0", "7.0") + "}");
+  ASSERT_TRUE(clamped.ok()) << clamped.status();
+  EXPECT_EQ(clamped->info.layer.act, Activation::kSiluClamp);
+  EXPECT_EQ(clamped->info.layer.act_limit, 7.0f);
+  auto mixed =
+      Parse("{" + body + R"(,"swiglu_limits":)" + limits("0", "7.0") + "}");
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_TRUE(Mentions(mixed.status(), "'swiglu_limits'")) << mixed.status();
+  EXPECT_TRUE(Mentions(mixed.status(), "layer 1 7.0")) << mixed.status();
+  auto short_list = Parse("{" + body + R"(,"swiglu_limits":[7.0,7.0]})");
+  EXPECT_TRUE(Mentions(short_list.status(), "must list 48"))
+      << short_list.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kExaoneMoe, 1, WeightRole::kExpertBias, -1),
+            "model.layers.1.mlp.gate.e_score_correction_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kExaoneMoe, 1, WeightRole::kSharedW1, -1),
+            "model.layers.1.mlp.shared_experts.gate_proj.weight");
 }
 
 }  // namespace

@@ -995,6 +995,111 @@ TEST(HfFamilyCheckpoint, SharedExpertFamiliesBadTensorsAreNamed) {
     fs::remove_all(dir);
   }
 }
+// The DeepSeek-style families added by description: a missing or
+// mis-shaped tensor of each is refused naming it under the family's own
+// names and prefix (Ling 2.0's gate.expert_bias, AFMoE's router.gate,
+// LFM2-MoE's feed_forward expert, Kimi-VL's language_model.model. shared
+// expert, GLM-4.5V's model.language_model. correction bias), and Ling's two
+// classes under one model_type each read their own.
+TEST(HfFamilyCheckpoint, DescribedDeepseekStyleFamiliesNameBadTensors) {
+  MoeLayerConfig k;
+  k.hidden = 16;
+  k.inter = 8;
+  k.num_experts = 4;
+  k.top_k = 2;
+  k.score_func = ScoreFunc::kSigmoid;
+  k.use_bias = true;
+  k.route_norm = true;
+  struct Bad {
+    HfFamily family;
+    int64_t shared_inter;
+    std::string name;
+    std::vector<int64_t> shape;  // empty: dropped
+    std::string expected;        // the shape the message names, if any
+  };
+  const Bad bad[] = {
+      {HfFamily::kBailingMoeV2,
+       8,
+       "model.layers.1.mlp.gate.expert_bias",
+       {},
+       ""},
+      {HfFamily::kAfmoe, 8, "model.layers.1.mlp.router.gate.weight", {}, ""},
+      {HfFamily::kLfm2Moe,
+       0,
+       "model.layers.1.feed_forward.experts.2.w1.weight",
+       {8, 15},
+       "[8, 16]"},
+      {HfFamily::kKimiVl,
+       8,
+       "language_model.model.layers.1.mlp.shared_experts.up_proj.weight",
+       {16, 16},
+       "[8, 16]"},
+      {HfFamily::kGlm4vMoe,
+       8,
+       "model.language_model.layers.1.mlp.gate.e_score_correction_bias",
+       {5},
+       ""},
+      {HfFamily::kKimiLinear,
+       8,
+       "model.layers.1.block_sparse_moe.experts.0.w2.weight",
+       {},
+       ""},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.name);
+    MoeLayerConfig kc = k;
+    kc.shared_inter = b.shared_inter;
+    if (b.family == HfFamily::kGlm4vMoe || b.family == HfFamily::kKimiVl) {
+      kc.route_scale = 2.5f;
+      kc.n_groups = 1;
+      kc.topk_groups = 1;
+    }
+    auto c = testing::RandomCase(kc, 4, 11);
+    const std::string dir = Write(c, b.family, "described_bad_");
+    {
+      // Written whole, it loads and matches the reference.
+      auto ckpt = HfCheckpoint::Open(dir);
+      ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+      EXPECT_EQ((*ckpt)->family(), b.family);
+      ASSERT_TRUE(LoadLayerWeights(**ckpt, 1, {}).ok());
+    }
+    ASSERT_TRUE(testing::ReplaceHfTensor(dir, b.name, b.shape).ok());
+    auto ckpt = HfCheckpoint::Open(dir);
+    absl::Status s = ckpt.status();
+    if (ckpt.ok()) s = LoadLayerWeights(**ckpt, 1, {}).status();
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find(b.name), std::string::npos) << s;
+    if (!b.expected.empty()) {
+      EXPECT_NE(s.message().find(b.expected), std::string::npos) << s;
+    }
+    fs::remove_all(dir);
+  }
+  // Ling V1's checkpoint with its class renamed V2's is read as Ling 2.0,
+  // which wants the gate.expert_bias V1 does not have: refused naming it.
+  MoeLayerConfig v1;
+  v1.hidden = 16;
+  v1.inter = 8;
+  v1.num_experts = 4;
+  v1.top_k = 2;
+  v1.route_norm = true;
+  auto c = testing::RandomCase(v1, 4, 12);
+  const std::string dir = Write(c, HfFamily::kBailingMoe, "ling_v1_");
+  auto ckpt = HfCheckpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ((*ckpt)->family(), HfFamily::kBailingMoe);
+  ASSERT_TRUE(testing::SetHfConfigKey(dir, "architectures",
+                                      R"(["BailingMoeV2ForCausalLM"])")
+                  .ok());
+  auto renamed = HfCheckpoint::Open(dir);
+  absl::Status s = renamed.status();
+  if (renamed.ok()) {
+    EXPECT_EQ((*renamed)->family(), HfFamily::kBailingMoeV2);
+    s = LoadLayerWeights(**renamed, 1, {}).status();
+  }
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("mlp.gate.expert_bias"), std::string::npos) << s;
+  fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace moe

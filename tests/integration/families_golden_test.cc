@@ -4,6 +4,7 @@
 // family and its MoE layers, routing ids are exact and y is within the fp32
 // golden tolerance, also with the case's routing or gate logits sent back
 // and its shared experts apart or skipped.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/hf_checkpoint.h"
+#include "core/hf_config_family.h"
 #include "core/moe_config.h"
 #include "gtest/gtest.h"
 #include "tests/testutil/caller_routing.h"
@@ -74,6 +76,22 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kDbrx, "mixtral_like"},
       {HfFamily::kHunyuanV1Moe, kReferenceCase},
       {HfFamily::kQwen3OmniMoe, "qwen3_moe_like"},
+      // deepseek-moe-16b and Ling V1: softmax, renorm, no scale.
+      {HfFamily::kDeepseek, "mixtral_like"},
+      {HfFamily::kDeepseekV32, "deepseek_v3_like"},
+      {HfFamily::kDots1, "deepseek_v3_like"},
+      {HfFamily::kGlm4MoeLite, "glm45_like"},
+      {HfFamily::kSolarOpen, "glm45_like"},
+      {HfFamily::kKimiLinear, "deepseek_v3_like"},
+      {HfFamily::kBailingMoe, "mixtral_like"},
+      {HfFamily::kBailingMoeV2, "deepseek_v3_like"},
+      {HfFamily::kGlm4vMoe, "glm45_like"},
+      {HfFamily::kKimiVl, "deepseek_v3_like"},
+      {HfFamily::kKimiK25, "deepseek_v3_like"},
+      // AFMoE and LFM2-MoE: sigmoid, correction bias, renorm, no groups.
+      {HfFamily::kAfmoe, "minimax_m2_like"},
+      {HfFamily::kLfm2Moe, "minimax_m2_like"},
+      {HfFamily::kExaoneMoe, "deepseek_v3_like"},
   };
   return *cases;
 }
@@ -330,9 +348,19 @@ INSTANTIATE_TEST_SUITE_P(
                           info.param.direct_step_tokens == 0 ? "AllToAll" : "");
     });
 
+// The test's name: the family's model_type, and its model class where
+// several families share the model_type (Ling V1 and V2).
+std::string FamilyTestName(HfFamily family) {
+  std::string name = HfFamilyName(family);
+  int sharing = 0;
+  for (HfFamily f : AllHfFamilies()) sharing += name == HfFamilyName(f);
+  if (sharing > 1) name += absl::StrCat("_", EntryOf(family).architectures[0]);
+  return name;
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, FamilyGoldenTest,
                          ::testing::ValuesIn(Families()), [](const auto& info) {
-                           return std::string(HfFamilyName(info.param));
+                           return FamilyTestName(info.param);
                          });
 
 }  // namespace

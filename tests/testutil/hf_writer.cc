@@ -667,6 +667,21 @@ void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
                     {H, H},
                     Filler(seed + layer * 7 + 'i', H * H, 0.1f)});
   }
+  if (f == HfFamily::kDeepseekV32) {
+    // DeepSeek-V3.2's DSA indexer, part of the attention.
+    out->push_back({p + "self_attn.indexer.wq_b.weight",
+                    {H, H},
+                    Filler(seed + layer * 7 + 'j', H * H, 0.1f)});
+  }
+  if (f == HfFamily::kBailingMoe || f == HfFamily::kBailingMoeV2) {
+    // Ling's fused attention projections.
+    out->push_back({p + "attention.query_key_value.weight",
+                    {3 * H, H},
+                    Filler(seed + layer * 7 + 'q', 3 * H * H, 0.1f)});
+    out->push_back({p + "attention.dense.weight",
+                    {H, H},
+                    Filler(seed + layer * 7 + 'd', H * H, 0.1f)});
+  }
   out->push_back(
       {p + "input_layernorm.weight", {H}, std::vector<float>(H, 1.0f)});
   out->push_back({p + "post_attention_layernorm.weight",
@@ -709,6 +724,17 @@ void AddDenseMlp(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
                  std::vector<Tensor>* out) {
   const bool llama4 = f == HfFamily::kLlama4 || f == HfFamily::kLlama4Text ||
                       f == HfFamily::kJamba;
+  if (f == HfFamily::kLfm2Moe) {
+    // LFM2-MoE's dense layers: feed_forward.w1 / w3 / w2.
+    const std::string ff = HfLayerPrefix(f, layer) + "feed_forward.";
+    out->push_back(
+        {ff + "w1.weight", {2 * H, H}, Filler(seed + 91, 2 * H * H, 0.1f)});
+    out->push_back(
+        {ff + "w3.weight", {2 * H, H}, Filler(seed + 92, 2 * H * H, 0.1f)});
+    out->push_back(
+        {ff + "w2.weight", {H, 2 * H}, Filler(seed + 93, 2 * H * H, 0.1f)});
+    return;
+  }
   const std::string p =
       HfLayerPrefix(f, layer) + (llama4 ? "feed_forward." : "mlp.");
   if (f == HfFamily::kArctic) {
@@ -743,6 +769,8 @@ void AddMtp(const GoldenCase& c, const HfWriteOptions& o, int64_t num_layers,
     case HfFamily::kKimiK2:
     case HfFamily::kGlm4Moe:
     case HfFamily::kGlmMoeDsa:
+    case HfFamily::kDeepseekV32:
+    case HfFamily::kGlm4MoeLite:
       AddMoeLayer(c, o.family, num_layers, false, o.seed, &mtp);
       mtp.push_back(
           {absl::StrCat("model.layers.", num_layers, ".eh_proj.weight"),
@@ -864,6 +892,34 @@ const char* Architecture(HfFamily f) {
       return "HunYuanMoEV1ForCausalLM";
     case HfFamily::kQwen3OmniMoe:
       return "Qwen3OmniMoeForConditionalGeneration";
+    case HfFamily::kDeepseek:
+      return "DeepseekForCausalLM";
+    case HfFamily::kDeepseekV32:
+      return "DeepseekV32ForCausalLM";
+    case HfFamily::kDots1:
+      return "Dots1ForCausalLM";
+    case HfFamily::kGlm4MoeLite:
+      return "Glm4MoeLiteForCausalLM";
+    case HfFamily::kSolarOpen:
+      return "SolarOpenForCausalLM";
+    case HfFamily::kKimiLinear:
+      return "KimiLinearForCausalLM";
+    case HfFamily::kBailingMoe:
+      return "BailingMoeForCausalLM";
+    case HfFamily::kBailingMoeV2:
+      return "BailingMoeV2ForCausalLM";
+    case HfFamily::kGlm4vMoe:
+      return "Glm4vMoeForConditionalGeneration";
+    case HfFamily::kKimiVl:
+      return "KimiVLForConditionalGeneration";
+    case HfFamily::kKimiK25:
+      return "KimiK25ForConditionalGeneration";
+    case HfFamily::kAfmoe:
+      return "AfmoeForCausalLM";
+    case HfFamily::kLfm2Moe:
+      return "Lfm2MoeForCausalLM";
+    case HfFamily::kExaoneMoe:
+      return "ExaoneMoeForCausalLM";
   }
   return "";
 }
@@ -938,6 +994,177 @@ void DeepseekKeys(const MoeLayerConfig& c, HfFamily f, int64_t num_layers,
     (*j)["auto_map"] = {
         {"AutoConfig", "configuration_deepseek.DeepseekV3Config"},
         {"AutoModelForCausalLM", "modeling_deepseek.DeepseekV3ForCausalLM"}};
+  }
+}
+
+// The DeepSeek-style families described by difference or by their own
+// keys, as their releases write config.json (layer 0 dense where the family
+// has dense layers). The multimodal ones get their text_config's keys here
+// and are wrapped by HfConfigJson.
+void DeepseekStyleKeys(const MoeLayerConfig& c, HfFamily f, int64_t num_layers,
+                       json* j) {
+  const int64_t groups = c.n_groups > 0 ? c.n_groups : 1;
+  const int64_t kept = c.n_groups > 0 ? c.topk_groups : 1;
+  const char* score =
+      c.score_func == ScoreFunc::kSigmoid ? "sigmoid" : "softmax";
+  switch (f) {
+    case HfFamily::kDeepseek:
+      // deepseek-moe-16b: no topk_method, groups or routed_scaling_factor.
+      (*j)["n_routed_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["n_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["norm_topk_prob"] = c.route_norm;
+      (*j)["first_k_dense_replace"] = 1;
+      (*j)["moe_layer_freq"] = 1;
+      (*j)["scoring_func"] = "softmax";
+      (*j)["aux_loss_alpha"] = 0.001;
+      (*j)["seq_aux"] = true;
+      break;
+    case HfFamily::kDeepseekV32:
+      DeepseekKeys(c, HfFamily::kDeepseekV3, num_layers, j);
+      (*j)["index_topk"] = 2048;
+      (*j)["index_n_heads"] = 64;
+      (*j)["index_head_dim"] = 128;
+      break;
+    case HfFamily::kDots1:
+      // dots.llm1's release: scoring_func beside DeepSeek-V3's keys, no
+      // topk_method or moe_layer_freq.
+      (*j)["n_routed_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["n_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["norm_topk_prob"] = c.route_norm;
+      (*j)["routed_scaling_factor"] = c.route_scale;
+      (*j)["first_k_dense_replace"] = 1;
+      (*j)["scoring_func"] = "sigmoid";
+      if (c.n_groups > 1) {
+        (*j)["n_group"] = groups;
+        (*j)["topk_group"] = kept;
+      } else {
+        (*j)["n_group"] = nullptr;  // null in the release
+        (*j)["topk_group"] = nullptr;
+      }
+      break;
+    case HfFamily::kGlm4MoeLite:
+    case HfFamily::kSolarOpen:
+    case HfFamily::kGlm4vMoe:
+      DeepseekKeys(c, HfFamily::kGlm4Moe, num_layers, j);
+      if (f == HfFamily::kGlm4MoeLite) {
+        (*j)["mlp_layer_types"] = json::array();
+        for (int64_t l = 0; l < num_layers; ++l) {
+          (*j)["mlp_layer_types"].push_back(l == 0 ? "dense" : "sparse");
+        }
+        (*j)["kv_lora_rank"] = 512;
+        (*j)["q_lora_rank"] = 768;
+      }
+      if (f == HfFamily::kSolarOpen) {
+        // Every layer MoE: no first_k_dense_replace, no dense MLP width.
+        j->erase("first_k_dense_replace");
+        j->erase("intermediate_size");
+        j->erase("num_nextn_predict_layers");
+      }
+      break;
+    case HfFamily::kKimiVl:
+    case HfFamily::kKimiK25:
+      DeepseekKeys(c, HfFamily::kDeepseekV3, num_layers, j);
+      break;
+    case HfFamily::kKimiLinear:
+      j->erase("num_experts_per_tok");
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["num_experts_per_token"] = c.top_k;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["num_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["moe_router_activation_func"] = score;
+      (*j)["moe_renormalize"] = c.route_norm;
+      (*j)["routed_scaling_factor"] = c.route_scale;
+      (*j)["use_grouped_topk"] = true;
+      (*j)["num_expert_group"] = groups;
+      (*j)["topk_group"] = kept;
+      (*j)["hidden_act"] = "silu";
+      (*j)["first_k_dense_replace"] = 1;
+      (*j)["moe_layer_freq"] = 1;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["linear_attn_config"] = {{"full_attn_layers", {num_layers}},
+                                    {"kda_layers", json::array()},
+                                    {"head_dim", 16},
+                                    {"num_heads", 4}};
+      for (int64_t l = 1; l < num_layers; ++l) {
+        (*j)["linear_attn_config"]["kda_layers"].push_back(l);
+      }
+      break;
+    case HfFamily::kBailingMoe:
+      // Ling-lite: every layer MoE.
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["num_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["norm_topk_prob"] = c.route_norm;
+      (*j)["use_qkv_bias"] = false;
+      break;
+    case HfFamily::kBailingMoeV2:
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["num_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["score_function"] = "sigmoid";
+      (*j)["moe_router_enable_expert_bias"] = true;
+      (*j)["n_group"] = groups;
+      (*j)["topk_group"] = kept;
+      (*j)["routed_scaling_factor"] = c.route_scale;
+      (*j)["norm_topk_prob"] = true;
+      (*j)["first_k_dense_replace"] = 1;
+      (*j)["use_qkv_bias"] = false;
+      break;
+    case HfFamily::kAfmoe:
+      // Trinity's config: score_func, route_norm and groups beside the
+      // keys transformers reads.
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["num_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["route_scale"] = c.route_scale;
+      (*j)["score_func"] = "sigmoid";
+      (*j)["route_norm"] = true;
+      (*j)["n_group"] = 1;
+      (*j)["topk_group"] = 1;
+      (*j)["num_dense_layers"] = 1;
+      (*j)["hidden_act"] = "silu";
+      (*j)["mup_enabled"] = true;
+      break;
+    case HfFamily::kLfm2Moe:
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["norm_topk_prob"] = c.route_norm;
+      (*j)["routed_scaling_factor"] = c.route_scale;
+      (*j)["use_expert_bias"] = c.use_bias;
+      (*j)["num_dense_layers"] = 1;
+      (*j)["full_attn_idxs"] = {1};
+      break;
+    case HfFamily::kExaoneMoe:
+      // K-EXAONE's config: the layer list, and swiglu_limits 0 (no clamp)
+      // or the case's silu_clamp limit on every layer.
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["num_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["norm_topk_prob"] = c.route_norm;
+      (*j)["routed_scaling_factor"] = c.route_scale;
+      (*j)["n_group"] = groups;
+      (*j)["topk_group"] = kept;
+      (*j)["first_k_dense_replace"] = 1;
+      (*j)["hidden_act"] = "silu";
+      (*j)["mlp_layer_types"] = json::array();
+      (*j)["swiglu_limits"] = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        (*j)["mlp_layer_types"].push_back(l == 0 ? "dense" : "sparse");
+        (*j)["swiglu_limits"].push_back(
+            c.act == Activation::kSiluClamp ? c.act_limit : 0.0f);
+      }
+      break;
+    default:
+      break;
   }
 }
 
@@ -1216,6 +1443,22 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       }
       break;
     }
+    case HfFamily::kDeepseek:
+    case HfFamily::kDeepseekV32:
+    case HfFamily::kDots1:
+    case HfFamily::kGlm4MoeLite:
+    case HfFamily::kSolarOpen:
+    case HfFamily::kKimiLinear:
+    case HfFamily::kBailingMoe:
+    case HfFamily::kBailingMoeV2:
+    case HfFamily::kGlm4vMoe:
+    case HfFamily::kKimiVl:
+    case HfFamily::kKimiK25:
+    case HfFamily::kAfmoe:
+    case HfFamily::kLfm2Moe:
+    case HfFamily::kExaoneMoe:
+      DeepseekStyleKeys(c, f, num_layers, &j);
+      break;
   }
   if (c.capacity_factor > 0) j["moe_capacity_factor"] = c.capacity_factor;
   if (c.routing == RoutingMode::kExpertChoice)
@@ -1291,6 +1534,20 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
                 {"architectures", {Architecture(f)}},
                 {"text_config", j},
                 {"vision_config", {{"hidden_size", 48}, {"depth", 1}}}};
+    return top.dump(2);
+  }
+  if (f == HfFamily::kGlm4vMoe || f == HfFamily::kKimiVl ||
+      f == HfFamily::kKimiK25) {
+    // Multimodal: the language model's keys under text_config, of the
+    // model_type each release names there.
+    j["model_type"] = f == HfFamily::kGlm4vMoe  ? "glm4v_moe_text"
+                      : f == HfFamily::kKimiK25 ? "kimi_k2"
+                                                : "deepseek_v3";
+    j.erase("architectures");
+    json top = {{"model_type", HfFamilyName(f)},
+                {"architectures", {Architecture(f)}},
+                {"text_config", j},
+                {"vision_config", {{"hidden_size", 48}}}};
     return top.dump(2);
   }
   if (f == HfFamily::kQwen35Moe) {
@@ -1448,6 +1705,15 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                          : f == HfFamily::kDbrx         ? "transformer."
                          : f == HfFamily::kQwen3OmniMoe ? "thinker.model."
                                                         : "model.";
+  const bool kimi_vision = f == HfFamily::kKimiK3 || f == HfFamily::kKimiVl ||
+                           f == HfFamily::kKimiK25;
+  const std::string lm =
+      f == HfFamily::kLlama4 || kimi_vision ? "language_model.model."
+      : f == HfFamily::kQwen35Moe || f == HfFamily::kGemma4 ||
+              f == HfFamily::kGlm4vMoe
+          ? "model.language_model."
+      : f == HfFamily::kNemotronH ? "backbone."
+                                  : "model.";
   std::vector<Tensor> tensors;
   tensors.push_back({lm + (f == HfFamily::kNemotronH ? "embeddings.weight"
                            : f == HfFamily::kDbrx    ? "wte.weight"
@@ -1488,6 +1754,11 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                          std::string("lm_head.weight"),
                      {kVocab, H},
                      Filler(o.seed + 5, kVocab * H, 0.5f)});
+  tensors.push_back(
+      {(f == HfFamily::kLlama4 || kimi_vision ? "language_model." : "") +
+           std::string("lm_head.weight"),
+       {kVocab, H},
+       Filler(o.seed + 5, kVocab * H, 0.5f)});
   if (o.family == HfFamily::kLlama4) {
     // The vision tower and projector of the multimodal checkpoint.
     tensors.push_back({"vision_model.patch_embedding.linear.weight",
@@ -1541,6 +1812,29 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                        {H, H},
                        Filler(o.seed + 7, H * H, 0.1f)});
   }
+  if (f == HfFamily::kKimiVl || f == HfFamily::kKimiK25 ||
+      f == HfFamily::kGlm4vMoe) {
+    // Kimi-VL's and K2.5's MoonViT and projector, GLM-4.5V's visual
+    // tower and merger: all skipped by the loader.
+    const bool glm = f == HfFamily::kGlm4vMoe;
+    tensors.push_back({glm ? "model.visual.blocks.0.attn.qkv.weight"
+                           : "vision_tower.encoder.blocks.0.wqkv.weight",
+                       {3 * H, 48},
+                       Filler(o.seed + 6, 3 * H * 48, 0.1f)});
+    tensors.push_back({glm ? "model.visual.merger.proj.weight"
+                           : "multi_modal_projector.linear_1.weight",
+                       {H, 48},
+                       Filler(o.seed + 7, H * 48, 0.1f)});
+  }
+  if (o.family == HfFamily::kQwen35Moe) {
+    // The vision tower, which the loader must skip.
+    tensors.push_back({"model.visual.patch_embed.proj.weight",
+                       {H, 48},
+                       Filler(o.seed + 6, H * 48, 0.1f)});
+    tensors.push_back({"model.visual.merger.linear_fc2.weight",
+                       {H, H},
+                       Filler(o.seed + 7, H * H, 0.1f)});
+  }
 
   const int shards = std::max(1, o.shards);
   std::vector<SafetensorsWriter> writers(shards);
@@ -1555,6 +1849,9 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
     const Tensor& t = tensors[i];
     const int s = static_cast<int>(i % shards);
     const bool router = absl::EndsWith(t.name, "mlp.gate.weight") ||
+                        absl::EndsWith(t.name, "feed_forward.gate.weight") ||
+                        absl::EndsWith(t.name, "router.gate.weight") ||
+                        absl::EndsWith(t.name, "expert_bias") ||
                         absl::EndsWith(t.name, "moe.gate.weight") ||
                         absl::EndsWith(t.name, "mixer.gate.weight") ||
                         absl::EndsWith(t.name, "router.proj.weight") ||
