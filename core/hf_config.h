@@ -35,6 +35,11 @@ enum class HfFamily {
   kNemotronH,   // Nemotron 3: backbone.layers.{L}.mixer., non-gated relu2
   kGemma4,      // Gemma 4: text_config, router pre-norm, branch norms
   kKimiK3,      // Kimi K3: text_config, LatentMoE with norm, SiTU
+  // Router-side pieces of 2026d: sparsemixer, zero experts, output terms.
+  kPhimoe,        // Phi-3.5-MoE: sparsemixer routing
+  kLongcatFlash,  // LongCat-Flash: zero-computation (identity) experts
+  kCohere2Moe,    // Cohere2-MoE: shared branch summed or averaged
+  kJetMoe,        // JetMoE: packed experts, output bias
 };
 
 // Every family, in the order of the table above.

@@ -52,6 +52,10 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kNemotronH, "nemotron3_latent"},
       {HfFamily::kGemma4, "gemma4_like"},
       {HfFamily::kKimiK3, "kimi_k3_like"},
+      {HfFamily::kPhimoe, "phimoe_like"},
+      {HfFamily::kLongcatFlash, "longcat_like"},
+      {HfFamily::kCohere2Moe, "cohere2_like"},
+      {HfFamily::kJetMoe, "jetmoe_like"},
   };
   return *cases;
 }
