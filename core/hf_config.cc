@@ -260,9 +260,8 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   // The deepest released models have a few hundred layers.
   constexpr int64_t kMaxLayers = 1 << 16;
   if (info.num_layers < 0 || info.num_layers > kMaxLayers) {
-    return r.Error(layers_key,
-                   absl::StrCat("must be in [0, ", kMaxLayers, "], got ",
-                                info.num_layers));
+    return r.Error(layers_key, absl::StrCat("must be in [0, ", kMaxLayers,
+                                            "], got ", info.num_layers));
   }
   const FamilyEntry& entry = EntryOf(spec.family);
   const HfFamily base = HfBaseFamily(spec.family);

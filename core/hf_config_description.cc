@@ -189,8 +189,9 @@ absl::Status ReadRouterPieces2026d(const MoeDescription& d,
     std::vector<const char*> names;
     for (const ScaleName& v : d.output_scale.values) names.push_back(v.name);
     MOE_ASSIGN_OR_RETURN(
-        size_t i, ReadChoice(r, d.output_scale.key, d.output_scale.fallback,
-                             names, absl::StrCat("one ", info->family, " has")));
+        size_t i,
+        ReadChoice(r, d.output_scale.key, d.output_scale.fallback, names,
+                   absl::StrCat("one ", info->family, " has")));
     c.output_scale = d.output_scale.values[i].scale;
   }
   c.output_bias = d.output_bias;

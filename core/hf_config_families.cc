@@ -353,7 +353,8 @@ const std::vector<FamilyEntry>& FamilyTable() {
                .route_scale = {"routed_scaling_factor", 6.0},
                .use_bias = true,
                .zero_experts = {"zero_expert_num", 0},
-               .zero_expert_type = {"zero_expert_type", "identity",
+               .zero_expert_type = {"zero_expert_type",
+                                    "identity",
                                     {"identity"}}}},
       // Cohere2-MoE: top-k of the logits then softmax over the k (or their
       // sigmoids, renormalised by norm_topk_prob); num_shared_experts of
@@ -371,8 +372,8 @@ const std::vector<FamilyEntry>& FamilyTable() {
                              kTopkSoftmaxOrSigmoid},
                .route_norm = {"norm_topk_prob", true},
                .layers = MoeLayerRule::kGlmFirstDense,
-               .output_scale = {"shared_expert_combination_strategy",
-                                "average", kSumOrAverage}}},
+               .output_scale = {"shared_expert_combination_strategy", "average",
+                                kSumOrAverage}}},
       // JetMoE: top-k of the logits then softmax over the k, SiLU-gated
       // experts packed as input_linear [E, 2I, H] / output_linear [E, H,
       // I], and the layer's output bias mlp.bias; every layer MoE.

@@ -81,7 +81,7 @@ struct LayerWeights {
   WeightDType dtype = WeightDType::kF32;  // resolved: never kAuto
 
   bool has_gate = false;
-  PackedWeight gate;               // [E + Z, H], fp32
+  PackedWeight gate;  // [E + Z, H], fp32
   // The router's rows are E + Z (config.router_rows()): the zero experts'
   // rows follow the routed experts' in the gate and both biases.
   std::vector<float> expert_bias;  // [E + Z] when config.use_bias

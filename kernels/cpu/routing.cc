@@ -167,8 +167,8 @@ void SoftcapLogits(int64_t count, float cap, float* logits) {
   }
 }
 
-void Sparsemixer(const float* logits, int64_t n, int64_t num_experts,
-                 float eps, int32_t* idx, float* w, int num_threads) {
+void Sparsemixer(const float* logits, int64_t n, int64_t num_experts, float eps,
+                 int32_t* idx, float* w, int num_threads) {
 #pragma omp parallel for schedule(static) \
     num_threads(ThreadsFor(n, num_threads))
   for (int64_t t = 0; t < n; ++t) {

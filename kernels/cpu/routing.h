@@ -58,8 +58,8 @@ void SoftcapLogits(int64_t count, float cap, float* logits);
 
 // PhiMoE's sparsemixer (kernels/routing_rule.h SparsemixerRow) over the
 // [n, E] logits: idx, w [n, 2], final weights.
-void Sparsemixer(const float* logits, int64_t n, int64_t num_experts,
-                 float eps, int32_t* idx, float* w, int num_threads);
+void Sparsemixer(const float* logits, int64_t n, int64_t num_experts, float eps,
+                 int32_t* idx, float* w, int num_threads);
 
 // Hash routing: token t's experts are row tid2eid[token_ids[t]] ([V, k]
 // table, ids in [0, num_experts)) in stored order, w = scores at those ids.

@@ -49,10 +49,10 @@ absl::Status CheckRouting(const moe::v1::Routing& routing, int64_t layer,
         return absl::InvalidArgumentError(absl::StrCat(
             "routing.expert_ids[", i, "] (row ", t, ", slot ", s, "): ", e,
             " is outside [0, ", c.router_rows(), ")",
-            c.zero_experts > 0 ? absl::StrCat(" (", c.num_experts,
-                                              " experts and ", c.zero_experts,
-                                              " zero experts)")
-                               : ""));
+            c.zero_experts > 0
+                ? absl::StrCat(" (", c.num_experts, " experts and ",
+                               c.zero_experts, " zero experts)")
+                : ""));
       }
       for (int64_t p = 0; p < s; ++p) {
         if (routing.expert_ids(t * k + p) == e) {

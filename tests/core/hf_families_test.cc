@@ -775,7 +775,8 @@ TEST(HfFamilies, KimiK3ReadsTextConfigLatentSituAndCompressedTensors) {
 }
 
 TEST(HfFamilies, PhimoeReadsSparsemixerAndItsJitterEpsilon) {
-  auto s = Parse(R"({"model_type":"phimoe","architectures":["PhimoeForCausalLM"],
+  auto s =
+      Parse(R"({"model_type":"phimoe","architectures":["PhimoeForCausalLM"],
     "hidden_size":4096,"num_hidden_layers":32,"num_local_experts":16,
     "num_experts_per_tok":2,"intermediate_size":6400,
     "router_jitter_noise":0.01,"input_jitter_noise":0.0})");
@@ -853,7 +854,8 @@ TEST(HfFamilies, Cohere2MoeReadsSelectionAndCombination) {
   EXPECT_EQ(sum->info.layer.output_scale, 1.0f);
   EXPECT_EQ(sum->info.layer.score_func, ScoreFunc::kSigmoid);
   EXPECT_TRUE(sum->info.layer.route_norm);
-  auto listed = Parse(base + R"(,"mlp_layer_types":["dense","sparse","dense","sparse"]})");
+  auto listed = Parse(
+      base + R"(,"mlp_layer_types":["dense","sparse","dense","sparse"]})");
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_EQ(listed->info.moe_layers, (std::vector<int64_t>{1, 3}));
   auto bad = Parse(base + R"(,"shared_expert_combination_strategy":"max"})");
@@ -864,7 +866,8 @@ TEST(HfFamilies, Cohere2MoeReadsSelectionAndCombination) {
 }
 
 TEST(HfFamilies, JetMoeReadsPackedExpertsAndItsOutputBias) {
-  auto s = Parse(R"({"model_type":"jetmoe","architectures":["JetMoeForCausalLM"],
+  auto s =
+      Parse(R"({"model_type":"jetmoe","architectures":["JetMoeForCausalLM"],
     "hidden_size":2048,"num_hidden_layers":24,"num_local_experts":8,
     "num_experts_per_tok":2,"intermediate_size":5632,
     "activation_function":"silu","kv_channels":128})");

@@ -274,7 +274,7 @@ void RunReferenceMoe(GoldenCase& c) {
     }
     Vec acc(W, 0.0);
     for (const auto& [e, w] : slots[t]) {
-      if (w == 0.0) continue;  // dropped
+      if (w == 0.0) continue;    // dropped
       if (e >= k.num_experts) {  // a zero expert: the token itself
         for (int64_t j = 0; j < H; ++j) acc[j] += w * xt[j];
         continue;
