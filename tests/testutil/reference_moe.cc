@@ -105,11 +105,7 @@ std::vector<double> ReferenceGateLogits(const GoldenCase& c) {
     for (int64_t e = 0; e < E; ++e) {
       double d = 0;
       for (int64_t j = 0; j < H; ++j) d += double(c.gate[e * H + j]) * xr[j];
-      d += k.router_bias ? c.router_bias[e] : 0.0f;
-      if (k.router_softcap > 0) {
-        d = k.router_softcap * std::tanh(d / k.router_softcap);
-      }
-      logits[t * E + e] = d;
+      logits[t * E + e] = d + (k.router_bias ? c.router_bias[e] : 0.0f);
     }
   }
   return logits;
@@ -125,6 +121,11 @@ void RunReferenceMoe(GoldenCase& c) {
   const std::vector<double> gate_out = ReferenceGateLogits(c);
   for (int64_t t = 0; t < n; ++t) {
     logits[t].assign(gate_out.begin() + t * E, gate_out.begin() + (t + 1) * E);
+    if (k.router_softcap > 0) {  // c * tanh(l / c), before score_func
+      for (double& l : logits[t]) {
+        l = k.router_softcap * std::tanh(l / k.router_softcap);
+      }
+    }
     if (k.score_func == ScoreFunc::kTopkSoftmax ||
         k.score_func == ScoreFunc::kSparsemixer) {
       scores[t] = logits[t];  // chosen on the logits; softmax over the k later
