@@ -185,6 +185,8 @@ absl::Status ReadRouterPieces2026d(const MoeDescription& d,
                    absl::StrCat("zero-expert kind ", info->family, " has"))
             .status());
   }
+  MOE_ASSIGN_OR_RETURN(c.router_softcap,
+                       ReadNumber(r, d.router_softcap, c.router_softcap));
   if (d.output_scale.key != nullptr) {
     std::vector<const char*> names;
     for (const ScaleName& v : d.output_scale.values) names.push_back(v.name);

@@ -209,6 +209,8 @@ struct MoeDescription {
   // may only name the one kind the engine has ("identity": w * x).
   IntKey zero_experts = {};
   StringKey zero_expert_type = {};
+  // The router-logit soft-cap c (Grok-1's router_logit_softcapping).
+  NumberKey router_softcap = {};
   // The output scale (fixed at 1 without a key) and a fixed output bias.
   ScaleKey output_scale = {};
   bool output_bias = false;
