@@ -76,6 +76,8 @@ bool RoleApplies(const MoeLayerConfig& c, WeightRole role) {
     case WeightRole::kSharedInNorm:
     case WeightRole::kSharedOutNorm:
       return c.branch_norms && c.has_shared();
+    case WeightRole::kOutputBias:
+      return c.output_bias;
     default:
       return true;
   }

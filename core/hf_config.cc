@@ -338,15 +338,15 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   info.family = model_type;
   info.source = std::string(label);
   MOE_ASSIGN_OR_RETURN(c.hidden, r.Int("hidden_size"));
-  MOE_ASSIGN_OR_RETURN(info.num_layers, r.Int("num_hidden_layers"));
+  const char* layers_key = EntryOf(HfBaseFamily(spec.family)).num_layers_key;
+  MOE_ASSIGN_OR_RETURN(info.num_layers, r.Int(layers_key));
   // The layer rules size per-layer tables by this count: a negative one
   // would index them, a huge one exhaust memory before anything is served.
   // The deepest released models have a few hundred layers.
   constexpr int64_t kMaxLayers = 1 << 16;
   if (info.num_layers < 0 || info.num_layers > kMaxLayers) {
-    return r.Error("num_hidden_layers",
-                   absl::StrCat("must be in [0, ", kMaxLayers, "], got ",
-                                info.num_layers));
+    return r.Error(layers_key, absl::StrCat("must be in [0, ", kMaxLayers,
+                                            "], got ", info.num_layers));
   }
   const FamilyEntry& entry = EntryOf(spec.family);
   const HfFamily base = HfBaseFamily(spec.family);

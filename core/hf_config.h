@@ -64,6 +64,11 @@ enum class HfFamily {
   kAfmoe,         // AFMoE (Arcee Trinity): mlp.router.gate, mlp.expert_bias
   kLfm2Moe,       // LFM2-MoE: feed_forward.*, w1/w3/w2, expert_bias
   kExaoneMoe,     // K-EXAONE: DeepSeek-V3's router, swiglu_limits
+  // Router-side pieces of 2026d: sparsemixer, zero experts, output terms.
+  kPhimoe,        // Phi-3.5-MoE: sparsemixer routing
+  kLongcatFlash,  // LongCat-Flash: zero-computation (identity) experts
+  kCohere2Moe,    // Cohere2-MoE: shared branch summed or averaged
+  kJetMoe,        // JetMoE: packed experts, output bias
 };
 
 // Every family, in the order of the table above.

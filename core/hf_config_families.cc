@@ -14,6 +14,11 @@ constexpr ScoreName kSqrtSoftplusOnly[] = {
     {"sqrtsoftplus", ScoreFunc::kSqrtSoftplus}};
 constexpr ScoreName kSoftmaxOnly[] = {{"softmax", ScoreFunc::kSoftmax}};
 constexpr ScoreName kSigmoidOnly[] = {{"sigmoid", ScoreFunc::kSigmoid}};
+// Cohere2-MoE's expert_selection_fn: softmax over the k largest logits, or
+// their sigmoids; and its shared_expert_combination_strategy.
+constexpr ScoreName kTopkSoftmaxOrSigmoid[] = {
+    {"softmax", ScoreFunc::kTopkSoftmax}, {"sigmoid", ScoreFunc::kSigmoid}};
+constexpr ScaleName kSumOrAverage[] = {{"sum", 1.0f}, {"average", 0.5f}};
 
 // DeepSeek's gate keys, shared by V2, V3 and GLM-4.5: scoring_func,
 // topk_method with n_group / topk_group, norm_topk_prob (a renorm of one
@@ -624,6 +629,67 @@ const std::vector<FamilyEntry>& FamilyTable() {
                .use_bias = true,
                .layers = MoeLayerRule::kGlmFirstDense,
                .finish = ExaoneMoeSwigluLimits}},
+      // PhiMoE (Phi-3.5-MoE): sparsemixer top-2 at inference, its epsilon
+      // router_jitter_noise (input_jitter_noise acts in training only);
+      // weights final, every layer MoE, no shared expert.
+      {.model_type = "phimoe",
+       .family = HfFamily::kPhimoe,
+       .architectures = {"PhimoeForCausalLM"},
+       .moe = {.experts = {"num_local_experts"},
+               .inter = {"intermediate_size"},
+               .score = ScoreFunc::kSparsemixer,
+               .route_norm = {.fallback = false},
+               .jitter_eps = {"router_jitter_noise", 0.01}}},
+      // LongCat-Flash: softmax over n_routed_experts + zero_expert_num
+      // logits, the correction bias for the choice, no renorm, times
+      // routed_scaling_factor; a chosen zero ("identity") expert adds w * x.
+      // num_layers counts its layers (num_hidden_layers its sublayers).
+      {.model_type = "longcat_flash",
+       .family = HfFamily::kLongcatFlash,
+       .architectures = {"LongcatFlashForCausalLM"},
+       .top_k_keys = {"moe_topk"},
+       .num_layers_key = "num_layers",
+       .moe = {.experts = {"n_routed_experts"},
+               .inter = {"expert_ffn_hidden_size"},
+               .route_norm = {.fallback = false},
+               .route_scale = {"routed_scaling_factor", 6.0},
+               .use_bias = true,
+               .zero_experts = {"zero_expert_num", 0},
+               .zero_expert_type = {"zero_expert_type",
+                                    "identity",
+                                    {"identity"}}}},
+      // Cohere2-MoE: top-k of the logits then softmax over the k (or their
+      // sigmoids, renormalised by norm_topk_prob); num_shared_experts of
+      // the expert width; y = routed + shared ("sum") or half of it
+      // ("average"); MoE layers from first_k_dense_replace unless listed.
+      {.model_type = "cohere2_moe",
+       .family = HfFamily::kCohere2Moe,
+       .architectures = {"Cohere2MoeForCausalLM"},
+       .moe_layer_lists = {"mlp_layer_types"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 0}},
+               .score_key = {"expert_selection_fn", "softmax",
+                             kTopkSoftmaxOrSigmoid},
+               .route_norm = {"norm_topk_prob", true},
+               .layers = MoeLayerRule::kGlmFirstDense,
+               .output_scale = {"shared_expert_combination_strategy", "average",
+                                kSumOrAverage}}},
+      // JetMoE: top-k of the logits then softmax over the k, SiLU-gated
+      // experts packed as input_linear [E, 2I, H] / output_linear [E, H,
+      // I], and the layer's output bias mlp.bias; every layer MoE.
+      {.model_type = "jetmoe",
+       .family = HfFamily::kJetMoe,
+       .architectures = {"JetMoeForCausalLM"},
+       .moe = {.experts = {"num_local_experts"},
+               .inter = {"intermediate_size"},
+               .score = ScoreFunc::kTopkSoftmax,
+               .route_norm = {.fallback = false},
+               .activation = {.act = Activation::kSilu,
+                              .key = "activation_function",
+                              .name = "silu"},
+               .output_bias = true}},
   };
   return *table;
 }

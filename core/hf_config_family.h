@@ -58,6 +58,17 @@ struct ScoreKey {
   // (maybe-uninitialized) on the table's initializer.
   absl::Span<const ScoreName> values = {};
 };
+// A key naming how the layer's output is scaled: each value with its
+// output_scale (Cohere2-MoE's "sum" 1, "average" 0.5).
+struct ScaleName {
+  const char* name;
+  float scale;
+};
+struct ScaleKey {
+  const char* key = nullptr;
+  const char* fallback = nullptr;
+  absl::Span<const ScaleName> values = {};
+};
 
 // Where the shared expert's width comes from.
 enum class SharedExpertRule {
@@ -202,6 +213,17 @@ struct MoeDescription {
   // A key that turns the correction bias for choosing on (LFM2-MoE's
   // use_expert_bias), beside the fixed `use_bias` and DeepSeek's noaux_tc.
   BoolKey correction_bias = {};
+  // 2026d router-side pieces. sparsemixer's epsilon (score kSparsemixer).
+  NumberKey jitter_eps = {};
+  // The zero experts' count and the key saying what they compute, which
+  // may only name the one kind the engine has ("identity": w * x).
+  IntKey zero_experts = {};
+  StringKey zero_expert_type = {};
+  // The router-logit soft-cap c (Grok-1's router_logit_softcapping).
+  NumberKey router_softcap = {};
+  // The output scale (fixed at 1 without a key) and a fixed output bias.
+  ScaleKey output_scale = {};
+  bool output_bias = false;
 };
 
 struct FamilyEntry {
@@ -248,6 +270,9 @@ struct FamilyEntry {
   // otherwise, as the model-wide config is the only one a layer has
   // (Hunyuan's moe_topk).
   std::vector<const char*> uniform_lists = {};
+  // The key giving the decoder layer count (LongCat-Flash's num_layers,
+  // whose num_hidden_layers counts its two sublayers per layer).
+  const char* num_layers_key = "num_hidden_layers";
   // The MoE layer's keys and math; empty for a family `like` another.
   MoeDescription moe = {};
 };

@@ -319,6 +319,28 @@ const std::vector<FamilyNames>& NameTables() {
         // EXAONE-MoE: DeepSeek's mlp.* names, the correction bias in the
         // gate as transformers keeps it.
         {{HfFamily::kExaoneMoe}, mlp, Packed(mlp)},
+        // PhiMoE: Mixtral's block_sparse_moe names.
+        {{HfFamily::kPhimoe}, block_sparse, Packed(mlp)},
+        // LongCat-Flash: mlp.router.classifier over the E + Z router rows
+        // (zero experts have no tensors), its correction bias beside it.
+        {{HfFamily::kLongcatFlash},
+         With({{WeightRole::kGate, "{p}mlp.router.classifier.weight"},
+               {WeightRole::kRouterBias, "{p}mlp.router.classifier.bias"},
+               {WeightRole::kExpertBias,
+                "{p}mlp.router.e_score_correction_bias"}},
+              Experts("{p}mlp.", "gate_proj", "up_proj", "down_proj"))},
+        // Cohere2-MoE: DeepSeek-style mlp.* with mlp.shared_experts.
+        {{HfFamily::kCohere2Moe}, mlp, Packed(mlp)},
+        // JetMoE: mlp.router.layer, nn.Linear-packed experts and the
+        // layer's output bias mlp.bias.
+        {{HfFamily::kJetMoe},
+         {{WeightRole::kGate, "{p}mlp.router.layer.weight"},
+          {WeightRole::kW1, "{p}mlp.input_linear.weight",
+           Layout::kLinearHalves},
+          {WeightRole::kW3, "{p}mlp.input_linear.weight",
+           Layout::kLinearHalves},
+          {WeightRole::kW2, "{p}mlp.output_linear.weight", Layout::kLinearDown},
+          {WeightRole::kOutputBias, "{p}mlp.bias"}}},
     };
   }();
   return *tables;

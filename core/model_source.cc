@@ -59,6 +59,8 @@ const char* WeightRoleName(WeightRole role) {
       return "shared.in_norm";
     case WeightRole::kSharedOutNorm:
       return "shared.out_norm";
+    case WeightRole::kOutputBias:
+      return "output.bias";
   }
   return "?";
 }
@@ -80,6 +82,7 @@ bool IsVectorRole(WeightRole role) {
     case WeightRole::kExpertsOutNorm:
     case WeightRole::kSharedInNorm:
     case WeightRole::kSharedOutNorm:
+    case WeightRole::kOutputBias:
       return true;
     default:
       return false;
@@ -94,10 +97,11 @@ int64_t WeightTensor::numel() const {
 
 std::vector<int64_t> ExpectedShape(const MoeLayerConfig& c, WeightRole role) {
   switch (role) {
+    // The router scores the zero experts too (LongCat-Flash).
     case WeightRole::kGate:
-      return {c.num_experts, c.hidden};
+      return {c.router_rows(), c.hidden};
     case WeightRole::kExpertBias:
-      return {c.num_experts};
+      return {c.router_rows()};
     case WeightRole::kW1:
     case WeightRole::kW3:
       return {c.inter, c.expert_width()};
@@ -111,7 +115,7 @@ std::vector<int64_t> ExpectedShape(const MoeLayerConfig& c, WeightRole role) {
     case WeightRole::kSharedGate:
       return {1, c.hidden};
     case WeightRole::kRouterBias:
-      return {c.num_experts};
+      return {c.router_rows()};
     case WeightRole::kB1:
     case WeightRole::kB3:
       return {c.inter};
@@ -132,6 +136,7 @@ std::vector<int64_t> ExpectedShape(const MoeLayerConfig& c, WeightRole role) {
     case WeightRole::kExpertsOutNorm:
     case WeightRole::kSharedInNorm:
     case WeightRole::kSharedOutNorm:
+    case WeightRole::kOutputBias:
       return {c.hidden};
     case WeightRole::kPerExpertScale:
       return {c.num_experts};

@@ -16,8 +16,8 @@
 namespace moe {
 
 enum class WeightRole {
-  kGate,        // [E, H]
-  kExpertBias,  // [E]
+  kGate,        // [E + Z, H]: the router's rows, zero experts' included
+  kExpertBias,  // [E + Z]
   kW1,          // expert gate proj [I, H]
   kW3,          // expert up proj   [I, H]
   kW2,          // expert down proj [H, I]
@@ -26,7 +26,7 @@ enum class WeightRole {
   kSharedW2,    // [H, S]
   kSharedGate,  // [1, H]
   // 2026 (tests/golden/README.md):
-  kRouterBias,  // [E], config.router_bias: added to the logits
+  kRouterBias,  // [E + Z], config.router_bias: added to the logits
   kB1,          // expert gate proj bias [I], config.expert_bias
   kB3,          // expert up proj bias [I]
   kB2,          // expert down proj bias [H]
@@ -44,6 +44,8 @@ enum class WeightRole {
   kExpertsOutNorm,  // [H]
   kSharedInNorm,    // [H]
   kSharedOutNorm,   // [H]
+  // 2026d: y += output.bias once per token, config.output_bias (JetMoE).
+  kOutputBias,  // [H]
 };
 // Whether a role is a vector, which a checkpoint may also store as [1, n].
 bool IsVectorRole(WeightRole role);

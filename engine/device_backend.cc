@@ -411,7 +411,7 @@ absl::Status DeviceBackend::LoadHostParts(const ModelSource& source,
   for (int64_t layer : source.info().moe_layers) {
     if (options.only_layer >= 0 && layer != options.only_layer) continue;
     const MoeLayerConfig& c = source.info().LayerConfig(layer);
-    if (!c.has_expert_frame() && !RoutesOnHost(c)) continue;
+    if (!NeedsHostParts(c)) continue;
     MOE_ASSIGN_OR_RETURN(std::unique_ptr<LayerWeights> w,
                          LoadLayerWeights(source, layer, o));
     MOE_RETURN_IF_ERROR(CheckFrameLoaded(*w));
@@ -440,6 +440,14 @@ absl::StatusOr<const LayerWeights*> DeviceBackend::FindHostPart(
                      "'s router part (loaded without the router's gate)"));
   }
   return it->second.get();
+}
+
+const float* DeviceBackend::OutputBias(int64_t layer) const {
+  auto it = host_parts_->find(layer);
+  if (it == host_parts_->end() || it->second->output_bias.empty()) {
+    return nullptr;
+  }
+  return it->second->output_bias.data();
 }
 
 absl::StatusOr<const float*> DeviceBackend::EnterExperts(int64_t layer,

@@ -82,8 +82,14 @@ absl::Status CheckDeviceLayerMath(const MoeLayerConfig& config,
 
 // Whether a device backend's router part routes `config` on the host, with
 // the CPU's TokenRouter: the device's routing has no router pre-norm or
-// per-expert scale (Gemma 4).
+// per-expert scale (Gemma 4), no sparsemixer (PhiMoE), no router soft-cap
+// (Grok-1) and no zero experts (LongCat-Flash).
 bool RoutesOnHost(const MoeLayerConfig& config);
+// Whether the router part keeps host copies of the layer's router tensors
+// (LoadHostParts): routed on the host, an expert frame, or an output bias
+// (added on the host after y comes home, like the zero experts' w * x and
+// output_scale, LocalMoe and the router's step).
+bool NeedsHostParts(const MoeLayerConfig& config);
 
 class DeviceBackend : public ExpertBackend {
  public:
@@ -130,6 +136,8 @@ class DeviceBackend : public ExpertBackend {
   // the device at the latent width either way.
   absl::StatusOr<const float*> EnterExperts(int64_t layer, const float* x,
                                             int64_t n) override;
+  // The host copy's (LoadHostParts).
+  const float* OutputBias(int64_t layer) const override;
   absl::Status LeaveExperts(int64_t layer, float* s, int64_t n,
                             float* y) override;
 

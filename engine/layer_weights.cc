@@ -270,6 +270,11 @@ absl::Status LoadRouterExtras(const ModelSource& src, int64_t layer,
     MOE_ASSIGN_OR_RETURN(w.latent_norm,
                          LoadWeightVector(src, layer, WeightRole::kLatentNorm));
   }
+  if (c.output_bias) {
+    // Added on the router once per token, after the combine (JetMoE).
+    MOE_ASSIGN_OR_RETURN(w.output_bias,
+                         LoadWeightVector(src, layer, WeightRole::kOutputBias));
+  }
   if (c.branch_norms) {
     MOE_ASSIGN_OR_RETURN(
         w.experts_in_norm,
@@ -514,7 +519,7 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     MOE_RETURN_IF_ERROR(CheckWeightTensor(g, c, WeightRole::kGate));
     // The router is always fp32, whatever the experts' dtype.
     MOE_ASSIGN_OR_RETURN(
-        w->gate, Pack(&g, nullptr, c.hidden, IdentityOrder(c.num_experts),
+        w->gate, Pack(&g, nullptr, c.hidden, IdentityOrder(c.router_rows()),
                       c.hidden, WeightDType::kF32));
     w->has_gate = true;
     if (c.use_bias) {

@@ -1626,6 +1626,117 @@ TEST(HfFamilies, ExaoneMoeReadsItsRouterAndSwigluLimits) {
             "model.layers.1.mlp.gate.e_score_correction_bias");
   EXPECT_EQ(HfTensorName(HfFamily::kExaoneMoe, 1, WeightRole::kSharedW1, -1),
             "model.layers.1.mlp.shared_experts.gate_proj.weight");
+TEST(HfFamilies, PhimoeReadsSparsemixerAndItsJitterEpsilon) {
+  auto s =
+      Parse(R"({"model_type":"phimoe","architectures":["PhimoeForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":32,"num_local_experts":16,
+    "num_experts_per_tok":2,"intermediate_size":6400,
+    "router_jitter_noise":0.01,"input_jitter_noise":0.0})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kPhimoe);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSparsemixer);
+  EXPECT_EQ(c.jitter_eps, 0.01f);
+  EXPECT_FALSE(c.route_norm);
+  EXPECT_EQ(c.num_experts, 16);
+  EXPECT_EQ(c.inter, 6400);
+  EXPECT_EQ(s->info.moe_layers.size(), 32u);
+  EXPECT_EQ(HfTensorName(HfFamily::kPhimoe, 3, WeightRole::kW2, 5),
+            "model.layers.3.block_sparse_moe.experts.5.w2.weight");
+  // sparsemixer is top-2 only.
+  auto k4 = Parse(R"({"model_type":"phimoe","hidden_size":64,
+    "num_hidden_layers":2,"num_local_experts":16,"num_experts_per_tok":4,
+    "intermediate_size":32})");
+  EXPECT_TRUE(Mentions(k4.status(), "top_k")) << k4.status();
+}
+
+TEST(HfFamilies, LongcatFlashReadsZeroExpertsAndItsLayerCount) {
+  const std::string base =
+      R"({"model_type":"longcat_flash","architectures":["LongcatFlashForCausalLM"],
+    "hidden_size":6144,"num_layers":28,"num_hidden_layers":56,
+    "n_routed_experts":512,"zero_expert_num":256,"moe_topk":12,
+    "expert_ffn_hidden_size":2048,"routed_scaling_factor":6.0)";
+  auto s = Parse(base + R"(,"zero_expert_type":"identity"})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kLongcatFlash);
+  EXPECT_EQ(s->info.num_layers, 28);
+  EXPECT_EQ(s->info.moe_layers.size(), 28u);
+  EXPECT_EQ(c.num_experts, 512);
+  EXPECT_EQ(c.zero_experts, 256);
+  EXPECT_EQ(c.router_rows(), 768);
+  EXPECT_EQ(c.top_k, 12);
+  EXPECT_EQ(c.inter, 2048);
+  EXPECT_TRUE(c.use_bias && !c.route_norm && !c.router_bias);
+  EXPECT_EQ(c.route_scale, 6.0f);
+  EXPECT_EQ(HfTensorName(HfFamily::kLongcatFlash, 2, WeightRole::kGate, -1),
+            "model.layers.2.mlp.router.classifier.weight");
+  EXPECT_EQ(
+      HfTensorName(HfFamily::kLongcatFlash, 2, WeightRole::kExpertBias, -1),
+      "model.layers.2.mlp.router.e_score_correction_bias");
+  // The remote code's "drop" zero experts add nothing: not served as
+  // identity ones.
+  auto drop = Parse(base + R"(,"zero_expert_type":"drop"})");
+  EXPECT_TRUE(Mentions(drop.status(), "zero_expert_type")) << drop.status();
+  EXPECT_TRUE(Mentions(drop.status(), "'drop'")) << drop.status();
+  auto no_count = Parse(
+      R"({"model_type":"longcat_flash","hidden_size":64,"num_hidden_layers":4,
+    "n_routed_experts":8,"moe_topk":2,"expert_ffn_hidden_size":32})");
+  EXPECT_TRUE(Mentions(no_count.status(), "num_layers")) << no_count.status();
+}
+
+TEST(HfFamilies, Cohere2MoeReadsSelectionAndCombination) {
+  const std::string base =
+      R"({"model_type":"cohere2_moe","architectures":["Cohere2MoeForCausalLM"],
+    "hidden_size":2048,"num_hidden_layers":4,"num_experts":64,
+    "num_experts_per_tok":4,"intermediate_size":512,"num_shared_experts":2,
+    "first_k_dense_replace":1,"prefix_dense_intermediate_size":4096)";
+  auto avg = Parse(base + "}");  // transformers' defaults: softmax, average
+  ASSERT_TRUE(avg.ok()) << avg.status();
+  const auto& c = avg->info.layer;
+  EXPECT_EQ(avg->family, HfFamily::kCohere2Moe);
+  EXPECT_EQ(c.score_func, ScoreFunc::kTopkSoftmax);
+  EXPECT_FALSE(c.route_norm);
+  EXPECT_EQ(c.shared_inter, 1024);
+  EXPECT_EQ(c.output_scale, 0.5f);
+  EXPECT_EQ(avg->info.moe_layers, (std::vector<int64_t>{1, 2, 3}));
+  auto sum = Parse(base + R"(,"shared_expert_combination_strategy":"sum",
+    "expert_selection_fn":"sigmoid","norm_topk_prob":true})");
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_EQ(sum->info.layer.output_scale, 1.0f);
+  EXPECT_EQ(sum->info.layer.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(sum->info.layer.route_norm);
+  auto listed = Parse(
+      base + R"(,"mlp_layer_types":["dense","sparse","dense","sparse"]})");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->info.moe_layers, (std::vector<int64_t>{1, 3}));
+  auto bad = Parse(base + R"(,"shared_expert_combination_strategy":"max"})");
+  EXPECT_TRUE(Mentions(bad.status(), "shared_expert_combination_strategy"))
+      << bad.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kCohere2Moe, 1, WeightRole::kSharedW3, -1),
+            "model.layers.1.mlp.shared_experts.up_proj.weight");
+}
+
+TEST(HfFamilies, JetMoeReadsPackedExpertsAndItsOutputBias) {
+  auto s =
+      Parse(R"({"model_type":"jetmoe","architectures":["JetMoeForCausalLM"],
+    "hidden_size":2048,"num_hidden_layers":24,"num_local_experts":8,
+    "num_experts_per_tok":2,"intermediate_size":5632,
+    "activation_function":"silu","kv_channels":128})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kJetMoe);
+  EXPECT_EQ(c.score_func, ScoreFunc::kTopkSoftmax);
+  EXPECT_TRUE(c.output_bias);
+  EXPECT_EQ(c.inter, 5632);
+  EXPECT_EQ(HfTensorName(HfFamily::kJetMoe, 0, WeightRole::kOutputBias, -1),
+            "model.layers.0.mlp.bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kJetMoe, 0, WeightRole::kW1, 0),
+            "model.layers.0.mlp.input_linear.weight");
+  auto gelu = Parse(R"({"model_type":"jetmoe","hidden_size":64,
+    "num_hidden_layers":2,"num_local_experts":8,"num_experts_per_tok":2,
+    "intermediate_size":32,"activation_function":"gelu"})");
+  EXPECT_TRUE(Mentions(gelu.status(), "activation_function")) << gelu.status();
 }
 
 }  // namespace

@@ -625,7 +625,8 @@ TEST(CopyBudget, RouterAtP0RoutesGemma4OnTheHostWithTheCpusBits) {
     auto c = testing::LoadGoldenCase(path);
     ASSERT_TRUE(c.ok()) << c.status();
     const MoeLayerConfig& cfg = c->config;
-    if (!RoutesOnHost(cfg) && !cfg.branch_norms) continue;
+    // Gemma 4's: its router pre-norm with its branch norms.
+    if (!cfg.router_prenorm && !cfg.branch_norms) continue;
     SCOPED_TRACE(c->name);
     ASSERT_TRUE(RoutesOnHost(cfg));
     ASSERT_TRUE(cfg.branch_norms && cfg.has_shared());
@@ -746,9 +747,68 @@ TEST(CopyBudget, RouterAtP0RoutesAnUnframedLayerOnTheHostAndSendsXUpOnce) {
       EXPECT_EQ(routing.weight, host.weight);
       ExpectBudget(b.counting().counts, n, n * cfg.top_k, H,
                    /*max_syncs=*/1);
+      // A zero expert's slot never reaches the device.
+      for (size_t i = 0; i < routing.expert.size(); ++i) {
+        if (routing.expert[i] >= cfg.num_experts) {
+          EXPECT_EQ(routing.dispatched[i], 0);
+        }
+      }
     }
   }
-  EXPECT_GE(checked, 1) << "no Gemma 4 golden case (gemma4_like)";
+  // Gemma 4's router options, PhiMoE's sparsemixer and LongCat-Flash's
+  // zero experts.
+  EXPECT_GE(checked, 3)
+      << "expected gemma4_like, phimoe_like and longcat_like to route on "
+         "the host";
+}
+
+// output_scale and the output bias (Cohere2-MoE, JetMoE) on a device
+// router: y comes home once, then the host scales it and adds the host
+// copy of the bias, exactly as on the CPU (y * s, then + b), within the
+// budget of the layer without them.
+TEST(CopyBudget, RouterAtP0AppliesTheOutputTermsOnTheHost) {
+  int checked = 0;
+  for (const std::string& path : testing::GoldenFiles()) {
+    auto c = testing::LoadGoldenCase(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const MoeLayerConfig& cfg = c->config;
+    if (cfg.zero_experts > 0 || !HasOutputTerms(cfg)) continue;
+    SCOPED_TRACE(c->name);
+    ++checked;
+    ASSERT_TRUE(CheckDeviceLayerMath(cfg, "cuda:0", /*router_part=*/true).ok());
+    testing::GoldenCase plain = *c;
+    plain.config.output_scale = 1.0f;
+    plain.config.output_bias = false;
+    const int64_t n = c->tokens, H = cfg.hidden;
+    const int64_t ends[] = {n};
+    const RouteRows rows{
+        .n = n, .segment_ends = ends, .token_ids = c->token_ids};
+    std::vector<float> y(n * H), y_plain(n * H);
+    for (const testing::GoldenCase* k : {&*c, &plain}) {
+      auto source = testing::MakeGoldenSource(*k);
+      FakeDeviceBackend b;
+      ASSERT_TRUE(
+          b.Init(k->config, n, /*gate=*/true, 0, k->config.num_experts).ok());
+      ASSERT_TRUE(b.LoadHostPartsOf(*source).ok());
+      EXPECT_EQ(b.OutputBias(0) != nullptr, k->config.output_bias);
+      LocalMoe moe(&b);
+      b.counting().counts = Counts();
+      Routing routing;
+      const absl::Status s = moe.Forward(
+          0, c->x.data(), rows, (k == &plain ? y_plain : y).data(), &routing);
+      ASSERT_TRUE(s.ok()) << s;
+      ExpectBudget(b.counting().counts, n, n * cfg.top_k, H,
+                   /*max_syncs=*/2);
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t h = 0; h < H; ++h) {
+        float want = y_plain[t * H + h] * cfg.output_scale;
+        if (cfg.output_bias) want += c->output_bias[h];
+        ASSERT_EQ(y[t * H + h], want) << "row " << t << ", column " << h;
+      }
+    }
+  }
+  EXPECT_GE(checked, 2) << "expected cohere2_like and jetmoe_like";
 }
 
 // A reload that fails at any of its points leaves the old layers, config

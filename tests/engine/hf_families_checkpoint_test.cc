@@ -911,6 +911,51 @@ TEST(HfFamilyCheckpoint, SharedExpertFamiliesLoadAndMatch) {
     fs::remove_all(dir);
   }
 }
+// The router-side families' bad input: LongCat-Flash's router with E rows
+// instead of E + Z (the zero experts' missing) named with the shape
+// expected, JetMoE's missing output bias named, PhiMoE's missing router
+// named.
+TEST(HfFamilyCheckpoint, RouterPieceFamiliesBadInputIsNamed) {
+  {
+    auto c = Golden("longcat_like");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string dir =
+        Write(*c, HfFamily::kLongcatFlash, "longcat_shape_");
+    const std::string gate = "model.layers.1.mlp.router.classifier.weight";
+    ASSERT_TRUE(testing::ReplaceHfTensor(dir, gate, {16, 64}).ok());
+    Routing routing;
+    auto y = RunLayer(dir, 1, *c, WeightDType::kF32, &routing);
+    ASSERT_FALSE(y.ok());
+    EXPECT_NE(y.status().message().find(gate), std::string::npos) << y.status();
+    EXPECT_NE(y.status().message().find("[24, 64]"), std::string::npos)
+        << y.status();
+    fs::remove_all(dir);
+  }
+  {
+    auto c = Golden("jetmoe_like");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string dir = Write(*c, HfFamily::kJetMoe, "jetmoe_miss_");
+    const std::string gone = "model.layers.1.mlp.bias";
+    ASSERT_TRUE(testing::ReplaceHfTensor(dir, gone, {}).ok());
+    Routing routing;
+    auto y = RunLayer(dir, 1, *c, WeightDType::kF32, &routing);
+    ASSERT_FALSE(y.ok());
+    EXPECT_NE(y.status().message().find(gone), std::string::npos) << y.status();
+    fs::remove_all(dir);
+  }
+  {
+    auto c = Golden("phimoe_like");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string dir = Write(*c, HfFamily::kPhimoe, "phimoe_miss_");
+    const std::string gone = "model.layers.1.block_sparse_moe.gate.weight";
+    ASSERT_TRUE(testing::ReplaceHfTensor(dir, gone, {}).ok());
+    Routing routing;
+    auto y = RunLayer(dir, 1, *c, WeightDType::kF32, &routing);
+    ASSERT_FALSE(y.ok());
+    EXPECT_NE(y.status().message().find(gone), std::string::npos) << y.status();
+    fs::remove_all(dir);
+  }
+}
 
 TEST(HfFamilyCheckpoint, Qwen3VlMoeFusedExpertsInBf16) {
   auto c = testing::RandomCase(SharedSoftmaxConfig(0), 12, 22);

@@ -92,6 +92,10 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kAfmoe, "minimax_m2_like"},
       {HfFamily::kLfm2Moe, "minimax_m2_like"},
       {HfFamily::kExaoneMoe, "deepseek_v3_like"},
+      {HfFamily::kPhimoe, "phimoe_like"},
+      {HfFamily::kLongcatFlash, "longcat_like"},
+      {HfFamily::kCohere2Moe, "cohere2_like"},
+      {HfFamily::kJetMoe, "jetmoe_like"},
   };
   return *cases;
 }

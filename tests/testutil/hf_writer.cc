@@ -376,6 +376,7 @@ void AddLayerVectors(const GoldenCase& c, HfFamily f, int64_t layer,
   }
   if (k.router_prenorm)
     add(WeightRole::kGateScale, {H}, c.gate_scale, 25, 1.0f);
+  if (k.output_bias) add(WeightRole::kOutputBias, {H}, c.output_bias, 31, 0.0f);
   if (k.per_expert_scale) {
     add(WeightRole::kPerExpertScale, {E}, c.per_expert_scale, 26, 1.0f);
   }
@@ -406,19 +407,22 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
   auto name = [&](WeightRole r, int64_t e) {
     return HfTensorName(f, layer, r, e, layout);
   };
+  // The router's rows: the routed experts' and LongCat-Flash's zero
+  // experts'.
+  const int64_t R = k.router_rows();
   out->push_back(
-      {name(WeightRole::kGate, -1), {E, H}, values(c.gate, 0, E * H, 1)});
+      {name(WeightRole::kGate, -1), {R, H}, values(c.gate, 0, R * H, 1)});
   // The releases' routers: bf16 weights (and gpt-oss's bias), V4's f32
   // correction bias.
   if (released)
     out->back() =
-        Fixed(out->back().name, {E, H}, out->back().values, DType::kBF16);
+        Fixed(out->back().name, {R, H}, out->back().values, DType::kBF16);
   if (k.use_bias) {
     // ERNIE 4.5 stores its moe_statics bias as [1, E].
-    std::vector<int64_t> shape = {E};
+    std::vector<int64_t> shape = {R};
     if (f == HfFamily::kErnie45Moe) shape = {1, E};
     out->push_back(
-        {name(WeightRole::kExpertBias, -1), shape, values(c.bias, 0, E, 2)});
+        {name(WeightRole::kExpertBias, -1), shape, values(c.bias, 0, R, 2)});
     if (released) {
       out->back() =
           Fixed(out->back().name, shape, out->back().values, DType::kF32);
@@ -426,11 +430,11 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
   }
   if (k.router_bias) {
     out->push_back({name(WeightRole::kRouterBias, -1),
-                    {E},
-                    values(c.router_bias, 0, E, 7)});
+                    {R},
+                    values(c.router_bias, 0, R, 7)});
     if (released) {
       out->back() =
-          Fixed(out->back().name, {E}, out->back().values, DType::kBF16);
+          Fixed(out->back().name, {R}, out->back().values, DType::kBF16);
     }
   }
   if (k.hash_routed()) {
@@ -636,10 +640,62 @@ void AddNemotronUnrelated(int64_t H, int64_t layer, uint64_t seed,
   }
 }
 
+// What the 2026d families keep around their MoE blocks, which the loader
+// must never read: PhiMoE's attention and LayerNorm biases; LongCat-Flash's
+// two sublayers (MLA attention, norms, two dense MLPs) per layer; JetMoE's
+// mixture-of-attention, whose router has the MLP router's shape.
+// JetMoE's attention experts in the unrelated tensors.
+constexpr int64_t kJetMoeExperts = 8;
+
+void AddRouterFamilyUnrelated(HfFamily f, int64_t H, int64_t layer,
+                              uint64_t seed, std::vector<Tensor>* out) {
+  const std::string p = absl::StrCat("model.layers.", layer, ".");
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    out->push_back({p + name, std::move(shape),
+                    Filler(seed + layer * 11 + name.size(), n, 0.1f)});
+  };
+  if (f == HfFamily::kPhimoe) {
+    for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+      add(absl::StrCat("self_attn.", proj, ".weight"), {H, H});
+      add(absl::StrCat("self_attn.", proj, ".bias"), {H});
+    }
+    for (const char* norm : {"input_layernorm", "post_attention_layernorm"}) {
+      add(absl::StrCat(norm, ".weight"), {H});
+      add(absl::StrCat(norm, ".bias"), {H});
+    }
+  } else if (f == HfFamily::kLongcatFlash) {
+    for (int s = 0; s < 2; ++s) {
+      add(absl::StrCat("self_attn.", s, ".q_a_proj.weight"), {H, H});
+      add(absl::StrCat("self_attn.", s, ".kv_a_proj_with_mqa.weight"), {H, H});
+      add(absl::StrCat("self_attn.", s, ".o_proj.weight"), {H, H});
+      add(absl::StrCat("input_layernorm.", s, ".weight"), {H});
+      add(absl::StrCat("post_attention_layernorm.", s, ".weight"), {H});
+      for (const char* proj : {"gate_proj", "up_proj"}) {
+        add(absl::StrCat("mlps.", s, ".", proj, ".weight"), {2 * H, H});
+      }
+      add(absl::StrCat("mlps.", s, ".down_proj.weight"), {H, 2 * H});
+    }
+  } else if (f == HfFamily::kJetMoe) {
+    add("self_attention.experts.router.layer.weight", {kJetMoeExperts, H});
+    add("self_attention.experts.input_linear.weight", {kJetMoeExperts, H, H});
+    add("self_attention.experts.output_linear.weight", {kJetMoeExperts, H, H});
+    add("self_attention.kv_proj.weight", {2 * H, H});
+    add("input_layernorm.weight", {H});
+    add("post_attention_layernorm.weight", {H});
+  }
+}
+
 void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
                   std::vector<Tensor>* out) {
   if (f == HfFamily::kNemotronH) {
     AddNemotronUnrelated(H, layer, seed, out);
+    return;
+  }
+  if (f == HfFamily::kPhimoe || f == HfFamily::kLongcatFlash ||
+      f == HfFamily::kJetMoe) {
+    AddRouterFamilyUnrelated(f, H, layer, seed, out);
     return;
   }
   const std::string p = HfLayerPrefix(f, layer);
@@ -920,6 +976,14 @@ const char* Architecture(HfFamily f) {
       return "Lfm2MoeForCausalLM";
     case HfFamily::kExaoneMoe:
       return "ExaoneMoeForCausalLM";
+    case HfFamily::kPhimoe:
+      return "PhimoeForCausalLM";
+    case HfFamily::kLongcatFlash:
+      return "LongcatFlashForCausalLM";
+    case HfFamily::kCohere2Moe:
+      return "Cohere2MoeForCausalLM";
+    case HfFamily::kJetMoe:
+      return "JetMoeForCausalLM";
   }
   return "";
 }
@@ -1458,6 +1522,49 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
     case HfFamily::kLfm2Moe:
     case HfFamily::kExaoneMoe:
       DeepseekStyleKeys(c, f, num_layers, &j);
+    case HfFamily::kPhimoe:
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["router_jitter_noise"] = c.jitter_eps;
+      j["input_jitter_noise"] = 0.0;
+      j["attention_bias"] = true;
+      j["lm_head_bias"] = true;
+      break;
+    case HfFamily::kLongcatFlash:
+      // num_hidden_layers counts the two sublayers of each layer.
+      j.erase("num_experts_per_tok");
+      j["num_layers"] = num_layers;
+      j["num_hidden_layers"] = 2 * num_layers;
+      j["n_routed_experts"] = c.num_experts;
+      j["zero_expert_num"] = c.zero_experts;
+      j["zero_expert_type"] = "identity";
+      j["moe_topk"] = c.top_k;
+      j["expert_ffn_hidden_size"] = c.inter;
+      j["ffn_hidden_size"] = 2 * c.hidden;
+      j["routed_scaling_factor"] = c.route_scale;
+      j["router_bias"] = false;
+      j["kv_lora_rank"] = c.hidden;
+      break;
+    case HfFamily::kCohere2Moe:
+      j["num_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["num_shared_experts"] = c.shared_inter / c.inter;
+      j["expert_selection_fn"] =
+          c.score_func == ScoreFunc::kSigmoid ? "sigmoid" : "softmax";
+      // The release's default; a softmax over the k ignores it.
+      j["norm_topk_prob"] =
+          c.score_func == ScoreFunc::kSigmoid ? c.route_norm : true;
+      j["shared_expert_combination_strategy"] =
+          c.output_scale == 0.5f ? "average" : "sum";
+      j["first_k_dense_replace"] = 1;
+      j["prefix_dense_intermediate_size"] = 2 * c.hidden;
+      j["tie_word_embeddings"] = true;
+      break;
+    case HfFamily::kJetMoe:
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["activation_function"] = "silu";
+      j["kv_channels"] = c.hidden / 4;
       break;
   }
   if (c.capacity_factor > 0) j["moe_capacity_factor"] = c.capacity_factor;
@@ -1587,7 +1694,9 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   const int64_t num_layers = o.layer + 2;
   fs::create_directories(dir);
   const int64_t E = k.num_experts, I = k.inter;
-  if ((k.router_bias && static_cast<int64_t>(c.router_bias.size()) != E) ||
+  if ((k.router_bias &&
+       static_cast<int64_t>(c.router_bias.size()) != k.router_rows()) ||
+      (k.output_bias && static_cast<int64_t>(c.output_bias.size()) != H) ||
       (k.expert_bias && (static_cast<int64_t>(c.b1.size()) != E * I ||
                          static_cast<int64_t>(c.b3.size()) != E * I ||
                          static_cast<int64_t>(c.b2.size()) != E * H)) ||
