@@ -348,6 +348,12 @@ kernels::GatedActParams GatedActOf(const MoeLayerConfig& c) {
     case Activation::kSitu:
       p.act = kernels::kActSitu;
       break;
+    case Activation::kGeluErf:
+      p.act = kernels::kActGeluErf;
+      break;
+    case Activation::kSwigluStep:
+      p.act = kernels::kActSwigluStep;
+      break;
   }
   p.alpha = c.act_alpha;
   p.limit = c.act_limit;
