@@ -35,6 +35,9 @@ enum class HfFamily {
   kNemotronH,   // Nemotron 3: backbone.layers.{L}.mixer., non-gated relu2
   kGemma4,      // Gemma 4: text_config, router pre-norm, branch norms
   kKimiK3,      // Kimi K3: text_config, LatentMoE with norm, SiTU
+  // Step-3.5-Flash: per-role packed [E, I, H] experts, a layer-level
+  // share_expert, per-layer swiglustep limits.
+  kStep3p5,
 };
 
 // Every family, in the order of the table above.

@@ -144,6 +144,9 @@ enum class MoeLayerRule {
   kErnieInterval,
   // hybrid_override_pattern's Es or layers_block_type's "moe"s (Nemotron 3).
   kNemotronPattern,
+  // moe_layers_enum ("1,2,..."), else layers 1..num_hidden_layers-1 (Step-3
+  // and Step-3.5).
+  kStepLayersEnum,
 };
 
 // A family's own rule that is no data: it reads `r` and sets or refuses

@@ -528,9 +528,8 @@ TEST(GroupedSwiglu, BiasesAndClampedActivations) {
           }
           const bool clamps = act == kActGptOss || act == kActSiluClamp;
           const double gc = clamps ? std::min(a, 0.8) : a;
-          const double uc = clamps || act == kActSwigluStep
-                                ? std::clamp(b, -0.8, 0.8)
-                                : b;
+          const double uc =
+              clamps || act == kActSwigluStep ? std::clamp(b, -0.8, 0.8) : b;
           if (act == kActGeluErf) {
             hid[i] = 0.5 * a * (1 + std::erf(a / std::sqrt(2.0))) * b;
           } else if (act == kActSwigluStep) {
