@@ -69,6 +69,9 @@ enum class HfFamily {
   kLongcatFlash,  // LongCat-Flash: zero-computation (identity) experts
   kCohere2Moe,    // Cohere2-MoE: shared branch summed or averaged
   kJetMoe,        // JetMoE: packed experts, output bias
+  // Step-3.5-Flash: per-role packed [E, I, H] experts, a layer-level
+  // share_expert, per-layer swiglustep limits.
+  kStep3p5,
 };
 
 // Every family, in the order of the table above.

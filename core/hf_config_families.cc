@@ -690,6 +690,30 @@ const std::vector<FamilyEntry>& FamilyTable() {
                               .key = "activation_function",
                               .name = "silu"},
                .output_bias = true}},
+      // Step-3.5-Flash: an fp32 router, sigmoid (moe_router_activation)
+      // with moe.router_bias for the choice, renorm (norm_expert_weight)
+      // and moe_router_scaling_factor; experts packed per role as
+      // nn.Linear [E, I, H]; the share_expert (share_expert_dim) at the
+      // layer level, ungated; each layer's swiglustep limits from
+      // swiglu_limits / swiglu_limits_shared (Step3p5LayerLimits). MoE
+      // layers by moe_layers_enum, else all but layer 0; the MTP layers
+      // after num_hidden_layers are never served.
+      {.model_type = "step3p5",
+       .family = HfFamily::kStep3p5,
+       .architectures = {"Step3p5ForCausalLM"},
+       .top_k_keys = {"moe_top_k"},
+       .moe = {.experts = {"moe_num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kWidthKey,
+                          .key = {"share_expert_dim"},
+                          .required = true},
+               .score_key = {"moe_router_activation", "sigmoid",
+                             kSigmoidOrSoftmax},
+               .route_norm = {"norm_expert_weight", true},
+               .route_scale = {"moe_router_scaling_factor", 1.0},
+               .use_bias = true,
+               .layers = MoeLayerRule::kStepLayersEnum,
+               .finish = Step3p5LayerLimits}},
   };
   return *table;
 }

@@ -162,6 +162,9 @@ enum class MoeLayerRule {
   kJambaPeriod,
   // Every layer from num_dense_layers on (AFMoE, LFM2-MoE).
   kNumDenseLayers,
+  // moe_layers_enum ("1,2,..."), else layers 1..num_hidden_layers-1 (Step-3
+  // and Step-3.5).
+  kStepLayersEnum,
 };
 
 // A family's own rule that is no data: it reads `r` and sets or refuses

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/status_macros.h"
 
 namespace moe {
@@ -197,6 +200,36 @@ absl::Status NumDenseLayers(const ConfigReader& r, ModelInfo* info) {
   }
   return absl::OkStatus();
 }
+// Step-3 and Step-3.5: moe_layers_enum, a string of comma-separated layer
+// ids, else every layer but the first.
+absl::Status StepLayers(const ConfigReader& r, ModelInfo* info) {
+  if (!r.Present("moe_layers_enum")) {
+    for (int64_t l = 1; l < info->num_layers; ++l) {
+      info->moe_layers.push_back(l);
+    }
+    return absl::OkStatus();
+  }
+  const json& v = r.raw().at("moe_layers_enum");
+  if (!v.is_string()) {
+    return r.Error("moe_layers_enum",
+                   "must be a string of comma-separated layer ids");
+  }
+  for (absl::string_view part : absl::StrSplit(v.get<std::string>(), ',')) {
+    int64_t l = -1;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &l) || l < 0 ||
+        l >= info->num_layers) {
+      return r.Error("moe_layers_enum",
+                     absl::StrCat("holds '", part, "', not a layer id in [0, ",
+                                  info->num_layers, ")"));
+    }
+    info->moe_layers.push_back(l);
+  }
+  std::sort(info->moe_layers.begin(), info->moe_layers.end());
+  info->moe_layers.erase(
+      std::unique(info->moe_layers.begin(), info->moe_layers.end()),
+      info->moe_layers.end());
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -224,6 +257,8 @@ absl::Status ReadMoeLayers(MoeLayerRule rule, const ConfigReader& r,
       return JambaLayers(r, info);
     case MoeLayerRule::kNumDenseLayers:
       return NumDenseLayers(r, info);
+    case MoeLayerRule::kStepLayersEnum:
+      return StepLayers(r, info);
   }
   return absl::InternalError("unknown MoE layer rule");
 }

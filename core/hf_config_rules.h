@@ -37,5 +37,13 @@ absl::Status HunyuanWidthsAgree(const ConfigReader& r, ModelInfo* info);
 // one activation, so only a list with one value on every layer is served;
 // any other is refused naming the key.
 absl::Status ExaoneMoeSwigluLimits(const ConfigReader& r, ModelInfo* info);
+// Step-3.5: the routed experts of layer L run swiglustep with limit
+// swiglu_limits[L] and the share_expert with swiglu_limits_shared[L]; an
+// entry of 0 or null (or no list) is plain silu. The first MoE layer's
+// config is the model's, every other one that differs a per-layer
+// override. A list of another length than num_hidden_layers (plus the MTP
+// layers, num_nextn_predict_layers) is refused naming its key, and so is
+// use_moe_router_bias false (the releases choose with moe.router_bias).
+absl::Status Step3p5LayerLimits(const ConfigReader& r, ModelInfo* info);
 
 }  // namespace moe

@@ -36,6 +36,7 @@ enum class Layout {
   // intermediate), read as [E, I, H].
   kRowsLinear,
   kRowsXwDown,
+  kLinearRole,       // [E, I, H]: one role's rows (gate or up) alone
 };
 
 // A role's tensor name: {p} stands for the layer prefix, {e} for the
@@ -341,6 +342,18 @@ const std::vector<FamilyNames>& NameTables() {
            Layout::kLinearHalves},
           {WeightRole::kW2, "{p}mlp.output_linear.weight", Layout::kLinearDown},
           {WeightRole::kOutputBias, "{p}mlp.bias"}}},
+        // Step-3.5: moe.* with the correction bias router_bias and each
+        // role's experts packed as nn.Linear [E, I, H] / [E, H, I]; the
+        // share_expert beside moe., at the layer level.
+        {{HfFamily::kStep3p5},
+         With(
+             {{WeightRole::kGate, "{p}moe.gate.weight"},
+              {WeightRole::kExpertBias, "{p}moe.router_bias"},
+              {WeightRole::kW1, "{p}moe.gate_proj.weight", Layout::kLinearRole},
+              {WeightRole::kW3, "{p}moe.up_proj.weight", Layout::kLinearRole},
+              {WeightRole::kW2, "{p}moe.down_proj.weight",
+               Layout::kLinearDown}},
+             Shared("{p}share_expert.", "gate_proj", "up_proj", "down_proj"))},
     };
   }();
   return *tables;
@@ -421,6 +434,10 @@ HfTensorLocation Interpret(const RoleName& entry, const std::string& p,
       loc.fused_shape = {E, I, H};
       loc.stored_shape = {E * I, H};
       loc.out = H;
+      break;
+    case Layout::kLinearRole:
+      loc.fused_shape = {E, I, H};
+      loc.linear = true;
       break;
     case Layout::kOwn:
       break;

@@ -167,6 +167,17 @@ int64_t ModelInfo::MaxHashVocab() const {
   return v;
 }
 
+MoeLayerConfig WithActivationOf(MoeLayerConfig c, const MoeLayerConfig& of) {
+  c.act = of.act;
+  c.act_alpha = of.act_alpha;
+  c.act_limit = of.act_limit;
+  c.act_beta = of.act_beta;
+  c.act_linear_beta = of.act_linear_beta;
+  c.shared_act = of.shared_act;
+  c.shared_act_limit = of.shared_act_limit;
+  return c;
+}
+
 absl::Status CheckRoutingOverrides(const ModelInfo& info) {
   for (const auto& [l, c] : info.routing_overrides) {
     if (!info.HasLayer(l)) {
@@ -177,9 +188,10 @@ absl::Status CheckRoutingOverrides(const ModelInfo& info) {
       return absl::InvalidArgumentError(
           absl::StrCat("layer ", l, ": ", s.message()));
     }
-    // Everything but the routing options must be the model's: the
-    // override with those options taken from info.layer is info.layer.
-    MoeLayerConfig rest = c;
+    // Everything but the routing and activation options must be the
+    // model's: the override with those options taken from info.layer is
+    // info.layer.
+    MoeLayerConfig rest = WithActivationOf(c, info.layer);
     const MoeLayerConfig& m = info.layer;
     rest.score_func = m.score_func;
     rest.route_norm = m.route_norm;
@@ -197,7 +209,9 @@ absl::Status CheckRoutingOverrides(const ModelInfo& info) {
           " differs from the model's ", MoeLayerConfigToJson(m),
           " in more than the routing options (score_func, route_norm, "
           "route_scale, n_groups, topk_groups, group_score, use_bias, "
-          "router_bias, norm_min, hash_vocab)"));
+          "router_bias, norm_min, hash_vocab) and the activation options "
+          "(act, act_alpha, act_limit, act_beta, act_linear_beta, "
+          "shared_act, shared_act_limit)"));
     }
   }
   return absl::OkStatus();

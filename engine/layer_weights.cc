@@ -332,32 +332,44 @@ absl::StatusOr<std::vector<int32_t>> LoadTid2Eid(const ModelSource& src,
   return ids;
 }
 
+namespace {
+int32_t ActIdOf(Activation a) {
+  switch (a) {
+    case Activation::kSilu:
+      return kernels::kActSilu;
+    case Activation::kGptOss:
+      return kernels::kActGptOss;
+    case Activation::kSiluClamp:
+      return kernels::kActSiluClamp;
+    case Activation::kRelu2:
+      return kernels::kActRelu2;
+    case Activation::kGeluTanh:
+      return kernels::kActGeluTanh;
+    case Activation::kSitu:
+      return kernels::kActSitu;
+    case Activation::kGeluErf:
+      return kernels::kActGeluErf;
+    case Activation::kSwigluStep:
+      return kernels::kActSwigluStep;
+  }
+  return kernels::kActSilu;
+}
+}  // namespace
+
 kernels::GatedActParams GatedActOf(const MoeLayerConfig& c) {
   kernels::GatedActParams p;
-  switch (c.act) {
-    case Activation::kSilu:
-      p.act = kernels::kActSilu;
-      break;
-    case Activation::kGptOss:
-      p.act = kernels::kActGptOss;
-      break;
-    case Activation::kSiluClamp:
-      p.act = kernels::kActSiluClamp;
-      break;
-    case Activation::kRelu2:
-      p.act = kernels::kActRelu2;
-      break;
-    case Activation::kGeluTanh:
-      p.act = kernels::kActGeluTanh;
-      break;
-    case Activation::kSitu:
-      p.act = kernels::kActSitu;
-      break;
-  }
+  p.act = ActIdOf(c.act);
   p.alpha = c.act_alpha;
   p.limit = c.act_limit;
   p.beta = c.act_beta;
   p.linear_beta = c.act_linear_beta;
+  return p;
+}
+
+kernels::GatedActParams SharedGatedActOf(const MoeLayerConfig& c) {
+  kernels::GatedActParams p = GatedActOf(c);
+  p.act = ActIdOf(c.shared_activation());
+  p.limit = c.shared_limit();
   return p;
 }
 

@@ -163,6 +163,9 @@ absl::StatusOr<PackedWeight> PackWeight(const WeightTensor& t,
 // Returns the layer's gated activation (config.act, act_alpha, act_limit) in
 // the form the CPU and CUDA kernels take (kernels/act_rule.h).
 kernels::GatedActParams GatedActOf(const MoeLayerConfig& config);
+// The shared expert's: shared_act and shared_act_limit when the layer gives
+// them (Step-3.5), else the routed experts' (GatedActOf).
+kernels::GatedActParams SharedGatedActOf(const MoeLayerConfig& config);
 
 // An fp32 vector of the checkpoint (`expert` -1: the layer's own), checked
 // against the layer's config: biases, scales and norms, for every backend's

@@ -84,13 +84,18 @@ class CudaBackend : public DeviceBackend {
                     int64_t max_tokens) override {
     // The router part routes with one config per backend (config_), so a
     // model whose layers route differently is refused where it would route;
-    // a worker (no gate) only runs experts, which are per layer already.
-    if (options.load_gate && !source.info().routing_overrides.empty()) {
+    // a worker (no gate) only runs experts, which are per layer already, and
+    // so do the router's shared experts (each uploaded with its layer's
+    // activation).
+    for (const auto& [l, c] : source.info().routing_overrides) {
+      if (!options.load_gate ||
+          WithActivationOf(c, source.info().layer) == source.info().layer) {
+        continue;
+      }
       return absl::UnimplementedError(absl::StrCat(
-          name(), " routes every MoE layer with one config; layer ",
-          source.info().routing_overrides.begin()->first,
-          " has its own (hash and top-k layers in one model): route this "
-          "model on a CPU router (CUDA workers can run its experts)"));
+          name(), " routes every MoE layer with one config; layer ", l,
+          " routes by its own (hash and top-k layers in one model): route "
+          "this model on a CPU router (CUDA workers can run its experts)"));
     }
     // A worker (no gate, no shared expert) runs the routed experts only,
     // which the kernels compute for every family; the router part refuses

@@ -1737,6 +1737,93 @@ TEST(HfFamilies, JetMoeReadsPackedExpertsAndItsOutputBias) {
     "num_hidden_layers":2,"num_local_experts":8,"num_experts_per_tok":2,
     "intermediate_size":32,"activation_function":"gelu"})");
   EXPECT_TRUE(Mentions(gelu.status(), "activation_function")) << gelu.status();
+// Step-3.5-Flash: moe_* keys, MoE layers by moe_layers_enum, and each MoE
+// layer's own swiglustep limits (0 or null: plain silu) as the model's
+// config for the first and a per-layer override where another differs.
+TEST(HfFamilies, Step3p5ReadsPerLayerLimitsAndItsLayerList) {
+  const std::string head =
+      R"({"model_type":"step3p5","architectures":["Step3p5ForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":5,"moe_num_experts":288,
+    "moe_top_k":8,"moe_intermediate_size":1280,"share_expert_dim":1280,
+    "moe_router_activation":"sigmoid","use_moe_router_bias":true,
+    "norm_expert_weight":true,"moe_router_scaling_factor":3.0,
+    "need_fp32_gate":true,"num_nextn_predict_layers":1,
+    "moe_layers_enum":"1,2,3,4")";
+  auto s = Parse(head + R"(,"swiglu_limits":[0,0,null,7,7],
+    "swiglu_limits_shared":[0,0,0,16,0]})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kStep3p5);
+  EXPECT_EQ(s->info.moe_layers, (std::vector<int64_t>{1, 2, 3, 4}));
+  const MoeLayerConfig& c = s->info.layer;
+  EXPECT_EQ(c.num_experts, 288);
+  EXPECT_EQ(c.top_k, 8);
+  EXPECT_EQ(c.inter, 1280);
+  EXPECT_EQ(c.shared_inter, 1280);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm && !c.shared_gate);
+  EXPECT_FLOAT_EQ(c.route_scale, 3.0f);
+  // Layers 1 and 2: silu everywhere; 3: both stepped; 4: routed only.
+  EXPECT_EQ(s->info.LayerConfig(2), c);
+  EXPECT_EQ(c.act, Activation::kSilu);
+  EXPECT_EQ(c.shared_activation(), Activation::kSilu);
+  ASSERT_EQ(s->info.routing_overrides.size(), 2u);
+  const MoeLayerConfig& l3 = s->info.LayerConfig(3);
+  EXPECT_EQ(l3.act, Activation::kSwigluStep);
+  EXPECT_EQ(l3.act_limit, 7.0f);
+  EXPECT_EQ(l3.shared_activation(), Activation::kSwigluStep);
+  EXPECT_EQ(l3.shared_limit(), 16.0f);
+  const MoeLayerConfig& l4 = s->info.LayerConfig(4);
+  EXPECT_EQ(l4.act, Activation::kSwigluStep);
+  EXPECT_EQ(l4.shared_activation(), Activation::kSilu);
+  EXPECT_EQ(HfTensorName(HfFamily::kStep3p5, 3, WeightRole::kW1, 0),
+            "model.layers.3.moe.gate_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kStep3p5, 3, WeightRole::kExpertBias, -1),
+            "model.layers.3.moe.router_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kStep3p5, 3, WeightRole::kSharedW2, -1),
+            "model.layers.3.share_expert.down_proj.weight");
+  MoeLayerConfig shape;
+  shape.num_experts = 4;
+  shape.hidden = 8;
+  shape.inter = 6;
+  const HfTensorLocation up =
+      HfLocate(HfFamily::kStep3p5, shape, 1, WeightRole::kW3, 2);
+  EXPECT_TRUE(up.fused && up.linear);
+  EXPECT_EQ(up.fused_shape, (std::vector<int64_t>{4, 6, 8}));
+  EXPECT_EQ(up.col0, 0);
+  EXPECT_EQ(up.out, 6);
+
+  // Without moe_layers_enum every layer but the first; without the lists
+  // plain silu; the MTP layer's entry may be listed too.
+  std::string no_enum = head;
+  no_enum.erase(no_enum.find(R"(,
+    "moe_layers_enum")"));
+  auto plain = Parse(no_enum + "}");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->info.moe_layers, (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_TRUE(plain->info.routing_overrides.empty());
+  EXPECT_EQ(plain->info.layer.act, Activation::kSilu);
+  EXPECT_TRUE(Parse(head + R"(,"swiglu_limits":[0,0,0,7,7,7]})").ok());
+
+  struct Bad {
+    std::string tail, names;
+  };
+  const Bad bad[] = {
+      {R"(,"swiglu_limits":[0,7,7]})", "'swiglu_limits'"},
+      {R"(,"swiglu_limits_shared":[0,16,16,16,16,16,16]})",
+       "'swiglu_limits_shared'"},
+      {R"(,"swiglu_limits":[0,0,-1,7,7]})", "'swiglu_limits'"},
+      {R"(,"swiglu_limits":"7"})", "'swiglu_limits'"},
+      {R"(,"use_moe_router_bias":false})", "'use_moe_router_bias'"},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.tail);
+    auto r = Parse(head + b.tail);
+    EXPECT_TRUE(Mentions(r.status(), b.names)) << r.status();
+  }
+  std::string bad_enum = head;
+  bad_enum.replace(bad_enum.find(R"("1,2,3,4")"), 9, R"("1,x,9")");
+  auto e = Parse(bad_enum + "}");
+  EXPECT_TRUE(Mentions(e.status(), "'moe_layers_enum'")) << e.status();
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ namespace {
 // What the routed expert `e` (or the shared one, -1) adds to the pass.
 GpuExpertExtras ExtrasFor(const GoldenCase& c, int64_t e) {
   GpuExpertExtras x;
-  x.act = GatedActOf(c.config);
+  x.act = e >= 0 ? GatedActOf(c.config) : SharedGatedActOf(c.config);
   if (e >= 0 && c.config.expert_bias) {  // shared experts: no biases
     x.b1 = c.b1.data() + e * c.config.inter;
     x.b3 = c.b3.data() + e * c.config.inter;

@@ -598,6 +598,37 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
   return exact;
 }
 
+// A Step-3.5-Flash MoE layer as its release names it (spelled here, not
+// taken from the loader's table): model.layers.{L}.moe.gate.weight (fp32),
+// moe.router_bias [E], each role's experts packed as nn.Linear
+// moe.gate_proj / up_proj.weight [E, I, H] and moe.down_proj.weight
+// [E, H, I], and the share_expert at the layer level.
+void AddStep3p5Layer(const GoldenCase& c, int64_t layer, bool golden,
+                     uint64_t seed, std::vector<Tensor>* out) {
+  const MoeLayerConfig& k = c.config;
+  const int64_t E = k.num_experts, H = k.hidden, I = k.inter,
+                S = k.shared_inter;
+  auto values = [&](const std::vector<float>& src, int64_t count,
+                    uint64_t salt) {
+    return golden ? Slice(src, 0, count) : Filler(seed + salt, count, 0.2f);
+  };
+  const std::string p = absl::StrCat("model.layers.", layer, ".");
+  out->push_back({p + "moe.gate.weight", {E, H}, values(c.gate, E * H, 1)});
+  out->push_back({p + "moe.router_bias", {E}, values(c.bias, E, 2)});
+  out->push_back(
+      {p + "moe.gate_proj.weight", {E, I, H}, values(c.w1, E * I * H, 10)});
+  out->push_back(
+      {p + "moe.up_proj.weight", {E, I, H}, values(c.w3, E * I * H, 1000)});
+  out->push_back(
+      {p + "moe.down_proj.weight", {E, H, I}, values(c.w2, E * I * H, 2000)});
+  out->push_back(
+      {p + "share_expert.gate_proj.weight", {S, H}, values(c.sw1, S * H, 3)});
+  out->push_back(
+      {p + "share_expert.up_proj.weight", {S, H}, values(c.sw3, S * H, 4)});
+  out->push_back(
+      {p + "share_expert.down_proj.weight", {H, S}, values(c.sw2, S * H, 5)});
+}
+
 // Nemotron 3's layer kinds as written: odd layers MoE ('E'), even ones
 // Mamba, attention and dense MLP in turn.
 char NemotronLayerKind(int64_t layer) {
@@ -857,6 +888,14 @@ void AddMtp(const GoldenCase& c, const HfWriteOptions& o, int64_t num_layers,
       mtp.push_back({into + "fc.weight", {H, 2 * H}, {}});
       break;
     }
+    case HfFamily::kStep3p5:
+      // Its MTP layers are model.layers.{num_hidden_layers + i}.
+      AddStep3p5Layer(c, num_layers, false, o.seed, &mtp);
+      mtp.push_back(
+          {absl::StrCat("model.layers.", num_layers, ".eh_proj.weight"),
+           {H, 2 * H},
+           {}});
+      break;
     default:
       return;
   }
@@ -984,6 +1023,8 @@ const char* Architecture(HfFamily f) {
       return "Cohere2MoeForCausalLM";
     case HfFamily::kJetMoe:
       return "JetMoeForCausalLM";
+    case HfFamily::kStep3p5:
+      return "Step3p5ForCausalLM";
   }
   return "";
 }
@@ -1566,6 +1607,39 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       j["activation_function"] = "silu";
       j["kv_channels"] = c.hidden / 4;
       break;
+    case HfFamily::kStep3p5: {
+      // Layer 0 dense, the others MoE with the case's limits (0: plain
+      // silu); the dense layer's entries null, as a release may say.
+      j.erase("num_experts_per_tok");
+      j["moe_top_k"] = c.top_k;
+      j["moe_num_experts"] = c.num_experts;
+      j["moe_intermediate_size"] = c.inter;
+      j["share_expert_dim"] = c.shared_inter;
+      j["intermediate_size"] = 2 * c.hidden;
+      j["moe_router_activation"] =
+          c.score_func == ScoreFunc::kSigmoid ? "sigmoid" : "softmax";
+      j["use_moe_router_bias"] = true;
+      j["need_fp32_gate"] = true;
+      j["norm_expert_weight"] = c.route_norm;
+      j["moe_router_scaling_factor"] = c.route_scale;
+      j["num_nextn_predict_layers"] = 1;
+      std::string layers;
+      json routed = json::array(), shared = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        if (l > 0) absl::StrAppend(&layers, l == 1 ? "" : ",", l);
+        const bool step = c.act == Activation::kSwigluStep;
+        const bool shared_step =
+            c.shared_activation() == Activation::kSwigluStep;
+        routed.push_back(l == 0 ? json(nullptr)
+                                : json(step ? c.act_limit : 0.0f));
+        shared.push_back(l == 0 ? json(nullptr)
+                                : json(shared_step ? c.shared_limit() : 0.0f));
+      }
+      j["moe_layers_enum"] = layers;
+      j["swiglu_limits"] = routed;
+      j["swiglu_limits_shared"] = shared;
+      break;
+    }
   }
   if (c.capacity_factor > 0) j["moe_capacity_factor"] = c.capacity_factor;
   if (c.routing == RoutingMode::kExpertChoice)
@@ -1831,7 +1905,9 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                      Filler(o.seed, kVocab * H, 0.5f)});
   for (int64_t l = 0; l < num_layers; ++l) {
     AddUnrelated(o.family, H, l, o.seed, &tensors);
-    if (spec.info.HasLayer(l)) {
+    if (spec.info.HasLayer(l) && f == HfFamily::kStep3p5) {
+      AddStep3p5Layer(c, l, l == o.layer, o.seed + 100 * l, &tensors);
+    } else if (spec.info.HasLayer(l)) {
       const bool hashed = hc != nullptr && l < o.hash_layers;
       const int64_t golden = hashed ? o.hash_layers - 1 : o.layer;
       const GoldenCase& lc = hashed ? *hc : c;
@@ -1968,7 +2044,8 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                         absl::EndsWith(t.name, "router.weight") ||
                         absl::EndsWith(t.name, "e_score_correction_bias") ||
                         absl::EndsWith(t.name, "gate.bias") ||
-                        absl::EndsWith(t.name, "router.bias");
+                        absl::EndsWith(t.name, "router.bias") ||
+                        absl::EndsWith(t.name, "moe.router_bias");
     const DType dtype = t.fixed || t.dtype == DType::kI32 ? t.dtype
                         : router                          ? o.router_storage
                                                           : o.storage;

@@ -13,25 +13,32 @@ using Vec = std::vector<double>;
 
 double Silu(double v) { return v / (1.0 + std::exp(-v)); }
 
-// The activation (tests/golden/README.md): silu, gptoss, silu_clamp,
-// relu2 (non-gated: u only), gelu_tanh, situ.
-double Act(const MoeLayerConfig& k, double g, double u) {
-  if (k.act == Activation::kSilu) return Silu(g) * u;
-  if (k.act == Activation::kRelu2) return u > 0 ? u * u : 0.0;
-  if (k.act == Activation::kGeluTanh) {
+// The activation `act` with limit L (tests/golden/README.md): silu,
+// gptoss, silu_clamp, relu2 (non-gated: u only), gelu_tanh, situ, gelu_erf
+// and swiglustep (silu's output capped at L).
+double Act(const MoeLayerConfig& k, Activation act, double L, double g,
+           double u) {
+  if (act == Activation::kSilu) return Silu(g) * u;
+  if (act == Activation::kRelu2) return u > 0 ? u * u : 0.0;
+  if (act == Activation::kGeluTanh) {
     const double pi = 3.14159265358979323846;
     return 0.5 * g *
            (1 + std::tanh(std::sqrt(2 / pi) * (g + 0.044715 * g * g * g))) * u;
   }
-  if (k.act == Activation::kSitu) {
+  if (act == Activation::kSitu) {
     const double b = k.act_beta, l = k.act_linear_beta;
     const double up = l > 0 ? l * std::tanh(u / l) : u;
     return b * std::tanh(g / b) / (1 + std::exp(-g)) * up;
   }
-  const double L = k.act_limit;
+  if (act == Activation::kGeluErf) {
+    return 0.5 * g * (1 + std::erf(g / std::sqrt(2.0))) * u;
+  }
+  if (act == Activation::kSwigluStep) {
+    return std::min(Silu(g), L) * std::min(std::max(u, -L), L);
+  }
   g = std::min(g, L);
   u = std::min(std::max(u, -L), L);
-  if (k.act == Activation::kGptOss) {
+  if (act == Activation::kGptOss) {
     return (u + 1) * g / (1 + std::exp(-double(k.act_alpha) * g));
   }
   return Silu(g) * u;
@@ -64,7 +71,8 @@ Vec Linear(const std::vector<float>& w, const std::vector<float>& b,
 
 // W2 act(W1 v + b1, W3 v + b3) + b2 for [I, W] / [W, I] weights at the
 // given offsets, W = v.size() (no W1 for a non-gated layer); `expert` >= 0
-// picks the routed expert's biases when the layer has them.
+// picks the routed expert's biases when the layer has them, and -1 (the
+// shared expert) its own activation and limit (shared_act).
 Vec Expert(const GoldenCase& c, const std::vector<float>& w1,
            const std::vector<float>& w3, const std::vector<float>& w2,
            int64_t off, int64_t inter, const Vec& v, int64_t expert = -1) {
@@ -79,7 +87,9 @@ Vec Expert(const GoldenCase& c, const std::vector<float>& w1,
       if (gated) g += w1[off + i * H + j] * v[j];
       u += w3[off + i * H + j] * v[j];
     }
-    h[i] = Act(c.config, g, u);
+    h[i] = expert >= 0 ? Act(c.config, c.config.act, c.config.act_limit, g, u)
+                       : Act(c.config, c.config.shared_activation(),
+                             c.config.shared_limit(), g, u);
   }
   for (int64_t j = 0; j < H; ++j) {
     if (bias) out[j] = c.b2[expert * H + j];
