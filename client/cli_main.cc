@@ -5,7 +5,7 @@
 //       --router-logits-file F] [--shared add|separate|skip]
 //       [--return-router-logits]
 //   moe-cli info | stats --layer L [--reset] [--save FILE.json] | placement
-//       | rebalance | health [--service NAME]
+//       | rebalance | health [--service NAME] [--wait 60s]
 // Exits with the server's gRPC status code (e.g. 3 INVALID_ARGUMENT,
 // 14 UNAVAILABLE) and its message on failure; 64 for usage errors.
 #include <algorithm>
@@ -23,8 +23,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/moe_client.h"
 #include "core/flag_help.h"
+#include "core/moe_config.h"
 #include "core/safetensors.h"
 #include "core/synthetic_model.h"
 #include "core/tensor_io.h"
@@ -79,6 +82,9 @@ ABSL_FLAG(std::string, save, "",
           "stats: also write every MoE layer's stats here as JSON (the "
           "router's --expert-load)");
 ABSL_FLAG(std::string, service, "", "health: service name ('' = overall)");
+ABSL_FLAG(absl::Duration, wait, absl::ZeroDuration(),
+          "health: ask again until SERVING or this long has passed (e.g. "
+          "60s), for a service that is starting; exit as without it");
 
 namespace moe {
 namespace {
@@ -92,6 +98,11 @@ int Fail(const absl::Status& s) {
 
 std::chrono::milliseconds Timeout() {
   return std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
+}
+
+// "1 request", "2 requests".
+std::string Count(int64_t n, const char* noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
 }
 
 // --token_ids: a list, 'random' (in the model's vocabulary), or by default
@@ -227,8 +238,8 @@ void PrintForwardResult(const ForwardResult& r, const ForwardOptions& opts,
                         double ms) {
   double sum_sq = 0;
   for (float v : r.y) sum_sq += static_cast<double>(v) * v;
-  std::printf("layer %d: %ld tokens x %ld -> y, rms %.6f, %.2f ms\n",
-              absl::GetFlag(FLAGS_layer), static_cast<long>(r.tokens),
+  std::printf("layer %d: %s x %ld -> y, rms %.6f, %.2f ms\n",
+              absl::GetFlag(FLAGS_layer), Count(r.tokens, "token").c_str(),
               static_cast<long>(r.hidden),
               r.y.empty() ? 0.0 : std::sqrt(sum_sq / r.y.size()), ms);
   if (opts.routing && r.tokens > 0) {
@@ -244,11 +255,12 @@ void PrintForwardResult(const ForwardResult& r, const ForwardOptions& opts,
     const auto& t = r.timing;
     std::printf(
         "timing (us): queue %.0f route %.0f plan %.0f dispatch %.0f experts "
-        "%.0f combine %.0f shared %.0f wire %.0f total %.0f (step of %ld "
-        "tokens from %d requests)\n",
+        "%.0f combine %.0f shared %.0f wire %.0f total %.0f (step of %s "
+        "from %s)\n",
         t.queue_us(), t.route_us(), t.plan_us(), t.dispatch_us(),
         t.experts_us(), t.combine_us(), t.shared_us(), t.wire_us(),
-        t.total_us(), static_cast<long>(t.batch_tokens()), t.batch_requests());
+        t.total_us(), Count(t.batch_tokens(), "token").c_str(),
+        Count(t.batch_requests(), "request").c_str());
     if (t.has_critical_worker()) {
       const auto& w = t.critical_worker();
       std::printf(
@@ -338,11 +350,20 @@ int Info(MoeClient& client) {
   if (!info.ok()) return Fail(info.status());
   std::printf("model: %s (%s)\n", info->source().c_str(),
               info->family().c_str());
+  // The latent width, the activation and the gating come from the layer's
+  // config (the proto has no fields of their own for them).
+  std::string shape = "latent=? act=? gated=?";
+  if (auto c = ParseMoeLayerConfigJson(info->layer_config_json()); c.ok()) {
+    shape = absl::StrCat(
+        "latent=", c->latent > 0 ? absl::StrCat(c->latent) : "none",
+        " act=", ActivationName(c->act), " gated=", c->gated ? "yes" : "no");
+  }
   std::printf(
-      "layer: H=%ld I=%ld E=%ld k=%ld shared=%ld weights=%s\n",
+      "layer: H=%ld I=%ld E=%ld k=%ld shared=%ld %s weights=%s\n",
       static_cast<long>(info->hidden()), static_cast<long>(info->inter()),
       static_cast<long>(info->experts()), static_cast<long>(info->top_k()),
-      static_cast<long>(info->shared_inter()), info->weight_dtype().c_str());
+      static_cast<long>(info->shared_inter()), shape.c_str(),
+      info->weight_dtype().c_str());
   std::printf("routing: %s\n", info->layer_config_json().c_str());
   std::printf("moe layers: [%s]\n",
               absl::StrJoin(info->moe_layers(), ", ").c_str());
@@ -371,11 +392,12 @@ int Info(MoeClient& client) {
   // by the router without workers); replicas are not counted.
   const int64_t all_experts = info->experts() * info->moe_layers_size();
   std::printf(
-      "memory: routed experts %s each in %s (%s for all %ld in %d MoE "
-      "layers), router rss %s (peak %s)\n",
+      "memory: routed experts %s each in %s (%s for all %ld in %s), "
+      "router rss %s (peak %s)\n",
       Bytes(info->expert_weight_bytes()).c_str(), info->weight_dtype().c_str(),
       Bytes(info->expert_weight_bytes() * all_experts).c_str(),
-      static_cast<long>(all_experts), info->moe_layers_size(),
+      static_cast<long>(all_experts),
+      Count(info->moe_layers_size(), "MoE layer").c_str(),
       Bytes(info->router_rss_bytes()).c_str(),
       Bytes(info->router_peak_rss_bytes()).c_str());
   return 0;
@@ -414,10 +436,10 @@ int Stats(MoeClient& client) {
   auto s = client.GetExpertStats(absl::GetFlag(FLAGS_layer),
                                  absl::GetFlag(FLAGS_reset), Timeout());
   if (!s.ok()) return Fail(s.status());
-  std::printf("layer %d: %ld steps, %ld tokens, %ld dropped slots\n",
-              s->layer(), static_cast<long>(s->steps()),
-              static_cast<long>(s->tokens()),
-              static_cast<long>(s->dropped_slots()));
+  std::printf("layer %d: %s, %s, %s\n", s->layer(),
+              Count(s->steps(), "step").c_str(),
+              Count(s->tokens(), "token").c_str(),
+              Count(s->dropped_slots(), "dropped slot").c_str());
   std::printf(
       "balance: entropy %.4f (normalised %.4f), gini %.4f, max/mean "
       "%.3f, min/mean %.3f\n",
@@ -484,8 +506,18 @@ int Rebalance(MoeClient& client) {
   return 0;
 }
 
+// With --wait, asks again every 0.1 s (over a channel that reconnects
+// within 0.25 s) until SERVING or the wait is over; then the last answer.
 int Health(MoeClient& client) {
+  const absl::Time until = absl::Now() + absl::GetFlag(FLAGS_wait);
   auto h = client.Health(absl::GetFlag(FLAGS_service), Timeout());
+  while (!(h.ok() && *h) && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(100));
+    const auto left = absl::ToChronoMilliseconds(until - absl::Now());
+    h = client.Health(
+        absl::GetFlag(FLAGS_service),
+        std::clamp(left, std::chrono::milliseconds(1), Timeout()));
+  }
   if (!h.ok()) return Fail(h.status());
   std::printf("%s\n", *h ? "SERVING" : "NOT_SERVING");
   return *h ? 0 : 1;
@@ -500,12 +532,15 @@ int main(int argc, char** argv) {
       "moe-cli forward|info|stats|placement|rebalance|health --target "
       "HOST:PORT "
       "[...]\n"
-      "  forward --layer L (--input IN.safetensors | --random N) "
-      "[--output OUT.safetensors] [--dtype f32|bf16|f16] [--timeout-ms T] "
-      "[--routing] [--timing]\n"
+      "  forward --layer L (--input IN.safetensors | --random N [--seed S]) "
+      "[--output OUT.safetensors] [--input-tensor x] [--dtype f32|bf16|f16] "
+      "[--timeout-ms T] [--routing] [--timing] [--token-ids 1,2,...|random] "
+      "[--routing-file F | --router-logits-file F] "
+      "[--shared add|separate|skip] [--return-router-logits]\n"
+      "  info\n"
       "  stats --layer L [--reset] [--save FILE.json]\n  placement\n  "
       "rebalance\n"
-      "  health [--service NAME]");
+      "  health [--service NAME] [--wait 60s]");
   if (rest.size() != 2) {
     std::fprintf(stderr, "usage: %s\n", absl::ProgramUsageMessage().data());
     return moe::kExitUsage;
@@ -520,6 +555,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "moe-cli: %s\n",
                  std::string(opts.status().message()).c_str());
     return moe::kExitUsage;
+  }
+  // Waiting for health, reconnect soon after the service starts listening.
+  if (cmd == "health" && absl::GetFlag(FLAGS_wait) > absl::ZeroDuration()) {
+    opts->max_reconnect_backoff_ms = 250;
   }
   moe::MoeClient client(*opts);
   if (cmd == "forward") return moe::Forward(client);

@@ -8,6 +8,7 @@
 // when p99 is above --max-p99-ms, 64 on usage errors.
 #include <unistd.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -46,6 +47,16 @@ ABSL_FLAG(double, rps, 0, "open loop: requests per second (0: closed loop)");
 ABSL_FLAG(std::string, arrival, "constant",
           "open loop arrivals: constant or poisson");
 ABSL_FLAG(int, max_outstanding, 1024, "open loop: requests in flight at most");
+ABSL_FLAG(std::string, latency_from, "scheduled",
+          "open loop: latency counts from each request's scheduled send time "
+          "(scheduled: coordinated omission corrected) or its actual send "
+          "(sent)");
+ABSL_FLAG(double, late_after_ms, 1.0,
+          "open loop: a send this long after its scheduled time counts as "
+          "late");
+ABSL_FLAG(bool, digest, false,
+          "report a digest of the measured requests' bytes (the same for two "
+          "runs with one --seed and -n)");
 ABSL_FLAG(std::string, tokens, "8", "tokens per request: N, A:B or a,b,c");
 ABSL_FLAG(absl::Duration, warmup, absl::ZeroDuration(),
           "unmeasured warm-up time");
@@ -66,7 +77,7 @@ ABSL_FLAG(absl::Duration, progress_interval, absl::Seconds(1),
 ABSL_FLAG(uint64_t, seed, 1, "input and arrival seed");
 ABSL_FLAG(std::string, input, "",
           "replay captured hidden states: safetensors file whose "
-          "--input-tensor [N, H] the requests sample their rows from");
+          "--input-tensor [N, H] every request draws its rows from afresh");
 ABSL_FLAG(std::string, input_tensor, "x", "--input: name of the tensor");
 ABSL_FLAG(std::string, caller_routing, "none",
           "none; routing: every request sends a random routing of the "
@@ -164,6 +175,18 @@ absl::StatusOr<RunSpec> SpecFromFlags() {
   spec.stream = absl::GetFlag(FLAGS_stream);
   spec.server_timing = absl::GetFlag(FLAGS_server_timing);
   spec.seed = absl::GetFlag(FLAGS_seed);
+  spec.digest = absl::GetFlag(FLAGS_digest);
+  const std::string from = absl::GetFlag(FLAGS_latency_from);
+  if (from != "scheduled" && from != "sent") {
+    return absl::InvalidArgumentError(
+        "--latency-from must be scheduled or sent");
+  }
+  spec.latency_from_scheduled = from == "scheduled";
+  const double late_ms = absl::GetFlag(FLAGS_late_after_ms);
+  if (!(late_ms >= 0)) {
+    return absl::InvalidArgumentError("--late-after-ms must be >= 0");
+  }
+  spec.late_after = std::chrono::microseconds(std::llround(late_ms * 1000));
   MOE_ASSIGN_OR_RETURN(spec.caller_routing,
                        ParseCallerRouting(absl::GetFlag(FLAGS_caller_routing)));
   const std::string dt = absl::GetFlag(FLAGS_dtype);
@@ -295,9 +318,17 @@ void PrintReport(const std::vector<Summary>& summaries, const RunSpec& spec,
     for (const auto& s : summaries) std::printf("%s\n", CsvRow(s).c_str());
   } else {
     for (const auto& s : summaries) {
-      std::printf("target %s, tokens per request %s, layers %s\n",
-                  target.c_str(), spec.tokens.text().c_str(),
-                  absl::GetFlag(FLAGS_layer).c_str());
+      const std::string input = absl::GetFlag(FLAGS_input);
+      std::printf(
+          "target %s, tokens per request %s, layers %s, rows drawn afresh "
+          "for each request from %s\n",
+          target.c_str(), spec.tokens.text().c_str(),
+          absl::GetFlag(FLAGS_layer).c_str(),
+          input.empty()
+              ? "a pool of synthetic ones"
+              : absl::StrCat(input, " (", spec.rows->size() / spec.hidden,
+                             " rows)")
+                    .c_str());
       std::printf("%s\n", FormatText(s).c_str());
     }
   }
@@ -352,8 +383,10 @@ int main(int argc, char** argv) {
   moe::ParseOnlyFlagsOrExit(
       argc, argv,
       "moe-loadtest --target HOST:PORT [-c N] [-n N | -z 10s] [--rps R "
-      "[--arrival poisson]] [--tokens N|A:B|a,b] [--layer L|all] [--stream] "
+      "[--arrival poisson] [--latency-from scheduled|sent]] [--tokens "
+      "N|A:B|a,b] [--layer L|all] [--stream] "
       "[--concurrency-range a:b:s] [--caller-routing none|routing|logits] "
+      "[--input FILE.safetensors] [--seed S] [--digest] "
       "[--format text|json|csv]",
       {{"c", "concurrency"}, {"n", "requests"}, {"z", "duration"}});
   return moe::loadtest::Main();

@@ -1,5 +1,7 @@
 #include "client/moe_client.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -64,6 +66,13 @@ MoeClient::MoeClient(const ClientOptions& options)
   }
   if (!options.server_name.empty()) {
     args.SetSslTargetNameOverride(options.server_name);
+  }
+  if (options.max_reconnect_backoff_ms > 0) {
+    const int ms = options.max_reconnect_backoff_ms;
+    // Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC takes it as the connect
+    // timeout too, and a TLS handshake on a busy machine outlasts 0.1 s.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(ms, 100));
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, ms);
   }
   channel_ = grpc::CreateCustomChannel(options.target,
                                        options.credentials

@@ -24,6 +24,10 @@ struct ClientOptions {
   // Retry calls that fail with UNAVAILABLE (a router draining, a worker
   // group regrouping): kRetryServiceConfig. Off: every failure is seen.
   bool retry = true;
+  // > 0: reconnect at most this long after a refused connection (gRPC's
+  // default backoff grows to 2 minutes), for a client that waits for a
+  // service to come up.
+  int max_reconnect_backoff_ms = 0;
 };
 
 // The channel's service config with `retry`: every moe.v1.MoeService call

@@ -77,6 +77,8 @@ bool RoleApplies(const MoeLayerConfig& c, WeightRole role) {
     case WeightRole::kSharedInNorm:
     case WeightRole::kSharedOutNorm:
       return c.branch_norms && c.has_shared();
+    case WeightRole::kOutputBias:
+      return c.output_bias;
     default:
       return true;
   }
@@ -172,11 +174,14 @@ absl::StatusOr<WeightTensor> HfCheckpoint::SliceFused(
     const HfTensorLocation& loc, const TensorRef& ref) const {
   const auto& entry = *ref.entry;
   const std::string where = absl::StrCat(ref.file, ": ", loc.name);
-  if (entry.shape != loc.fused_shape) {
+  // A tensor stored with merged axes is read through its fused view.
+  const std::vector<int64_t>& stored =
+      loc.stored_shape.empty() ? loc.fused_shape : loc.stored_shape;
+  if (entry.shape != stored) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": shape ", ShapeString(entry.shape), ", expected ",
-                     ShapeString(loc.fused_shape), " (",
-                     HfFamilyName(spec_.family), " fused experts)"));
+                     ShapeString(stored), " (", HfFamilyName(spec_.family),
+                     " fused experts)"));
   }
   const size_t es = DTypeSize(entry.dtype);
   if (!IsFloatingPoint(entry.dtype) || (es != 2 && es != 4)) {

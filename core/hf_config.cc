@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -90,14 +92,36 @@ absl::Status ReadExtensions(const ConfigReader& r, MoeLayerConfig* c) {
 }
 
 // The family of `model_type`, or an error listing the supported ones.
-absl::StatusOr<HfFamily> FamilyOf(const std::string& model_type,
+// Where several families share a model_type (Ling's V1 and V2 both say
+// bailing_moe), the first `architectures` entry decides between them.
+absl::StatusOr<HfFamily> FamilyOf(const json& j, const std::string& model_type,
                                   absl::string_view label) {
+  std::vector<const FamilyEntry*> matches;
   for (const auto& e : FamilyTable()) {
-    if (model_type == e.model_type) return e.family;
+    if (model_type == e.model_type) matches.push_back(&e);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(label, ": unsupported model_type '", model_type,
-                   "' (supported: ", SupportedHfFamilies(), ")"));
+  if (matches.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": unsupported model_type '", model_type,
+                     "' (supported: ", SupportedHfFamilies(), ")"));
+  }
+  if (matches.size() == 1) return matches.front()->family;
+  std::vector<std::string> classes;
+  auto it = j.find("architectures");
+  const bool named = it != j.end() && it->is_array() && !it->empty() &&
+                     it->front().is_string();
+  for (const FamilyEntry* e : matches) {
+    for (const char* a : e->architectures) {
+      if (named && it->front().get<std::string>() == a) return e->family;
+      classes.push_back(a);
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      label, ": config key 'architectures' ",
+      named ? absl::StrCat("names ", it->front().dump(), ", not one of ")
+            : std::string("must name one of "),
+      absl::StrJoin(classes, ", "), ": model_type '", model_type,
+      "' is shared by several families and the model class tells them apart"));
 }
 
 // `architectures`, when given, must name the family's own model class: a
@@ -192,6 +216,55 @@ absl::StatusOr<int64_t> TopK(const ConfigReader& r, const FamilyEntry& entry) {
   return r.Int(entry.top_k_keys.back());
 }
 
+// The config as the family's description reads it: the keys of its MoE
+// sub-object beside the others (the config's own win), its own spellings
+// under the common names, and each per-layer list that holds one value as
+// that value.
+absl::StatusOr<json> DescribedConfig(const FamilyEntry& e, const json& body,
+                                     const std::string& label) {
+  const ConfigReader r(body, label);
+  json out = body;
+  if (e.moe_config != nullptr) {
+    auto it = body.find(e.moe_config);
+    if (it == body.end() || !it->is_object()) {
+      return r.Error(e.moe_config,
+                     absl::StrCat("must be an object holding the MoE keys (",
+                                  e.model_type, ")"));
+    }
+    for (const auto& [key, value] : it->items()) {
+      if (!out.contains(key)) out[key] = value;
+    }
+  }
+  for (const auto& [common, own] : e.renamed_keys) {
+    if (body.contains(own) && !body.contains(common)) out[common] = body[own];
+  }
+  const ConfigReader described(out, label);
+  for (const char* key : e.uniform_lists) {
+    auto it = out.find(key);
+    if (it == out.end() || !it->is_array()) continue;
+    const json list = *it;
+    MOE_ASSIGN_OR_RETURN(int64_t layers, described.Int("num_hidden_layers"));
+    if (static_cast<int64_t>(list.size()) != layers) {
+      return r.Error(key,
+                     absl::StrCat("lists ", list.size(),
+                                  " values, not num_hidden_layers ", layers));
+    }
+    if (list.empty()) return r.Error(key, "is an empty list");
+    for (size_t l = 1; l < list.size(); ++l) {
+      if (list[l] != list[0]) {
+        return r.Error(
+            key,
+            absl::StrCat("differs between layers (layer 0: ", list[0].dump(),
+                         ", layer ", l, ": ", list[l].dump(),
+                         "): a layer is served by the model's one config, "
+                         "so a per-layer list must hold one value"));
+      }
+    }
+    out[key] = list[0];
+  }
+  return out;
+}
+
 }  // namespace
 
 const std::vector<HfFamily>& AllHfFamilies() {
@@ -218,7 +291,13 @@ std::string HfLayerPrefix(HfFamily family, int64_t layer) {
 
 std::string SupportedHfFamilies() {
   std::vector<std::string> names;
-  for (const auto& e : FamilyTable()) names.push_back(e.model_type);
+  for (const auto& e : FamilyTable()) {
+    // A model_type shared by several families (told apart by their
+    // architectures) is listed once.
+    if (std::find(names.begin(), names.end(), e.model_type) == names.end()) {
+      names.push_back(e.model_type);
+    }
+  }
   return absl::StrJoin(names, ", ");
 }
 
@@ -232,38 +311,44 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   ConfigReader top(j, std::string(label));
   MOE_ASSIGN_OR_RETURN(std::string model_type, top.String("model_type", ""));
   HfModelSpec spec;
-  MOE_ASSIGN_OR_RETURN(spec.family, FamilyOf(model_type, label));
+  MOE_ASSIGN_OR_RETURN(spec.family, FamilyOf(j, model_type, label));
   MOE_RETURN_IF_ERROR(CheckArchitectures(j, spec.family, label));
   MOE_ASSIGN_OR_RETURN(spec.quant_method, QuantMethod(j, spec.family, label));
   // A multimodal config (Llama 4, Qwen3.5) keeps the language model's keys
-  // in text_config.
+  // in text_config, Qwen3-Omni's in thinker_config.text_config.
   const json* body = &j;
   std::string text_label(label);
-  if (EntryOf(spec.family).text_config) {
-    auto it = j.find("text_config");
-    if (it == j.end() || !it->is_object()) {
-      return top.Error(
-          "text_config",
-          absl::StrCat("must be an object (model_type ", model_type, ")"));
+  std::vector<const char*> path = EntryOf(spec.family).sub_config;
+  if (path.empty() && EntryOf(spec.family).text_config) path = {"text_config"};
+  std::string dotted;
+  for (const char* key : path) {
+    dotted = dotted.empty() ? std::string(key) : absl::StrCat(dotted, ".", key);
+    auto it = body->find(key);
+    if (it == body->end() || !it->is_object()) {
+      return top.Error(dotted, absl::StrCat("must be an object (model_type ",
+                                            model_type, ")"));
     }
     body = &*it;
-    text_label = absl::StrCat(label, " text_config");
   }
-  ConfigReader r(*body, text_label);
+  if (!path.empty()) text_label = absl::StrCat(label, " ", dotted);
+  MOE_ASSIGN_OR_RETURN(
+      const json described,
+      DescribedConfig(EntryOf(spec.family), *body, text_label));
+  ConfigReader r(described, text_label);
   ModelInfo& info = spec.info;
   MoeLayerConfig& c = info.layer;
   info.family = model_type;
   info.source = std::string(label);
   MOE_ASSIGN_OR_RETURN(c.hidden, r.Int("hidden_size"));
-  MOE_ASSIGN_OR_RETURN(info.num_layers, r.Int("num_hidden_layers"));
+  const char* layers_key = EntryOf(HfBaseFamily(spec.family)).num_layers_key;
+  MOE_ASSIGN_OR_RETURN(info.num_layers, r.Int(layers_key));
   // The layer rules size per-layer tables by this count: a negative one
   // would index them, a huge one exhaust memory before anything is served.
   // The deepest released models have a few hundred layers.
   constexpr int64_t kMaxLayers = 1 << 16;
   if (info.num_layers < 0 || info.num_layers > kMaxLayers) {
-    return r.Error("num_hidden_layers",
-                   absl::StrCat("must be in [0, ", kMaxLayers, "], got ",
-                                info.num_layers));
+    return r.Error(layers_key, absl::StrCat("must be in [0, ", kMaxLayers,
+                                            "], got ", info.num_layers));
   }
   const FamilyEntry& entry = EntryOf(spec.family);
   const HfFamily base = HfBaseFamily(spec.family);
@@ -279,7 +364,7 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   // The base family's reader sees the config without the keys this family
   // does not have, and without a per-layer list read here: its own layer
   // rule must not read the list (DeepSeek reads moe_layer_freq as a stride).
-  json rest = *body;
+  json rest = described;
   for (const char* key : entry.absent_keys) rest.erase(key);
   if (listed.has_value()) {
     for (const char* key : entry.moe_layer_lists) rest.erase(key);

@@ -30,11 +30,48 @@ enum class HfFamily {
   kLlama4,      // Llama4ForConditionalGeneration: text_config, language_model.
   kLlama4Text,  // Llama4ForCausalLM
   kErnie45Moe,
-  kGptOss,      // released MXFP4 *_blocks/*_scales or dequantised bf16
-  kDeepseekV4,  // fp4/fp8 with E8M0 .scale or unquantised; no "model."
-  kNemotronH,   // Nemotron 3: backbone.layers.{L}.mixer., non-gated relu2
-  kGemma4,      // Gemma 4: text_config, router pre-norm, branch norms
-  kKimiK3,      // Kimi K3: text_config, LatentMoE with norm, SiTU
+  kGptOss,            // released MXFP4 *_blocks/*_scales or dequantised bf16
+  kDeepseekV4,        // fp4/fp8 with E8M0 .scale or unquantised; no "model."
+  kNemotronH,         // Nemotron 3: backbone.layers.{L}.mixer., non-gated relu2
+  kGemma4,            // Gemma 4: text_config, router pre-norm, branch norms
+  kKimiK3,            // Kimi K3: text_config, LatentMoE with norm, SiTU
+  kFlexOlmo,          // FlexOlmo: olmoe's MoE
+  kMellum,            // Mellum: qwen3_moe's MoE, layers by mlp_layer_types
+  kMinimax,           // MiniMax-Text-01 / M1: mixtral's MoE
+  kQwen3VlMoe,        // Qwen3-VL-MoE: qwen3_moe's MoE, text_config, fused x·W
+  kGraniteMoe,        // GraniteMoe: router.layer, packed input/output_linear
+  kArctic,            // Snowflake Arctic: mixtral's MoE by moe_layer_frequency
+  kAria,              // Aria: text_config, fused x·W fc1/fc2, shared experts
+  kJamba,             // Jamba: feed_forward.*, expert_layer_period / offset
+  kGraniteMoeShared,  // GraniteMoe with a fused shared_mlp
+  kGraniteMoeHybrid,  // Granite 4.0-H: GraniteMoeShared's MoE, Mamba host-side
+  kDbrx,              // DBRX: transformer.blocks., ffn_config, packed rows
+  kHunyuanV1Moe,      // Hunyuan-A13B: uniform per-layer lists, mlp.gate.wg
+  kQwen3OmniMoe,      // Qwen3-Omni: the thinker's qwen3_moe, nested config
+  // DeepSeek-style gates described by difference or by their own keys.
+  kDeepseek,      // deepseek-moe-16b: deepseek_v2's MoE without groups
+  kDeepseekV32,   // DeepSeek-V3.2: deepseek_v3's MoE
+  kDots1,         // dots.llm1: deepseek_v3's MoE, layers by first dense
+  kGlm4MoeLite,   // GLM-4.7-Flash: glm4_moe's MoE, mlp_layer_types
+  kSolarOpen,     // Solar Open: glm4_moe's MoE on every layer
+  kKimiLinear,    // Kimi Linear: block_sparse_moe.*, Kimi K3's keys
+  kBailingMoe,    // Ling V1 (BailingMoeForCausalLM): softmax
+  kBailingMoeV2,  // Ling 2.0 (BailingMoeV2ForCausalLM), model_type
+                  // bailing_moe too: sigmoid, gate.expert_bias, groups
+  kGlm4vMoe,      // GLM-4.5V: text_config, model.language_model.
+  kKimiVl,        // Kimi-VL: text_config, language_model.model.
+  kKimiK25,       // Kimi K2.5: text_config, language_model.model.
+  kAfmoe,         // AFMoE (Arcee Trinity): mlp.router.gate, mlp.expert_bias
+  kLfm2Moe,       // LFM2-MoE: feed_forward.*, w1/w3/w2, expert_bias
+  kExaoneMoe,     // K-EXAONE: DeepSeek-V3's router, swiglu_limits
+  // Router-side pieces of 2026d: sparsemixer, zero experts, output terms.
+  kPhimoe,        // Phi-3.5-MoE: sparsemixer routing
+  kLongcatFlash,  // LongCat-Flash: zero-computation (identity) experts
+  kCohere2Moe,    // Cohere2-MoE: shared branch summed or averaged
+  kJetMoe,        // JetMoE: packed experts, output bias
+  // Step-3.5-Flash: per-role packed [E, I, H] experts, a layer-level
+  // share_expert, per-layer swiglustep limits.
+  kStep3p5,
 };
 
 // Every family, in the order of the table above.
@@ -90,6 +127,10 @@ struct HfTensorLocation {
   bool linear = false;
   // [E, in, C], [E, C, in] when `linear` or, for a bias, [E, C].
   std::vector<int64_t> fused_shape;
+  // The shape the tensor is stored in when it is `fused_shape` with axes
+  // merged (the same values in the same order): Granite's fused shared
+  // input_linear [2S, H] is read as [1, 2S, H]. Empty: fused_shape.
+  std::vector<int64_t> stored_shape;
   int64_t expert = 0;
   int64_t col0 = 0;
   int64_t col_step = 1;

@@ -169,6 +169,37 @@ absl::Status ReadActivation(const ActivationDescription& d,
   return absl::OkStatus();
 }
 
+// sparsemixer's epsilon, the zero experts and the output terms.
+absl::Status ReadRouterPieces2026d(const MoeDescription& d,
+                                   const ConfigReader& r, ModelInfo* info) {
+  MoeLayerConfig& c = info->layer;
+  MOE_ASSIGN_OR_RETURN(c.jitter_eps, ReadNumber(r, d.jitter_eps, c.jitter_eps));
+  if (d.zero_experts.key != nullptr) {
+    MOE_ASSIGN_OR_RETURN(c.zero_experts, ReadInt(r, d.zero_experts));
+    if (c.zero_experts < 0) return r.Error(d.zero_experts.key, "must be >= 0");
+  }
+  if (d.zero_expert_type.key != nullptr && c.zero_experts > 0) {
+    MOE_RETURN_IF_ERROR(
+        ReadChoice(r, d.zero_expert_type.key, d.zero_expert_type.fallback,
+                   d.zero_expert_type.values,
+                   absl::StrCat("zero-expert kind ", info->family, " has"))
+            .status());
+  }
+  MOE_ASSIGN_OR_RETURN(c.router_softcap,
+                       ReadNumber(r, d.router_softcap, c.router_softcap));
+  if (d.output_scale.key != nullptr) {
+    std::vector<const char*> names;
+    for (const ScaleName& v : d.output_scale.values) names.push_back(v.name);
+    MOE_ASSIGN_OR_RETURN(
+        size_t i,
+        ReadChoice(r, d.output_scale.key, d.output_scale.fallback, names,
+                   absl::StrCat("one ", info->family, " has")));
+    c.output_scale = d.output_scale.values[i].scale;
+  }
+  c.output_bias = d.output_bias;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ReadMoeDescription(const MoeDescription& d, const ConfigReader& r,
@@ -201,12 +232,18 @@ absl::Status ReadMoeDescription(const MoeDescription& d, const ConfigReader& r,
   MOE_RETURN_IF_ERROR(ReadGroups(d.groups, r, &c));
   MOE_ASSIGN_OR_RETURN(c.norm_eps, ReadNumber(r, d.norm_eps, c.norm_eps));
   c.use_bias = c.use_bias || d.use_bias;
+  MOE_ASSIGN_OR_RETURN(bool correction_bias, ReadBool(r, d.correction_bias));
+  c.use_bias = c.use_bias || correction_bias;
   c.router_bias = d.router_bias;
   c.expert_bias = d.expert_bias;
   c.score_before_experts = d.score_before_experts;
   c.router_prenorm = d.router_prenorm;
   c.per_expert_scale = d.per_expert_scale;
   c.branch_norms = d.branch_norms;
+  // A softmax over the k chosen logits sums to 1 already: renormalising it
+  // changes nothing (Cohere2-MoE's norm_topk_prob with its softmax).
+  if (c.score_func == ScoreFunc::kTopkSoftmax) c.route_norm = false;
+  MOE_RETURN_IF_ERROR(ReadRouterPieces2026d(d, r, info));
   MOE_RETURN_IF_ERROR(ReadMoeLayers(d.layers, r, info));
   if (d.finish != nullptr) MOE_RETURN_IF_ERROR(d.finish(r, info));
   return absl::OkStatus();

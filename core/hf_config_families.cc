@@ -15,6 +15,13 @@ constexpr ScoreName kSigmoidOrSoftmax[] = {{"sigmoid", ScoreFunc::kSigmoid},
                                            {"softmax", ScoreFunc::kSoftmax}};
 constexpr ScoreName kSqrtSoftplusOnly[] = {
     {"sqrtsoftplus", ScoreFunc::kSqrtSoftplus}};
+constexpr ScoreName kSoftmaxOnly[] = {{"softmax", ScoreFunc::kSoftmax}};
+constexpr ScoreName kSigmoidOnly[] = {{"sigmoid", ScoreFunc::kSigmoid}};
+// Cohere2-MoE's expert_selection_fn: softmax over the k largest logits, or
+// their sigmoids; and its shared_expert_combination_strategy.
+constexpr ScoreName kTopkSoftmaxOrSigmoid[] = {
+    {"softmax", ScoreFunc::kTopkSoftmax}, {"sigmoid", ScoreFunc::kSigmoid}};
+constexpr ScaleName kSumOrAverage[] = {{"sum", 1.0f}, {"average", 0.5f}};
 
 // DeepSeek's gate keys, shared by V2, V3 and GLM-4.5: scoring_func,
 // topk_method with n_group / topk_group, norm_topk_prob (a renorm of one
@@ -328,6 +335,391 @@ std::deque<FamilyEntry>& MutableFamilyTable() {
                .norm_eps = {"rms_norm_eps", 1e-6},
                .use_bias = true,
                .layers = MoeLayerRule::kDeepseekFirstDenseAndFreq}},
+      // FlexOlmo: OLMoE's sparse block (softmax, norm_topk_prob) and names.
+      {.model_type = "flex_olmo",
+       .family = HfFamily::kFlexOlmo,
+       .architectures = {"FlexOlmoForCausalLM"},
+       .like = HfFamily::kOlmoe},
+      // Mellum: Qwen3-MoE's sparse block and names; mlp_layer_types says
+      // which layers are sparse where given (all of them by default).
+      {.model_type = "mellum",
+       .family = HfFamily::kMellum,
+       .architectures = {"MellumForCausalLM"},
+       .like = HfFamily::kQwen3Moe,
+       .moe_layer_lists = {"mlp_layer_types"}},
+      // MiniMax-Text-01 / MiniMax-M1: Mixtral's MoE (softmax, top-k
+      // renormalised, every layer) and names beside lightning attention,
+      // which is the host's.
+      {.model_type = "minimax",
+       .family = HfFamily::kMinimax,
+       .architectures = {"MiniMaxForCausalLM", "MiniMaxText01ForCausalLM",
+                         "MiniMaxM1ForCausalLM"},
+       .like = HfFamily::kMixtral},
+      // Qwen3-VL-MoE: Qwen3-MoE's keys and math under text_config; its
+      // experts fused for x·W under model.language_model. (own names).
+      {.model_type = "qwen3_vl_moe",
+       .family = HfFamily::kQwen3VlMoe,
+       .architectures = {"Qwen3VLMoeForConditionalGeneration"},
+       .text_config = true,
+       .like = HfFamily::kQwen3Moe,
+       .layer_prefix = "model.language_model.layers.{L}."},
+      // GraniteMoe: the k largest logits, softmax over those k, which is
+      // softmax then a renorm of the top k; every layer MoE.
+      {.model_type = "granitemoe",
+       .family = HfFamily::kGraniteMoe,
+       .architectures = {"GraniteMoeForCausalLM"},
+       .moe = {.experts = {"num_local_experts"},
+               .inter = {"intermediate_size"},
+               .route_norm = {.fallback = true}}},
+      // Snowflake Arctic: Mixtral's block (renormalised when k > 1) every
+      // moe_layer_frequency-th layer. Its residual MLP runs on another
+      // input than the MoE block (after its own norm), so it stays the
+      // host's and is no shared expert.
+      {.model_type = "arctic",
+       .family = HfFamily::kArctic,
+       .architectures = {"ArcticForCausalLM"},
+       .moe = {.experts = {"num_local_experts"},
+               .inter = {"intermediate_size"},
+               .route_norm = {.fallback = true},
+               .route_norm_needs_two = true,
+               .layers = MoeLayerRule::kArcticFrequency}},
+      // Aria: the language model under text_config (language_model.model.
+      // in the released checkpoint); the moe_topk largest logits, softmax
+      // over them; moe_num_shared_experts ungated shared experts of the
+      // routed width run as one; every layer MoE.
+      {.model_type = "aria",
+       .family = HfFamily::kAria,
+       .architectures = {"AriaForConditionalGeneration"},
+       .text_config = true,
+       .layer_prefix = "language_model.model.layers.{L}.",
+       .top_k_keys = {"moe_topk"},
+       .moe = {.experts = {"moe_num_experts"},
+               .inter = {"intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"moe_num_shared_experts", 2}},
+               .route_norm = {.fallback = true}}},
+      // Jamba: softmax top-k without renorm under feed_forward.; MoE layers
+      // by expert_layer_period / expert_layer_offset (Mamba and attention
+      // mixers are the host's).
+      {.model_type = "jamba",
+       .family = HfFamily::kJamba,
+       .architectures = {"JambaForCausalLM"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"intermediate_size"},
+               .route_norm = {.fallback = false},
+               .layers = MoeLayerRule::kJambaPeriod}},
+      // GraniteMoeShared: GraniteMoe's routed experts and an ungated shared
+      // MLP of shared_intermediate_size (none at 0), its gate and up rows
+      // fused in one input_linear.
+      {.model_type = "granitemoeshared",
+       .family = HfFamily::kGraniteMoeShared,
+       .architectures = {"GraniteMoeSharedForCausalLM"},
+       .moe = {.experts = {"num_local_experts"},
+               .inter = {"intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kWidthKey,
+                          .key = {"shared_intermediate_size", 0}},
+               .route_norm = {.fallback = true}}},
+      // Granite 4.0-H: GraniteMoeShared's MoE on every layer; its Mamba-2
+      // and attention mixers (layers_block_type) are the host's.
+      {.model_type = "granitemoehybrid",
+       .family = HfFamily::kGraniteMoeHybrid,
+       .architectures = {"GraniteMoeHybridForCausalLM"},
+       .like = HfFamily::kGraniteMoeShared},
+      // DBRX: d_model / n_layers and the MoE keys in ffn_config; softmax,
+      // top moe_top_k divided by their moe_normalize_expert_weights-norm
+      // (DbrxExpertWeightNorm); every layer MoE, experts packed by rows
+      // under transformer.blocks.{L}.ffn.
+      {.model_type = "dbrx",
+       .family = HfFamily::kDbrx,
+       .architectures = {"DbrxForCausalLM"},
+       .layer_prefix = "transformer.blocks.{L}.",
+       .top_k_keys = {"moe_top_k"},
+       .moe_config = "ffn_config",
+       .renamed_keys = {{"hidden_size", "d_model"},
+                        {"num_hidden_layers", "n_layers"}},
+       .moe = {.experts = {"moe_num_experts"},
+               .inter = {"ffn_hidden_size"},
+               .route_norm = {.fallback = true},
+               .finish = DbrxExpertWeightNorm}},
+      // Hunyuan-A13B: softmax, top moe_topk renormalised (transformers
+      // renormalises even one weight), one ungated shared MLP of the routed
+      // width, every layer MoE; moe_topk and the widths may be per-layer
+      // lists of one value.
+      {.model_type = "hunyuan_v1_moe",
+       .family = HfFamily::kHunyuanV1Moe,
+       .architectures = {"HunYuanMoEV1ForCausalLM"},
+       .top_k_keys = {"moe_topk"},
+       .uniform_lists = {"moe_topk", "num_experts", "moe_intermediate_size",
+                         "num_shared_expert"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kSameAsRouted},
+               .route_norm = {.fallback = true},
+               .finish = HunyuanWidthsAgree}},
+      // Qwen3-Omni: its thinker's language model is Qwen3-MoE (keys under
+      // thinker_config.text_config, tensors under thinker.model.); the
+      // talker's own MoE and the audio and vision towers are not served.
+      {.model_type = "qwen3_omni_moe",
+       .family = HfFamily::kQwen3OmniMoe,
+       .architectures = {"Qwen3OmniMoeForConditionalGeneration"},
+       .sub_config = {"thinker_config", "text_config"},
+       .like = HfFamily::kQwen3Moe,
+       .layer_prefix = "thinker.model.layers.{L}."},
+      // deepseek-moe-16b (DeepseekForCausalLM): DeepSeek-V2's block as its
+      // model code has it, softmax top-k renormalised by norm_topk_prob,
+      // n_shared_experts shared, MoE layers from first_k_dense_replace
+      // every moe_layer_freq-th. That code reads no topk_method, groups,
+      // routed_scaling_factor or scoring_func (always softmax).
+      {.model_type = "deepseek",
+       .family = HfFamily::kDeepseek,
+       .architectures = {"DeepseekForCausalLM"},
+       .like = HfFamily::kDeepseekV2,
+       .absent_keys = {"scoring_func", "topk_method", "n_group", "topk_group",
+                       "routed_scaling_factor"}},
+      // DeepSeek-V3.2: its sparse (DSA) attention is not the service's; its
+      // MoE is DeepSeek-V3's.
+      {.model_type = "deepseek_v32",
+       .family = HfFamily::kDeepseekV32,
+       .architectures = {"DeepseekV32ForCausalLM"},
+       .like = HfFamily::kDeepseekV3},
+      // dots.llm1: transformers runs DeepSeek-V3's block (sigmoid, the
+      // correction bias for choosing, groups, renorm, routed_scaling_factor
+      // on the routed experts only, the shared experts added unscaled)
+      // whatever the config says of scoring_func or topk_method; MoE layers
+      // from first_k_dense_replace on.
+      {.model_type = "dots1",
+       .family = HfFamily::kDots1,
+       .architectures = {"Dots1ForCausalLM"},
+       .like = HfFamily::kDeepseekV3,
+       .absent_keys = {"scoring_func", "topk_method", "moe_layer_freq"}},
+      // GLM-4.7-Flash: GLM-4.5's MoE; mlp_layer_types names the MoE layers
+      // when given, else first_k_dense_replace.
+      {.model_type = "glm4_moe_lite",
+       .family = HfFamily::kGlm4MoeLite,
+       .architectures = {"Glm4MoeLiteForCausalLM"},
+       .like = HfFamily::kGlm4Moe,
+       .moe_layer_lists = {"mlp_layer_types"}},
+      // Solar Open: GLM-4.5's MoE on every decoder layer (its config has no
+      // first_k_dense_replace).
+      {.model_type = "solar_open",
+       .family = HfFamily::kSolarOpen,
+       .architectures = {"SolarOpenForCausalLM"},
+       .like = HfFamily::kGlm4Moe,
+       .absent_keys = {"first_k_dense_replace"}},
+      // Kimi Linear: Kimi K3's gate keys (sigmoid or softmax, correction
+      // bias for the choice, moe_renormalize, scale, groups only when they
+      // limit) over SiLU experts of moe_intermediate_size, shared experts
+      // num_shared_experts of them; MoE layers as DeepSeek's.
+      {.model_type = "kimi_linear",
+       .family = HfFamily::kKimiLinear,
+       .architectures = {"KimiLinearForCausalLM"},
+       .top_k_keys = {"num_experts_per_token", "num_experts_per_tok"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 0}},
+               .score_key = {"moe_router_activation_func", "sigmoid",
+                             kSigmoidOrSoftmax},
+               .route_norm = {"moe_renormalize", true},
+               .route_scale = {"routed_scaling_factor", 1.0},
+               .groups = {.rule = GroupRule::kOnlyWhenLimiting,
+                          .count = {"num_expert_group", 1}},
+               .activation = {.key = "hidden_act", .name = "silu"},
+               .use_bias = true,
+               .layers = MoeLayerRule::kDeepseekFirstDenseAndFreq}},
+      // Ling V1 (BailingMoeForCausalLM): softmax top-k, renorm by
+      // norm_topk_prob, num_shared_experts shared; layers from
+      // first_k_dense_replace (0: every one) on.
+      {.model_type = "bailing_moe",
+       .family = HfFamily::kBailingMoe,
+       .architectures = {"BailingMoeForCausalLM"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 0}},
+               .score_key = {"score_function", "softmax", kSoftmaxOnly},
+               .route_norm = {"norm_topk_prob", true},
+               .route_norm_needs_two = true,
+               .layers = MoeLayerRule::kGlmFirstDense}},
+      // Ling 2.0 (BailingMoeV2ForCausalLM, model_type bailing_moe as well:
+      // architectures tells them apart): sigmoid, gate.expert_bias for the
+      // choice within groups by top-2 sum (n_group / topk_group), the top-k
+      // always renormalised (when k > 1) and scaled by
+      // routed_scaling_factor; layers from first_k_dense_replace on.
+      {.model_type = "bailing_moe",
+       .family = HfFamily::kBailingMoeV2,
+       .architectures = {"BailingMoeV2ForCausalLM"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 0}},
+               .score_key = {"score_function", "sigmoid", kSigmoidOnly},
+               .route_norm = {.fallback = true},
+               .route_norm_needs_two = true,
+               .route_scale = {"routed_scaling_factor", 1.0},
+               .groups = {.rule = GroupRule::kFromKeys},
+               .use_bias = true,
+               .layers = MoeLayerRule::kGlmFirstDense}},
+      // GLM-4.5V / 4.6V: GLM-4.5's MoE under text_config, named
+      // model.language_model.layers.{L}.
+      {.model_type = "glm4v_moe",
+       .family = HfFamily::kGlm4vMoe,
+       .architectures = {"Glm4vMoeForConditionalGeneration"},
+       .text_config = true,
+       .like = HfFamily::kGlm4Moe,
+       .layer_prefix = "model.language_model.layers.{L}."},
+      // Kimi-VL and Kimi K2.5: a DeepSeek-V3 language model under
+      // text_config, named language_model.model.layers.{L}.
+      {.model_type = "kimi_vl",
+       .family = HfFamily::kKimiVl,
+       .architectures = {"KimiVLForConditionalGeneration"},
+       .text_config = true,
+       .like = HfFamily::kDeepseekV3,
+       .layer_prefix = "language_model.model.layers.{L}."},
+      {.model_type = "kimi_k25",
+       .family = HfFamily::kKimiK25,
+       .architectures = {"KimiK25ForConditionalGeneration"},
+       .text_config = true,
+       .like = HfFamily::kDeepseekV3,
+       .layer_prefix = "language_model.model.layers.{L}."},
+      // AFMoE (Arcee Trinity), as transformers routes it: sigmoid,
+      // expert_bias for the choice, the top-k always renormalised and
+      // scaled by route_scale (its config's score_func, route_norm and
+      // groups are not read); num_shared_experts shared; MoE layers from
+      // num_dense_layers on.
+      {.model_type = "afmoe",
+       .family = HfFamily::kAfmoe,
+       .architectures = {"AfmoeForCausalLM"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 0}},
+               .score = ScoreFunc::kSigmoid,
+               .route_norm = {.fallback = true},
+               .route_scale = {"route_scale", 1.0},
+               .activation = {.key = "hidden_act", .name = "silu"},
+               .use_bias = true,
+               .layers = MoeLayerRule::kNumDenseLayers}},
+      // LFM2-MoE: sigmoid, expert_bias for the choice when use_expert_bias,
+      // renorm by norm_topk_prob, routed_scaling_factor, no shared expert;
+      // MoE layers from num_dense_layers on.
+      {.model_type = "lfm2_moe",
+       .family = HfFamily::kLfm2Moe,
+       .architectures = {"Lfm2MoeForCausalLM"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .score = ScoreFunc::kSigmoid,
+               .route_norm = {"norm_topk_prob", true},
+               .route_scale = {"routed_scaling_factor", 1.0},
+               .layers = MoeLayerRule::kNumDenseLayers,
+               .correction_bias = {"use_expert_bias", true}}},
+      // EXAONE-MoE (K-EXAONE), as transformers runs it: sigmoid,
+      // mlp.gate.e_score_correction_bias for the choice within n_group /
+      // topk_group groups by top-2 sum, norm_topk_prob, x
+      // routed_scaling_factor, num_shared_experts shared; MoE layers by
+      // mlp_layer_types, else from first_k_dense_replace on; one
+      // swiglu_limits value on every layer is silu_clamp.
+      {.model_type = "exaone_moe",
+       .family = HfFamily::kExaoneMoe,
+       .architectures = {"ExaoneMoeForCausalLM"},
+       .moe_layer_lists = {"mlp_layer_types"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 1}},
+               .score = ScoreFunc::kSigmoid,
+               .route_norm = {"norm_topk_prob", true},
+               .route_scale = {"routed_scaling_factor", 2.5},
+               .groups = {.rule = GroupRule::kFromKeys},
+               .activation = {.key = "hidden_act", .name = "silu"},
+               .use_bias = true,
+               .layers = MoeLayerRule::kGlmFirstDense,
+               .finish = ExaoneMoeSwigluLimits}},
+      // PhiMoE (Phi-3.5-MoE): sparsemixer top-2 at inference, its epsilon
+      // router_jitter_noise (input_jitter_noise acts in training only);
+      // weights final, every layer MoE, no shared expert.
+      {.model_type = "phimoe",
+       .family = HfFamily::kPhimoe,
+       .architectures = {"PhimoeForCausalLM"},
+       .moe = {.experts = {"num_local_experts"},
+               .inter = {"intermediate_size"},
+               .score = ScoreFunc::kSparsemixer,
+               .route_norm = {.fallback = false},
+               .jitter_eps = {"router_jitter_noise", 0.01}}},
+      // LongCat-Flash: softmax over n_routed_experts + zero_expert_num
+      // logits, the correction bias for the choice, no renorm, times
+      // routed_scaling_factor; a chosen zero ("identity") expert adds w * x.
+      // num_layers counts its layers (num_hidden_layers its sublayers).
+      {.model_type = "longcat_flash",
+       .family = HfFamily::kLongcatFlash,
+       .architectures = {"LongcatFlashForCausalLM"},
+       .top_k_keys = {"moe_topk"},
+       .num_layers_key = "num_layers",
+       .moe = {.experts = {"n_routed_experts"},
+               .inter = {"expert_ffn_hidden_size"},
+               .route_norm = {.fallback = false},
+               .route_scale = {"routed_scaling_factor", 6.0},
+               .use_bias = true,
+               .zero_experts = {"zero_expert_num", 0},
+               .zero_expert_type = {"zero_expert_type",
+                                    "identity",
+                                    {"identity"}}}},
+      // Cohere2-MoE: top-k of the logits then softmax over the k (or their
+      // sigmoids, renormalised by norm_topk_prob); num_shared_experts of
+      // the expert width; y = routed + shared ("sum") or half of it
+      // ("average"); MoE layers from first_k_dense_replace unless listed.
+      {.model_type = "cohere2_moe",
+       .family = HfFamily::kCohere2Moe,
+       .architectures = {"Cohere2MoeForCausalLM"},
+       .moe_layer_lists = {"mlp_layer_types"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 0}},
+               .score_key = {"expert_selection_fn", "softmax",
+                             kTopkSoftmaxOrSigmoid},
+               .route_norm = {"norm_topk_prob", true},
+               .layers = MoeLayerRule::kGlmFirstDense,
+               .output_scale = {"shared_expert_combination_strategy", "average",
+                                kSumOrAverage}}},
+      // JetMoE: top-k of the logits then softmax over the k, SiLU-gated
+      // experts packed as input_linear [E, 2I, H] / output_linear [E, H,
+      // I], and the layer's output bias mlp.bias; every layer MoE.
+      {.model_type = "jetmoe",
+       .family = HfFamily::kJetMoe,
+       .architectures = {"JetMoeForCausalLM"},
+       .moe = {.experts = {"num_local_experts"},
+               .inter = {"intermediate_size"},
+               .score = ScoreFunc::kTopkSoftmax,
+               .route_norm = {.fallback = false},
+               .activation = {.act = Activation::kSilu,
+                              .key = "activation_function",
+                              .name = "silu"},
+               .output_bias = true}},
+      // Step-3.5-Flash: an fp32 router, sigmoid (moe_router_activation)
+      // with moe.router_bias for the choice, renorm (norm_expert_weight)
+      // and moe_router_scaling_factor; experts packed per role as
+      // nn.Linear [E, I, H]; the share_expert (share_expert_dim) at the
+      // layer level, ungated; each layer's swiglustep limits from
+      // swiglu_limits / swiglu_limits_shared (Step3p5LayerLimits). MoE
+      // layers by moe_layers_enum, else all but layer 0; the MTP layers
+      // after num_hidden_layers are never served.
+      {.model_type = "step3p5",
+       .family = HfFamily::kStep3p5,
+       .architectures = {"Step3p5ForCausalLM"},
+       .top_k_keys = {"moe_top_k"},
+       .moe = {.experts = {"moe_num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kWidthKey,
+                          .key = {"share_expert_dim"},
+                          .required = true},
+               .score_key = {"moe_router_activation", "sigmoid",
+                             kSigmoidOrSoftmax},
+               .route_norm = {"norm_expert_weight", true},
+               .route_scale = {"moe_router_scaling_factor", 1.0},
+               .use_bias = true,
+               .layers = MoeLayerRule::kStepLayersEnum,
+               .finish = Step3p5LayerLimits}},
   };
   return *table;
 }

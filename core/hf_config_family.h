@@ -59,6 +59,17 @@ struct ScoreKey {
   // (maybe-uninitialized) on the table's initializer.
   absl::Span<const ScoreName> values = {};
 };
+// A key naming how the layer's output is scaled: each value with its
+// output_scale (Cohere2-MoE's "sum" 1, "average" 0.5).
+struct ScaleName {
+  const char* name;
+  float scale;
+};
+struct ScaleKey {
+  const char* key = nullptr;
+  const char* fallback = nullptr;
+  absl::Span<const ScaleName> values = {};
+};
 
 // Where the shared expert's width comes from.
 enum class SharedExpertRule {
@@ -145,6 +156,16 @@ enum class MoeLayerRule {
   kErnieInterval,
   // hybrid_override_pattern's Es or layers_block_type's "moe"s (Nemotron 3).
   kNemotronPattern,
+  // Every moe_layer_frequency-th layer, (L + 1) % frequency == 0 (Arctic).
+  kArcticFrequency,
+  // L % expert_layer_period == expert_layer_offset, when num_experts > 1
+  // (Jamba).
+  kJambaPeriod,
+  // Every layer from num_dense_layers on (AFMoE, LFM2-MoE).
+  kNumDenseLayers,
+  // moe_layers_enum ("1,2,..."), else layers 1..num_hidden_layers-1 (Step-3
+  // and Step-3.5).
+  kStepLayersEnum,
 };
 
 // A family's own rule that is no data: it reads `r` and sets or refuses
@@ -193,6 +214,20 @@ struct MoeDescription {
   MoeLayerRule layers = MoeLayerRule::kAll;
   // A rule on the finished config (DeepSeek-V4's hash layers).
   FamilyRule finish = nullptr;
+  // A key that turns the correction bias for choosing on (LFM2-MoE's
+  // use_expert_bias), beside the fixed `use_bias` and DeepSeek's noaux_tc.
+  BoolKey correction_bias = {};
+  // 2026d router-side pieces. sparsemixer's epsilon (score kSparsemixer).
+  NumberKey jitter_eps = {};
+  // The zero experts' count and the key saying what they compute, which
+  // may only name the one kind the engine has ("identity": w * x).
+  IntKey zero_experts = {};
+  StringKey zero_expert_type = {};
+  // The router-logit soft-cap c (Grok-1's router_logit_softcapping).
+  NumberKey router_softcap = {};
+  // The output scale (fixed at 1 without a key) and a fixed output bias.
+  ScaleKey output_scale = {};
+  bool output_bias = false;
 };
 
 struct FamilyEntry {
@@ -202,6 +237,9 @@ struct FamilyEntry {
   std::vector<const char*> architectures;
   // A multimodal config keeps the language model's keys in text_config.
   bool text_config = false;
+  // Or under this path of nested objects (Qwen3-Omni's thinker_config,
+  // text_config), read in place of text_config.
+  std::vector<const char*> sub_config = {};
   // The family whose MoE description and tensor names this one shares: a
   // family whose MoE math and names exist already is described by
   // difference. Itself when unset.
@@ -224,6 +262,21 @@ struct FamilyEntry {
   // The keys that may give k, the first present winning; a config with none
   // is refused naming the last.
   std::vector<const char*> top_k_keys = {"num_experts_per_tok"};
+  // A sub-object whose keys are read beside the config's own (DBRX keeps
+  // its MoE keys in ffn_config); a config without it is refused naming it.
+  const char* moe_config = nullptr;
+  // Keys the family spells its own way, {common name, the family's}: the
+  // family's key is read where the common one is (DBRX's d_model for
+  // hidden_size).
+  std::vector<std::pair<const char*, const char*>> renamed_keys = {};
+  // Keys a config may give per layer (a list of num_hidden_layers values):
+  // read as the one value when every layer has it, refused naming the key
+  // otherwise, as the model-wide config is the only one a layer has
+  // (Hunyuan's moe_topk).
+  std::vector<const char*> uniform_lists = {};
+  // The key giving the decoder layer count (LongCat-Flash's num_layers,
+  // whose num_hidden_layers counts its two sublayers per layer).
+  const char* num_layers_key = "num_hidden_layers";
   // The MoE layer's keys and math; empty for a family `like` another.
   MoeDescription moe = {};
   // The family file this family was read from (family_file.h); null for a

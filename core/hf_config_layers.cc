@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/status_macros.h"
 
 namespace moe {
@@ -158,6 +161,76 @@ absl::Status NemotronLayers(const ConfigReader& r, ModelInfo* info) {
   return absl::OkStatus();
 }
 
+// Snowflake Arctic: every moe_layer_frequency-th layer is MoE (its model
+// code's default is 2), the others keep a dense MLP in place of the block.
+absl::Status ArcticLayers(const ConfigReader& r, ModelInfo* info) {
+  MOE_ASSIGN_OR_RETURN(int64_t freq, r.Int("moe_layer_frequency", 2));
+  if (freq <= 0) return r.Error("moe_layer_frequency", "must be >= 1");
+  for (int64_t l = 0; l < info->num_layers; ++l) {
+    if ((l + 1) % freq == 0) info->moe_layers.push_back(l);
+  }
+  return absl::OkStatus();
+}
+
+// Jamba: layer L has num_experts experts when L % expert_layer_period ==
+// expert_layer_offset and one (a dense MLP) otherwise; one expert is no
+// MoE, so a model with num_experts 1 has no MoE layer.
+absl::Status JambaLayers(const ConfigReader& r, ModelInfo* info) {
+  MOE_ASSIGN_OR_RETURN(int64_t period, r.Int("expert_layer_period", 2));
+  MOE_ASSIGN_OR_RETURN(int64_t offset, r.Int("expert_layer_offset", 1));
+  if (period <= 0) return r.Error("expert_layer_period", "must be >= 1");
+  if (offset < 0 || offset >= period) {
+    return r.Error("expert_layer_offset",
+                   absl::StrCat("must be in [0, expert_layer_period ", period,
+                                "), got ", offset));
+  }
+  if (info->layer.num_experts <= 1) return absl::OkStatus();
+  for (int64_t l = 0; l < info->num_layers; ++l) {
+    if (l % period == offset) info->moe_layers.push_back(l);
+  }
+  return absl::OkStatus();
+}
+// AFMoE, LFM2-MoE: every layer from num_dense_layers on. The key is
+// required: the families' config classes disagree on its default.
+absl::Status NumDenseLayers(const ConfigReader& r, ModelInfo* info) {
+  MOE_ASSIGN_OR_RETURN(int64_t dense, r.Int("num_dense_layers"));
+  if (dense < 0) return r.Error("num_dense_layers", "must be >= 0");
+  for (int64_t l = dense; l < info->num_layers; ++l) {
+    info->moe_layers.push_back(l);
+  }
+  return absl::OkStatus();
+}
+// Step-3 and Step-3.5: moe_layers_enum, a string of comma-separated layer
+// ids, else every layer but the first.
+absl::Status StepLayers(const ConfigReader& r, ModelInfo* info) {
+  if (!r.Present("moe_layers_enum")) {
+    for (int64_t l = 1; l < info->num_layers; ++l) {
+      info->moe_layers.push_back(l);
+    }
+    return absl::OkStatus();
+  }
+  const json& v = r.raw().at("moe_layers_enum");
+  if (!v.is_string()) {
+    return r.Error("moe_layers_enum",
+                   "must be a string of comma-separated layer ids");
+  }
+  for (absl::string_view part : absl::StrSplit(v.get<std::string>(), ',')) {
+    int64_t l = -1;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &l) || l < 0 ||
+        l >= info->num_layers) {
+      return r.Error("moe_layers_enum",
+                     absl::StrCat("holds '", part, "', not a layer id in [0, ",
+                                  info->num_layers, ")"));
+    }
+    info->moe_layers.push_back(l);
+  }
+  std::sort(info->moe_layers.begin(), info->moe_layers.end());
+  info->moe_layers.erase(
+      std::unique(info->moe_layers.begin(), info->moe_layers.end()),
+      info->moe_layers.end());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ReadMoeLayers(MoeLayerRule rule, const ConfigReader& r,
@@ -178,6 +251,14 @@ absl::Status ReadMoeLayers(MoeLayerRule rule, const ConfigReader& r,
       return ErnieLayers(r, info);
     case MoeLayerRule::kNemotronPattern:
       return NemotronLayers(r, info);
+    case MoeLayerRule::kArcticFrequency:
+      return ArcticLayers(r, info);
+    case MoeLayerRule::kJambaPeriod:
+      return JambaLayers(r, info);
+    case MoeLayerRule::kNumDenseLayers:
+      return NumDenseLayers(r, info);
+    case MoeLayerRule::kStepLayersEnum:
+      return StepLayers(r, info);
   }
   return absl::InternalError("unknown MoE layer rule");
 }

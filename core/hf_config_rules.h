@@ -22,4 +22,28 @@ absl::Status RefuseErnieLinearBiases(const ConfigReader& r, ModelInfo* info);
 // config is the model's and each hash layer has a routing override.
 absl::Status DeepseekV4HashLayers(const ConfigReader& r, ModelInfo* info);
 
+// DBRX: moe_normalize_expert_weights p divides the top-k weights by their
+// p-norm; 1 (the release's) is the renormalisation, null none, any other p
+// is refused. ffn_act_fn must name silu.
+absl::Status DbrxExpertWeightNorm(const ConfigReader& r, ModelInfo* info);
+
+// Hunyuan-A13B: transformers' experts and shared MLP are intermediate_size
+// wide, while vLLM reads moe_intermediate_size and num_shared_expert; a
+// config where they differ from that is refused naming the key.
+absl::Status HunyuanWidthsAgree(const ConfigReader& r, ModelInfo* info);
+// EXAONE-MoE: swiglu_limits gives each layer's clamp L (0: none), which
+// transformers applies as silu(min(g, L)) * clamp(u, -L, L) on the routed
+// and shared experts: the engine's silu_clamp. The layers of one model share
+// one activation, so only a list with one value on every layer is served;
+// any other is refused naming the key.
+absl::Status ExaoneMoeSwigluLimits(const ConfigReader& r, ModelInfo* info);
+// Step-3.5: the routed experts of layer L run swiglustep with limit
+// swiglu_limits[L] and the share_expert with swiglu_limits_shared[L]; an
+// entry of 0 or null (or no list) is plain silu. The first MoE layer's
+// config is the model's, every other one that differs a per-layer
+// override. A list of another length than num_hidden_layers (plus the MTP
+// layers, num_nextn_predict_layers) is refused naming its key, and so is
+// use_moe_router_bias false (the releases choose with moe.router_bias).
+absl::Status Step3p5LayerLimits(const ConfigReader& r, ModelInfo* info);
+
 }  // namespace moe

@@ -34,6 +34,15 @@ enum class Layout {
   kBiasDown,         // [E, H]
   kLinearHalves,     // [E, 2I, H]
   kLinearDown,       // [E, H, I]
+  // One shared expert's nn.Linear gate rows over its up rows, [2S, H]
+  // (Granite's shared_mlp.input_linear), read as one expert of [1, 2S, H].
+  kSharedLinearHalves,
+  // DBRX's per-role tensors of every expert's rows, [E*I, H]: w1 / v1 are
+  // nn.Linear rows (x·Wᵀ), w2 is x·W (each expert's [I, H] times its
+  // intermediate), read as [E, I, H].
+  kRowsLinear,
+  kRowsXwDown,
+  kLinearRole,       // [E, I, H]: one role's rows (gate or up) alone
 };
 
 // A role's tensor name: {p} stands for the layer prefix, {e} for the
@@ -265,6 +274,126 @@ std::deque<FamilyNames>& NameTables() {
                {WeightRole::kLatentW2, kimi + "routed_expert_up_proj.weight"}},
               Shared(kimi + "shared_experts.", "gate_proj", "up_proj",
                      "down_proj"))},
+        // Qwen3-VL-MoE: mlp.gate and x·W experts, gate_up_proj [E, H, 2I]
+        // (gate columns first) and down_proj [E, I, H].
+        {{HfFamily::kQwen3VlMoe},
+         {{WeightRole::kGate, "{p}mlp.gate.weight"},
+          {WeightRole::kW1, "{p}mlp.experts.gate_up_proj", Layout::kXwHalves},
+          {WeightRole::kW3, "{p}mlp.experts.gate_up_proj", Layout::kXwHalves},
+          {WeightRole::kW2, "{p}mlp.experts.down_proj", Layout::kXwDown}}},
+        // GraniteMoe and its shared-expert forms: block_sparse_moe.router.
+        // layer, packed nn.Linear input_linear [E, 2I, H] (gate rows first)
+        // and output_linear [E, H, I]; the shared MLP's input_linear
+        // [2S, H] and output_linear [H, S].
+        {{HfFamily::kGraniteMoe, HfFamily::kGraniteMoeShared},
+         {{WeightRole::kGate, "{p}block_sparse_moe.router.layer.weight"},
+          {WeightRole::kW1, "{p}block_sparse_moe.input_linear.weight",
+           Layout::kLinearHalves},
+          {WeightRole::kW3, "{p}block_sparse_moe.input_linear.weight",
+           Layout::kLinearHalves},
+          {WeightRole::kW2, "{p}block_sparse_moe.output_linear.weight",
+           Layout::kLinearDown},
+          {WeightRole::kSharedW1, "{p}shared_mlp.input_linear.weight",
+           Layout::kSharedLinearHalves},
+          {WeightRole::kSharedW3, "{p}shared_mlp.input_linear.weight",
+           Layout::kSharedLinearHalves},
+          {WeightRole::kSharedW2, "{p}shared_mlp.output_linear.weight"}}},
+        // Snowflake Arctic: Mixtral's block_sparse_moe names.
+        {{HfFamily::kArctic}, block_sparse},
+        // Aria: mlp.router, x·W experts fc1 [E, H, 2I] (silu of the first
+        // half times the second) and fc2 [E, I, H], mlp.shared_experts.*.
+        {{HfFamily::kAria},
+         With(
+             {{WeightRole::kGate, "{p}mlp.router.weight"},
+              {WeightRole::kW1, "{p}mlp.experts.fc1.weight", Layout::kXwHalves},
+              {WeightRole::kW3, "{p}mlp.experts.fc1.weight", Layout::kXwHalves},
+              {WeightRole::kW2, "{p}mlp.experts.fc2.weight", Layout::kXwDown}},
+             Shared("{p}mlp.shared_experts.", "gate_proj", "up_proj",
+                    "down_proj"))},
+        // Jamba: feed_forward.router and {gate,up,down}_proj experts.
+        {{HfFamily::kJamba},
+         With({{WeightRole::kGate, ff + "router.weight"}},
+              Experts(ff, "gate_proj", "up_proj", "down_proj"))},
+        // DBRX: ffn.router.layer and the experts' per-role parameters w1
+        // (gate), v1 (up), w2 (down), no ".weight".
+        {{HfFamily::kDbrx},
+         {{WeightRole::kGate, "{p}ffn.router.layer.weight"},
+          {WeightRole::kW1, "{p}ffn.experts.mlp.w1", Layout::kRowsLinear},
+          {WeightRole::kW3, "{p}ffn.experts.mlp.v1", Layout::kRowsLinear},
+          {WeightRole::kW2, "{p}ffn.experts.mlp.w2", Layout::kRowsXwDown}}},
+        // Hunyuan-A13B: mlp.gate.wg, per-expert {gate,up,down}_proj (or
+        // transformers v5's packed experts), mlp.shared_mlp.*.
+        {{HfFamily::kHunyuanV1Moe},
+         With(
+             With({{WeightRole::kGate, "{p}mlp.gate.wg.weight"}},
+                  Experts("{p}mlp.", "gate_proj", "up_proj", "down_proj")),
+             Shared("{p}mlp.shared_mlp.", "gate_proj", "up_proj", "down_proj")),
+         Packed(
+             With(With({{WeightRole::kGate, "{p}mlp.gate.wg.weight"}},
+                       Experts("{p}mlp.", "gate_proj", "up_proj", "down_proj")),
+                  Shared("{p}mlp.shared_mlp.", "gate_proj", "up_proj",
+                         "down_proj")))},
+        // Kimi Linear: Kimi K3's block_sparse_moe.* names without the
+        // latent projections.
+        {{HfFamily::kKimiLinear},
+         With(With(Router(kimi, "gate.e_score_correction_bias"),
+                   Experts(kimi, "w1", "w3", "w2")),
+              Shared(kimi + "shared_experts.", "gate_proj", "up_proj",
+                     "down_proj"))},
+        // Ling V1: DeepSeek's mlp.* names; Ling 2.0 keeps its correction
+        // bias in gate.expert_bias.
+        {{HfFamily::kBailingMoe}, mlp},
+        {{HfFamily::kBailingMoeV2},
+         MlpNames("shared_experts.", "gate.expert_bias")},
+        // AFMoE: the router under mlp.router.gate, its correction bias
+        // mlp.expert_bias beside it.
+        {{HfFamily::kAfmoe},
+         With(MlpNames("shared_experts.", "expert_bias"),
+              {{WeightRole::kGate, "{p}mlp.router.gate.weight"}}),
+         Packed(With(MlpNames("shared_experts.", "expert_bias"),
+                     {{WeightRole::kGate, "{p}mlp.router.gate.weight"}}))},
+        // LFM2-MoE: feed_forward.* with w1/w3/w2 experts and expert_bias
+        // beside the gate.
+        {{HfFamily::kLfm2Moe},
+         With(Router("{p}feed_forward.", "expert_bias"),
+              Experts("{p}feed_forward.", "w1", "w3", "w2"))},
+        // EXAONE-MoE: DeepSeek's mlp.* names, the correction bias in the
+        // gate as transformers keeps it.
+        {{HfFamily::kExaoneMoe}, mlp, Packed(mlp)},
+        // PhiMoE: Mixtral's block_sparse_moe names.
+        {{HfFamily::kPhimoe}, block_sparse, Packed(mlp)},
+        // LongCat-Flash: mlp.router.classifier over the E + Z router rows
+        // (zero experts have no tensors), its correction bias beside it.
+        {{HfFamily::kLongcatFlash},
+         With({{WeightRole::kGate, "{p}mlp.router.classifier.weight"},
+               {WeightRole::kRouterBias, "{p}mlp.router.classifier.bias"},
+               {WeightRole::kExpertBias,
+                "{p}mlp.router.e_score_correction_bias"}},
+              Experts("{p}mlp.", "gate_proj", "up_proj", "down_proj"))},
+        // Cohere2-MoE: DeepSeek-style mlp.* with mlp.shared_experts.
+        {{HfFamily::kCohere2Moe}, mlp, Packed(mlp)},
+        // JetMoE: mlp.router.layer, nn.Linear-packed experts and the
+        // layer's output bias mlp.bias.
+        {{HfFamily::kJetMoe},
+         {{WeightRole::kGate, "{p}mlp.router.layer.weight"},
+          {WeightRole::kW1, "{p}mlp.input_linear.weight",
+           Layout::kLinearHalves},
+          {WeightRole::kW3, "{p}mlp.input_linear.weight",
+           Layout::kLinearHalves},
+          {WeightRole::kW2, "{p}mlp.output_linear.weight", Layout::kLinearDown},
+          {WeightRole::kOutputBias, "{p}mlp.bias"}}},
+        // Step-3.5: moe.* with the correction bias router_bias and each
+        // role's experts packed as nn.Linear [E, I, H] / [E, H, I]; the
+        // share_expert beside moe., at the layer level.
+        {{HfFamily::kStep3p5},
+         With(
+             {{WeightRole::kGate, "{p}moe.gate.weight"},
+              {WeightRole::kExpertBias, "{p}moe.router_bias"},
+              {WeightRole::kW1, "{p}moe.gate_proj.weight", Layout::kLinearRole},
+              {WeightRole::kW3, "{p}moe.up_proj.weight", Layout::kLinearRole},
+              {WeightRole::kW2, "{p}moe.down_proj.weight",
+               Layout::kLinearDown}},
+             Shared("{p}share_expert.", "gate_proj", "up_proj", "down_proj"))},
     };
   }();
   return *tables;
@@ -288,8 +417,10 @@ HfTensorLocation Interpret(const RoleName& entry, const std::string& p,
   loc.name = absl::StrReplaceAll(entry.name,
                                  {{"{p}", p}, {"{e}", absl::StrCat(expert)}});
   if (entry.layout == Layout::kOwn) return loc;
-  const int64_t E = c.num_experts, H = c.hidden, I = c.inter;
-  const bool gate_half = role == WeightRole::kW1 || role == WeightRole::kB1;
+  const int64_t E = c.num_experts, H = c.hidden, I = c.inter,
+                S = c.shared_inter;
+  const bool gate_half = role == WeightRole::kW1 || role == WeightRole::kB1 ||
+                         role == WeightRole::kSharedW1;
   loc.fused = true;
   loc.expert = expert;
   loc.out = I;
@@ -324,6 +455,28 @@ HfTensorLocation Interpret(const RoleName& entry, const std::string& p,
     case Layout::kLinearDown:
       loc.fused_shape = {E, H, I};
       loc.out = H;
+      loc.linear = true;
+      break;
+    case Layout::kSharedLinearHalves:
+      loc.fused_shape = {1, 2 * S, H};
+      loc.stored_shape = {2 * S, H};
+      loc.expert = 0;
+      loc.col0 = gate_half ? 0 : S;
+      loc.out = S;
+      loc.linear = true;
+      break;
+    case Layout::kRowsLinear:
+      loc.fused_shape = {E, I, H};
+      loc.stored_shape = {E * I, H};
+      loc.linear = true;
+      break;
+    case Layout::kRowsXwDown:
+      loc.fused_shape = {E, I, H};
+      loc.stored_shape = {E * I, H};
+      loc.out = H;
+      break;
+    case Layout::kLinearRole:
+      loc.fused_shape = {E, I, H};
       loc.linear = true;
       break;
     case Layout::kOwn:
@@ -387,8 +540,10 @@ absl::Status AddHfFamilyNames(HfFamily family, const HfNameTables& names) {
 HfTensorLocation HfLocate(HfFamily described, const MoeLayerConfig& config,
                           int64_t layer, WeightRole role, int64_t expert,
                           HfExpertLayout layout) {
-  // A family described as another's keeps that one's names.
-  const FamilyNames* names = NamesOf(HfBaseFamily(described));
+  // A family described as another's keeps that one's names unless it has
+  // its own (Qwen3-VL-MoE stores Qwen3-MoE's experts fused).
+  const FamilyNames* names = NamesOf(described);
+  if (names == nullptr) names = NamesOf(HfBaseFamily(described));
   if (names == nullptr) return {};
   const NameTable& table =
       layout == HfExpertLayout::kPacked && !names->packed.empty()

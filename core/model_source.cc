@@ -59,6 +59,8 @@ const char* WeightRoleName(WeightRole role) {
       return "shared.in_norm";
     case WeightRole::kSharedOutNorm:
       return "shared.out_norm";
+    case WeightRole::kOutputBias:
+      return "output.bias";
   }
   return "?";
 }
@@ -80,6 +82,7 @@ bool IsVectorRole(WeightRole role) {
     case WeightRole::kExpertsOutNorm:
     case WeightRole::kSharedInNorm:
     case WeightRole::kSharedOutNorm:
+    case WeightRole::kOutputBias:
       return true;
     default:
       return false;
@@ -94,10 +97,11 @@ int64_t WeightTensor::numel() const {
 
 std::vector<int64_t> ExpectedShape(const MoeLayerConfig& c, WeightRole role) {
   switch (role) {
+    // The router scores the zero experts too (LongCat-Flash).
     case WeightRole::kGate:
-      return {c.num_experts, c.hidden};
+      return {c.router_rows(), c.hidden};
     case WeightRole::kExpertBias:
-      return {c.num_experts};
+      return {c.router_rows()};
     case WeightRole::kW1:
     case WeightRole::kW3:
       return {c.inter, c.expert_width()};
@@ -111,7 +115,7 @@ std::vector<int64_t> ExpectedShape(const MoeLayerConfig& c, WeightRole role) {
     case WeightRole::kSharedGate:
       return {1, c.hidden};
     case WeightRole::kRouterBias:
-      return {c.num_experts};
+      return {c.router_rows()};
     case WeightRole::kB1:
     case WeightRole::kB3:
       return {c.inter};
@@ -132,6 +136,7 @@ std::vector<int64_t> ExpectedShape(const MoeLayerConfig& c, WeightRole role) {
     case WeightRole::kExpertsOutNorm:
     case WeightRole::kSharedInNorm:
     case WeightRole::kSharedOutNorm:
+    case WeightRole::kOutputBias:
       return {c.hidden};
     case WeightRole::kPerExpertScale:
       return {c.num_experts};
@@ -162,6 +167,17 @@ int64_t ModelInfo::MaxHashVocab() const {
   return v;
 }
 
+MoeLayerConfig WithActivationOf(MoeLayerConfig c, const MoeLayerConfig& of) {
+  c.act = of.act;
+  c.act_alpha = of.act_alpha;
+  c.act_limit = of.act_limit;
+  c.act_beta = of.act_beta;
+  c.act_linear_beta = of.act_linear_beta;
+  c.shared_act = of.shared_act;
+  c.shared_act_limit = of.shared_act_limit;
+  return c;
+}
+
 absl::Status CheckRoutingOverrides(const ModelInfo& info) {
   for (const auto& [l, c] : info.routing_overrides) {
     if (!info.HasLayer(l)) {
@@ -172,9 +188,10 @@ absl::Status CheckRoutingOverrides(const ModelInfo& info) {
       return absl::InvalidArgumentError(
           absl::StrCat("layer ", l, ": ", s.message()));
     }
-    // Everything but the routing options must be the model's: the
-    // override with those options taken from info.layer is info.layer.
-    MoeLayerConfig rest = c;
+    // Everything but the routing and activation options must be the
+    // model's: the override with those options taken from info.layer is
+    // info.layer.
+    MoeLayerConfig rest = WithActivationOf(c, info.layer);
     const MoeLayerConfig& m = info.layer;
     rest.score_func = m.score_func;
     rest.route_norm = m.route_norm;
@@ -192,7 +209,9 @@ absl::Status CheckRoutingOverrides(const ModelInfo& info) {
           " differs from the model's ", MoeLayerConfigToJson(m),
           " in more than the routing options (score_func, route_norm, "
           "route_scale, n_groups, topk_groups, group_score, use_bias, "
-          "router_bias, norm_min, hash_vocab)"));
+          "router_bias, norm_min, hash_vocab) and the activation options "
+          "(act, act_alpha, act_limit, act_beta, act_linear_beta, "
+          "shared_act, shared_act_limit)"));
     }
   }
   return absl::OkStatus();

@@ -16,8 +16,8 @@
 namespace moe {
 
 enum class WeightRole {
-  kGate,        // [E, H]
-  kExpertBias,  // [E]
+  kGate,        // [E + Z, H]: the router's rows, zero experts' included
+  kExpertBias,  // [E + Z]
   kW1,          // expert gate proj [I, H]
   kW3,          // expert up proj   [I, H]
   kW2,          // expert down proj [H, I]
@@ -26,7 +26,7 @@ enum class WeightRole {
   kSharedW2,    // [H, S]
   kSharedGate,  // [1, H]
   // 2026 (tests/golden/README.md):
-  kRouterBias,  // [E], config.router_bias: added to the logits
+  kRouterBias,  // [E + Z], config.router_bias: added to the logits
   kB1,          // expert gate proj bias [I], config.expert_bias
   kB3,          // expert up proj bias [I]
   kB2,          // expert down proj bias [H]
@@ -44,6 +44,8 @@ enum class WeightRole {
   kExpertsOutNorm,  // [H]
   kSharedInNorm,    // [H]
   kSharedOutNorm,   // [H]
+  // 2026d: y += output.bias once per token, config.output_bias (JetMoE).
+  kOutputBias,  // [H]
 };
 // Whether a role is a vector, which a checkpoint may also store as [1, n].
 bool IsVectorRole(WeightRole role);
@@ -92,11 +94,13 @@ struct ModelInfo {
   std::vector<int64_t> moe_layers;  // the MoE layer ids, ascending
   // Every MoE layer's config, except for the layers in routing_overrides.
   MoeLayerConfig layer;
-  // MoE layers whose routing differs from `layer`'s (DeepSeek-V4's
-  // hash-routed first layers beside its top-k ones): each one's whole
-  // config, which may differ from `layer` in the routing options only
+  // MoE layers whose routing or activation differs from `layer`'s
+  // (DeepSeek-V4's hash-routed first layers beside its top-k ones,
+  // Step-3.5's per-layer swiglustep limits): each one's whole config, which
+  // may differ from `layer` in the routing and activation options only
   // (CheckRoutingOverrides), so that shapes, experts and the step plan stay
-  // one per model.
+  // one per model. Whatever routes, loads or runs a layer's experts reads
+  // LayerConfig(layer).
   std::map<int64_t, MoeLayerConfig> routing_overrides;
   bool HasLayer(int64_t layer) const;
   // The config of MoE layer `layer`: its override, else `layer`. The one
@@ -110,9 +114,13 @@ struct ModelInfo {
 
 // OK when every override names an MoE layer, validates, and differs from
 // info.layer only in routing options (score function, normalisation and
-// scale, groups, biases on choice or logits, norm_min, hash_vocab);
-// INVALID_ARGUMENT naming the layer otherwise.
+// scale, groups, biases on choice or logits, norm_min, hash_vocab) and
+// activation options (act and its alpha, limit, beta and lambda,
+// shared_act and its limit); INVALID_ARGUMENT naming the layer otherwise.
 absl::Status CheckRoutingOverrides(const ModelInfo& info);
+
+// `c` with the activation options of `of`.
+MoeLayerConfig WithActivationOf(MoeLayerConfig c, const MoeLayerConfig& of);
 
 class ModelSource {
  public:

@@ -162,6 +162,12 @@ absl::Status ListenFailure(absl::string_view flag, absl::string_view address,
   return absl::UnavailableError(absl::StrCat(flag, " ", address, ": ", cause));
 }
 
+absl::Status CheckCanListen(absl::string_view flag,
+                            absl::string_view address) {
+  if (BindProbe(address).empty()) return absl::OkStatus();
+  return ListenFailure(flag, address);
+}
+
 bool IsLoopbackHost(absl::string_view host) {
   if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
     host = host.substr(1, host.size() - 2);

@@ -34,4 +34,9 @@ bool IsLoopbackPeer(absl::string_view peer);
 absl::Status ListenFailure(absl::string_view flag, absl::string_view address,
                            absl::string_view detail = "");
 
+// OK when `address` binds now; otherwise ListenFailure's error. Servers ask
+// before they start, so that a taken port is reported in one clear line
+// before (and instead of) gRPC's own multi-line bind error.
+absl::Status CheckCanListen(absl::string_view flag, absl::string_view address);
+
 }  // namespace moe

@@ -29,10 +29,11 @@ struct CallerOverrides {
   // Holds one source per segment; empty means every segment is routed by the
   // gate.
   absl::Span<const RouteSource> route;
-  // [n, E] fp32: the rows of kLogits segments (other rows are not read).
+  // [n, E + Z] fp32 (Z zero experts): the rows of kLogits segments (other
+  // rows are not read).
   // They replace the gate linear's output, router bias included.
   const float* logits = nullptr;
-  // [n, top_k]: the rows of kRouting segments, distinct ids in [0, E) and
+  // [n, top_k]: the rows of kRouting segments, distinct ids in [0, E + Z) and
   // finite final weights (checked where the request came in).
   const int32_t* expert = nullptr;
   const float* weight = nullptr;

@@ -59,6 +59,12 @@ const LayerWeights* CpuBackend::layer(int64_t layer) const {
   return it == layers_->end() ? nullptr : it->second.get();
 }
 
+const float* CpuBackend::OutputBias(int64_t layer) const {
+  const LayerWeights* w = this->layer(layer);
+  return w == nullptr || w->output_bias.empty() ? nullptr
+                                                : w->output_bias.data();
+}
+
 absl::StatusOr<const LayerWeights*> CpuBackend::Find(int64_t layer) const {
   const LayerWeights* w = this->layer(layer);
   if (w == nullptr) {

@@ -54,6 +54,8 @@ class CpuBackend : public ExpertBackend {
   RowCodec* row_codec() override { return &codec_; }
   StepQueue& queue() override { return queue_; }
 
+  const float* OutputBias(int64_t layer) const override;
+
   // Returns the loaded weights of `layer`, or null.
   const LayerWeights* layer(int64_t layer) const;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -56,6 +57,7 @@ absl::Status DeviceBackend::ReserveIo(bool with_gate) {
   }
   resident_x_ = nullptr;
   resident_n_ = -1;
+  x_pin_queued_at_ = -1;
   shared_layer_ = -1;
   return absl::OkStatus();
 }
@@ -67,12 +69,25 @@ absl::Status DeviceBackend::UploadX(const float* x, int64_t n, int64_t width) {
   }
   const size_t bytes = n * width * 4;
   if (bytes > 0) {
-    if (x != x_pin_.get()) std::memcpy(x_pin_.get(), x, bytes);
+    if (x != x_pin_.get()) {
+      MOE_RETURN_IF_ERROR(FreeXStaging());
+      std::memcpy(x_pin_.get(), x, bytes);
+    }
     MOE_RETURN_IF_ERROR(
         device_queue().CopyFromHost(x_pin_.get(), x_dev_.get(), bytes));
+    x_pin_queued_at_ = device_queue().waits();
   }
   resident_x_ = x;
   resident_n_ = n;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceBackend::FreeXStaging() {
+  DeviceStepQueue& q = device_queue();
+  if (x_pin_queued_at_ >= 0 && q.waits() == x_pin_queued_at_) {
+    MOE_RETURN_IF_ERROR(q.Synchronize());
+  }
+  x_pin_queued_at_ = -1;
   return absl::OkStatus();
 }
 
@@ -83,9 +98,13 @@ absl::Status DeviceBackend::UploadBf16X(const uint16_t* x, int64_t n) {
   }
   const int64_t count = n * config_.hidden;
   if (count > 0) {
-    if (x != x_pin_.get()) std::memcpy(x_pin_.get(), x, count * 2);
+    if (x != x_pin_.get()) {
+      MOE_RETURN_IF_ERROR(FreeXStaging());
+      std::memcpy(x_pin_.get(), x, count * 2);
+    }
     MOE_RETURN_IF_ERROR(
         device_queue().CopyFromHost(x_pin_.get(), x16_dev_.get(), count * 2));
+    x_pin_queued_at_ = device_queue().waits();
     MOE_RETURN_IF_ERROR(QueueWiden(static_cast<uint16_t*>(x16_dev_.get()),
                                    count, static_cast<float*>(x_dev_.get())));
   }
@@ -251,6 +270,7 @@ absl::Status DeviceBackend::Shared(int64_t layer, const float* x, int64_t n,
           "layer ", layer, " was loaded without its shared expert's norms"));
     }
     if (n > max_tokens_) return UploadX(x, n, H);  // the size's error
+    MOE_RETURN_IF_ERROR(FreeXStaging());
     float* staged = static_cast<float*>(x_pin_.get());
     RmsNormRows(x, n, H, config_.norm_eps, norms->shared_in_norm.data(), 1.0f,
                 staged);
@@ -391,7 +411,7 @@ absl::Status DeviceBackend::LoadHostParts(const ModelSource& source,
   for (int64_t layer : source.info().moe_layers) {
     if (options.only_layer >= 0 && layer != options.only_layer) continue;
     const MoeLayerConfig& c = source.info().LayerConfig(layer);
-    if (!c.has_expert_frame() && !RoutesOnHost(c)) continue;
+    if (!NeedsHostParts(c)) continue;
     MOE_ASSIGN_OR_RETURN(std::unique_ptr<LayerWeights> w,
                          LoadLayerWeights(source, layer, o));
     MOE_RETURN_IF_ERROR(CheckFrameLoaded(*w));
@@ -422,6 +442,14 @@ absl::StatusOr<const LayerWeights*> DeviceBackend::FindHostPart(
   return it->second.get();
 }
 
+const float* DeviceBackend::OutputBias(int64_t layer) const {
+  auto it = host_parts_->find(layer);
+  if (it == host_parts_->end() || it->second->output_bias.empty()) {
+    return nullptr;
+  }
+  return it->second->output_bias.data();
+}
+
 absl::StatusOr<const float*> DeviceBackend::EnterExperts(int64_t layer,
                                                          const float* x,
                                                          int64_t n) {
@@ -434,6 +462,39 @@ absl::Status DeviceBackend::LeaveExperts(int64_t layer, float* s, int64_t n,
                                          float* y) {
   MOE_ASSIGN_OR_RETURN(const LayerWeights* w, FindHostPart(layer));
   return frame_.Leave(*w, s, n, y, host_threads_);
+}
+
+void DeviceBackend::AdoptHostLogic(DeviceBackend& from) {
+  using std::swap;
+  swap(config_, from.config_);
+  swap(max_tokens_, from.max_tokens_);
+  swap(bounds_, from.bounds_);
+  swap(grouped_identity_, from.grouped_identity_);
+  swap(out_identity_, from.out_identity_);
+  swap(x_dev_, from.x_dev_);
+  swap(x16_dev_, from.x16_dev_);
+  swap(x_pin_, from.x_pin_);
+  swap(y_dev_, from.y_dev_);
+  swap(y_pin_, from.y_pin_);
+  swap(shared_dev_, from.shared_dev_);
+  swap(route_pin_, from.route_pin_);
+  swap(index_dev_, from.index_dev_);
+  swap(index_pin_, from.index_pin_);
+  swap(stage_send_, from.stage_send_);
+  swap(stage_recv_, from.stage_recv_);
+  swap(indices_, from.indices_);
+  swap(resident_x_, from.resident_x_);
+  swap(resident_n_, from.resident_n_);
+  swap(x_pin_queued_at_, from.x_pin_queued_at_);
+  swap(shared_layer_, from.shared_layer_);
+  swap(host_parts_, from.host_parts_);
+  swap(host_threads_, from.host_threads_);
+  for (int i = 0; i < kNumEpBuffers; ++i) {
+    const EpBuffer which = static_cast<EpBuffer>(i);
+    void* mine = buffer(which);
+    SetBuffer(which, from.buffer(which));
+    from.SetBuffer(which, mine);
+  }
 }
 
 absl::Status DeviceBackend::ReserveStaging() {

@@ -82,8 +82,14 @@ absl::Status CheckDeviceLayerMath(const MoeLayerConfig& config,
 
 // Whether a device backend's router part routes `config` on the host, with
 // the CPU's TokenRouter: the device's routing has no router pre-norm or
-// per-expert scale (Gemma 4).
+// per-expert scale (Gemma 4), no sparsemixer (PhiMoE), no router soft-cap
+// (Grok-1) and no zero experts (LongCat-Flash).
 bool RoutesOnHost(const MoeLayerConfig& config);
+// Whether the router part keeps host copies of the layer's router tensors
+// (LoadHostParts): routed on the host, an expert frame, or an output bias
+// (added on the host after y comes home, like the zero experts' w * x and
+// output_scale, LocalMoe and the router's step).
+bool NeedsHostParts(const MoeLayerConfig& config);
 
 class DeviceBackend : public ExpertBackend {
  public:
@@ -130,6 +136,8 @@ class DeviceBackend : public ExpertBackend {
   // the device at the latent width either way.
   absl::StatusOr<const float*> EnterExperts(int64_t layer, const float* x,
                                             int64_t n) override;
+  // The host copy's (LoadHostParts).
+  const float* OutputBias(int64_t layer) const override;
   absl::Status LeaveExperts(int64_t layer, float* s, int64_t n,
                             float* y) override;
 
@@ -179,6 +187,11 @@ class DeviceBackend : public ExpertBackend {
   // fp32), and under branch norms the shared expert's two norm weights.
   absl::Status LoadHostParts(const ModelSource& source,
                              const LoadOptions& options);
+  // Takes the host logic's whole state (config, bounds, I/O buffers, host
+  // parts) of `from`, a backend freshly loaded on the same device, giving it
+  // this one's: how a Load keeps the old state serving until the new one
+  // loaded whole (engine/device_load.h).
+  void AdoptHostLogic(DeviceBackend& from);
   // A fork shares the host parts (immutable once loaded).
   void ShareHostParts(const DeviceBackend& from) {
     host_parts_ = from.host_parts_;
@@ -198,10 +211,16 @@ class DeviceBackend : public ExpertBackend {
  private:
   // x [n, width] (host fp32: the layer's rows, width H, or the step's,
   // width expert_width()) into device_x(), through pinned staging (no copy
-  // into it when x is the staging itself). The staging is free: every
-  // piece that reads it ends in a wait (Route, Shared) or in the step's
-  // Finish or Drain, before the next upload.
+  // into it when x is the staging itself, which the caller wrote after
+  // FreeXStaging).
   absl::Status UploadX(const float* x, int64_t n, int64_t width);
+  // Makes the pinned staging of x safe for the host to write: an upload
+  // queued from it since the queue's last wait may not have read it yet
+  // (a host-routed layer's x goes up without a wait, and a shared expert
+  // over a sub-range of its rows may follow before the step's end), so the
+  // host then waits for it first. Most sequences wait in between anyway
+  // (Route, Shared, the step's Finish or Drain) and pay nothing.
+  absl::Status FreeXStaging();
   // Does the same for bf16 rows, uploaded as bf16 and widened on the device.
   absl::Status UploadBf16X(const uint16_t* x, int64_t n);
   // Routes the rows.n resident rows: it queues the routing and brings its
@@ -218,6 +237,10 @@ class DeviceBackend : public ExpertBackend {
   DeviceStepIndices indices_;
   const void* resident_x_ = nullptr;  // host rows last uploaded
   int64_t resident_n_ = -1;
+  // The queue's wait count (DeviceStepQueue::waits) when an upload from x's
+  // pinned staging was last queued, or -1: the staging is busy while it is
+  // unchanged.
+  int64_t x_pin_queued_at_ = -1;
   // Holds the layer whose shared expert the next Combine adds, or -1.
   int64_t shared_layer_ = -1;
   using HostParts = std::map<int64_t, std::shared_ptr<const LayerWeights>>;

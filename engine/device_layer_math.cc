@@ -42,7 +42,16 @@ absl::Status CheckDeviceLayerMath(const MoeLayerConfig& c,
 }
 
 bool RoutesOnHost(const MoeLayerConfig& c) {
-  return c.router_prenorm || c.per_expert_scale;
+  // The fused kernel has none of these: Gemma 4's pre-norm and per-expert
+  // scales, PhiMoE's sparsemixer, Grok-1's soft-cap, LongCat-Flash's zero
+  // experts (E + Z router rows, E dispatched).
+  return c.router_prenorm || c.per_expert_scale ||
+         c.score_func == ScoreFunc::kSparsemixer || c.router_softcap > 0.0f ||
+         c.zero_experts > 0;
+}
+
+bool NeedsHostParts(const MoeLayerConfig& c) {
+  return c.has_expert_frame() || RoutesOnHost(c) || c.output_bias;
 }
 
 }  // namespace moe

@@ -45,6 +45,10 @@ class DeviceStepQueue : public StepQueue {
     int64_t syncs = 0;
   };
   virtual Traffic traffic() const = 0;
+  // Counts every wait of the host for the queue so far (CopyToHost,
+  // Synchronize, Finish, Drain), never reset: the host logic tells from an
+  // unchanged count that an upload it queued may still read its staging.
+  virtual int64_t waits() const { return traffic().syncs; }
 };
 
 }  // namespace moe

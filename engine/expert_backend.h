@@ -89,6 +89,10 @@ class ExpertBackend {
                                                     const float* x, int64_t n);
   virtual absl::Status LeaveExperts(int64_t layer, float* s, int64_t n,
                                     float* y);
+  // The layer's output bias [H] (config.output_bias), host fp32, which the
+  // router adds to y once per token after everything else; null when this
+  // backend holds none of the layer (no gate loaded, or no such bias).
+  virtual const float* OutputBias(int64_t /*layer*/) const { return nullptr; }
   // Route with the rows' token ids, which a hash-routed layer
   // (config.hash_vocab > 0) routes by and every other layer ignores. The
   // default, for backends that refuse hash-routed layers at load, ignores

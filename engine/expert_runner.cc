@@ -9,9 +9,10 @@ namespace moe {
 namespace {
 namespace kc = kernels::cpu;
 
-// The layer's activation (config.act) on a problem.
-void SetActivation(const MoeLayerConfig& c, kc::GroupedSwiglu* p) {
-  const kernels::GatedActParams a = GatedActOf(c);
+// An activation (GatedActOf or SharedGatedActOf of the layer) on a
+// problem.
+void SetActivation(const MoeLayerConfig& c, const kernels::GatedActParams& a,
+                   kc::GroupedSwiglu* p) {
   p->act = a.act;
   p->act_alpha = a.alpha;
   p->act_limit = a.limit;
@@ -84,7 +85,7 @@ absl::Status ExpertRunner::RunRouted(const LayerWeights& w,
     p.b3 = b3_.data();
     p.b2 = b2_.data();
   }
-  SetActivation(w.config, &p);
+  SetActivation(w.config, GatedActOf(w.config), &p);
   Run(p, num_threads);
   return absl::OkStatus();
 }
@@ -128,7 +129,8 @@ absl::Status ExpertRunner::RunShared(const LayerWeights& w, const float* x,
   p.format = w.shared.w13.format;
   p.hidden = H;
   p.inter = w.shared.inter;
-  SetActivation(w.config, &p);  // shared experts take the layer's act
+  // The shared expert's own activation where the layer gives one.
+  SetActivation(w.config, SharedGatedActOf(w.config), &p);
   Run(p, num_threads);
   if (norms) {
     RmsNormRows(out, n, H, w.config.norm_eps, w.shared_out_norm.data(), 1.0f,

@@ -270,6 +270,11 @@ absl::Status LoadRouterExtras(const ModelSource& src, int64_t layer,
     MOE_ASSIGN_OR_RETURN(w.latent_norm,
                          LoadWeightVector(src, layer, WeightRole::kLatentNorm));
   }
+  if (c.output_bias) {
+    // Added on the router once per token, after the combine (JetMoE).
+    MOE_ASSIGN_OR_RETURN(w.output_bias,
+                         LoadWeightVector(src, layer, WeightRole::kOutputBias));
+  }
   if (c.branch_norms) {
     MOE_ASSIGN_OR_RETURN(
         w.experts_in_norm,
@@ -327,32 +332,44 @@ absl::StatusOr<std::vector<int32_t>> LoadTid2Eid(const ModelSource& src,
   return ids;
 }
 
+namespace {
+int32_t ActIdOf(Activation a) {
+  switch (a) {
+    case Activation::kSilu:
+      return kernels::kActSilu;
+    case Activation::kGptOss:
+      return kernels::kActGptOss;
+    case Activation::kSiluClamp:
+      return kernels::kActSiluClamp;
+    case Activation::kRelu2:
+      return kernels::kActRelu2;
+    case Activation::kGeluTanh:
+      return kernels::kActGeluTanh;
+    case Activation::kSitu:
+      return kernels::kActSitu;
+    case Activation::kGeluErf:
+      return kernels::kActGeluErf;
+    case Activation::kSwigluStep:
+      return kernels::kActSwigluStep;
+  }
+  return kernels::kActSilu;
+}
+}  // namespace
+
 kernels::GatedActParams GatedActOf(const MoeLayerConfig& c) {
   kernels::GatedActParams p;
-  switch (c.act) {
-    case Activation::kSilu:
-      p.act = kernels::kActSilu;
-      break;
-    case Activation::kGptOss:
-      p.act = kernels::kActGptOss;
-      break;
-    case Activation::kSiluClamp:
-      p.act = kernels::kActSiluClamp;
-      break;
-    case Activation::kRelu2:
-      p.act = kernels::kActRelu2;
-      break;
-    case Activation::kGeluTanh:
-      p.act = kernels::kActGeluTanh;
-      break;
-    case Activation::kSitu:
-      p.act = kernels::kActSitu;
-      break;
-  }
+  p.act = ActIdOf(c.act);
   p.alpha = c.act_alpha;
   p.limit = c.act_limit;
   p.beta = c.act_beta;
   p.linear_beta = c.act_linear_beta;
+  return p;
+}
+
+kernels::GatedActParams SharedGatedActOf(const MoeLayerConfig& c) {
+  kernels::GatedActParams p = GatedActOf(c);
+  p.act = ActIdOf(c.shared_activation());
+  p.limit = c.shared_limit();
   return p;
 }
 
@@ -514,7 +531,7 @@ absl::StatusOr<std::unique_ptr<LayerWeights>> LoadLayerWeights(
     MOE_RETURN_IF_ERROR(CheckWeightTensor(g, c, WeightRole::kGate));
     // The router is always fp32, whatever the experts' dtype.
     MOE_ASSIGN_OR_RETURN(
-        w->gate, Pack(&g, nullptr, c.hidden, IdentityOrder(c.num_experts),
+        w->gate, Pack(&g, nullptr, c.hidden, IdentityOrder(c.router_rows()),
                       c.hidden, WeightDType::kF32));
     w->has_gate = true;
     if (c.use_bias) {

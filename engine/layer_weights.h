@@ -81,9 +81,12 @@ struct LayerWeights {
   WeightDType dtype = WeightDType::kF32;  // resolved: never kAuto
 
   bool has_gate = false;
-  PackedWeight gate;               // [E, H], fp32
-  std::vector<float> expert_bias;  // [E] when config.use_bias
-  std::vector<float> router_bias;  // [E] when config.router_bias
+  PackedWeight gate;  // [E + Z, H], fp32
+  // The router's rows are E + Z (config.router_rows()): the zero experts'
+  // rows follow the routed experts' in the gate and both biases.
+  std::vector<float> expert_bias;  // [E + Z] when config.use_bias
+  std::vector<float> router_bias;  // [E + Z] when config.router_bias
+  std::vector<float> output_bias;  // [H] when config.output_bias
   // [hash_vocab, k] when config.hash_routed(): row v is the k experts of
   // token id v, in stored order; every id checked in [0, E), distinct per row.
   std::vector<int32_t> tid2eid;
@@ -160,6 +163,9 @@ absl::StatusOr<PackedWeight> PackWeight(const WeightTensor& t,
 // Returns the layer's gated activation (config.act, act_alpha, act_limit) in
 // the form the CPU and CUDA kernels take (kernels/act_rule.h).
 kernels::GatedActParams GatedActOf(const MoeLayerConfig& config);
+// The shared expert's: shared_act and shared_act_limit when the layer gives
+// them (Step-3.5), else the routed experts' (GatedActOf).
+kernels::GatedActParams SharedGatedActOf(const MoeLayerConfig& config);
 
 // An fp32 vector of the checkpoint (`expert` -1: the layer's own), checked
 // against the layer's config: biases, scales and norms, for every backend's

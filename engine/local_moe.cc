@@ -32,6 +32,10 @@ absl::Status LocalMoe::Check(int64_t layer, int64_t n) const {
   MOE_RETURN_IF_ERROR(b.CheckLayer(layer, /*need_gate=*/true,
                                    /*need_shared=*/true,
                                    /*need_all_experts=*/true));
+  if (b.config().output_bias && b.OutputBias(layer) == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "layer ", layer, " was loaded without its output bias (output.bias)"));
+  }
   if (n > b.max_tokens()) {
     return absl::ResourceExhaustedError(
         absl::StrCat(n, " tokens exceed the ", b.max_tokens(),
@@ -62,8 +66,12 @@ absl::Status LocalMoe::ForwardBf16(int64_t layer, const uint16_t* x,
   StageTimes local;
   StageTimes& t = extras.times != nullptr ? *extras.times : local;
   StageClock clock;
-  MOE_ASSIGN_OR_RETURN(bool taken,
-                       backend_->RouteTokensBf16(layer, x, rows, routing));
+  // Zero experts add w * x on the host, which needs fp32 host rows.
+  bool taken = false;
+  if (backend_->config().zero_experts == 0) {
+    MOE_ASSIGN_OR_RETURN(taken,
+                         backend_->RouteTokensBf16(layer, x, rows, routing));
+  }
   if (!taken) {
     widened_.resize(rows.n * backend_->config().hidden);
     for (size_t i = 0; i < widened_.size(); ++i) widened_[i] = Bf16ToF32(x[i]);
@@ -136,6 +144,12 @@ absl::Status LocalMoe::Step(int64_t layer, StepRows step_rows,
     shared_out_.resize(n * c.hidden);
     MOE_RETURN_IF_ERROR(b.Shared(layer, x, n, shared_out_.data()));
     for (int64_t i = 0; i < n * c.hidden; ++i) y[i] += shared_out_[i];
+  }
+  if (HasOutputTerms(c)) {
+    // The zero experts' w * x, then output_scale and the output bias.
+    AddZeroExperts(c, routing, x, y);
+    ScaleAndBiasOutput(c, b.OutputBias(layer), n, y,
+                       apart ? shared.out : nullptr);
   }
   t.shared_us = clock.Lap();
   t.total_us = t.route_us + t.plan_us + t.dispatch_us + t.experts_us +

@@ -21,7 +21,7 @@ absl::StatusOr<const float*> MergeCallerLogits(const MoeLayerConfig& c,
                                                absl::Span<const int64_t> ends,
                                                const float* logits, int64_t n,
                                                std::vector<float>* merged) {
-  const int64_t E = c.num_experts;
+  const int64_t E = c.router_rows();
   if (caller.route.size() != ends.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("caller routing: ", caller.route.size(),
@@ -55,11 +55,70 @@ void Routing::Reset(int64_t n, int64_t s, int64_t num_experts) {
   dispatched.assign(n * s, 0);
   expert_counts.assign(num_experts, 0);
   dropped = 0;
+  zero_slots = 0;
+}
+
+namespace {
+
+// Counts the dispatched slots per expert and the zero-expert slots; a slot
+// of a zero expert (id >= E) is never dispatched.
+void CountSlots(Routing* out) {
+  const int64_t E = static_cast<int64_t>(out->expert_counts.size());
+  std::fill(out->expert_counts.begin(), out->expert_counts.end(), 0);
+  out->zero_slots = 0;
+  for (int64_t i = 0; i < out->tokens * out->slots; ++i) {
+    if (out->expert[i] >= E) {
+      out->dispatched[i] = 0;
+      ++out->zero_slots;
+    } else if (out->dispatched[i]) {
+      ++out->expert_counts[out->expert[i]];
+    }
+  }
+}
+
+}  // namespace
+
+void AddZeroExperts(const MoeLayerConfig& c, const Routing& r, const float* x,
+                    float* y) {
+  if (c.zero_experts == 0) return;
+  const int64_t E = c.num_experts, H = c.hidden, S = r.slots;
+  for (int64_t t = 0; t < r.tokens; ++t) {
+    for (int64_t j = 0; j < S; ++j) {
+      const int64_t i = t * S + j;
+      if (r.expert[i] < E) continue;
+      const float w = r.weight[i];
+      const float* xt = x + t * H;
+      float* yt = y + t * H;
+      for (int64_t h = 0; h < H; ++h) yt[h] += w * xt[h];
+    }
+  }
+}
+
+void ScaleAndBiasOutput(const MoeLayerConfig& c, const float* output_bias,
+                        int64_t n, float* y, float* separate) {
+  const int64_t H = c.hidden;
+  if (c.output_scale != 1.0f) {
+    const float s = c.output_scale;
+    for (int64_t i = 0; i < n * H; ++i) y[i] *= s;
+    if (separate != nullptr) {
+      for (int64_t i = 0; i < n * H; ++i) separate[i] *= s;
+    }
+  }
+  if (c.output_bias && output_bias != nullptr) {
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t h = 0; h < H; ++h) y[t * H + h] += output_bias[h];
+    }
+  }
+}
+
+bool HasOutputTerms(const MoeLayerConfig& c) {
+  return c.zero_experts > 0 || c.output_scale != 1.0f || c.output_bias;
 }
 
 void TokenRouter::Logits(const LayerWeights& w, const float* x, int64_t n,
                          int num_threads) {
-  const int64_t E = w.config.num_experts, H = w.config.hidden;
+  // The router's rows: the routed experts' and the zero experts'.
+  const int64_t E = w.config.router_rows(), H = w.config.hidden;
   if (w.config.router_prenorm) {
     // Gemma 4: the gate reads rms(x) * scale * H^-0.5.
     prenormed_.resize(n * H);
@@ -82,13 +141,19 @@ void TokenRouter::TokenChoice(const MoeLayerConfig& c,
                               const RouteTables& tables, const float* logits,
                               const RouteRows& rows, int num_threads,
                               Routing* out) {
-  const int64_t n = rows.n, E = c.num_experts, k = c.top_k;
+  // Scores and choice run over the E + Z router rows; only ids below E are
+  // dispatched (CountSlots).
+  const int64_t n = rows.n, E = c.router_rows(), k = c.top_k;
   const absl::Span<const int64_t> ends = rows.segment_ends;
   const absl::Span<const RouteSource> route =
       AnyCallerRoute(rows.caller) ? rows.caller->route
                                   : absl::Span<const RouteSource>();
-  out->Reset(n, k, E);
-  if (c.score_func == ScoreFunc::kTopkSoftmax) {
+  out->Reset(n, k, c.num_experts);
+  if (c.score_func == ScoreFunc::kSparsemixer) {
+    // PhiMoE: two masked-softmax rounds over the logits; final weights.
+    kc::Sparsemixer(logits, n, E, c.jitter_eps, out->expert.data(),
+                    out->weight.data(), num_threads);
+  } else if (c.score_func == ScoreFunc::kTopkSoftmax) {
     // gpt-oss: the k largest logits, then softmax over those k only.
     kc::TopKParams p;
     p.num_experts = E;
@@ -262,9 +327,9 @@ absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
   const absl::Span<const int64_t> token_ids = rows.token_ids;
   const CallerOverrides* caller = rows.caller;
   MOE_RETURN_IF_ERROR(CheckTokenIds(config, token_ids, n));
+  const int64_t E = config.router_rows();
   if (config.router_bias) {
     // gpt-oss: the bias moves the logits, so both the choice and weights.
-    const int64_t E = config.num_experts;
     biased_.resize(n * E);
     for (int64_t t = 0; t < n; ++t) {
       for (int64_t e = 0; e < E; ++e) {
@@ -292,7 +357,17 @@ absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
         MergeCallerLogits(config, *caller, segment_ends, logits, n, &merged_));
   }
   if (caller != nullptr && caller->keep_logits) {
-    out->logits.assign(logits, logits + n * config.num_experts);
+    out->logits.assign(logits, logits + n * E);
+    out->logit_cols = E;
+  }
+  if (config.router_softcap > 0.0f) {
+    // Grok-1: c * tanh(l / c) after the bias, before the score function.
+    // The kept logits are the uncapped ones a caller would send back.
+    if (logits != biased_.data()) {
+      biased_.assign(logits, logits + n * E);
+      logits = biased_.data();
+    }
+    kc::SoftcapLogits(n * E, config.router_softcap, biased_.data());
   }
   if (config.routing == RoutingMode::kExpertChoice) {
     ExpertChoice(config, logits, n, segment_ends, num_threads, out);
@@ -307,7 +382,7 @@ absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
   }
   if (config.per_expert_scale) {
     for (int64_t i = 0; i < n * out->slots; ++i) {
-      if (out->expert[i] >= 0) {
+      if (out->expert[i] >= 0 && out->expert[i] < config.num_experts) {
         out->weight[i] *= tables.per_expert_scale[out->expert[i]];
       }
     }
@@ -318,9 +393,7 @@ absl::Status TokenRouter::RouteLogits(const MoeLayerConfig& config,
     ApplyCallerRouting(*caller, segment_ends, out);
     return absl::OkStatus();
   }
-  for (int64_t i = 0; i < n * out->slots; ++i) {
-    if (out->dispatched[i]) ++out->expert_counts[out->expert[i]];
-  }
+  CountSlots(out);
   return absl::OkStatus();
 }
 
@@ -341,10 +414,7 @@ void ApplyCallerRouting(const CallerOverrides& caller,
     }
     begin = end;
   }
-  std::fill(out->expert_counts.begin(), out->expert_counts.end(), 0);
-  for (int64_t i = 0; i < out->tokens * k; ++i) {
-    if (out->dispatched[i]) ++out->expert_counts[out->expert[i]];
-  }
+  CountSlots(out);
 }
 
 }  // namespace moe

@@ -18,25 +18,32 @@ namespace moe {
 // Every token has `slots` routing slots, in the order their contributions
 // are summed. Token choice: slots = k, in descending score order. Expert
 // choice: slots = the most experts any token got, by ascending expert id.
+// A layer with zero experts (config.zero_experts = Z) routes over E + Z
+// ids: a slot of id e >= E holds a zero expert, which adds weight * x to y
+// on the router (AddZeroExperts); it is never dispatched, so plans, workers,
+// expert counts and placement see ids below E only.
 struct Routing {
   int64_t tokens = 0;
   int64_t slots = 0;
   std::vector<int32_t> expert;         // [tokens * slots]; -1 = empty slot
   std::vector<float> weight;           // final weights; 0 if dropped or empty
-  std::vector<uint8_t> dispatched;     // 1 when the slot is computed
+  std::vector<uint8_t> dispatched;     // 1 when a worker computes the slot
   std::vector<int64_t> expert_counts;  // [E] dispatched slots per expert
   int64_t dropped = 0;                 // slots dropped by the capacity limit
-  // [tokens, E] the gate logits (x·Wᵀ plus the router bias, or the caller's)
-  // when CallerOverrides::keep_logits asked for them, else left as it was.
+  int64_t zero_slots = 0;              // slots that chose a zero expert
+  // [tokens, logit_cols] the gate logits (x·Wᵀ plus the router bias, or the
+  // caller's; before any soft-cap) when CallerOverrides::keep_logits asked
+  // for them, else left as it was. logit_cols = E + Z, the router's rows.
   std::vector<float> logits;
+  int64_t logit_cols = 0;
 
   void Reset(int64_t n, int64_t s, int64_t num_experts);
 };
 
 // Holds a layer's router-side vectors, each used when its config option is on.
 struct RouteTables {
-  const float* expert_bias = nullptr;  // [E], use_bias: for choosing only
-  const float* router_bias = nullptr;  // [E], router_bias: on the logits
+  const float* expert_bias = nullptr;  // [E + Z], use_bias: for choosing only
+  const float* router_bias = nullptr;  // [E + Z], router_bias: on the logits
   const int32_t* tid2eid = nullptr;    // [V, k], hash_vocab > 0
   // [E], per_expert_scale: multiplies each final weight (Gemma 4).
   const float* per_expert_scale = nullptr;
@@ -46,6 +53,22 @@ struct RouteTables {
 // [0, hash_vocab) per row: INVALID_ARGUMENT naming the field and the row.
 absl::Status CheckTokenIds(const MoeLayerConfig& config,
                            absl::Span<const int64_t> token_ids, int64_t n);
+
+// Adds every zero-expert slot's weight * x[t] to y[t] (x, y [n, H]): the
+// identity experts of LongCat-Flash, computed on the router. Nothing when
+// the layer has none.
+void AddZeroExperts(const MoeLayerConfig& config, const Routing& routing,
+                    const float* x, float* y);
+
+// What the layer does to y after the routed sum and the shared expert:
+// y = output_scale * y (and the shared output answered apart, `separate`,
+// when not null), then y += output_bias [H] once per row (null: none).
+void ScaleAndBiasOutput(const MoeLayerConfig& config, const float* output_bias,
+                        int64_t n, float* y, float* separate);
+
+// Whether the layer has any of the pieces above: the routed sum alone is
+// then not its output.
+bool HasOutputTerms(const MoeLayerConfig& config);
 
 // Writes the caller's routing (CallerOverrides::expert, weight) into the
 // rows of `out`'s kRouting segments, every slot dispatched, and recounts
@@ -70,7 +93,7 @@ class TokenRouter {
   absl::Status Route(const LayerWeights& weights, const float* x,
                      const RouteRows& rows, int num_threads, Routing* out);
 
-  // The same routing from gate logits [n, E] computed elsewhere (a GPU).
+  // The same routing from gate logits [n, E + Z] computed elsewhere (a GPU).
   absl::Status RouteLogits(const MoeLayerConfig& config,
                            const RouteTables& tables, const float* logits,
                            const RouteRows& rows, int num_threads,

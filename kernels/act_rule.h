@@ -21,6 +21,8 @@ enum ActId : int32_t {
   // SiTU (Kimi K3): beta tanh(g / beta) sigmoid(g) * u', with u' =
   // lambda tanh(u / lambda) when lambda > 0, else u.
   kActSitu = 5,
+  kActGeluErf = 6,     // gelu(g) * u with the exact erf GELU (Grok-1)
+  kActSwigluStep = 7,  // min(silu(g), L) * u' (Step-3.5's SwigluStep)
 };
 
 // g' = min(g, L), u' = min(max(u, -L), L): gpt-oss's and DeepSeek-V4's
@@ -54,6 +56,14 @@ MOE_HOST_DEVICE inline float GatedAct(int32_t act, float g, float u,
     const float up =
         linear_beta > 0.0f ? linear_beta * tanhf(u / linear_beta) : u;
     return gate * up;
+  }
+  if (act == kActGeluErf) {
+    // 0.5 g (1 + erf(g / sqrt(2))), PyTorch's gelu(approximate="none").
+    return 0.5f * g * (1.0f + erff(g * 0.7071067811865476f)) * u;
+  }
+  if (act == kActSwigluStep) {
+    // The limit caps silu's output from above, where silu_clamp caps g.
+    return ClampGate(g / (1.0f + expf(-g)), limit) * ClampUp(u, limit);
   }
   const float gc = ClampGate(g, limit), uc = ClampUp(u, limit);
   if (act == kActGptOss) {

@@ -102,6 +102,53 @@ MOE_HOST_DEVICE inline void HashedRow(const int32_t* row, const float* s,
   }
 }
 
+// Grok-1's router soft-cap: c * tanh(logit / c), applied after the router
+// bias and before the score function when c > 0. A NaN stays NaN (and then
+// counts as -inf, RouteLogit).
+MOE_HOST_DEVICE inline float SoftcapLogit(float logit, float cap) {
+  return cap * tanhf(logit / cap);
+}
+
+// Whether sparsemixer's round with best logit `m` drops logit `s`: its gap
+// (m - s) / max(|s|, m) exceeds 2 * eps (PhiMoE, inference semantics). A
+// -inf logit gives inf / inf = NaN, which is no drop: its exp is 0 anyway.
+MOE_HOST_DEVICE inline bool SparsemixerDrops(float m, float s, float eps) {
+  const float a = s < 0.0f ? -s : s;
+  const float factor = a > m ? a : m;
+  return (m - s) / factor > 2.0f * eps;
+}
+
+// PhiMoE's sparsemixer at inference over one token's E logits: two rounds,
+// each choosing the best logit left (ties to the lower id, NaN as -inf) and
+// weighting it by its softmax over the logits its round keeps. Round 1
+// keeps every logit within the gap of its best; round 2 also drops round
+// 1's choice. idx[0..2), w[0..2); the weights are final (no renorm).
+MOE_HOST_DEVICE inline void SparsemixerRow(const float* logits, int64_t E,
+                                           float eps, int32_t* idx, float* w) {
+  int64_t first = -1;
+  for (int64_t round = 0; round < 2; ++round) {
+    int64_t best = -1;
+    float m = 0.0f;
+    for (int64_t e = 0; e < E; ++e) {
+      if (e == first) continue;
+      const float l = RouteLogit(logits[e]);
+      if (best < 0 || RanksBefore(l, e, m, best)) {
+        best = e;
+        m = l;
+      }
+    }
+    float sum = 0.0f;
+    for (int64_t e = 0; e < E; ++e) {
+      if (e == first) continue;
+      const float l = RouteLogit(logits[e]);
+      if (!SparsemixerDrops(m, l, eps)) sum += expf(l - m);
+    }
+    idx[round] = static_cast<int32_t>(best);
+    w[round] = 1.0f / sum;  // exp(m - m) over the kept logits' sum
+    first = best;
+  }
+}
+
 // The fused CUDA routing kernel's shared memory for E experts in G groups:
 // scores and choice scores [E] fp32, group scores [G] fp32, taken [E] and
 // kept [G] bytes, plus its fixed per-block arrays. A kernel may use 48 KB of

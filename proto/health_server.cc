@@ -23,10 +23,34 @@ class WithoutReflection : public grpc::ServerBuilderOption {
   }
 };
 
+// Every method but health's: UNIMPLEMENTED, saying what this port is and
+// where the API is, rather than gRPC's empty message.
+class OtherMethods : public grpc::CallbackGenericService {
+ public:
+  explicit OtherMethods(std::string message) : message_(std::move(message)) {}
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* ctx) override {
+    class Refusal : public grpc::ServerGenericBidiReactor {
+     public:
+      explicit Refusal(const std::string& message) {
+        Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, message));
+      }
+      void OnDone() override { delete this; }
+    };
+    return new Refusal(ctx->method() + ": " + message_);
+  }
+
+ private:
+  std::string message_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
-    const std::string& address) {
+    const std::string& address, const std::string& api_hint) {
+  if (absl::Status s = CheckCanListen("--health-listen", address); !s.ok()) {
+    return s;
+  }
   std::unique_ptr<HealthServer> h(new HealthServer());
   h->service_ = std::make_unique<HealthService>();
   h->service_->SetServingStatus(kLivenessService, true);
@@ -41,6 +65,11 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
   b.RegisterService(h->service_.get());
   b.SetOption(h->service_->MakeHealthCheckOption());
   b.SetOption(std::make_unique<WithoutReflection>());
+  h->others_ = std::make_unique<OtherMethods>(
+      "this is a health-only port (--health-listen " + address +
+      "): it serves grpc.health.v1 and nothing else" +
+      (api_hint.empty() ? std::string() : "; the API is on " + api_hint));
+  b.RegisterCallbackGenericService(h->others_.get());
   h->server_ = b.BuildAndStart();
   if (!h->server_ || h->port_ == 0) {
     return ListenFailure("--health-listen", address);

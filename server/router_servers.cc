@@ -24,7 +24,10 @@ absl::Status RouterServers::StartHealth() {
   if (o_.health_listen.empty()) return absl::OkStatus();
   // The probe port serves plaintext health only: for probes that speak neither
   // TLS nor tokens. NOT_SERVING (but alive) until MarkLive.
-  MOE_ASSIGN_OR_RETURN(health_, HealthServer::Start(o_.health_listen));
+  MOE_ASSIGN_OR_RETURN(
+      health_,
+      HealthServer::Start(o_.health_listen,
+                          "the router's --listen address " + o_.listen));
   for (const char* name : {"", "moe.v1.MoeService", "full-capacity"}) {
     health_->service().SetServingStatus(name, false);
   }
@@ -50,6 +53,7 @@ absl::Status RouterServers::Listen(
     const std::shared_ptr<grpc::ServerCredentials>& credentials,
     const std::vector<grpc::Service*>& services, int receive_limit,
     int send_limit, int* port) {
+  MOE_RETURN_IF_ERROR(CheckCanListen(flag, address));
   grpc::ServerBuilder b;
   Configure(b, receive_limit, send_limit);
   b.AddListeningPort(

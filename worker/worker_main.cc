@@ -96,7 +96,10 @@ WorkerFlags ReadFlags() {
 absl::StatusOr<std::unique_ptr<HealthServer>> StartHealth(
     const WorkerProcessOptions& o, WorkerOptions* agent) {
   if (o.health_listen.empty()) return nullptr;
-  MOE_ASSIGN_OR_RETURN(auto health, HealthServer::Start(o.health_listen));
+  MOE_ASSIGN_OR_RETURN(
+      auto health,
+      HealthServer::Start(o.health_listen,
+                          "the router's --listen address, not a worker's"));
   HealthService* svc = &health->service();
   svc->SetServingStatus("", false);
   agent->on_ready = [svc](bool ready) { svc->SetServingStatus("", ready); };

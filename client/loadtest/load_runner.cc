@@ -2,59 +2,22 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <map>
 #include <memory>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "core/synthetic_model.h"
-#include "proto/tensor_codec.h"
+#include "client/loadtest/request_source.h"
 
 namespace moe::loadtest {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One encoded input per token count, made on first use: synthetic, or n
-// rows drawn from the captured ones.
-class InputCache {
- public:
-  InputCache(int64_t hidden, moe::v1::DType dtype, uint64_t seed,
-             std::shared_ptr<const std::vector<float>> rows)
-      : hidden_(hidden), dtype_(dtype), seed_(seed), rows_(std::move(rows)) {}
-  std::shared_ptr<const moe::v1::Tensor> Get(int64_t n) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto& t = cache_[n];
-    if (!t) {
-      std::vector<float> x(n * hidden_);
-      if (rows_ != nullptr && !rows_->empty()) {
-        const int64_t have = static_cast<int64_t>(rows_->size()) / hidden_;
-        std::mt19937_64 rng(seed_ + n);
-        std::uniform_int_distribution<int64_t> pick(0, have - 1);
-        for (int64_t i = 0; i < n; ++i) {
-          const float* src = rows_->data() + pick(rng) * hidden_;
-          std::copy(src, src + hidden_, x.data() + i * hidden_);
-        }
-      } else {
-        FillSyntheticInput(seed_ + n, n * hidden_, x.data());
-      }
-      auto tensor = std::make_shared<moe::v1::Tensor>();
-      EncodeMatrix(x.data(), n, hidden_, dtype_, tensor.get());
-      t = tensor;
-    }
-    return t;
-  }
-
- private:
-  int64_t hidden_;
-  moe::v1::DType dtype_;
-  uint64_t seed_;
-  std::shared_ptr<const std::vector<float>> rows_;
-  std::mutex mu_;
-  std::map<int64_t, std::shared_ptr<const moe::v1::Tensor>> cache_;
-};
+// Warm-up requests take their indices from here on, so that the measured
+// ones are 0, 1, 2, ... whatever the warm-up sent.
+constexpr uint64_t kWarmupIndex = uint64_t{1} << 63;
 
 class Recorder {
  public:
@@ -69,13 +32,27 @@ class Recorder {
   }
   bool Measuring(Clock::time_point t) const { return t >= measure_from_; }
 
-  void Record(Clock::time_point start, Clock::time_point end, int code,
-              const std::string& message, int64_t tokens,
-              const moe::v1::StageTiming& timing) {
-    if (!Measuring(start)) return;
+  // The next request index: 0, 1, ... for measured requests.
+  uint64_t NextIndex(bool measuring) {
+    return measuring ? measured_.fetch_add(1)
+                     : kWarmupIndex + warm_.fetch_add(1);
+  }
+  void AddDigest(const moe::v1::ForwardRequest& req) {
+    if (spec_.digest) digest_.fetch_add(RequestDigest(req));
+  }
+
+  // A request scheduled at `scheduled` (its send time in a closed loop),
+  // sent at `start`, answered at `end`; counted when it was scheduled
+  // after the warm-up.
+  void Record(Clock::time_point scheduled, Clock::time_point start,
+              Clock::time_point end, int code, const std::string& message,
+              int64_t tokens, const moe::v1::StageTiming& timing) {
+    if (!Measuring(scheduled)) return;
     Sample s;
     s.latency_ms =
         std::chrono::duration<double, std::milli>(end - start).count();
+    s.send_delay_ms =
+        std::chrono::duration<double, std::milli>(start - scheduled).count();
     s.code = code;
     s.tokens = tokens;
     s.timing = timing;
@@ -97,6 +74,7 @@ class Recorder {
     std::lock_guard<std::mutex> lock(mu_);
     r->samples = std::move(samples_);
     r->errors.assign(messages_.begin(), messages_.end());
+    r->digest = digest_.load();
   }
 
  private:
@@ -104,6 +82,7 @@ class Recorder {
   Progress* progress_;
   Clock::time_point measure_from_;
   std::atomic<int64_t> claimed_{0};
+  std::atomic<uint64_t> measured_{0}, warm_{0}, digest_{0};
   std::mutex mu_;
   std::vector<Sample> samples_;
   std::set<std::string> messages_;
@@ -117,81 +96,27 @@ bool TimeUp(const RunSpec& spec, const Plan& plan) {
   return spec.requests <= 0 && Clock::now() >= plan.end;
 }
 
-// A random valid routing (every row `top_k` distinct experts, positive
-// weights summing to 1) or random gate logits, per --caller-routing.
-void AddCallerRouting(const RunSpec& spec, int64_t tokens, std::mt19937_64& rng,
-                      moe::v1::ForwardRequest* req) {
-  if (spec.caller_routing == CallerRouting::kLogits) {
-    std::normal_distribution<float> logit(0.0f, 1.0f);
-    std::vector<float> logits(tokens * spec.experts);
-    for (float& v : logits) v = logit(rng);
-    EncodeMatrix(logits.data(), tokens, spec.experts, moe::v1::F32,
-                 req->mutable_router_logits());
-    return;
-  }
-  moe::v1::Routing* r = req->mutable_routing();
-  r->set_tokens(tokens);
-  r->set_slots(static_cast<int32_t>(spec.top_k));
-  std::vector<int32_t> ids(spec.experts);
-  std::uniform_real_distribution<float> weight(0.1f, 1.0f);
-  std::vector<float> w(spec.top_k);
-  for (int64_t t = 0; t < tokens; ++t) {
-    // The first top_k of a partial shuffle: distinct ids.
-    for (int64_t e = 0; e < spec.experts; ++e) ids[e] = static_cast<int32_t>(e);
-    float sum = 0;
-    for (int64_t s = 0; s < spec.top_k; ++s) {
-      std::uniform_int_distribution<int64_t> pick(s, spec.experts - 1);
-      std::swap(ids[s], ids[pick(rng)]);
-      sum += w[s] = weight(rng);
-    }
-    for (int64_t s = 0; s < spec.top_k; ++s) {
-      r->add_expert_ids(ids[s]);
-      r->add_weights(w[s] / sum);
-    }
-  }
-}
-
-moe::v1::ForwardRequest MakeRequest(const RunSpec& spec, InputCache& inputs,
-                                    std::mt19937_64& rng, int64_t* tokens,
-                                    uint64_t index) {
-  moe::v1::ForwardRequest req;
-  *tokens = spec.tokens.Sample(rng);
-  req.set_layer(spec.layers[index % spec.layers.size()]);
-  *req.mutable_hidden_states() = *inputs.Get(*tokens);
-  if (spec.hash_vocab > 0) {
-    std::uniform_int_distribution<int64_t> id(0, spec.hash_vocab - 1);
-    for (int64_t i = 0; i < *tokens; ++i) req.add_token_ids(id(rng));
-  }
-  if (spec.caller_routing != CallerRouting::kNone) {
-    AddCallerRouting(spec, *tokens, rng, &req);
-  }
-  req.set_return_timing(spec.server_timing);
-  return req;
-}
-
 void UnaryUser(MoeClient& client, const RunSpec& spec, const Plan& plan,
-               InputCache& inputs, Recorder& rec, int user,
-               std::atomic<uint64_t>& index) {
-  std::mt19937_64 rng(spec.seed * 7919 + user);
+               const RequestSource& source, Recorder& rec) {
+  moe::v1::ForwardRequest req;
   while (!TimeUp(spec, plan)) {
     const bool measuring = rec.Measuring(Clock::now());
     if (measuring && !rec.Claim()) return;
-    int64_t tokens;
-    auto req = MakeRequest(spec, inputs, rng, &tokens, index.fetch_add(1));
+    const int64_t tokens = source.Make(rec.NextIndex(measuring), &req);
+    if (measuring) rec.AddDigest(req);
     moe::v1::ForwardResponse resp;
     grpc::ClientContext ctx;
     client.Prepare(&ctx, spec.timeout);
     const auto t0 = Clock::now();
     const grpc::Status s = client.stub()->Forward(&ctx, req, &resp);
-    rec.Record(t0, Clock::now(), s.error_code(), s.error_message(), tokens,
+    rec.Record(t0, t0, Clock::now(), s.error_code(), s.error_message(), tokens,
                resp.timing());
   }
 }
 
 void StreamUser(MoeClient& client, const RunSpec& spec, const Plan& plan,
-                InputCache& inputs, Recorder& rec, int user,
-                std::atomic<uint64_t>& index) {
-  std::mt19937_64 rng(spec.seed * 7919 + user);
+                const RequestSource& source, Recorder& rec) {
+  moe::v1::ForwardRequest req;
   while (!TimeUp(spec, plan)) {
     grpc::ClientContext ctx;
     // The stream lives for the whole run; each request has the run's timeout
@@ -213,66 +138,122 @@ void StreamUser(MoeClient& client, const RunSpec& spec, const Plan& plan,
         stream->Finish();
         return;
       }
-      int64_t tokens;
-      auto req = MakeRequest(spec, inputs, rng, &tokens, index.fetch_add(1));
+      const int64_t tokens = source.Make(rec.NextIndex(measuring), &req);
+      if (measuring) rec.AddDigest(req);
       moe::v1::ForwardResponse resp;
       const auto t0 = Clock::now();
       if (!stream->Write(req) || !stream->Read(&resp)) {
         broken = true;
         break;
       }
-      rec.Record(t0, Clock::now(), resp.error_code(), resp.error_message(),
+      rec.Record(t0, t0, Clock::now(), resp.error_code(), resp.error_message(),
                  tokens, resp.timing());
     }
     stream->WritesDone();
     const grpc::Status s = stream->Finish();
     if (broken) {
-      rec.Record(Clock::now(), Clock::now(),
-                 s.ok() ? grpc::UNKNOWN : s.error_code(),
+      const auto now = Clock::now();
+      rec.Record(now, now, now, s.ok() ? grpc::UNKNOWN : s.error_code(),
                  s.ok() ? "stream broke" : s.error_message(), 0, {});
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
 }
 
+// The open loop's schedule: send times at a constant rate or with
+// exponential gaps, from the run's start.
+class Schedule {
+ public:
+  Schedule(const RunSpec& spec, Clock::time_point start)
+      : spec_(spec),
+        rng_(spec.seed ^ 0xa5a5a5a5a5a5a5a5ull),
+        gap_(spec.rps),
+        next_(start) {}
+  Clock::time_point Next() {
+    const Clock::time_point at = next_;
+    const double step = spec_.poisson ? gap_(rng_) : 1.0 / spec_.rps;
+    next_ += std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(step));
+    return at;
+  }
+  Clock::time_point Peek() const { return next_; }
+
+ private:
+  const RunSpec& spec_;
+  std::mt19937_64 rng_;
+  std::exponential_distribution<double> gap_;
+  Clock::time_point next_;
+};
+
+// Sends every scheduled request at its time, or as soon after as the
+// in-flight cap allows. In duration mode the schedule ends at the run's end:
+// the sends scheduled before it that could not go out by then are counted
+// as never sent, so that scheduled == sent + never_sent.
 void OpenLoop(MoeClient& client, const RunSpec& spec, const Plan& plan,
-              InputCache& inputs, Recorder& rec, RunResult* result) {
+              const RequestSource& source, Recorder& rec, RunResult* result) {
   struct Call {
     grpc::ClientContext ctx;
     moe::v1::ForwardRequest req;
     moe::v1::ForwardResponse resp;
-    Clock::time_point start;
+    Clock::time_point scheduled, start;
     int64_t tokens = 0;
   };
   std::mutex mu;
   std::condition_variable cv;
   int outstanding = 0;
-  std::mt19937_64 rng(spec.seed);
-  std::exponential_distribution<double> gap(spec.rps);
-  Clock::time_point next = plan.start;
-  uint64_t index = 0;
-  while (!TimeUp(spec, plan)) {
-    std::this_thread::sleep_until(next);
-    const double step = spec.poisson ? gap(rng) : 1.0 / spec.rps;
-    next += std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(step));
-    if (rec.Measuring(Clock::now()) && !rec.Claim()) break;
+  Schedule schedule(spec, plan.start);
+  const bool by_time = spec.requests <= 0;
+  // Measured sends scheduled before the end that will not go out.
+  auto never_sent = [&](Clock::time_point at) {
+    for (; at < plan.end; at = schedule.Next()) {
+      if (rec.Measuring(at)) {
+        ++result->scheduled;
+        ++result->never_sent;
+      }
+    }
+  };
+  Clock::time_point last_send = plan.measure_from;
+  while (true) {
+    const Clock::time_point at = schedule.Next();
+    if (by_time && at >= plan.end) break;
+    const bool measuring = rec.Measuring(at);
+    if (measuring && !rec.Claim()) break;
+    std::this_thread::sleep_until(at);
+    if (by_time && Clock::now() >= plan.end) {
+      never_sent(at);
+      break;
+    }
     {
       std::unique_lock<std::mutex> lock(mu);
-      if (outstanding >= spec.max_outstanding) {
-        ++result->late_starts;
-        cv.wait(lock, [&] { return outstanding < spec.max_outstanding; });
+      auto free = [&] { return outstanding < spec.max_outstanding; };
+      if (!free()) {
+        if (measuring) ++result->held_by_cap;
+        if (!by_time) {
+          cv.wait(lock, free);
+        } else if (!cv.wait_until(lock, plan.end, free)) {
+          lock.unlock();
+          never_sent(at);
+          break;
+        }
       }
       ++outstanding;
     }
     auto* call = new Call();
-    call->req = MakeRequest(spec, inputs, rng, &call->tokens, index++);
+    call->tokens = source.Make(rec.NextIndex(measuring), &call->req);
+    if (measuring) rec.AddDigest(call->req);
     client.Prepare(&call->ctx, spec.timeout);
+    call->scheduled = at;
     call->start = Clock::now();
+    if (measuring) {
+      ++result->scheduled;
+      ++result->sent;
+      if (call->start - at > spec.late_after) ++result->late;
+      last_send = call->start;
+    }
     client.stub()->async()->Forward(
         &call->ctx, &call->req, &call->resp,
         [call, &rec, &mu, &cv, &outstanding](grpc::Status s) {
-          rec.Record(call->start, Clock::now(), s.error_code(),
+          rec.Record(call->scheduled, call->start, Clock::now(), s.error_code(),
                      s.error_message(), call->tokens, call->resp.timing());
           delete call;
           std::lock_guard<std::mutex> lock(mu);
@@ -280,6 +261,13 @@ void OpenLoop(MoeClient& client, const RunSpec& spec, const Plan& plan,
           cv.notify_all();
         });
   }
+  // Sends went out over the measured schedule: to its end by time, to the
+  // last send by count.
+  result->send_seconds =
+      std::chrono::duration<double>(
+          (by_time ? std::max(plan.end, last_send) : last_send) -
+          plan.measure_from)
+          .count();
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return outstanding == 0; });
 }
@@ -291,20 +279,23 @@ RunResult Run(MoeClient& client, const RunSpec& spec, Progress* progress) {
   plan.start = Clock::now();
   plan.measure_from = plan.start + spec.warmup;
   plan.end = plan.measure_from + spec.duration;
-  InputCache inputs(spec.hidden, spec.dtype, spec.seed, spec.rows);
+  const RequestSource source(spec);
+  // The pool is encoded before the clock starts.
+  plan.start = Clock::now();
+  plan.measure_from = plan.start + spec.warmup;
+  plan.end = plan.measure_from + spec.duration;
   Recorder rec(spec, progress, plan.measure_from);
   RunResult result;
   if (spec.rps > 0) {
-    OpenLoop(client, spec, plan, inputs, rec, &result);
+    OpenLoop(client, spec, plan, source, rec, &result);
   } else {
-    std::atomic<uint64_t> index{0};
     std::vector<std::thread> users;
     for (int u = 0; u < spec.concurrency; ++u) {
-      users.emplace_back([&, u] {
+      users.emplace_back([&] {
         if (spec.stream) {
-          StreamUser(client, spec, plan, inputs, rec, u, index);
+          StreamUser(client, spec, plan, source, rec);
         } else {
-          UnaryUser(client, spec, plan, inputs, rec, u, index);
+          UnaryUser(client, spec, plan, source, rec);
         }
       });
     }

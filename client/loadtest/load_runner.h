@@ -23,7 +23,12 @@ struct RunSpec {
   double rps = 0;
   bool poisson = false;
   int max_outstanding = 1024;  // open loop: in-flight cap
-  int64_t requests = 0;        // stop after this many (0: use duration)
+  // Open loop: latency counts from each request's scheduled send time
+  // (coordinated omission corrected) unless false (from the actual send).
+  bool latency_from_scheduled = true;
+  // Open loop: a send this long after its scheduled time counts as late.
+  std::chrono::microseconds late_after{1000};
+  int64_t requests = 0;  // stop after this many (0: use duration)
   std::chrono::milliseconds duration{10000};
   std::chrono::milliseconds warmup{0};
   std::chrono::milliseconds timeout{30000};
@@ -34,8 +39,11 @@ struct RunSpec {
   int64_t hidden = 0;
   moe::v1::DType dtype = moe::v1::F32;
   uint64_t seed = 1;
-  // --input: captured hidden states [rows, hidden] that requests sample
-  // their tokens from (with replacement, seeded); null: synthetic inputs.
+  // Sum the measured requests' digests (RequestDigest) into the result.
+  bool digest = false;
+  // --input: captured hidden states [rows, hidden] that every request
+  // draws its rows from afresh (with replacement, seeded); null: a pool of
+  // synthetic rows drawn the same way.
   std::shared_ptr<const std::vector<float>> rows;
   // > 0: the model is hash-routed (GetModelInfo hash_vocab); every request
   // carries random token ids in [0, hash_vocab), one per row.
@@ -49,17 +57,26 @@ struct RunSpec {
 };
 
 struct Sample {
-  double latency_ms = 0;
-  int code = 0;  // grpc::StatusCode
+  double latency_ms = 0;  // from the send to the answer
+  int code = 0;           // grpc::StatusCode
   int64_t tokens = 0;
   moe::v1::StageTiming timing;  // with server_timing
+  // Open loop: how long after its scheduled time the request went out.
+  double send_delay_ms = 0;
 };
 
 struct RunResult {
   std::vector<Sample> samples;
   std::vector<std::string> errors;  // distinct messages, first few
   double seconds = 0;               // measured wall time
-  int64_t late_starts = 0;  // open loop: sends delayed by the in-flight cap
+  // Open loop, over the measured part of the schedule: sends scheduled,
+  // sent, never sent (the run ended first: scheduled == sent +
+  // never_sent), sent later than late_after, and held back by the
+  // in-flight cap (late or never sent); the seconds sends went out over.
+  int64_t scheduled = 0, sent = 0, never_sent = 0, late = 0, held_by_cap = 0;
+  double send_seconds = 0;
+  // With RunSpec::digest: the sum of the measured requests' digests.
+  uint64_t digest = 0;
 };
 
 // Live figures for the progress line.

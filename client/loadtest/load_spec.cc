@@ -57,14 +57,6 @@ absl::StatusOr<TokenDistribution> TokenDistribution::Parse(
   return d;
 }
 
-int64_t TokenDistribution::Sample(std::mt19937_64& rng) const {
-  if (!values_.empty()) {
-    return values_[std::uniform_int_distribution<size_t>(
-        0, values_.size() - 1)(rng)];
-  }
-  return std::uniform_int_distribution<int64_t>(lo_, hi_)(rng);
-}
-
 int64_t TokenDistribution::max() const { return hi_; }
 
 absl::StatusOr<std::vector<int>> ParseRange(const std::string& text) {

@@ -15,7 +15,15 @@ namespace moe::loadtest {
 class TokenDistribution {
  public:
   static absl::StatusOr<TokenDistribution> Parse(const std::string& text);
-  int64_t Sample(std::mt19937_64& rng) const;
+  // Any uniform random bit generator.
+  template <class Rng>
+  int64_t Sample(Rng& rng) const {
+    if (!values_.empty()) {
+      return values_[std::uniform_int_distribution<size_t>(
+          0, values_.size() - 1)(rng)];
+    }
+    return std::uniform_int_distribution<int64_t>(lo_, hi_)(rng);
+  }
   int64_t max() const;
   const std::string& text() const { return text_; }
 

@@ -1,6 +1,7 @@
 #include "client/loadtest/report.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "absl/status/status.h"
@@ -39,7 +40,7 @@ std::vector<std::pair<double, int64_t>> Histogram(
 
 // What Summarize gathers from the samples before it fills the summary.
 struct Tally {
-  std::vector<double> ok_lat, admitted_lat, refused_lat;
+  std::vector<double> ok_lat, admitted_lat, refused_lat, send_delay;
   std::map<std::string, std::vector<double>> stage_samples;
   int64_t tokens = 0;
   double batch_tokens = 0, batch_requests = 0;
@@ -77,8 +78,11 @@ void AddStageTimes(const moe::v1::StageTiming& t, Summary& s, Tally& tally) {
   tally.batch_requests += t.batch_requests();
 }
 
-void CountSample(const Sample& x, bool server_timing, Summary& s,
-                 Tally& tally) {
+void CountSample(const Sample& sample, bool server_timing, bool from_scheduled,
+                 Summary& s, Tally& tally) {
+  Sample x = sample;
+  if (from_scheduled) x.latency_ms += x.send_delay_ms;
+  tally.send_delay.push_back(x.send_delay_ms);
   ++s.requests;
   s.codes[absl::StatusCodeToString(static_cast<absl::StatusCode>(x.code))]++;
   if (x.code != 0) {
@@ -143,6 +147,13 @@ void FillLatencies(Tally& tally, Summary& s) {
     s.p99_ms = Percentile(lat, 0.99);
   }
   s.histogram = Histogram(lat, 12);
+  std::vector<double>& delay = tally.send_delay;
+  std::sort(delay.begin(), delay.end());
+  if (!delay.empty()) {
+    s.send_delay_p50_ms = Percentile(delay, 0.50);
+    s.send_delay_p99_ms = Percentile(delay, 0.99);
+    s.send_delay_max_ms = delay.back();
+  }
 }
 
 }  // namespace
@@ -155,12 +166,27 @@ Summary Summarize(const RunResult& run, const RunSpec& spec) {
   s.stream = spec.stream;
   s.caller_routing = CallerRoutingName(spec.caller_routing);
   s.seconds = run.seconds;
-  s.late_starts = run.late_starts;
   s.server_timing = spec.server_timing;
   s.error_messages = run.errors;
+  const bool open = spec.rps > 0;
+  if (open) {
+    s.scheduled = run.scheduled;
+    s.sent = run.sent;
+    s.never_sent = run.never_sent;
+    s.late = run.late;
+    s.held_by_cap = run.held_by_cap;
+    s.max_outstanding = spec.max_outstanding;
+    s.late_after_ms =
+        std::chrono::duration<double, std::milli>(spec.late_after).count();
+    s.offered_rps = spec.rps;
+    if (run.send_seconds > 0) s.achieved_rps = run.sent / run.send_seconds;
+    if (spec.latency_from_scheduled) s.latency_from = "scheduled";
+  }
+  if (spec.digest) s.digest = absl::StrFormat("%016x", run.digest);
   Tally tally;
   for (const Sample& x : run.samples) {
-    CountSample(x, spec.server_timing, s, tally);
+    CountSample(x, spec.server_timing, open && spec.latency_from_scheduled, s,
+                tally);
   }
   FillRates(tally, s);
   FillLatencies(tally, s);
@@ -170,12 +196,28 @@ Summary Summarize(const RunResult& run, const RunSpec& spec) {
 std::string FormatText(const Summary& s) {
   std::string out;
   if (s.mode == "open") {
+    // What was offered and what went out first: a loop that fell behind
+    // says so before any latency.
     absl::StrAppendFormat(
-        &out, "open loop at %.1f req/s%s\n", s.target_rps,
-        s.late_starts > 0
-            ? absl::StrCat(" (", s.late_starts,
-                           " sends held back by the in-flight cap)")
-            : "");
+        &out,
+        "open loop: offered %.1f req/s, achieved %.1f req/s%s\n"
+        "sends      %ld scheduled: %ld sent (%ld late by more than %.1f ms), "
+        "%ld never sent; %ld held back by the in-flight cap (%d)\n",
+        s.offered_rps, s.achieved_rps,
+        s.achieved_rps < 0.95 * s.offered_rps ? ": BEHIND THE OFFERED RATE"
+                                              : "",
+        static_cast<long>(s.scheduled), static_cast<long>(s.sent),
+        static_cast<long>(s.late), s.late_after_ms,
+        static_cast<long>(s.never_sent), static_cast<long>(s.held_by_cap),
+        s.max_outstanding);
+    absl::StrAppendFormat(
+        &out, "%s; sends went out p50 %.2f  p99 %.2f  max %.2f ms late\n",
+        s.latency_from == "scheduled"
+            ? "latency from each request's scheduled send time (coordinated "
+              "omission corrected)"
+            : "latency from each request's actual send (--latency-from sent: "
+              "the wait for a late send is not in it)",
+        s.send_delay_p50_ms, s.send_delay_p99_ms, s.send_delay_max_ms);
   } else {
     absl::StrAppendFormat(&out, "closed loop, concurrency %d%s\n",
                           s.concurrency, s.stream ? " (ForwardStream)" : "");
@@ -217,6 +259,9 @@ std::string FormatText(const Summary& s) {
           std::string(static_cast<size_t>(40.0 * c / most), '#'));
       lower = upper;
     }
+  }
+  if (!s.digest.empty()) {
+    absl::StrAppendFormat(&out, "requests digest %s\n", s.digest);
   }
   out += "status codes:";
   for (const auto& [code, n] : s.codes)
@@ -268,7 +313,22 @@ nlohmann::json ToJson(const Summary& s) {
                         {"max_ms", s.refused_max_ms}}},
                       {"status_codes", s.codes},
                       {"error_messages", s.error_messages},
-                      {"late_starts", s.late_starts}};
+                      {"latency_from", s.latency_from}};
+  if (s.mode == "open") {
+    j["offered_rps"] = s.offered_rps;
+    j["achieved_rps"] = s.achieved_rps;
+    j["scheduled"] = s.scheduled;
+    j["sent"] = s.sent;
+    j["never_sent"] = s.never_sent;
+    j["late"] = s.late;
+    j["late_after_ms"] = s.late_after_ms;
+    j["held_by_cap"] = s.held_by_cap;
+    j["max_outstanding"] = s.max_outstanding;
+    j["send_delay_ms"] = {{"p50", s.send_delay_p50_ms},
+                          {"p99", s.send_delay_p99_ms},
+                          {"max", s.send_delay_max_ms}};
+  }
+  if (!s.digest.empty()) j["digest"] = s.digest;
   nlohmann::json h = nlohmann::json::array();
   for (const auto& [upper, c] : s.histogram)
     h.push_back({{"le_ms", upper}, {"count", c}});

@@ -36,7 +36,20 @@ struct Summary {
   std::map<std::string, int64_t> codes;
   std::vector<std::string> error_messages;
   std::vector<std::pair<double, int64_t>> histogram;  // (upper bound ms, count)
-  int64_t late_starts = 0;
+  // Open loop: the measured schedule's sends (scheduled == sent +
+  // never_sent), those sent later than late_after_ms and those held back by
+  // the in-flight cap; offered and achieved send rates.
+  int64_t scheduled = 0, sent = 0, never_sent = 0, late = 0, held_by_cap = 0;
+  int max_outstanding = 0;
+  double late_after_ms = 0;
+  double offered_rps = 0, achieved_rps = 0;
+  // What latency counts from: "scheduled" (each request's scheduled send
+  // time, coordinated omission corrected) or "sent" (its actual send).
+  std::string latency_from = "sent";
+  // Open loop: how long after their scheduled time the sends went out.
+  double send_delay_p50_ms = 0, send_delay_p99_ms = 0, send_delay_max_ms = 0;
+  // --digest: the sum of the measured requests' digests, 16 hex digits.
+  std::string digest;
   bool server_timing = false;
   // Mean per-stage server time (us) over successful requests.
   std::map<std::string, double> stage_us;

@@ -189,7 +189,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'stopping=1; exit 0' INT TERM
 
-"$bin/server/moe-router" --listen "127.0.0.1:$port" --port-file "$log_dir/port" \
+# The router and the workers run in a session of their own (setsid, same
+# pid: a background child leads no group, so setsid execs in place): a
+# Ctrl-C on the terminal then reaches this script alone, whose trap stops
+# them in order, rather than them too, each on its own, racing the trap.
+detach=()
+command -v setsid >/dev/null 2>&1 && detach=(setsid)
+
+"${detach[@]}" "$bin/server/moe-router" --listen "127.0.0.1:$port" --port-file "$log_dir/port" \
   --num-workers "$workers" "${router_security[@]}" "${router_args[@]}" >"$log_dir/router.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 $((ready_timeout * 10))); do
@@ -204,7 +211,7 @@ worker_target="$target"
 [[ -z $worker_cert ]] || worker_target="127.0.0.1:$(cat "$log_dir/worker-port")"
 
 for ((i = 0; i < workers; i++)); do
-  "$bin/worker/moe-worker" --router "$worker_target" --threads "$worker_threads" \
+  "${detach[@]}" "$bin/worker/moe-worker" --router "$worker_target" --threads "$worker_threads" \
     "${worker_security[@]}" >"$log_dir/worker$i.log" 2>&1 &
   pids+=($!)
 done

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@
 #include "engine/cuda/lt_matmul.h"
 #include "engine/cuda/step_setup.h"
 #include "engine/device_backend.h"
+#include "engine/device_load.h"
 #include "engine/layer_shard.h"
 #include "kernels/cuda/kernels.h"
 #include "spdlog/spdlog.h"
@@ -82,13 +84,18 @@ class CudaBackend : public DeviceBackend {
                     int64_t max_tokens) override {
     // The router part routes with one config per backend (config_), so a
     // model whose layers route differently is refused where it would route;
-    // a worker (no gate) only runs experts, which are per layer already.
-    if (options.load_gate && !source.info().routing_overrides.empty()) {
+    // a worker (no gate) only runs experts, which are per layer already, and
+    // so do the router's shared experts (each uploaded with its layer's
+    // activation).
+    for (const auto& [l, c] : source.info().routing_overrides) {
+      if (!options.load_gate ||
+          WithActivationOf(c, source.info().layer) == source.info().layer) {
+        continue;
+      }
       return absl::UnimplementedError(absl::StrCat(
-          name(), " routes every MoE layer with one config; layer ",
-          source.info().routing_overrides.begin()->first,
-          " has its own (hash and top-k layers in one model): route this "
-          "model on a CPU router (CUDA workers can run its experts)"));
+          name(), " routes every MoE layer with one config; layer ", l,
+          " routes by its own (hash and top-k layers in one model): route "
+          "this model on a CPU router (CUDA workers can run its experts)"));
     }
     // A worker (no gate, no shared expert) runs the routed experts only,
     // which the kernels compute for every family; the router part refuses
@@ -132,23 +139,63 @@ class CudaBackend : public DeviceBackend {
                        : "dequantised to bf16 on the device at load",
                    c.reason);
     }
+    // Everything loads into a fresh backend of this device, taken whole once
+    // all of it loaded: a failure at any point leaves this backend's layers,
+    // config and workspaces serving (engine/device_load.h).
     bool uploaded = false;
-    absl::Status s = LoadAs(source, o, max_tokens, path, &uploaded);
-    if (!s.ok() && uploaded && path == Fp8GpuPath::kBlockScaled) {
-      // The weights are there but the workspaces or plans are not: cuBLASLt
-      // found no block-scaled algorithm for these shapes (plans are built
-      // at load). The bf16 form serves them instead.
+    absl::StatusOr<std::unique_ptr<CudaBackend>> next =
+        LoadFresh(source, o, max_tokens, path, &uploaded);
+    if (!next.ok() && uploaded && path == Fp8GpuPath::kBlockScaled) {
+      // The weights were there but the workspaces or plans were not:
+      // cuBLASLt found no block-scaled algorithm for these shapes (plans are
+      // built at load). The bf16 form serves them instead; the E4M3 copy
+      // went with the failed backend, so the two are never held at once.
       spdlog::warn(
           "{}: block-scaled FP8 experts could not be set up ({}); FP8 "
           "experts dequantised to bf16 on the device instead",
-          name(), std::string(s.message()));
-      s = LoadAs(source, o, max_tokens, Fp8GpuPath::kDequantBf16, &uploaded);
+          name(), std::string(next.status().message()));
+      next =
+          LoadFresh(source, o, max_tokens, Fp8GpuPath::kDequantBf16, &uploaded);
     }
-    return s;
+    if (!next.ok()) return next.status();
+    Adopt(**next);
+    return absl::OkStatus();
+  }
+
+  // A backend of this device loaded with `source` in the form `path` says
+  // (*uploaded once its weights are up), or the first failure.
+  absl::StatusOr<std::unique_ptr<CudaBackend>> LoadFresh(
+      const ModelSource& source, const LoadOptions& options, int64_t max_tokens,
+      Fp8GpuPath path, bool* uploaded) const {
+    *uploaded = false;
+    auto b = std::make_unique<CudaBackend>(device_);
+    MOE_RETURN_IF_ERROR(b->Init());
+    MOE_RETURN_IF_ERROR(b->LoadAs(source, options, max_tokens, path, uploaded));
+    return b;
+  }
+
+  // Takes the state of `from`, freshly loaded, and gives it this one's,
+  // which goes with it.
+  void Adopt(CudaBackend& from) {
+    using std::swap;
+    AdoptHostLogic(from);
+    swap(queue_, from.queue_);
+    swap(stream_, from.stream_);
+    swap(lt_, from.lt_);
+    swap(layers_, from.layers_);
+    swap(router_, from.router_);
+    swap(shared_experts_, from.shared_experts_);
+    swap(xb_, from.xb_);
+    swap(raw_shared_, from.raw_shared_);
+    swap(gate_logit_, from.gate_logit_);
+    swap(step_, from.step_);
+    swap(fp8_, from.fp8_);
+    expert_ptrs_.clear();
   }
 
   // Uploads the weights in the form `path` says (*uploaded once done), then
-  // sizes the workspaces and builds the plans.
+  // sizes the workspaces and builds the plans: on a fresh backend only
+  // (LoadFresh), whose state nothing serves yet.
   absl::Status LoadAs(const ModelSource& source, const LoadOptions& options,
                       int64_t max_tokens, Fp8GpuPath path, bool* uploaded) {
     auto layers = std::make_shared<Layers>();
@@ -161,16 +208,20 @@ class CudaBackend : public DeviceBackend {
     }
     layers_ = std::move(layers);
     config_ = source.info().layer;
+    MOE_RETURN_IF_ERROR(AtLoadPoint(LoadPoint::kWeights));
     // What a router part computes on the host (DeviceBackend): the experts'
     // frame, Gemma 4's routing and its shared expert's norms.
     if (options.load_gate) MOE_RETURN_IF_ERROR(LoadHostParts(source, options));
+    MOE_RETURN_IF_ERROR(AtLoadPoint(LoadPoint::kHostParts));
     max_tokens_ = max_tokens;
     fp8_ =
         options.dtype == WeightDType::kFP8 && path == Fp8GpuPath::kBlockScaled;
     // Weights were copied on the legacy default stream, which the
     // non-blocking step stream does not wait for: finish them before any
-    // step can read them.
-    MOE_CUDA_OK(cudaDeviceSynchronize());
+    // step can read them, waiting for that stream only (another backend of
+    // this device may be capturing a graph, engine/device_load.h).
+    MOE_RETURN_IF_ERROR(AwaitLoadStream());
+    MOE_RETURN_IF_ERROR(AtLoadPoint(LoadPoint::kUploadsDone));
     *uploaded = true;
     return AllocateWorkspaces(gate);
   }
@@ -346,12 +397,16 @@ class CudaBackend : public DeviceBackend {
     MOE_RETURN_IF_ERROR(ReserveIo(with_gate));
     step_.Reset();
     MOE_RETURN_IF_ERROR(WarmPlans());
+    MOE_RETURN_IF_ERROR(AtLoadPoint(LoadPoint::kWorkspaces));
     // A backend that holds experts runs steps: their buffers now, so that
     // no step allocates (a router whose experts run on workers holds none).
     for (const auto& [layer, w] : *layers_) {
-      if (!w->experts.empty()) return EnsureStepBuffers();
+      if (!w->experts.empty()) {
+        MOE_RETURN_IF_ERROR(EnsureStepBuffers());
+        break;
+      }
     }
-    return absl::OkStatus();
+    return AtLoadPoint(LoadPoint::kStepBuffers);
   }
 
   // The step's buffers kept only once allocated and calibrated whole: after

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/cuda/device_buffer.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/fp8_rule.h"
 #include "spdlog/spdlog.h"
@@ -148,8 +149,9 @@ absl::Status CudaExperts::AllocateFp8(int64_t spare) {
     MOE_CUDA_OK(cudaMemset(b->data(), 0, b->size()));
   }
   // cudaMemset may return before it is done, and the passes run on
-  // non-blocking streams that do not wait for the legacy stream.
-  MOE_CUDA_OK(cudaDeviceSynchronize());
+  // non-blocking streams that do not wait for the legacy stream: that stream
+  // alone is awaited (engine/cuda/device_buffer.h).
+  MOE_RETURN_IF_ERROR(AwaitLoadStream());
   return absl::OkStatus();
 }
 

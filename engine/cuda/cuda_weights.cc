@@ -93,7 +93,7 @@ absl::StatusOr<CudaExpert> UploadExpert(const ModelSource& src, int64_t layer,
   CudaExpert e;
   e.inter = shape.inter;
   e.gated = shape.gated;
-  e.act = GatedActOf(c);
+  e.act = shared ? SharedGatedActOf(c) : GatedActOf(c);
   if (!shared && c.expert_bias) {  // the CPU has no shared-expert biases
     MOE_RETURN_IF_ERROR(
         UploadVector(src, layer, WeightRole::kB1, expert, &e.b1));

@@ -36,7 +36,8 @@ struct CudaExpert {
   bool fp8 = false;
   DeviceBuffer w13_scale, w2_scale;
   int64_t hidden_k = 0, inter_pad = 0, down_k = 0;
-  // The layer's gated activation (config.act; shared experts take it too).
+  // The expert's gated activation: config.act, or for the shared expert
+  // shared_act where the layer gives it (SharedGatedActOf).
   kernels::GatedActParams act;
   // Routed experts with config.expert_bias (gpt-oss; gated only), fp32
   // [inter], [inter] and [W]: added after the gate-up and down GEMMs. Empty

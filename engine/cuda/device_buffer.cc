@@ -42,4 +42,9 @@ void CudaBuffer<kSpace>::Release() {
 template class CudaBuffer<MemorySpace::kDevice>;
 template class CudaBuffer<MemorySpace::kPinnedHost>;
 
+absl::Status AwaitLoadStream() {
+  MOE_CUDA_OK(cudaStreamSynchronize(cudaStreamLegacy));
+  return absl::OkStatus();
+}
+
 }  // namespace moe

@@ -56,4 +56,12 @@ using PinnedBuffer = CudaBuffer<MemorySpace::kPinnedHost>;
 // cudaMalloc and cudaMallocHost calls made through these buffers so far.
 int64_t DeviceAllocationCount();
 
+// A load's uploads, dequantisations and zero fills run on the legacy default
+// stream (cudaMemcpy, cudaMemset, kernels on stream 0), which no step stream
+// (non-blocking) waits for: a load waits for that stream alone before its
+// weights serve. Never the whole device: a load may run while another
+// backend of the device captures a graph on its step stream, during which
+// cudaDeviceSynchronize is an error that also breaks the capture.
+absl::Status AwaitLoadStream();
+
 }  // namespace moe

@@ -1,20 +1,32 @@
 """Writes a small random Hugging Face checkpoint of a supported family.
 
     python3 examples/remote_model/make_checkpoint.py mixtral /tmp/tiny-mixtral
+    python3 examples/remote_model/make_checkpoint.py gpt_oss /tmp/tiny-gpt-oss --released
+    python3 examples/remote_model/make_checkpoint.py --list
+
+`mixtral` and `qwen3_moe` are written here as whole models (attention and
+all), which `run.py` runs end to end. Every family the loader knows (the
+list is the loader's own, `moe-make-checkpoint --list`) is written by
+`moe-make-checkpoint`, the test suite's checkpoint writer, in its real
+layout: its MoE layers from a golden case its config expresses, the other
+tensors a release has as filler; `--released` (gpt_oss, deepseek_v4,
+kimi_k3: MXFP4 experts as they ship), `--nvfp4` (nemotron_h's ModelOpt
+release) and `--packed` (transformers v5's packed experts) choose a form.
+Mixtral and Qwen3-MoE in a form other than the whole model go there too.
+The binary is `$MOE_BIN/tests/moe-make-checkpoint` (MOE_BIN: the build
+directory, `build/` by default; `cmake --build build --target
+moe-make-checkpoint`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
-import numpy as np
-import torch
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model import MoeForCausalLM  # noqa: E402
-from moe_serve.safetensors_lite import save  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 
 CONFIGS = {
     "mixtral": dict(model_type="mixtral", hidden_size=64, num_hidden_layers=3,
@@ -30,7 +42,31 @@ CONFIGS = {
 }
 
 
+def writer() -> str:
+    """The test suite's checkpoint writer, moe-make-checkpoint."""
+    build = os.environ.get("MOE_BIN", os.path.join(REPO, "build"))
+    for path in (os.path.join(build, "tests", "moe-make-checkpoint"),
+                 os.path.join(build, "moe-make-checkpoint")):
+        if os.access(path, os.X_OK):
+            return path
+    sys.exit(f"make_checkpoint: no moe-make-checkpoint in {build} (MOE_BIN): build it "
+             f"with cmake --build {build} --target moe-make-checkpoint")
+
+
+def families() -> list[str]:
+    """Every family and form the loader knows, from moe-make-checkpoint."""
+    out = subprocess.run([writer(), "--list"], check=True, capture_output=True, text=True)
+    return out.stdout.splitlines()
+
+
 def write(family: str, directory: str, seed: int = 0) -> dict:
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, HERE)
+    from model import MoeForCausalLM
+    from moe_serve.safetensors_lite import save
+
     cfg = dict(CONFIGS[family])
     torch.manual_seed(seed)
     model = MoeForCausalLM(cfg)
@@ -50,8 +86,27 @@ def write(family: str, directory: str, seed: int = 0) -> dict:
     return cfg
 
 
+def main(argv: list[str]) -> int:
+    if argv == ["--list"]:
+        print("\n".join(families()))
+        return 0
+    if len(argv) not in (2, 3):
+        sys.exit(f"usage: {sys.argv[0]} --list | FAMILY DIR [--released | --nvfp4 | --packed]")
+    family, directory = argv[0], argv[1]
+    if family in CONFIGS and len(argv) == 2:
+        try:
+            import numpy  # noqa: F401
+            import torch  # noqa: F401
+        except ImportError as e:
+            # The MoE layers alone, as every other family's, still serve.
+            print(f"make_checkpoint: {e.name} is missing: {family} written by "
+                  "moe-make-checkpoint, its MoE layers only", file=sys.stderr)
+        else:
+            write(family, directory)
+            print(f"wrote a random {family} checkpoint to {directory}")
+            return 0
+    return subprocess.run([writer()] + argv).returncode
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in CONFIGS:
-        sys.exit(f"usage: {sys.argv[0]} {{{','.join(CONFIGS)}}} DIR")
-    write(sys.argv[1], sys.argv[2])
-    print(f"wrote a random {sys.argv[1]} checkpoint to {sys.argv[2]}")
+    sys.exit(main(sys.argv[1:]))

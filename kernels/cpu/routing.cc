@@ -161,6 +161,22 @@ void SoftmaxOverChosen(int64_t n, int64_t k, float* w) {
   for (int64_t t = 0; t < n; ++t) SoftmaxOverChosenRow(w + t * k, k);
 }
 
+void SoftcapLogits(int64_t count, float cap, float* logits) {
+  for (int64_t i = 0; i < count; ++i) {
+    logits[i] = SoftcapLogit(logits[i], cap);
+  }
+}
+
+void Sparsemixer(const float* logits, int64_t n, int64_t num_experts, float eps,
+                 int32_t* idx, float* w, int num_threads) {
+#pragma omp parallel for schedule(static) \
+    num_threads(ThreadsFor(n, num_threads))
+  for (int64_t t = 0; t < n; ++t) {
+    SparsemixerRow(logits + t * num_experts, num_experts, eps, idx + t * 2,
+                   w + t * 2);
+  }
+}
+
 void SelectHashed(const int32_t* tid2eid, const int64_t* token_ids,
                   const float* scores, int64_t n, int64_t num_experts,
                   int64_t k, int32_t* idx, float* w) {

@@ -53,6 +53,14 @@ void NormalizeAndScale(int64_t n, int64_t k, bool normalize, float scale,
 // from the logits, descending) become their softmax over those k.
 void SoftmaxOverChosen(int64_t n, int64_t k, float* w);
 
+// logits[0..count) = cap * tanh(logits / cap) (cap > 0; Grok-1).
+void SoftcapLogits(int64_t count, float cap, float* logits);
+
+// PhiMoE's sparsemixer (kernels/routing_rule.h SparsemixerRow) over the
+// [n, E] logits: idx, w [n, 2], final weights.
+void Sparsemixer(const float* logits, int64_t n, int64_t num_experts, float eps,
+                 int32_t* idx, float* w, int num_threads);
+
 // Hash routing: token t's experts are row tid2eid[token_ids[t]] ([V, k]
 // table, ids in [0, num_experts)) in stored order, w = scores at those ids.
 // The caller has checked every token id in [0, V).

@@ -44,10 +44,15 @@ absl::Status CheckRouting(const moe::v1::Routing& routing, int64_t layer,
     for (int64_t s = 0; s < k; ++s) {
       const int64_t i = t * k + s;
       const int32_t e = routing.expert_ids(i);
-      if (e < 0 || e >= c.num_experts) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("routing.expert_ids[", i, "] (row ", t, ", slot ", s,
-                         "): ", e, " is outside [0, ", c.num_experts, ")"));
+      // Ids E..E+Z-1 are the layer's zero experts (computed on the router).
+      if (e < 0 || e >= c.router_rows()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "routing.expert_ids[", i, "] (row ", t, ", slot ", s, "): ", e,
+            " is outside [0, ", c.router_rows(), ")",
+            c.zero_experts > 0
+                ? absl::StrCat(" (", c.num_experts, " experts and ",
+                               c.zero_experts, " zero experts)")
+                : ""));
       }
       for (int64_t p = 0; p < s; ++p) {
         if (routing.expert_ids(t * k + p) == e) {
@@ -80,12 +85,16 @@ absl::StatusOr<WireMatrix> CheckLogits(const moe::v1::Tensor& t, int64_t layer,
         absl::StrCat("router_logits.dtype: expected F32 or BF16, got ",
                      moe::v1::DType_Name(t.dtype())));
   }
-  if (t.shape_size() == 2 && t.shape(1) != c.num_experts) {
+  // One column per router row: the zero experts' follow the experts'.
+  if (t.shape_size() == 2 && t.shape(1) != c.router_rows()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "router_logits.shape[1]: wrong width ", t.shape(1), ", expected layer ",
-        layer, "'s ", c.num_experts, " experts ([N, experts])"));
+        layer, "'s ", c.router_rows(),
+        c.zero_experts > 0 ? " router rows (experts + zero experts)"
+                           : " experts",
+        " ([N, experts])"));
   }
-  auto m = CheckMatrix(t, "router_logits", c.num_experts,
+  auto m = CheckMatrix(t, "router_logits", c.router_rows(),
                        /*require_finite=*/true);
   if (!m.ok()) return m.status();
   if (m->rows != n) {

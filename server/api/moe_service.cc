@@ -49,7 +49,7 @@ void MoeServiceImpl::Process(const char* method,
       .routing = request.return_routing(),
       .timing = request.return_timing(),
       .router_logits = request.return_router_logits(),
-      .experts = options_.model->info().layer.num_experts,
+      .experts = options_.model->info().layer.router_rows(),
       .shared_output = request.shared() == moe::v1::SHARED_SEPARATE};
   req->done = [parts, out = valid->output_dtype, hidden, arrival, response,
                done](const absl::Status& s, BatchResult& res) {

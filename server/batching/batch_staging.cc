@@ -104,8 +104,8 @@ void AnswerBatch(Batch& batch, const absl::Status& status,
           out.routing.weight.begin() + begin * S,
           out.routing.weight.begin() + (begin + rows) * S);
       if (r->return_router_logits) {
-        const int64_t E =
-            static_cast<int64_t>(out.routing.expert_counts.size());
+        // One column per router row (the zero experts' included).
+        const int64_t E = out.routing.logit_cols;
         res.router_logits = absl::MakeConstSpan(out.routing.logits)
                                 .subspan(begin * E, rows * E);
       }

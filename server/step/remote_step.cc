@@ -111,8 +111,10 @@ absl::Status RemoteStep::Run(StepGroup& group, const StepRequest& request,
   const Routing& routing = out->routing;
   // A layer with shared experts or an expert frame finishes y here, in
   // fp32: the workers' outputs then come home in fp32 too.
-  const bool bf16_result =
-      request.bf16_out && !config.has_shared() && !config.has_expert_frame();
+  // So does one with zero experts, an output scale or an output bias.
+  const bool bf16_result = request.bf16_out && !config.has_shared() &&
+                           !config.has_expert_frame() &&
+                           !HasOutputTerms(config);
   std::chrono::steady_clock::time_point deadline = request.deadline;
   float* y = out->y.data();
   StageTimes* t = &out->times;

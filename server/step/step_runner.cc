@@ -107,6 +107,18 @@ absl::Status StepRunner::Run(const StepRequest& request, Output* out) {
     PlaceShared(shared_rows, n, H, shared_needed ? shared_out_.data() : nullptr,
                 out->y.data(), out->shared.data());
   }
+  if (HasOutputTerms(c)) {
+    // On the router, after the workers' sum and the shared expert: the zero
+    // experts' w * x (never dispatched), then output_scale and the bias.
+    if (c.output_bias && b.OutputBias(layer) == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("layer ", layer,
+                       " was loaded without its output bias (output.bias)"));
+    }
+    AddZeroExperts(c, out->routing, x, out->y.data());
+    ScaleAndBiasOutput(c, b.OutputBias(layer), n, out->y.data(),
+                       apart ? out->shared.data() : nullptr);
+  }
   out->worker_rows = remote_.worker_rows();
   return absl::OkStatus();
 }

@@ -2,6 +2,9 @@
 // MiniMax-M2, Llama 4, GLM-5, MiMo-V2-Flash, Nemotron 3, Gemma 4, Kimi K3),
 // read as their release configs are written, and the refusal of what the
 // loader does not know.
+#include <string>
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 #include "core/hf_config.h"
 #include "gtest/gtest.h"
@@ -583,9 +586,10 @@ TEST(HfFamilies, MimoV2FlashIsReadAsDeepseekV3WithoutSharedExpert) {
 }
 
 TEST(HfFamilies, UnknownModelTypeListsTheSupportedFamilies) {
-  auto s = Parse(R"({"model_type":"jamba","hidden_size":64})");
+  // SwitchTransformers is encoder-decoder: out of scope, never a family.
+  auto s = Parse(R"({"model_type":"switch_transformers","hidden_size":64})");
   ASSERT_FALSE(s.ok());
-  EXPECT_TRUE(Mentions(s.status(), "'jamba'"));
+  EXPECT_TRUE(Mentions(s.status(), "'switch_transformers'"));
   for (HfFamily f : AllHfFamilies()) {
     EXPECT_TRUE(Mentions(s.status(), HfFamilyName(f))) << HfFamilyName(f);
   }
@@ -772,6 +776,1054 @@ TEST(HfFamilies, KimiK3ReadsTextConfigLatentSituAndCompressedTensors) {
   ASSERT_TRUE(grouped.ok()) << grouped.status();
   EXPECT_EQ(grouped->info.layer.n_groups, 8);
   EXPECT_EQ(grouped->info.layer.topk_groups, 4);
+}
+
+// FlexOlmo and MiniMax-Text-01 are OLMoE's and Mixtral's MoE under their
+// own model_type: the same layer config and names as the family they are
+// described by.
+TEST(HfFamilies, FlexOlmoAndMinimaxAreReadAsOlmoeAndMixtral) {
+  auto flex = Parse(
+      R"({"model_type":"flex_olmo","architectures":["FlexOlmoForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":32,"intermediate_size":11008,
+    "num_experts":7,"num_experts_per_tok":7,"norm_topk_prob":false})");
+  auto olmoe = Parse(
+      R"({"model_type":"olmoe","hidden_size":4096,"num_hidden_layers":32,
+    "intermediate_size":11008,"num_experts":7,"num_experts_per_tok":7,
+    "norm_topk_prob":false})");
+  ASSERT_TRUE(flex.ok()) << flex.status();
+  ASSERT_TRUE(olmoe.ok()) << olmoe.status();
+  EXPECT_EQ(flex->family, HfFamily::kFlexOlmo);
+  EXPECT_EQ(flex->info.layer, olmoe->info.layer);
+  EXPECT_EQ(flex->info.moe_layers.size(), 32u);
+  EXPECT_FALSE(flex->info.layer.route_norm);
+  EXPECT_EQ(HfTensorName(HfFamily::kFlexOlmo, 3, WeightRole::kW2, 6),
+            "model.layers.3.mlp.experts.6.down_proj.weight");
+  auto mm = Parse(
+      R"({"model_type":"minimax","architectures":["MiniMaxText01ForCausalLM"],
+    "hidden_size":6144,"num_hidden_layers":80,"intermediate_size":9216,
+    "num_local_experts":32,"num_experts_per_tok":2,
+    "attn_type_list":[0,0,0,0,0,0,0,1]})");
+  ASSERT_TRUE(mm.ok()) << mm.status();
+  EXPECT_EQ(mm->family, HfFamily::kMinimax);
+  const auto& c = mm->info.layer;
+  EXPECT_EQ(c.score_func, ScoreFunc::kSoftmax);
+  EXPECT_TRUE(c.route_norm);
+  EXPECT_EQ(c.num_experts, 32);
+  EXPECT_EQ(c.inter, 9216);
+  EXPECT_EQ(mm->info.moe_layers.size(), 80u);
+  EXPECT_EQ(HfTensorName(HfFamily::kMinimax, 79, WeightRole::kGate, -1),
+            "model.layers.79.block_sparse_moe.gate.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kMinimax, 0, WeightRole::kW1, 31),
+            "model.layers.0.block_sparse_moe.experts.31.w1.weight");
+  for (const char* arch : {"MiniMaxForCausalLM", "MiniMaxM1ForCausalLM"}) {
+    auto other = Parse(absl::StrCat(
+        R"({"model_type":"minimax","architectures":[")", arch,
+        R"("],"hidden_size":64,"num_hidden_layers":2,"intermediate_size":16,
+    "num_local_experts":4,"num_experts_per_tok":2})"));
+    EXPECT_TRUE(other.ok()) << arch << ": " << other.status();
+  }
+}
+
+// Mellum: Qwen3-MoE's block; mlp_layer_types names the sparse layers.
+TEST(HfFamilies, MellumSparseLayersFromMlpLayerTypes) {
+  auto s = Parse(
+      R"({"model_type":"mellum","architectures":["MellumForCausalLM"],
+    "hidden_size":2304,"num_hidden_layers":4,"intermediate_size":7168,
+    "num_experts":64,"num_experts_per_tok":8,"moe_intermediate_size":896,
+    "norm_topk_prob":true,
+    "mlp_layer_types":["dense","sparse","sparse","dense"],
+    "layer_types":["sliding_attention","full_attention","sliding_attention",
+                   "full_attention"]})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kMellum);
+  EXPECT_EQ(s->info.moe_layers, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(s->info.layer.inter, 896);
+  EXPECT_TRUE(s->info.layer.route_norm);
+  EXPECT_EQ(HfTensorName(HfFamily::kMellum, 1, WeightRole::kW1, 63),
+            "model.layers.1.mlp.experts.63.gate_proj.weight");
+  auto all = Parse(
+      R"({"model_type":"mellum","hidden_size":64,"num_hidden_layers":3,
+    "num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":16})");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->info.moe_layers, (std::vector<int64_t>{0, 1, 2}));
+  auto short_list = Parse(
+      R"({"model_type":"mellum","hidden_size":64,"num_hidden_layers":3,
+    "num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":16,
+    "mlp_layer_types":["sparse","sparse"]})");
+  EXPECT_TRUE(Mentions(short_list.status(), "mlp_layer_types"))
+      << short_list.status();
+}
+
+// Qwen3-VL-MoE: Qwen3-MoE's keys under text_config, experts fused for x·W
+// under model.language_model.
+TEST(HfFamilies, Qwen3VlMoeReadsTextConfigAndFusedExperts) {
+  auto s = Parse(
+      R"({"model_type":"qwen3_vl_moe",
+    "architectures":["Qwen3VLMoeForConditionalGeneration"],
+    "vision_config":{"depth":27,"hidden_size":1152},
+    "text_config":{"model_type":"qwen3_vl_moe_text","hidden_size":2048,
+      "num_hidden_layers":48,"intermediate_size":6144,"num_experts":128,
+      "num_experts_per_tok":8,"moe_intermediate_size":768,
+      "norm_topk_prob":true,"decoder_sparse_step":1,"mlp_only_layers":[]}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kQwen3VlMoe);
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.top_k, 8);
+  EXPECT_EQ(c.inter, 768);
+  EXPECT_TRUE(c.route_norm);
+  EXPECT_EQ(s->info.moe_layers.size(), 48u);
+  EXPECT_EQ(HfTensorName(HfFamily::kQwen3VlMoe, 4, WeightRole::kGate, -1),
+            "model.language_model.layers.4.mlp.gate.weight");
+  MoeLayerConfig k;
+  k.hidden = 2048;
+  k.inter = 768;
+  k.num_experts = 128;
+  const HfTensorLocation up =
+      HfLocate(HfFamily::kQwen3VlMoe, k, 4, WeightRole::kW3, 5);
+  EXPECT_EQ(up.name, "model.language_model.layers.4.mlp.experts.gate_up_proj");
+  EXPECT_TRUE(up.fused && !up.linear);
+  EXPECT_EQ(up.fused_shape, (std::vector<int64_t>{128, 2048, 1536}));
+  EXPECT_EQ(up.col0, 768);  // the up columns follow the gate's
+  const HfTensorLocation down =
+      HfLocate(HfFamily::kQwen3VlMoe, k, 4, WeightRole::kW2, 5);
+  EXPECT_EQ(down.name, "model.language_model.layers.4.mlp.experts.down_proj");
+  EXPECT_EQ(down.fused_shape, (std::vector<int64_t>{128, 768, 2048}));
+  auto flat = Parse(
+      R"({"model_type":"qwen3_vl_moe","hidden_size":64,"num_hidden_layers":2,
+    "num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":16})");
+  EXPECT_TRUE(Mentions(flat.status(), "text_config")) << flat.status();
+}
+
+// GraniteMoe and its shared forms: the router's layer, nn.Linear experts
+// packed in input_linear / output_linear, and the fused shared MLP.
+TEST(HfFamilies, GraniteMoeFamiliesRouterLayerAndPackedLinears) {
+  auto g = Parse(
+      R"({"model_type":"granitemoe","architectures":["GraniteMoeForCausalLM"],
+    "hidden_size":1536,"num_hidden_layers":32,"intermediate_size":512,
+    "num_local_experts":40,"num_experts_per_tok":8,
+    "embedding_multiplier":12.0,"residual_multiplier":0.22})");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->family, HfFamily::kGraniteMoe);
+  EXPECT_EQ(g->info.layer.num_experts, 40);
+  EXPECT_TRUE(g->info.layer.route_norm);
+  EXPECT_FALSE(g->info.layer.has_shared());
+  EXPECT_EQ(g->info.moe_layers.size(), 32u);
+  EXPECT_EQ(HfTensorName(HfFamily::kGraniteMoe, 2, WeightRole::kGate, -1),
+            "model.layers.2.block_sparse_moe.router.layer.weight");
+  MoeLayerConfig k;
+  k.hidden = 1536;
+  k.inter = 512;
+  k.num_experts = 40;
+  k.shared_inter = 1024;
+  const HfTensorLocation up =
+      HfLocate(HfFamily::kGraniteMoe, k, 2, WeightRole::kW3, 7);
+  EXPECT_EQ(up.name, "model.layers.2.block_sparse_moe.input_linear.weight");
+  EXPECT_TRUE(up.fused && up.linear);
+  EXPECT_EQ(up.fused_shape, (std::vector<int64_t>{40, 1024, 1536}));
+  EXPECT_EQ(up.col0, 512);
+  const HfTensorLocation down =
+      HfLocate(HfFamily::kGraniteMoe, k, 2, WeightRole::kW2, 7);
+  EXPECT_EQ(down.name, "model.layers.2.block_sparse_moe.output_linear.weight");
+  EXPECT_EQ(down.fused_shape, (std::vector<int64_t>{40, 1536, 512}));
+
+  const std::string hybrid =
+      R"({"model_type":"granitemoehybrid",
+    "architectures":["GraniteMoeHybridForCausalLM"],
+    "hidden_size":1536,"num_hidden_layers":4,"intermediate_size":512,
+    "num_local_experts":64,"num_experts_per_tok":6,
+    "shared_intermediate_size":1024,
+    "layers_block_type":["mamba","attention","mamba","mamba"]})";
+  auto h = Parse(hybrid);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->family, HfFamily::kGraniteMoeHybrid);
+  EXPECT_EQ(h->info.moe_layers, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(h->info.layer.shared_inter, 1024);
+  EXPECT_FALSE(h->info.layer.shared_gate);
+  for (HfFamily f :
+       {HfFamily::kGraniteMoeShared, HfFamily::kGraniteMoeHybrid}) {
+    SCOPED_TRACE(HfFamilyName(f));
+    // The shared MLP's gate rows over its up rows in one [2S, H] tensor.
+    const HfTensorLocation sg = HfLocate(f, k, 1, WeightRole::kSharedW1, -1);
+    const HfTensorLocation su = HfLocate(f, k, 1, WeightRole::kSharedW3, -1);
+    EXPECT_EQ(sg.name, "model.layers.1.shared_mlp.input_linear.weight");
+    EXPECT_EQ(su.name, sg.name);
+    EXPECT_EQ(sg.stored_shape, (std::vector<int64_t>{2048, 1536}));
+    EXPECT_EQ(sg.col0, 0);
+    EXPECT_EQ(su.col0, 1024);
+    EXPECT_EQ(su.out, 1024);
+    EXPECT_EQ(HfTensorName(f, 1, WeightRole::kSharedW2, -1),
+              "model.layers.1.shared_mlp.output_linear.weight");
+  }
+  auto shared = Parse(
+      R"({"model_type":"granitemoeshared",
+    "architectures":["GraniteMoeSharedForCausalLM"],"hidden_size":1024,
+    "num_hidden_layers":24,"intermediate_size":512,"num_local_experts":32,
+    "num_experts_per_tok":8,"shared_intermediate_size":1024})");
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  EXPECT_EQ(shared->info.layer.shared_inter, 1024);
+}
+
+// Snowflake Arctic: Mixtral's block every moe_layer_frequency-th layer.
+TEST(HfFamilies, ArcticMoeLayersByFrequency) {
+  const std::string body =
+      R"("model_type":"arctic","architectures":["ArcticForCausalLM"],
+    "hidden_size":7168,"num_hidden_layers":6,"intermediate_size":4864,
+    "num_local_experts":128,"num_experts_per_tok":2,"parallel_attn_mlp_res":true)";
+  auto every = Parse("{" + body + R"(,"moe_layer_frequency":1})");
+  ASSERT_TRUE(every.ok()) << every.status();
+  EXPECT_EQ(every->family, HfFamily::kArctic);
+  EXPECT_EQ(every->info.moe_layers, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_TRUE(every->info.layer.route_norm);
+  auto second = Parse("{" + body + R"(,"moe_layer_frequency":2})");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->info.moe_layers, (std::vector<int64_t>{1, 3, 5}));
+  auto bad = Parse("{" + body + R"(,"moe_layer_frequency":0})");
+  EXPECT_TRUE(Mentions(bad.status(), "moe_layer_frequency")) << bad.status();
+  // The DeepSpeed-FP quantised release is no format the loader reads.
+  auto dsfp = Parse("{" + body + R"(,"moe_layer_frequency":1,
+    "quantization_config":{"quant_method":"deepspeedfp","bits":8}})");
+  EXPECT_TRUE(Mentions(dsfp.status(), "'deepspeedfp'")) << dsfp.status();
+  // Top-1 routing is not renormalised (a renorm of one weight is none).
+  auto top1 = Parse(R"({"model_type":"arctic","hidden_size":64,
+    "num_hidden_layers":2,"intermediate_size":16,"num_local_experts":4,
+    "num_experts_per_tok":1,"moe_layer_frequency":1})");
+  ASSERT_TRUE(top1.ok()) << top1.status();
+  EXPECT_FALSE(top1->info.layer.route_norm);
+  EXPECT_EQ(HfTensorName(HfFamily::kArctic, 1, WeightRole::kW3, 127),
+            "model.layers.1.block_sparse_moe.experts.127.w3.weight");
+}
+
+// Aria: text_config, moe_topk, shared experts of the routed width, fused
+// x·W fc1 / fc2 under language_model.model.
+TEST(HfFamilies, AriaTextConfigSharedExpertsAndFusedFc) {
+  auto s = Parse(
+      R"({"model_type":"aria","architectures":["AriaForConditionalGeneration"],
+    "vision_config":{"model_type":"idefics3_vision","hidden_size":1152},
+    "text_config":{"model_type":"aria_text","hidden_size":2560,
+      "num_hidden_layers":28,"intermediate_size":1664,"moe_num_experts":64,
+      "moe_topk":6,"moe_num_shared_experts":2}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kAria);
+  EXPECT_EQ(c.num_experts, 64);
+  EXPECT_EQ(c.top_k, 6);
+  EXPECT_EQ(c.inter, 1664);
+  EXPECT_EQ(c.shared_inter, 2 * 1664);
+  EXPECT_FALSE(c.shared_gate);
+  EXPECT_TRUE(c.route_norm);
+  EXPECT_EQ(s->info.moe_layers.size(), 28u);
+  EXPECT_EQ(HfTensorName(HfFamily::kAria, 3, WeightRole::kGate, -1),
+            "language_model.model.layers.3.mlp.router.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kAria, 3, WeightRole::kSharedW3, -1),
+            "language_model.model.layers.3.mlp.shared_experts.up_proj.weight");
+  MoeLayerConfig k = c;
+  const HfTensorLocation gate =
+      HfLocate(HfFamily::kAria, k, 3, WeightRole::kW1, 9);
+  EXPECT_EQ(gate.name, "language_model.model.layers.3.mlp.experts.fc1.weight");
+  EXPECT_EQ(gate.fused_shape, (std::vector<int64_t>{64, 2560, 3328}));
+  EXPECT_EQ(gate.col0, 0);
+  EXPECT_EQ(HfLocate(HfFamily::kAria, k, 3, WeightRole::kW2, 9).name,
+            "language_model.model.layers.3.mlp.experts.fc2.weight");
+  auto no_topk = Parse(
+      R"({"model_type":"aria","text_config":{"hidden_size":64,
+    "num_hidden_layers":2,"intermediate_size":16,"moe_num_experts":4}})");
+  EXPECT_TRUE(Mentions(no_topk.status(), "moe_topk")) << no_topk.status();
+}
+
+// Jamba: feed_forward.*, softmax top-k without renorm, MoE layers by
+// expert_layer_period / expert_layer_offset.
+TEST(HfFamilies, JambaExpertLayerPeriodAndOffset) {
+  const std::string body =
+      R"("model_type":"jamba","architectures":["JambaForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":8,"intermediate_size":14336,
+    "num_experts":16,"num_experts_per_tok":2,"attn_layer_period":8,
+    "attn_layer_offset":4)";
+  auto s = Parse("{" + body +
+                 R"(,"expert_layer_period":2,"expert_layer_offset":1})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kJamba);
+  EXPECT_EQ(s->info.moe_layers, (std::vector<int64_t>{1, 3, 5, 7}));
+  EXPECT_FALSE(s->info.layer.route_norm);
+  EXPECT_EQ(s->info.layer.score_func, ScoreFunc::kSoftmax);
+  auto third = Parse("{" + body +
+                     R"(,"expert_layer_period":3,"expert_layer_offset":0})");
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->info.moe_layers, (std::vector<int64_t>{0, 3, 6}));
+  auto bad = Parse("{" + body +
+                   R"(,"expert_layer_period":2,"expert_layer_offset":2})");
+  EXPECT_TRUE(Mentions(bad.status(), "expert_layer_offset")) << bad.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kJamba, 1, WeightRole::kGate, -1),
+            "model.layers.1.feed_forward.router.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kJamba, 1, WeightRole::kW3, 15),
+            "model.layers.1.feed_forward.experts.15.up_proj.weight");
+}
+
+// DBRX: d_model / n_layers, the MoE keys in ffn_config, per-role expert
+// parameters [E*I, H] under transformer.blocks.{L}.ffn.
+TEST(HfFamilies, DbrxFfnConfigAndPackedRows) {
+  const std::string head =
+      R"({"model_type":"dbrx","architectures":["DbrxForCausalLM"],
+    "d_model":6144,"n_layers":40,"n_heads":48,
+    "attn_config":{"kv_n_heads":8,"clip_qkv":8},
+    "ffn_config":{"moe_num_experts":16,"moe_top_k":4,"ffn_hidden_size":10752,
+      "ffn_act_fn":{"name":"silu"},"moe_jitter_eps":0,)";
+  auto s = Parse(head + R"("moe_normalize_expert_weights":1}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kDbrx);
+  EXPECT_EQ(c.hidden, 6144);
+  EXPECT_EQ(s->info.num_layers, 40);
+  EXPECT_EQ(c.num_experts, 16);
+  EXPECT_EQ(c.top_k, 4);
+  EXPECT_EQ(c.inter, 10752);
+  EXPECT_TRUE(c.route_norm);
+  EXPECT_EQ(s->info.moe_layers.size(), 40u);
+  EXPECT_EQ(HfTensorName(HfFamily::kDbrx, 7, WeightRole::kGate, -1),
+            "transformer.blocks.7.ffn.router.layer.weight");
+  MoeLayerConfig k;
+  k.hidden = 6144;
+  k.inter = 10752;
+  k.num_experts = 16;
+  const HfTensorLocation up =
+      HfLocate(HfFamily::kDbrx, k, 7, WeightRole::kW3, 2);
+  EXPECT_EQ(up.name, "transformer.blocks.7.ffn.experts.mlp.v1");
+  EXPECT_TRUE(up.linear);
+  EXPECT_EQ(up.stored_shape, (std::vector<int64_t>{16 * 10752, 6144}));
+  const HfTensorLocation down =
+      HfLocate(HfFamily::kDbrx, k, 7, WeightRole::kW2, 2);
+  EXPECT_EQ(down.name, "transformer.blocks.7.ffn.experts.mlp.w2");
+  EXPECT_FALSE(down.linear);  // x·W: each expert's [I, H] as stored
+  EXPECT_EQ(down.fused_shape, (std::vector<int64_t>{16, 10752, 6144}));
+  auto none = Parse(head + R"("moe_normalize_expert_weights":null}})");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->info.layer.route_norm);
+  auto l2 = Parse(head + R"("moe_normalize_expert_weights":2}})");
+  EXPECT_TRUE(Mentions(l2.status(), "moe_normalize_expert_weights"))
+      << l2.status();
+  auto gelu = Parse(
+      R"({"model_type":"dbrx","d_model":64,"n_layers":2,"ffn_config":{
+    "moe_num_experts":4,"moe_top_k":2,"ffn_hidden_size":16,
+    "ffn_act_fn":{"name":"gelu"}}})");
+  EXPECT_TRUE(Mentions(gelu.status(), "ffn_act_fn")) << gelu.status();
+  auto flat = Parse(R"({"model_type":"dbrx","d_model":64,"n_layers":2})");
+  EXPECT_TRUE(Mentions(flat.status(), "ffn_config")) << flat.status();
+}
+
+// Hunyuan-A13B: per-layer lists of one value are that value; a list whose
+// layers differ, or of another length, is refused naming the key.
+TEST(HfFamilies, HunyuanUniformPerLayerLists) {
+  auto body = [](const std::string& topk, const std::string& inter) {
+    return absl::StrCat(
+        R"({"model_type":"hunyuan_v1_moe",
+    "architectures":["HunYuanMoEV1ForCausalLM"],"hidden_size":4096,
+    "num_hidden_layers":4,"intermediate_size":3072,"num_experts":64,
+    "use_mixed_mlp_moe":true,"num_shared_expert":[1,1,1,1],"moe_topk":)",
+        topk, R"(,"moe_intermediate_size":)", inter, "}");
+  };
+  auto s = Parse(body("[8,8,8,8]", "[3072,3072,3072,3072]"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kHunyuanV1Moe);
+  EXPECT_EQ(c.top_k, 8);
+  EXPECT_EQ(c.num_experts, 64);
+  EXPECT_EQ(c.inter, 3072);
+  EXPECT_EQ(c.shared_inter, 3072);
+  EXPECT_FALSE(c.shared_gate);
+  EXPECT_TRUE(c.route_norm);
+  EXPECT_EQ(s->info.moe_layers.size(), 4u);
+  auto scalar = Parse(body("8", "3072"));
+  ASSERT_TRUE(scalar.ok()) << scalar.status();
+  EXPECT_EQ(scalar->info.layer, c);
+  auto mixed = Parse(body("[8,8,4,8]", "[3072,3072,3072,3072]"));
+  EXPECT_TRUE(Mentions(mixed.status(), "'moe_topk'")) << mixed.status();
+  EXPECT_TRUE(Mentions(mixed.status(), "layer 2")) << mixed.status();
+  auto short_list = Parse(body("[8,8,8]", "3072"));
+  EXPECT_TRUE(Mentions(short_list.status(), "'moe_topk'"))
+      << short_list.status();
+  EXPECT_TRUE(Mentions(short_list.status(), "num_hidden_layers 4"))
+      << short_list.status();
+  auto wide = Parse(body("8", "[2048,2048,2048,2048]"));
+  EXPECT_TRUE(Mentions(wide.status(), "moe_intermediate_size"))
+      << wide.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kHunyuanV1Moe, 2, WeightRole::kGate, -1),
+            "model.layers.2.mlp.gate.wg.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kHunyuanV1Moe, 2, WeightRole::kSharedW2, -1),
+            "model.layers.2.mlp.shared_mlp.down_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kHunyuanV1Moe, 2, WeightRole::kW1, 63),
+            "model.layers.2.mlp.experts.63.gate_proj.weight");
+}
+
+// Qwen3-Omni: the thinker's Qwen3-MoE two levels down
+// (thinker_config.text_config), tensors under thinker.model.
+TEST(HfFamilies, Qwen3OmniMoeReadsTheThinkersNestedConfig) {
+  const std::string text =
+      R"({"model_type":"qwen3_omni_moe_text","hidden_size":2048,
+    "num_hidden_layers":48,"num_experts":128,"num_experts_per_tok":8,
+    "moe_intermediate_size":768,"norm_topk_prob":true,
+    "decoder_sparse_step":1,"mlp_only_layers":[]})";
+  auto s = Parse(
+      R"({"model_type":"qwen3_omni_moe",
+    "architectures":["Qwen3OmniMoeForConditionalGeneration"],
+    "talker_config":{"text_config":{"num_experts":128,"hidden_size":1024}},
+    "thinker_config":{"model_type":"qwen3_omni_moe_thinker","text_config":)" +
+      text + "}}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kQwen3OmniMoe);
+  EXPECT_EQ(s->info.layer.hidden, 2048);
+  EXPECT_EQ(s->info.layer.num_experts, 128);
+  EXPECT_EQ(s->info.layer.inter, 768);
+  EXPECT_EQ(s->info.moe_layers.size(), 48u);
+  EXPECT_EQ(HfTensorName(HfFamily::kQwen3OmniMoe, 5, WeightRole::kW2, 127),
+            "thinker.model.layers.5.mlp.experts.127.down_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kQwen3OmniMoe, 5, WeightRole::kW1, 0,
+                         HfExpertLayout::kPacked),
+            "thinker.model.layers.5.mlp.experts.gate_up_proj");
+  auto flat =
+      Parse(R"({"model_type":"qwen3_omni_moe","text_config":)" + text + "}");
+  EXPECT_TRUE(Mentions(flat.status(), "thinker_config")) << flat.status();
+  auto shallow = Parse(
+      R"({"model_type":"qwen3_omni_moe","thinker_config":{"hidden_size":64}})");
+  EXPECT_TRUE(Mentions(shallow.status(), "thinker_config.text_config"))
+      << shallow.status();
+// --- DeepSeek-style families described by difference or by their keys ---
+
+// A layer list "dense" for the first `dense` layers, then "sparse".
+std::string LayerTypes(int layers, int dense) {
+  std::string types;
+  for (int l = 0; l < layers; ++l) {
+    types += std::string(l == 0 ? "" : ",") +
+             (l < dense ? "\"dense\"" : "\"sparse\"");
+  }
+  return "[" + types + "]";
+}
+
+// deepseek-moe-16b as released: DeepSeek-V2's names and layer rule, softmax
+// top-6 of 64 without renorm, two shared experts; keys its model code does
+// not read (groups, a scale, another scoring_func) change nothing.
+TEST(HfFamilies, DeepseekMoe16bIsV2WithoutGroupsOrScale) {
+  const std::string body =
+      R"("architectures":["DeepseekForCausalLM"],"model_type":"deepseek",
+    "hidden_size":2048,"num_hidden_layers":28,"intermediate_size":10944,
+    "moe_intermediate_size":1408,"n_routed_experts":64,"n_shared_experts":2,
+    "num_experts_per_tok":6,"norm_topk_prob":false,"first_k_dense_replace":1,
+    "moe_layer_freq":1,"scoring_func":"softmax","aux_loss_alpha":0.001,
+    "seq_aux":true)";
+  auto s = Parse("{" + body + "}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kDeepseek);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSoftmax);
+  EXPECT_FALSE(c.route_norm || c.use_bias);
+  EXPECT_EQ(c.route_scale, 1.0f);
+  EXPECT_EQ(c.n_groups, 0);
+  EXPECT_EQ(c.num_experts, 64);
+  EXPECT_EQ(c.shared_inter, 2816);
+  EXPECT_EQ(s->info.moe_layers.size(), 27u);
+  EXPECT_EQ(s->info.moe_layers.front(), 1);
+  auto extra = Parse("{" + body +
+                     R"(,"topk_method":"group_limited_greedy","n_group":8,
+    "topk_group":3,"routed_scaling_factor":16.0})");
+  ASSERT_TRUE(extra.ok()) << extra.status();
+  EXPECT_EQ(extra->info.layer, c);
+  EXPECT_EQ(HfTensorName(HfFamily::kDeepseek, 1, WeightRole::kW1, 63),
+            "model.layers.1.mlp.experts.63.gate_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kDeepseek, 1, WeightRole::kSharedW2, -1),
+            "model.layers.1.mlp.shared_experts.down_proj.weight");
+}
+
+// DeepSeek-V3.2 is DeepSeek-V3's MoE under its own model_type; its DSA
+// indexer keys are attention's.
+TEST(HfFamilies, DeepseekV32IsReadAsDeepseekV3) {
+  const std::string body =
+      R"("hidden_size":7168,"num_hidden_layers":61,
+    "moe_intermediate_size":2048,"n_routed_experts":256,"n_shared_experts":1,
+    "num_experts_per_tok":8,"routed_scaling_factor":2.5,"topk_method":"noaux_tc",
+    "scoring_func":"sigmoid","n_group":8,"topk_group":4,"norm_topk_prob":true,
+    "first_k_dense_replace":3,"moe_layer_freq":1,"num_nextn_predict_layers":1,
+    "index_topk":2048,"index_n_heads":64,"index_head_dim":128)";
+  auto v32 = Parse(
+      R"({"model_type":"deepseek_v32","architectures":["DeepseekV32ForCausalLM"],)" +
+      body + "}");
+  auto v3 = Parse(R"({"model_type":"deepseek_v3",)" + body + "}");
+  ASSERT_TRUE(v32.ok()) << v32.status();
+  ASSERT_TRUE(v3.ok()) << v3.status();
+  EXPECT_EQ(v32->family, HfFamily::kDeepseekV32);
+  EXPECT_EQ(v32->info.layer, v3->info.layer);
+  EXPECT_EQ(v32->info.moe_layers, v3->info.moe_layers);
+  EXPECT_EQ(v32->info.layer.n_groups, 8);
+  EXPECT_EQ(v32->info.moe_layers.back(), 60);  // the MTP layer 61 is not
+  EXPECT_EQ(
+      HfTensorName(HfFamily::kDeepseekV32, 3, WeightRole::kExpertBias, -1),
+      "model.layers.3.mlp.gate.e_score_correction_bias");
+}
+
+// dots.llm1 as released: sigmoid, the correction bias, groups null (one),
+// renorm, scale 2.5 on the routed experts; transformers' block ignores
+// scoring_func and topk_method, and so does the reader.
+TEST(HfFamilies, Dots1IsDeepseekV3sBlockWhateverItsScoringKeysSay) {
+  const std::string body =
+      R"("model_type":"dots1","architectures":["Dots1ForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":62,"intermediate_size":10944,
+    "first_k_dense_replace":1,"moe_intermediate_size":1408,
+    "n_routed_experts":128,"n_shared_experts":2,"num_experts_per_tok":6,
+    "norm_topk_prob":true,"routed_scaling_factor":2.5,"n_group":null,
+    "topk_group":null,"scoring_func":"sigmoid")";
+  auto s = Parse("{" + body + "}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kDots1);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.route_scale, 2.5f);
+  EXPECT_EQ(c.n_groups, 1);
+  EXPECT_EQ(c.shared_inter, 2816);
+  EXPECT_EQ(s->info.moe_layers.size(), 61u);
+  EXPECT_EQ(s->info.moe_layers.front(), 1);
+  auto other =
+      Parse("{" + body + R"(,"topk_method":"greedy","moe_layer_freq":2})");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->info.layer, c);
+  EXPECT_EQ(other->info.moe_layers, s->info.moe_layers);
+  EXPECT_EQ(HfTensorName(HfFamily::kDots1, 1, WeightRole::kSharedW1, -1),
+            "model.layers.1.mlp.shared_experts.gate_proj.weight");
+}
+
+// GLM-4.7-Flash: GLM-4.5's MoE, 64 experts k 4, one shared, scale 1.8;
+// mlp_layer_types says which layers are MoE, the MTP layer 47 never.
+TEST(HfFamilies, Glm4MoeLiteReadsItsLayerList) {
+  const std::string body =
+      R"("model_type":"glm4_moe_lite","architectures":["Glm4MoeLiteForCausalLM"],
+    "hidden_size":2048,"num_hidden_layers":47,"intermediate_size":10240,
+    "moe_intermediate_size":1536,"n_routed_experts":64,"n_shared_experts":1,
+    "num_experts_per_tok":4,"n_group":1,"topk_group":1,"norm_topk_prob":true,
+    "routed_scaling_factor":1.8,"first_k_dense_replace":1,
+    "num_nextn_predict_layers":1,"kv_lora_rank":512,"q_lora_rank":768)";
+  auto listed =
+      Parse("{" + body + R"(,"mlp_layer_types":)" + LayerTypes(47, 2) + "}");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  const auto& c = listed->info.layer;
+  EXPECT_EQ(listed->family, HfFamily::kGlm4MoeLite);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_FLOAT_EQ(c.route_scale, 1.8f);
+  EXPECT_EQ(c.top_k, 4);
+  EXPECT_EQ(listed->info.moe_layers.size(), 45u);
+  EXPECT_EQ(listed->info.moe_layers.front(), 2);
+  EXPECT_EQ(listed->info.moe_layers.back(), 46);
+  auto plain = Parse("{" + body + "}");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->info.moe_layers.front(), 1);
+  auto bad = Parse("{" + body + R"(,"mlp_layer_types":["dense"]})");
+  EXPECT_TRUE(Mentions(bad.status(), "mlp_layer_types")) << bad.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kGlm4MoeLite, 2, WeightRole::kW3, 7),
+            "model.layers.2.mlp.experts.7.up_proj.weight");
+}
+
+// Solar Open: GLM-4.5's MoE on every layer, 128 experts k 8, one shared; a
+// first_k_dense_replace its config does not have is not read.
+TEST(HfFamilies, SolarOpenIsGlm4MoeOnEveryLayer) {
+  auto s = Parse(
+      R"({"model_type":"solar_open","architectures":["SolarOpenForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":48,"moe_intermediate_size":1280,
+    "n_routed_experts":128,"n_shared_experts":1,"num_experts_per_tok":8,
+    "n_group":1,"topk_group":1,"norm_topk_prob":true,
+    "routed_scaling_factor":1.0,"first_k_dense_replace":3,"head_dim":128})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kSolarOpen);
+  EXPECT_EQ(s->info.layer.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(s->info.layer.use_bias);
+  EXPECT_EQ(s->info.layer.shared_inter, 1280);
+  EXPECT_EQ(s->info.moe_layers.size(), 48u);
+  EXPECT_EQ(s->info.moe_layers.front(), 0);
+  EXPECT_EQ(HfTensorName(HfFamily::kSolarOpen, 0, WeightRole::kGate, -1),
+            "model.layers.0.mlp.gate.weight");
+}
+
+// Kimi Linear as released: Kimi K3's gate keys (sigmoid, correction bias,
+// renorm, scale 2.446, one group) over SiLU experts, one shared expert, MoE
+// layers from first_k_dense_replace; names under block_sparse_moe.
+TEST(HfFamilies, KimiLinearReadsKimiGateKeys) {
+  const std::string body =
+      R"("model_type":"kimi_linear","architectures":["KimiLinearForCausalLM"],
+    "hidden_size":2304,"num_hidden_layers":27,"intermediate_size":9216,
+    "moe_intermediate_size":1024,"num_experts":256,"num_experts_per_token":8,
+    "num_shared_experts":1,"moe_router_activation_func":"sigmoid",
+    "moe_renormalize":true,"routed_scaling_factor":2.446,
+    "use_grouped_topk":true,"num_expert_group":1,"topk_group":1,
+    "first_k_dense_replace":1,"moe_layer_freq":1,"hidden_act":"silu",
+    "linear_attn_config":{"full_attn_layers":[4,8],"kda_layers":[1,2,3]})";
+  auto s = Parse("{" + body + "}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kKimiLinear);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_FLOAT_EQ(c.route_scale, 2.446f);
+  EXPECT_EQ(c.top_k, 8);
+  EXPECT_EQ(c.num_experts, 256);
+  EXPECT_EQ(c.shared_inter, 1024);
+  EXPECT_EQ(c.act, Activation::kSilu);
+  EXPECT_EQ(c.latent, 0);
+  EXPECT_EQ(s->info.moe_layers.size(), 26u);
+  auto situ = Parse("{" + body + R"(,"hidden_act":"situ"})");
+  EXPECT_TRUE(Mentions(situ.status(), "hidden_act")) << situ.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kKimiLinear, 1, WeightRole::kW1, 5),
+            "model.layers.1.block_sparse_moe.experts.5.w1.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kKimiLinear, 1, WeightRole::kW2, 5),
+            "model.layers.1.block_sparse_moe.experts.5.w2.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kKimiLinear, 1, WeightRole::kExpertBias, -1),
+            "model.layers.1.block_sparse_moe.gate.e_score_correction_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kKimiLinear, 1, WeightRole::kSharedW1, -1),
+            "model.layers.1.block_sparse_moe.shared_experts.gate_proj.weight");
+}
+
+// Ling V1 and Ling 2.0 both say model_type bailing_moe: the model class
+// decides, and a config that names neither is refused naming both.
+TEST(HfFamilies, BailingMoeV1AndV2AreToldApartByArchitectures) {
+  const std::string v1 =
+      R"("model_type":"bailing_moe","hidden_size":2048,"num_hidden_layers":28,
+    "intermediate_size":5632,"moe_intermediate_size":1408,"num_experts":64,
+    "num_shared_experts":2,"num_experts_per_tok":6,"norm_topk_prob":true,
+    "use_qkv_bias":false)";
+  auto lite =
+      Parse(R"({"architectures":["BailingMoeForCausalLM"],)" + v1 + "}");
+  ASSERT_TRUE(lite.ok()) << lite.status();
+  EXPECT_EQ(lite->family, HfFamily::kBailingMoe);
+  EXPECT_EQ(lite->info.family, "bailing_moe");
+  EXPECT_EQ(lite->info.layer.score_func, ScoreFunc::kSoftmax);
+  EXPECT_TRUE(lite->info.layer.route_norm);
+  EXPECT_FALSE(lite->info.layer.use_bias);
+  EXPECT_EQ(lite->info.layer.n_groups, 0);
+  EXPECT_EQ(lite->info.layer.shared_inter, 2816);
+  EXPECT_EQ(lite->info.moe_layers.size(), 28u);
+  EXPECT_EQ(HfTensorName(HfFamily::kBailingMoe, 0, WeightRole::kW1, 3),
+            "model.layers.0.mlp.experts.3.gate_proj.weight");
+  auto sigmoid = Parse(R"({"architectures":["BailingMoeForCausalLM"],)" + v1 +
+                       R"(,"score_function":"sigmoid"})");
+  EXPECT_TRUE(Mentions(sigmoid.status(), "score_function")) << sigmoid.status();
+
+  const std::string v2 =
+      R"("model_type":"bailing_moe","hidden_size":2048,"num_hidden_layers":20,
+    "intermediate_size":5120,"moe_intermediate_size":512,"num_experts":256,
+    "num_shared_experts":1,"num_experts_per_tok":8,"score_function":"sigmoid",
+    "moe_router_enable_expert_bias":true,"n_group":8,"topk_group":4,
+    "routed_scaling_factor":2.5,"norm_topk_prob":true,
+    "first_k_dense_replace":1,"num_nextn_predict_layers":0)";
+  auto mini =
+      Parse(R"({"architectures":["BailingMoeV2ForCausalLM"],)" + v2 + "}");
+  ASSERT_TRUE(mini.ok()) << mini.status();
+  const auto& c = mini->info.layer;
+  EXPECT_EQ(mini->family, HfFamily::kBailingMoeV2);
+  EXPECT_EQ(mini->info.family, "bailing_moe");
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.route_scale, 2.5f);
+  EXPECT_EQ(c.n_groups, 8);
+  EXPECT_EQ(c.topk_groups, 4);
+  EXPECT_EQ(c.group_score, GroupScore::kTop2Sum);
+  EXPECT_EQ(c.shared_inter, 512);
+  EXPECT_EQ(mini->info.moe_layers.size(), 19u);
+  EXPECT_EQ(mini->info.moe_layers.front(), 1);
+  EXPECT_EQ(
+      HfTensorName(HfFamily::kBailingMoeV2, 1, WeightRole::kExpertBias, -1),
+      "model.layers.1.mlp.gate.expert_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kBailingMoeV2, 1, WeightRole::kSharedW3, -1),
+            "model.layers.1.mlp.shared_experts.up_proj.weight");
+
+  auto unnamed = Parse("{" + v2 + "}");
+  ASSERT_FALSE(unnamed.ok());
+  EXPECT_TRUE(Mentions(unnamed.status(), "'architectures'"))
+      << unnamed.status();
+  EXPECT_TRUE(Mentions(unnamed.status(),
+                       "BailingMoeForCausalLM, "
+                       "BailingMoeV2ForCausalLM"))
+      << unnamed.status();
+  auto other =
+      Parse(R"({"architectures":["BailingMoeV3ForCausalLM"],)" + v2 + "}");
+  ASSERT_FALSE(other.ok());
+  EXPECT_TRUE(Mentions(other.status(), "\"BailingMoeV3ForCausalLM\""))
+      << other.status();
+  // The supported list names the shared model_type once.
+  const std::string supported = SupportedHfFamilies();
+  EXPECT_EQ(supported.find("bailing_moe"), supported.rfind("bailing_moe"));
+}
+
+// GLM-4.5V, Kimi-VL and Kimi K2.5: their language model's config under
+// text_config is read as GLM-4.5's or DeepSeek-V3's, under their prefixes.
+TEST(HfFamilies, MultimodalWrappersReadTheirTextConfig) {
+  const std::string glm =
+      R"("hidden_size":4096,"num_hidden_layers":46,"intermediate_size":10944,
+    "moe_intermediate_size":1408,"n_routed_experts":128,"n_shared_experts":1,
+    "num_experts_per_tok":8,"n_group":1,"topk_group":1,"norm_topk_prob":true,
+    "routed_scaling_factor":1.0,"first_k_dense_replace":1)";
+  auto glm4v = Parse(
+      R"({"model_type":"glm4v_moe","architectures":["Glm4vMoeForConditionalGeneration"],
+    "text_config":{"model_type":"glm4v_moe_text",)" +
+      glm + R"(},"vision_config":{"depth":24}})");
+  auto glm45 = Parse(R"({"model_type":"glm4_moe",)" + glm + "}");
+  ASSERT_TRUE(glm4v.ok()) << glm4v.status();
+  ASSERT_TRUE(glm45.ok()) << glm45.status();
+  EXPECT_EQ(glm4v->family, HfFamily::kGlm4vMoe);
+  EXPECT_EQ(glm4v->info.layer, glm45->info.layer);
+  EXPECT_EQ(glm4v->info.moe_layers, glm45->info.moe_layers);
+  EXPECT_EQ(HfTensorName(HfFamily::kGlm4vMoe, 1, WeightRole::kExpertBias, -1),
+            "model.language_model.layers.1.mlp.gate.e_score_correction_bias");
+  auto flat = Parse(
+      R"({"model_type":"glm4v_moe","architectures":["Glm4vMoeForConditionalGeneration"],)" +
+      glm + "}");
+  EXPECT_TRUE(Mentions(flat.status(), "text_config")) << flat.status();
+
+  const std::string v3 =
+      R"("hidden_size":2048,"num_hidden_layers":27,"moe_intermediate_size":1408,
+    "n_routed_experts":64,"n_shared_experts":2,"num_experts_per_tok":6,
+    "routed_scaling_factor":2.446,"topk_method":"noaux_tc",
+    "scoring_func":"sigmoid","n_group":1,"topk_group":1,"norm_topk_prob":true,
+    "first_k_dense_replace":1,"moe_layer_freq":1)";
+  auto base = Parse(R"({"model_type":"deepseek_v3",)" + v3 + "}");
+  ASSERT_TRUE(base.ok()) << base.status();
+  for (const auto& [type, cls, text_type, family] :
+       {std::tuple{"kimi_vl", "KimiVLForConditionalGeneration", "deepseek_v3",
+                   HfFamily::kKimiVl},
+        std::tuple{"kimi_k25", "KimiK25ForConditionalGeneration", "kimi_k2",
+                   HfFamily::kKimiK25}}) {
+    SCOPED_TRACE(type);
+    auto s = Parse(absl::StrCat(
+        R"({"model_type":")", type, R"(","architectures":[")", cls,
+        R"("],"text_config":{"model_type":")", text_type, R"(",)", v3, "}}"));
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->family, family);
+    EXPECT_EQ(s->info.layer, base->info.layer);
+    EXPECT_EQ(s->info.moe_layers, base->info.moe_layers);
+    EXPECT_EQ(HfTensorName(family, 2, WeightRole::kW2, 63),
+              "language_model.model.layers.2.mlp.experts.63.down_proj.weight");
+  }
+}
+
+// AFMoE (Trinity) as transformers routes it: sigmoid, mlp.expert_bias for
+// the choice, always renormalised, x route_scale, the shared expert; its
+// config's score_func / route_norm / groups are not read. MoE layers from
+// num_dense_layers on, which must be given.
+TEST(HfFamilies, AfmoeRoutesAsTransformersFromNumDenseLayers) {
+  const std::string body =
+      R"("model_type":"afmoe","architectures":["AfmoeForCausalLM"],
+    "hidden_size":2048,"num_hidden_layers":32,"intermediate_size":6144,
+    "moe_intermediate_size":1024,"num_experts":128,"num_shared_experts":1,
+    "num_experts_per_tok":8,"route_scale":2.826,"score_func":"sigmoid",
+    "route_norm":true,"n_group":1,"topk_group":1,"hidden_act":"silu",
+    "mup_enabled":true)";
+  auto s = Parse("{" + body + R"(,"num_dense_layers":2})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kAfmoe);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_FLOAT_EQ(c.route_scale, 2.826f);
+  EXPECT_EQ(c.n_groups, 0);
+  EXPECT_EQ(c.shared_inter, 1024);
+  EXPECT_EQ(s->info.moe_layers.size(), 30u);
+  EXPECT_EQ(s->info.moe_layers.front(), 2);
+  auto ignored = Parse("{" + body +
+                       R"(,"num_dense_layers":2,"route_norm":false,
+    "score_func":"softmax","n_group":8,"topk_group":2})");
+  ASSERT_TRUE(ignored.ok()) << ignored.status();
+  EXPECT_EQ(ignored->info.layer, c);
+  auto missing = Parse("{" + body + "}");
+  EXPECT_TRUE(Mentions(missing.status(), "'num_dense_layers' is missing"))
+      << missing.status();
+  auto negative = Parse("{" + body + R"(,"num_dense_layers":-1})");
+  EXPECT_TRUE(Mentions(negative.status(), "num_dense_layers"))
+      << negative.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kAfmoe, 2, WeightRole::kGate, -1),
+            "model.layers.2.mlp.router.gate.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kAfmoe, 2, WeightRole::kExpertBias, -1),
+            "model.layers.2.mlp.expert_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kAfmoe, 2, WeightRole::kW1, 9),
+            "model.layers.2.mlp.experts.9.gate_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kAfmoe, 2, WeightRole::kSharedW2, -1),
+            "model.layers.2.mlp.shared_experts.down_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kAfmoe, 2, WeightRole::kW1, 0,
+                         HfExpertLayout::kPacked),
+            "model.layers.2.mlp.experts.gate_up_proj");
+}
+
+// LFM2-MoE: sigmoid, the feed_forward.expert_bias for the choice only when
+// use_expert_bias, renorm, scale, no shared expert, dense layers first.
+TEST(HfFamilies, Lfm2MoeReadsUseExpertBiasAndNumDenseLayers) {
+  const std::string body =
+      R"("model_type":"lfm2_moe","architectures":["Lfm2MoeForCausalLM"],
+    "hidden_size":2048,"num_hidden_layers":24,"intermediate_size":7168,
+    "moe_intermediate_size":1792,"num_experts":32,"num_experts_per_tok":4,
+    "norm_topk_prob":true,"routed_scaling_factor":1.0,"num_dense_layers":2,
+    "full_attn_idxs":[2,6,10,14,18,21])";
+  auto s = Parse("{" + body + R"(,"use_expert_bias":true})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kLfm2Moe);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.shared_inter, 0);
+  EXPECT_EQ(s->info.moe_layers.size(), 22u);
+  EXPECT_EQ(s->info.moe_layers.front(), 2);
+  auto unbiased = Parse("{" + body + R"(,"use_expert_bias":false})");
+  ASSERT_TRUE(unbiased.ok()) << unbiased.status();
+  EXPECT_FALSE(unbiased->info.layer.use_bias);
+  EXPECT_EQ(HfTensorName(HfFamily::kLfm2Moe, 2, WeightRole::kGate, -1),
+            "model.layers.2.feed_forward.gate.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kLfm2Moe, 2, WeightRole::kExpertBias, -1),
+            "model.layers.2.feed_forward.expert_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kLfm2Moe, 2, WeightRole::kW3, 31),
+            "model.layers.2.feed_forward.experts.31.w3.weight");
+}
+
+// K-EXAONE as transformers runs it: DeepSeek-V3's router keys under
+// EXAONE's names, layers by mlp_layer_types; swiglu_limits of one value on
+// every layer is silu_clamp (min(g, L) before silu, u clamped to +-L), all
+// zero is none, and limits that differ between layers are refused by name.
+TEST(HfFamilies, ExaoneMoeReadsItsRouterAndSwigluLimits) {
+  auto limits = [](const std::string& first, const std::string& rest) {
+    std::string v = "[" + first;
+    for (int l = 1; l < 48; ++l) v += "," + rest;
+    return v + "]";
+  };
+  const std::string body =
+      R"("model_type":"exaone_moe","architectures":["ExaoneMoeForCausalLM"],
+    "hidden_size":6144,"num_hidden_layers":48,"intermediate_size":18432,
+    "moe_intermediate_size":2048,"num_experts":128,"num_shared_experts":1,
+    "num_experts_per_tok":8,"norm_topk_prob":true,"routed_scaling_factor":2.5,
+    "n_group":1,"topk_group":1,"first_k_dense_replace":1,"hidden_act":"silu",
+    "mlp_layer_types":)" +
+      LayerTypes(48, 1);
+  auto s = Parse("{" + body + "}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kExaoneMoe);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.route_scale, 2.5f);
+  EXPECT_EQ(c.shared_inter, 2048);
+  EXPECT_EQ(c.act, Activation::kSilu);
+  EXPECT_EQ(s->info.moe_layers.size(), 47u);
+  EXPECT_EQ(s->info.moe_layers.front(), 1);
+  auto zero =
+      Parse("{" + body + R"(,"swiglu_limits":)" + limits("0", "0.0") + "}");
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(zero->info.layer, c);
+  auto clamped =
+      Parse("{" + body + R"(,"swiglu_limits":)" + limits("7.0", "7.0") + "}");
+  ASSERT_TRUE(clamped.ok()) << clamped.status();
+  EXPECT_EQ(clamped->info.layer.act, Activation::kSiluClamp);
+  EXPECT_EQ(clamped->info.layer.act_limit, 7.0f);
+  auto mixed =
+      Parse("{" + body + R"(,"swiglu_limits":)" + limits("0", "7.0") + "}");
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_TRUE(Mentions(mixed.status(), "'swiglu_limits'")) << mixed.status();
+  EXPECT_TRUE(Mentions(mixed.status(), "layer 1 7.0")) << mixed.status();
+  auto short_list = Parse("{" + body + R"(,"swiglu_limits":[7.0,7.0]})");
+  EXPECT_TRUE(Mentions(short_list.status(), "must list 48"))
+      << short_list.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kExaoneMoe, 1, WeightRole::kExpertBias, -1),
+            "model.layers.1.mlp.gate.e_score_correction_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kExaoneMoe, 1, WeightRole::kSharedW1, -1),
+            "model.layers.1.mlp.shared_experts.gate_proj.weight");
+TEST(HfFamilies, PhimoeReadsSparsemixerAndItsJitterEpsilon) {
+  auto s =
+      Parse(R"({"model_type":"phimoe","architectures":["PhimoeForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":32,"num_local_experts":16,
+    "num_experts_per_tok":2,"intermediate_size":6400,
+    "router_jitter_noise":0.01,"input_jitter_noise":0.0})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kPhimoe);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSparsemixer);
+  EXPECT_EQ(c.jitter_eps, 0.01f);
+  EXPECT_FALSE(c.route_norm);
+  EXPECT_EQ(c.num_experts, 16);
+  EXPECT_EQ(c.inter, 6400);
+  EXPECT_EQ(s->info.moe_layers.size(), 32u);
+  EXPECT_EQ(HfTensorName(HfFamily::kPhimoe, 3, WeightRole::kW2, 5),
+            "model.layers.3.block_sparse_moe.experts.5.w2.weight");
+  // sparsemixer is top-2 only.
+  auto k4 = Parse(R"({"model_type":"phimoe","hidden_size":64,
+    "num_hidden_layers":2,"num_local_experts":16,"num_experts_per_tok":4,
+    "intermediate_size":32})");
+  EXPECT_TRUE(Mentions(k4.status(), "top_k")) << k4.status();
+}
+
+TEST(HfFamilies, LongcatFlashReadsZeroExpertsAndItsLayerCount) {
+  const std::string base =
+      R"({"model_type":"longcat_flash","architectures":["LongcatFlashForCausalLM"],
+    "hidden_size":6144,"num_layers":28,"num_hidden_layers":56,
+    "n_routed_experts":512,"zero_expert_num":256,"moe_topk":12,
+    "expert_ffn_hidden_size":2048,"routed_scaling_factor":6.0)";
+  auto s = Parse(base + R"(,"zero_expert_type":"identity"})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kLongcatFlash);
+  EXPECT_EQ(s->info.num_layers, 28);
+  EXPECT_EQ(s->info.moe_layers.size(), 28u);
+  EXPECT_EQ(c.num_experts, 512);
+  EXPECT_EQ(c.zero_experts, 256);
+  EXPECT_EQ(c.router_rows(), 768);
+  EXPECT_EQ(c.top_k, 12);
+  EXPECT_EQ(c.inter, 2048);
+  EXPECT_TRUE(c.use_bias && !c.route_norm && !c.router_bias);
+  EXPECT_EQ(c.route_scale, 6.0f);
+  EXPECT_EQ(HfTensorName(HfFamily::kLongcatFlash, 2, WeightRole::kGate, -1),
+            "model.layers.2.mlp.router.classifier.weight");
+  EXPECT_EQ(
+      HfTensorName(HfFamily::kLongcatFlash, 2, WeightRole::kExpertBias, -1),
+      "model.layers.2.mlp.router.e_score_correction_bias");
+  // The remote code's "drop" zero experts add nothing: not served as
+  // identity ones.
+  auto drop = Parse(base + R"(,"zero_expert_type":"drop"})");
+  EXPECT_TRUE(Mentions(drop.status(), "zero_expert_type")) << drop.status();
+  EXPECT_TRUE(Mentions(drop.status(), "'drop'")) << drop.status();
+  auto no_count = Parse(
+      R"({"model_type":"longcat_flash","hidden_size":64,"num_hidden_layers":4,
+    "n_routed_experts":8,"moe_topk":2,"expert_ffn_hidden_size":32})");
+  EXPECT_TRUE(Mentions(no_count.status(), "num_layers")) << no_count.status();
+}
+
+TEST(HfFamilies, Cohere2MoeReadsSelectionAndCombination) {
+  const std::string base =
+      R"({"model_type":"cohere2_moe","architectures":["Cohere2MoeForCausalLM"],
+    "hidden_size":2048,"num_hidden_layers":4,"num_experts":64,
+    "num_experts_per_tok":4,"intermediate_size":512,"num_shared_experts":2,
+    "first_k_dense_replace":1,"prefix_dense_intermediate_size":4096)";
+  auto avg = Parse(base + "}");  // transformers' defaults: softmax, average
+  ASSERT_TRUE(avg.ok()) << avg.status();
+  const auto& c = avg->info.layer;
+  EXPECT_EQ(avg->family, HfFamily::kCohere2Moe);
+  EXPECT_EQ(c.score_func, ScoreFunc::kTopkSoftmax);
+  EXPECT_FALSE(c.route_norm);
+  EXPECT_EQ(c.shared_inter, 1024);
+  EXPECT_EQ(c.output_scale, 0.5f);
+  EXPECT_EQ(avg->info.moe_layers, (std::vector<int64_t>{1, 2, 3}));
+  auto sum = Parse(base + R"(,"shared_expert_combination_strategy":"sum",
+    "expert_selection_fn":"sigmoid","norm_topk_prob":true})");
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_EQ(sum->info.layer.output_scale, 1.0f);
+  EXPECT_EQ(sum->info.layer.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(sum->info.layer.route_norm);
+  auto listed = Parse(
+      base + R"(,"mlp_layer_types":["dense","sparse","dense","sparse"]})");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->info.moe_layers, (std::vector<int64_t>{1, 3}));
+  auto bad = Parse(base + R"(,"shared_expert_combination_strategy":"max"})");
+  EXPECT_TRUE(Mentions(bad.status(), "shared_expert_combination_strategy"))
+      << bad.status();
+  EXPECT_EQ(HfTensorName(HfFamily::kCohere2Moe, 1, WeightRole::kSharedW3, -1),
+            "model.layers.1.mlp.shared_experts.up_proj.weight");
+}
+
+TEST(HfFamilies, JetMoeReadsPackedExpertsAndItsOutputBias) {
+  auto s =
+      Parse(R"({"model_type":"jetmoe","architectures":["JetMoeForCausalLM"],
+    "hidden_size":2048,"num_hidden_layers":24,"num_local_experts":8,
+    "num_experts_per_tok":2,"intermediate_size":5632,
+    "activation_function":"silu","kv_channels":128})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kJetMoe);
+  EXPECT_EQ(c.score_func, ScoreFunc::kTopkSoftmax);
+  EXPECT_TRUE(c.output_bias);
+  EXPECT_EQ(c.inter, 5632);
+  EXPECT_EQ(HfTensorName(HfFamily::kJetMoe, 0, WeightRole::kOutputBias, -1),
+            "model.layers.0.mlp.bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kJetMoe, 0, WeightRole::kW1, 0),
+            "model.layers.0.mlp.input_linear.weight");
+  auto gelu = Parse(R"({"model_type":"jetmoe","hidden_size":64,
+    "num_hidden_layers":2,"num_local_experts":8,"num_experts_per_tok":2,
+    "intermediate_size":32,"activation_function":"gelu"})");
+  EXPECT_TRUE(Mentions(gelu.status(), "activation_function")) << gelu.status();
+// Step-3.5-Flash: moe_* keys, MoE layers by moe_layers_enum, and each MoE
+// layer's own swiglustep limits (0 or null: plain silu) as the model's
+// config for the first and a per-layer override where another differs.
+TEST(HfFamilies, Step3p5ReadsPerLayerLimitsAndItsLayerList) {
+  const std::string head =
+      R"({"model_type":"step3p5","architectures":["Step3p5ForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":5,"moe_num_experts":288,
+    "moe_top_k":8,"moe_intermediate_size":1280,"share_expert_dim":1280,
+    "moe_router_activation":"sigmoid","use_moe_router_bias":true,
+    "norm_expert_weight":true,"moe_router_scaling_factor":3.0,
+    "need_fp32_gate":true,"num_nextn_predict_layers":1,
+    "moe_layers_enum":"1,2,3,4")";
+  auto s = Parse(head + R"(,"swiglu_limits":[0,0,null,7,7],
+    "swiglu_limits_shared":[0,0,0,16,0]})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kStep3p5);
+  EXPECT_EQ(s->info.moe_layers, (std::vector<int64_t>{1, 2, 3, 4}));
+  const MoeLayerConfig& c = s->info.layer;
+  EXPECT_EQ(c.num_experts, 288);
+  EXPECT_EQ(c.top_k, 8);
+  EXPECT_EQ(c.inter, 1280);
+  EXPECT_EQ(c.shared_inter, 1280);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm && !c.shared_gate);
+  EXPECT_FLOAT_EQ(c.route_scale, 3.0f);
+  // Layers 1 and 2: silu everywhere; 3: both stepped; 4: routed only.
+  EXPECT_EQ(s->info.LayerConfig(2), c);
+  EXPECT_EQ(c.act, Activation::kSilu);
+  EXPECT_EQ(c.shared_activation(), Activation::kSilu);
+  ASSERT_EQ(s->info.routing_overrides.size(), 2u);
+  const MoeLayerConfig& l3 = s->info.LayerConfig(3);
+  EXPECT_EQ(l3.act, Activation::kSwigluStep);
+  EXPECT_EQ(l3.act_limit, 7.0f);
+  EXPECT_EQ(l3.shared_activation(), Activation::kSwigluStep);
+  EXPECT_EQ(l3.shared_limit(), 16.0f);
+  const MoeLayerConfig& l4 = s->info.LayerConfig(4);
+  EXPECT_EQ(l4.act, Activation::kSwigluStep);
+  EXPECT_EQ(l4.shared_activation(), Activation::kSilu);
+  EXPECT_EQ(HfTensorName(HfFamily::kStep3p5, 3, WeightRole::kW1, 0),
+            "model.layers.3.moe.gate_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kStep3p5, 3, WeightRole::kExpertBias, -1),
+            "model.layers.3.moe.router_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kStep3p5, 3, WeightRole::kSharedW2, -1),
+            "model.layers.3.share_expert.down_proj.weight");
+  MoeLayerConfig shape;
+  shape.num_experts = 4;
+  shape.hidden = 8;
+  shape.inter = 6;
+  const HfTensorLocation up =
+      HfLocate(HfFamily::kStep3p5, shape, 1, WeightRole::kW3, 2);
+  EXPECT_TRUE(up.fused && up.linear);
+  EXPECT_EQ(up.fused_shape, (std::vector<int64_t>{4, 6, 8}));
+  EXPECT_EQ(up.col0, 0);
+  EXPECT_EQ(up.out, 6);
+
+  // Without moe_layers_enum every layer but the first; without the lists
+  // plain silu; the MTP layer's entry may be listed too.
+  std::string no_enum = head;
+  no_enum.erase(no_enum.find(R"(,
+    "moe_layers_enum")"));
+  auto plain = Parse(no_enum + "}");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->info.moe_layers, (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_TRUE(plain->info.routing_overrides.empty());
+  EXPECT_EQ(plain->info.layer.act, Activation::kSilu);
+  EXPECT_TRUE(Parse(head + R"(,"swiglu_limits":[0,0,0,7,7,7]})").ok());
+
+  struct Bad {
+    std::string tail, names;
+  };
+  const Bad bad[] = {
+      {R"(,"swiglu_limits":[0,7,7]})", "'swiglu_limits'"},
+      {R"(,"swiglu_limits_shared":[0,16,16,16,16,16,16]})",
+       "'swiglu_limits_shared'"},
+      {R"(,"swiglu_limits":[0,0,-1,7,7]})", "'swiglu_limits'"},
+      {R"(,"swiglu_limits":"7"})", "'swiglu_limits'"},
+      {R"(,"use_moe_router_bias":false})", "'use_moe_router_bias'"},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.tail);
+    auto r = Parse(head + b.tail);
+    EXPECT_TRUE(Mentions(r.status(), b.names)) << r.status();
+  }
+  std::string bad_enum = head;
+  bad_enum.replace(bad_enum.find(R"("1,2,3,4")"), 9, R"("1,x,9")");
+  auto e = Parse(bad_enum + "}");
+  EXPECT_TRUE(Mentions(e.status(), "'moe_layers_enum'")) << e.status();
 }
 
 }  // namespace

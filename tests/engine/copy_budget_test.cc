@@ -6,16 +6,23 @@
 // device-to-host bytes the output once plus O(N x k), the host must wait at
 // most once for the step (at P = 0 once more for the routing, which the
 // host plans from), and nothing may be allocated.
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "comm/gloo_communicator.h"
 #include "core/dtype.h"
 #include "core/even_split.h"
+#include "core/status_macros.h"
 #include "engine/caller_overrides.h"
 #include "engine/device_backend.h"
+#include "engine/device_load.h"
 #include "engine/ep_step.h"
 #include "engine/expert_frame.h"
 #include "engine/local_moe.h"
@@ -44,12 +51,32 @@ struct Counts {
   int64_t allocations = 0;
 };
 
-// The device, counted: copies are memcpy between host buffers, and every
-// wait the CUDA queue would make (cudaStreamSynchronize in CopyToHost,
-// Synchronize, Finish and Drain) counts once.
+// The device, counted and deferred as a GPU's stream is: copies and kernels
+// are queued and applied in order only at a wait (cudaStreamSynchronize in
+// CopyToHost, Synchronize, Finish and Drain), each wait counted once. What
+// a real stream may do late shows: a download's pinned destination is
+// poisoned when the copy is issued (the host reading it before the wait
+// reads NaN), an upload reads its pinned source only at the wait, and a
+// pinned source rewritten between issue and wait is recorded as a hazard
+// (on a GPU the copy might read either bytes), after which the source is
+// poisoned. Pageable sources are read at issue, as cudaMemcpyAsync stages
+// them.
 class CountingQueue : public DeviceStepQueue {
  public:
   Counts counts;
+  // What the host logic did that a GPU could run in the wrong order.
+  std::vector<std::string> hazards;
+
+  // Every test under this queue fails on a hazard.
+  ~CountingQueue() override {
+    EXPECT_TRUE(hazards.empty()) << absl::StrJoin(hazards, "; ");
+  }
+
+  // Queues a fake kernel: it runs at the next wait, after what was queued.
+  void Launch(std::function<void()> kernel) {
+    pending_.push_back(std::move(kernel));
+  }
+  int64_t queued() const { return static_cast<int64_t>(pending_.size()); }
 
   void* stream() override { return nullptr; }
   void Mark(EpMark) override {}
@@ -57,21 +84,45 @@ class CountingQueue : public DeviceStepQueue {
   absl::Status CopyToHost(const void* src, void* dst, size_t bytes) override {
     counts.d2h_bytes += bytes;
     ++counts.syncs;  // synchronous
+    ++waits_;
+    Apply();
     if (bytes > 0) std::memcpy(dst, src, bytes);
     return absl::OkStatus();
   }
   absl::Status CopyFromHost(const void* src, void* dst, size_t bytes) override {
     counts.h2d_bytes += bytes;
-    if (bytes > 0) std::memcpy(dst, src, bytes);
+    if (bytes == 0) return absl::OkStatus();
+    auto issued = std::make_shared<std::vector<char>>(
+        static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+    if (!Pinned(src, bytes)) {
+      Launch(
+          [dst, issued] { std::memcpy(dst, issued->data(), issued->size()); });
+      return absl::OkStatus();
+    }
+    const int64_t upload = ++uploads_;
+    Launch([this, src, dst, bytes, issued, upload] {
+      if (std::memcmp(src, issued->data(), bytes) != 0) {
+        hazards.push_back(absl::StrCat(
+            "upload ", upload, " (", bytes,
+            " bytes): its pinned staging was rewritten before the upload was "
+            "waited on"));
+      }
+      std::memcpy(dst, src, bytes);
+      std::memset(const_cast<void*>(src), 0xff, bytes);
+    });
     return absl::OkStatus();
   }
   absl::Status Download(const void* src, void* dst, size_t bytes) override {
     counts.d2h_bytes += bytes;
-    if (bytes > 0) std::memcpy(dst, src, bytes);
+    if (bytes == 0) return absl::OkStatus();
+    if (Pinned(dst, bytes)) std::memset(dst, 0xff, bytes);
+    Launch([src, dst, bytes] { std::memcpy(dst, src, bytes); });
     return absl::OkStatus();
   }
   absl::Status Synchronize() override {
     ++counts.syncs;
+    ++waits_;
+    Apply();
     return absl::OkStatus();
   }
   void CopyAtFinish(const void* pinned, void* dst, size_t bytes) override {
@@ -83,6 +134,8 @@ class CountingQueue : public DeviceStepQueue {
                       std::chrono::steady_clock::time_point deadline) override {
     if (absl::Status s = comm.Await(nullptr, deadline); !s.ok()) return s;
     ++counts.syncs;
+    ++waits_;
+    Apply();
     if (pending_bytes_ > 0)
       std::memcpy(pending_dst_, pending_src_, pending_bytes_);
     pending_bytes_ = 0;
@@ -90,18 +143,39 @@ class CountingQueue : public DeviceStepQueue {
   }
   void Drain(Communicator&, std::chrono::steady_clock::time_point) override {
     ++counts.syncs;
+    ++waits_;
+    Apply();
     pending_bytes_ = 0;
   }
   Traffic traffic() const override {
     return {counts.h2d_bytes, counts.d2h_bytes, counts.syncs};
   }
-  absl::StatusOr<Block> Allocate(Memory, size_t bytes) override {
+  // Not reset with the counts, which the tests reset per step.
+  int64_t waits() const override { return waits_; }
+  absl::StatusOr<Block> Allocate(Memory where, size_t bytes) override {
     ++counts.allocations;
-    return Block(new char[bytes](),
-                 [](void* p) { delete[] static_cast<char*>(p); });
+    char* p = new char[bytes]();
+    if (where == Memory::kPinnedHost) pinned_.push_back({p, bytes});
+    return Block(p, [](void* q) { delete[] static_cast<char*>(q); });
   }
 
  private:
+  // Runs what was queued, in order.
+  void Apply() {
+    for (size_t i = 0; i < pending_.size(); ++i) pending_[i]();
+    pending_.clear();
+  }
+  bool Pinned(const void* p, size_t bytes) const {
+    const char* c = static_cast<const char*>(p);
+    for (const auto& [base, size] : pinned_) {
+      if (c >= base && c + bytes <= base + size) return true;
+    }
+    return false;
+  }
+
+  std::vector<std::function<void()>> pending_;
+  std::vector<std::pair<const char*, size_t>> pinned_;
+  int64_t uploads_ = 0, waits_ = 0;
   const void* pending_src_ = nullptr;
   void* pending_dst_ = nullptr;
   size_t pending_bytes_ = 0;
@@ -124,27 +198,28 @@ class FakeDeviceBackend : public DeviceBackend {
     expert_begin_ = expert_begin;
     expert_end_ = expert_end;
     if (absl::Status s = ReserveIo(gate); !s.ok()) return s;
+    MOE_RETURN_IF_ERROR(AtLoadPoint(LoadPoint::kWorkspaces));
     // The step's row buffers (rows of the experts' width) and the routing's
     // answer, at load as the CUDA backend makes them.
     const size_t rows = bounds_.rows * c.expert_width() * 2;
     for (Block* b : {&send_, &recv_, &out_, &back_}) {
-      absl::StatusOr<Block> m = queue_.Allocate(Memory::kDevice, rows);
+      absl::StatusOr<Block> m = queue_->Allocate(Memory::kDevice, rows);
       if (!m.ok()) return m.status();
       *b = *m;
     }
     for (Block* b : {&idx_, &weights_}) {
       absl::StatusOr<Block> m =
-          queue_.Allocate(Memory::kDevice, max_tokens * c.top_k * 4);
+          queue_->Allocate(Memory::kDevice, max_tokens * c.top_k * 4);
       if (!m.ok()) return m.status();
       *b = *m;
     }
     absl::StatusOr<Block> m =
-        queue_.Allocate(Memory::kDevice, max_tokens * c.num_experts * 4);
+        queue_->Allocate(Memory::kDevice, max_tokens * c.num_experts * 4);
     if (!m.ok()) return m.status();
     logits_ = *m;
-    return absl::OkStatus();
+    return AtLoadPoint(LoadPoint::kStepBuffers);
   }
-  CountingQueue& counting() { return queue_; }
+  CountingQueue& counting() { return *queue_; }
   // The host copies of the router part (the experts' frames, Gemma 4's
   // router scales and shared norms), as the CUDA backend's Load takes them.
   absl::Status LoadHostPartsOf(const ModelSource& source) {
@@ -154,8 +229,36 @@ class FakeDeviceBackend : public DeviceBackend {
   }
 
   std::string name() const override { return "fake-device"; }
-  absl::Status Load(const ModelSource&, const LoadOptions&, int64_t) override {
-    return absl::UnimplementedError("a fake");
+  // As the CUDA backend loads: into a fresh backend, waiting for its own
+  // queue only, taken whole once all of it loaded, with the same failure
+  // points (engine/device_load.h).
+  absl::Status Load(const ModelSource& source, const LoadOptions& options,
+                    int64_t max_tokens) override {
+    auto next = std::make_unique<FakeDeviceBackend>();
+    MOE_RETURN_IF_ERROR(AtLoadPoint(LoadPoint::kWeights));
+    if (options.load_gate) {
+      MOE_RETURN_IF_ERROR(next->LoadHostParts(source, options));
+    }
+    MOE_RETURN_IF_ERROR(AtLoadPoint(LoadPoint::kHostParts));
+    MOE_RETURN_IF_ERROR(next->queue_->Synchronize());
+    MOE_RETURN_IF_ERROR(AtLoadPoint(LoadPoint::kUploadsDone));
+    const MoeLayerConfig& c = source.info().layer;
+    MOE_RETURN_IF_ERROR(
+        next->Init(c, max_tokens, options.load_gate, 0, c.num_experts));
+    using std::swap;
+    AdoptHostLogic(*next);
+    swap(queue_, next->queue_);
+    swap(gate_, next->gate_);
+    swap(expert_begin_, next->expert_begin_);
+    swap(expert_end_, next->expert_end_);
+    swap(send_, next->send_);
+    swap(recv_, next->recv_);
+    swap(out_, next->out_);
+    swap(back_, next->back_);
+    swap(idx_, next->idx_);
+    swap(weights_, next->weights_);
+    swap(logits_, next->logits_);
+    return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<ExpertBackend>> Fork() const override {
     return absl::UnimplementedError("a fake");
@@ -176,7 +279,7 @@ class FakeDeviceBackend : public DeviceBackend {
   }
 
  protected:
-  DeviceStepQueue& device_queue() override { return queue_; }
+  DeviceStepQueue& device_queue() override { return *queue_; }
   absl::Status CheckShared(int64_t) override {
     return gate_ && config_.has_shared()
                ? absl::OkStatus()
@@ -188,22 +291,26 @@ class FakeDeviceBackend : public DeviceBackend {
     if (query.host_logits) {
       // The device's logits favour experts t, t + 1, ... for token t.
       auto* logits = static_cast<float*>(logits_.get());
-      for (int64_t t = 0; t < n; ++t) {
-        for (int64_t e = 0; e < E; ++e) {
-          logits[t * E + e] = -static_cast<float>((e - t % E + E) % E);
+      queue_->Launch([logits, n, E] {
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t e = 0; e < E; ++e) {
+            logits[t * E + e] = -static_cast<float>((e - t % E + E) % E);
+          }
         }
-      }
+      });
       answer->logits = logits;
       return absl::OkStatus();
     }
     auto* idx = static_cast<int32_t*>(idx_.get());
     auto* w = static_cast<float*>(weights_.get());
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t j = 0; j < k; ++j) {
-        idx[t * k + j] = static_cast<int32_t>((t + j) % E);
-        w[t * k + j] = 1.0f / k;
+    queue_->Launch([idx, w, n, k, E] {
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t j = 0; j < k; ++j) {
+          idx[t * k + j] = static_cast<int32_t>((t + j) % E);
+          w[t * k + j] = 1.0f / k;
+        }
       }
-    }
+    });
     answer->idx = idx;
     answer->weights = w;
     return absl::OkStatus();
@@ -216,7 +323,9 @@ class FakeDeviceBackend : public DeviceBackend {
                                     routing);
   }
   absl::Status QueueShared(int64_t, int64_t n, float* out) override {
-    std::memcpy(out, device_x(), n * config_.hidden * 4);
+    const float* x = device_x();
+    const size_t bytes = n * config_.hidden * 4;
+    queue_->Launch([out, x, bytes] { std::memcpy(out, x, bytes); });
     return absl::OkStatus();
   }
   absl::Status QueueWiden(const uint16_t*, int64_t, float*) override {
@@ -240,7 +349,7 @@ class FakeDeviceBackend : public DeviceBackend {
   }
 
  private:
-  CountingQueue queue_;
+  std::unique_ptr<CountingQueue> queue_ = std::make_unique<CountingQueue>();
   bool gate_ = false;
   int64_t expert_begin_ = 0, expert_end_ = 0;
   Block send_, recv_, out_, back_, idx_, weights_, logits_;
@@ -516,7 +625,8 @@ TEST(CopyBudget, RouterAtP0RoutesGemma4OnTheHostWithTheCpusBits) {
     auto c = testing::LoadGoldenCase(path);
     ASSERT_TRUE(c.ok()) << c.status();
     const MoeLayerConfig& cfg = c->config;
-    if (!RoutesOnHost(cfg) && !cfg.branch_norms) continue;
+    // Gemma 4's: its router pre-norm with its branch norms.
+    if (!cfg.router_prenorm && !cfg.branch_norms) continue;
     SCOPED_TRACE(c->name);
     ASSERT_TRUE(RoutesOnHost(cfg));
     ASSERT_TRUE(cfg.branch_norms && cfg.has_shared());
@@ -637,9 +747,211 @@ TEST(CopyBudget, RouterAtP0RoutesAnUnframedLayerOnTheHostAndSendsXUpOnce) {
       EXPECT_EQ(routing.weight, host.weight);
       ExpectBudget(b.counting().counts, n, n * cfg.top_k, H,
                    /*max_syncs=*/1);
+      // A zero expert's slot never reaches the device.
+      for (size_t i = 0; i < routing.expert.size(); ++i) {
+        if (routing.expert[i] >= cfg.num_experts) {
+          EXPECT_EQ(routing.dispatched[i], 0);
+        }
+      }
     }
   }
+  // Gemma 4's router options, PhiMoE's sparsemixer and LongCat-Flash's
+  // zero experts.
+  EXPECT_GE(checked, 3)
+      << "expected gemma4_like, phimoe_like and longcat_like to route on "
+         "the host";
+}
+
+// output_scale and the output bias (Cohere2-MoE, JetMoE) on a device
+// router: y comes home once, then the host scales it and adds the host
+// copy of the bias, exactly as on the CPU (y * s, then + b), within the
+// budget of the layer without them.
+TEST(CopyBudget, RouterAtP0AppliesTheOutputTermsOnTheHost) {
+  int checked = 0;
+  for (const std::string& path : testing::GoldenFiles()) {
+    auto c = testing::LoadGoldenCase(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const MoeLayerConfig& cfg = c->config;
+    if (cfg.zero_experts > 0 || !HasOutputTerms(cfg)) continue;
+    SCOPED_TRACE(c->name);
+    ++checked;
+    ASSERT_TRUE(CheckDeviceLayerMath(cfg, "cuda:0", /*router_part=*/true).ok());
+    testing::GoldenCase plain = *c;
+    plain.config.output_scale = 1.0f;
+    plain.config.output_bias = false;
+    const int64_t n = c->tokens, H = cfg.hidden;
+    const int64_t ends[] = {n};
+    const RouteRows rows{
+        .n = n, .segment_ends = ends, .token_ids = c->token_ids};
+    std::vector<float> y(n * H), y_plain(n * H);
+    for (const testing::GoldenCase* k : {&*c, &plain}) {
+      auto source = testing::MakeGoldenSource(*k);
+      FakeDeviceBackend b;
+      ASSERT_TRUE(
+          b.Init(k->config, n, /*gate=*/true, 0, k->config.num_experts).ok());
+      ASSERT_TRUE(b.LoadHostPartsOf(*source).ok());
+      EXPECT_EQ(b.OutputBias(0) != nullptr, k->config.output_bias);
+      LocalMoe moe(&b);
+      b.counting().counts = Counts();
+      Routing routing;
+      const absl::Status s = moe.Forward(
+          0, c->x.data(), rows, (k == &plain ? y_plain : y).data(), &routing);
+      ASSERT_TRUE(s.ok()) << s;
+      ExpectBudget(b.counting().counts, n, n * cfg.top_k, H,
+                   /*max_syncs=*/2);
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t h = 0; h < H; ++h) {
+        float want = y_plain[t * H + h] * cfg.output_scale;
+        if (cfg.output_bias) want += c->output_bias[h];
+        ASSERT_EQ(y[t * H + h], want) << "row " << t << ", column " << h;
+      }
+    }
+  }
+  EXPECT_GE(checked, 2) << "expected cohere2_like and jetmoe_like";
+}
+
+// A reload that fails at any of its points leaves the old layers, config
+// and workspaces serving, and a whole one serves the new model: the
+// backend's state is taken from a fresh backend only once all of it
+// loaded, and the load waits on that backend's own queue, never on the
+// serving one's.
+TEST(DeviceLoad, AReloadFailingAtAnyPointLeavesTheOldModelServing) {
+  std::vector<testing::GoldenCase> cases;
+  for (const std::string& path : testing::GoldenFiles()) {
+    auto c = testing::LoadGoldenCase(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const MoeLayerConfig& cfg = c->config;
+    if (RoutesOnHost(cfg) || cfg.has_expert_frame() || !cfg.has_shared() ||
+        !CheckDeviceLayerMath(cfg, "cuda:0", true).ok()) {
+      continue;
+    }
+    if (!cases.empty() && cases[0].config.hidden == cfg.hidden &&
+        cases[0].config.num_experts == cfg.num_experts) {
+      continue;
+    }
+    cases.push_back(*std::move(c));
+    if (cases.size() == 2) break;
+  }
+  ASSERT_EQ(cases.size(), 2u) << "two golden cases of different shapes";
+  LoadOptions o;
+  o.dtype = WeightDType::kF32;
+  o.load_gate = o.load_shared = true;
+  auto old_source = testing::MakeGoldenSource(cases[0]);
+  auto new_source = testing::MakeGoldenSource(cases[1]);
+  FakeDeviceBackend b;
+  ASSERT_TRUE(b.Load(*old_source, o, cases[0].tokens).ok());
+  // A step of `c` on b: its routing (the fake's: token t to experts t, t + 1,
+  // ... mod E), within the budget and allocating nothing.
+  auto serves = [&](const testing::GoldenCase& c) {
+    const MoeLayerConfig& cfg = c.config;
+    EXPECT_EQ(b.config().hidden, cfg.hidden);
+    EXPECT_EQ(b.config().num_experts, cfg.num_experts);
+    EXPECT_EQ(b.max_tokens(), c.tokens);
+    LocalMoe moe(&b);
+    const int64_t n = c.tokens, ends[] = {n};
+    std::vector<float> y(n * cfg.hidden);
+    b.counting().counts = Counts();
+    Routing routing;
+    const absl::Status s = moe.Forward(
+        0, c.x.data(), {.n = n, .segment_ends = ends}, y.data(), &routing);
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_EQ(routing.expert.size(), static_cast<size_t>(n * cfg.top_k));
+    for (int64_t t = 0; t < n; ++t) {
+      EXPECT_EQ(routing.expert[t * cfg.top_k + 1], (t + 1) % cfg.num_experts);
+    }
+    ExpectBudget(b.counting().counts, n, n * cfg.top_k, cfg.hidden,
+                 /*max_syncs=*/2);
+  };
+  serves(cases[0]);
+  for (LoadPoint p : kLoadPoints) {
+    SCOPED_TRACE(LoadPointName(p));
+    SetLoadFaultForTest([p](LoadPoint at) {
+      return at == p ? absl::ResourceExhaustedError("injected")
+                     : absl::OkStatus();
+    });
+    const int64_t syncs = b.counting().counts.syncs;
+    const absl::Status s = b.Load(*new_source, o, cases[1].tokens);
+    SetLoadFaultForTest(nullptr);
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_EQ(b.counting().counts.syncs, syncs)
+        << "the load waited on the serving queue";
+    serves(cases[0]);
+  }
+  ASSERT_TRUE(b.Load(*new_source, o, cases[1].tokens).ok());
+  serves(cases[1]);
+}
+
+// The step runner's order on a router whose experts run on workers: the
+// layer is routed on the host (Gemma 4's router options, no expert frame),
+// which queues x's upload without a wait, and then, while the workers
+// compute and before the step's end, the shared expert runs over a
+// sub-range of the rows (a request that skips it). The second upload
+// rewrites the pinned staging: it must wait for the first upload first, or
+// a GPU's copy may read the sub-range's bytes.
+TEST(DeferredQueue, ASharedSubRangeAfterHostRoutingWaitsForTheStaging) {
+  int checked = 0;
+  for (const std::string& path : testing::GoldenFiles()) {
+    auto c = testing::LoadGoldenCase(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    if (!RoutesOnHost(c->config)) continue;
+    SCOPED_TRACE(c->name);
+    ++checked;
+    c->config.branch_norms = false;
+    const MoeLayerConfig& cfg = c->config;
+    ASSERT_FALSE(cfg.has_expert_frame());
+    ASSERT_TRUE(cfg.has_shared());
+    auto source = testing::MakeGoldenSource(*c);
+    const int64_t n = c->tokens, H = cfg.hidden;
+    ASSERT_GE(n, 2);
+    FakeDeviceBackend b;
+    ASSERT_TRUE(b.Init(cfg, n, /*gate=*/true, 0, cfg.num_experts).ok());
+    ASSERT_TRUE(b.LoadHostPartsOf(*source).ok());
+    const int64_t ends[] = {1, n};
+    const RouteRows rows{
+        .n = n, .segment_ends = ends, .token_ids = c->token_ids};
+    Routing routing;
+    ASSERT_TRUE(b.RouteTokens(0, c->x.data(), rows, &routing).ok());
+    ASSERT_GT(b.counting().queued(), 0) << "x went up with a wait";
+    // Rows [1, n): the fake's shared expert is the identity.
+    std::vector<float> out((n - 1) * H);
+    ASSERT_TRUE(b.Shared(0, c->x.data() + H, n - 1, out.data()).ok());
+    EXPECT_TRUE(b.counting().hazards.empty())
+        << absl::StrJoin(b.counting().hazards, "; ");
+    EXPECT_EQ(std::memcmp(out.data(), c->x.data() + H, out.size() * 4), 0)
+        << "the shared expert read other rows than its own";
+    b.counting().hazards.clear();  // reported once
+  }
   EXPECT_GE(checked, 1) << "no Gemma 4 golden case (gemma4_like)";
+}
+
+// The deferred queue itself: a download's destination reads NaN until the
+// wait, an upload reads its staging at the wait, and a rewrite in between
+// is a hazard.
+TEST(DeferredQueue, AppliesCopiesAtTheWaitAndSeesARewrittenStaging) {
+  CountingQueue q;
+  auto pin = q.Allocate(DeviceStepQueue::Memory::kPinnedHost, 16);
+  auto dev = q.Allocate(DeviceStepQueue::Memory::kDevice, 16);
+  ASSERT_TRUE(pin.ok() && dev.ok());
+  float* p = static_cast<float*>(pin->get());
+  float* d = static_cast<float*>(dev->get());
+  for (int i = 0; i < 4; ++i) p[i] = 1.0f + i;
+  ASSERT_TRUE(q.CopyFromHost(p, d, 16).ok());
+  EXPECT_EQ(d[0], 0.0f) << "copied before the wait";
+  ASSERT_TRUE(q.Synchronize().ok());
+  EXPECT_EQ(d[3], 4.0f);
+  EXPECT_TRUE(std::isnan(p[0])) << "the staging was not poisoned";
+  ASSERT_TRUE(q.Download(d, p, 16).ok());
+  EXPECT_TRUE(std::isnan(p[2])) << "a download's destination read early";
+  ASSERT_TRUE(q.Synchronize().ok());
+  EXPECT_EQ(p[2], 3.0f);
+  ASSERT_TRUE(q.CopyFromHost(p, d, 16).ok());
+  p[1] = 7.0f;  // before the wait
+  ASSERT_TRUE(q.Synchronize().ok());
+  ASSERT_EQ(q.hazards.size(), 1u);
+  EXPECT_NE(q.hazards[0].find("rewritten before the upload was waited on"),
+            std::string::npos);
+  q.hazards.clear();
 }
 
 // A worker of two (P = 2) under a device collective: its rows (of the

@@ -20,6 +20,7 @@
 #include "engine/cuda/cuda_status.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/lt_matmul.h"
+#include "engine/cuda/padded_pass.h"
 #include "engine/cuda/row_bucket.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/kernels.h"
@@ -457,6 +458,65 @@ TEST_F(CudaExpertsTest, MalformedOffsetsAreRefusedBeforeAnyLaunch) {
   EXPECT_EQ(Run(*x, {0, 1}).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Run(*x, {0, 1, 2, 3, 4, 5, kMaxRows + 1}).code(),
             absl::StatusCode::kResourceExhausted);
+}
+
+// Counts whose pass really pads (within the workspaces of kMaxRows rows):
+// five experts with rows, the most 7, so PlanPaddedPass makes 5 groups of
+// 8 rows, 40 rows for 18. (NonGatedRelu2ExpertsMatchTheHostReference's
+// counts plan 5 x 32 = 160 > kMaxRows and run unpadded.)
+const std::vector<int64_t> kPaddingCounts = {3, 5, 0, 2, 1, 7};
+
+TEST(CudaPaddedPassPlan, ThePaddedPassTestsCountsReallyPad) {
+  const std::vector<int64_t> offsets = testing::GroupOffsets(1, kPaddingCounts);
+  PaddedPass p;
+  ASSERT_TRUE(PlanPaddedPass(offsets, kMaxRows, &p));
+  EXPECT_EQ(p.groups, 5);
+  EXPECT_EQ(p.group_rows, 8);
+  EXPECT_GT(p.rows(), offsets.back() - offsets.front());
+  PaddedPass declined;
+  EXPECT_FALSE(PlanPaddedPass(testing::GroupOffsets(1, {3, 11, 0, 6, 1, 20}),
+                              kMaxRows, &declined));
+}
+
+// The padded pass (graphs on: every pass of up to 256 rows pads) against the
+// host reference, gated and up-only (relu2), captured then replayed, in
+// both GEMM modes: padding rows must neither leak into the answer nor be
+// written out.
+class CudaPaddedPassTest : public CudaExpertsTest {};
+
+TEST_F(CudaPaddedPassTest, GatedAndUpOnlyPassesThatPadMatchTheHostReference) {
+  const std::vector<int64_t> offsets = testing::GroupOffsets(1, kPaddingCounts);
+  PaddedPass plan;
+  ASSERT_TRUE(PlanPaddedPass(offsets, kMaxRows, &plan))
+      << "the pass would not pad";
+  for (const bool gated : {true, false}) {
+    SCOPED_TRACE(gated ? "gated" : "up only");
+    if (!gated) {
+      for (int64_t e = 0; e < kE; ++e) {
+        const std::vector<uint16_t> up(w13_[e].begin() + kI * kH,
+                                       w13_[e].end());
+        experts_[e].w13 = testing::Upload(up);
+        experts_[e].gated = false;
+        experts_[e].act.act = kernels::kActRelu2;
+      }
+    }
+    for (const GemmPathTable::Mode mode :
+         {GemmPathTable::Mode::kLoop, GemmPathTable::Mode::kGrouped}) {
+      SCOPED_TRACE(static_cast<int>(mode));
+      auto x = Make(mode, /*graph_rows=*/256);
+      ASSERT_TRUE(x);
+      const auto in = NewInput(gated ? 53 : 59);
+      for (int rep = 0; rep < 3; ++rep) {  // captured, then replayed
+        ASSERT_TRUE(Run(*x, offsets).ok());
+        const std::vector<uint16_t> out = Out();
+        ExpectNearReference(out, Reference(in, offsets), offsets);
+        // Row 0 precedes the pass: the sentinel must survive the padding.
+        for (int64_t c = 0; c < kH; ++c) {
+          ASSERT_EQ(out[c], 0x7f7f) << "padding wrote row 0, col " << c;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -856,5 +856,295 @@ TEST(HfFamilyCheckpoint, LatentFamiliesBadInputIsNamed) {
   }
 }
 
+// The Mixtral / Qwen-style families with layouts of their own, each from a
+// checkpoint in that layout against the reference MoE: Aria (x·W fc1 / fc2,
+// shared experts), Granite (packed input_linear / output_linear, the fused
+// shared input_linear), Jamba (no renorm), Arctic (every second layer MoE
+// beside its residual MLP), DBRX (per-role rows [E*I, H]), Hunyuan (its
+// shared MLP, per-layer lists) and Qwen3-VL-MoE's fused experts in bf16.
+MoeLayerConfig SharedSoftmaxConfig(int64_t shared_inter) {
+  MoeLayerConfig k;
+  k.hidden = 24;
+  k.inter = 16;
+  k.num_experts = 6;
+  k.top_k = 2;
+  k.score_func = ScoreFunc::kSoftmax;
+  k.route_norm = true;
+  k.shared_inter = shared_inter;
+  return k;
+}
+
+TEST(HfFamilyCheckpoint, SharedExpertFamiliesLoadAndMatch) {
+  struct Run {
+    HfFamily family;
+    int64_t shared_inter;
+    bool route_norm = true;
+  };
+  for (const Run& run :
+       {Run{HfFamily::kAria, 32}, Run{HfFamily::kGraniteMoeShared, 40},
+        Run{HfFamily::kGraniteMoeHybrid, 40}, Run{HfFamily::kGraniteMoe, 0},
+        Run{HfFamily::kJamba, 0, false}, Run{HfFamily::kArctic, 0},
+        Run{HfFamily::kDbrx, 0}, Run{HfFamily::kHunyuanV1Moe, 16}}) {
+    SCOPED_TRACE(HfFamilyName(run.family));
+    MoeLayerConfig k = SharedSoftmaxConfig(run.shared_inter);
+    k.route_norm = run.route_norm;
+    auto c = testing::RandomCase(k, 12, 21);
+    const std::string dir = Write(c, run.family, "sharedfam_");
+    auto ckpt = HfCheckpoint::Open(dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    EXPECT_EQ((*ckpt)->info().layer, c.config);
+    if (run.shared_inter > 0) {
+      // Shared up row 3, column 5 as written.
+      auto up = (*ckpt)->Get(1, WeightRole::kSharedW3, -1);
+      ASSERT_TRUE(up.ok()) << up.status();
+      EXPECT_EQ(up->shape, (std::vector<int64_t>{run.shared_inter, 24}));
+      EXPECT_EQ(reinterpret_cast<const float*>(up->data)[3 * 24 + 5],
+                c.sw3[3 * 24 + 5]);
+    }
+    Routing routing;
+    auto y = RunLayer(dir, 1, c, WeightDType::kF32, &routing);
+    ASSERT_TRUE(y.ok()) << y.status();
+    EXPECT_TRUE(testing::AllClose(*y, c.y, testing::kF32Tol));
+    EXPECT_TRUE(testing::SameTokenRouting(c.top_idx, c.top_w, routing.expert,
+                                          routing.weight, c.tokens, 2,
+                                          routing.slots));
+    fs::remove_all(dir);
+  }
+}
+// The router-side families' bad input: LongCat-Flash's router with E rows
+// instead of E + Z (the zero experts' missing) named with the shape
+// expected, JetMoE's missing output bias named, PhiMoE's missing router
+// named.
+TEST(HfFamilyCheckpoint, RouterPieceFamiliesBadInputIsNamed) {
+  {
+    auto c = Golden("longcat_like");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string dir =
+        Write(*c, HfFamily::kLongcatFlash, "longcat_shape_");
+    const std::string gate = "model.layers.1.mlp.router.classifier.weight";
+    ASSERT_TRUE(testing::ReplaceHfTensor(dir, gate, {16, 64}).ok());
+    Routing routing;
+    auto y = RunLayer(dir, 1, *c, WeightDType::kF32, &routing);
+    ASSERT_FALSE(y.ok());
+    EXPECT_NE(y.status().message().find(gate), std::string::npos) << y.status();
+    EXPECT_NE(y.status().message().find("[24, 64]"), std::string::npos)
+        << y.status();
+    fs::remove_all(dir);
+  }
+  {
+    auto c = Golden("jetmoe_like");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string dir = Write(*c, HfFamily::kJetMoe, "jetmoe_miss_");
+    const std::string gone = "model.layers.1.mlp.bias";
+    ASSERT_TRUE(testing::ReplaceHfTensor(dir, gone, {}).ok());
+    Routing routing;
+    auto y = RunLayer(dir, 1, *c, WeightDType::kF32, &routing);
+    ASSERT_FALSE(y.ok());
+    EXPECT_NE(y.status().message().find(gone), std::string::npos) << y.status();
+    fs::remove_all(dir);
+  }
+  {
+    auto c = Golden("phimoe_like");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string dir = Write(*c, HfFamily::kPhimoe, "phimoe_miss_");
+    const std::string gone = "model.layers.1.block_sparse_moe.gate.weight";
+    ASSERT_TRUE(testing::ReplaceHfTensor(dir, gone, {}).ok());
+    Routing routing;
+    auto y = RunLayer(dir, 1, *c, WeightDType::kF32, &routing);
+    ASSERT_FALSE(y.ok());
+    EXPECT_NE(y.status().message().find(gone), std::string::npos) << y.status();
+    fs::remove_all(dir);
+  }
+}
+
+TEST(HfFamilyCheckpoint, Qwen3VlMoeFusedExpertsInBf16) {
+  auto c = testing::RandomCase(SharedSoftmaxConfig(0), 12, 22);
+  const std::string dir =
+      Write(c, HfFamily::kQwen3VlMoe, "qwen3vl_", DType::kBF16);
+  auto ckpt = HfCheckpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto w1 = (*ckpt)->Get(1, WeightRole::kW1, 4);
+  ASSERT_TRUE(w1.ok()) << w1.status();
+  EXPECT_EQ(w1->dtype, DType::kBF16);
+  EXPECT_EQ(w1->shape, (std::vector<int64_t>{16, 24}));
+  EXPECT_EQ(reinterpret_cast<const uint16_t*>(w1->data)[2 * 24 + 9],
+            F32ToBf16(c.w1[(4 * 16 + 2) * 24 + 9]));
+  Routing routing;
+  auto y = RunLayer(dir, 1, c, WeightDType::kAuto, &routing);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_TRUE(testing::AllClose(*y, c.y, testing::kBf16Tol));
+  fs::remove_all(dir);
+}
+
+// A mis-shaped or missing tensor of these layouts is refused naming it
+// (and the shape it must have).
+TEST(HfFamilyCheckpoint, SharedExpertFamiliesBadTensorsAreNamed) {
+  struct Bad {
+    HfFamily family;
+    std::string name;
+    std::vector<int64_t> shape;  // empty: dropped
+    std::string expected;
+  };
+  const Bad bad[] = {
+      {HfFamily::kGraniteMoeShared,
+       "model.layers.1.shared_mlp.input_linear.weight",
+       {40, 24},
+       "[80, 24]"},
+      {HfFamily::kGraniteMoeHybrid,
+       "model.layers.1.shared_mlp.output_linear.weight",
+       {},
+       ""},
+      {HfFamily::kGraniteMoe,
+       "model.layers.1.block_sparse_moe.input_linear.weight",
+       {6, 16, 24},
+       "[6, 32, 24]"},
+      {HfFamily::kAria,
+       "language_model.model.layers.1.mlp.experts.fc1.weight",
+       {6, 24, 16},
+       "[6, 24, 32]"},
+      {HfFamily::kAria,
+       "language_model.model.layers.1.mlp.experts.fc2.weight",
+       {},
+       ""},
+      {HfFamily::kJamba, "model.layers.1.feed_forward.router.weight", {}, ""},
+      {HfFamily::kDbrx,
+       "transformer.blocks.1.ffn.experts.mlp.w2",
+       {6, 16, 24},
+       "[96, 24]"},
+      {HfFamily::kDbrx, "transformer.blocks.1.ffn.experts.mlp.v1", {}, ""},
+      {HfFamily::kHunyuanV1Moe, "model.layers.1.mlp.gate.wg.weight", {}, ""},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.name);
+    const int64_t shared = b.family == HfFamily::kAria           ? 32
+                           : b.family == HfFamily::kHunyuanV1Moe ? 16
+                           : b.family == HfFamily::kGraniteMoeShared ||
+                                   b.family == HfFamily::kGraniteMoeHybrid
+                               ? 40
+                               : 0;
+    MoeLayerConfig k = SharedSoftmaxConfig(shared);
+    if (b.family == HfFamily::kJamba) k.route_norm = false;
+    auto c = testing::RandomCase(k, 4, 23);
+    const std::string dir = Write(c, b.family, "sharedbad_");
+    ASSERT_TRUE(testing::ReplaceHfTensor(dir, b.name, b.shape).ok());
+    auto ckpt = HfCheckpoint::Open(dir);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    auto w = LoadLayerWeights(**ckpt, 1, {});
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.status().message().find(b.name), std::string::npos)
+        << w.status();
+    if (!b.expected.empty()) {
+      EXPECT_NE(w.status().message().find(b.expected), std::string::npos)
+          << w.status();
+    }
+    fs::remove_all(dir);
+  }
+}
+// The DeepSeek-style families added by description: a missing or
+// mis-shaped tensor of each is refused naming it under the family's own
+// names and prefix (Ling 2.0's gate.expert_bias, AFMoE's router.gate,
+// LFM2-MoE's feed_forward expert, Kimi-VL's language_model.model. shared
+// expert, GLM-4.5V's model.language_model. correction bias), and Ling's two
+// classes under one model_type each read their own.
+TEST(HfFamilyCheckpoint, DescribedDeepseekStyleFamiliesNameBadTensors) {
+  MoeLayerConfig k;
+  k.hidden = 16;
+  k.inter = 8;
+  k.num_experts = 4;
+  k.top_k = 2;
+  k.score_func = ScoreFunc::kSigmoid;
+  k.use_bias = true;
+  k.route_norm = true;
+  struct Bad {
+    HfFamily family;
+    int64_t shared_inter;
+    std::string name;
+    std::vector<int64_t> shape;  // empty: dropped
+    std::string expected;        // the shape the message names, if any
+  };
+  const Bad bad[] = {
+      {HfFamily::kBailingMoeV2,
+       8,
+       "model.layers.1.mlp.gate.expert_bias",
+       {},
+       ""},
+      {HfFamily::kAfmoe, 8, "model.layers.1.mlp.router.gate.weight", {}, ""},
+      {HfFamily::kLfm2Moe,
+       0,
+       "model.layers.1.feed_forward.experts.2.w1.weight",
+       {8, 15},
+       "[8, 16]"},
+      {HfFamily::kKimiVl,
+       8,
+       "language_model.model.layers.1.mlp.shared_experts.up_proj.weight",
+       {16, 16},
+       "[8, 16]"},
+      {HfFamily::kGlm4vMoe,
+       8,
+       "model.language_model.layers.1.mlp.gate.e_score_correction_bias",
+       {5},
+       ""},
+      {HfFamily::kKimiLinear,
+       8,
+       "model.layers.1.block_sparse_moe.experts.0.w2.weight",
+       {},
+       ""},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.name);
+    MoeLayerConfig kc = k;
+    kc.shared_inter = b.shared_inter;
+    if (b.family == HfFamily::kGlm4vMoe || b.family == HfFamily::kKimiVl) {
+      kc.route_scale = 2.5f;
+      kc.n_groups = 1;
+      kc.topk_groups = 1;
+    }
+    auto c = testing::RandomCase(kc, 4, 11);
+    const std::string dir = Write(c, b.family, "described_bad_");
+    {
+      // Written whole, it loads and matches the reference.
+      auto ckpt = HfCheckpoint::Open(dir);
+      ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+      EXPECT_EQ((*ckpt)->family(), b.family);
+      ASSERT_TRUE(LoadLayerWeights(**ckpt, 1, {}).ok());
+    }
+    ASSERT_TRUE(testing::ReplaceHfTensor(dir, b.name, b.shape).ok());
+    auto ckpt = HfCheckpoint::Open(dir);
+    absl::Status s = ckpt.status();
+    if (ckpt.ok()) s = LoadLayerWeights(**ckpt, 1, {}).status();
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find(b.name), std::string::npos) << s;
+    if (!b.expected.empty()) {
+      EXPECT_NE(s.message().find(b.expected), std::string::npos) << s;
+    }
+    fs::remove_all(dir);
+  }
+  // Ling V1's checkpoint with its class renamed V2's is read as Ling 2.0,
+  // which wants the gate.expert_bias V1 does not have: refused naming it.
+  MoeLayerConfig v1;
+  v1.hidden = 16;
+  v1.inter = 8;
+  v1.num_experts = 4;
+  v1.top_k = 2;
+  v1.route_norm = true;
+  auto c = testing::RandomCase(v1, 4, 12);
+  const std::string dir = Write(c, HfFamily::kBailingMoe, "ling_v1_");
+  auto ckpt = HfCheckpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ((*ckpt)->family(), HfFamily::kBailingMoe);
+  ASSERT_TRUE(testing::SetHfConfigKey(dir, "architectures",
+                                      R"(["BailingMoeV2ForCausalLM"])")
+                  .ok());
+  auto renamed = HfCheckpoint::Open(dir);
+  absl::Status s = renamed.status();
+  if (renamed.ok()) {
+    EXPECT_EQ((*renamed)->family(), HfFamily::kBailingMoeV2);
+    s = LoadLayerWeights(**renamed, 1, {}).status();
+  }
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("mlp.gate.expert_bias"), std::string::npos) << s;
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace moe

@@ -4,27 +4,36 @@
 // family and its MoE layers, routing ids are exact and y is within the fp32
 // golden tolerance, also with the case's routing or gate logits sent back
 // and its shared experts apart or skipped.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/hf_checkpoint.h"
+#include "core/hf_config_family.h"
 #include "core/moe_config.h"
+#include "core/safetensors.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/testutil/caller_routing.h"
 #include "tests/testutil/child_process.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/golden_case.h"
 #include "tests/testutil/hf_writer.h"
 #include "tests/testutil/local_cluster.h"
+#include "tests/testutil/reference_moe.h"
 
 namespace moe {
 namespace {
 
 namespace fs = std::filesystem;
+
+// FamilyCases' name for a case made by the reference MoE.
+constexpr char kReferenceCase[] = "reference";
 
 // The golden case each family serves: its own where the golden set has one.
 const std::map<HfFamily, std::string>& FamilyCases() {
@@ -52,8 +61,85 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kNemotronH, "nemotron3_latent"},
       {HfFamily::kGemma4, "gemma4_like"},
       {HfFamily::kKimiK3, "kimi_k3_like"},
+      {HfFamily::kFlexOlmo, "single_token"},
+      {HfFamily::kMellum, "qwen3_moe_like"},
+      {HfFamily::kMinimax, "mixtral_like"},
+      {HfFamily::kQwen3VlMoe, "qwen3_moe_like"},
+      // GraniteMoe's top-k of the logits, softmax over the k, is softmax
+      // with the top k renormalised.
+      {HfFamily::kGraniteMoe, "mixtral_like"},
+      {HfFamily::kArctic, "mixtral_like"},
+      // No golden case has an ungated shared expert beside softmax routing
+      // and nothing else, nor softmax top-k without renorm and no shared
+      // expert: these families serve a reference case (ReferenceConfigs).
+      {HfFamily::kAria, kReferenceCase},
+      {HfFamily::kJamba, kReferenceCase},
+      {HfFamily::kGraniteMoeShared, kReferenceCase},
+      {HfFamily::kGraniteMoeHybrid, kReferenceCase},
+      {HfFamily::kDbrx, "mixtral_like"},
+      {HfFamily::kHunyuanV1Moe, kReferenceCase},
+      {HfFamily::kQwen3OmniMoe, "qwen3_moe_like"},
+      // deepseek-moe-16b and Ling V1: softmax, renorm, no scale.
+      {HfFamily::kDeepseek, "mixtral_like"},
+      {HfFamily::kDeepseekV32, "deepseek_v3_like"},
+      {HfFamily::kDots1, "deepseek_v3_like"},
+      {HfFamily::kGlm4MoeLite, "glm45_like"},
+      {HfFamily::kSolarOpen, "glm45_like"},
+      {HfFamily::kKimiLinear, "deepseek_v3_like"},
+      {HfFamily::kBailingMoe, "mixtral_like"},
+      {HfFamily::kBailingMoeV2, "deepseek_v3_like"},
+      {HfFamily::kGlm4vMoe, "glm45_like"},
+      {HfFamily::kKimiVl, "deepseek_v3_like"},
+      {HfFamily::kKimiK25, "deepseek_v3_like"},
+      // AFMoE and LFM2-MoE: sigmoid, correction bias, renorm, no groups.
+      {HfFamily::kAfmoe, "minimax_m2_like"},
+      {HfFamily::kLfm2Moe, "minimax_m2_like"},
+      {HfFamily::kExaoneMoe, "deepseek_v3_like"},
+      {HfFamily::kPhimoe, "phimoe_like"},
+      {HfFamily::kLongcatFlash, "longcat_like"},
+      {HfFamily::kCohere2Moe, "cohere2_like"},
+      {HfFamily::kJetMoe, "jetmoe_like"},
+      {HfFamily::kStep3p5, "step35_like"},
   };
   return *cases;
+}
+
+// The layer configs of the families that serve a case made by the test's
+// own reference MoE (tests/testutil/reference_moe.h) with their shared
+// experts, since no golden case has their math.
+MoeLayerConfig ReferenceConfig(HfFamily family) {
+  MoeLayerConfig k;
+  k.hidden = 64;
+  k.inter = 32;
+  k.num_experts = 8;
+  k.top_k = 2;
+  k.score_func = ScoreFunc::kSoftmax;
+  k.route_norm = true;
+  switch (family) {
+    case HfFamily::kAria:
+      k.shared_inter = 2 * k.inter;  // moe_num_shared_experts 2
+      break;
+    case HfFamily::kJamba:
+      k.route_norm = false;
+      break;
+    case HfFamily::kHunyuanV1Moe:
+      k.shared_inter = k.inter;  // one shared MLP of the routed width
+      break;
+    default:
+      k.shared_inter = 48;  // shared_intermediate_size
+      break;
+  }
+  return k;
+}
+
+absl::StatusOr<testing::GoldenCase> CaseFor(HfFamily family,
+                                            const std::string& name) {
+  if (name == kReferenceCase) {
+    return testing::RandomCase(ReferenceConfig(family), 24, 11,
+                               absl::StrCat(HfFamilyName(family), "_ref"));
+  }
+  return testing::LoadGoldenCase(testing::GoldenDir() + "/" + name +
+                                 ".safetensors");
 }
 
 std::vector<HfFamily> Families() { return AllHfFamilies(); }
@@ -64,9 +150,7 @@ void ExpectServedGolden(HfFamily family, HfExpertLayout layout) {
   auto it = FamilyCases().find(family);
   ASSERT_NE(it, FamilyCases().end())
       << "no golden case chosen for " << HfFamilyName(family);
-  const std::string path =
-      testing::GoldenDir() + "/" + it->second + ".safetensors";
-  auto c = testing::LoadGoldenCase(path);
+  auto c = CaseFor(family, it->second);
   ASSERT_TRUE(c.ok()) << c.status();
   const auto families = testing::FamiliesFor(c->config);
   ASSERT_NE(std::find(families.begin(), families.end(), family), families.end())
@@ -272,9 +356,151 @@ INSTANTIATE_TEST_SUITE_P(
                           info.param.direct_step_tokens == 0 ? "AllToAll" : "");
     });
 
+// The test's name: the family's model_type, and its model class where
+// several families share the model_type (Ling V1 and V2).
+std::string FamilyTestName(HfFamily family) {
+  std::string name = HfFamilyName(family);
+  int sharing = 0;
+  for (HfFamily f : AllHfFamilies()) sharing += name == HfFamilyName(f);
+  if (sharing > 1) name += absl::StrCat("_", EntryOf(family).architectures[0]);
+  return name;
+}
+// The F32 tensor `name` of the checkpoint in `dir`, found through its index.
+absl::StatusOr<std::vector<float>> ReadCheckpointF32(const std::string& dir,
+                                                     const std::string& name) {
+  std::ifstream f(fs::path(dir) / "model.safetensors.index.json");
+  const nlohmann::json index = nlohmann::json::parse(f, nullptr, false);
+  if (index.is_discarded() || !index["weight_map"].contains(name)) {
+    return absl::NotFoundError(absl::StrCat(dir, ": no tensor ", name));
+  }
+  const std::string shard = index["weight_map"][name];
+  auto file = SafetensorsFile::Open((fs::path(dir) / shard).string());
+  if (!file.ok()) return file.status();
+  return (*file)->ReadF32(name);
+}
+
+// Step-3.5 with each MoE layer's own limits: layer 1 holds step35_like
+// (swiglustep 7 routed, 16 shared), layer 2 other weights under
+// swiglustep 0.5 routed and plain silu shared. A router with 2 workers,
+// over direct steps and the all-to-all, answers each layer by its own
+// config, and the model info says so.
+class Step3p5PerLayerTest : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(Step3p5PerLayerTest, EachLayerRunsItsOwnLimits) {
+  auto c = testing::LoadGoldenCase(testing::GoldenDir() +
+                                   "/step35_like.safetensors");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string dir = testing::MakeTempDir("step3p5_layers_");
+  testing::HfWriteOptions o;
+  o.family = HfFamily::kStep3p5;
+  o.layer = 1;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+  ASSERT_TRUE(
+      testing::SetHfConfigKey(dir, "swiglu_limits", "[null, 7, 0.5]").ok());
+  ASSERT_TRUE(
+      testing::SetHfConfigKey(dir, "swiglu_limits_shared", "[0, 16, 0]").ok());
+
+  // Layer 2's case: the weights written there (read by the names the
+  // release spells), its own limits, fresh tokens through the reference.
+  testing::GoldenCase l2;
+  l2.name = "step3p5_layer2";
+  l2.config = c->config;
+  l2.config.act_limit = 0.5f;
+  l2.config.shared_act = Activation::kSilu;
+  l2.config.shared_act_limit = 0.0f;
+  const std::string p = "model.layers.2.";
+  struct Read {
+    const char* name;
+    std::vector<float>* into;
+  };
+  for (const Read& r :
+       {Read{"moe.gate.weight", &l2.gate}, Read{"moe.router_bias", &l2.bias},
+        Read{"moe.gate_proj.weight", &l2.w1},
+        Read{"moe.up_proj.weight", &l2.w3},
+        Read{"moe.down_proj.weight", &l2.w2},
+        Read{"share_expert.gate_proj.weight", &l2.sw1},
+        Read{"share_expert.up_proj.weight", &l2.sw3},
+        Read{"share_expert.down_proj.weight", &l2.sw2}}) {
+    auto v = ReadCheckpointF32(dir, p + r.name);
+    ASSERT_TRUE(v.ok()) << v.status();
+    *r.into = *std::move(v);
+  }
+  l2.tokens = 13;
+  l2.x.resize(l2.tokens * l2.config.hidden);
+  uint64_t seed = 11;
+  for (float& v : l2.x) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    v = 3.0f * (static_cast<float>(seed >> 40) / 8388608.0f - 1.0f);
+  }
+  testing::RunReferenceMoe(l2);
+  // Layer 1's limits on layer 2's weights answer otherwise: the limits
+  // are what this test tells apart.
+  testing::GoldenCase l2_as_l1 = l2;
+  l2_as_l1.config = c->config;
+  testing::RunReferenceMoe(l2_as_l1);
+  ASSERT_FALSE(testing::AllClose(l2_as_l1.y, l2.y, testing::kF32Tol));
+
+  testing::LocalCluster cluster;
+  testing::LocalCluster::Options co;
+  co.model_args = {"--model=" + dir};
+  co.workers = 2;
+  co.direct_step_tokens = GetParam();
+  ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+  auto info = cluster.client().GetModelInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->layer_config_json(), MoeLayerConfigToJson(c->config));
+  ASSERT_EQ(info->layer_config_overrides_json().size(), 1u);
+  auto got = ParseMoeLayerConfigJson(info->layer_config_overrides_json().at(2));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, l2.config);
+  for (const testing::GoldenCase* lc : {&*c, &l2}) {
+    SCOPED_TRACE(lc->name);
+    const int32_t layer = lc == &l2 ? 2 : 1;
+    ForwardOptions fo;
+    fo.routing = true;
+    auto r = cluster.client().Forward(layer, lc->x.data(), lc->tokens,
+                                      lc->config.hidden, fo);
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+    EXPECT_TRUE(testing::AllClose(r->y, lc->y, testing::kF32Tol));
+    EXPECT_TRUE(testing::SameTokenRouting(lc->top_idx, lc->top_w, r->expert_ids,
+                                          r->weights, lc->tokens,
+                                          lc->config.top_k, r->slots));
+  }
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, Step3p5PerLayerTest,
+                         ::testing::Values(int64_t{-1}, int64_t{0}),
+                         [](const auto& info) {
+                           return std::string(info.param == 0 ? "AllToAll"
+                                                              : "Default");
+                         });
+
+// A per-layer limit list of the wrong length is refused at start, naming
+// its key.
+TEST(Step3p5Refusal, WrongLengthLimitListIsRefusedByName) {
+  auto c = testing::LoadGoldenCase(testing::GoldenDir() +
+                                   "/step35_like.safetensors");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string dir = testing::MakeTempDir("step3p5_bad_");
+  testing::HfWriteOptions o;
+  o.family = HfFamily::kStep3p5;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+  ASSERT_TRUE(
+      testing::SetHfConfigKey(dir, "swiglu_limits_shared", "[0, 16]").ok());
+  testing::CommandResult r =
+      testing::RunCommand({testing::RouterBinary(), "--model=" + dir,
+                           "--listen=127.0.0.1:0", "--num-workers=0"},
+                          std::chrono::seconds(30));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("'swiglu_limits_shared'"), std::string::npos)
+      << r.output;
+  fs::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, FamilyGoldenTest,
                          ::testing::ValuesIn(Families()), [](const auto& info) {
-                           return std::string(HfFamilyName(info.param));
+                           return FamilyTestName(info.param);
                          });
 
 }  // namespace

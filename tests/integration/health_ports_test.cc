@@ -115,6 +115,18 @@ TEST_F(HealthPortsTest, LivenessStaysServingWhileReadinessFollowsTheGroup) {
     EXPECT_FALSE(Serving(*c, "full-capacity"));
   }
 
+  // The API asked of the health port: refused, saying what port it is and
+  // where the API is.
+  auto info = router_health->GetModelInfo(seconds(5));
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(info.status().message().find("health-only port (--health-listen"),
+            std::string::npos)
+      << info.status();
+  EXPECT_NE(info.status().message().find("the API is on the router's --listen"),
+            std::string::npos)
+      << info.status();
+
   const std::string target = absl::StrCat("127.0.0.1:", port);
   std::vector<std::unique_ptr<MoeClient>> worker_health;
   for (int i = 0; i < 2; ++i) {

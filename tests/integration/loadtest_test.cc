@@ -1,8 +1,11 @@
-// moe-loadtest against a real local service, and the Prometheus endpoints
-// moving under load.
+// moe-loadtest against a real local service, the Prometheus endpoints
+// moving under load, and what moe-cli prints about the service.
 #include <cstdio>
 #include <fstream>
+#include <numeric>
+#include <random>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/safetensors.h"
 #include "gtest/gtest.h"
@@ -117,6 +120,121 @@ TEST_F(LoadtestTest, InputReplaysTheFilesRows) {
   EXPECT_NE(r.output.find("--input"), std::string::npos) << r.output;
 }
 
+// Every request draws fresh rows: 1,000 requests of 8 tokens from a
+// 4,096-row capture give expert counts that share no factor above 1 (one
+// input per token count would make them all multiples of 1,000), every
+// expert the capture routes to runs, and one seed sends the same bytes.
+TEST_F(LoadtestTest, InputDrawsFreshRowsForEveryRequest) {
+  constexpr int kRows = 4096;
+  std::vector<float> rows(kRows * 64);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : rows) v = normal(rng);
+  SafetensorsWriter w;
+  w.AddF32("x", {kRows, 64}, rows);
+  const std::string path = cluster_->dir() + "/capture.safetensors";
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  // The experts the whole capture routes to, sent once as it is.
+  auto& client = cluster_->client();
+  ASSERT_TRUE(client.GetExpertStats(1, true, std::chrono::seconds(10)).ok());
+  for (int r = 0; r < kRows; r += 256) {
+    ASSERT_TRUE(client.Forward(1, rows.data() + r * 64, 256, 64, {}).ok());
+  }
+  auto captured = client.GetExpertStats(1, true, std::chrono::seconds(10));
+  ASSERT_TRUE(captured.ok()) << captured.status();
+  // One run's expert counts on layer 1 and its digest.
+  auto run = [&](std::vector<std::string> extra, std::vector<int64_t>* counts) {
+    std::vector<std::string> args = {
+        "-c",         "4",         "-n",       "1000",
+        "--tokens=8", "--layer=1", "--digest", "--format=json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    EXPECT_TRUE(client.GetExpertStats(1, true, std::chrono::seconds(10)).ok());
+    auto r = Loadtest(args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    auto stats = client.GetExpertStats(1, true, std::chrono::seconds(10));
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    counts->assign(stats->tokens_per_expert().begin(),
+                   stats->tokens_per_expert().end());
+    auto j = Json(r.output);
+    EXPECT_FALSE(j.is_discarded()) << r.output;
+    EXPECT_EQ(j.value("ok", 0), 1000) << r.output;
+    return j.value("digest", std::string());
+  };
+  auto common_factor = [](const std::vector<int64_t>& counts) {
+    int64_t g = 0;
+    for (int64_t c : counts) g = std::gcd(g, c);
+    return g;
+  };
+  std::vector<int64_t> counts, again, other;
+  const std::string digest = run({"--input=" + path, "--seed=5"}, &counts);
+  ASSERT_EQ(counts.size(), 8u);
+  EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), int64_t{0}),
+            1000 * 8 * 2);
+  EXPECT_EQ(common_factor(counts), 1) << ::testing::PrintToString(counts);
+  for (int e = 0; e < 8; ++e) {
+    if (captured->tokens_per_expert(e) > 0) {
+      EXPECT_GT(counts[e], 0) << "expert " << e << " has captured traffic";
+    }
+  }
+  ASSERT_EQ(digest.size(), 16u);
+  EXPECT_EQ(run({"--input=" + path, "--seed=5"}, &again), digest);
+  EXPECT_EQ(again, counts);
+  EXPECT_NE(run({"--input=" + path, "--seed=6"}, &other), digest);
+  // Synthetic inputs are drawn afresh the same way.
+  const std::string synthetic = run({"--seed=5"}, &counts);
+  EXPECT_EQ(common_factor(counts), 1) << ::testing::PrintToString(counts);
+  for (int e = 0; e < 8; ++e) EXPECT_GT(counts[e], 0) << "expert " << e;
+  EXPECT_EQ(run({"--seed=5"}, &again), synthetic);
+  EXPECT_NE(synthetic, digest);
+}
+
+// An open loop far beyond what the service answers with one request in
+// flight: the report says how far behind it fell, and the figures add up.
+TEST_F(LoadtestTest, OpenLoopBehindTheOfferedRateSaysSo) {
+  const std::vector<std::string> flood = {"--rps=20000", "-z", "1s",
+                                          "--max-outstanding=1", "--tokens=8"};
+  auto args = flood;
+  args.push_back("--format=json");
+  auto r = Loadtest(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = Json(r.output);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  const int64_t scheduled = j["scheduled"], sent = j["sent"],
+                never_sent = j["never_sent"], late = j["late"];
+  EXPECT_NEAR(scheduled, 20000, 2) << r.output;
+  EXPECT_EQ(scheduled, sent + never_sent) << r.output;
+  EXPECT_GT(never_sent, 0) << r.output;
+  EXPECT_EQ(j["requests"].get<int64_t>(), sent) << r.output;
+  EXPECT_GT(late, 0) << r.output;
+  EXPECT_LE(late, sent) << r.output;
+  EXPECT_GT(j["held_by_cap"].get<int64_t>(), 0) << r.output;
+  EXPECT_EQ(j["offered_rps"].get<double>(), 20000);
+  EXPECT_LT(j["achieved_rps"].get<double>(), 20000 * 0.5) << r.output;
+  EXPECT_NEAR(j["achieved_rps"].get<double>(), sent / 1.0, sent * 0.1);
+  // Latency counts from the scheduled time by default: it holds the wait
+  // for the send.
+  EXPECT_EQ(j["latency_from"], "scheduled");
+  EXPECT_GE(j["latency_ms"]["max"].get<double>(),
+            j["send_delay_ms"]["max"].get<double>());
+  args.push_back("--latency-from=sent");
+  auto from_sent = Json(Loadtest(args).output);
+  ASSERT_FALSE(from_sent.is_discarded());
+  EXPECT_EQ(from_sent["latency_from"], "sent");
+  EXPECT_LT(from_sent["latency_ms"]["p50"].get<double>(),
+            from_sent["send_delay_ms"]["p50"].get<double>());
+  // The text report says all of it in its first lines.
+  auto text = Loadtest(flood);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  const size_t first = text.output.find("open loop: offered 20000.0 req/s");
+  ASSERT_NE(first, std::string::npos) << text.output;
+  const std::string head = text.output.substr(first, 400);
+  for (const char* want : {"achieved", "BEHIND THE OFFERED RATE", "never sent",
+                           "late by more than 1.0 ms", "scheduled send time"}) {
+    EXPECT_NE(head.find(want), std::string::npos) << want << "\n" << head;
+  }
+  EXPECT_LT(first, text.output.find("latency ms")) << text.output;
+}
+
 TEST_F(LoadtestTest, ErrorsAreCountedByCode) {
   auto r = Loadtest({"-c", "2", "-n", "30", "--layer=9", "--format=json"});
   EXPECT_EQ(r.exit_code, 1) << r.output;  // requests failed
@@ -187,6 +305,9 @@ TEST_F(LoadtestTest, OpenLoopPoissonSendsTheRequestedCount) {
   auto j = Json(r.output);
   EXPECT_EQ(j["mode"], "open");
   EXPECT_EQ(j["requests"], 60);
+  EXPECT_EQ(j["scheduled"], 60);
+  EXPECT_EQ(j["sent"], 60);
+  EXPECT_EQ(j["never_sent"], 0);
 }
 
 TEST_F(LoadtestTest, StreamMode) {
@@ -287,6 +408,76 @@ TEST(LoadtestRefusals, FloodRefusalsAreCountedApart) {
       j["refused"]["p99_ms"].get<double>(), static_cast<long>(other),
       j["latency_ms"]["p50"].get<double>(),
       j["latency_ms"]["p99"].get<double>());
+}
+
+// moe-cli's info line, plurals and usage; its info on the health-only port
+// (told what port it is); health --wait on a port nobody serves gives up
+// at its deadline.
+TEST(MoeCli, InfoUsageAndTheHealthPort) {
+  LocalCluster cluster;
+  LocalCluster::Options o;
+  o.model_args = {"--synthetic", "--hidden=32", "--inter=16", "--experts=4",
+                  "--top-k=1", "--layers=1"};
+  o.workers = 0;
+  o.router_args = {"--health-listen=127.0.0.1:0",
+                   "--health-port-file=" + cluster.dir() + "/health_port"};
+  ASSERT_TRUE(cluster.Start(o).ok()) << cluster.Logs();
+  auto info = testing::RunCommand(
+      {testing::CliBinary(), "info", "--target=" + cluster.target()},
+      std::chrono::seconds(20));
+  ASSERT_EQ(info.exit_code, 0) << info.output;
+  EXPECT_NE(info.output.find(
+                "layer: H=32 I=16 E=4 k=1 shared=0 latent=none act=silu "
+                "gated=yes weights="),
+            std::string::npos)
+      << info.output;
+  EXPECT_NE(info.output.find("in 1 MoE layer)"), std::string::npos)
+      << info.output;
+  auto fwd = testing::RunCommand(
+      {testing::CliBinary(), "forward", "--target=" + cluster.target(),
+       "--layer=0", "--random=1", "--timing"},
+      std::chrono::seconds(20));
+  ASSERT_EQ(fwd.exit_code, 0) << fwd.output;
+  EXPECT_NE(fwd.output.find("layer 0: 1 token x 32"), std::string::npos)
+      << fwd.output;
+  EXPECT_NE(fwd.output.find("(step of 1 token from 1 request)"),
+            std::string::npos)
+      << fwd.output;
+  auto help = testing::RunCommand({testing::CliBinary(), "--help"},
+                                  std::chrono::seconds(20));
+  const std::string usage = help.output.substr(0, help.output.find("\n\n"));
+  for (const char* flag : {"--routing-file", "--router-logits-file", "--shared",
+                           "--return-router-logits", "--token-ids", "--wait"}) {
+    EXPECT_NE(usage.find(flag), std::string::npos) << flag << "\n" << usage;
+  }
+  int health_port = 0;
+  std::ifstream(cluster.dir() + "/health_port") >> health_port;
+  ASSERT_GT(health_port, 0);
+  auto on_health = testing::RunCommand(
+      {testing::CliBinary(), "info",
+       absl::StrCat("--target=127.0.0.1:", health_port)},
+      std::chrono::seconds(20));
+  EXPECT_EQ(on_health.exit_code, 12) << on_health.output;  // UNIMPLEMENTED
+  EXPECT_NE(on_health.output.find("health-only port (--health-listen"),
+            std::string::npos)
+      << on_health.output;
+  EXPECT_NE(on_health.output.find("the API is on the router's --listen"),
+            std::string::npos)
+      << on_health.output;
+  // Nothing listens on the health port once the router is gone: --wait
+  // asks until its deadline, then fails as a single call would.
+  cluster.router().Stop();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto wait = testing::RunCommand(
+      {testing::CliBinary(), "health", "--wait=2s", "--timeout-ms=500",
+       absl::StrCat("--target=127.0.0.1:", health_port)},
+      std::chrono::seconds(20));
+  const double took = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - t0)
+                          .count();
+  EXPECT_EQ(wait.exit_code, 14) << wait.output;  // UNAVAILABLE
+  EXPECT_GE(took, 2.0);
+  EXPECT_LT(took, 8.0);
 }
 
 TEST(WorkerMetrics, WorkerEndpointCountsSteps) {

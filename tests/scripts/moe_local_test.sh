@@ -75,6 +75,59 @@ stop_with() { # SIGNAL
 stop_with TERM
 stop_with INT
 
+# Ctrl-C on a terminal where moe-local is the session leader, with no shell
+# around it: script(1) gives it a pty (bash -c execs the one command), and
+# the ^C written there makes the line discipline send SIGINT to the whole
+# foreground process group: moe-local, the router and the workers at once.
+ctrl_c_on_a_terminal() {
+  local log="$tmp/tty.out" fifo="$tmp/tty.in" pid leader kids
+  if ! command -v script >/dev/null || ! command -v setsid >/dev/null; then
+    echo "skip: Ctrl-C on a terminal (no script or setsid)"
+    return
+  fi
+  mkfifo "$fifo"
+  # SIGINT at its default, as a terminal's session starts it (this script's
+  # background jobs would start with it ignored, see stop_with).
+  env --default-signal=INT setsid -w script -qec "$script --build-dir $build --workers 2 --port 0 -- ${model[*]}" \
+    /dev/null <"$fifo" >"$log" 2>&1 &
+  pid=$!
+  exec 7>"$fifo"
+  for _ in $(seq 1 600); do
+    grep -q "Ctrl-C or SIGTERM to stop" "$log" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  leader=$(pgrep -n -f "^bash $script --build-dir $build" || pgrep -n -f "$script --build-dir $build")
+  kids=$( [[ -n $leader ]] && pgrep -P "$leader" | tr '\n' ' ')
+  if ! grep -q "Ctrl-C or SIGTERM to stop" "$log"; then
+    fail "tty: moe-local did not serve: $(cat "$log")"
+  else
+    printf '\003' >&7
+    for _ in $(seq 1 600); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+  fi
+  exec 7>&-
+  if kill -0 "$pid" 2>/dev/null; then
+    fail "tty: moe-local still running 60 s after Ctrl-C: $(cat "$log")"
+    # shellcheck disable=SC2086 # a list of pids
+    kill -KILL $leader $kids "$pid" 2>/dev/null
+  fi
+  wait "$pid"
+  # The terminal echoes the ^C before the line.
+  grep -Eq '^(\^C)?moe-local: stopped' <(tr -d '\r' <"$log") ||
+    fail "tty: no 'stopped' line after Ctrl-C: $(cat -v "$log")"
+  [[ -n $kids ]] || fail "tty: no router or worker seen"
+  for k in $kids; do
+    if kill -0 "$k" 2>/dev/null; then
+      fail "tty: process $k left running after Ctrl-C"
+      kill -KILL "$k" 2>/dev/null
+    fi
+  done
+}
+ctrl_c_on_a_terminal
+
 # TLS, mutual TLS for the workers and both token files.
 openssl_quiet() { openssl "$@" >/dev/null 2>&1; }
 leaf() { # NAME EXTENSIONS

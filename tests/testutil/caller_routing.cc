@@ -27,7 +27,7 @@ ForwardOptions LogitsOptions(const GoldenCase& c) {
   ForwardOptions fo;
   fo.token_ids = c.token_ids;
   fo.router_logits = GateLogits(c);
-  fo.router_logits_experts = c.config.num_experts;
+  fo.router_logits_experts = c.config.router_rows();
   return fo;
 }
 
@@ -57,8 +57,10 @@ void ExpectCallerRoutingMatches(LocalCluster& cluster, const GoldenCase& c,
     // them doubles the answer of SHARED_SKIP.
     SCOPED_TRACE("routing of the caller's own");
     ForwardOptions fo = ReplayOptions(c);
+    // Over the router's rows: a zero expert's id (>= E) moves too, and a
+    // rotation keeps a row's ids distinct.
     for (int32_t& e : fo.routing_expert_ids) {
-      e = static_cast<int32_t>((e + 1) % c.config.num_experts);
+      e = static_cast<int32_t>((e + 1) % c.config.router_rows());
     }
     fo.routing = true;
     fo.shared = moe::v1::SHARED_SKIP;
@@ -68,8 +70,13 @@ void ExpectCallerRoutingMatches(LocalCluster& cluster, const GoldenCase& c,
     for (float& w : fo.routing_weights) w *= 2.0f;
     auto twice = forward(fo);
     ASSERT_TRUE(twice.ok()) << twice.status() << "\n" << cluster.Logs();
+    // The output bias is added once, whatever the weights.
     std::vector<float> doubled = once->y;
-    for (float& v : doubled) v *= 2.0f;
+    for (size_t i = 0; i < doubled.size(); ++i) {
+      const float b =
+          c.config.output_bias ? c.output_bias[i % c.config.hidden] : 0.0f;
+      doubled[i] = 2.0f * (doubled[i] - b) + b;
+    }
     EXPECT_TRUE(AllClose(twice->y, doubled, kF32Tol));
     fo.routing_weights = c.top_w;
     fo.shared = moe::v1::SHARED_ADD;

@@ -83,7 +83,7 @@ namespace {
 // What the routed expert `e` (or the shared one, -1) adds to the pass.
 GpuExpertExtras ExtrasFor(const GoldenCase& c, int64_t e) {
   GpuExpertExtras x;
-  x.act = GatedActOf(c.config);
+  x.act = e >= 0 ? GatedActOf(c.config) : SharedGatedActOf(c.config);
   if (e >= 0 && c.config.expert_bias) {  // shared experts: no biases
     x.b1 = c.b1.data() + e * c.config.inter;
     x.b3 = c.b3.data() + e * c.config.inter;
@@ -130,6 +130,11 @@ absl::StatusOr<std::vector<float>> EmulateLayer(const GoldenCase& c,
     const float* x = c.x.data() + t * H;
     for (const auto& [e, w] : slots[t]) {
       if (w == 0.0f) continue;  // dropped: weight 0, not computed
+      if (e >= cfg.num_experts) {
+        // A zero expert: the router adds w * x, in fp32 on the host.
+        for (int64_t j = 0; j < H; ++j) y[t * H + j] += w * x[j];
+        continue;
+      }
       const float a = cfg.score_before_experts ? w : 1.0f;
       for (int64_t j = 0; j < H; ++j) xb[j] = Bf(x[j] * a);
       MOE_RETURN_IF_ERROR(row(e, xb.data(), o.data()));
@@ -149,6 +154,13 @@ absl::StatusOr<std::vector<float>> EmulateLayer(const GoldenCase& c,
         g = static_cast<float>(1.0 / (1.0 + std::exp(-d)));
       }
       for (int64_t j = 0; j < H; ++j) y[t * H + j] += g * o[j];
+    }
+  }
+  // output_scale, then the output bias: on the host, in fp32.
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < H; ++j) {
+      y[t * H + j] *= cfg.output_scale;
+      if (cfg.output_bias) y[t * H + j] += c.output_bias[j];
     }
   }
   return y;

@@ -125,6 +125,9 @@ class GoldenSource : public ModelSource {
       case WeightRole::kSharedOutNorm:
         src = &case_.shared_out_norm;
         break;
+      case WeightRole::kOutputBias:
+        src = &case_.output_bias;
+        break;
     }
     WeightTensor t;
     t.name = absl::StrCat(case_.name, ":", WeightRoleName(role));
@@ -228,7 +231,8 @@ absl::StatusOr<GoldenCase> LoadGoldenCase(const std::string& path) {
            {"experts.in_norm", &c.experts_in_norm},
            {"experts.out_norm", &c.experts_out_norm},
            {"shared.in_norm", &c.shared_in_norm},
-           {"shared.out_norm", &c.shared_out_norm}}) {
+           {"shared.out_norm", &c.shared_out_norm},
+           {"output.bias", &c.output_bias}}) {
     MOE_RETURN_IF_ERROR(ReadOptional(*f, name, dst));
   }
   if (f->Has("gate.tid2eid")) {

@@ -56,6 +56,9 @@ struct GoldenCase {
   // non-gated case has no w1 or sw1.
   std::vector<float> latent_w1, latent_w2, latent_b1, latent_b2, latent_norm;
   std::vector<float> gate_scale, per_expert_scale;
+  // 2026d: output.bias [H] (output_bias). With zero experts the gate and
+  // both biases have E + Z rows.
+  std::vector<float> output_bias;
   std::vector<float> experts_in_norm, experts_out_norm;
   std::vector<float> shared_in_norm, shared_out_norm;
 };

@@ -376,6 +376,7 @@ void AddLayerVectors(const GoldenCase& c, HfFamily f, int64_t layer,
   }
   if (k.router_prenorm)
     add(WeightRole::kGateScale, {H}, c.gate_scale, 25, 1.0f);
+  if (k.output_bias) add(WeightRole::kOutputBias, {H}, c.output_bias, 31, 0.0f);
   if (k.per_expert_scale) {
     add(WeightRole::kPerExpertScale, {E}, c.per_expert_scale, 26, 1.0f);
   }
@@ -406,19 +407,22 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
   auto name = [&](WeightRole r, int64_t e) {
     return HfTensorName(f, layer, r, e, layout);
   };
+  // The router's rows: the routed experts' and LongCat-Flash's zero
+  // experts'.
+  const int64_t R = k.router_rows();
   out->push_back(
-      {name(WeightRole::kGate, -1), {E, H}, values(c.gate, 0, E * H, 1)});
+      {name(WeightRole::kGate, -1), {R, H}, values(c.gate, 0, R * H, 1)});
   // The releases' routers: bf16 weights (and gpt-oss's bias), V4's f32
   // correction bias.
   if (released)
     out->back() =
-        Fixed(out->back().name, {E, H}, out->back().values, DType::kBF16);
+        Fixed(out->back().name, {R, H}, out->back().values, DType::kBF16);
   if (k.use_bias) {
     // ERNIE 4.5 stores its moe_statics bias as [1, E].
-    std::vector<int64_t> shape = {E};
+    std::vector<int64_t> shape = {R};
     if (f == HfFamily::kErnie45Moe) shape = {1, E};
     out->push_back(
-        {name(WeightRole::kExpertBias, -1), shape, values(c.bias, 0, E, 2)});
+        {name(WeightRole::kExpertBias, -1), shape, values(c.bias, 0, R, 2)});
     if (released) {
       out->back() =
           Fixed(out->back().name, shape, out->back().values, DType::kF32);
@@ -426,11 +430,11 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
   }
   if (k.router_bias) {
     out->push_back({name(WeightRole::kRouterBias, -1),
-                    {E},
-                    values(c.router_bias, 0, E, 7)});
+                    {R},
+                    values(c.router_bias, 0, R, 7)});
     if (released) {
       out->back() =
-          Fixed(out->back().name, {E}, out->back().values, DType::kBF16);
+          Fixed(out->back().name, {R}, out->back().values, DType::kBF16);
     }
   }
   if (k.hash_routed()) {
@@ -483,6 +487,23 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                              values(c.w2, e * I * W, I * W, 2000 + e), out) &&
           exact;
     }
+  } else if (f == HfFamily::kDbrx) {
+    // DBRX's per-role parameters [E*I, H]: w1 (gate) and v1 (up) hold each
+    // expert's nn.Linear rows, w2 each expert's down weight transposed
+    // (x·W: row i of expert e is its intermediate i's output row).
+    const std::string m = HfLayerPrefix(f, layer) + "ffn.experts.mlp.";
+    std::vector<float> w2 = values(c.w2, 0, E * I * H, 2000),
+                       w2_rows(E * I * H);
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t i = 0; i < I; ++i) {
+          w2_rows[(e * I + i) * H + h] = w2[(e * H + h) * I + i];
+        }
+      }
+    }
+    out->push_back({m + "w1", {E * I, H}, values(c.w1, 0, E * I * H, 10)});
+    out->push_back({m + "v1", {E * I, H}, values(c.w3, 0, E * I * H, 1000)});
+    out->push_back({m + "w2", {E * I, H}, std::move(w2_rows)});
   } else if (f == HfFamily::kGptOss) {
     AddGptOssExperts(k, f, layer, values(c.w1, 0, E * I * H, 10),
                      values(c.w3, 0, E * I * H, 1000),
@@ -547,6 +568,17 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
     exact = AddV4Linear(name(WeightRole::kSharedW2, -1), H, S,
                         values(c.sw2, 0, S * H, 5), false, out) &&
             exact;
+  } else if (S > 0 && (f == HfFamily::kGraniteMoeShared ||
+                       f == HfFamily::kGraniteMoeHybrid)) {
+    // Granite's shared_mlp: input_linear [2S, H] holds the gate rows over
+    // the up rows; output_linear [H, S].
+    const std::string sp = HfLayerPrefix(f, layer) + "shared_mlp.";
+    std::vector<float> in = values(c.sw1, 0, S * H, 3);
+    const std::vector<float> up = values(c.sw3, 0, S * H, 4);
+    in.insert(in.end(), up.begin(), up.end());
+    out->push_back({sp + "input_linear.weight", {2 * S, H}, std::move(in)});
+    out->push_back(
+        {sp + "output_linear.weight", {H, S}, values(c.sw2, 0, S * H, 5)});
   } else if (S > 0) {
     if (k.gated) {
       out->push_back({name(WeightRole::kSharedW1, -1),
@@ -564,6 +596,37 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
   }
   AddLayerVectors(c, f, layer, golden, seed, released, out);
   return exact;
+}
+
+// A Step-3.5-Flash MoE layer as its release names it (spelled here, not
+// taken from the loader's table): model.layers.{L}.moe.gate.weight (fp32),
+// moe.router_bias [E], each role's experts packed as nn.Linear
+// moe.gate_proj / up_proj.weight [E, I, H] and moe.down_proj.weight
+// [E, H, I], and the share_expert at the layer level.
+void AddStep3p5Layer(const GoldenCase& c, int64_t layer, bool golden,
+                     uint64_t seed, std::vector<Tensor>* out) {
+  const MoeLayerConfig& k = c.config;
+  const int64_t E = k.num_experts, H = k.hidden, I = k.inter,
+                S = k.shared_inter;
+  auto values = [&](const std::vector<float>& src, int64_t count,
+                    uint64_t salt) {
+    return golden ? Slice(src, 0, count) : Filler(seed + salt, count, 0.2f);
+  };
+  const std::string p = absl::StrCat("model.layers.", layer, ".");
+  out->push_back({p + "moe.gate.weight", {E, H}, values(c.gate, E * H, 1)});
+  out->push_back({p + "moe.router_bias", {E}, values(c.bias, E, 2)});
+  out->push_back(
+      {p + "moe.gate_proj.weight", {E, I, H}, values(c.w1, E * I * H, 10)});
+  out->push_back(
+      {p + "moe.up_proj.weight", {E, I, H}, values(c.w3, E * I * H, 1000)});
+  out->push_back(
+      {p + "moe.down_proj.weight", {E, H, I}, values(c.w2, E * I * H, 2000)});
+  out->push_back(
+      {p + "share_expert.gate_proj.weight", {S, H}, values(c.sw1, S * H, 3)});
+  out->push_back(
+      {p + "share_expert.up_proj.weight", {S, H}, values(c.sw3, S * H, 4)});
+  out->push_back(
+      {p + "share_expert.down_proj.weight", {H, S}, values(c.sw2, S * H, 5)});
 }
 
 // Nemotron 3's layer kinds as written: odd layers MoE ('E'), even ones
@@ -608,13 +671,78 @@ void AddNemotronUnrelated(int64_t H, int64_t layer, uint64_t seed,
   }
 }
 
+// What the 2026d families keep around their MoE blocks, which the loader
+// must never read: PhiMoE's attention and LayerNorm biases; LongCat-Flash's
+// two sublayers (MLA attention, norms, two dense MLPs) per layer; JetMoE's
+// mixture-of-attention, whose router has the MLP router's shape.
+// JetMoE's attention experts in the unrelated tensors.
+constexpr int64_t kJetMoeExperts = 8;
+
+void AddRouterFamilyUnrelated(HfFamily f, int64_t H, int64_t layer,
+                              uint64_t seed, std::vector<Tensor>* out) {
+  const std::string p = absl::StrCat("model.layers.", layer, ".");
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    out->push_back({p + name, std::move(shape),
+                    Filler(seed + layer * 11 + name.size(), n, 0.1f)});
+  };
+  if (f == HfFamily::kPhimoe) {
+    for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+      add(absl::StrCat("self_attn.", proj, ".weight"), {H, H});
+      add(absl::StrCat("self_attn.", proj, ".bias"), {H});
+    }
+    for (const char* norm : {"input_layernorm", "post_attention_layernorm"}) {
+      add(absl::StrCat(norm, ".weight"), {H});
+      add(absl::StrCat(norm, ".bias"), {H});
+    }
+  } else if (f == HfFamily::kLongcatFlash) {
+    for (int s = 0; s < 2; ++s) {
+      add(absl::StrCat("self_attn.", s, ".q_a_proj.weight"), {H, H});
+      add(absl::StrCat("self_attn.", s, ".kv_a_proj_with_mqa.weight"), {H, H});
+      add(absl::StrCat("self_attn.", s, ".o_proj.weight"), {H, H});
+      add(absl::StrCat("input_layernorm.", s, ".weight"), {H});
+      add(absl::StrCat("post_attention_layernorm.", s, ".weight"), {H});
+      for (const char* proj : {"gate_proj", "up_proj"}) {
+        add(absl::StrCat("mlps.", s, ".", proj, ".weight"), {2 * H, H});
+      }
+      add(absl::StrCat("mlps.", s, ".down_proj.weight"), {H, 2 * H});
+    }
+  } else if (f == HfFamily::kJetMoe) {
+    add("self_attention.experts.router.layer.weight", {kJetMoeExperts, H});
+    add("self_attention.experts.input_linear.weight", {kJetMoeExperts, H, H});
+    add("self_attention.experts.output_linear.weight", {kJetMoeExperts, H, H});
+    add("self_attention.kv_proj.weight", {2 * H, H});
+    add("input_layernorm.weight", {H});
+    add("post_attention_layernorm.weight", {H});
+  }
+}
+
 void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
                   std::vector<Tensor>* out) {
   if (f == HfFamily::kNemotronH) {
     AddNemotronUnrelated(H, layer, seed, out);
     return;
   }
+  if (f == HfFamily::kPhimoe || f == HfFamily::kLongcatFlash ||
+      f == HfFamily::kJetMoe) {
+    AddRouterFamilyUnrelated(f, H, layer, seed, out);
+    return;
+  }
   const std::string p = HfLayerPrefix(f, layer);
+  if (f == HfFamily::kDbrx) {
+    // DBRX's fused attention and its two norms per block.
+    const std::string a = p + "norm_attn_norm.";
+    out->push_back({a + "attn.Wqkv.weight",
+                    {3 * H, H},
+                    Filler(seed + layer * 7 + 'q', 3 * H * H, 0.1f)});
+    out->push_back({a + "attn.out_proj.weight",
+                    {H, H},
+                    Filler(seed + layer * 7 + 'o', H * H, 0.1f)});
+    out->push_back({a + "norm_1.weight", {H}, std::vector<float>(H, 1.0f)});
+    out->push_back({a + "norm_2.weight", {H}, std::vector<float>(H, 1.0f)});
+    return;
+  }
   for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
     out->push_back({absl::StrCat(p, "self_attn.", proj, ".weight"),
                     {H, H},
@@ -626,11 +754,51 @@ void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
                     {H, H},
                     Filler(seed + layer * 7 + 'i', H * H, 0.1f)});
   }
+  if (f == HfFamily::kDeepseekV32) {
+    // DeepSeek-V3.2's DSA indexer, part of the attention.
+    out->push_back({p + "self_attn.indexer.wq_b.weight",
+                    {H, H},
+                    Filler(seed + layer * 7 + 'j', H * H, 0.1f)});
+  }
+  if (f == HfFamily::kBailingMoe || f == HfFamily::kBailingMoeV2) {
+    // Ling's fused attention projections.
+    out->push_back({p + "attention.query_key_value.weight",
+                    {3 * H, H},
+                    Filler(seed + layer * 7 + 'q', 3 * H * H, 0.1f)});
+    out->push_back({p + "attention.dense.weight",
+                    {H, H},
+                    Filler(seed + layer * 7 + 'd', H * H, 0.1f)});
+  }
   out->push_back(
       {p + "input_layernorm.weight", {H}, std::vector<float>(H, 1.0f)});
   out->push_back({p + "post_attention_layernorm.weight",
                   {H},
                   std::vector<float>(H, 1.0f)});
+  if (f == HfFamily::kArctic) {
+    // Arctic's dense residual MLP and its norm, on every layer: the host's.
+    out->push_back(
+        {p + "residual_layernorm.weight", {H}, std::vector<float>(H, 1.0f)});
+    for (const char* w : {"w1", "w3", "w2"}) {
+      out->push_back({absl::StrCat(p, "residual_mlp.", w, ".weight"),
+                      {H, H},
+                      Filler(seed + layer * 7 + w[1], H * H, 0.1f)});
+    }
+  }
+  if (f == HfFamily::kJamba || f == HfFamily::kGraniteMoeHybrid) {
+    // The Mamba mixer of a hybrid stack, here on every layer beside the
+    // attention projections (host-side either way).
+    const std::string m = p + "mamba.";
+    out->push_back({m + "in_proj.weight",
+                    {4 * H, H},
+                    Filler(seed + layer * 7 + 'm', 4 * H * H, 0.1f)});
+    out->push_back({m + "conv1d.weight",
+                    {2 * H, 1, 4},
+                    Filler(seed + layer * 7 + 'c', 8 * H, 0.1f)});
+    out->push_back({m + "A_log", {4}, Filler(seed + layer, 4, 0.1f)});
+    out->push_back({m + "out_proj.weight",
+                    {H, 2 * H},
+                    Filler(seed + layer * 7 + 'o', 2 * H * H, 0.1f)});
+  }
   if (f == HfFamily::kGemma4) {
     // The layer's own FFN output norm, which the host applies to y.
     out->push_back({p + "post_feedforward_layernorm.weight",
@@ -641,9 +809,32 @@ void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
 
 void AddDenseMlp(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
                  std::vector<Tensor>* out) {
-  const bool llama4 = f == HfFamily::kLlama4 || f == HfFamily::kLlama4Text;
+  const bool llama4 = f == HfFamily::kLlama4 || f == HfFamily::kLlama4Text ||
+                      f == HfFamily::kJamba;
+  if (f == HfFamily::kLfm2Moe) {
+    // LFM2-MoE's dense layers: feed_forward.w1 / w3 / w2.
+    const std::string ff = HfLayerPrefix(f, layer) + "feed_forward.";
+    out->push_back(
+        {ff + "w1.weight", {2 * H, H}, Filler(seed + 91, 2 * H * H, 0.1f)});
+    out->push_back(
+        {ff + "w3.weight", {2 * H, H}, Filler(seed + 92, 2 * H * H, 0.1f)});
+    out->push_back(
+        {ff + "w2.weight", {H, 2 * H}, Filler(seed + 93, 2 * H * H, 0.1f)});
+    return;
+  }
   const std::string p =
       HfLayerPrefix(f, layer) + (llama4 ? "feed_forward." : "mlp.");
+  if (f == HfFamily::kArctic) {
+    // Arctic's dense layers keep an MLP under block_sparse_moe.
+    const std::string a = HfLayerPrefix(f, layer) + "block_sparse_moe.";
+    out->push_back(
+        {a + "w1.weight", {2 * H, H}, Filler(seed + 91, 2 * H * H, 0.1f)});
+    out->push_back(
+        {a + "w3.weight", {2 * H, H}, Filler(seed + 92, 2 * H * H, 0.1f)});
+    out->push_back(
+        {a + "w2.weight", {H, 2 * H}, Filler(seed + 93, 2 * H * H, 0.1f)});
+    return;
+  }
   out->push_back(
       {p + "gate_proj.weight", {2 * H, H}, Filler(seed + 91, 2 * H * H, 0.1f)});
   out->push_back(
@@ -665,6 +856,8 @@ void AddMtp(const GoldenCase& c, const HfWriteOptions& o, int64_t num_layers,
     case HfFamily::kKimiK2:
     case HfFamily::kGlm4Moe:
     case HfFamily::kGlmMoeDsa:
+    case HfFamily::kDeepseekV32:
+    case HfFamily::kGlm4MoeLite:
       AddMoeLayer(c, o.family, num_layers, false, o.seed, &mtp);
       mtp.push_back(
           {absl::StrCat("model.layers.", num_layers, ".eh_proj.weight"),
@@ -695,6 +888,14 @@ void AddMtp(const GoldenCase& c, const HfWriteOptions& o, int64_t num_layers,
       mtp.push_back({into + "fc.weight", {H, 2 * H}, {}});
       break;
     }
+    case HfFamily::kStep3p5:
+      // Its MTP layers are model.layers.{num_hidden_layers + i}.
+      AddStep3p5Layer(c, num_layers, false, o.seed, &mtp);
+      mtp.push_back(
+          {absl::StrCat("model.layers.", num_layers, ".eh_proj.weight"),
+           {H, 2 * H},
+           {}});
+      break;
     default:
       return;
   }
@@ -760,6 +961,70 @@ const char* Architecture(HfFamily f) {
       return "Gemma4ForConditionalGeneration";
     case HfFamily::kKimiK3:
       return "KimiK3ForConditionalGeneration";
+    case HfFamily::kFlexOlmo:
+      return "FlexOlmoForCausalLM";
+    case HfFamily::kMellum:
+      return "MellumForCausalLM";
+    case HfFamily::kMinimax:
+      return "MiniMaxText01ForCausalLM";
+    case HfFamily::kQwen3VlMoe:
+      return "Qwen3VLMoeForConditionalGeneration";
+    case HfFamily::kGraniteMoe:
+      return "GraniteMoeForCausalLM";
+    case HfFamily::kArctic:
+      return "ArcticForCausalLM";
+    case HfFamily::kAria:
+      return "AriaForConditionalGeneration";
+    case HfFamily::kJamba:
+      return "JambaForCausalLM";
+    case HfFamily::kGraniteMoeShared:
+      return "GraniteMoeSharedForCausalLM";
+    case HfFamily::kGraniteMoeHybrid:
+      return "GraniteMoeHybridForCausalLM";
+    case HfFamily::kDbrx:
+      return "DbrxForCausalLM";
+    case HfFamily::kHunyuanV1Moe:
+      return "HunYuanMoEV1ForCausalLM";
+    case HfFamily::kQwen3OmniMoe:
+      return "Qwen3OmniMoeForConditionalGeneration";
+    case HfFamily::kDeepseek:
+      return "DeepseekForCausalLM";
+    case HfFamily::kDeepseekV32:
+      return "DeepseekV32ForCausalLM";
+    case HfFamily::kDots1:
+      return "Dots1ForCausalLM";
+    case HfFamily::kGlm4MoeLite:
+      return "Glm4MoeLiteForCausalLM";
+    case HfFamily::kSolarOpen:
+      return "SolarOpenForCausalLM";
+    case HfFamily::kKimiLinear:
+      return "KimiLinearForCausalLM";
+    case HfFamily::kBailingMoe:
+      return "BailingMoeForCausalLM";
+    case HfFamily::kBailingMoeV2:
+      return "BailingMoeV2ForCausalLM";
+    case HfFamily::kGlm4vMoe:
+      return "Glm4vMoeForConditionalGeneration";
+    case HfFamily::kKimiVl:
+      return "KimiVLForConditionalGeneration";
+    case HfFamily::kKimiK25:
+      return "KimiK25ForConditionalGeneration";
+    case HfFamily::kAfmoe:
+      return "AfmoeForCausalLM";
+    case HfFamily::kLfm2Moe:
+      return "Lfm2MoeForCausalLM";
+    case HfFamily::kExaoneMoe:
+      return "ExaoneMoeForCausalLM";
+    case HfFamily::kPhimoe:
+      return "PhimoeForCausalLM";
+    case HfFamily::kLongcatFlash:
+      return "LongcatFlashForCausalLM";
+    case HfFamily::kCohere2Moe:
+      return "Cohere2MoeForCausalLM";
+    case HfFamily::kJetMoe:
+      return "JetMoeForCausalLM";
+    case HfFamily::kStep3p5:
+      return "Step3p5ForCausalLM";
   }
   return "";
 }
@@ -834,6 +1099,177 @@ void DeepseekKeys(const MoeLayerConfig& c, HfFamily f, int64_t num_layers,
     (*j)["auto_map"] = {
         {"AutoConfig", "configuration_deepseek.DeepseekV3Config"},
         {"AutoModelForCausalLM", "modeling_deepseek.DeepseekV3ForCausalLM"}};
+  }
+}
+
+// The DeepSeek-style families described by difference or by their own
+// keys, as their releases write config.json (layer 0 dense where the family
+// has dense layers). The multimodal ones get their text_config's keys here
+// and are wrapped by HfConfigJson.
+void DeepseekStyleKeys(const MoeLayerConfig& c, HfFamily f, int64_t num_layers,
+                       json* j) {
+  const int64_t groups = c.n_groups > 0 ? c.n_groups : 1;
+  const int64_t kept = c.n_groups > 0 ? c.topk_groups : 1;
+  const char* score =
+      c.score_func == ScoreFunc::kSigmoid ? "sigmoid" : "softmax";
+  switch (f) {
+    case HfFamily::kDeepseek:
+      // deepseek-moe-16b: no topk_method, groups or routed_scaling_factor.
+      (*j)["n_routed_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["n_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["norm_topk_prob"] = c.route_norm;
+      (*j)["first_k_dense_replace"] = 1;
+      (*j)["moe_layer_freq"] = 1;
+      (*j)["scoring_func"] = "softmax";
+      (*j)["aux_loss_alpha"] = 0.001;
+      (*j)["seq_aux"] = true;
+      break;
+    case HfFamily::kDeepseekV32:
+      DeepseekKeys(c, HfFamily::kDeepseekV3, num_layers, j);
+      (*j)["index_topk"] = 2048;
+      (*j)["index_n_heads"] = 64;
+      (*j)["index_head_dim"] = 128;
+      break;
+    case HfFamily::kDots1:
+      // dots.llm1's release: scoring_func beside DeepSeek-V3's keys, no
+      // topk_method or moe_layer_freq.
+      (*j)["n_routed_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["n_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["norm_topk_prob"] = c.route_norm;
+      (*j)["routed_scaling_factor"] = c.route_scale;
+      (*j)["first_k_dense_replace"] = 1;
+      (*j)["scoring_func"] = "sigmoid";
+      if (c.n_groups > 1) {
+        (*j)["n_group"] = groups;
+        (*j)["topk_group"] = kept;
+      } else {
+        (*j)["n_group"] = nullptr;  // null in the release
+        (*j)["topk_group"] = nullptr;
+      }
+      break;
+    case HfFamily::kGlm4MoeLite:
+    case HfFamily::kSolarOpen:
+    case HfFamily::kGlm4vMoe:
+      DeepseekKeys(c, HfFamily::kGlm4Moe, num_layers, j);
+      if (f == HfFamily::kGlm4MoeLite) {
+        (*j)["mlp_layer_types"] = json::array();
+        for (int64_t l = 0; l < num_layers; ++l) {
+          (*j)["mlp_layer_types"].push_back(l == 0 ? "dense" : "sparse");
+        }
+        (*j)["kv_lora_rank"] = 512;
+        (*j)["q_lora_rank"] = 768;
+      }
+      if (f == HfFamily::kSolarOpen) {
+        // Every layer MoE: no first_k_dense_replace, no dense MLP width.
+        j->erase("first_k_dense_replace");
+        j->erase("intermediate_size");
+        j->erase("num_nextn_predict_layers");
+      }
+      break;
+    case HfFamily::kKimiVl:
+    case HfFamily::kKimiK25:
+      DeepseekKeys(c, HfFamily::kDeepseekV3, num_layers, j);
+      break;
+    case HfFamily::kKimiLinear:
+      j->erase("num_experts_per_tok");
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["num_experts_per_token"] = c.top_k;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["num_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["moe_router_activation_func"] = score;
+      (*j)["moe_renormalize"] = c.route_norm;
+      (*j)["routed_scaling_factor"] = c.route_scale;
+      (*j)["use_grouped_topk"] = true;
+      (*j)["num_expert_group"] = groups;
+      (*j)["topk_group"] = kept;
+      (*j)["hidden_act"] = "silu";
+      (*j)["first_k_dense_replace"] = 1;
+      (*j)["moe_layer_freq"] = 1;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["linear_attn_config"] = {{"full_attn_layers", {num_layers}},
+                                    {"kda_layers", json::array()},
+                                    {"head_dim", 16},
+                                    {"num_heads", 4}};
+      for (int64_t l = 1; l < num_layers; ++l) {
+        (*j)["linear_attn_config"]["kda_layers"].push_back(l);
+      }
+      break;
+    case HfFamily::kBailingMoe:
+      // Ling-lite: every layer MoE.
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["num_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["norm_topk_prob"] = c.route_norm;
+      (*j)["use_qkv_bias"] = false;
+      break;
+    case HfFamily::kBailingMoeV2:
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["num_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["score_function"] = "sigmoid";
+      (*j)["moe_router_enable_expert_bias"] = true;
+      (*j)["n_group"] = groups;
+      (*j)["topk_group"] = kept;
+      (*j)["routed_scaling_factor"] = c.route_scale;
+      (*j)["norm_topk_prob"] = true;
+      (*j)["first_k_dense_replace"] = 1;
+      (*j)["use_qkv_bias"] = false;
+      break;
+    case HfFamily::kAfmoe:
+      // Trinity's config: score_func, route_norm and groups beside the
+      // keys transformers reads.
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["num_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["route_scale"] = c.route_scale;
+      (*j)["score_func"] = "sigmoid";
+      (*j)["route_norm"] = true;
+      (*j)["n_group"] = 1;
+      (*j)["topk_group"] = 1;
+      (*j)["num_dense_layers"] = 1;
+      (*j)["hidden_act"] = "silu";
+      (*j)["mup_enabled"] = true;
+      break;
+    case HfFamily::kLfm2Moe:
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["norm_topk_prob"] = c.route_norm;
+      (*j)["routed_scaling_factor"] = c.route_scale;
+      (*j)["use_expert_bias"] = c.use_bias;
+      (*j)["num_dense_layers"] = 1;
+      (*j)["full_attn_idxs"] = {1};
+      break;
+    case HfFamily::kExaoneMoe:
+      // K-EXAONE's config: the layer list, and swiglu_limits 0 (no clamp)
+      // or the case's silu_clamp limit on every layer.
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["num_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["norm_topk_prob"] = c.route_norm;
+      (*j)["routed_scaling_factor"] = c.route_scale;
+      (*j)["n_group"] = groups;
+      (*j)["topk_group"] = kept;
+      (*j)["first_k_dense_replace"] = 1;
+      (*j)["hidden_act"] = "silu";
+      (*j)["mlp_layer_types"] = json::array();
+      (*j)["swiglu_limits"] = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        (*j)["mlp_layer_types"].push_back(l == 0 ? "dense" : "sparse");
+        (*j)["swiglu_limits"].push_back(
+            c.act == Activation::kSiluClamp ? c.act_limit : 0.0f);
+      }
+      break;
+    default:
+      break;
   }
 }
 
@@ -994,6 +1430,216 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       j["moe_layer_freq"] = 1;
       j["intermediate_size"] = 2 * c.hidden;
       break;
+    case HfFamily::kFlexOlmo:
+      j["num_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["norm_topk_prob"] = c.route_norm;
+      break;
+    case HfFamily::kMellum:
+      // Layer 0 dense, by the per-layer list (no decoder_sparse_step).
+      j["num_experts"] = c.num_experts;
+      j["moe_intermediate_size"] = c.inter;
+      j["intermediate_size"] = 2 * c.hidden;
+      j["norm_topk_prob"] = c.route_norm;
+      j["mlp_layer_types"] = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        j["mlp_layer_types"].push_back(l == 0 ? "dense" : "sparse");
+      }
+      j["layer_types"] = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        j["layer_types"].push_back(l % 2 == 0 ? "sliding_attention"
+                                              : "full_attention");
+      }
+      break;
+    case HfFamily::kMinimax:
+      // Lightning and softmax attention layers (attn_type_list), which the
+      // MoE service ignores.
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["attn_type_list"] = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        j["attn_type_list"].push_back(l % 2);
+      }
+      j["shared_intermediate_size"] = 0;
+      break;
+    case HfFamily::kQwen3VlMoe:
+    case HfFamily::kQwen3OmniMoe:
+      j["num_experts"] = c.num_experts;
+      j["moe_intermediate_size"] = c.inter;
+      j["intermediate_size"] = 2 * c.hidden;
+      j["norm_topk_prob"] = c.route_norm;
+      j["decoder_sparse_step"] = 1;
+      j["mlp_only_layers"] = {0};
+      break;
+    case HfFamily::kGraniteMoe:
+    case HfFamily::kGraniteMoeShared:
+    case HfFamily::kGraniteMoeHybrid:
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["embedding_multiplier"] = 12.0;
+      j["residual_multiplier"] = 0.22;
+      if (f != HfFamily::kGraniteMoe) {
+        j["shared_intermediate_size"] = c.shared_inter;
+      }
+      if (f == HfFamily::kGraniteMoeHybrid) {
+        j["layers_block_type"] = json::array();
+        for (int64_t l = 0; l < num_layers; ++l) {
+          j["layers_block_type"].push_back(l % 2 == 0 ? "mamba" : "attention");
+        }
+      }
+      break;
+    case HfFamily::kArctic:
+      // Every second layer MoE: layers 1, 3, ...
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["moe_layer_frequency"] = 2;
+      break;
+    case HfFamily::kAria:
+      j.erase("num_experts_per_tok");
+      j["moe_num_experts"] = c.num_experts;
+      j["moe_topk"] = c.top_k;
+      j["intermediate_size"] = c.inter;
+      j["moe_num_shared_experts"] = c.shared_inter / c.inter;
+      break;
+    case HfFamily::kJamba:
+      // MoE on odd layers, attention every fourth (attn_layer_period),
+      // Mamba elsewhere.
+      j["num_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["expert_layer_period"] = 2;
+      j["expert_layer_offset"] = 1;
+      j["attn_layer_period"] = 4;
+      j["attn_layer_offset"] = 2;
+      break;
+    case HfFamily::kDbrx:
+      // DBRX's own spellings and its MoE keys in ffn_config.
+      j.erase("hidden_size");
+      j.erase("num_hidden_layers");
+      j.erase("num_experts_per_tok");
+      j.erase("num_attention_heads");
+      j["d_model"] = c.hidden;
+      j["n_layers"] = num_layers;
+      j["n_heads"] = 4;
+      j["attn_config"] = {{"kv_n_heads", 2}, {"clip_qkv", 8}};
+      j["ffn_config"] = {{"moe_num_experts", c.num_experts},
+                         {"moe_top_k", c.top_k},
+                         {"ffn_hidden_size", c.inter},
+                         {"ffn_act_fn", {{"name", "silu"}}},
+                         {"moe_jitter_eps", 0}};
+      if (c.route_norm) {
+        j["ffn_config"]["moe_normalize_expert_weights"] = 1;
+      } else {
+        j["ffn_config"]["moe_normalize_expert_weights"] = nullptr;
+      }
+      break;
+    case HfFamily::kHunyuanV1Moe: {
+      // Hunyuan-A13B's per-layer lists, one value on every layer.
+      j.erase("num_experts_per_tok");
+      j["num_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["use_mixed_mlp_moe"] = true;
+      j["moe_topk"] = json::array();
+      j["moe_intermediate_size"] = json::array();
+      j["num_shared_expert"] = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        j["moe_topk"].push_back(c.top_k);
+        j["moe_intermediate_size"].push_back(c.inter);
+        j["num_shared_expert"].push_back(1);
+      }
+      break;
+    }
+    case HfFamily::kDeepseek:
+    case HfFamily::kDeepseekV32:
+    case HfFamily::kDots1:
+    case HfFamily::kGlm4MoeLite:
+    case HfFamily::kSolarOpen:
+    case HfFamily::kKimiLinear:
+    case HfFamily::kBailingMoe:
+    case HfFamily::kBailingMoeV2:
+    case HfFamily::kGlm4vMoe:
+    case HfFamily::kKimiVl:
+    case HfFamily::kKimiK25:
+    case HfFamily::kAfmoe:
+    case HfFamily::kLfm2Moe:
+    case HfFamily::kExaoneMoe:
+      DeepseekStyleKeys(c, f, num_layers, &j);
+    case HfFamily::kPhimoe:
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["router_jitter_noise"] = c.jitter_eps;
+      j["input_jitter_noise"] = 0.0;
+      j["attention_bias"] = true;
+      j["lm_head_bias"] = true;
+      break;
+    case HfFamily::kLongcatFlash:
+      // num_hidden_layers counts the two sublayers of each layer.
+      j.erase("num_experts_per_tok");
+      j["num_layers"] = num_layers;
+      j["num_hidden_layers"] = 2 * num_layers;
+      j["n_routed_experts"] = c.num_experts;
+      j["zero_expert_num"] = c.zero_experts;
+      j["zero_expert_type"] = "identity";
+      j["moe_topk"] = c.top_k;
+      j["expert_ffn_hidden_size"] = c.inter;
+      j["ffn_hidden_size"] = 2 * c.hidden;
+      j["routed_scaling_factor"] = c.route_scale;
+      j["router_bias"] = false;
+      j["kv_lora_rank"] = c.hidden;
+      break;
+    case HfFamily::kCohere2Moe:
+      j["num_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["num_shared_experts"] = c.shared_inter / c.inter;
+      j["expert_selection_fn"] =
+          c.score_func == ScoreFunc::kSigmoid ? "sigmoid" : "softmax";
+      // The release's default; a softmax over the k ignores it.
+      j["norm_topk_prob"] =
+          c.score_func == ScoreFunc::kSigmoid ? c.route_norm : true;
+      j["shared_expert_combination_strategy"] =
+          c.output_scale == 0.5f ? "average" : "sum";
+      j["first_k_dense_replace"] = 1;
+      j["prefix_dense_intermediate_size"] = 2 * c.hidden;
+      j["tie_word_embeddings"] = true;
+      break;
+    case HfFamily::kJetMoe:
+      j["num_local_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["activation_function"] = "silu";
+      j["kv_channels"] = c.hidden / 4;
+      break;
+    case HfFamily::kStep3p5: {
+      // Layer 0 dense, the others MoE with the case's limits (0: plain
+      // silu); the dense layer's entries null, as a release may say.
+      j.erase("num_experts_per_tok");
+      j["moe_top_k"] = c.top_k;
+      j["moe_num_experts"] = c.num_experts;
+      j["moe_intermediate_size"] = c.inter;
+      j["share_expert_dim"] = c.shared_inter;
+      j["intermediate_size"] = 2 * c.hidden;
+      j["moe_router_activation"] =
+          c.score_func == ScoreFunc::kSigmoid ? "sigmoid" : "softmax";
+      j["use_moe_router_bias"] = true;
+      j["need_fp32_gate"] = true;
+      j["norm_expert_weight"] = c.route_norm;
+      j["moe_router_scaling_factor"] = c.route_scale;
+      j["num_nextn_predict_layers"] = 1;
+      std::string layers;
+      json routed = json::array(), shared = json::array();
+      for (int64_t l = 0; l < num_layers; ++l) {
+        if (l > 0) absl::StrAppend(&layers, l == 1 ? "" : ",", l);
+        const bool step = c.act == Activation::kSwigluStep;
+        const bool shared_step =
+            c.shared_activation() == Activation::kSwigluStep;
+        routed.push_back(l == 0 ? json(nullptr)
+                                : json(step ? c.act_limit : 0.0f));
+        shared.push_back(l == 0 ? json(nullptr)
+                                : json(shared_step ? c.shared_limit() : 0.0f));
+      }
+      j["moe_layers_enum"] = layers;
+      j["swiglu_limits"] = routed;
+      j["swiglu_limits_shared"] = shared;
+      break;
+    }
   }
   if (c.capacity_factor > 0) j["moe_capacity_factor"] = c.capacity_factor;
   if (c.routing == RoutingMode::kExpertChoice)
@@ -1039,6 +1685,52 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
                 {"vision_config", {{"hidden_size", 48}}}};
     return top.dump(2);
   }
+  if (f == HfFamily::kQwen3OmniMoe) {
+    // The thinker's language model two levels down; the talker (another
+    // MoE, not served) and the audio tower beside it.
+    j["model_type"] = "qwen3_omni_moe_text";
+    j.erase("architectures");
+    json talker_text = {{"model_type", "qwen3_omni_moe_talker_text"},
+                        {"hidden_size", 32},
+                        {"num_hidden_layers", 1},
+                        {"num_experts", 4},
+                        {"num_experts_per_tok", 2},
+                        {"moe_intermediate_size", 8}};
+    json top = {{"model_type", "qwen3_omni_moe"},
+                {"architectures", {Architecture(f)}},
+                {"thinker_config",
+                 {{"model_type", "qwen3_omni_moe_thinker"},
+                  {"text_config", j},
+                  {"audio_config", {{"d_model", 48}}},
+                  {"vision_config", {{"hidden_size", 48}}}}},
+                {"talker_config", {{"text_config", talker_text}}},
+                {"enable_audio_output", true}};
+    return top.dump(2);
+  }
+  if (f == HfFamily::kQwen3VlMoe || f == HfFamily::kAria) {
+    j["model_type"] =
+        f == HfFamily::kQwen3VlMoe ? "qwen3_vl_moe_text" : "aria_text";
+    j.erase("architectures");
+    json top = {{"model_type", HfFamilyName(f)},
+                {"architectures", {Architecture(f)}},
+                {"text_config", j},
+                {"vision_config", {{"hidden_size", 48}, {"depth", 1}}}};
+    return top.dump(2);
+  }
+  if (f == HfFamily::kGlm4vMoe || f == HfFamily::kKimiVl ||
+      f == HfFamily::kKimiK25) {
+    // Multimodal: the language model's keys under text_config, of the
+    // model_type each release names there.
+    j["model_type"] = f == HfFamily::kGlm4vMoe  ? "glm4v_moe_text"
+                      : f == HfFamily::kKimiK25 ? "kimi_k2"
+                                                : "deepseek_v3";
+    j.erase("architectures");
+    json top = {{"model_type", HfFamilyName(f)},
+                {"architectures", {Architecture(f)}},
+                {"text_config", j},
+                {"vision_config", {{"hidden_size", 48}}}};
+    return top.dump(2);
+  }
   if (f == HfFamily::kQwen35Moe) {
     j["model_type"] = "qwen3_5_moe_text";
     j.erase("architectures");
@@ -1076,7 +1768,9 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   const int64_t num_layers = o.layer + 2;
   fs::create_directories(dir);
   const int64_t E = k.num_experts, I = k.inter;
-  if ((k.router_bias && static_cast<int64_t>(c.router_bias.size()) != E) ||
+  if ((k.router_bias &&
+       static_cast<int64_t>(c.router_bias.size()) != k.router_rows()) ||
+      (k.output_bias && static_cast<int64_t>(c.output_bias.size()) != H) ||
       (k.expert_bias && (static_cast<int64_t>(c.b1.size()) != E * I ||
                          static_cast<int64_t>(c.b3.size()) != E * I ||
                          static_cast<int64_t>(c.b2.size()) != E * H)) ||
@@ -1183,20 +1877,37 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
       o.family == HfFamily::kQwen35Moe ? HfExpertLayout::kPacked : o.layout;
   // The language model's own prefix in a multimodal checkpoint.
   const HfFamily f = o.family;
-  const std::string lm = f == HfFamily::kLlama4 || f == HfFamily::kKimiK3
-                             ? "language_model.model."
-                         : f == HfFamily::kQwen35Moe || f == HfFamily::kGemma4
+  const bool lm_first =
+      f == HfFamily::kLlama4 || f == HfFamily::kKimiK3 || f == HfFamily::kAria;
+  const std::string lm = lm_first ? "language_model.model."
+                         : f == HfFamily::kQwen35Moe ||
+                                 f == HfFamily::kGemma4 ||
+                                 f == HfFamily::kQwen3VlMoe
                              ? "model.language_model."
-                         : f == HfFamily::kNemotronH ? "backbone."
-                                                     : "model.";
+                         : f == HfFamily::kNemotronH    ? "backbone."
+                         : f == HfFamily::kDbrx         ? "transformer."
+                         : f == HfFamily::kQwen3OmniMoe ? "thinker.model."
+                                                        : "model.";
+  const bool kimi_vision = f == HfFamily::kKimiK3 || f == HfFamily::kKimiVl ||
+                           f == HfFamily::kKimiK25;
+  const std::string lm =
+      f == HfFamily::kLlama4 || kimi_vision ? "language_model.model."
+      : f == HfFamily::kQwen35Moe || f == HfFamily::kGemma4 ||
+              f == HfFamily::kGlm4vMoe
+          ? "model.language_model."
+      : f == HfFamily::kNemotronH ? "backbone."
+                                  : "model.";
   std::vector<Tensor> tensors;
   tensors.push_back({lm + (f == HfFamily::kNemotronH ? "embeddings.weight"
+                           : f == HfFamily::kDbrx    ? "wte.weight"
                                                      : "embed_tokens.weight"),
                      {kVocab, H},
                      Filler(o.seed, kVocab * H, 0.5f)});
   for (int64_t l = 0; l < num_layers; ++l) {
     AddUnrelated(o.family, H, l, o.seed, &tensors);
-    if (spec.info.HasLayer(l)) {
+    if (spec.info.HasLayer(l) && f == HfFamily::kStep3p5) {
+      AddStep3p5Layer(c, l, l == o.layer, o.seed + 100 * l, &tensors);
+    } else if (spec.info.HasLayer(l)) {
       const bool hashed = hc != nullptr && l < o.hash_layers;
       const int64_t golden = hashed ? o.hash_layers - 1 : o.layer;
       const GoldenCase& lc = hashed ? *hc : c;
@@ -1218,12 +1929,18 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   mtp_options.layout = layout;
   AddMtp(c, mtp_options, num_layers, &tensors);
   tensors.push_back(
-      {lm + (f == HfFamily::kNemotronH ? "norm_f.weight" : "norm.weight"),
+      {lm + (f == HfFamily::kNemotronH || f == HfFamily::kDbrx ? "norm_f.weight"
+                                                               : "norm.weight"),
        {H},
        std::vector<float>(H, 1.0f)});
+  tensors.push_back({(lm_first                       ? "language_model."
+                      : f == HfFamily::kQwen3OmniMoe ? "thinker."
+                                                     : "") +
+                         std::string("lm_head.weight"),
+                     {kVocab, H},
+                     Filler(o.seed + 5, kVocab * H, 0.5f)});
   tensors.push_back(
-      {(f == HfFamily::kLlama4 || f == HfFamily::kKimiK3 ? "language_model."
-                                                         : "") +
+      {(f == HfFamily::kLlama4 || kimi_vision ? "language_model." : "") +
            std::string("lm_head.weight"),
        {kVocab, H},
        Filler(o.seed + 5, kVocab * H, 0.5f)});
@@ -1246,6 +1963,51 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
     tensors.push_back({f == HfFamily::kKimiK3
                            ? "mm_projector.proj.0.weight"
                            : "model.embed_vision.embedding_projection.weight",
+                       {H, 48},
+                       Filler(o.seed + 7, H * 48, 0.1f)});
+  }
+  if (f == HfFamily::kQwen3OmniMoe) {
+    // The audio tower and the talker's own MoE layer (a router and an
+    // expert of the same names under talker.), which the loader must skip.
+    tensors.push_back({"thinker.audio_tower.layers.0.fc1.weight",
+                       {H, 48},
+                       Filler(o.seed + 6, H * 48, 0.1f)});
+    tensors.push_back({"talker.model.layers.0.mlp.gate.weight",
+                       {4, 32},
+                       Filler(o.seed + 8, 4 * 32, 0.1f)});
+    tensors.push_back({"talker.model.layers.0.mlp.experts.0.gate_proj.weight",
+                       {8, 32},
+                       Filler(o.seed + 9, 8 * 32, 0.1f)});
+  }
+  if (f == HfFamily::kAria) {
+    // Aria's vision tower and projector, which the loader must skip.
+    tensors.push_back({"vision_tower.encoder.layers.0.mlp.fc1.weight",
+                       {H, 48},
+                       Filler(o.seed + 6, H * 48, 0.1f)});
+    tensors.push_back({"multi_modal_projector.feed_forward.linear_in.weight",
+                       {H, H},
+                       Filler(o.seed + 7, H * H, 0.1f)});
+  }
+  if (o.family == HfFamily::kQwen35Moe || o.family == HfFamily::kQwen3VlMoe) {
+    // The vision tower, which the loader must skip.
+    tensors.push_back({"model.visual.patch_embed.proj.weight",
+                       {H, 48},
+                       Filler(o.seed + 6, H * 48, 0.1f)});
+    tensors.push_back({"model.visual.merger.linear_fc2.weight",
+                       {H, H},
+                       Filler(o.seed + 7, H * H, 0.1f)});
+  }
+  if (f == HfFamily::kKimiVl || f == HfFamily::kKimiK25 ||
+      f == HfFamily::kGlm4vMoe) {
+    // Kimi-VL's and K2.5's MoonViT and projector, GLM-4.5V's visual
+    // tower and merger: all skipped by the loader.
+    const bool glm = f == HfFamily::kGlm4vMoe;
+    tensors.push_back({glm ? "model.visual.blocks.0.attn.qkv.weight"
+                           : "vision_tower.encoder.blocks.0.wqkv.weight",
+                       {3 * H, 48},
+                       Filler(o.seed + 6, 3 * H * 48, 0.1f)});
+    tensors.push_back({glm ? "model.visual.merger.proj.weight"
+                           : "multi_modal_projector.linear_1.weight",
                        {H, 48},
                        Filler(o.seed + 7, H * 48, 0.1f)});
   }
@@ -1272,6 +2034,9 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
     const Tensor& t = tensors[i];
     const int s = static_cast<int>(i % shards);
     const bool router = absl::EndsWith(t.name, "mlp.gate.weight") ||
+                        absl::EndsWith(t.name, "feed_forward.gate.weight") ||
+                        absl::EndsWith(t.name, "router.gate.weight") ||
+                        absl::EndsWith(t.name, "expert_bias") ||
                         absl::EndsWith(t.name, "moe.gate.weight") ||
                         absl::EndsWith(t.name, "mixer.gate.weight") ||
                         absl::EndsWith(t.name, "router.proj.weight") ||
@@ -1279,7 +2044,8 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                         absl::EndsWith(t.name, "router.weight") ||
                         absl::EndsWith(t.name, "e_score_correction_bias") ||
                         absl::EndsWith(t.name, "gate.bias") ||
-                        absl::EndsWith(t.name, "router.bias");
+                        absl::EndsWith(t.name, "router.bias") ||
+                        absl::EndsWith(t.name, "moe.router_bias");
     const DType dtype = t.fixed || t.dtype == DType::kI32 ? t.dtype
                         : router                          ? o.router_storage
                                                           : o.storage;

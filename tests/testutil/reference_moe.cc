@@ -13,25 +13,32 @@ using Vec = std::vector<double>;
 
 double Silu(double v) { return v / (1.0 + std::exp(-v)); }
 
-// The activation (tests/golden/README.md): silu, gptoss, silu_clamp,
-// relu2 (non-gated: u only), gelu_tanh, situ.
-double Act(const MoeLayerConfig& k, double g, double u) {
-  if (k.act == Activation::kSilu) return Silu(g) * u;
-  if (k.act == Activation::kRelu2) return u > 0 ? u * u : 0.0;
-  if (k.act == Activation::kGeluTanh) {
+// The activation `act` with limit L (tests/golden/README.md): silu,
+// gptoss, silu_clamp, relu2 (non-gated: u only), gelu_tanh, situ, gelu_erf
+// and swiglustep (silu's output capped at L).
+double Act(const MoeLayerConfig& k, Activation act, double L, double g,
+           double u) {
+  if (act == Activation::kSilu) return Silu(g) * u;
+  if (act == Activation::kRelu2) return u > 0 ? u * u : 0.0;
+  if (act == Activation::kGeluTanh) {
     const double pi = 3.14159265358979323846;
     return 0.5 * g *
            (1 + std::tanh(std::sqrt(2 / pi) * (g + 0.044715 * g * g * g))) * u;
   }
-  if (k.act == Activation::kSitu) {
+  if (act == Activation::kSitu) {
     const double b = k.act_beta, l = k.act_linear_beta;
     const double up = l > 0 ? l * std::tanh(u / l) : u;
     return b * std::tanh(g / b) / (1 + std::exp(-g)) * up;
   }
-  const double L = k.act_limit;
+  if (act == Activation::kGeluErf) {
+    return 0.5 * g * (1 + std::erf(g / std::sqrt(2.0))) * u;
+  }
+  if (act == Activation::kSwigluStep) {
+    return std::min(Silu(g), L) * std::min(std::max(u, -L), L);
+  }
   g = std::min(g, L);
   u = std::min(std::max(u, -L), L);
-  if (k.act == Activation::kGptOss) {
+  if (act == Activation::kGptOss) {
     return (u + 1) * g / (1 + std::exp(-double(k.act_alpha) * g));
   }
   return Silu(g) * u;
@@ -64,7 +71,8 @@ Vec Linear(const std::vector<float>& w, const std::vector<float>& b,
 
 // W2 act(W1 v + b1, W3 v + b3) + b2 for [I, W] / [W, I] weights at the
 // given offsets, W = v.size() (no W1 for a non-gated layer); `expert` >= 0
-// picks the routed expert's biases when the layer has them.
+// picks the routed expert's biases when the layer has them, and -1 (the
+// shared expert) its own activation and limit (shared_act).
 Vec Expert(const GoldenCase& c, const std::vector<float>& w1,
            const std::vector<float>& w3, const std::vector<float>& w2,
            int64_t off, int64_t inter, const Vec& v, int64_t expert = -1) {
@@ -79,7 +87,9 @@ Vec Expert(const GoldenCase& c, const std::vector<float>& w1,
       if (gated) g += w1[off + i * H + j] * v[j];
       u += w3[off + i * H + j] * v[j];
     }
-    h[i] = Act(c.config, g, u);
+    h[i] = expert >= 0 ? Act(c.config, c.config.act, c.config.act_limit, g, u)
+                       : Act(c.config, c.config.shared_activation(),
+                             c.config.shared_limit(), g, u);
   }
   for (int64_t j = 0; j < H; ++j) {
     if (bias) out[j] = c.b2[expert * H + j];
@@ -93,7 +103,8 @@ Vec Expert(const GoldenCase& c, const std::vector<float>& w1,
 
 std::vector<double> ReferenceGateLogits(const GoldenCase& c) {
   const MoeLayerConfig& k = c.config;
-  const int64_t n = c.tokens, E = k.num_experts, H = k.hidden;
+  // The router's rows: the experts' and the zero experts'.
+  const int64_t n = c.tokens, E = k.router_rows(), H = k.hidden;
   std::vector<double> logits(n * E);
   for (int64_t t = 0; t < n; ++t) {
     Vec xr(c.x.begin() + t * H, c.x.begin() + (t + 1) * H);
@@ -112,13 +123,21 @@ std::vector<double> ReferenceGateLogits(const GoldenCase& c) {
 
 void RunReferenceMoe(GoldenCase& c) {
   const MoeLayerConfig& k = c.config;
-  const int64_t n = c.tokens, E = k.num_experts, H = k.hidden, K = k.top_k;
+  // E here is the router's rows (zero experts included); ids >= num_experts
+  // are zero experts, which add w * x.
+  const int64_t n = c.tokens, E = k.router_rows(), H = k.hidden, K = k.top_k;
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<Vec> logits(n, Vec(E)), scores(n, Vec(E));
   const std::vector<double> gate_out = ReferenceGateLogits(c);
   for (int64_t t = 0; t < n; ++t) {
     logits[t].assign(gate_out.begin() + t * E, gate_out.begin() + (t + 1) * E);
-    if (k.score_func == ScoreFunc::kTopkSoftmax) {
+    if (k.router_softcap > 0) {  // c * tanh(l / c), before score_func
+      for (double& l : logits[t]) {
+        l = k.router_softcap * std::tanh(l / k.router_softcap);
+      }
+    }
+    if (k.score_func == ScoreFunc::kTopkSoftmax ||
+        k.score_func == ScoreFunc::kSparsemixer) {
       scores[t] = logits[t];  // chosen on the logits; softmax over the k later
     } else if (k.score_func == ScoreFunc::kSqrtSoftplus) {
       for (int64_t e = 0; e < E; ++e)
@@ -205,6 +224,22 @@ void RunReferenceMoe(GoldenCase& c) {
       }
       Vec chosen(K);
       for (int64_t j = 0; j < K; ++j) chosen[j] = scores[t][order[j]];
+      if (k.score_func == ScoreFunc::kSparsemixer) {
+        // Two rounds: the best logit left, weighted by its softmax over the
+        // logits within 2 * eps of it (relative gap); round 2 also drops
+        // round 1's choice. The choice is order[0], order[1] (descending).
+        const Vec& l = logits[t];
+        for (int64_t r = 0; r < 2; ++r) {
+          const double m = l[order[r]];
+          double sum = 0;
+          for (int64_t e = 0; e < E; ++e) {
+            if (r == 1 && e == order[0]) continue;
+            const double gap = (m - l[e]) / std::max(std::abs(l[e]), m);
+            if (!(gap > 2 * double(k.jitter_eps))) sum += std::exp(l[e] - m);
+          }
+          chosen[r] = 1 / sum;
+        }
+      }
       if (k.score_func == ScoreFunc::kTopkSoftmax) {
         const double m = chosen[0];  // the largest: chosen in descending order
         double sum = 0;
@@ -250,7 +285,11 @@ void RunReferenceMoe(GoldenCase& c) {
     }
     Vec acc(W, 0.0);
     for (const auto& [e, w] : slots[t]) {
-      if (w == 0.0) continue;  // dropped
+      if (w == 0.0) continue;    // dropped
+      if (e >= k.num_experts) {  // a zero expert: the token itself
+        for (int64_t j = 0; j < H; ++j) acc[j] += w * xt[j];
+        continue;
+      }
       const int64_t off = e * k.inter * W;
       if (k.score_before_experts) {
         Vec sx(H);
@@ -281,7 +320,11 @@ void RunReferenceMoe(GoldenCase& c) {
       }
       for (int64_t j = 0; j < H; ++j) acc[j] += gate * o[j];
     }
-    for (int64_t j = 0; j < H; ++j) c.y[t * H + j] = static_cast<float>(acc[j]);
+    for (int64_t j = 0; j < H; ++j) {
+      double v = k.output_scale * acc[j];
+      if (k.output_bias) v += c.output_bias[j];
+      c.y[t * H + j] = static_cast<float>(v);
+    }
   }
 }
 
@@ -300,8 +343,10 @@ GoldenCase RandomCase(const MoeLayerConfig& k, int64_t n, uint64_t seed,
   const int64_t E = k.num_experts, H = k.hidden, I = k.inter,
                 S = k.shared_inter, W = k.expert_width();
   fill(c.x, n * H, 1.7);
-  fill(c.gate, E * H, 1.7 / std::sqrt(double(H)));
-  if (k.use_bias) fill(c.bias, E, 0.05);
+  const int64_t R = k.router_rows();
+  fill(c.gate, R * H, 1.7 / std::sqrt(double(H)));
+  if (k.use_bias) fill(c.bias, R, 0.05);
+  if (k.output_bias) fill(c.output_bias, H, 0.5);
   if (k.gated) fill(c.w1, E * I * W, 1.7 / std::sqrt(double(W)));
   fill(c.w3, E * I * W, 1.7 / std::sqrt(double(W)));
   fill(c.w2, E * I * W, 1.7 / std::sqrt(double(I)));
@@ -333,7 +378,7 @@ GoldenCase RandomCase(const MoeLayerConfig& k, int64_t n, uint64_t seed,
     fill(c.sw2, S * H, 1.7 / std::sqrt(double(S)));
   }
   if (k.shared_gate) fill(c.sgate, H, 1.7 / std::sqrt(double(H)));
-  if (k.router_bias) fill(c.router_bias, E, 0.5);
+  if (k.router_bias) fill(c.router_bias, R, 0.5);
   if (k.expert_bias) {
     fill(c.b1, E * I, 0.5);
     fill(c.b3, E * I, 0.5);

@@ -10,8 +10,9 @@
 
 namespace moe::testing {
 
-// The gate linear's output [tokens, E]: x·gate.weightᵀ (of the prenormed
-// rows under router_prenorm), plus the router bias where the case has one.
+// The gate linear's output [tokens, E + Z] (Z zero experts): x·gate.weightᵀ
+// (of the prenormed rows under router_prenorm), plus the router bias where
+// the case has one; before any soft-cap, like the logits a caller sends.
 std::vector<double> ReferenceGateLogits(const GoldenCase& c);
 
 // Fills c.y, c.top_idx, c.top_w and c.top_shape from c.x and the weights.

@@ -420,10 +420,29 @@ TEST(GatedAct, MatchesTheDefinitions) {
                   1e-5 * (1 + std::abs(gptoss)));
       EXPECT_NEAR(GatedAct(kActSiluClamp, g, u, alpha, L), clamp,
                   1e-5 * (1 + std::abs(clamp)));
+      // gelu_erf: the exact GELU; swiglustep: silu's OUTPUT capped at L.
+      const double gelu = 0.5 * gd * (1 + std::erf(gd / std::sqrt(2.0))) * ud;
+      const double step =
+          std::min(gd / (1 + std::exp(-gd)), 7.0) * std::clamp(ud, -7.0, 7.0);
+      EXPECT_NEAR(GatedAct(kActGeluErf, g, u, alpha, L), gelu,
+                  1e-5 * (1 + std::abs(gelu)));
+      EXPECT_NEAR(GatedAct(kActSwigluStep, g, u, alpha, L), step,
+                  1e-5 * (1 + std::abs(step)));
     }
   }
   EXPECT_TRUE(std::isnan(GatedAct(kActGptOss, NAN, 1.0f, alpha, L)));
   EXPECT_TRUE(std::isnan(GatedAct(kActSiluClamp, 1.0f, NAN, alpha, L)));
+  EXPECT_TRUE(std::isnan(GatedAct(kActSwigluStep, NAN, 1.0f, alpha, L)));
+  EXPECT_TRUE(std::isnan(GatedAct(kActSwigluStep, 1.0f, NAN, alpha, L)));
+  EXPECT_TRUE(std::isnan(GatedAct(kActGeluErf, NAN, 1.0f, alpha, L)));
+  // Where silu_clamp and swiglustep part: g = 12 is capped to 7 before
+  // silu by the one, silu(12) = 11.99993 is capped to 7 after it by the
+  // other; at L = 20 only silu_clamp leaves g alone too.
+  EXPECT_NEAR(GatedAct(kActSwigluStep, 12.0f, 1.0f, alpha, 20.0f),
+              12.0 / (1 + std::exp(-12.0)), 1e-5);
+  EXPECT_NEAR(GatedAct(kActSwigluStep, 12.0f, 1.0f, alpha, 7.0f), 7.0, 1e-6);
+  EXPECT_NEAR(GatedAct(kActSiluClamp, 12.0f, 1.0f, alpha, 7.0f),
+              7.0 / (1 + std::exp(-7.0)), 1e-5);
 }
 
 // Grouped experts with biases and each activation against a scalar loop:
@@ -467,7 +486,8 @@ TEST(GroupedSwiglu, BiasesAndClampedActivations) {
     b3_ptr[g] = b3.data() + g * I;
     b2_ptr[g] = b2.data() + g * H;
   }
-  for (int32_t act : {kActSilu, kActGptOss, kActSiluClamp}) {
+  for (int32_t act :
+       {kActSilu, kActGptOss, kActSiluClamp, kActGeluErf, kActSwigluStep}) {
     SCOPED_TRACE(act);
     std::vector<float> out(rows * H, -1.0f);
     std::vector<const float*> in_rows(rows);
@@ -506,11 +526,19 @@ TEST(GroupedSwiglu, BiasesAndClampedActivations) {
             a += double(w1[(g * I + i) * H + j]) * x[r * H + j];
             b += double(w3[(g * I + i) * H + j]) * x[r * H + j];
           }
-          const double gc = act == kActSilu ? a : std::min(a, 0.8);
-          const double uc = act == kActSilu ? b : std::clamp(b, -0.8, 0.8);
-          hid[i] = act == kActGptOss
-                       ? (uc + 1) * gc / (1 + std::exp(-1.702 * gc))
-                       : gc / (1 + std::exp(-gc)) * uc;
+          const bool clamps = act == kActGptOss || act == kActSiluClamp;
+          const double gc = clamps ? std::min(a, 0.8) : a;
+          const double uc =
+              clamps || act == kActSwigluStep ? std::clamp(b, -0.8, 0.8) : b;
+          if (act == kActGeluErf) {
+            hid[i] = 0.5 * a * (1 + std::erf(a / std::sqrt(2.0))) * b;
+          } else if (act == kActSwigluStep) {
+            hid[i] = std::min(a / (1 + std::exp(-a)), 0.8) * uc;
+          } else {
+            hid[i] = act == kActGptOss
+                         ? (uc + 1) * gc / (1 + std::exp(-1.702 * gc))
+                         : gc / (1 + std::exp(-gc)) * uc;
+          }
         }
         for (int64_t j = 0; j < H; ++j) {
           double want = b2[g * H + j];

@@ -305,6 +305,38 @@ TEST_F(Cuda2026KernelTest, NonGatedRowsTakeRelu2OfUAlone) {
             testing::Download<uint16_t>(d_h2, gated_rows * gi));
 }
 
+// gelu_erf and swiglustep through ActRowsBf16 against the rule on the
+// host (kernels/act_rule.h): the device's erff and expf may differ from the
+// host's in the last float bits, so each h is held to one bf16 step.
+TEST_F(Cuda2026KernelTest, GeluErfAndSwigluStepRowsFollowTheRule) {
+  const int64_t rows = 6, inter = 37;
+  const auto gu = Random(rows * 2 * inter, 13, 12);  // |v| up to 12: clamps
+  std::vector<uint16_t> gu_bf(gu.size());
+  for (size_t i = 0; i < gu.size(); ++i) gu_bf[i] = F32ToBf16(gu[i]);
+  DeviceBuffer d_gu = testing::Upload(gu_bf);
+  auto d_h = *DeviceBuffer::Allocate(rows * inter * 2);
+  for (int32_t act : {kernels::kActGeluErf, kernels::kActSwigluStep}) {
+    SCOPED_TRACE(act);
+    kernels::GatedActParams p;
+    p.act = act;
+    p.limit = 5.0f;
+    ASSERT_EQ(kcu::ActRowsBf16(d_gu.as<uint16_t>(), 2 * inter, inter, rows,
+                               inter, d_h.as<uint16_t>(), nullptr, p),
+              cudaSuccess);
+    const auto h = testing::Download<uint16_t>(d_h, rows * inter);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < inter; ++c) {
+        const float g = Bf16ToF32(gu_bf[r * 2 * inter + c]);
+        const float u = Bf16ToF32(gu_bf[r * 2 * inter + inter + c]);
+        const float want = kernels::GatedAct(p, g, u);
+        EXPECT_NEAR(Bf16ToF32(h[r * inter + c]), want,
+                    1e-6f + std::abs(want) / 128.0f)
+            << r << "," << c;
+      }
+    }
+  }
+}
+
 TEST_F(Cuda2026KernelTest, BiasRowsAddInFp32WithinTheStride) {
   const int64_t n = 5, cols = 13, ld = 20;
   const auto v = Random(n * ld, 8, 4), bias = Random(cols, 9, 2);
