@@ -76,6 +76,14 @@ const char* LayerRuleName(MoeLayerRule r) {
       return "ernie_interval";
     case MoeLayerRule::kNemotronPattern:
       return "nemotron_pattern";
+    case MoeLayerRule::kArcticFrequency:
+      return "arctic_frequency";
+    case MoeLayerRule::kJambaPeriod:
+      return "jamba_period";
+    case MoeLayerRule::kNumDenseLayers:
+      return "num_dense_layers";
+    case MoeLayerRule::kStepLayersEnum:
+      return "step_layers_enum";
   }
   return nullptr;
 }
@@ -107,6 +115,11 @@ constexpr NamedRule kNamedRules[] = {
     {"refuse_gemma4_without_moe_block", RefuseGemma4WithoutMoeBlock},
     {"refuse_ernie_linear_biases", RefuseErnieLinearBiases},
     {"deepseek_v4_hash_layers", DeepseekV4HashLayers},
+    {"dbrx_expert_weight_norm", DbrxExpertWeightNorm},
+    {"hunyuan_widths_agree", HunyuanWidthsAgree},
+    {"exaone_moe_swiglu_limits", ExaoneMoeSwigluLimits},
+    {"step3p5_layer_limits", Step3p5LayerLimits},
+    {"refuse_grok_residual_moe", RefuseGrokResidualMoe},
 };
 
 // The strings and score lists of file families: they live as long as the
@@ -119,6 +132,12 @@ const char* Keep(const std::string& s) {
 absl::Span<const ScoreName> KeepScores(std::vector<ScoreName> scores) {
   static auto* lists = new std::deque<std::vector<ScoreName>>;
   lists->push_back(std::move(scores));
+  return lists->back();
+}
+
+absl::Span<const ScaleName> KeepScales(std::vector<ScaleName> scales) {
+  static auto* lists = new std::deque<std::vector<ScaleName>>;
+  lists->push_back(std::move(scales));
   return lists->back();
 }
 
@@ -141,6 +160,20 @@ json NumberKeyJson(const NumberKey& k) {
 json BoolKeyJson(const BoolKey& k) {
   return {{"key", Str(k.key)}, {"fallback", k.fallback}};
 }
+json StringKeyJson(const StringKey& k) {
+  return {{"key", Str(k.key)},
+          {"fallback", Str(k.fallback)},
+          {"values", Strs(k.values)}};
+}
+json ScaleKeyJson(const ScaleKey& k) {
+  json values = json::array();
+  for (const ScaleName& v : k.values) {
+    values.push_back({{"name", v.name}, {"scale", v.scale}});
+  }
+  return {{"key", Str(k.key)},
+          {"fallback", Str(k.fallback)},
+          {"values", values}};
+}
 json RuleJson(FamilyRule rule, absl::Status* status) {
   if (rule == nullptr) return nullptr;
   for (const NamedRule& named : kNamedRules) {
@@ -157,11 +190,7 @@ absl::StatusOr<json> DescriptionJson(const MoeDescription& d) {
     score_values.push_back({{"name", v.name}, {"func", ScoreFuncLabel(v.func)}});
   }
   json formats = json::array();
-  for (const StringKey& f : d.formats) {
-    formats.push_back({{"key", Str(f.key)},
-                       {"fallback", Str(f.fallback)},
-                       {"values", Strs(f.values)}});
-  }
+  for (const StringKey& f : d.formats) formats.push_back(StringKeyJson(f));
   const ActivationDescription& a = d.activation;
   json out = {
       {"refuse", RuleJson(d.refuse, &status)},
@@ -210,8 +239,22 @@ absl::StatusOr<json> DescriptionJson(const MoeDescription& d) {
       {"branch_norms", d.branch_norms},
       {"layers", LayerRuleName(d.layers)},
       {"finish", RuleJson(d.finish, &status)},
+      {"correction_bias", BoolKeyJson(d.correction_bias)},
+      {"jitter_eps", NumberKeyJson(d.jitter_eps)},
+      {"zero_experts", IntKeyJson(d.zero_experts)},
+      {"zero_expert_type", StringKeyJson(d.zero_expert_type)},
+      {"router_softcap", NumberKeyJson(d.router_softcap)},
+      {"output_scale", ScaleKeyJson(d.output_scale)},
+      {"output_bias", d.output_bias},
   };
   MOE_RETURN_IF_ERROR(status);
+  return out;
+}
+
+// {common key: the family's key}.
+json Renamed(const std::vector<std::pair<const char*, const char*>>& keys) {
+  json out = json::object();
+  for (const auto& [common, own] : keys) out[common] = own;
   return out;
 }
 
@@ -428,6 +471,50 @@ absl::Status ReadScoreKey(Fields& f, ScoreKey* k) {
   return absl::OkStatus();
 }
 
+absl::Status ReadStringKey(Fields& f, const char* field, StringKey* k) {
+  if (!f.Has(field)) return absl::OkStatus();
+  MOE_ASSIGN_OR_RETURN(Fields o, f.Object(field));
+  MOE_RETURN_IF_ERROR(o.String("key", &k->key));
+  MOE_RETURN_IF_ERROR(o.String("fallback", &k->fallback));
+  MOE_RETURN_IF_ERROR(o.Strings("values", &k->values));
+  MOE_RETURN_IF_ERROR(o.Finish());
+  if (k->key != nullptr && k->values.empty()) {
+    return o.Error("values", "must list the values the key may name");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadScaleKey(Fields& f, const char* field, ScaleKey* k) {
+  if (!f.Has(field)) return absl::OkStatus();
+  MOE_ASSIGN_OR_RETURN(Fields o, f.Object(field));
+  MOE_RETURN_IF_ERROR(o.String("key", &k->key));
+  MOE_RETURN_IF_ERROR(o.String("fallback", &k->fallback));
+  if (o.Has("values")) {
+    const json& v = o.At("values");
+    if (!v.is_array()) return o.Error("values", "must be a list");
+    std::vector<ScaleName> scales;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string at = absl::StrCat("values[", i, "]");
+      if (!v[i].is_object()) return o.Error(at, "must be an object");
+      Fields item(v[i], o.Path(at), o.label());
+      ScaleName scale{nullptr, 1.0f};
+      double value = 1.0;
+      MOE_RETURN_IF_ERROR(item.String("name", &scale.name, false));
+      MOE_RETURN_IF_ERROR(item.Number("scale", &value));
+      MOE_RETURN_IF_ERROR(item.Finish());
+      if (scale.name == nullptr) return item.Error("name", "is required");
+      scale.scale = static_cast<float>(value);
+      scales.push_back(scale);
+    }
+    k->values = KeepScales(std::move(scales));
+  }
+  MOE_RETURN_IF_ERROR(o.Finish());
+  if (k->key != nullptr && k->values.empty()) {
+    return o.Error("values", "must list the values the key may name");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadFormats(Fields& f, std::vector<StringKey>* formats) {
   if (!f.Has("formats")) return absl::OkStatus();
   const json& v = f.At("formats");
@@ -525,6 +612,14 @@ absl::Status ReadDescription(Fields& o, MoeDescription* d) {
   }
   MOE_RETURN_IF_ERROR(o.Enum("layers", LayerRuleName, &d->layers));
   MOE_RETURN_IF_ERROR(ReadRule(o, "finish", &d->finish));
+  MOE_RETURN_IF_ERROR(ReadBoolKey(o, "correction_bias", &d->correction_bias));
+  MOE_RETURN_IF_ERROR(ReadNumberKey(o, "jitter_eps", &d->jitter_eps));
+  MOE_RETURN_IF_ERROR(ReadIntKey(o, "zero_experts", &d->zero_experts));
+  MOE_RETURN_IF_ERROR(
+      ReadStringKey(o, "zero_expert_type", &d->zero_expert_type));
+  MOE_RETURN_IF_ERROR(ReadNumberKey(o, "router_softcap", &d->router_softcap));
+  MOE_RETURN_IF_ERROR(ReadScaleKey(o, "output_scale", &d->output_scale));
+  MOE_RETURN_IF_ERROR(o.Bool("output_bias", &d->output_bias));
   MOE_RETURN_IF_ERROR(o.Finish());
   if (d->experts.key == nullptr) {
     return o.Error("experts", "must name the config key of the expert count");
@@ -614,33 +709,65 @@ absl::Status CheckNamesCover(Fields& names, const MoeDescription& d,
 
 }  // namespace
 
-absl::StatusOr<std::string> PrintFamilyJson(absl::string_view model_type) {
-  for (const FamilyEntry& e : FamilyTable()) {
-    if (model_type != e.model_type) continue;
-    const FamilyEntry& base = EntryOf(HfBaseFamily(e.family));
-    const char* prefix = e.layer_prefix != nullptr      ? e.layer_prefix
-                         : base.layer_prefix != nullptr ? base.layer_prefix
-                                                        : "model.layers.{L}.";
-    MOE_ASSIGN_OR_RETURN(json moe, DescriptionJson(base.moe));
-    json out = {
-        {"model_type", e.model_type},
-        {"architectures", Strs(e.architectures)},
-        {"like", e.like.has_value() ? json(HfFamilyName(*e.like))
-                                    : json(nullptr)},
-        {"text_config", e.text_config},
-        {"layer_prefix", prefix},
-        {"moe_layer_lists", Strs(e.moe_layer_lists)},
-        {"absent_keys", Strs(e.absent_keys)},
-        {"latent_key", Str(base.latent_key)},
-        {"top_k_keys", Strs(base.top_k_keys)},
-        {"moe", moe},
-        {"names", NamesJson(HfFamilyNames(e.family))},
-    };
-    return out.dump(2) + "\n";
+absl::StatusOr<std::string> PrintFamilyJson(HfFamily family) {
+  const FamilyEntry& e = EntryOf(family);
+  if (e.family != family) {
+    return absl::NotFoundError("no such family in the table");
   }
-  return absl::NotFoundError(absl::StrCat("no family with model_type '",
-                                          model_type, "' (known: ",
-                                          SupportedHfFamilies(), ")"));
+  const FamilyEntry& base = EntryOf(HfBaseFamily(e.family));
+  const char* prefix = e.layer_prefix != nullptr      ? e.layer_prefix
+                       : base.layer_prefix != nullptr ? base.layer_prefix
+                                                      : "model.layers.{L}.";
+  MOE_ASSIGN_OR_RETURN(json moe, DescriptionJson(base.moe));
+  json out = {
+      {"model_type", e.model_type},
+      {"architectures", Strs(e.architectures)},
+      {"like", e.like.has_value() ? json(HfFamilyName(*e.like))
+                                  : json(nullptr)},
+      {"text_config", e.text_config},
+      {"layer_prefix", prefix},
+      {"moe_layer_lists", Strs(e.moe_layer_lists)},
+      {"absent_keys", Strs(e.absent_keys)},
+      {"latent_key", Str(base.latent_key)},
+      {"top_k_keys", Strs(base.top_k_keys)},
+      {"sub_config", Strs(e.sub_config)},
+      {"moe_config", Str(e.moe_config)},
+      {"renamed_keys", Renamed(e.renamed_keys)},
+      {"uniform_lists", Strs(e.uniform_lists)},
+      {"num_layers_key", Str(base.num_layers_key)},
+      {"moe", moe},
+      {"names", NamesJson(HfFamilyNames(e.family))},
+  };
+  return out.dump(2) + "\n";
+}
+
+absl::StatusOr<std::string> PrintFamilyJson(absl::string_view name) {
+  // By model_type, else by architecture: two families may share a
+  // model_type (Ling V1 and 2.0) and are then told apart by their class.
+  for (const bool by_class : {false, true}) {
+    std::vector<const FamilyEntry*> found;
+    for (const FamilyEntry& e : FamilyTable()) {
+      bool match = !by_class && name == e.model_type;
+      for (const char* a : e.architectures) match |= by_class && name == a;
+      if (match) found.push_back(&e);
+    }
+    if (found.size() == 1) return PrintFamilyJson(found[0]->family);
+    if (found.size() > 1) {
+      std::vector<std::string> classes;
+      for (const FamilyEntry* e : found) {
+        classes.push_back(absl::StrCat(e->model_type, " (",
+                                       absl::StrJoin(e->architectures, ", "),
+                                       ")"));
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", name, "' names ", found.size(), " families: ",
+          absl::StrJoin(classes, "; "),
+          by_class ? "" : "; give the architecture instead"));
+    }
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no family with model_type or architecture '", name,
+      "' (known: ", SupportedHfFamilies(), ")"));
 }
 
 absl::StatusOr<HfFamily> AddFamilyJson(absl::string_view text,
@@ -687,6 +814,13 @@ absl::StatusOr<HfFamily> AddFamilyJson(absl::string_view text,
                                                           : "model.layers.{L}.";
       entry.latent_key = base.latent_key;
       entry.top_k_keys = base.top_k_keys;
+      entry.sub_config = e.sub_config;
+      entry.moe_config = e.moe_config;
+      entry.renamed_keys = e.renamed_keys;
+      entry.uniform_lists = e.uniform_lists;
+      entry.num_layers_key = base.num_layers_key;
+      entry.moe_layer_lists = e.moe_layer_lists;
+      entry.absent_keys = e.absent_keys;
       found = true;
     }
     if (!found) {
@@ -712,6 +846,27 @@ absl::StatusOr<HfFamily> AddFamilyJson(absl::string_view text,
   MOE_RETURN_IF_ERROR(top.Strings("absent_keys", &entry.absent_keys));
   MOE_RETURN_IF_ERROR(top.String("latent_key", &entry.latent_key));
   MOE_RETURN_IF_ERROR(top.Strings("top_k_keys", &entry.top_k_keys));
+  MOE_RETURN_IF_ERROR(top.Strings("sub_config", &entry.sub_config));
+  MOE_RETURN_IF_ERROR(top.String("moe_config", &entry.moe_config));
+  if (top.Has("renamed_keys")) {
+    const json& v = top.At("renamed_keys");
+    if (!v.is_object()) {
+      return top.Error("renamed_keys",
+                       "must map common keys to the family's own");
+    }
+    entry.renamed_keys.clear();
+    for (const auto& [common, own] : v.items()) {
+      if (!own.is_string()) {
+        return top.Error(absl::StrCat("renamed_keys.", common),
+                         "must be a string");
+      }
+      entry.renamed_keys.emplace_back(Keep(common),
+                                      Keep(own.get<std::string>()));
+    }
+  }
+  MOE_RETURN_IF_ERROR(top.Strings("uniform_lists", &entry.uniform_lists));
+  MOE_RETURN_IF_ERROR(
+      top.String("num_layers_key", &entry.num_layers_key, false));
   if (entry.top_k_keys.empty()) {
     return top.Error("top_k_keys", "must list at least one config key");
   }

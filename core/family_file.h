@@ -14,11 +14,14 @@
 
 namespace moe {
 
-// The JSON document of the family whose model_type is `model_type`, with its
-// whole description and name tables spelled out (a family described `like`
-// another has that one's written in). NOT_FOUND naming the known families
-// otherwise.
-absl::StatusOr<std::string> PrintFamilyJson(absl::string_view model_type);
+// The JSON document of `family`, with its whole description and name
+// tables spelled out (a family described `like` another has that one's
+// written in).
+absl::StatusOr<std::string> PrintFamilyJson(HfFamily family);
+// The same for the family `name` names: its model_type, or one of its
+// architectures where families share a model_type; NOT_FOUND naming the
+// known families, INVALID_ARGUMENT listing those a shared name has.
+absl::StatusOr<std::string> PrintFamilyJson(absl::string_view name);
 
 // Reads a family document (`label` names it in errors), checks every field
 // (an unknown field, a wrong type or an unknown enum value is refused,

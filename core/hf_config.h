@@ -72,6 +72,9 @@ enum class HfFamily {
   // Step-3.5-Flash: per-role packed [E, I, H] experts, a layer-level
   // share_expert, per-layer swiglustep limits.
   kStep3p5,
+  // Grok-1 (hpcai-tech's PyTorch conversion): soft-capped router logits,
+  // GELU (erf) experts under moe_block.
+  kGrok1,
 };
 
 // Every family, in the order of the table above.

@@ -720,6 +720,22 @@ std::deque<FamilyEntry>& MutableFamilyTable() {
                .use_bias = true,
                .layers = MoeLayerRule::kStepLayersEnum,
                .finish = Step3p5LayerLimits}},
+      // Grok-1 as vLLM serves it (hpcai-tech's conversion): router logits
+      // soft-capped at c * tanh(l / c) (router_logit_softcapping, 30 when
+      // absent), softmax top-k renormalised, GELU (erf) experts linear /
+      // linear_v / linear_1 under moe_block; every layer MoE. Grok-2's
+      // residual_moe is refused.
+      {.model_type = "grok-1",
+       .family = HfFamily::kGrok1,
+       .architectures = {"Grok1ModelForCausalLM", "Grok1ForCausalLM"},
+       .renamed_keys = {{"num_experts", "num_local_experts"},
+                        {"moe_router_renormalize", "moe_renormalize"}},
+       .moe = {.refuse = RefuseGrokResidualMoe,
+               .experts = {"num_experts"},
+               .inter = {"intermediate_size"},
+               .route_norm = {"moe_router_renormalize", true},
+               .activation = {.act = Activation::kGeluErf},
+               .router_softcap = {"router_logit_softcapping", 30.0}}},
   };
   return *table;
 }

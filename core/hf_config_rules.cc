@@ -233,4 +233,16 @@ absl::Status Step3p5LayerLimits(const ConfigReader& r, ModelInfo* info) {
   return absl::OkStatus();
 }
 
+absl::Status RefuseGrokResidualMoe(const ConfigReader& r, ModelInfo* info) {
+  MOE_ASSIGN_OR_RETURN(bool residual, r.Bool("residual_moe", false));
+  if (residual) {
+    return r.Error("residual_moe",
+                   absl::StrCat("true (Grok-2: a dense MLP beside the experts, "
+                                "their sum times 1/sqrt(2)) is not supported "
+                                "for ",
+                                info->family, "; Grok-1 has false"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace moe

@@ -44,6 +44,10 @@ absl::Status ExaoneMoeSwigluLimits(const ConfigReader& r, ModelInfo* info);
 // override. A list of another length than num_hidden_layers (plus the MTP
 // layers, num_nextn_predict_layers) is refused naming its key, and so is
 // use_moe_router_bias false (the releases choose with moe.router_bias).
+// Grok: residual_moe (Grok-2) adds a dense MLP beside the experts and
+// scales their sum by 1/sqrt(2), which no family here serves; refused.
+absl::Status RefuseGrokResidualMoe(const ConfigReader& r, ModelInfo* info);
+
 absl::Status Step3p5LayerLimits(const ConfigReader& r, ModelInfo* info);
 
 }  // namespace moe

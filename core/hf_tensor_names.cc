@@ -146,6 +146,14 @@ const char* LayoutName(Layout layout) {
       return "linear_halves";
     case Layout::kLinearDown:
       return "linear_down";
+    case Layout::kSharedLinearHalves:
+      return "shared_linear_halves";
+    case Layout::kRowsLinear:
+      return "rows_linear";
+    case Layout::kRowsXwDown:
+      return "rows_xw_down";
+    case Layout::kLinearRole:
+      return "linear_role";
   }
   return nullptr;
 }
@@ -394,6 +402,11 @@ std::deque<FamilyNames>& NameTables() {
               {WeightRole::kW2, "{p}moe.down_proj.weight",
                Layout::kLinearDown}},
              Shared("{p}share_expert.", "gate_proj", "up_proj", "down_proj"))},
+        // Grok-1: moe_block.gate and the experts' linear (gate), linear_v
+        // (up) and linear_1 (down).
+        {{HfFamily::kGrok1},
+         With({{WeightRole::kGate, "{p}moe_block.gate.weight"}},
+              Experts("{p}moe_block.", "linear", "linear_v", "linear_1"))},
     };
   }();
   return *tables;

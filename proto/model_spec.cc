@@ -45,7 +45,7 @@ moe::v1::ModelSpec ModelSpecFor(const ModelLocation& location,
     spec.set_checkpoint_dir(location.checkpoint_dir);
     for (const FamilyEntry& e : FamilyTable()) {
       if (e.source_file == nullptr) continue;
-      absl::StatusOr<std::string> doc = PrintFamilyJson(e.model_type);
+      absl::StatusOr<std::string> doc = PrintFamilyJson(e.family);
       if (doc.ok()) spec.add_family_json(*std::move(doc));
     }
   } else {

@@ -28,7 +28,7 @@ HfFamily FileTwin(HfFamily family) {
   static auto* twins = new std::map<HfFamily, HfFamily>;
   auto it = twins->find(family);
   if (it != twins->end()) return it->second;
-  absl::StatusOr<std::string> text = PrintFamilyJson(HfFamilyName(family));
+  absl::StatusOr<std::string> text = PrintFamilyJson(family);
   EXPECT_TRUE(text.ok()) << text.status();
   json doc = json::parse(*text);
   doc["model_type"] = absl::StrCat("file_", HfFamilyName(family));
@@ -40,7 +40,7 @@ HfFamily FileTwin(HfFamily family) {
 
 // The same document, less what names it.
 json Body(HfFamily family) {
-  json doc = json::parse(PrintFamilyJson(HfFamilyName(family)).value());
+  json doc = json::parse(PrintFamilyJson(family).value());
   doc.erase("model_type");
   doc.erase("like");
   return doc;

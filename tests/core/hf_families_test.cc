@@ -1650,6 +1650,43 @@ TEST(HfFamilies, PhimoeReadsSparsemixerAndItsJitterEpsilon) {
   EXPECT_TRUE(Mentions(k4.status(), "top_k")) << k4.status();
 }
 
+// Grok-1 as hpcai-tech's conversion writes its config: num_experts, the
+// router soft-cap (30 when absent), GELU (erf) experts under moe_block;
+// Grok-2's residual_moe is refused by name.
+TEST(HfFamilies, Grok1SoftCapsItsRouterAndRunsGeluExperts) {
+  const std::string base =
+      R"({"model_type":"grok-1","architectures":["Grok1ModelForCausalLM"],
+    "hidden_size":6144,"num_hidden_layers":64,"num_experts":8,
+    "num_experts_per_tok":2,"intermediate_size":32768)";
+  auto s = Parse(base + "}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto& c = s->info.layer;
+  EXPECT_EQ(s->family, HfFamily::kGrok1);
+  EXPECT_EQ(c.router_softcap, 30.0f);
+  EXPECT_EQ(c.act, Activation::kGeluErf);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSoftmax);
+  EXPECT_TRUE(c.route_norm);
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_EQ(s->info.moe_layers.size(), 64u);
+  EXPECT_EQ(HfTensorName(HfFamily::kGrok1, 7, WeightRole::kW1, 3),
+            "model.layers.7.moe_block.experts.3.linear.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kGrok1, 7, WeightRole::kW3, 3),
+            "model.layers.7.moe_block.experts.3.linear_v.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kGrok1, 7, WeightRole::kW2, 3),
+            "model.layers.7.moe_block.experts.3.linear_1.weight");
+  auto capped = Parse(base + R"(,"router_logit_softcapping":50.0,
+    "num_local_experts":8})");
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ(capped->info.layer.router_softcap, 50.0f);
+  auto local = Parse(R"({"model_type":"grok-1","hidden_size":64,
+    "num_hidden_layers":2,"num_local_experts":4,"num_experts_per_tok":2,
+    "intermediate_size":32})");
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(local->info.layer.num_experts, 4);
+  auto grok2 = Parse(base + R"(,"residual_moe":true})");
+  EXPECT_TRUE(Mentions(grok2.status(), "residual_moe")) << grok2.status();
+}
+
 TEST(HfFamilies, LongcatFlashReadsZeroExpertsAndItsLayerCount) {
   const std::string base =
       R"({"model_type":"longcat_flash","architectures":["LongcatFlashForCausalLM"],

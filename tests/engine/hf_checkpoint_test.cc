@@ -158,6 +158,12 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
       {HfFamily::kAfmoe, "minimax_m2_like"},
       {HfFamily::kLfm2Moe, "minimax_m2_like"},
       {HfFamily::kExaoneMoe, "deepseek_v3_like"},
+      {HfFamily::kPhimoe, "phimoe_like"},
+      {HfFamily::kLongcatFlash, "longcat_like"},
+      {HfFamily::kCohere2Moe, "cohere2_like"},
+      {HfFamily::kJetMoe, "jetmoe_like"},
+      {HfFamily::kStep3p5, "step35_like"},
+      {HfFamily::kGrok1, "grok1_like"},
   };
   for (const auto& [family, name] : kCases) {
     SCOPED_TRACE(absl::StrCat(HfFamilyName(family), " ", name));

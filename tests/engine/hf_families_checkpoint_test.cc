@@ -573,10 +573,10 @@ TEST(HfFamilyCheckpoint, UnknownModelTypeAndQuantisationAreRefusedAtOpen) {
   k.top_k = 2;
   auto c = testing::RandomCase(k, 4, 9);
   const std::string dir = Write(c, HfFamily::kMixtral, "unknown_");
-  ASSERT_TRUE(testing::SetHfConfigKey(dir, "model_type", R"("phimoe")").ok());
+  ASSERT_TRUE(testing::SetHfConfigKey(dir, "model_type", R"("nllb-moe")").ok());
   auto ckpt = HfCheckpoint::Open(dir);
   ASSERT_FALSE(ckpt.ok());
-  EXPECT_NE(ckpt.status().message().find("'phimoe'"), std::string::npos);
+  EXPECT_NE(ckpt.status().message().find("'nllb-moe'"), std::string::npos);
   EXPECT_NE(ckpt.status().message().find(SupportedHfFamilies()),
             std::string::npos)
       << ckpt.status();

@@ -99,6 +99,7 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kLongcatFlash, "longcat_like"},
       {HfFamily::kCohere2Moe, "cohere2_like"},
       {HfFamily::kJetMoe, "jetmoe_like"},
+      {HfFamily::kGrok1, "grok1_like"},
       {HfFamily::kStep3p5, "step35_like"},
   };
   return *cases;
@@ -227,7 +228,7 @@ TEST(FamilyRefusal, RouterRefusesAnUnknownCheckpointAtStart) {
     std::string key, value, names;
   };
   const Bad cases[] = {
-      {"model_type", R"("phimoe")", "'phimoe'"},
+      {"model_type", R"("switch_transformers")", "'switch_transformers'"},
       {"architectures", R"(["MixtralForSequenceClassification"])",
        "MixtralForSequenceClassification"},
       {"quantization_config", R"({"quant_method":"awq","bits":4})", "'awq'"},

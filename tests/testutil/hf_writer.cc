@@ -1025,6 +1025,8 @@ const char* Architecture(HfFamily f) {
       return "JetMoeForCausalLM";
     case HfFamily::kStep3p5:
       return "Step3p5ForCausalLM";
+    case HfFamily::kGrok1:
+      return "Grok1ModelForCausalLM";
   }
   return "";
 }
@@ -1563,6 +1565,7 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
     case HfFamily::kLfm2Moe:
     case HfFamily::kExaoneMoe:
       DeepseekStyleKeys(c, f, num_layers, &j);
+      break;
     case HfFamily::kPhimoe:
       j["num_local_experts"] = c.num_experts;
       j["intermediate_size"] = c.inter;
@@ -1599,6 +1602,17 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
           c.output_scale == 0.5f ? "average" : "sum";
       j["first_k_dense_replace"] = 1;
       j["prefix_dense_intermediate_size"] = 2 * c.hidden;
+      j["tie_word_embeddings"] = true;
+      break;
+    case HfFamily::kGrok1:
+      // hpcai-tech's conversion: num_experts, the soft-cap, no renorm key
+      // (residual_moe false renormalises).
+      j["num_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["router_logit_softcapping"] = c.router_softcap;
+      j["residual_moe"] = false;
+      j["attn_output_multiplier"] = 0.08838834764831845;
+      j["max_attn_value"] = 30.0;
       j["tie_word_embeddings"] = true;
       break;
     case HfFamily::kJetMoe:
