@@ -1186,6 +1186,8 @@ TEST(HfFamilies, Qwen3OmniMoeReadsTheThinkersNestedConfig) {
       R"({"model_type":"qwen3_omni_moe","thinker_config":{"hidden_size":64}})");
   EXPECT_TRUE(Mentions(shallow.status(), "thinker_config.text_config"))
       << shallow.status();
+}
+
 // --- DeepSeek-style families described by difference or by their keys ---
 
 // A layer list "dense" for the first `dense` layers, then "sparse".
@@ -1626,6 +1628,8 @@ TEST(HfFamilies, ExaoneMoeReadsItsRouterAndSwigluLimits) {
             "model.layers.1.mlp.gate.e_score_correction_bias");
   EXPECT_EQ(HfTensorName(HfFamily::kExaoneMoe, 1, WeightRole::kSharedW1, -1),
             "model.layers.1.mlp.shared_experts.gate_proj.weight");
+}
+
 TEST(HfFamilies, PhimoeReadsSparsemixerAndItsJitterEpsilon) {
   auto s =
       Parse(R"({"model_type":"phimoe","architectures":["PhimoeForCausalLM"],
@@ -1774,6 +1778,8 @@ TEST(HfFamilies, JetMoeReadsPackedExpertsAndItsOutputBias) {
     "num_hidden_layers":2,"num_local_experts":8,"num_experts_per_tok":2,
     "intermediate_size":32,"activation_function":"gelu"})");
   EXPECT_TRUE(Mentions(gelu.status(), "activation_function")) << gelu.status();
+}
+
 // Step-3.5-Flash: moe_* keys, MoE layers by moe_layers_enum, and each MoE
 // layer's own swiglustep limits (0 or null: plain silu) as the model's
 // config for the first and a per-layer override where another differs.

@@ -228,10 +228,10 @@ TEST_P(GoldenEngineTest, MatchesReference) {
   } else if (backend == Backend::kCuda) {
     // bf16 activations too: kBf16Tol where their rounding allows it.
     EXPECT_TRUE(testing::CudaBf16Close(*c, y));
+  } else if (backend == Backend::kCpuBf16) {
+    EXPECT_TRUE(testing::CpuBf16Close(*c, y));
   } else {
-    EXPECT_TRUE(AllClose(
-        y, c->y,
-        backend == Backend::kCpuF32 ? testing::kF32Tol : testing::kBf16Tol));
+    EXPECT_TRUE(AllClose(y, c->y, testing::kF32Tol));
   }
   if (c->config.routing == RoutingMode::kExpertChoice) {
     EXPECT_TRUE(testing::SameExpertChoice(*c, routing.expert, routing.weight,

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/hf_checkpoint.h"
 #include "core/hf_config_family.h"
@@ -364,8 +365,13 @@ std::string FamilyTestName(HfFamily family) {
   int sharing = 0;
   for (HfFamily f : AllHfFamilies()) sharing += name == HfFamilyName(f);
   if (sharing > 1) name += absl::StrCat("_", EntryOf(family).architectures[0]);
+  // A test name takes letters, digits and '_' only (grok-1).
+  for (char& ch : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
   return name;
 }
+
 // The F32 tensor `name` of the checkpoint in `dir`, found through its index.
 absl::StatusOr<std::vector<float>> ReadCheckpointF32(const std::string& dir,
                                                      const std::string& name) {

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <map>
 
+#include "core/dtype.h"
+#include "tests/testutil/reference_moe.h"
+
 namespace moe::testing {
 
 ::testing::AssertionResult AllClose(const std::vector<float>& got,
@@ -146,6 +149,25 @@ RmsError MeasureRmsError(const std::vector<float>& got,
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult CpuBf16Close(const GoldenCase& c,
+                                        const std::vector<float>& y) {
+  ::testing::AssertionResult close = AllClose(y, c.y, kBf16Tol);
+  if (close) return close;
+  GoldenCase rounded = c;
+  for (std::vector<float>* w : {&rounded.w1, &rounded.w3, &rounded.w2,
+                                &rounded.sw1, &rounded.sw3, &rounded.sw2}) {
+    for (float& v : *w) v = Bf16ToF32(F32ToBf16(v));
+  }
+  RunReferenceMoe(rounded);
+  if (AllClose(rounded.y, c.y, kBf16Tol)) {
+    return close << " (the reference on bf16-rounded weights meets the "
+                    "bound, so the engine's error is its own)";
+  }
+  return RmsClose(y, c.y, kBf16GpuTol)
+         << " (rounding this case's weights to bf16 alone breaks the "
+            "per-element bound: held to the RMS bound)";
 }
 
 }  // namespace moe::testing

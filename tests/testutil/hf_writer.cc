@@ -1891,26 +1891,19 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
       o.family == HfFamily::kQwen35Moe ? HfExpertLayout::kPacked : o.layout;
   // The language model's own prefix in a multimodal checkpoint.
   const HfFamily f = o.family;
-  const bool lm_first =
-      f == HfFamily::kLlama4 || f == HfFamily::kKimiK3 || f == HfFamily::kAria;
+  const bool lm_first = f == HfFamily::kLlama4 || f == HfFamily::kKimiK3 ||
+                        f == HfFamily::kAria || f == HfFamily::kKimiVl ||
+                        f == HfFamily::kKimiK25;
   const std::string lm = lm_first ? "language_model.model."
                          : f == HfFamily::kQwen35Moe ||
                                  f == HfFamily::kGemma4 ||
-                                 f == HfFamily::kQwen3VlMoe
+                                 f == HfFamily::kQwen3VlMoe ||
+                                 f == HfFamily::kGlm4vMoe
                              ? "model.language_model."
                          : f == HfFamily::kNemotronH    ? "backbone."
                          : f == HfFamily::kDbrx         ? "transformer."
                          : f == HfFamily::kQwen3OmniMoe ? "thinker.model."
                                                         : "model.";
-  const bool kimi_vision = f == HfFamily::kKimiK3 || f == HfFamily::kKimiVl ||
-                           f == HfFamily::kKimiK25;
-  const std::string lm =
-      f == HfFamily::kLlama4 || kimi_vision ? "language_model.model."
-      : f == HfFamily::kQwen35Moe || f == HfFamily::kGemma4 ||
-              f == HfFamily::kGlm4vMoe
-          ? "model.language_model."
-      : f == HfFamily::kNemotronH ? "backbone."
-                                  : "model.";
   std::vector<Tensor> tensors;
   tensors.push_back({lm + (f == HfFamily::kNemotronH ? "embeddings.weight"
                            : f == HfFamily::kDbrx    ? "wte.weight"
@@ -1953,11 +1946,6 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                          std::string("lm_head.weight"),
                      {kVocab, H},
                      Filler(o.seed + 5, kVocab * H, 0.5f)});
-  tensors.push_back(
-      {(f == HfFamily::kLlama4 || kimi_vision ? "language_model." : "") +
-           std::string("lm_head.weight"),
-       {kVocab, H},
-       Filler(o.seed + 5, kVocab * H, 0.5f)});
   if (o.family == HfFamily::kLlama4) {
     // The vision tower and projector of the multimodal checkpoint.
     tensors.push_back({"vision_model.patch_embedding.linear.weight",
@@ -2024,15 +2012,6 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                            : "multi_modal_projector.linear_1.weight",
                        {H, 48},
                        Filler(o.seed + 7, H * 48, 0.1f)});
-  }
-  if (o.family == HfFamily::kQwen35Moe) {
-    // The vision tower, which the loader must skip.
-    tensors.push_back({"model.visual.patch_embed.proj.weight",
-                       {H, 48},
-                       Filler(o.seed + 6, H * 48, 0.1f)});
-    tensors.push_back({"model.visual.merger.linear_fc2.weight",
-                       {H, H},
-                       Filler(o.seed + 7, H * H, 0.1f)});
   }
 
   const int shards = std::max(1, o.shards);
