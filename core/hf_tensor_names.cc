@@ -502,7 +502,9 @@ HfTensorLocation Interpret(const RoleName& entry, const std::string& p,
 
 HfNameTables HfFamilyNames(HfFamily family) {
   HfNameTables out;
-  const FamilyNames* names = NamesOf(HfBaseFamily(family));
+  // The tables HfLocate reads: the family's own, else its base family's.
+  const FamilyNames* names = NamesOf(family);
+  if (names == nullptr) names = NamesOf(HfBaseFamily(family));
   if (names == nullptr) return out;
   for (const auto& [from, to] :
        {std::pair{&names->per_expert, &out.per_expert},

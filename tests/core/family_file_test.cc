@@ -23,7 +23,7 @@ namespace {
 using json = nlohmann::json;
 
 // The file family that reads `family` back from its printed document,
-// added once per process under the model_type "file_<model_type>".
+// added once per process under the model_type "file_<n>_<model_type>".
 HfFamily FileTwin(HfFamily family) {
   static auto* twins = new std::map<HfFamily, HfFamily>;
   auto it = twins->find(family);
@@ -31,7 +31,10 @@ HfFamily FileTwin(HfFamily family) {
   absl::StatusOr<std::string> text = PrintFamilyJson(family);
   EXPECT_TRUE(text.ok()) << text.status();
   json doc = json::parse(*text);
-  doc["model_type"] = absl::StrCat("file_", HfFamilyName(family));
+  // Two families may share a model_type (bailing_moe): the twin's names
+  // its family too.
+  doc["model_type"] = absl::StrCat("file_", static_cast<int>(family), "_",
+                                   HfFamilyName(family));
   absl::StatusOr<HfFamily> twin =
       AddFamilyJson(doc.dump(), absl::StrCat(HfFamilyName(family), ".json"));
   EXPECT_TRUE(twin.ok()) << twin.status();

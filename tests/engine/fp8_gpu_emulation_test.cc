@@ -70,9 +70,12 @@ TEST_P(Bf16GpuEmulationTest, MatchesTheFp32ReferenceAtTheBf16Tolerance) {
   EXPECT_TRUE(rms);
   // The cases whose large intermediates rule the per-element bound out:
   // DeepSeek-V4's (silu_clamp at limit 10) and gpt-oss's (limit 7), outputs
-  // in the tens. Any other case beyond it would be news.
-  const bool large =
-      c->name.rfind("deepseek_v4", 0) == 0 || c->name.rfind("gptoss", 0) == 0;
+  // in the tens, and Step-3.5's (swiglustep at 7 and 16, scale 3: outputs
+  // up to 205, beyond the bound with bf16 weights alone). Any other case
+  // beyond it would be news.
+  const bool large = c->name.rfind("deepseek_v4", 0) == 0 ||
+                     c->name.rfind("gptoss", 0) == 0 ||
+                     c->name.rfind("step35", 0) == 0;
   EXPECT_EQ(per_element, !large);
 }
 

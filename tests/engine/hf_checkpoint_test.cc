@@ -93,7 +93,7 @@ TEST_P(HfGoldenTest, Bf16CheckpointWithinBf16Tolerance) {
   auto out = RunCheckpoint(dir, o.layer, c->x, c->tokens, WeightDType::kBF16,
                            c->token_ids);
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_TRUE(testing::AllClose(out->y, c->y, testing::kBf16Tol));
+  EXPECT_TRUE(testing::CpuBf16Close(*c, out->y));
   fs::remove_all(dir);
 }
 

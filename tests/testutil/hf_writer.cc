@@ -811,28 +811,25 @@ void AddDenseMlp(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
                  std::vector<Tensor>* out) {
   const bool llama4 = f == HfFamily::kLlama4 || f == HfFamily::kLlama4Text ||
                       f == HfFamily::kJamba;
+  // A dense MLP named w1 / w3 / w2 under `m`.
+  auto w1w3w2 = [&](const std::string& m) {
+    out->push_back(
+        {m + "w1.weight", {2 * H, H}, Filler(seed + 91, 2 * H * H, 0.1f)});
+    out->push_back(
+        {m + "w3.weight", {2 * H, H}, Filler(seed + 92, 2 * H * H, 0.1f)});
+    out->push_back(
+        {m + "w2.weight", {H, 2 * H}, Filler(seed + 93, 2 * H * H, 0.1f)});
+  };
   if (f == HfFamily::kLfm2Moe) {
     // LFM2-MoE's dense layers: feed_forward.w1 / w3 / w2.
-    const std::string ff = HfLayerPrefix(f, layer) + "feed_forward.";
-    out->push_back(
-        {ff + "w1.weight", {2 * H, H}, Filler(seed + 91, 2 * H * H, 0.1f)});
-    out->push_back(
-        {ff + "w3.weight", {2 * H, H}, Filler(seed + 92, 2 * H * H, 0.1f)});
-    out->push_back(
-        {ff + "w2.weight", {H, 2 * H}, Filler(seed + 93, 2 * H * H, 0.1f)});
+    w1w3w2(HfLayerPrefix(f, layer) + "feed_forward.");
     return;
   }
   const std::string p =
       HfLayerPrefix(f, layer) + (llama4 ? "feed_forward." : "mlp.");
   if (f == HfFamily::kArctic) {
     // Arctic's dense layers keep an MLP under block_sparse_moe.
-    const std::string a = HfLayerPrefix(f, layer) + "block_sparse_moe.";
-    out->push_back(
-        {a + "w1.weight", {2 * H, H}, Filler(seed + 91, 2 * H * H, 0.1f)});
-    out->push_back(
-        {a + "w3.weight", {2 * H, H}, Filler(seed + 92, 2 * H * H, 0.1f)});
-    out->push_back(
-        {a + "w2.weight", {H, 2 * H}, Filler(seed + 93, 2 * H * H, 0.1f)});
+    w1w3w2(HfLayerPrefix(f, layer) + "block_sparse_moe.");
     return;
   }
   out->push_back(
@@ -2038,7 +2035,11 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                         absl::EndsWith(t.name, "e_score_correction_bias") ||
                         absl::EndsWith(t.name, "gate.bias") ||
                         absl::EndsWith(t.name, "router.bias") ||
-                        absl::EndsWith(t.name, "moe.router_bias");
+                        absl::EndsWith(t.name, "moe.router_bias") ||
+                        absl::EndsWith(t.name, "router.classifier.weight") ||
+                        absl::EndsWith(t.name, "router.classifier.bias") ||
+                        absl::EndsWith(t.name, "router.layer.weight") ||
+                        absl::EndsWith(t.name, "moe_block.gate.weight");
     const DType dtype = t.fixed || t.dtype == DType::kI32 ? t.dtype
                         : router                          ? o.router_storage
                                                           : o.storage;

@@ -13,8 +13,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/hf_config.h"
+#include "core/status_macros.h"
 #include "tests/testutil/golden_case.h"
 #include "tests/testutil/hf_writer.h"
+#include "tests/testutil/reference_moe.h"
 
 namespace moe::testing {
 namespace {
@@ -56,6 +58,29 @@ absl::Status Write(HfFamily f, const std::string& dir, HfWriteOptions o) {
       return s;
     }
     last = s;
+  }
+  // No golden case has this family's math (Jamba's softmax without renorm,
+  // Hunyuan's shared MLP always there): a random case of a small softmax
+  // config the family expresses, with the reference's outputs.
+  for (const bool norm : {true, false}) {
+    for (const int64_t shared : {0, 32, 48, 64}) {
+      MoeLayerConfig k;
+      k.hidden = 64;
+      k.inter = 32;
+      k.num_experts = 8;
+      k.top_k = 2;
+      k.route_norm = norm;
+      k.shared_inter = shared;
+      bool fits = false;
+      for (HfFamily g : FamiliesFor(k)) fits |= g == f;
+      if (!fits) continue;
+      const GoldenCase c = RandomCase(k, 16, 11, "random");
+      MOE_RETURN_IF_ERROR(WriteHfCheckpoint(c, o, dir));
+      std::printf("wrote a random %s checkpoint (a reference case at layer "
+                  "%ld) to %s\n",
+                  HfFamilyName(f), static_cast<long>(o.layer), dir.c_str());
+      return absl::OkStatus();
+    }
   }
   return last;
 }
