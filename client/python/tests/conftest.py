@@ -152,6 +152,14 @@ def load_golden(name):
     return tensors, json.loads(meta["config"])
 
 
+def uses_2026d_pieces(c: dict) -> bool:
+    """Whether golden config `c` needs a 2026d piece (golden README)."""
+    return (c.get("score_func") == "sparsemixer" or c.get("zero_experts", 0) > 0
+            or c.get("router_softcap", 0.0) > 0 or bool(c.get("shared_act"))
+            or c.get("output_scale", 1.0) != 1.0 or c.get("output_bias", False)
+            or c.get("act") in ("gelu_erf", "swiglustep"))
+
+
 def _family_of(c: dict) -> str:
     """The Hugging Face family whose config.json expresses golden config `c`."""
     # The late-2026 families, by their activations (golden README 2026b/c).
@@ -309,6 +317,11 @@ def served_golden(request, tmp_path_factory):
     case's cluster starts once for all of them."""
     name = request.param
     tensors, cfg = load_golden(name)
+    if uses_2026d_pieces(cfg):
+        pytest.skip(f"{name}: this writer has no family for the 2026d pieces "
+                    "(sparsemixer, zero experts, soft-cap, gelu_erf, swiglustep, "
+                    "output scale and bias) yet; families_golden_test serves it "
+                    "by router + 2 workers in its own family")
     d = tmp_path_factory.mktemp(name.replace(".safetensors", ""))
     fam = write_golden_checkpoint(tensors, cfg, str(d / "ckpt"))
     c = Cluster(str(d / "run"), [f"--model={d / 'ckpt'}"], workers=2)
