@@ -150,9 +150,9 @@ json Strs(const std::vector<const char*>& list) {
   return out;
 }
 json IntKeyJson(const IntKey& k) {
-  return {{"key", Str(k.key)},
-          {"fallback", k.fallback.has_value() ? json(*k.fallback)
-                                              : json(nullptr)}};
+  return {
+      {"key", Str(k.key)},
+      {"fallback", k.fallback.has_value() ? json(*k.fallback) : json(nullptr)}};
 }
 json NumberKeyJson(const NumberKey& k) {
   return {{"key", Str(k.key)}, {"fallback", k.fallback}};
@@ -170,9 +170,8 @@ json ScaleKeyJson(const ScaleKey& k) {
   for (const ScaleName& v : k.values) {
     values.push_back({{"name", v.name}, {"scale", v.scale}});
   }
-  return {{"key", Str(k.key)},
-          {"fallback", Str(k.fallback)},
-          {"values", values}};
+  return {
+      {"key", Str(k.key)}, {"fallback", Str(k.fallback)}, {"values", values}};
 }
 json RuleJson(FamilyRule rule, absl::Status* status) {
   if (rule == nullptr) return nullptr;
@@ -187,7 +186,8 @@ absl::StatusOr<json> DescriptionJson(const MoeDescription& d) {
   absl::Status status;
   json score_values = json::array();
   for (const ScoreName& v : d.score_key.values) {
-    score_values.push_back({{"name", v.name}, {"func", ScoreFuncLabel(v.func)}});
+    score_values.push_back(
+        {{"name", v.name}, {"func", ScoreFuncLabel(v.func)}});
   }
   json formats = json::array();
   for (const StringKey& f : d.formats) formats.push_back(StringKeyJson(f));
@@ -260,9 +260,8 @@ json Renamed(const std::vector<std::pair<const char*, const char*>>& keys) {
 
 json NamesJson(const HfNameTables& names) {
   json out = json::object();
-  for (const auto& [label, table] :
-       {std::pair{"per_expert", &names.per_expert},
-        std::pair{"packed", &names.packed}}) {
+  for (const auto& [label, table] : {std::pair{"per_expert", &names.per_expert},
+                                     std::pair{"packed", &names.packed}}) {
     json rows = json::array();
     for (const HfRoleName& r : *table) {
       rows.push_back({{"role", WeightRoleName(r.role)},
@@ -319,8 +318,8 @@ class Fields {
       return absl::OkStatus();
     }
     if (!At(field).is_string()) {
-      return Error(field, nullable ? "must be a string or null"
-                                   : "must be a string");
+      return Error(field,
+                   nullable ? "must be a string or null" : "must be a string");
     }
     *out = Keep(At(field).get<std::string>());
     return absl::OkStatus();
@@ -343,14 +342,15 @@ class Fields {
     std::vector<std::string> names;
     for (E e : AllOf(name_of)) {
       names.push_back(name_of(e));
-      if (At(field).is_string() && At(field).get<std::string>() == names.back()) {
+      if (At(field).is_string() &&
+          At(field).get<std::string>() == names.back()) {
         *out = e;
         return absl::OkStatus();
       }
     }
-    return Error(field, absl::StrCat("must be one of ",
-                                     absl::StrJoin(names, ", "), ", not ",
-                                     At(field).dump()));
+    return Error(field,
+                 absl::StrCat("must be one of ", absl::StrJoin(names, ", "),
+                              ", not ", At(field).dump()));
   }
   // A nested object's fields, after checking that it is one.
   absl::StatusOr<Fields> Object(const char* field) {
@@ -545,8 +545,9 @@ absl::Status ReadGroups(Fields& f, GroupDescription* d) {
   MOE_RETURN_IF_ERROR(o.String("method_fallback", &d->method_fallback));
   MOE_RETURN_IF_ERROR(o.Finish());
   if (d->rule == GroupRule::kDeepseekTopkMethod && d->method_key == nullptr) {
-    return o.Error("method_key", "must name a config key for rule "
-                                 "deepseek_topk_method");
+    return o.Error("method_key",
+                   "must name a config key for rule "
+                   "deepseek_topk_method");
   }
   return absl::OkStatus();
 }
@@ -670,8 +671,7 @@ absl::Status ReadNameTable(Fields& f, const char* field,
     }
     for (const HfRoleName& seen : *table) {
       if (seen.role == r) {
-        return item.Error("role", absl::StrCat("'", role,
-                                               "' is listed twice"));
+        return item.Error("role", absl::StrCat("'", role, "' is listed twice"));
       }
     }
     const std::string template_name = name;
@@ -698,10 +698,10 @@ absl::Status CheckNamesCover(Fields& names, const MoeDescription& d,
     bool found = false;
     for (const HfRoleName& r : tables.per_expert) found |= r.role == role;
     if (!found) {
-      return names.Error("per_expert",
-                         absl::StrCat("has no entry for role ",
-                                      WeightRoleName(role),
-                                      ", which this description needs"));
+      return names.Error(
+          "per_expert",
+          absl::StrCat("has no entry for role ", WeightRoleName(role),
+                       ", which this description needs"));
     }
   }
   return absl::OkStatus();
@@ -722,8 +722,8 @@ absl::StatusOr<std::string> PrintFamilyJson(HfFamily family) {
   json out = {
       {"model_type", e.model_type},
       {"architectures", Strs(e.architectures)},
-      {"like", e.like.has_value() ? json(HfFamilyName(*e.like))
-                                  : json(nullptr)},
+      {"like",
+       e.like.has_value() ? json(HfFamilyName(*e.like)) : json(nullptr)},
       {"text_config", e.text_config},
       {"layer_prefix", prefix},
       {"moe_layer_lists", Strs(e.moe_layer_lists)},
@@ -755,19 +755,18 @@ absl::StatusOr<std::string> PrintFamilyJson(absl::string_view name) {
     if (found.size() > 1) {
       std::vector<std::string> classes;
       for (const FamilyEntry* e : found) {
-        classes.push_back(absl::StrCat(e->model_type, " (",
-                                       absl::StrJoin(e->architectures, ", "),
-                                       ")"));
+        classes.push_back(absl::StrCat(
+            e->model_type, " (", absl::StrJoin(e->architectures, ", "), ")"));
       }
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", name, "' names ", found.size(), " families: ",
-          absl::StrJoin(classes, "; "),
-          by_class ? "" : "; give the architecture instead"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", name, "' names ", found.size(),
+                       " families: ", absl::StrJoin(classes, "; "),
+                       by_class ? "" : "; give the architecture instead"));
     }
   }
-  return absl::NotFoundError(absl::StrCat(
-      "no family with model_type or architecture '", name,
-      "' (known: ", SupportedHfFamilies(), ")"));
+  return absl::NotFoundError(
+      absl::StrCat("no family with model_type or architecture '", name,
+                   "' (known: ", SupportedHfFamilies(), ")"));
 }
 
 absl::StatusOr<HfFamily> AddFamilyJson(absl::string_view text,
@@ -824,9 +823,10 @@ absl::StatusOr<HfFamily> AddFamilyJson(absl::string_view text,
       found = true;
     }
     if (!found) {
-      return top.Error("like", absl::StrCat("'", like, "' is no known family ("
-                                            "known: ", SupportedHfFamilies(),
-                                            ")"));
+      return top.Error("like", absl::StrCat("'", like,
+                                            "' is no known family ("
+                                            "known: ",
+                                            SupportedHfFamilies(), ")"));
     }
   } else if (!top.Has("moe") || !top.Has("names")) {
     return top.Error(top.Has("moe") ? "names" : "moe",

@@ -337,11 +337,11 @@ absl::Status HfCheckpoint::DetectExpertLayout() {
     return absl::OkStatus();
   }
   return NamedByFamilyFile(
-      absl::NotFoundError(absl::StrCat(
-          dir_, ": checkpoint has no tensor '", per_expert.name,
-          "' (one tensor per expert) nor '", packed.name,
-          "' (transformers v5 packed experts, ",
-          ShapeString(packed.fused_shape), ")")),
+      absl::NotFoundError(
+          absl::StrCat(dir_, ": checkpoint has no tensor '", per_expert.name,
+                       "' (one tensor per expert) nor '", packed.name,
+                       "' (transformers v5 packed experts, ",
+                       ShapeString(packed.fused_shape), ")")),
       WeightRole::kW1);
 }
 
@@ -389,11 +389,11 @@ absl::Status HfCheckpoint::NamedByFamilyFile(const absl::Status& missing,
   if (file.empty()) return missing;
   return absl::Status(
       missing.code(),
-      absl::StrCat(missing.message(), " (the name template of role ",
-                   WeightRoleName(role), " in field 'names.",
-                   spec_.layout == HfExpertLayout::kPacked ? "packed"
-                                                           : "per_expert",
-                   "' of family file ", file, ")"));
+      absl::StrCat(
+          missing.message(), " (the name template of role ",
+          WeightRoleName(role), " in field 'names.",
+          spec_.layout == HfExpertLayout::kPacked ? "packed" : "per_expert",
+          "' of family file ", file, ")"));
 }
 
 absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,

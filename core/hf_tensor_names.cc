@@ -42,7 +42,7 @@ enum class Layout {
   // intermediate), read as [E, I, H].
   kRowsLinear,
   kRowsXwDown,
-  kLinearRole,       // [E, I, H]: one role's rows (gate or up) alone
+  kLinearRole,  // [E, I, H]: one role's rows (gate or up) alone
 };
 
 // A role's tensor name: {p} stands for the layer prefix, {e} for the
@@ -506,9 +506,8 @@ HfNameTables HfFamilyNames(HfFamily family) {
   const FamilyNames* names = NamesOf(family);
   if (names == nullptr) names = NamesOf(HfBaseFamily(family));
   if (names == nullptr) return out;
-  for (const auto& [from, to] :
-       {std::pair{&names->per_expert, &out.per_expert},
-        std::pair{&names->packed, &out.packed}}) {
+  for (const auto& [from, to] : {std::pair{&names->per_expert, &out.per_expert},
+                                 std::pair{&names->packed, &out.packed}}) {
     for (const RoleName& entry : *from) {
       to->push_back({entry.role, entry.name, LayoutName(entry.layout)});
     }
@@ -533,10 +532,10 @@ absl::Status AddHfFamilyNames(HfFamily family, const HfNameTables& names) {
         if (entry.layout == LayoutName(l)) layout = l;
       }
       if (!layout.has_value()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "names.", label, " ", WeightRoleName(entry.role), ": layout '",
-            entry.layout, "' is not one of ",
-            absl::StrJoin(HfLayoutNames(), ", ")));
+        return absl::InvalidArgumentError(
+            absl::StrCat("names.", label, " ", WeightRoleName(entry.role),
+                         ": layout '", entry.layout, "' is not one of ",
+                         absl::StrJoin(HfLayoutNames(), ", ")));
       }
       for (const RoleName& seen : *to) {
         if (seen.role == entry.role) {

@@ -134,12 +134,12 @@ absl::Status MoeLayerConfig::Validate() const {
     return Bad("zero_experts", "must be in [0, 65536]");
   }
   if (top_k <= 0 || top_k > router_rows()) {
-    return Bad("top_k", zero_experts > 0
-                            ? absl::StrCat("must be in [1, experts + "
-                                           "zero_experts=",
-                                           router_rows(), "]")
-                            : absl::StrCat("must be in [1, experts=",
-                                           num_experts, "]"));
+    return Bad("top_k",
+               zero_experts > 0
+                   ? absl::StrCat("must be in [1, experts + "
+                                  "zero_experts=",
+                                  router_rows(), "]")
+                   : absl::StrCat("must be in [1, experts=", num_experts, "]"));
   }
   if (!std::isfinite(route_scale)) return Bad("route_scale", "must be finite");
   if (n_groups < 0) return Bad("n_groups", "must be >= 0");

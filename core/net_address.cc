@@ -162,8 +162,7 @@ absl::Status ListenFailure(absl::string_view flag, absl::string_view address,
   return absl::UnavailableError(absl::StrCat(flag, " ", address, ": ", cause));
 }
 
-absl::Status CheckCanListen(absl::string_view flag,
-                            absl::string_view address) {
+absl::Status CheckCanListen(absl::string_view flag, absl::string_view address) {
   if (BindProbe(address).empty()) return absl::OkStatus();
   return ListenFailure(flag, address);
 }

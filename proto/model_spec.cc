@@ -31,8 +31,8 @@ absl::Status AddRouterFamily(const std::string& doc) {
         "assignment: the router's family '", model_type,
         "' differs from the one this worker knows by that model_type"));
   }
-  return AddFamilyJson(doc, absl::StrCat("(the router's family '",
-                                         model_type, "')"))
+  return AddFamilyJson(doc,
+                       absl::StrCat("(the router's family '", model_type, "')"))
       .status();
 }
 

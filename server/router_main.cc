@@ -258,8 +258,8 @@ int main(int argc, char** argv) {
       "[--listen HOST:PORT] [--num-workers P] [--step-timeout-ms T] "
       "[--max-batch-tokens N] [--batch-window-us U]",
       "router");
-  if (int rc = moe::AddFamilies(
-          moe::RepeatedFlagValues(argc, argv, "family_file"));
+  if (int rc =
+          moe::AddFamilies(moe::RepeatedFlagValues(argc, argv, "family_file"));
       rc >= 0) {
     return rc;
   }

@@ -75,8 +75,8 @@ TEST(FamilyFile, EveryBuiltInRoundTripsToTheSameModelInfoAndNames) {
       EXPECT_EQ(a.routing_overrides, b.routing_overrides);
       EXPECT_EQ(built_in->quant_method, from_file->quant_method);
       for (int64_t layer : a.moe_layers) {
-        for (int role = 0; std::string(WeightRoleName(
-                               static_cast<WeightRole>(role))) != "?";
+        for (int role = 0;
+             std::string(WeightRoleName(static_cast<WeightRole>(role))) != "?";
              ++role) {
           for (HfExpertLayout layout :
                {HfExpertLayout::kPerExpert, HfExpertLayout::kPacked}) {
@@ -206,8 +206,7 @@ TEST(FamilyFile, BadDocumentsAreRefusedNamingTheField) {
       {"unknown top-level field", [](json& d) { d["experts"] = 8; },
        "'experts'"},
       {"unknown nested field",
-       [](json& d) { d["moe"]["experts"]["kee"] = "x"; },
-       "'moe.experts.kee'"},
+       [](json& d) { d["moe"]["experts"]["kee"] = "x"; }, "'moe.experts.kee'"},
       {"wrong type", [](json& d) { d["moe"]["route_norm"]["fallback"] = 1; },
        "'moe.route_norm.fallback'"},
       {"unknown enum value",
@@ -227,8 +226,7 @@ TEST(FamilyFile, BadDocumentsAreRefusedNamingTheField) {
       {"a needed role without a name",
        [](json& d) { d["names"]["per_expert"].erase(3); },
        "'names.per_expert'"},
-      {"no architectures",
-       [](json& d) { d["architectures"] = json::array(); },
+      {"no architectures", [](json& d) { d["architectures"] = json::array(); },
        "'architectures'"},
       {"architectures of the wrong type",
        [](json& d) { d["architectures"] = "AcmeMoeForCausalLM"; },
@@ -236,11 +234,10 @@ TEST(FamilyFile, BadDocumentsAreRefusedNamingTheField) {
       {"no expert count key", [](json& d) { d["moe"].erase("experts"); },
        "'moe.experts'"},
       {"an unknown like", [](json& d) { d["like"] = "mixtrel"; }, "'like'"},
-      {"a built-in model_type",
-       [](json& d) { d["model_type"] = "mixtral"; }, "'model_type'"},
+      {"a built-in model_type", [](json& d) { d["model_type"] = "mixtral"; },
+       "'model_type'"},
       {"a prefix without {L}",
-       [](json& d) { d["layer_prefix"] = "model.blocks."; },
-       "'layer_prefix'"},
+       [](json& d) { d["layer_prefix"] = "model.blocks."; }, "'layer_prefix'"},
       {"an unknown rule", [](json& d) { d["moe"]["finish"] = "magic"; },
        "'moe.finish'"},
   };

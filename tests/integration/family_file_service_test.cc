@@ -121,8 +121,8 @@ void ExpectServed(const testing::GoldenCase& c, const std::string& dir,
   EXPECT_EQ(info->experts(), c.config.num_experts);
   ForwardOptions fo;
   fo.routing = true;
-  auto r = cluster.client().Forward(1, c.x.data(), c.tokens, c.config.hidden,
-                                    fo);
+  auto r =
+      cluster.client().Forward(1, c.x.data(), c.tokens, c.config.hidden, fo);
   ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
   EXPECT_TRUE(testing::AllClose(r->y, c.y, testing::kF32Tol));
   EXPECT_TRUE(testing::SameTokenRouting(c.top_idx, c.top_w, r->expert_ids,
@@ -146,10 +146,10 @@ TEST(FamilyFileService, ANewFamilyFromAFileIsServedByRouterAndTwoWorkers) {
   ExpectServed(c, dir + "/model", {"--family-file=" + dir + "/acme.json"},
                "acme_moe");
   // Without the file the family is unknown, and the router refuses it.
-  testing::CommandResult r = testing::RunCommand(
-      {testing::RouterBinary(), "--model=" + dir + "/model",
-       "--listen=127.0.0.1:0", "--num-workers=0"},
-      std::chrono::seconds(30));
+  testing::CommandResult r =
+      testing::RunCommand({testing::RouterBinary(), "--model=" + dir + "/model",
+                           "--listen=127.0.0.1:0", "--num-workers=0"},
+                          std::chrono::seconds(30));
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("'acme_moe'"), std::string::npos) << r.output;
   fs::remove_all(dir);
@@ -158,9 +158,9 @@ TEST(FamilyFileService, ANewFamilyFromAFileIsServedByRouterAndTwoWorkers) {
 TEST(FamilyFileService, APrintedBuiltInServesUnderAnotherModelType) {
   const testing::GoldenCase c = Case("mixtral_like");
   const std::string dir = testing::MakeTempDir("printed_");
-  testing::CommandResult printed = testing::RunCommand(
-      {testing::RouterBinary(), "--print-family=mixtral"},
-      std::chrono::seconds(30));
+  testing::CommandResult printed =
+      testing::RunCommand({testing::RouterBinary(), "--print-family=mixtral"},
+                          std::chrono::seconds(30));
   ASSERT_EQ(printed.exit_code, 0) << printed.output;
   json doc = json::parse(printed.output.substr(printed.output.find('{')),
                          nullptr, false);
@@ -172,9 +172,9 @@ TEST(FamilyFileService, APrintedBuiltInServesUnderAnotherModelType) {
   o.family = HfFamily::kMixtral;
   o.layer = 1;
   ASSERT_TRUE(testing::WriteHfCheckpoint(c, o, dir + "/model").ok());
-  ASSERT_TRUE(
-      testing::SetHfConfigKey(dir + "/model", "model_type", R"("mixtral_as_file")")
-          .ok());
+  ASSERT_TRUE(testing::SetHfConfigKey(dir + "/model", "model_type",
+                                      R"("mixtral_as_file")")
+                  .ok());
   // The flag may be repeated; a second, unrelated file rides along.
   WriteText(dir + "/acme.json", kAcmeFamily);
   ExpectServed(c, dir + "/model",
@@ -196,12 +196,10 @@ TEST(FamilyFileService, BadFilesAndMissingTensorsAreRefusedAtStart) {
   const std::vector<Bad> cases = {
       {"unknown field", [](json& d) { d["moe"]["expertz"] = 1; },
        "'moe.expertz'"},
-      {"wrong type", [](json& d) { d["text_config"] = "no"; },
-       "'text_config'"},
+      {"wrong type", [](json& d) { d["text_config"] = "no"; }, "'text_config'"},
       // The family names a key this config does not have.
       {"a key missing from the config",
-       [](json& d) { d["moe"]["inter"]["key"] = "ffn_width"; },
-       "'ffn_width'"},
+       [](json& d) { d["moe"]["inter"]["key"] = "ffn_width"; }, "'ffn_width'"},
       // A template that finds no tensor in the checkpoint.
       {"a template that finds no tensor",
        [](json& d) {

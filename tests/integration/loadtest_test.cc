@@ -416,8 +416,8 @@ TEST(LoadtestRefusals, FloodRefusalsAreCountedApart) {
 TEST(MoeCli, InfoUsageAndTheHealthPort) {
   LocalCluster cluster;
   LocalCluster::Options o;
-  o.model_args = {"--synthetic", "--hidden=32", "--inter=16", "--experts=4",
-                  "--top-k=1", "--layers=1"};
+  o.model_args = {"--synthetic", "--hidden=32", "--inter=16",
+                  "--experts=4", "--top-k=1",   "--layers=1"};
   o.workers = 0;
   o.router_args = {"--health-listen=127.0.0.1:0",
                    "--health-port-file=" + cluster.dir() + "/health_port"};
@@ -426,10 +426,10 @@ TEST(MoeCli, InfoUsageAndTheHealthPort) {
       {testing::CliBinary(), "info", "--target=" + cluster.target()},
       std::chrono::seconds(20));
   ASSERT_EQ(info.exit_code, 0) << info.output;
-  EXPECT_NE(info.output.find(
-                "layer: H=32 I=16 E=4 k=1 shared=0 latent=none act=silu "
-                "gated=yes weights="),
-            std::string::npos)
+  EXPECT_NE(
+      info.output.find("layer: H=32 I=16 E=4 k=1 shared=0 latent=none act=silu "
+                       "gated=yes weights="),
+      std::string::npos)
       << info.output;
   EXPECT_NE(info.output.find("in 1 MoE layer)"), std::string::npos)
       << info.output;
@@ -453,10 +453,10 @@ TEST(MoeCli, InfoUsageAndTheHealthPort) {
   int health_port = 0;
   std::ifstream(cluster.dir() + "/health_port") >> health_port;
   ASSERT_GT(health_port, 0);
-  auto on_health = testing::RunCommand(
-      {testing::CliBinary(), "info",
-       absl::StrCat("--target=127.0.0.1:", health_port)},
-      std::chrono::seconds(20));
+  auto on_health =
+      testing::RunCommand({testing::CliBinary(), "info",
+                           absl::StrCat("--target=127.0.0.1:", health_port)},
+                          std::chrono::seconds(20));
   EXPECT_EQ(on_health.exit_code, 12) << on_health.output;  // UNIMPLEMENTED
   EXPECT_NE(on_health.output.find("health-only port (--health-listen"),
             std::string::npos)
@@ -472,9 +472,9 @@ TEST(MoeCli, InfoUsageAndTheHealthPort) {
       {testing::CliBinary(), "health", "--wait=2s", "--timeout-ms=500",
        absl::StrCat("--target=127.0.0.1:", health_port)},
       std::chrono::seconds(20));
-  const double took = std::chrono::duration<double>(
-                          std::chrono::steady_clock::now() - t0)
-                          .count();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   EXPECT_EQ(wait.exit_code, 14) << wait.output;  // UNAVAILABLE
   EXPECT_GE(took, 2.0);
   EXPECT_LT(took, 8.0);
