@@ -39,6 +39,11 @@ def token_choice(cfg):
     return cfg["routing"] == "token_choice"
 
 
+def router_rows(cfg):
+    """The gate's rows: E real experts and Z zero-computation ones."""
+    return cfg["experts"] + cfg.get("zero_experts", 0)
+
+
 def hash_routed(cfg):
     return cfg.get("hash_vocab", 0) > 0
 
@@ -48,13 +53,13 @@ def test_routing_replay(served_golden):
     if not token_choice(cfg):
         pytest.skip("expert-choice layer: the service takes routing for token choice only")
     sent = (t["top_idx"], t["top_w"])
-    y = c.client.forward(0, t["x"], routing=sent, return_routing=True,
+    y = c.client.forward(c.layer, t["x"], routing=sent, return_routing=True,
                          token_ids=t.get("token_ids"))
     check(y, t["y"], name + " (routing replayed)")
     np.testing.assert_array_equal(y.routing.expert_ids, t["top_idx"])
     np.testing.assert_array_equal(y.routing.weights, t["top_w"].astype(np.float32))
     # A replayed answer's own routing, as torch tensors, gives it again.
-    yt = c.client.forward(0, torch.from_numpy(t["x"]),
+    yt = c.client.forward(c.layer, torch.from_numpy(t["x"]),
                           routing=(torch.from_numpy(y.routing.expert_ids),
                                    torch.from_numpy(y.routing.weights)),
                           token_ids=t.get("token_ids"))
@@ -62,8 +67,9 @@ def test_routing_replay(served_golden):
     np.testing.assert_array_equal(yt.numpy(), y)
     # Routing other than the gate's is dispatched as sent: every id moved to
     # the next expert is answered with those ids and another y.
-    moved = (t["top_idx"] + 1) % cfg["experts"]
-    ym = c.client.forward(0, t["x"], routing=(moved, t["top_w"]), return_routing=True,
+    # (A zero-computation expert, ids E..E+Z-1, is a router row too.)
+    moved = (t["top_idx"] + 1) % router_rows(cfg)
+    ym = c.client.forward(c.layer, t["x"], routing=(moved, t["top_w"]), return_routing=True,
                           token_ids=t.get("token_ids"))
     np.testing.assert_array_equal(ym.routing.expert_ids, moved)
     assert within(ym, t["y"], *F32_TOL) > 0, "moving every slot left y as it was"
@@ -74,7 +80,7 @@ def test_router_logits_sent(served_golden):
     if hash_routed(cfg):
         pytest.skip("hash-routed layer: it routes by token id, the service refuses logits")
     logits = gate_logits(t, cfg)
-    y = c.client.forward(0, t["x"], router_logits=logits, return_router_logits=True,
+    y = c.client.forward(c.layer, t["x"], router_logits=logits, return_router_logits=True,
                          token_ids=t.get("token_ids"))
     check(y, t["y"], name + " (router_logits sent)")
     # Returned as sent.
@@ -83,25 +89,25 @@ def test_router_logits_sent(served_golden):
 
 def test_router_logits_returned(served_golden):
     name, t, cfg, c = served_golden
-    y = c.client.forward(0, torch.from_numpy(t["x"]), return_router_logits=True,
+    y = c.client.forward(c.layer, torch.from_numpy(t["x"]), return_router_logits=True,
                          token_ids=t.get("token_ids"))
     check(y.numpy(), t["y"], name)
     logits = y.router_logits
     assert isinstance(logits, torch.Tensor) and logits.dtype == torch.float32
-    assert tuple(logits.shape) == (t["x"].shape[0], cfg["experts"])
+    assert tuple(logits.shape) == (t["x"].shape[0], router_rows(cfg))
     check(logits.numpy(), gate_logits(t, cfg), name + " (router_logits returned)")
 
 
 def test_shared_separate_and_skip(served_golden):
     name, t, cfg, c = served_golden
     ids = t.get("token_ids")
-    apart = c.client.forward(0, t["x"], shared="separate", token_ids=ids)
+    apart = c.client.forward(c.layer, t["x"], shared="separate", token_ids=ids)
     assert apart.shared_output.shape == t["y"].shape
     check(apart + apart.shared_output, t["y"], name + " (output + shared_output)")
     has_shared = cfg["shared_inter"] > 0
     assert has_shared == bool(np.any(apart.shared_output != 0)), \
         "shared_output is zeros exactly when the layer has no shared experts"
-    skipped = c.client.forward(0, t["x"], shared="skip", token_ids=ids)
+    skipped = c.client.forward(c.layer, t["x"], shared="skip", token_ids=ids)
     assert skipped.shared_output is None
     # y - shared: the routed part, the same bits as "separate"'s.
     np.testing.assert_array_equal(skipped, apart)

@@ -24,7 +24,7 @@ def check(y, ref, tol, what):
 
 def test_numpy_f32_with_routing(case):
     name, t, cfg, c = case
-    y = c.client.forward(0, t["x"], routing=True, timing=True, token_ids=t.get("token_ids"))
+    y = c.client.forward(c.layer, t["x"], routing=True, timing=True, token_ids=t.get("token_ids"))
     assert isinstance(y, np.ndarray) and y.dtype == np.float32 and y.shape == t["y"].shape
     check(y, t["y"], F32_TOL, name)
     assert y.timing.total_us > 0 and y.timing.batch_tokens >= t["x"].shape[0]
@@ -42,7 +42,7 @@ def test_numpy_f32_with_routing(case):
 def test_torch_f32(case):
     name, t, _, c = case
     x = torch.from_numpy(t["x"])
-    y = c.client.forward(0, x, token_ids=t.get("token_ids"))
+    y = c.client.forward(c.layer, x, token_ids=t.get("token_ids"))
     assert isinstance(y, torch.Tensor) and y.dtype == torch.float32
     check(y.numpy(), t["y"], F32_TOL, name)
 
@@ -81,8 +81,8 @@ def check_bf16(y32_of_rounded, y_bf16_as_f32, routing, t, cfg, name):
 def test_torch_bf16(case):
     name, t, cfg, c = case
     xb = torch.from_numpy(t["x"]).to(torch.bfloat16)
-    ref = c.client.forward(0, xb.float(), routing=True, token_ids=t.get("token_ids"))
-    y = c.client.forward(0, xb, token_ids=t.get("token_ids"))
+    ref = c.client.forward(c.layer, xb.float(), routing=True, token_ids=t.get("token_ids"))
+    y = c.client.forward(c.layer, xb, token_ids=t.get("token_ids"))
     assert isinstance(y, torch.Tensor) and y.dtype == torch.bfloat16
     assert y.shape == xb.shape
     check_bf16(ref.numpy(), y.float().numpy(), ref.routing, t, cfg, name)
@@ -91,14 +91,14 @@ def test_torch_bf16(case):
 def test_numpy_bf16_bits(case):
     name, t, cfg, c = case
     bits = f32_to_bf16_bits(t["x"])
-    ref = c.client.forward(0, bf16_bits_to_f32(bits), routing=True, token_ids=t.get("token_ids"))
-    y = c.client.forward(0, bits, dtype="bf16", token_ids=t.get("token_ids"))
+    ref = c.client.forward(c.layer, bf16_bits_to_f32(bits), routing=True, token_ids=t.get("token_ids"))
+    y = c.client.forward(c.layer, bits, dtype="bf16", token_ids=t.get("token_ids"))
     assert y.dtype == np.uint16 and y.shape == t["y"].shape
     check_bf16(ref, bf16_bits_to_f32(y), ref.routing, t, cfg, name)
     # A float32 array sent as bf16 comes back as float32.
-    y32 = c.client.forward(0, t["x"], dtype="bf16", token_ids=t.get("token_ids"))
+    y32 = c.client.forward(c.layer, t["x"], dtype="bf16", token_ids=t.get("token_ids"))
     assert y32.dtype == np.float32
     np.testing.assert_array_equal(y32, bf16_bits_to_f32(y))
     # torch and NumPy bf16 agree bit for bit.
-    yt = c.client.forward(0, torch.from_numpy(t["x"]).to(torch.bfloat16), token_ids=t.get("token_ids"))
+    yt = c.client.forward(c.layer, torch.from_numpy(t["x"]).to(torch.bfloat16), token_ids=t.get("token_ids"))
     np.testing.assert_array_equal(yt.view(torch.int16).numpy().view(np.uint16), y)
