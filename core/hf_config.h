@@ -75,6 +75,9 @@ enum class HfFamily {
   // Grok-1 (hpcai-tech's PyTorch conversion): soft-capped router logits,
   // GELU (erf) experts under moe_block.
   kGrok1,
+  // Step-3 (step3_text): Step-3.5's layout and layer rule with a plain
+  // softmax router.
+  kStep3Text,
 };
 
 // Every family, in the order of the table above.

@@ -736,6 +736,23 @@ std::deque<FamilyEntry>& MutableFamilyTable() {
                .route_norm = {"moe_router_renormalize", true},
                .activation = {.act = Activation::kGeluErf},
                .router_softcap = {"router_logit_softcapping", 30.0}}},
+      // Step-3 (Step3TextForCausalLM, the language model of Step3-VL):
+      // Step-3.5's moe.* experts packed per role and its layer-level
+      // share_expert (share_expert_dim, SiLU-gated, unscaled), routed by a
+      // softmax top-k over moe.gate, renormalised when norm_expert_weight
+      // (false when absent, as vLLM's Step3TextConfig says); no bias, no
+      // scale. MoE layers by moe_layers_enum, else all but layer 0.
+      {.model_type = "step3_text",
+       .family = HfFamily::kStep3Text,
+       .architectures = {"Step3TextForCausalLM"},
+       .top_k_keys = {"moe_top_k"},
+       .moe = {.experts = {"moe_num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kWidthKey,
+                          .key = {"share_expert_dim"},
+                          .required = true},
+               .route_norm = {"norm_expert_weight", false},
+               .layers = MoeLayerRule::kStepLayersEnum}},
   };
   return *table;
 }

@@ -209,12 +209,25 @@ absl::Status StepLayers(const ConfigReader& r, ModelInfo* info) {
     }
     return absl::OkStatus();
   }
+  // Releases write a string ("4,5,...,59"); a config saved by transformers
+  // from Step3TextConfig's tuple default writes a list of ints.
   const json& v = r.raw().at("moe_layers_enum");
-  if (!v.is_string()) {
+  std::vector<std::string> parts;
+  if (v.is_string()) {
+    parts = absl::StrSplit(v.get<std::string>(), ',');
+  } else if (v.is_array()) {
+    for (const json& id : v) {
+      if (!id.is_number_integer()) {
+        return r.Error("moe_layers_enum", "must list integer layer ids");
+      }
+      parts.push_back(absl::StrCat(id.get<int64_t>()));
+    }
+  } else {
     return r.Error("moe_layers_enum",
-                   "must be a string of comma-separated layer ids");
+                   "must be a string of comma-separated layer ids, or a "
+                   "list of them");
   }
-  for (absl::string_view part : absl::StrSplit(v.get<std::string>(), ',')) {
+  for (absl::string_view part : parts) {
     int64_t l = -1;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &l) || l < 0 ||
         l >= info->num_layers) {

@@ -390,10 +390,10 @@ std::deque<FamilyNames>& NameTables() {
            Layout::kLinearHalves},
           {WeightRole::kW2, "{p}mlp.output_linear.weight", Layout::kLinearDown},
           {WeightRole::kOutputBias, "{p}mlp.bias"}}},
-        // Step-3.5: moe.* with the correction bias router_bias and each
-        // role's experts packed as nn.Linear [E, I, H] / [E, H, I]; the
-        // share_expert beside moe., at the layer level.
-        {{HfFamily::kStep3p5},
+        // Step-3.5 and Step-3: moe.* with (3.5) the correction bias
+        // router_bias and each role's experts packed as nn.Linear [E, I, H]
+        // / [E, H, I]; the share_expert beside moe., at the layer level.
+        {{HfFamily::kStep3p5, HfFamily::kStep3Text},
          With(
              {{WeightRole::kGate, "{p}moe.gate.weight"},
               {WeightRole::kExpertBias, "{p}moe.router_bias"},

@@ -1869,5 +1869,50 @@ TEST(HfFamilies, Step3p5ReadsPerLayerLimitsAndItsLayerList) {
   EXPECT_TRUE(Mentions(e.status(), "'moe_layers_enum'")) << e.status();
 }
 
+// Step-3 (step3_text): Step-3.5's keys and layout with a plain softmax
+// router, renormalised only when norm_expert_weight says so; MoE layers by
+// moe_layers_enum as a string or a list; no router bias is read.
+TEST(HfFamilies, Step3TextIsStep35sLayoutWithASoftmaxRouter) {
+  const std::string head =
+      R"({"model_type":"step3_text","architectures":["Step3TextForCausalLM"],
+    "hidden_size":7168,"num_hidden_layers":6,"moe_num_experts":48,
+    "moe_top_k":3,"moe_intermediate_size":5120,"share_expert_dim":5120,
+    "share_q_dim":2048,"head_dim":256)";
+  auto s = Parse(head + R"(,"moe_layers_enum":"4,5"})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kStep3Text);
+  EXPECT_EQ(s->info.moe_layers, (std::vector<int64_t>{4, 5}));
+  const MoeLayerConfig& c = s->info.layer;
+  EXPECT_EQ(c.num_experts, 48);
+  EXPECT_EQ(c.top_k, 3);
+  EXPECT_EQ(c.inter, 5120);
+  EXPECT_EQ(c.shared_inter, 5120);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSoftmax);
+  EXPECT_FALSE(c.route_norm || c.use_bias || c.shared_gate);
+  EXPECT_FLOAT_EQ(c.route_scale, 1.0f);
+  EXPECT_EQ(c.act, Activation::kSilu);
+  auto listed = Parse(head + R"(,"moe_layers_enum":[1,3],
+    "norm_expert_weight":true})");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->info.moe_layers, (std::vector<int64_t>{1, 3}));
+  EXPECT_TRUE(listed->info.layer.route_norm);
+  auto every = Parse(head + "}");
+  ASSERT_TRUE(every.ok()) << every.status();
+  EXPECT_EQ(every->info.moe_layers, (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(HfTensorName(HfFamily::kStep3Text, 2, WeightRole::kGate, -1),
+            "model.layers.2.moe.gate.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kStep3Text, 2, WeightRole::kSharedW1, -1),
+            "model.layers.2.share_expert.gate_proj.weight");
+  auto bad = Parse(head + R"(,"moe_layers_enum":[1,"x"]})");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_TRUE(Mentions(bad.status(), "moe_layers_enum")) << bad.status();
+  auto missing = Parse(R"({"model_type":"step3_text","hidden_size":64,
+    "num_hidden_layers":2,"moe_num_experts":4,"moe_top_k":2,
+    "moe_intermediate_size":32})");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_TRUE(Mentions(missing.status(), "share_expert_dim"))
+      << missing.status();
+}
+
 }  // namespace
 }  // namespace moe

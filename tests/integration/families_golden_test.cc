@@ -102,6 +102,9 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kJetMoe, "jetmoe_like"},
       {HfFamily::kGrok1, "grok1_like"},
       {HfFamily::kStep3p5, "step35_like"},
+      // Step-3's gated share_expert is always there beside softmax routing
+      // with nothing else: a reference case.
+      {HfFamily::kStep3Text, kReferenceCase},
   };
   return *cases;
 }

@@ -598,13 +598,13 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
   return exact;
 }
 
-// A Step-3.5-Flash MoE layer as its release names it (spelled here, not
-// taken from the loader's table): model.layers.{L}.moe.gate.weight (fp32),
-// moe.router_bias [E], each role's experts packed as nn.Linear
-// moe.gate_proj / up_proj.weight [E, I, H] and moe.down_proj.weight
-// [E, H, I], and the share_expert at the layer level.
-void AddStep3p5Layer(const GoldenCase& c, int64_t layer, bool golden,
-                     uint64_t seed, std::vector<Tensor>* out) {
+// A Step-3.5-Flash or Step-3 MoE layer as its release names it (spelled
+// here, not taken from the loader's table): model.layers.{L}.moe.gate.weight
+// (fp32), Step-3.5's moe.router_bias [E], each role's experts packed as
+// nn.Linear moe.gate_proj / up_proj.weight [E, I, H] and
+// moe.down_proj.weight [E, H, I], and the share_expert at the layer level.
+void AddStepLayer(const GoldenCase& c, int64_t layer, bool golden,
+                  bool router_bias, uint64_t seed, std::vector<Tensor>* out) {
   const MoeLayerConfig& k = c.config;
   const int64_t E = k.num_experts, H = k.hidden, I = k.inter,
                 S = k.shared_inter;
@@ -614,7 +614,9 @@ void AddStep3p5Layer(const GoldenCase& c, int64_t layer, bool golden,
   };
   const std::string p = absl::StrCat("model.layers.", layer, ".");
   out->push_back({p + "moe.gate.weight", {E, H}, values(c.gate, E * H, 1)});
-  out->push_back({p + "moe.router_bias", {E}, values(c.bias, E, 2)});
+  if (router_bias) {
+    out->push_back({p + "moe.router_bias", {E}, values(c.bias, E, 2)});
+  }
   out->push_back(
       {p + "moe.gate_proj.weight", {E, I, H}, values(c.w1, E * I * H, 10)});
   out->push_back(
@@ -887,7 +889,7 @@ void AddMtp(const GoldenCase& c, const HfWriteOptions& o, int64_t num_layers,
     }
     case HfFamily::kStep3p5:
       // Its MTP layers are model.layers.{num_hidden_layers + i}.
-      AddStep3p5Layer(c, num_layers, false, o.seed, &mtp);
+      AddStepLayer(c, num_layers, false, true, o.seed, &mtp);
       mtp.push_back(
           {absl::StrCat("model.layers.", num_layers, ".eh_proj.weight"),
            {H, 2 * H},
@@ -1022,6 +1024,8 @@ const char* Architecture(HfFamily f) {
       return "JetMoeForCausalLM";
     case HfFamily::kStep3p5:
       return "Step3p5ForCausalLM";
+    case HfFamily::kStep3Text:
+      return "Step3TextForCausalLM";
     case HfFamily::kGrok1:
       return "Grok1ModelForCausalLM";
   }
@@ -1651,6 +1655,24 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       j["swiglu_limits_shared"] = shared;
       break;
     }
+    case HfFamily::kStep3Text: {
+      // Layer 0 dense, the others MoE, listed as the release does.
+      j.erase("num_experts_per_tok");
+      j["moe_top_k"] = c.top_k;
+      j["moe_num_experts"] = c.num_experts;
+      j["moe_intermediate_size"] = c.inter;
+      j["share_expert_dim"] = c.shared_inter;
+      j["intermediate_size"] = 2 * c.hidden;
+      j["norm_expert_weight"] = c.route_norm;
+      j["share_q_dim"] = c.hidden / 2;
+      j["head_dim"] = c.hidden / 4;
+      std::string layers;
+      for (int64_t l = 1; l < num_layers; ++l) {
+        absl::StrAppend(&layers, l == 1 ? "" : ",", l);
+      }
+      j["moe_layers_enum"] = layers;
+      break;
+    }
   }
   if (c.capacity_factor > 0) j["moe_capacity_factor"] = c.capacity_factor;
   if (c.routing == RoutingMode::kExpertChoice)
@@ -1909,8 +1931,10 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                      Filler(o.seed, kVocab * H, 0.5f)});
   for (int64_t l = 0; l < num_layers; ++l) {
     AddUnrelated(o.family, H, l, o.seed, &tensors);
-    if (spec.info.HasLayer(l) && f == HfFamily::kStep3p5) {
-      AddStep3p5Layer(c, l, l == o.layer, o.seed + 100 * l, &tensors);
+    if (spec.info.HasLayer(l) &&
+        (f == HfFamily::kStep3p5 || f == HfFamily::kStep3Text)) {
+      AddStepLayer(c, l, l == o.layer, f == HfFamily::kStep3p5,
+                   o.seed + 100 * l, &tensors);
     } else if (spec.info.HasLayer(l)) {
       const bool hashed = hc != nullptr && l < o.hash_layers;
       const int64_t golden = hashed ? o.hash_layers - 1 : o.layer;
