@@ -302,10 +302,10 @@ for s in "${correctness[@]:2}"; do expect nogpu "$s" "NOT RUN" "no nvidia-smi"; 
 
 # 10. A step that would outlast the budget is stopped at its end (its limit
 # is what the budget has left), and the rest are NOT RUN; the check fails.
-run budget MOE_GPU_CHECK_BUDGET_S=40 STUB_SLEEP=60
+run budget MOE_GPU_CHECK_BUDGET_S=15 STUB_SLEEP=30
 expect_rc budget 1
 expect budget cuda-kernels FAIL "timed out"
-for s in "${correctness[@]:3}"; do expect budget "$s" "NOT RUN" "time budget of 40s spent"; done
+for s in "${correctness[@]:3}"; do expect budget "$s" "NOT RUN" "time budget of 15s spent"; done
 
 # 11. Killed mid-way (a lease ending): the verdict written after each step
 # says what passed, and every step not reached is NOT RUN.
