@@ -3,20 +3,17 @@
 # (core, comm, engine, proto, server, worker; not the kernels, tests, tools
 # or the CUDA backend) with clang's -Wthread-safety, so that a field marked
 # ABSL_GUARDED_BY touched without its mutex, or a *Locked method called
-# without it, fails the build. Compiles objects only (nothing is linked or
-# run): the analysis is the compiler's front end, so -O0.
+# without it, fails the build. The analysis is the compiler's front end, so
+# the sources are only parsed and checked (-fsyntax-only, MOE_SYNTAX_ONLY):
+# no object is made, nothing is linked or run, and each run checks every
+# source again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${MOE_TSA_BUILD_DIR:-build-thread-safety}"
 
-launcher=()
-if command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DMOE_CUDA=OFF \
-  -DMOE_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=None \
-  -DCMAKE_CXX_FLAGS="-O0 -Wthread-safety -Werror=thread-safety" \
-  "${launcher[@]}" >/dev/null
+  -DMOE_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=None -DMOE_SYNTAX_ONLY=ON \
+  -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" >/dev/null
 
 # Every object of those folders' targets, server/'s wings included (the
 # protobuf messages' own generated code is left out: it has no locks, and
