@@ -1913,16 +1913,15 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   const bool lm_first = f == HfFamily::kLlama4 || f == HfFamily::kKimiK3 ||
                         f == HfFamily::kAria || f == HfFamily::kKimiVl ||
                         f == HfFamily::kKimiK25;
-  const std::string lm = lm_first ? "language_model.model."
-                         : f == HfFamily::kQwen35Moe ||
-                                 f == HfFamily::kGemma4 ||
-                                 f == HfFamily::kQwen3VlMoe ||
-                                 f == HfFamily::kGlm4vMoe
-                             ? "model.language_model."
-                         : f == HfFamily::kNemotronH    ? "backbone."
-                         : f == HfFamily::kDbrx         ? "transformer."
-                         : f == HfFamily::kQwen3OmniMoe ? "thinker.model."
-                                                        : "model.";
+  const std::string lm =
+      lm_first ? "language_model.model."
+      : f == HfFamily::kQwen35Moe || f == HfFamily::kGemma4 ||
+              f == HfFamily::kQwen3VlMoe || f == HfFamily::kGlm4vMoe
+          ? "model.language_model."
+      : f == HfFamily::kNemotronH    ? "backbone."
+      : f == HfFamily::kDbrx         ? "transformer."
+      : f == HfFamily::kQwen3OmniMoe ? "thinker.model."
+                                     : "model.";
   std::vector<Tensor> tensors;
   tensors.push_back({lm + (f == HfFamily::kNemotronH ? "embeddings.weight"
                            : f == HfFamily::kDbrx    ? "wte.weight"

@@ -180,8 +180,8 @@ int Main(int argc, char** argv) {
   bool form_given = false;
   for (int i = 3; i < argc; ++i) {
     const std::string arg = argv[i];
-    const bool form = arg == "--released" || arg == "--nvfp4" ||
-                      arg == "--packed";
+    const bool form =
+        arg == "--released" || arg == "--nvfp4" || arg == "--packed";
     if (form && form_given) return Usage();
     form_given |= form;
     if (arg == "--released") {
