@@ -1276,6 +1276,24 @@ void DeepseekStyleKeys(const MoeLayerConfig& c, HfFamily f, int64_t num_layers,
   }
 }
 
+// The keys Step-3 and Step-3.5 share: moe_* sizes, the share_expert's
+// width, renorm, and layer 0 dense with the others listed in
+// moe_layers_enum as the releases write it.
+void AddStepKeys(const MoeLayerConfig& c, int64_t num_layers, json* j) {
+  j->erase("num_experts_per_tok");
+  (*j)["moe_top_k"] = c.top_k;
+  (*j)["moe_num_experts"] = c.num_experts;
+  (*j)["moe_intermediate_size"] = c.inter;
+  (*j)["share_expert_dim"] = c.shared_inter;
+  (*j)["intermediate_size"] = 2 * c.hidden;
+  (*j)["norm_expert_weight"] = c.route_norm;
+  std::string layers;
+  for (int64_t l = 1; l < num_layers; ++l) {
+    absl::StrAppend(&layers, l == 1 ? "" : ",", l);
+  }
+  (*j)["moe_layers_enum"] = layers;
+}
+
 }  // namespace
 
 std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
@@ -1623,25 +1641,17 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       j["kv_channels"] = c.hidden / 4;
       break;
     case HfFamily::kStep3p5: {
-      // Layer 0 dense, the others MoE with the case's limits (0: plain
-      // silu); the dense layer's entries null, as a release may say.
-      j.erase("num_experts_per_tok");
-      j["moe_top_k"] = c.top_k;
-      j["moe_num_experts"] = c.num_experts;
-      j["moe_intermediate_size"] = c.inter;
-      j["share_expert_dim"] = c.shared_inter;
-      j["intermediate_size"] = 2 * c.hidden;
+      // The MoE layers with the case's limits (0: plain silu); the dense
+      // layer's entries null, as a release may say.
+      AddStepKeys(c, num_layers, &j);
       j["moe_router_activation"] =
           c.score_func == ScoreFunc::kSigmoid ? "sigmoid" : "softmax";
       j["use_moe_router_bias"] = true;
       j["need_fp32_gate"] = true;
-      j["norm_expert_weight"] = c.route_norm;
       j["moe_router_scaling_factor"] = c.route_scale;
       j["num_nextn_predict_layers"] = 1;
-      std::string layers;
       json routed = json::array(), shared = json::array();
       for (int64_t l = 0; l < num_layers; ++l) {
-        if (l > 0) absl::StrAppend(&layers, l == 1 ? "" : ",", l);
         const bool step = c.act == Activation::kSwigluStep;
         const bool shared_step =
             c.shared_activation() == Activation::kSwigluStep;
@@ -1650,29 +1660,15 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
         shared.push_back(l == 0 ? json(nullptr)
                                 : json(shared_step ? c.shared_limit() : 0.0f));
       }
-      j["moe_layers_enum"] = layers;
       j["swiglu_limits"] = routed;
       j["swiglu_limits_shared"] = shared;
       break;
     }
-    case HfFamily::kStep3Text: {
-      // Layer 0 dense, the others MoE, listed as the release does.
-      j.erase("num_experts_per_tok");
-      j["moe_top_k"] = c.top_k;
-      j["moe_num_experts"] = c.num_experts;
-      j["moe_intermediate_size"] = c.inter;
-      j["share_expert_dim"] = c.shared_inter;
-      j["intermediate_size"] = 2 * c.hidden;
-      j["norm_expert_weight"] = c.route_norm;
+    case HfFamily::kStep3Text:
+      AddStepKeys(c, num_layers, &j);
       j["share_q_dim"] = c.hidden / 2;
       j["head_dim"] = c.hidden / 4;
-      std::string layers;
-      for (int64_t l = 1; l < num_layers; ++l) {
-        absl::StrAppend(&layers, l == 1 ? "" : ",", l);
-      }
-      j["moe_layers_enum"] = layers;
       break;
-    }
   }
   if (c.capacity_factor > 0) j["moe_capacity_factor"] = c.capacity_factor;
   if (c.routing == RoutingMode::kExpertChoice)

@@ -779,6 +779,17 @@ def assert_serves_golden(client, layer, t, tol, label):
     return y
 
 
+def assert_same_token_routing(routing, t):
+    """The experts of every token as golden case `t`'s (their order within
+    a token's k may differ) and the same weights."""
+    ids = routing.expert_ids
+    assert ids.shape == t["top_idx"].shape
+    for n in range(ids.shape[0]):
+        assert sorted(ids[n]) == sorted(t["top_idx"][n].tolist()), f"token {n}"
+    np.testing.assert_allclose(np.sort(routing.weights, axis=1),
+                               np.sort(t["top_w"], axis=1), atol=1e-5)
+
+
 def within(y, ref, atol, rtol):
     """Max of |y - ref| - (atol + rtol |ref|) (<= 0 passes) for messages."""
     y = np.asarray(y, dtype=np.float64)
