@@ -14,10 +14,12 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -508,15 +510,23 @@ int Rebalance(MoeClient& client) {
 
 // With --wait, asks again every 0.1 s (over a channel that reconnects
 // within 0.25 s) until SERVING or the wait is over; then the last answer.
+// An attempt cut short by the end of the wait that runs out of time says
+// nothing about the service, so the answer before it stands (a stopped
+// service is UNAVAILABLE, not a deadline of our own making).
 int Health(MoeClient& client) {
   const absl::Time until = absl::Now() + absl::GetFlag(FLAGS_wait);
   auto h = client.Health(absl::GetFlag(FLAGS_service), Timeout());
   while (!(h.ok() && *h) && absl::Now() < until) {
     absl::SleepFor(absl::Milliseconds(100));
     const auto left = absl::ToChronoMilliseconds(until - absl::Now());
-    h = client.Health(
-        absl::GetFlag(FLAGS_service),
-        std::clamp(left, std::chrono::milliseconds(1), Timeout()));
+    const auto timeout =
+        std::clamp(left, std::chrono::milliseconds(1), Timeout());
+    auto next = client.Health(absl::GetFlag(FLAGS_service), timeout);
+    if (!next.ok() && absl::IsDeadlineExceeded(next.status()) &&
+        timeout < Timeout()) {
+      break;
+    }
+    h = std::move(next);
   }
   if (!h.ok()) return Fail(h.status());
   std::printf("%s\n", *h ? "SERVING" : "NOT_SERVING");
