@@ -5,7 +5,8 @@
 // (AllHfFamilies), so a family added there is offered here at once, as
 // soon as one golden case fits it.
 //   moe-make-checkpoint --list              # every family and form offered
-//   moe-make-checkpoint FAMILY DIR [--released | --nvfp4 | --packed]
+//   moe-make-checkpoint FAMILY DIR [--released | --nvfp4 | --packed |
+//                       --mistral]
 //                       [--case GOLDEN.safetensors] [--io FILE] [--layer L]
 // --case writes that golden case (FAMILY may then be `auto`: the first
 // family that expresses it); --io writes what a client needs to check the
@@ -38,6 +39,11 @@ std::vector<std::string> Forms(HfFamily f) {
       return {"--released"};  // MXFP4 routed experts, as they ship
     case HfFamily::kNemotronH:
       return {"--nvfp4"};  // the ModelOpt NVFP4 release
+    // Mistral's own layout: params.json and consolidated shards (Mixtral,
+    // and Mistral-Large-3 as deepseek_v3).
+    case HfFamily::kMixtral:
+    case HfFamily::kDeepseekV3:
+      return {"--mistral"};
     default:
       return {};
   }
@@ -126,7 +132,11 @@ absl::Status Write(HfFamily f, const std::string& dir, HfWriteOptions o,
       k.shared_inter = shared;
       if (!Expresses(f, k)) continue;
       const GoldenCase c = RandomCase(k, 16, 11, "random");
-      return WriteCase(c, f, dir, o, io, "reference case");
+      // A form may not express it (Mistral-Large-3 always has a shared
+      // expert): the next one.
+      absl::Status s = WriteCase(c, f, dir, o, io, "reference case");
+      if (s.ok()) return s;
+      last = s;
     }
   }
   return last;
@@ -135,7 +145,8 @@ absl::Status Write(HfFamily f, const std::string& dir, HfWriteOptions o,
 int Usage() {
   std::fprintf(stderr,
                "usage: moe-make-checkpoint --list | FAMILY DIR [--released | "
-               "--nvfp4 | --packed] [--case GOLDEN.safetensors] [--io FILE] "
+               "--nvfp4 | --packed | --mistral] [--case GOLDEN.safetensors] "
+               "[--io FILE] "
                "[--layer L]\n"
                "  FAMILY may be 'auto' with --case: the first family that "
                "expresses the case\n");
@@ -180,8 +191,8 @@ int Main(int argc, char** argv) {
   bool form_given = false;
   for (int i = 3; i < argc; ++i) {
     const std::string arg = argv[i];
-    const bool form =
-        arg == "--released" || arg == "--nvfp4" || arg == "--packed";
+    const bool form = arg == "--released" || arg == "--nvfp4" ||
+                      arg == "--packed" || arg == "--mistral";
     if (form && form_given) return Usage();
     form_given |= form;
     if (arg == "--released") {
@@ -190,6 +201,8 @@ int Main(int argc, char** argv) {
       o.nvfp4_experts = true;
     } else if (arg == "--packed") {
       o.layout = HfExpertLayout::kPacked;
+    } else if (arg == "--mistral") {
+      o.layout = HfExpertLayout::kConsolidated;
     } else if ((arg == "--case" || arg == "--io") && i + 1 < argc) {
       (arg == "--case" ? case_path : io) = argv[++i];
     } else if (arg == "--layer" && i + 1 < argc &&
