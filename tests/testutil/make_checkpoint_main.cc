@@ -78,6 +78,12 @@ bool Expresses(HfFamily f, const MoeLayerConfig& c) {
   return false;
 }
 
+// Whether `c` is worth writing in `o`'s form of `f`: its config.json says
+// it, or the form is Mistral's, whose writer checks its own params.json.
+bool Candidate(HfFamily f, const HfWriteOptions& o, const MoeLayerConfig& c) {
+  return o.layout == HfExpertLayout::kConsolidated || Expresses(f, c);
+}
+
 absl::Status WriteCase(const GoldenCase& c, HfFamily f, const std::string& dir,
                        const HfWriteOptions& o, const std::string& io,
                        const char* what) {
@@ -95,7 +101,7 @@ absl::Status WriteGiven(HfFamily f, const std::string& dir, HfWriteOptions o,
   o.family = f;
   o.shards = 2;
   MOE_ASSIGN_OR_RETURN(GoldenCase c, LoadGoldenCase(case_path));
-  if (!Expresses(f, c.config)) {
+  if (!Candidate(f, o, c.config)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--case ", case_path, ": ", HfFamilyName(f),
                      "'s config.json does not express this case"));
@@ -113,7 +119,7 @@ absl::Status Write(HfFamily f, const std::string& dir, HfWriteOptions o,
       "no golden case in ", GoldenDir(), " is expressed by ", HfFamilyName(f)));
   for (const std::string& path : GoldenFiles()) {
     auto c = LoadGoldenCase(path);
-    if (!c.ok() || !Expresses(f, c->config)) continue;
+    if (!c.ok() || !Candidate(f, o, c->config)) continue;
     absl::Status s = WriteCase(*c, f, dir, o, io, "golden case");
     if (s.ok()) return s;
     last = s;
@@ -130,7 +136,7 @@ absl::Status Write(HfFamily f, const std::string& dir, HfWriteOptions o,
       k.top_k = 2;
       k.route_norm = norm;
       k.shared_inter = shared;
-      if (!Expresses(f, k)) continue;
+      if (!Candidate(f, o, k)) continue;
       const GoldenCase c = RandomCase(k, 16, 11, "random");
       // A form may not express it (Mistral-Large-3 always has a shared
       // expert): the next one.
