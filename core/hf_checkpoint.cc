@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/family_file.h"
 #include "core/hf_quantised.h"
+#include "core/mistral_params.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -236,15 +237,47 @@ absl::StatusOr<std::unique_ptr<HfCheckpoint>> HfCheckpoint::Open(
     return absl::NotFoundError(
         absl::StrCat(dir, ": not a checkpoint directory"));
   }
-  MOE_ASSIGN_OR_RETURN(std::string config, ReadText(root / "config.json"));
-  MOE_ASSIGN_OR_RETURN(ckpt->spec_,
-                       ParseHfConfig(config, (root / "config.json").string()));
+  // config.json wins where both are present (README, "Mistral's own
+  // layout"): Mistral's Hugging Face repositories carry params.json and its
+  // consolidated shards beside the transformers ones.
+  const bool hf = fs::exists(root / kHfConfigFile, ec);
+  const bool mistral = !hf && fs::exists(root / kMistralConfigFile, ec);
+  if (!hf && !mistral) {
+    return absl::NotFoundError(
+        absl::StrCat(dir, ": no ", kHfConfigFile, " (Hugging Face) nor ",
+                     kMistralConfigFile, " (Mistral's own layout)"));
+  }
+  const fs::path config_path = root / (hf ? kHfConfigFile : kMistralConfigFile);
+  MOE_ASSIGN_OR_RETURN(std::string config, ReadText(config_path));
+  if (hf) {
+    MOE_ASSIGN_OR_RETURN(ckpt->spec_,
+                         ParseHfConfig(config, config_path.string()));
+    MOE_RETURN_IF_ERROR(
+        ReadFp8BlockSize(config, config_path.string(), &ckpt->spec_));
+    MOE_RETURN_IF_ERROR(ReadModelOptQuantConfig(root, &ckpt->spec_));
+  } else {
+    MOE_ASSIGN_OR_RETURN(ckpt->spec_,
+                         ParseMistralParams(config, config_path.string()));
+  }
   ckpt->spec_.info.source = dir;
+  // Mistral's shards are consolidated.safetensors or
+  // consolidated-0000N-of-0000M.safetensors, indexed (when at all) by
+  // consolidated.safetensors.index.json; other safetensors beside them are
+  // the transformers copy, not read.
   MOE_RETURN_IF_ERROR(
-      ReadFp8BlockSize(config, (root / "config.json").string(), &ckpt->spec_));
-  MOE_RETURN_IF_ERROR(ReadModelOptQuantConfig(root, &ckpt->spec_));
+      ckpt->ReadWeightMap(hf ? "model.safetensors.index.json"
+                             : "consolidated.safetensors.index.json",
+                          hf ? "" : "consolidated"));
+  MOE_RETURN_IF_ERROR(ckpt->DetectExpertLayout());
+  MOE_RETURN_IF_ERROR(ckpt->CheckLatentWidth());
+  return ckpt;
+}
 
-  const fs::path index_path = root / "model.safetensors.index.json";
+absl::Status HfCheckpoint::ReadWeightMap(const std::string& index_name,
+                                         const std::string& shard_prefix) {
+  const fs::path root(dir_);
+  const fs::path index_path = root / index_name;
+  std::error_code ec;
   if (fs::exists(index_path, ec)) {
     MOE_ASSIGN_OR_RETURN(std::string text, ReadText(index_path));
     json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -259,32 +292,32 @@ absl::StatusOr<std::unique_ptr<HfCheckpoint>> HfCheckpoint::Open(
             absl::StrCat(index_path.string(), ": weight_map entry '", it.key(),
                          "' must name a file in the checkpoint directory"));
       }
-      ckpt->weight_map_[it.key()] = it.value().get<std::string>();
+      weight_map_[it.key()] = it.value().get<std::string>();
     }
-  } else {
-    // Unsharded (or sharded without an index): read every file's header.
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(root, ec)) {
-      if (entry.path().extension() == ".safetensors") {
-        names.push_back(entry.path().filename().string());
-      }
-    }
-    std::sort(names.begin(), names.end());
-    if (names.empty()) {
-      return absl::NotFoundError(absl::StrCat(dir,
-                                              ": no *.safetensors files and no "
-                                              "model.safetensors.index.json"));
-    }
-    for (const auto& name : names) {
-      MOE_ASSIGN_OR_RETURN(const SafetensorsFile* f, ckpt->OpenFile(name));
-      for (const auto& t : f->header().tensors) {
-        ckpt->weight_map_.emplace(t.name, name);
-      }
+    return absl::OkStatus();
+  }
+  // Unsharded (or sharded without an index): read every file's header.
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() == ".safetensors" &&
+        absl::StartsWith(name, shard_prefix)) {
+      names.push_back(name);
     }
   }
-  MOE_RETURN_IF_ERROR(ckpt->DetectExpertLayout());
-  MOE_RETURN_IF_ERROR(ckpt->CheckLatentWidth());
-  return ckpt;
+  std::sort(names.begin(), names.end());
+  if (names.empty()) {
+    return absl::NotFoundError(absl::StrCat(dir_, ": no ", shard_prefix,
+                                            "*.safetensors files and no ",
+                                            index_name));
+  }
+  for (const auto& name : names) {
+    MOE_ASSIGN_OR_RETURN(const SafetensorsFile* f, OpenFile(name));
+    for (const auto& t : f->header().tensors) {
+      weight_map_.emplace(t.name, name);
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status HfCheckpoint::CheckLatentWidth() const {
@@ -321,7 +354,11 @@ absl::Status HfCheckpoint::CheckLatentWidth() const {
 
 absl::Status HfCheckpoint::DetectExpertLayout() {
   const ModelInfo& info = spec_.info;
-  if (info.moe_layers.empty()) return absl::OkStatus();
+  // Mistral's layout is the config file's, not the tensors'.
+  if (info.moe_layers.empty() ||
+      spec_.layout == HfExpertLayout::kConsolidated) {
+    return absl::OkStatus();
+  }
   const int64_t layer = info.moe_layers.front();
   const MoeLayerConfig& c = info.LayerConfig(layer);
   const HfTensorLocation per_expert =

@@ -1,5 +1,7 @@
 // A Hugging Face checkpoint directory (config.json + *.safetensors, sharded
-// through model.safetensors.index.json or not) as a ModelSource. Files are
+// through model.safetensors.index.json or not), or Mistral's own layout
+// (params.json + consolidated*.safetensors, mistral_params.h), as a
+// ModelSource. Files are
 // opened lazily and memory-mapped, so a worker touches only its experts.
 #pragma once
 
@@ -35,6 +37,10 @@ class HfCheckpoint : public ModelSource {
   absl::StatusOr<const SafetensorsFile*> OpenFile(
       const std::string& file) const;
   absl::StatusOr<TensorRef> Find(const std::string& tensor) const;
+  // Fills weight_map_ from the index `index_name` when there is one, else
+  // from the headers of the *.safetensors files named `shard_prefix`*.
+  absl::Status ReadWeightMap(const std::string& index_name,
+                             const std::string& shard_prefix);
   // Sets spec_.layout from the first MoE layer's expert tensors: one per
   // expert, or transformers v5's packed ones. Neither is refused, naming
   // both.

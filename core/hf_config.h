@@ -88,8 +88,11 @@ const std::vector<HfFamily>& AllHfFamilies();
 // all experts packed as nn.Linear weights: mlp.experts.gate_up_proj [E, 2I,
 // H] (each expert's gate rows over its up rows) and mlp.experts.down_proj
 // [E, H, I]; the checkpoint reader tells the two apart by the tensors
-// present.
-enum class HfExpertLayout { kPerExpert, kPacked };
+// present. Mistral's own releases (params.json, consolidated*.safetensors)
+// name every tensor their own way, under layers.{L}. (consolidated tables in
+// hf_tensor_names.cc; Mixtral and Mistral-Large-3 only); the checkpoint reader
+// chooses that layout by the config file it finds (mistral_params.h).
+enum class HfExpertLayout { kPerExpert, kPacked, kConsolidated };
 
 struct HfModelSpec {
   HfFamily family = HfFamily::kMixtral;
@@ -102,7 +105,8 @@ struct HfModelSpec {
   std::string latent_key;
   // quantization_config.quant_method, "" when the checkpoint has none.
   std::string quant_method;
-  // Set by the checkpoint reader from the tensors it finds.
+  // Set by the checkpoint reader from the tensors it finds (kConsolidated
+  // by ParseMistralParams).
   HfExpertLayout layout = HfExpertLayout::kPerExpert;
 };
 

@@ -412,6 +412,36 @@ std::deque<FamilyNames>& NameTables() {
   return *tables;
 }
 
+// Mistral's consolidated names (mistral-inference's module names, as vLLM's
+// Mixtral and MistralLarge3ForCausalLM load them), under "layers.{L}." and
+// one tensor per expert: the families params.json is read as
+// (mistral_params.cc) and nothing else.
+const std::vector<std::pair<HfFamily, NameTable>>& ConsolidatedTables() {
+  static const auto* tables = [] {
+    // Mixtral: the MoE block is the layer's feed_forward, its router
+    // feed_forward.gate, its experts w1 (gate), w3 (up), w2 (down).
+    const std::string ff = "{p}feed_forward.";
+    // Mistral-Large-3: gate, experts and shared_experts sit at the layer
+    // level (feed_forward.* is a dense layer's MLP); no correction bias.
+    return new std::vector<std::pair<HfFamily, NameTable>>{
+        {HfFamily::kMixtral, With({{WeightRole::kGate, ff + "gate.weight"}},
+                                  Experts(ff, "w1", "w3", "w2"))},
+        {HfFamily::kDeepseekV3,
+         With(With({{WeightRole::kGate, "{p}gate.weight"}},
+                   Experts("{p}", "w1", "w3", "w2")),
+              Shared("{p}shared_experts.", "w1", "w3", "w2"))},
+    };
+  }();
+  return *tables;
+}
+
+const NameTable* ConsolidatedOf(HfFamily family) {
+  for (const auto& [f, table] : ConsolidatedTables()) {
+    if (f == family) return &table;
+  }
+  return nullptr;
+}
+
 const FamilyNames* NamesOf(HfFamily base) {
   for (const FamilyNames& names : NameTables()) {
     for (HfFamily f : names.families) {
@@ -554,6 +584,17 @@ absl::Status AddHfFamilyNames(HfFamily family, const HfNameTables& names) {
 HfTensorLocation HfLocate(HfFamily described, const MoeLayerConfig& config,
                           int64_t layer, WeightRole role, int64_t expert,
                           HfExpertLayout layout) {
+  if (layout == HfExpertLayout::kConsolidated) {
+    const NameTable* table = ConsolidatedOf(described);
+    if (table == nullptr) return {};
+    for (const RoleName& entry : *table) {
+      if (entry.role == role) {
+        return Interpret(entry, absl::StrCat("layers.", layer, "."), config,
+                         role, expert);
+      }
+    }
+    return {};
+  }
   // A family described as another's keeps that one's names unless it has
   // its own (Qwen3-VL-MoE stores Qwen3-MoE's experts fused).
   const FamilyNames* names = NamesOf(described);

@@ -11,7 +11,9 @@ list is the loader's own, `moe-make-checkpoint --list`) is written by
 layout: its MoE layers from a golden case its config expresses, the other
 tensors a release has as filler; `--released` (gpt_oss, deepseek_v4,
 kimi_k3: MXFP4 experts as they ship), `--nvfp4` (nemotron_h's ModelOpt
-release) and `--packed` (transformers v5's packed experts) choose a form.
+release), `--packed` (transformers v5's packed experts) and `--mistral`
+(mixtral, deepseek_v3 as Mistral-Large-3: Mistral's own params.json and
+consolidated shards) choose a form.
 Mixtral and Qwen3-MoE in a form other than the whole model go there too.
 The binary is `$MOE_BIN/tests/moe-make-checkpoint` (MOE_BIN: the build
 directory, `build/` by default; `cmake --build build --target
@@ -91,7 +93,7 @@ def main(argv: list[str]) -> int:
         print("\n".join(families()))
         return 0
     if len(argv) not in (2, 3):
-        sys.exit(f"usage: {sys.argv[0]} --list | FAMILY DIR [--released | --nvfp4 | --packed]")
+        sys.exit(f"usage: {sys.argv[0]} --list | FAMILY DIR [--released | --nvfp4 | --packed | --mistral]")
     family, directory = argv[0], argv[1]
     if family in CONFIGS and len(argv) == 2:
         try:

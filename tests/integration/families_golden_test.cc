@@ -149,6 +149,9 @@ absl::StatusOr<testing::GoldenCase> CaseFor(HfFamily family,
 
 std::vector<HfFamily> Families() { return AllHfFamilies(); }
 
+void ExpectServedCase(HfFamily family, HfExpertLayout layout,
+                      const absl::StatusOr<testing::GoldenCase>& c);
+
 // Writes `family`'s golden case with its experts in `layout` and serves it
 // by a router with 2 workers.
 void ExpectServedGolden(HfFamily family, HfExpertLayout layout) {
@@ -160,6 +163,15 @@ void ExpectServedGolden(HfFamily family, HfExpertLayout layout) {
   const auto families = testing::FamiliesFor(c->config);
   ASSERT_NE(std::find(families.begin(), families.end(), family), families.end())
       << HfFamilyName(family) << " cannot express " << c->name;
+  ExpectServedCase(family, layout, c);
+}
+
+// Writes `c` as a `family` checkpoint with its experts in `layout` (the
+// writer refuses a case the layout's config cannot say) and serves it by a
+// router with 2 workers.
+void ExpectServedCase(HfFamily family, HfExpertLayout layout,
+                      const absl::StatusOr<testing::GoldenCase>& c) {
+  ASSERT_TRUE(c.ok()) << c.status();
   const std::string dir =
       testing::MakeTempDir(std::string(HfFamilyName(family)) + "_");
   testing::HfWriteOptions o;
@@ -215,6 +227,78 @@ TEST(FamilyGoldenPacked, TransformersV5LayoutServesTheGoldenCase) {
     SCOPED_TRACE(HfFamilyName(family));
     ExpectServedGolden(family, HfExpertLayout::kPacked);
   }
+}
+
+// Mistral's own layout (params.json + consolidated shards, no config.json):
+// Mixtral's golden case, and Mistral-Large-3 as deepseek_v3 with a case of
+// its own gate (softmax, groups by their best expert, renorm, routed scale,
+// a shared expert), since deepseek_v3_like's sigmoid and correction bias are
+// not Mistral-Large-3's math.
+MoeLayerConfig MistralLarge3Config() {
+  MoeLayerConfig k = ReferenceConfig(HfFamily::kDeepseekV3);
+  k.route_scale = 2.5f;
+  k.n_groups = 4;
+  k.topk_groups = 2;
+  k.group_score = GroupScore::kMax;
+  k.shared_inter = k.inter;  // moe.num_shared_experts 1
+  return k;
+}
+
+TEST(FamilyGoldenMistral, ConsolidatedLayoutServesTheGoldenCase) {
+  {
+    SCOPED_TRACE("mixtral");
+    ExpectServedCase(HfFamily::kMixtral, HfExpertLayout::kConsolidated,
+                     CaseFor(HfFamily::kMixtral, "mixtral_like"));
+  }
+  {
+    SCOPED_TRACE("Mistral-Large-3");
+    ExpectServedCase(HfFamily::kDeepseekV3, HfExpertLayout::kConsolidated,
+                     testing::RandomCase(MistralLarge3Config(), 24, 13,
+                                         "mistral_large_3_ref"));
+  }
+}
+
+// A params.json the service cannot serve, or a consolidated checkpoint
+// missing a tensor, is refused when the router starts, naming the key or
+// the tensor (and the file); never served as a near family.
+TEST(FamilyRefusal, RouterRefusesABadMistralCheckpointAtStart) {
+  const testing::GoldenCase c =
+      testing::RandomCase(MistralLarge3Config(), 8, 3, "mistral_large_3_ref");
+  const std::string dir = testing::MakeTempDir("refused_mistral_");
+  testing::HfWriteOptions o;
+  o.family = HfFamily::kDeepseekV3;
+  o.layout = HfExpertLayout::kConsolidated;
+  struct Bad {
+    std::string key, value, names;
+  };
+  const Bad cases[] = {
+      {"moe.num_experts", "", "'moe.num_experts' is missing"},
+      {"dim", "", "'dim' is missing"},
+      {"moe.use_load_balancing_bias", "true", "'moe.use_load_balancing_bias'"},
+      {"moe.num_shared_experts", "0", "is not read by Mixtral"},
+      {"quantization", R"({"qformat_weight":"fp8_e4m3"})", "'quantization'"},
+      {"tensor", "layers.1.gate.weight", "layers.1.gate.weight"},
+  };
+  for (const Bad& b : cases) {
+    SCOPED_TRACE(b.key);
+    fs::remove_all(dir);
+    ASSERT_TRUE(testing::WriteHfCheckpoint(c, o, dir).ok());
+    if (b.key == "tensor") {
+      ASSERT_TRUE(testing::ReplaceHfTensor(dir, b.value, {}).ok());
+    } else {
+      ASSERT_TRUE(testing::SetMistralParamsKey(dir, b.key, b.value).ok());
+    }
+    testing::CommandResult r =
+        testing::RunCommand({testing::RouterBinary(), "--model=" + dir,
+                             "--listen=127.0.0.1:0", "--num-workers=0"},
+                            std::chrono::seconds(30));
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(b.names), std::string::npos) << r.output;
+    if (b.key != "tensor") {
+      EXPECT_NE(r.output.find("params.json"), std::string::npos) << r.output;
+    }
+  }
+  fs::remove_all(dir);
 }
 
 // A checkpoint the service does not know is refused when the router starts,

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/mistral_params.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
 #include "kernels/mxfp4_rule.h"
@@ -1773,6 +1774,247 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
   return j.dump(2);
 }
 
+namespace {
+
+// Mistral's own layout (params.json, consolidated shards), its names
+// spelled here as mistral-inference's modules and vLLM's Mistral-Large-3
+// remap give them, not taken from the loader's tables.
+absl::StatusOr<std::string> MistralParamsJson(const MoeLayerConfig& c,
+                                              HfFamily f, int64_t num_layers) {
+  json j = {{"dim", c.hidden},      {"n_layers", num_layers},
+            {"head_dim", 16},       {"n_heads", 4},
+            {"n_kv_heads", 2},      {"norm_eps", 1e-5},
+            {"vocab_size", kVocab}, {"rope_theta", 1000000.0}};
+  if (f == HfFamily::kMixtral) {
+    j["hidden_dim"] = c.inter;  // Mixtral's experts are the FFN's width
+    j["moe"] = {{"num_experts", c.num_experts},
+                {"num_experts_per_tok", c.top_k}};
+    return j.dump(2);
+  }
+  if (f != HfFamily::kDeepseekV3 || c.shared_inter % c.inter != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Mistral's layout is written for mixtral and for deepseek_v3 "
+        "(Mistral-Large-3, shared experts of the routed width), not ",
+        HfFamilyName(f)));
+  }
+  // Mistral-Large-3: MLA attention, llama-4 scaling, layer 0 dense.
+  j["hidden_dim"] = 2 * c.hidden;
+  j["q_lora_rank"] = 16;
+  j["kv_lora_rank"] = 16;
+  j["qk_nope_head_dim"] = 16;
+  j["qk_rope_head_dim"] = 8;
+  j["v_head_dim"] = 16;
+  j["llama_4_scaling"] = {{"original_max_position_embeddings", 8192},
+                          {"beta", 0.1}};
+  // Released with Pixtral's vision encoder, which the loader skips.
+  j["vision_encoder"] = {{"hidden_size", 48},
+                         {"num_hidden_layers", 1},
+                         {"image_size", 64},
+                         {"patch_size", 16}};
+  j["moe"] = {
+      {"num_experts", c.num_experts},
+      {"num_experts_per_tok", c.top_k},
+      {"expert_hidden_dim", c.inter},
+      {"num_shared_experts", c.shared_inter / c.inter},
+      {"routed_scale", c.route_scale},
+      {"num_expert_groups", std::max<int64_t>(1, c.n_groups)},
+      {"num_expert_groups_per_tok", std::max<int64_t>(1, c.topk_groups)},
+      {"first_k_dense_replace", 1},
+      {"route_every_n", 1},
+      {"renorm_strategy", "WEIGHTS"},
+      {"use_load_balancing_bias", false}};
+  return j.dump(2);
+}
+
+// One MoE layer under Mistral's names: Mixtral's feed_forward.gate and
+// feed_forward.experts.{e}.w1/w3/w2, Mistral-Large-3's gate, experts.{e}.*
+// and shared_experts.* at the layer level.
+void AddMistralMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer,
+                        bool golden, uint64_t seed, std::vector<Tensor>* out) {
+  const MoeLayerConfig& k = c.config;
+  const int64_t E = k.num_experts, H = k.hidden, I = k.inter,
+                S = k.shared_inter;
+  auto values = [&](const std::vector<float>& src, int64_t begin, int64_t count,
+                    uint64_t salt) {
+    return golden ? Slice(src, begin, count) : Filler(seed + salt, count, 0.2f);
+  };
+  const std::string p = absl::StrCat(
+      "layers.", layer, f == HfFamily::kMixtral ? ".feed_forward." : ".");
+  out->push_back({p + "gate.weight", {E, H}, values(c.gate, 0, E * H, 1)});
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string x = absl::StrCat(p, "experts.", e, ".");
+    out->push_back(
+        {x + "w1.weight", {I, H}, values(c.w1, e * I * H, I * H, 10 + e)});
+    out->push_back(
+        {x + "w3.weight", {I, H}, values(c.w3, e * I * H, I * H, 1000 + e)});
+    out->push_back(
+        {x + "w2.weight", {H, I}, values(c.w2, e * I * H, I * H, 2000 + e)});
+  }
+  if (S > 0) {
+    out->push_back(
+        {p + "shared_experts.w1.weight", {S, H}, values(c.sw1, 0, S * H, 3)});
+    out->push_back(
+        {p + "shared_experts.w3.weight", {S, H}, values(c.sw3, 0, S * H, 4)});
+    out->push_back(
+        {p + "shared_experts.w2.weight", {H, S}, values(c.sw2, 0, S * H, 5)});
+  }
+}
+
+// The tensors around the MoE layers, which the loader must skip: the
+// embedding, attention (Mistral-Large-3's MLA), norms, dense FFNs, output.
+void AddMistralUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
+                         bool dense, std::vector<Tensor>* out) {
+  const std::string p = absl::StrCat("layers.", layer, ".");
+  const std::vector<const char*> attention =
+      f == HfFamily::kMixtral
+          ? std::vector<const char*>{"wq", "wk", "wv", "wo"}
+          : std::vector<const char*>{"wq_a", "wq_b", "wkv_a_with_mqa", "wkv_b",
+                                     "wo"};
+  for (const char* w : attention) {
+    out->push_back({absl::StrCat(p, "attention.", w, ".weight"),
+                    {H, H},
+                    Filler(seed + layer * 7 + w[1], H * H, 0.1f)});
+  }
+  if (f != HfFamily::kMixtral) {
+    for (const char* n : {"q_a_norm", "kv_a_norm"}) {
+      out->push_back({absl::StrCat(p, "attention.", n, ".weight"),
+                      {H},
+                      std::vector<float>(H, 1.0f)});
+    }
+  }
+  out->push_back(
+      {p + "attention_norm.weight", {H}, std::vector<float>(H, 1.0f)});
+  out->push_back({p + "ffn_norm.weight", {H}, std::vector<float>(H, 1.0f)});
+  if (dense) {
+    const std::string m = p + "feed_forward.";
+    out->push_back(
+        {m + "w1.weight", {2 * H, H}, Filler(seed + 91, 2 * H * H, 0.1f)});
+    out->push_back(
+        {m + "w3.weight", {2 * H, H}, Filler(seed + 92, 2 * H * H, 0.1f)});
+    out->push_back(
+        {m + "w2.weight", {H, 2 * H}, Filler(seed + 93, 2 * H * H, 0.1f)});
+  }
+}
+
+}  // namespace
+
+absl::Status WriteMistralCheckpoint(const GoldenCase& c,
+                                    const HfWriteOptions& o,
+                                    const std::string& dir) {
+  const MoeLayerConfig& k = c.config;
+  const int64_t H = k.hidden;
+  const int64_t num_layers = o.layer + 2;
+  if (o.released || o.nvfp4_experts || o.hash_case != nullptr) {
+    return absl::InvalidArgumentError(
+        "Mistral's layout is written unquantised and top-k only");
+  }
+  MOE_ASSIGN_OR_RETURN(const std::string params,
+                       MistralParamsJson(k, o.family, num_layers));
+  // The params.json written must say the case exactly, as read back.
+  MOE_ASSIGN_OR_RETURN(HfModelSpec spec, ParseMistralParams(params, dir));
+  MoeLayerConfig got = spec.info.layer;
+  if (got.n_groups <= 1 && k.n_groups == 0) {
+    got.n_groups = 0;
+    got.topk_groups = 0;
+    got.group_score = k.group_score;
+  }
+  if (!(got == k) || spec.family != o.family) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        c.name, ": a ", HfFamilyName(o.family),
+        " params.json does not express its config ", MoeLayerConfigToJson(k),
+        " (it reads back as ", MoeLayerConfigToJson(got), ")"));
+  }
+  if (!spec.info.HasLayer(o.layer)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer ", o.layer, " would not be an MoE layer"));
+  }
+  std::vector<Tensor> tensors;
+  tensors.push_back(
+      {"tok_embeddings.weight", {kVocab, H}, Filler(o.seed, kVocab * H, 0.5f)});
+  for (int64_t l = 0; l < num_layers; ++l) {
+    const bool moe = spec.info.HasLayer(l);
+    AddMistralUnrelated(o.family, H, l, o.seed + l, !moe, &tensors);
+    if (moe) {
+      AddMistralMoeLayer(c, o.family, l, l == o.layer, o.seed + 100 * l,
+                         &tensors);
+    }
+  }
+  tensors.push_back({"norm.weight", {H}, std::vector<float>(H, 1.0f)});
+  tensors.push_back(
+      {"output.weight", {kVocab, H}, Filler(o.seed + 5, kVocab * H, 0.5f)});
+  if (o.family == HfFamily::kDeepseekV3) {
+    tensors.push_back(
+        {"vision_encoder.transformer.layers.0.attention.wq.weight",
+         {48, 48},
+         Filler(o.seed + 6, 48 * 48, 0.1f)});
+    tensors.push_back({"vision_language_adapter.w_in.weight",
+                       {H, 48},
+                       Filler(o.seed + 7, H * 48, 0.1f)});
+  }
+
+  fs::create_directories(dir);
+  const int shards = std::max(1, o.shards);
+  std::vector<SafetensorsWriter> writers(shards);
+  json weight_map = json::object();
+  auto shard_name = [&](int s) {
+    return shards == 1
+               ? std::string("consolidated.safetensors")
+               : absl::StrFormat("consolidated-%05d-of-%05d.safetensors", s + 1,
+                                 shards);
+  };
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    const int s = static_cast<int>(i % shards);
+    const DType dtype =
+        absl::EndsWith(t.name, "gate.weight") ? o.router_storage : o.storage;
+    std::vector<std::byte> bytes(t.values.size() * DTypeSize(dtype));
+    if (!ConvertFromF32(dtype, t.values.data(), t.values.size(),
+                        bytes.data())) {
+      return absl::InvalidArgumentError(
+          "storage dtype must be F32, BF16 or F16");
+    }
+    writers[s].Add(t.name, dtype, t.shape, bytes.data(), bytes.size());
+    weight_map[t.name] = shard_name(s);
+  }
+  for (int s = 0; s < shards; ++s) {
+    writers[s].SetMetadata("format", "pt");
+    MOE_RETURN_IF_ERROR(
+        writers[s].WriteFile((fs::path(dir) / shard_name(s)).string()));
+  }
+  if (o.write_index) {
+    MOE_RETURN_IF_ERROR(WriteJson(
+        fs::path(dir) / "consolidated.safetensors.index.json",
+        {{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}));
+  }
+  std::ofstream(fs::path(dir) / "params.json") << params;
+  return absl::OkStatus();
+}
+
+absl::Status SetMistralParamsKey(const std::string& dir, const std::string& key,
+                                 const std::string& value_json) {
+  const fs::path path = fs::path(dir) / "params.json";
+  json j = json::parse(std::ifstream(path), nullptr, false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError("SetMistralParamsKey: bad params.json");
+  }
+  json* at = &j;
+  std::string last = key;
+  if (const size_t dot = key.find('.'); dot != std::string::npos) {
+    at = &j[key.substr(0, dot)];
+    last = key.substr(dot + 1);
+  }
+  if (value_json.empty()) {
+    at->erase(last);
+  } else {
+    json v = json::parse(value_json, nullptr, false);
+    if (v.is_discarded()) {
+      return absl::InvalidArgumentError("SetMistralParamsKey: bad JSON");
+    }
+    (*at)[last] = v;
+  }
+  return WriteJson(path, j);
+}
+
 std::vector<HfFamily> FamiliesFor(const MoeLayerConfig& c) {
   std::vector<HfFamily> out;
   for (HfFamily f : AllHfFamilies()) {
@@ -1792,6 +2034,9 @@ std::vector<HfFamily> FamiliesFor(const MoeLayerConfig& c) {
 
 absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                                const std::string& dir) {
+  if (o.layout == HfExpertLayout::kConsolidated) {
+    return WriteMistralCheckpoint(c, o, dir);
+  }
   const MoeLayerConfig& k = c.config;
   const int64_t H = k.hidden;
   const int64_t num_layers = o.layer + 2;
@@ -2123,7 +2368,10 @@ absl::Status ReplaceHfTensorBytes(const std::string& dir,
                                   const std::string& name, DType dtype,
                                   const std::vector<int64_t>& shape,
                                   const std::vector<uint8_t>& bytes) {
-  const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
+  fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
+  if (!fs::exists(index_path)) {
+    index_path = fs::path(dir) / "consolidated.safetensors.index.json";
+  }
   json index = json::parse(std::ifstream(index_path), nullptr, false);
   if (index.is_discarded() || !index["weight_map"].contains(name)) {
     return absl::NotFoundError(absl::StrCat(dir, ": no indexed tensor ", name));

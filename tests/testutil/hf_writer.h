@@ -26,7 +26,8 @@ struct HfWriteOptions {
   DType router_storage = DType::kF32;
   uint64_t seed = 7;  // filler weights of the other layers
   // Routed experts one tensor per expert, or packed as transformers v5
-  // saves them (qwen3_5_moe is always written packed).
+  // saves them (qwen3_5_moe is always written packed), or Mistral's own
+  // layout (kConsolidated: WriteMistralCheckpoint).
   HfExpertLayout layout = HfExpertLayout::kPerExpert;
   // gpt_oss / deepseek_v4 as released: routed experts MXFP4 (gpt-oss
   // *_blocks/*_scales, V4 I8 + F8_E8M0 .scale), V4's shared expert F8_E4M3
@@ -59,8 +60,23 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily family,
 // compared).
 std::vector<HfFamily> FamiliesFor(const MoeLayerConfig& c);
 
+// With o.layout kConsolidated: WriteMistralCheckpoint.
 absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                                const std::string& dir);
+
+// Mistral's own layout of o.family (mixtral, or deepseek_v3 as
+// Mistral-Large-3): params.json and consolidated.safetensors (one shard
+// without an index) or consolidated-0000N-of-0000M.safetensors with
+// consolidated.safetensors.index.json (o.write_index), no config.json.
+// Refused when that params.json does not express the case exactly.
+absl::Status WriteMistralCheckpoint(const GoldenCase& c,
+                                    const HfWriteOptions& o,
+                                    const std::string& dir);
+
+// Sets params.json key `key` ("moe.<key>" below moe) to the JSON value
+// `value_json`, or removes it when `value_json` is empty.
+absl::Status SetMistralParamsKey(const std::string& dir, const std::string& key,
+                                 const std::string& value_json);
 
 // DeepSeek-V4 as released, 4 layers: 0-1 hash-routed (deepseek_v4_hash's
 // weights at 1), 2-3 top-k (deepseek_v4_like's at 2), written into `dir`

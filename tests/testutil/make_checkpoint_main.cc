@@ -5,7 +5,8 @@
 // (AllHfFamilies), so a family added there is offered here at once, as
 // soon as one golden case fits it.
 //   moe-make-checkpoint --list              # every family and form offered
-//   moe-make-checkpoint FAMILY DIR [--released | --nvfp4 | --packed]
+//   moe-make-checkpoint FAMILY DIR [--released | --nvfp4 | --packed |
+//                       --mistral]
 //                       [--case GOLDEN.safetensors] [--io FILE] [--layer L]
 // --case writes that golden case (FAMILY may then be `auto`: the first
 // family that expresses it); --io writes what a client needs to check the
@@ -38,6 +39,11 @@ std::vector<std::string> Forms(HfFamily f) {
       return {"--released"};  // MXFP4 routed experts, as they ship
     case HfFamily::kNemotronH:
       return {"--nvfp4"};  // the ModelOpt NVFP4 release
+    // Mistral's own layout: params.json and consolidated shards (Mixtral,
+    // and Mistral-Large-3 as deepseek_v3).
+    case HfFamily::kMixtral:
+    case HfFamily::kDeepseekV3:
+      return {"--mistral"};
     default:
       return {};
   }
@@ -72,6 +78,12 @@ bool Expresses(HfFamily f, const MoeLayerConfig& c) {
   return false;
 }
 
+// Whether `c` is worth writing in `o`'s form of `f`: its config.json says
+// it, or the form is Mistral's, whose writer checks its own params.json.
+bool Candidate(HfFamily f, const HfWriteOptions& o, const MoeLayerConfig& c) {
+  return o.layout == HfExpertLayout::kConsolidated || Expresses(f, c);
+}
+
 absl::Status WriteCase(const GoldenCase& c, HfFamily f, const std::string& dir,
                        const HfWriteOptions& o, const std::string& io,
                        const char* what) {
@@ -89,7 +101,7 @@ absl::Status WriteGiven(HfFamily f, const std::string& dir, HfWriteOptions o,
   o.family = f;
   o.shards = 2;
   MOE_ASSIGN_OR_RETURN(GoldenCase c, LoadGoldenCase(case_path));
-  if (!Expresses(f, c.config)) {
+  if (!Candidate(f, o, c.config)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--case ", case_path, ": ", HfFamilyName(f),
                      "'s config.json does not express this case"));
@@ -107,7 +119,7 @@ absl::Status Write(HfFamily f, const std::string& dir, HfWriteOptions o,
       "no golden case in ", GoldenDir(), " is expressed by ", HfFamilyName(f)));
   for (const std::string& path : GoldenFiles()) {
     auto c = LoadGoldenCase(path);
-    if (!c.ok() || !Expresses(f, c->config)) continue;
+    if (!c.ok() || !Candidate(f, o, c->config)) continue;
     absl::Status s = WriteCase(*c, f, dir, o, io, "golden case");
     if (s.ok()) return s;
     last = s;
@@ -124,9 +136,13 @@ absl::Status Write(HfFamily f, const std::string& dir, HfWriteOptions o,
       k.top_k = 2;
       k.route_norm = norm;
       k.shared_inter = shared;
-      if (!Expresses(f, k)) continue;
+      if (!Candidate(f, o, k)) continue;
       const GoldenCase c = RandomCase(k, 16, 11, "random");
-      return WriteCase(c, f, dir, o, io, "reference case");
+      // A form may not express it (Mistral-Large-3 always has a shared
+      // expert): the next one.
+      absl::Status s = WriteCase(c, f, dir, o, io, "reference case");
+      if (s.ok()) return s;
+      last = s;
     }
   }
   return last;
@@ -135,7 +151,8 @@ absl::Status Write(HfFamily f, const std::string& dir, HfWriteOptions o,
 int Usage() {
   std::fprintf(stderr,
                "usage: moe-make-checkpoint --list | FAMILY DIR [--released | "
-               "--nvfp4 | --packed] [--case GOLDEN.safetensors] [--io FILE] "
+               "--nvfp4 | --packed | --mistral] [--case GOLDEN.safetensors] "
+               "[--io FILE] "
                "[--layer L]\n"
                "  FAMILY may be 'auto' with --case: the first family that "
                "expresses the case\n");
@@ -180,8 +197,8 @@ int Main(int argc, char** argv) {
   bool form_given = false;
   for (int i = 3; i < argc; ++i) {
     const std::string arg = argv[i];
-    const bool form =
-        arg == "--released" || arg == "--nvfp4" || arg == "--packed";
+    const bool form = arg == "--released" || arg == "--nvfp4" ||
+                      arg == "--packed" || arg == "--mistral";
     if (form && form_given) return Usage();
     form_given |= form;
     if (arg == "--released") {
@@ -190,6 +207,8 @@ int Main(int argc, char** argv) {
       o.nvfp4_experts = true;
     } else if (arg == "--packed") {
       o.layout = HfExpertLayout::kPacked;
+    } else if (arg == "--mistral") {
+      o.layout = HfExpertLayout::kConsolidated;
     } else if ((arg == "--case" || arg == "--io") && i + 1 < argc) {
       (arg == "--case" ? case_path : io) = argv[++i];
     } else if (arg == "--layer" && i + 1 < argc &&
