@@ -24,25 +24,15 @@ WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh
 RUN MOE_DEPS_TOOLS=0 bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
-# An optional compiler cache: a builder that mounts one and names it
-# (podman build --volume DIR:/ccache --build-arg CCACHE_DIR=/ccache) reuses
-# what another build of the same tree compiled, as scripts/check-image.sh
-# does with the test command's cache. The build directory sits one level
-# below the sources, as the test command's does, so that the cache's
-# relative paths match.
-ARG CCACHE_DIR=
 # Binaries, then every shared library they load except glibc and the CUDA
 # driver (the runtime base provides those): the runtime stage then needs
 # no package list of its own.
-RUN cmake -S . -B /src/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DMOE_BUILD_TESTS=OFF -DMOE_CUDA="$([[ "${VARIANT}" == cuda ]] && echo ON || echo OFF)" \
-      $([[ -n "${CCACHE_DIR}" ]] && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache) \
- && CCACHE_BASEDIR=/src cmake --build /src/build \
-      --target moe-router moe-worker moe-cli moe-loadtest moe-bench \
- && { [[ -z "${CCACHE_DIR}" ]] || ccache --show-stats; } \
+ && cmake --build /build --target moe-router moe-worker moe-cli moe-loadtest moe-bench \
  && mkdir -p /out/bin /out/lib \
- && cp /src/build/server/moe-router /src/build/worker/moe-worker /src/build/client/moe-cli \
-       /src/build/client/moe-loadtest /src/build/bench/moe-bench /out/bin/ \
+ && cp /build/server/moe-router /build/worker/moe-worker /build/client/moe-cli \
+       /build/client/moe-loadtest /build/bench/moe-bench /out/bin/ \
  && ldd /out/bin/* | awk '/=> \// {print $3}' | sort -u \
     | grep -vE '/(libc|libm|libpthread|libdl|librt|libcuda|ld-linux[^/]*)\.so' \
     | xargs -r cp -L -t /out/lib/

@@ -67,8 +67,10 @@ class Params {
 absl::Status OnlyKeys(const Params& p, const json& moe,
                       const std::vector<const char*>& allowed,
                       absl::string_view structure) {
-  for (const auto& [key, value] : moe.items()) {
-    if (value.is_null()) continue;
+  for (const auto& item : moe.items()) {
+    if (item.value().is_null()) continue;
+    // A named copy: clang 14 cannot capture a structured binding.
+    const std::string& key = item.key();
     const bool known = std::any_of(allowed.begin(), allowed.end(),
                                    [&](const char* k) { return key == k; });
     if (!known) {

@@ -16,11 +16,7 @@
 # reason, when podman cannot run a container here. Everything it made
 # (containers, images, the base, its temporary directory) is removed on
 # exit, also on failure or a signal. Env: MOE_IMAGE_KEEP_BASE=DIR reuses (or
-# makes and keeps) the debootstrap tree in DIR; MOE_DEBIAN_MIRROR;
-# MOE_IMAGE_CCACHE=DIR mounts the compiler cache in DIR into the CPU image's
-# build (the test command passes the cache its own build filled, so the
-# image compiles only what differs; the image is built from source either
-# way).
+# makes and keeps) the debootstrap tree in DIR; MOE_DEBIAN_MIRROR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -168,15 +164,10 @@ MADE_BASES+=("${BASES[0]}")
 "${PODMAN[@]}" tag "${BASES[0]}" "${BASES[1]}"
 MADE_BASES+=("${BASES[1]}")
 
-cache_args=()
-if [[ -n "${MOE_IMAGE_CCACHE:-}" ]]; then
-  [[ -d "$MOE_IMAGE_CCACHE" ]] || { echo "FAIL: MOE_IMAGE_CCACHE=$MOE_IMAGE_CCACHE is not a directory"; exit 1; }
-  cache_args=(--volume "$(realpath "$MOE_IMAGE_CCACHE"):/ccache" --build-arg CCACHE_DIR=/ccache)
-fi
-log "building the CPU image (docker format${cache_args:+, compiler cache $MOE_IMAGE_CCACHE})"
+log "building the CPU image (docker format)"
 t0=$SECONDS
 "${PODMAN[@]}" build --format docker --pull=never --network host \
-  --layers=false --rm --force-rm "${cache_args[@]}" \
+  --layers=false --rm --force-rm \
   --build-arg VARIANT=cpu --label "moe-check=$TAG" \
   --ulimit "nofile=$NOFILE:$NOFILE" --ulimit "nproc=$NPROC:$NPROC" \
   -t "$IMAGE" . >"$TMP/build.log" 2>&1 || {
@@ -186,10 +177,6 @@ t0=$SECONDS
 }
 build_s=$((SECONDS - t0))
 log "image built in $build_s s"
-if ((${#cache_args[@]})); then
-  grep -E "^ *(Cacheable calls|  Hits|  Misses|Hits|Misses)" "$TMP/build.log" |
-    sed 's/^/  compiler cache: /' || true
-fi
 healthcheck="$("${PODMAN[@]}" image inspect --format \
   '{{json .Config.Healthcheck}}' "$IMAGE")"
 [[ "$healthcheck" == *moe-cli* ]] ||

@@ -21,22 +21,12 @@ printf '\x00\x01\x02\x01\x00\x08\x00\x00\x00\x80\x3f\x00\x00\x00\x00' >"$work/re
 # Inputs that once failed stay in the corpus.
 cp tests/fuzz/regressions/request_validator/* "$work/request_validator/"
 
-# The fuzzers run side by side (one core each on the 2-core CI machine),
-# then each one's outcome is reported in turn.
-targets=(safetensors request_validator)
-for target in "${targets[@]}"; do
-  (
-    status=0
-    "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 \
-      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/$target-" \
-      "$work/$target" >"$work/$target.log" 2>&1 || status=$?
-    echo "$status" >"$work/$target.status"
-  ) &
-done
-wait
-for target in "${targets[@]}"; do
+for target in safetensors request_validator; do
   echo "== fuzz_$target for ${seconds}s"
-  status="$(cat "$work/$target.status")"
+  status=0
+  "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/" \
+    "$work/$target" >"$work/$target.log" 2>&1 || status=$?
   # The summary lines; libFuzzer's own exit status decides (sanitizers are
   # built with -fno-sanitize-recover, so any report is a failing exit).
   grep -E "^(#[0-9]+.*DONE|Done|stat::number_of_executed_units|stat::peak_rss)" \
@@ -45,7 +35,7 @@ for target in "${targets[@]}"; do
     echo "fuzz_$target failed (exit $status):"
     grep -E -A30 "runtime error|==[0-9]+==ERROR" "$work/$target.log" | head -60
     # The input that failed, printed since the work directory goes away.
-    for f in "$work/$target"-crash-* "$work/$target"-leak-* "$work/$target"-timeout-*; do
+    for f in "$work"/crash-* "$work"/leak-* "$work"/timeout-*; do
       [[ -f "$f" ]] || continue
       echo "reproducer $(basename "$f") (base64):"
       base64 "$f" | head -20

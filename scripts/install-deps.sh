@@ -10,8 +10,6 @@ packages=(
   libspdlog-dev libfmt-dev libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev libopenblas-dev libopenblas-openmp-dev prometheus-cpp-dev nlohmann-json3-dev libssl-dev
   curl procps patchelf
-  # The compiler cache the test command and an image build may share.
-  ccache
 )
 # Extra tools for the full test command (linters, fuzzers, manifest checks).
 # node/npm and kubectl are looked for as commands by scripts/check-deploy.sh,
