@@ -33,7 +33,13 @@ for form in "${forms[@]}"; do
     fail "$form: not written: $(cat "$tmp/write.log")"
     continue
   fi
-  grep -q "\"model_type\"" "$dir/config.json" 2>/dev/null || { fail "$form: no config.json"; continue; }
+  # A Mistral-native form writes params.json and no config.json.
+  if [[ " ${words[*]:1} " == *" --mistral "* ]]; then
+    [[ -s "$dir/params.json" && ! -e "$dir/config.json" ]] ||
+      { fail "$form: not params.json alone"; continue; }
+  else
+    grep -q "\"model_type\"" "$dir/config.json" 2>/dev/null || { fail "$form: no config.json"; continue; }
+  fi
   rm -f "$tmp/port"
   "$build/server/moe-router" --model "$dir" --num-workers 0 --threads 1 \
     --listen 127.0.0.1:0 --port-file "$tmp/port" >"$tmp/router.log" 2>&1 &
