@@ -584,30 +584,28 @@ absl::Status AddHfFamilyNames(HfFamily family, const HfNameTables& names) {
 HfTensorLocation HfLocate(HfFamily described, const MoeLayerConfig& config,
                           int64_t layer, WeightRole role, int64_t expert,
                           HfExpertLayout layout) {
+  // The table the layout names, and the prefix its names sit under.
+  const NameTable* table = nullptr;
+  std::string prefix;
   if (layout == HfExpertLayout::kConsolidated) {
-    const NameTable* table = ConsolidatedOf(described);
-    if (table == nullptr) return {};
-    for (const RoleName& entry : *table) {
-      if (entry.role == role) {
-        return Interpret(entry, absl::StrCat("layers.", layer, "."), config,
-                         role, expert);
-      }
+    table = ConsolidatedOf(described);
+    prefix = absl::StrCat("layers.", layer, ".");
+  } else {
+    // A family described as another's keeps that one's names unless it has
+    // its own (Qwen3-VL-MoE stores Qwen3-MoE's experts fused).
+    const FamilyNames* names = NamesOf(described);
+    if (names == nullptr) names = NamesOf(HfBaseFamily(described));
+    if (names != nullptr) {
+      table = layout == HfExpertLayout::kPacked && !names->packed.empty()
+                  ? &names->packed
+                  : &names->per_expert;
+      prefix = HfLayerPrefix(described, layer);
     }
-    return {};
   }
-  // A family described as another's keeps that one's names unless it has
-  // its own (Qwen3-VL-MoE stores Qwen3-MoE's experts fused).
-  const FamilyNames* names = NamesOf(described);
-  if (names == nullptr) names = NamesOf(HfBaseFamily(described));
-  if (names == nullptr) return {};
-  const NameTable& table =
-      layout == HfExpertLayout::kPacked && !names->packed.empty()
-          ? names->packed
-          : names->per_expert;
-  for (const RoleName& entry : table) {
+  if (table == nullptr) return {};
+  for (const RoleName& entry : *table) {
     if (entry.role == role) {
-      return Interpret(entry, HfLayerPrefix(described, layer), config, role,
-                       expert);
+      return Interpret(entry, prefix, config, role, expert);
     }
   }
   // A role the family has no tensor for (a non-gated expert's w1).

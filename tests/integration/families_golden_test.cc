@@ -244,6 +244,14 @@ MoeLayerConfig MistralLarge3Config() {
   return k;
 }
 
+// The router started on `dir` without workers: its exit and output, for the
+// checkpoints it must refuse at start.
+testing::CommandResult StartRouterOn(const std::string& dir) {
+  return testing::RunCommand({testing::RouterBinary(), "--model=" + dir,
+                              "--listen=127.0.0.1:0", "--num-workers=0"},
+                             std::chrono::seconds(30));
+}
+
 TEST(FamilyGoldenMistral, ConsolidatedLayoutServesTheGoldenCase) {
   {
     SCOPED_TRACE("mixtral");
@@ -288,10 +296,7 @@ TEST(FamilyRefusal, RouterRefusesABadMistralCheckpointAtStart) {
     } else {
       ASSERT_TRUE(testing::SetMistralParamsKey(dir, b.key, b.value).ok());
     }
-    testing::CommandResult r =
-        testing::RunCommand({testing::RouterBinary(), "--model=" + dir,
-                             "--listen=127.0.0.1:0", "--num-workers=0"},
-                            std::chrono::seconds(30));
+    const testing::CommandResult r = StartRouterOn(dir);
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find(b.names), std::string::npos) << r.output;
     if (b.key != "tensor") {
@@ -325,10 +330,7 @@ TEST(FamilyRefusal, RouterRefusesAnUnknownCheckpointAtStart) {
     SCOPED_TRACE(b.key);
     ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
     ASSERT_TRUE(testing::SetHfConfigKey(dir, b.key, b.value).ok());
-    testing::CommandResult r =
-        testing::RunCommand({testing::RouterBinary(), "--model=" + dir,
-                             "--listen=127.0.0.1:0", "--num-workers=0"},
-                            std::chrono::seconds(30));
+    const testing::CommandResult r = StartRouterOn(dir);
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find(b.names), std::string::npos) << r.output;
     if (b.key == "model_type") {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 
 #include "absl/strings/match.h"
@@ -1896,6 +1897,51 @@ void AddMistralUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
   }
 }
 
+// Writes `tensors` round-robin into `shards` files named by `shard_name`,
+// each tensor stored as `dtype_of` says (raw bytes and integer ids as they
+// are), with the JSON index `index_file` naming every tensor's file when
+// `write_index`. Both layouts (Hugging Face's, Mistral's) write this way.
+absl::Status WriteShards(const std::vector<Tensor>& tensors, int shards,
+                         const std::function<std::string(int)>& shard_name,
+                         const std::function<DType(const Tensor&)>& dtype_of,
+                         bool write_index, const std::string& index_file,
+                         const std::string& dir) {
+  std::vector<SafetensorsWriter> writers(shards);
+  json weight_map = json::object();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    const int s = static_cast<int>(i % shards);
+    const DType dtype = dtype_of(t);
+    std::vector<std::byte> bytes(t.values.size() * DTypeSize(dtype));
+    if (!t.raw.empty()) {
+      bytes.resize(t.raw.size());
+      std::memcpy(bytes.data(), t.raw.data(), t.raw.size());
+    } else if (dtype == DType::kI32) {
+      for (size_t j = 0; j < t.values.size(); ++j) {
+        const int32_t id = static_cast<int32_t>(t.values[j]);
+        std::memcpy(bytes.data() + 4 * j, &id, 4);
+      }
+    } else if (!ConvertFromF32(dtype, t.values.data(), t.values.size(),
+                               bytes.data())) {
+      return absl::InvalidArgumentError(
+          "storage dtype must be F32, BF16 or F16");
+    }
+    writers[s].Add(t.name, dtype, t.shape, bytes.data(), bytes.size());
+    weight_map[t.name] = shard_name(s);
+  }
+  for (int s = 0; s < shards; ++s) {
+    writers[s].SetMetadata("format", "pt");
+    MOE_RETURN_IF_ERROR(
+        writers[s].WriteFile((fs::path(dir) / shard_name(s)).string()));
+  }
+  if (write_index) {
+    MOE_RETURN_IF_ERROR(WriteJson(
+        fs::path(dir) / index_file,
+        {{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status WriteMistralCheckpoint(const GoldenCase& c,
@@ -1954,38 +2000,19 @@ absl::Status WriteMistralCheckpoint(const GoldenCase& c,
 
   fs::create_directories(dir);
   const int shards = std::max(1, o.shards);
-  std::vector<SafetensorsWriter> writers(shards);
-  json weight_map = json::object();
   auto shard_name = [&](int s) {
     return shards == 1
                ? std::string("consolidated.safetensors")
                : absl::StrFormat("consolidated-%05d-of-%05d.safetensors", s + 1,
                                  shards);
   };
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i];
-    const int s = static_cast<int>(i % shards);
-    const DType dtype =
-        absl::EndsWith(t.name, "gate.weight") ? o.router_storage : o.storage;
-    std::vector<std::byte> bytes(t.values.size() * DTypeSize(dtype));
-    if (!ConvertFromF32(dtype, t.values.data(), t.values.size(),
-                        bytes.data())) {
-      return absl::InvalidArgumentError(
-          "storage dtype must be F32, BF16 or F16");
-    }
-    writers[s].Add(t.name, dtype, t.shape, bytes.data(), bytes.size());
-    weight_map[t.name] = shard_name(s);
-  }
-  for (int s = 0; s < shards; ++s) {
-    writers[s].SetMetadata("format", "pt");
-    MOE_RETURN_IF_ERROR(
-        writers[s].WriteFile((fs::path(dir) / shard_name(s)).string()));
-  }
-  if (o.write_index) {
-    MOE_RETURN_IF_ERROR(WriteJson(
-        fs::path(dir) / "consolidated.safetensors.index.json",
-        {{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}));
-  }
+  MOE_RETURN_IF_ERROR(WriteShards(
+      tensors, shards, shard_name,
+      [&](const Tensor& t) {
+        return absl::EndsWith(t.name, "gate.weight") ? o.router_storage
+                                                     : o.storage;
+      },
+      o.write_index, "consolidated.safetensors.index.json", dir));
   std::ofstream(fs::path(dir) / "params.json") << params;
   return absl::OkStatus();
 }
@@ -2276,17 +2303,13 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   }
 
   const int shards = std::max(1, o.shards);
-  std::vector<SafetensorsWriter> writers(shards);
-  json weight_map = json::object();
   auto shard_name = [&](int s) {
     return shards == 1 && !o.write_index
                ? std::string("model.safetensors")
                : absl::StrFormat("model-%05d-of-%05d.safetensors", s + 1,
                                  shards);
   };
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i];
-    const int s = static_cast<int>(i % shards);
+  auto dtype_of = [&](const Tensor& t) {
     const bool router = absl::EndsWith(t.name, "mlp.gate.weight") ||
                         absl::EndsWith(t.name, "feed_forward.gate.weight") ||
                         absl::EndsWith(t.name, "router.gate.weight") ||
@@ -2304,37 +2327,13 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                         absl::EndsWith(t.name, "router.classifier.bias") ||
                         absl::EndsWith(t.name, "router.layer.weight") ||
                         absl::EndsWith(t.name, "moe_block.gate.weight");
-    const DType dtype = t.fixed || t.dtype == DType::kI32 ? t.dtype
-                        : router                          ? o.router_storage
-                                                          : o.storage;
-    std::vector<std::byte> bytes(t.values.size() * DTypeSize(dtype));
-    if (!t.raw.empty()) {
-      bytes.resize(t.raw.size());
-      std::memcpy(bytes.data(), t.raw.data(), t.raw.size());
-    } else if (dtype == DType::kI32) {
-      for (size_t j = 0; j < t.values.size(); ++j) {
-        const int32_t id = static_cast<int32_t>(t.values[j]);
-        std::memcpy(bytes.data() + 4 * j, &id, 4);
-      }
-    } else if (!ConvertFromF32(dtype, t.values.data(), t.values.size(),
-                               bytes.data())) {
-      return absl::InvalidArgumentError(
-          "storage dtype must be F32, BF16 or F16");
-    }
-    writers[s].Add(t.name, dtype, t.shape, bytes.data(), bytes.size());
-    weight_map[t.name] = shard_name(s);
-  }
-  for (int s = 0; s < shards; ++s) {
-    writers[s].SetMetadata("format", "pt");
-    MOE_RETURN_IF_ERROR(
-        writers[s].WriteFile((fs::path(dir) / shard_name(s)).string()));
-  }
-  if (o.write_index) {
-    json index = {{"metadata", {{"total_size", 0}}},
-                  {"weight_map", weight_map}};
-    MOE_RETURN_IF_ERROR(
-        WriteJson(fs::path(dir) / "model.safetensors.index.json", index));
-  }
+    return t.fixed || t.dtype == DType::kI32 ? t.dtype
+           : router                          ? o.router_storage
+                                             : o.storage;
+  };
+  MOE_RETURN_IF_ERROR(WriteShards(tensors, shards, shard_name, dtype_of,
+                                  o.write_index, "model.safetensors.index.json",
+                                  dir));
   std::ofstream(fs::path(dir) / "config.json") << config;
   return absl::OkStatus();
 }
