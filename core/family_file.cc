@@ -733,7 +733,7 @@ absl::StatusOr<std::string> PrintFamilyJson(HfFamily family) {
       {"sub_config", Strs(e.sub_config)},
       {"moe_config", Str(e.moe_config)},
       {"renamed_keys", Renamed(e.renamed_keys)},
-      {"uniform_lists", Strs(e.uniform_lists)},
+      {"layer_lists", Strs(e.layer_lists)},
       {"num_layers_key", Str(base.num_layers_key)},
       {"moe", moe},
       {"names", NamesJson(HfFamilyNames(e.family))},
@@ -816,7 +816,7 @@ absl::StatusOr<HfFamily> AddFamilyJson(absl::string_view text,
       entry.sub_config = e.sub_config;
       entry.moe_config = e.moe_config;
       entry.renamed_keys = e.renamed_keys;
-      entry.uniform_lists = e.uniform_lists;
+      entry.layer_lists = e.layer_lists;
       entry.num_layers_key = base.num_layers_key;
       entry.moe_layer_lists = e.moe_layer_lists;
       entry.absent_keys = e.absent_keys;
@@ -864,7 +864,7 @@ absl::StatusOr<HfFamily> AddFamilyJson(absl::string_view text,
                                       Keep(own.get<std::string>()));
     }
   }
-  MOE_RETURN_IF_ERROR(top.Strings("uniform_lists", &entry.uniform_lists));
+  MOE_RETURN_IF_ERROR(top.Strings("layer_lists", &entry.layer_lists));
   MOE_RETURN_IF_ERROR(
       top.String("num_layers_key", &entry.num_layers_key, false));
   if (entry.top_k_keys.empty()) {

@@ -218,10 +218,12 @@ absl::StatusOr<int64_t> TopK(const ConfigReader& r, const FamilyEntry& entry) {
 
 // The config as the family's description reads it: the keys of its MoE
 // sub-object beside the others (the config's own win), its own spellings
-// under the common names, and each per-layer list that holds one value as
-// that value.
+// under the common names, and each per-layer list (layer_lists) as its entry
+// for decoder layer `layer`. `*lists_differ` (when given) collects the keys
+// of the lists that hold more than one value.
 absl::StatusOr<json> DescribedConfig(const FamilyEntry& e, const json& body,
-                                     const std::string& label) {
+                                     const std::string& label, int64_t layer,
+                                     std::vector<std::string>* lists_differ) {
   const ConfigReader r(body, label);
   json out = body;
   if (e.moe_config != nullptr) {
@@ -239,7 +241,7 @@ absl::StatusOr<json> DescribedConfig(const FamilyEntry& e, const json& body,
     if (body.contains(own) && !body.contains(common)) out[common] = body[own];
   }
   const ConfigReader described(out, label);
-  for (const char* key : e.uniform_lists) {
+  for (const char* key : e.layer_lists) {
     auto it = out.find(key);
     if (it == out.end() || !it->is_array()) continue;
     const json list = *it;
@@ -250,17 +252,12 @@ absl::StatusOr<json> DescribedConfig(const FamilyEntry& e, const json& body,
                                   " values, not num_hidden_layers ", layers));
     }
     if (list.empty()) return r.Error(key, "is an empty list");
-    for (size_t l = 1; l < list.size(); ++l) {
-      if (list[l] != list[0]) {
-        return r.Error(
-            key,
-            absl::StrCat("differs between layers (layer 0: ", list[0].dump(),
-                         ", layer ", l, ": ", list[l].dump(),
-                         "): a layer is served by the model's one config, "
-                         "so a per-layer list must hold one value"));
-      }
+    if (lists_differ != nullptr &&
+        std::any_of(list.begin(), list.end(),
+                    [&](const json& v) { return v != list[0]; })) {
+      lists_differ->push_back(key);
     }
-    out[key] = list[0];
+    out[key] = list[std::clamp<int64_t>(layer, 0, layers - 1)];
   }
   return out;
 }
@@ -301,39 +298,12 @@ std::string SupportedHfFamilies() {
   return absl::StrJoin(names, ", ");
 }
 
-absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
-                                          absl::string_view label) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(label, ": config.json is not a JSON object"));
-  }
-  ConfigReader top(j, std::string(label));
-  MOE_ASSIGN_OR_RETURN(std::string model_type, top.String("model_type", ""));
-  HfModelSpec spec;
-  MOE_ASSIGN_OR_RETURN(spec.family, FamilyOf(j, model_type, label));
-  MOE_RETURN_IF_ERROR(CheckArchitectures(j, spec.family, label));
-  MOE_ASSIGN_OR_RETURN(spec.quant_method, QuantMethod(j, spec.family, label));
-  // A multimodal config (Llama 4, Qwen3.5) keeps the language model's keys
-  // in text_config, Qwen3-Omni's in thinker_config.text_config.
-  const json* body = &j;
-  std::string text_label(label);
-  std::vector<const char*> path = EntryOf(spec.family).sub_config;
-  if (path.empty() && EntryOf(spec.family).text_config) path = {"text_config"};
-  std::string dotted;
-  for (const char* key : path) {
-    dotted = dotted.empty() ? std::string(key) : absl::StrCat(dotted, ".", key);
-    auto it = body->find(key);
-    if (it == body->end() || !it->is_object()) {
-      return top.Error(dotted, absl::StrCat("must be an object (model_type ",
-                                            model_type, ")"));
-    }
-    body = &*it;
-  }
-  if (!path.empty()) text_label = absl::StrCat(label, " ", dotted);
-  MOE_ASSIGN_OR_RETURN(
-      const json described,
-      DescribedConfig(EntryOf(spec.family), *body, text_label));
+// Reads the described config of spec->family into spec->info: the part of
+// ParseHfConfig after the family is known and its keys are in one object.
+absl::Status ReadDescribed(const json& described, const std::string& model_type,
+                           absl::string_view label,
+                           const std::string& text_label, HfModelSpec* out) {
+  HfModelSpec& spec = *out;
   ConfigReader r(described, text_label);
   ModelInfo& info = spec.info;
   MoeLayerConfig& c = info.layer;
@@ -380,7 +350,7 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   }
   if (listed.has_value()) info.moe_layers = *std::move(listed);
   MOE_RETURN_IF_ERROR(ReadExtensions(r, &c));
-  for (auto& [l, layer] : info.routing_overrides) {
+  for (auto& [l, layer] : info.layer_overrides) {
     // Model-wide keys for what the family sets per layer would silently
     // make its hash layers top-k or the reverse.
     for (const char* key : {"moe_hash_vocab", "moe_use_bias"}) {
@@ -395,8 +365,80 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   if (absl::Status s = c.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(label, ": ", s.message()));
   }
-  if (absl::Status s = CheckRoutingOverrides(info); !s.ok()) {
+  if (absl::Status s = CheckLayerOverrides(info); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(label, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
+                                          absl::string_view label) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": config.json is not a JSON object"));
+  }
+  ConfigReader top(j, std::string(label));
+  MOE_ASSIGN_OR_RETURN(std::string model_type, top.String("model_type", ""));
+  HfModelSpec spec;
+  MOE_ASSIGN_OR_RETURN(spec.family, FamilyOf(j, model_type, label));
+  MOE_RETURN_IF_ERROR(CheckArchitectures(j, spec.family, label));
+  MOE_ASSIGN_OR_RETURN(spec.quant_method, QuantMethod(j, spec.family, label));
+  // A multimodal config (Llama 4, Qwen3.5) keeps the language model's keys
+  // in text_config, Qwen3-Omni's in thinker_config.text_config.
+  const json* body = &j;
+  std::string text_label(label);
+  std::vector<const char*> path = EntryOf(spec.family).sub_config;
+  if (path.empty() && EntryOf(spec.family).text_config) path = {"text_config"};
+  std::string dotted;
+  for (const char* key : path) {
+    dotted = dotted.empty() ? std::string(key) : absl::StrCat(dotted, ".", key);
+    auto it = body->find(key);
+    if (it == body->end() || !it->is_object()) {
+      return top.Error(dotted, absl::StrCat("must be an object (model_type ",
+                                            model_type, ")"));
+    }
+    body = &*it;
+  }
+  if (!path.empty()) text_label = absl::StrCat(label, " ", dotted);
+  std::vector<std::string> lists_differ;
+  MOE_ASSIGN_OR_RETURN(const json described,
+                       DescribedConfig(EntryOf(spec.family), *body, text_label,
+                                       0, &lists_differ));
+  MOE_RETURN_IF_ERROR(
+      ReadDescribed(described, model_type, label, text_label, &spec));
+  if (lists_differ.empty() || spec.info.moe_layers.empty()) return spec;
+  // A per-layer list that holds several values: each MoE layer is read
+  // again with its own entries, and those whose config differs from the
+  // first MoE layer's become overrides.
+  ModelInfo& info = spec.info;
+  std::map<int64_t, MoeLayerConfig> layers;
+  for (int64_t l : info.moe_layers) {
+    MOE_ASSIGN_OR_RETURN(
+        const json own,
+        DescribedConfig(EntryOf(spec.family), *body, text_label, l, nullptr));
+    HfModelSpec layer_spec = spec;
+    layer_spec.info = ModelInfo();
+    MOE_RETURN_IF_ERROR(
+        ReadDescribed(own, model_type, label, text_label, &layer_spec));
+    if (layer_spec.info.moe_layers != info.moe_layers) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          text_label, ": layer ", l, "'s entries of the per-layer lists ",
+          absl::StrJoin(lists_differ, ", "),
+          " change which layers are MoE layers; only the layer rule decides "
+          "that"));
+    }
+    layers[l] = layer_spec.info.LayerConfig(l);
+  }
+  info.layer = layers.at(info.moe_layers.front());
+  info.layer_overrides.clear();
+  for (const auto& [l, c] : layers) {
+    if (!(c == info.layer)) info.layer_overrides[l] = c;
+  }
+  if (absl::Status s = CheckLayerOverrides(info); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": ", s.message(), " (from the per-layer lists ",
+                     absl::StrJoin(lists_differ, ", "), ")"));
   }
   return spec;
 }

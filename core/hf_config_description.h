@@ -10,7 +10,7 @@
 namespace moe {
 
 // Reads `d`'s keys from `r` into info->layer and info->moe_layers (and
-// routing_overrides where its `finish` rule sets them), in MoeDescription's
+// layer_overrides where its `finish` rule sets them), in MoeDescription's
 // order; info->family, num_layers and the layer's hidden, top_k and latent
 // are read before. A bad key is refused by name.
 absl::Status ReadMoeDescription(const MoeDescription& d, const ConfigReader& r,

@@ -269,11 +269,13 @@ struct FamilyEntry {
   // family's key is read where the common one is (DBRX's d_model for
   // hidden_size).
   std::vector<std::pair<const char*, const char*>> renamed_keys = {};
-  // Keys a config may give per layer (a list of num_hidden_layers values):
-  // read as the one value when every layer has it, refused naming the key
-  // otherwise, as the model-wide config is the only one a layer has
-  // (Hunyuan's moe_topk).
-  std::vector<const char*> uniform_lists = {};
+  // Keys a config may give per layer (a list of num_hidden_layers values,
+  // Hunyuan's moe_topk): each MoE layer's config is read with its own
+  // entries, and a layer whose config then differs from the first MoE
+  // layer's gets it as an override (CheckLayerOverrides says what a layer
+  // may set for itself; a list giving layers different expert counts is
+  // refused).
+  std::vector<const char*> layer_lists = {};
   // The key giving the decoder layer count (LongCat-Flash's num_layers,
   // whose num_hidden_layers counts its two sublayers per layer).
   const char* num_layers_key = "num_hidden_layers";

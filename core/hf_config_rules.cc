@@ -73,7 +73,7 @@ absl::Status DeepseekV4HashLayers(const ConfigReader& r, ModelInfo* info) {
     return absl::OkStatus();
   }
   for (int64_t l = 0; l < info->num_layers; ++l) {
-    if (hash[l]) info->routing_overrides[l] = hashed;
+    if (hash[l]) info->layer_overrides[l] = hashed;
   }
   return absl::OkStatus();
 }
@@ -138,26 +138,30 @@ absl::Status ExaoneMoeSwigluLimits(const ConfigReader& r, ModelInfo* info) {
                    absl::StrCat("must list ", info->num_layers,
                                 " limits (one per layer, 0 for none)"));
   }
-  double limit = 0.0;
   for (int64_t l = 0; l < info->num_layers; ++l) {
-    if (!v[l].is_number() || v[l].get<double>() < 0.0) {
+    if (!v[l].is_number() || !(v[l].get<double>() >= 0.0) ||
+        !std::isfinite(v[l].get<double>())) {
       return r.Error(
           "swiglu_limits",
           absl::StrCat("entry ", l, " is ", v[l].dump(), ", not a limit >= 0"));
     }
-    if (l == 0) limit = v[l].get<double>();
-    if (v[l].get<double>() != limit) {
-      return r.Error(
-          "swiglu_limits",
-          absl::StrCat("gives layer 0 ", v[0].dump(), " and layer ", l, " ",
-                       v[l].dump(),
-                       ": limits that differ between layers "
-                       "are not supported (one activation per model)"));
-    }
   }
-  if (limit > 0.0) {
-    info->layer.act = Activation::kSiluClamp;
-    info->layer.act_limit = static_cast<float>(limit);
+  // The first MoE layer's activation is the model's; a layer whose limit
+  // differs gets its own config.
+  const MoeLayerConfig base = info->layer;
+  auto layer_config = [&](int64_t l) {
+    MoeLayerConfig c = base;
+    if (const double limit = v[l].get<double>(); limit > 0.0) {
+      c.act = Activation::kSiluClamp;
+      c.act_limit = static_cast<float>(limit);
+    }
+    return c;
+  };
+  if (info->moe_layers.empty()) return absl::OkStatus();
+  info->layer = layer_config(info->moe_layers.front());
+  for (int64_t l : info->moe_layers) {
+    MoeLayerConfig c = layer_config(l);
+    if (!(c == info->layer)) info->layer_overrides[l] = c;
   }
   return absl::OkStatus();
 }
@@ -228,7 +232,7 @@ absl::Status Step3p5LayerLimits(const ConfigReader& r, ModelInfo* info) {
   info->layer = layer_config(info->moe_layers.front());
   for (int64_t l : info->moe_layers) {
     MoeLayerConfig c = layer_config(l);
-    if (!(c == info->layer)) info->routing_overrides[l] = c;
+    if (!(c == info->layer)) info->layer_overrides[l] = c;
   }
   return absl::OkStatus();
 }

@@ -33,9 +33,10 @@ absl::Status DbrxExpertWeightNorm(const ConfigReader& r, ModelInfo* info);
 absl::Status HunyuanWidthsAgree(const ConfigReader& r, ModelInfo* info);
 // EXAONE-MoE: swiglu_limits gives each layer's clamp L (0: none), which
 // transformers applies as silu(min(g, L)) * clamp(u, -L, L) on the routed
-// and shared experts: the engine's silu_clamp. The layers of one model share
-// one activation, so only a list with one value on every layer is served;
-// any other is refused naming the key.
+// and shared experts: the engine's silu_clamp. The first MoE layer's limit
+// is the model's; a layer whose limit differs gets its own config. A list
+// of another length than num_hidden_layers, or an entry that is not a
+// finite limit >= 0, is refused naming the key.
 absl::Status ExaoneMoeSwigluLimits(const ConfigReader& r, ModelInfo* info);
 // Step-3.5: the routed experts of layer L run swiglustep with limit
 // swiglu_limits[L] and the share_expert with swiglu_limits_shared[L]; an

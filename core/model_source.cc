@@ -1,9 +1,13 @@
 #include "core/model_source.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/safetensors.h"
+#include "nlohmann/json.hpp"
 
 namespace moe {
 
@@ -149,8 +153,8 @@ bool ModelInfo::HasLayer(int64_t layer) const {
 }
 
 const MoeLayerConfig& ModelInfo::LayerConfig(int64_t l) const {
-  auto it = routing_overrides.find(l);
-  return it == routing_overrides.end() ? layer : it->second;
+  auto it = layer_overrides.find(l);
+  return it == layer_overrides.end() ? layer : it->second;
 }
 
 std::vector<int64_t> ModelInfo::HashLayers() const {
@@ -178,40 +182,88 @@ MoeLayerConfig WithActivationOf(MoeLayerConfig c, const MoeLayerConfig& of) {
   return c;
 }
 
-absl::Status CheckRoutingOverrides(const ModelInfo& info) {
-  for (const auto& [l, c] : info.routing_overrides) {
+MoeLayerConfig WithPerLayerOptionsOf(MoeLayerConfig c,
+                                     const MoeLayerConfig& of) {
+  c = WithActivationOf(c, of);
+  c.score_func = of.score_func;
+  c.route_norm = of.route_norm;
+  c.route_scale = of.route_scale;
+  c.n_groups = of.n_groups;
+  c.topk_groups = of.topk_groups;
+  c.group_score = of.group_score;
+  c.use_bias = of.use_bias;
+  c.router_bias = of.router_bias;
+  c.norm_min = of.norm_min;
+  c.hash_vocab = of.hash_vocab;
+  c.top_k = of.top_k;
+  c.inter = of.inter;
+  c.shared_inter = of.shared_inter;
+  return c;
+}
+
+std::optional<int64_t> FirstLayerOfOwnShape(const ModelInfo& info) {
+  for (const auto& [l, c] : info.layer_overrides) {
+    const MoeLayerConfig& m = info.layer;
+    if (c.top_k != m.top_k || c.inter != m.inter ||
+        c.shared_inter != m.shared_inter) {
+      return l;
+    }
+  }
+  return std::nullopt;
+}
+
+int64_t ModelInfo::MaxTopK() const {
+  int64_t k = layer.top_k;
+  for (const auto& [l, c] : layer_overrides) k = std::max(k, c.top_k);
+  return k;
+}
+
+namespace {
+
+// The keys of two configs' JSON forms whose values differ, comma-separated.
+std::string DifferingKeys(const MoeLayerConfig& a, const MoeLayerConfig& b) {
+  const nlohmann::json ja = nlohmann::json::parse(MoeLayerConfigToJson(a));
+  const nlohmann::json jb = nlohmann::json::parse(MoeLayerConfigToJson(b));
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : ja.items()) {
+    auto it = jb.find(k);
+    if (it == jb.end() || *it != v) keys.push_back(k);
+  }
+  for (const auto& [k, v] : jb.items()) {
+    if (!ja.contains(k)) keys.push_back(k);
+  }
+  return absl::StrJoin(keys, ", ");
+}
+
+}  // namespace
+
+absl::Status CheckLayerOverrides(const ModelInfo& info) {
+  for (const auto& [l, c] : info.layer_overrides) {
     if (!info.HasLayer(l)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "layer ", l, " has its own routing config but is not an MoE layer"));
+          "layer ", l, " has a config of its own but is not an MoE layer"));
     }
     if (absl::Status s = c.Validate(); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("layer ", l, ": ", s.message()));
     }
-    // Everything but the routing and activation options must be the
-    // model's: the override with those options taken from info.layer is
-    // info.layer.
-    MoeLayerConfig rest = WithActivationOf(c, info.layer);
-    const MoeLayerConfig& m = info.layer;
-    rest.score_func = m.score_func;
-    rest.route_norm = m.route_norm;
-    rest.route_scale = m.route_scale;
-    rest.n_groups = m.n_groups;
-    rest.topk_groups = m.topk_groups;
-    rest.group_score = m.group_score;
-    rest.use_bias = m.use_bias;
-    rest.router_bias = m.router_bias;
-    rest.norm_min = m.norm_min;
-    rest.hash_vocab = m.hash_vocab;
-    if (!(rest == m)) {
+    // Everything a layer may not set for itself must be the model's: the
+    // override with its own options taken from info.layer is info.layer.
+    const MoeLayerConfig rest = WithPerLayerOptionsOf(c, info.layer);
+    if (!(rest == info.layer)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "layer ", l, ": its config ", MoeLayerConfigToJson(c),
-          " differs from the model's ", MoeLayerConfigToJson(m),
-          " in more than the routing options (score_func, route_norm, "
-          "route_scale, n_groups, topk_groups, group_score, use_bias, "
-          "router_bias, norm_min, hash_vocab) and the activation options "
-          "(act, act_alpha, act_limit, act_beta, act_linear_beta, "
-          "shared_act, shared_act_limit)"));
+          "layer ", l,
+          ": its config differs from the model's (its first MoE "
+          "layer's) in ",
+          DifferingKeys(rest, info.layer),
+          ", which every MoE layer of a model shares; a layer may set only "
+          "its routing options (score_func, route_norm, route_scale, "
+          "n_groups, topk_groups, group_score, use_bias, router_bias, "
+          "norm_min, hash_vocab), its activation (act, act_alpha, act_limit, "
+          "act_beta, act_linear_beta, shared_act, shared_act_limit), top_k, "
+          "inter and shared_inter. Layer ",
+          l, ": ", MoeLayerConfigToJson(c),
+          "; the model's: ", MoeLayerConfigToJson(info.layer)));
     }
   }
   return absl::OkStatus();

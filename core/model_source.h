@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,16 +93,18 @@ struct ModelInfo {
   std::string source;      // checkpoint directory or synthetic description
   int64_t num_layers = 0;  // decoder layers in the model
   std::vector<int64_t> moe_layers;  // the MoE layer ids, ascending
-  // Every MoE layer's config, except for the layers in routing_overrides.
+  // Every MoE layer's config, except for the layers in layer_overrides:
+  // the model's first MoE layer's.
   MoeLayerConfig layer;
-  // MoE layers whose routing or activation differs from `layer`'s
-  // (DeepSeek-V4's hash-routed first layers beside its top-k ones,
-  // Step-3.5's per-layer swiglustep limits): each one's whole config, which
-  // may differ from `layer` in the routing and activation options only
-  // (CheckRoutingOverrides), so that shapes, experts and the step plan stay
+  // MoE layers whose config differs from `layer`'s (DeepSeek-V4's hash-routed
+  // first layers beside its top-k ones, Step-3.5's per-layer swiglustep
+  // limits, Hunyuan's per-layer moe_topk): each one's whole config, which
+  // may differ from `layer` in the routing options, the activation, top_k,
+  // inter and shared_inter only (CheckLayerOverrides). The width of the rows
+  // on the wire (hidden, latent), the expert count and the placement stay
   // one per model. Whatever routes, loads or runs a layer's experts reads
   // LayerConfig(layer).
-  std::map<int64_t, MoeLayerConfig> routing_overrides;
+  std::map<int64_t, MoeLayerConfig> layer_overrides;
   bool HasLayer(int64_t layer) const;
   // The config of MoE layer `layer`: its override, else `layer`. The one
   // accessor for anything that routes or loads a given layer.
@@ -110,17 +113,30 @@ struct ModelInfo {
   std::vector<int64_t> HashLayers() const;
   // The largest hash_vocab of any MoE layer; 0 when none is hash-routed.
   int64_t MaxHashVocab() const;
+  // The largest top_k of any MoE layer (what sizes a step's slots).
+  int64_t MaxTopK() const;
 };
 
 // OK when every override names an MoE layer, validates, and differs from
 // info.layer only in routing options (score function, normalisation and
-// scale, groups, biases on choice or logits, norm_min, hash_vocab) and
-// activation options (act and its alpha, limit, beta and lambda,
-// shared_act and its limit); INVALID_ARGUMENT naming the layer otherwise.
-absl::Status CheckRoutingOverrides(const ModelInfo& info);
+// scale, groups, biases on choice or logits, norm_min, hash_vocab), the
+// activation (act and its alpha, limit, beta and lambda, shared_act and its
+// limit), top_k, inter and shared_inter; INVALID_ARGUMENT naming the layer
+// and the keys that differ otherwise.
+absl::Status CheckLayerOverrides(const ModelInfo& info);
+
+// The first MoE layer whose top_k, inter or shared_inter differs from the
+// model's, if any: a backend that sizes its buffers and kernels once per
+// model (CUDA) refuses such a model by it.
+std::optional<int64_t> FirstLayerOfOwnShape(const ModelInfo& info);
 
 // `c` with the activation options of `of`.
 MoeLayerConfig WithActivationOf(MoeLayerConfig c, const MoeLayerConfig& of);
+
+// `c` with every option a layer may set for itself (CheckLayerOverrides)
+// taken from `of`.
+MoeLayerConfig WithPerLayerOptionsOf(MoeLayerConfig c,
+                                     const MoeLayerConfig& of);
 
 class ModelSource {
  public:

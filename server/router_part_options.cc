@@ -36,7 +36,7 @@ int MessageLimitFor(const RouterOptions& o, const ModelInfo& info) {
     max_bytes =
         o.max_batch_tokens *
             (info.layer.hidden * 4 +
-             std::max<int64_t>(info.layer.top_k, info.layer.num_experts) * 8) +
+             std::max<int64_t>(info.MaxTopK(), info.layer.num_experts) * 8) +
         (16 << 20);
   }
   return static_cast<int>(std::min<int64_t>(max_bytes, INT32_MAX));

@@ -87,7 +87,7 @@ class CudaBackend : public DeviceBackend {
     // a worker (no gate) only runs experts, which are per layer already, and
     // so do the router's shared experts (each uploaded with its layer's
     // activation).
-    for (const auto& [l, c] : source.info().routing_overrides) {
+    for (const auto& [l, c] : source.info().layer_overrides) {
       if (!options.load_gate ||
           WithActivationOf(c, source.info().layer) == source.info().layer) {
         continue;
@@ -96,6 +96,21 @@ class CudaBackend : public DeviceBackend {
           name(), " routes every MoE layer with one config; layer ", l,
           " routes by its own (hash and top-k layers in one model): route "
           "this model on a CPU router (CUDA workers can run its experts)"));
+    }
+    // Buffers, the step's bounds and the grouped GEMMs' plans are sized once
+    // per model from config_, so layers of their own top_k or widths
+    // (Hunyuan's per-layer moe_topk) run on CPU backends only.
+    if (const auto l = FirstLayerOfOwnShape(source.info()); l.has_value()) {
+      const MoeLayerConfig& c = source.info().LayerConfig(*l);
+      const MoeLayerConfig& m = source.info().layer;
+      return absl::UnimplementedError(
+          absl::StrCat(name(),
+                       " sizes its buffers for one top_k and expert width per "
+                       "model; layer ",
+                       *l, " has its own (top_k ", c.top_k, ", inter ", c.inter,
+                       ", shared_inter ", c.shared_inter, "; the model's ",
+                       m.top_k, ", ", m.inter, ", ", m.shared_inter,
+                       "): serve this model with --device cpu"));
     }
     // A worker (no gate, no shared expert) runs the routed experts only,
     // which the kernels compute for every family; the router part refuses

@@ -24,7 +24,7 @@ void FillModelInfo(const RouterModel& model, const GroupReadiness* readiness,
   for (int64_t l : m.HashLayers()) {
     info->add_hash_layers(static_cast<int32_t>(l));
   }
-  for (const auto& [l, c] : m.routing_overrides) {
+  for (const auto& [l, c] : m.layer_overrides) {
     (*info->mutable_layer_config_overrides_json())[static_cast<int32_t>(l)] =
         MoeLayerConfigToJson(c);
   }

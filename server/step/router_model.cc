@@ -29,7 +29,7 @@ absl::StatusOr<std::unique_ptr<RouterModel>> RouterModel::Load(
       m->info_.layer.hidden, m->info_.layer.inter, m->info_.layer.num_experts,
       m->info_.layer.top_k, m->info_.layer.shared_inter);
   if (const auto hash = m->info_.HashLayers();
-      !hash.empty() && !m->info_.routing_overrides.empty()) {
+      !hash.empty() && !m->info_.layer_overrides.empty()) {
     // Each layer routes by its own config (LayerWeights::config).
     spdlog::info("hash-routed layers [{}] (need token_ids), top-k the rest",
                  absl::StrJoin(hash, ", "));

@@ -72,7 +72,7 @@ TEST(FamilyFile, EveryBuiltInRoundTripsToTheSameModelInfoAndNames) {
       EXPECT_EQ(a.moe_layers, b.moe_layers);
       EXPECT_EQ(a.layer, b.layer) << MoeLayerConfigToJson(a.layer) << "\n"
                                   << MoeLayerConfigToJson(b.layer);
-      EXPECT_EQ(a.routing_overrides, b.routing_overrides);
+      EXPECT_EQ(a.layer_overrides, b.layer_overrides);
       EXPECT_EQ(built_in->quant_method, from_file->quant_method);
       for (int64_t layer : a.moe_layers) {
         for (int role = 0;

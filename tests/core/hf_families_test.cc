@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "core/hf_config.h"
 #include "gtest/gtest.h"
 
@@ -383,7 +384,7 @@ TEST(HfFamilies, DeepseekV4TopKAndHashModels) {
   EXPECT_FALSE(hash->info.layer.use_bias);
   EXPECT_EQ(HfTensorName(HfFamily::kDeepseekV4, 0, WeightRole::kTid2Eid, -1),
             "layers.0.ffn.gate.tid2eid");
-  EXPECT_TRUE(hash->info.routing_overrides.empty());
+  EXPECT_TRUE(hash->info.layer_overrides.empty());
   // The released fp4 form parses (its tensors are read by the checkpoint);
   // an expert dtype of no release is refused.
   auto fp4 = Parse("{" + body + R"("expert_dtype":"fp4"})");
@@ -409,7 +410,7 @@ TEST(HfFamilies, DeepseekV4HashAndTopKLayersEachHaveTheirConfig) {
     EXPECT_EQ(m.moe_layers, (std::vector<int64_t>{0, 1, 2, 3}));
     EXPECT_EQ(m.HashLayers(), (std::vector<int64_t>{0, 1, 2}));
     EXPECT_EQ(m.MaxHashVocab(), 129280);
-    EXPECT_EQ(m.routing_overrides.size(), 3u);
+    EXPECT_EQ(m.layer_overrides.size(), 3u);
     const MoeLayerConfig& topk = m.LayerConfig(3);
     EXPECT_EQ(&topk, &m.layer);
     EXPECT_TRUE(topk.use_bias);
@@ -437,7 +438,7 @@ TEST(HfFamilies, DeepseekV4HashAndTopKLayersEachHaveTheirConfig) {
       << Parse(no_vocab).status();
 }
 
-TEST(HfFamilies, RoutingOverridesDifferInRoutingOnly) {
+TEST(HfFamilies, LayerOverridesDifferOnlyInWhatALayerMaySet) {
   ModelInfo m;
   m.moe_layers = {0, 1};
   m.layer.hidden = 64;
@@ -448,24 +449,32 @@ TEST(HfFamilies, RoutingOverridesDifferInRoutingOnly) {
   MoeLayerConfig hashed = m.layer;
   hashed.use_bias = false;
   hashed.hash_vocab = 100;
-  m.routing_overrides[0] = hashed;
-  EXPECT_TRUE(CheckRoutingOverrides(m).ok()) << CheckRoutingOverrides(m);
+  m.layer_overrides[0] = hashed;
+  EXPECT_TRUE(CheckLayerOverrides(m).ok()) << CheckLayerOverrides(m);
   EXPECT_EQ(m.LayerConfig(0).hash_vocab, 100);
   EXPECT_EQ(m.LayerConfig(1).hash_vocab, 0);
-  // Another expert width is not a routing option.
-  m.routing_overrides[0].inter = 16;
-  EXPECT_TRUE(Mentions(CheckRoutingOverrides(m), "layer 0"));
-  EXPECT_TRUE(Mentions(CheckRoutingOverrides(m), "more than the routing"));
+  // A layer may have its own top_k and widths...
+  m.layer_overrides[0].inter = 16;
+  m.layer_overrides[0].top_k = 3;
+  EXPECT_TRUE(CheckLayerOverrides(m).ok()) << CheckLayerOverrides(m);
+  EXPECT_EQ(m.MaxTopK(), 3);
+  EXPECT_EQ(FirstLayerOfOwnShape(m), std::optional<int64_t>(0));
+  // ...but not its own expert count or hidden width, named with the keys.
+  m.layer_overrides[0].num_experts = 16;
+  m.layer_overrides[0].hidden = 32;
+  EXPECT_TRUE(Mentions(CheckLayerOverrides(m), "layer 0"));
+  EXPECT_TRUE(Mentions(CheckLayerOverrides(m), "in experts, hidden,"))
+      << CheckLayerOverrides(m);
   // An override of a layer that is not an MoE layer.
-  m.routing_overrides.clear();
-  m.routing_overrides[5] = hashed;
-  EXPECT_TRUE(Mentions(CheckRoutingOverrides(m), "layer 5"));
+  m.layer_overrides.clear();
+  m.layer_overrides[5] = hashed;
+  EXPECT_TRUE(Mentions(CheckLayerOverrides(m), "layer 5"));
   // An override that does not validate on its own.
-  m.routing_overrides.clear();
+  m.layer_overrides.clear();
   hashed.top_k = 0;
-  m.routing_overrides[1] = hashed;
-  EXPECT_TRUE(Mentions(CheckRoutingOverrides(m), "layer 1: "));
-  EXPECT_TRUE(Mentions(CheckRoutingOverrides(m), "top_k"));
+  m.layer_overrides[1] = hashed;
+  EXPECT_TRUE(Mentions(CheckLayerOverrides(m), "layer 1: "));
+  EXPECT_TRUE(Mentions(CheckLayerOverrides(m), "top_k"));
 }
 
 // GLM-5 (glm_moe_dsa) as released: GLM-4.5's MoE, 256 experts k 8, one
@@ -1111,7 +1120,8 @@ TEST(HfFamilies, DbrxFfnConfigAndPackedRows) {
 }
 
 // Hunyuan-A13B: per-layer lists of one value are that value; a list whose
-// layers differ, or of another length, is refused naming the key.
+// layers differ gives each layer its own config, one of another length is
+// refused naming the key.
 TEST(HfFamilies, HunyuanUniformPerLayerLists) {
   auto body = [](const std::string& topk, const std::string& inter) {
     return absl::StrCat(
@@ -1135,9 +1145,29 @@ TEST(HfFamilies, HunyuanUniformPerLayerLists) {
   auto scalar = Parse(body("8", "3072"));
   ASSERT_TRUE(scalar.ok()) << scalar.status();
   EXPECT_EQ(scalar->info.layer, c);
+  // A per-layer top_k: layer 2 routes to 4 experts, the others to 8.
   auto mixed = Parse(body("[8,8,4,8]", "[3072,3072,3072,3072]"));
-  EXPECT_TRUE(Mentions(mixed.status(), "'moe_topk'")) << mixed.status();
-  EXPECT_TRUE(Mentions(mixed.status(), "layer 2")) << mixed.status();
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->info.layer, c);
+  ASSERT_EQ(mixed->info.layer_overrides.size(), 1u);
+  EXPECT_EQ(mixed->info.LayerConfig(2).top_k, 4);
+  EXPECT_EQ(mixed->info.LayerConfig(3).top_k, 8);
+  EXPECT_EQ(mixed->info.MaxTopK(), 8);
+  EXPECT_EQ(FirstLayerOfOwnShape(mixed->info), std::optional<int64_t>(2));
+  EXPECT_EQ(FirstLayerOfOwnShape(s->info), std::nullopt);
+  // transformers reads num_experts per layer too; the engine's expert
+  // count is one per model, so a list that changes it is refused by name.
+  auto experts = Parse(absl::StrReplaceAll(
+      body("8", "3072"),
+      {{R"("num_experts":64)", R"("num_experts":[64,64,32,64])"}}));
+  EXPECT_TRUE(Mentions(experts.status(), "layer 2")) << experts.status();
+  EXPECT_TRUE(Mentions(experts.status(), "experts")) << experts.status();
+  EXPECT_TRUE(Mentions(experts.status(), "num_experts")) << experts.status();
+  // A layer's moe_intermediate_size other than intermediate_size is refused
+  // as on every layer (transformers' experts are intermediate_size wide).
+  auto wide_one = Parse(body("8", "[3072,3072,2048,3072]"));
+  EXPECT_TRUE(Mentions(wide_one.status(), "moe_intermediate_size"))
+      << wide_one.status();
   auto short_list = Parse(body("[8,8,8]", "3072"));
   EXPECT_TRUE(Mentions(short_list.status(), "'moe_topk'"))
       << short_list.status();
@@ -1581,7 +1611,8 @@ TEST(HfFamilies, Lfm2MoeReadsUseExpertBiasAndNumDenseLayers) {
 // K-EXAONE as transformers runs it: DeepSeek-V3's router keys under
 // EXAONE's names, layers by mlp_layer_types; swiglu_limits of one value on
 // every layer is silu_clamp (min(g, L) before silu, u clamped to +-L), all
-// zero is none, and limits that differ between layers are refused by name.
+// zero is none, limits that differ between layers are each layer's own, and
+// a negative one or a short list is refused by name.
 TEST(HfFamilies, ExaoneMoeReadsItsRouterAndSwigluLimits) {
   auto limits = [](const std::string& first, const std::string& rest) {
     std::string v = "[" + first;
@@ -1616,11 +1647,25 @@ TEST(HfFamilies, ExaoneMoeReadsItsRouterAndSwigluLimits) {
   ASSERT_TRUE(clamped.ok()) << clamped.status();
   EXPECT_EQ(clamped->info.layer.act, Activation::kSiluClamp);
   EXPECT_EQ(clamped->info.layer.act_limit, 7.0f);
-  auto mixed =
-      Parse("{" + body + R"(,"swiglu_limits":)" + limits("0", "7.0") + "}");
-  ASSERT_FALSE(mixed.ok());
-  EXPECT_TRUE(Mentions(mixed.status(), "'swiglu_limits'")) << mixed.status();
-  EXPECT_TRUE(Mentions(mixed.status(), "layer 1 7.0")) << mixed.status();
+  // Layer 0 (dense) has no limit; MoE layer 1 has 5.0 and the rest 7.0:
+  // the first MoE layer's is the model's, the others' their own.
+  std::string per_layer = "[0,5.0";
+  for (int l = 2; l < 48; ++l) per_layer += ",7.0";
+  per_layer += "]";
+  auto mixed = Parse("{" + body + R"(,"swiglu_limits":)" + per_layer + "}");
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->info.layer.act, Activation::kSiluClamp);
+  EXPECT_EQ(mixed->info.layer.act_limit, 5.0f);
+  EXPECT_EQ(mixed->info.layer_overrides.size(), 46u);
+  EXPECT_EQ(mixed->info.LayerConfig(1).act_limit, 5.0f);
+  EXPECT_EQ(mixed->info.LayerConfig(2).act_limit, 7.0f);
+  EXPECT_EQ(mixed->info.LayerConfig(47).act, Activation::kSiluClamp);
+  EXPECT_EQ(WithActivationOf(mixed->info.LayerConfig(47), c), c);
+  auto negative =
+      Parse("{" + body + R"(,"swiglu_limits":)" + limits("0", "-1") + "}");
+  EXPECT_TRUE(Mentions(negative.status(), "'swiglu_limits'"))
+      << negative.status();
+  EXPECT_TRUE(Mentions(negative.status(), "entry 1")) << negative.status();
   auto short_list = Parse("{" + body + R"(,"swiglu_limits":[7.0,7.0]})");
   EXPECT_TRUE(Mentions(short_list.status(), "must list 48"))
       << short_list.status();
@@ -1809,7 +1854,7 @@ TEST(HfFamilies, Step3p5ReadsPerLayerLimitsAndItsLayerList) {
   EXPECT_EQ(s->info.LayerConfig(2), c);
   EXPECT_EQ(c.act, Activation::kSilu);
   EXPECT_EQ(c.shared_activation(), Activation::kSilu);
-  ASSERT_EQ(s->info.routing_overrides.size(), 2u);
+  ASSERT_EQ(s->info.layer_overrides.size(), 2u);
   const MoeLayerConfig& l3 = s->info.LayerConfig(3);
   EXPECT_EQ(l3.act, Activation::kSwigluStep);
   EXPECT_EQ(l3.act_limit, 7.0f);
@@ -1843,7 +1888,7 @@ TEST(HfFamilies, Step3p5ReadsPerLayerLimitsAndItsLayerList) {
   auto plain = Parse(no_enum + "}");
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->info.moe_layers, (std::vector<int64_t>{1, 2, 3, 4}));
-  EXPECT_TRUE(plain->info.routing_overrides.empty());
+  EXPECT_TRUE(plain->info.layer_overrides.empty());
   EXPECT_EQ(plain->info.layer.act, Activation::kSilu);
   EXPECT_TRUE(Parse(head + R"(,"swiglu_limits":[0,0,0,7,7,7]})").ok());
 

@@ -572,6 +572,104 @@ INSTANTIATE_TEST_SUITE_P(Paths, Step3p5PerLayerTest,
                                                               : "Default");
                          });
 
+// Hunyuan-A13B in its release layout with a per-layer moe_topk list: layer 1
+// holds the reference case (k 2), layer 2 its own filler weights routed to 3
+// experts. Router + 2 workers answer each layer by its own k, and the model
+// info lists layer 2's config as an override.
+TEST(HunyuanPerLayer, EachLayerRoutesItsOwnTopK) {
+  auto c = CaseFor(HfFamily::kHunyuanV1Moe, kReferenceCase);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string dir = testing::MakeTempDir("hunyuan_layers_");
+  testing::HfWriteOptions o;
+  o.family = HfFamily::kHunyuanV1Moe;
+  o.layer = 1;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
+  const int64_t k = c->config.top_k;
+  ASSERT_TRUE(
+      testing::SetHfConfigKey(dir, "moe_topk",
+                              absl::StrCat("[", k, ",", k, ",", k + 1, "]"))
+          .ok());
+  // Layer 2's case: the weights written there, per expert as released.
+  testing::GoldenCase l2;
+  l2.name = "hunyuan_layer2";
+  l2.config = c->config;
+  l2.config.top_k = k + 1;
+  const std::string p = "model.layers.2.mlp.";
+  auto read = [&](const std::string& name, std::vector<float>* into) {
+    auto v = ReadCheckpointF32(dir, p + name);
+    ASSERT_TRUE(v.ok()) << v.status();
+    into->insert(into->end(), v->begin(), v->end());
+  };
+  read("gate.wg.weight", &l2.gate);
+  for (int64_t e = 0; e < l2.config.num_experts; ++e) {
+    const std::string x = absl::StrCat("experts.", e, ".");
+    read(x + "gate_proj.weight", &l2.w1);
+    read(x + "up_proj.weight", &l2.w3);
+    read(x + "down_proj.weight", &l2.w2);
+  }
+  read("shared_mlp.gate_proj.weight", &l2.sw1);
+  read("shared_mlp.up_proj.weight", &l2.sw3);
+  read("shared_mlp.down_proj.weight", &l2.sw2);
+  if (HasFailure()) return;
+  l2.tokens = 13;
+  l2.x.resize(l2.tokens * l2.config.hidden);
+  uint64_t seed = 5;
+  for (float& v : l2.x) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    v = 3.0f * (static_cast<float>(seed >> 40) / 8388608.0f - 1.0f);
+  }
+  testing::RunReferenceMoe(l2);
+
+  testing::LocalCluster cluster;
+  testing::LocalCluster::Options co;
+  co.model_args = {"--model=" + dir};
+  co.workers = 2;
+  ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+  auto info = cluster.client().GetModelInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->top_k(), k);
+  ASSERT_EQ(info->layer_config_overrides_json().size(), 1u);
+  auto got = ParseMoeLayerConfigJson(info->layer_config_overrides_json().at(2));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, l2.config);
+  for (const testing::GoldenCase* lc : {&*c, &l2}) {
+    SCOPED_TRACE(lc->name);
+    const int32_t layer = lc == &l2 ? 2 : 1;
+    ForwardOptions fo;
+    fo.routing = true;
+    auto r = cluster.client().Forward(layer, lc->x.data(), lc->tokens,
+                                      lc->config.hidden, fo);
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+    EXPECT_EQ(r->slots, lc->config.top_k);
+    EXPECT_TRUE(testing::AllClose(r->y, lc->y, testing::kF32Tol));
+    EXPECT_TRUE(testing::SameTokenRouting(lc->top_idx, lc->top_w, r->expert_ids,
+                                          r->weights, lc->tokens,
+                                          lc->config.top_k, r->slots));
+  }
+  // Caller routing with layer 1's k for layer 2 is refused by name, and the
+  // next request is answered.
+  ForwardOptions wrong;
+  wrong.routing_slots = static_cast<int32_t>(k);
+  wrong.routing_expert_ids.assign(l2.tokens * k, 0);
+  for (int64_t n = 0; n < l2.tokens; ++n) {
+    for (int64_t j = 0; j < k; ++j) {
+      wrong.routing_expert_ids[n * k + j] = static_cast<int32_t>(j);
+    }
+  }
+  wrong.routing_weights.assign(l2.tokens * k, 0.5f);
+  auto refused = cluster.client().Forward(2, l2.x.data(), l2.tokens,
+                                          l2.config.hidden, wrong);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("top_k of 3"), std::string::npos)
+      << refused.status();
+  ForwardOptions fo;
+  auto again =
+      cluster.client().Forward(2, l2.x.data(), l2.tokens, l2.config.hidden, fo);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(testing::AllClose(again->y, l2.y, testing::kF32Tol));
+  fs::remove_all(dir);
+}
+
 // A per-layer limit list of the wrong length is refused at start, naming
 // its key.
 TEST(Step3p5Refusal, WrongLengthLimitListIsRefusedByName) {

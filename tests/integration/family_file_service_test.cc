@@ -21,6 +21,7 @@
 #include "tests/testutil/golden_case.h"
 #include "tests/testutil/hf_writer.h"
 #include "tests/testutil/local_cluster.h"
+#include "tests/testutil/reference_moe.h"
 
 namespace moe {
 namespace {
@@ -60,29 +61,43 @@ constexpr char kAcmeFamily[] = R"({
   ]}
 })";
 
-// `c` (a gated softmax case with a gated shared expert) as an Acme-MoE
-// checkpoint whose layer 1 is the case and layer 0 filler of the same
-// shapes; also attention tensors the service must ignore.
-void WriteAcmeCheckpoint(const testing::GoldenCase& c, const std::string& dir) {
-  const MoeLayerConfig& k = c.config;
-  const int64_t E = k.num_experts, H = k.hidden, I = k.inter,
-                S = k.shared_inter;
-  json config = {{"model_type", "acme_moe"},
-                 {"architectures", {"AcmeMoeForCausalLM"}},
-                 {"hidden_size", H},
-                 {"num_hidden_layers", 2},
-                 {"n_experts", E},
-                 {"expert_width", I},
-                 {"experts_per_token", k.top_k},
-                 {"shared_width", S},
-                 {"renormalize", k.route_norm},
-                 {"vocab_size", 32}};
+// Layer L of an Acme-MoE checkpoint holds layers[L] (gated softmax cases
+// with a gated shared expert, of one hidden width and expert count); a
+// config value that differs between the layers is written as a per-layer
+// list. Also attention tensors the service must ignore.
+void WriteAcmeCheckpoint(const std::vector<const testing::GoldenCase*>& layers,
+                         const std::string& dir) {
+  const MoeLayerConfig& k = layers.front()->config;
+  const int64_t E = k.num_experts, H = k.hidden;
+  const int64_t n = static_cast<int64_t>(layers.size());
+  auto value = [&](auto of) {
+    json list = json::array();
+    for (const testing::GoldenCase* c : layers) list.push_back(of(c->config));
+    for (const json& v : list) {
+      if (v != list[0]) return list;
+    }
+    return list[0];
+  };
+  json config = {
+      {"model_type", "acme_moe"},
+      {"architectures", {"AcmeMoeForCausalLM"}},
+      {"hidden_size", H},
+      {"num_hidden_layers", n},
+      {"n_experts", E},
+      {"expert_width", value([](const MoeLayerConfig& c) { return c.inter; })},
+      {"experts_per_token",
+       value([](const MoeLayerConfig& c) { return c.top_k; })},
+      {"shared_width",
+       value([](const MoeLayerConfig& c) { return c.shared_inter; })},
+      {"renormalize", k.route_norm},
+      {"vocab_size", 32}};
   fs::create_directories(dir);
   WriteText(dir + "/config.json", config.dump(2));
   SafetensorsWriter w;
-  for (int64_t layer = 0; layer < 2; ++layer) {
+  for (int64_t layer = 0; layer < n; ++layer) {
+    const testing::GoldenCase& c = *layers[layer];
+    const int64_t I = c.config.inter, S = c.config.shared_inter;
     const std::string p = absl::StrCat("model.blocks.", layer, ".");
-    // Layer 0 holds the same weights: it is not the one compared.
     w.AddF32(p + "moe.router.weight", {E, H}, c.gate);
     for (int64_t e = 0; e < E; ++e) {
       const std::string x = absl::StrCat(p, "moe.ffn.", e, ".");
@@ -102,6 +117,12 @@ void WriteAcmeCheckpoint(const testing::GoldenCase& c, const std::string& dir) {
   }
   w.AddF32("model.embed.weight", {32, H}, std::vector<float>(32 * H, 0.5f));
   ASSERT_TRUE(w.WriteFile(dir + "/model.safetensors").ok());
+}
+
+// `c` as an Acme-MoE checkpoint whose layer 1 is the case and layer 0 holds
+// the same weights (it is not the one compared).
+void WriteAcmeCheckpoint(const testing::GoldenCase& c, const std::string& dir) {
+  WriteAcmeCheckpoint({&c, &c}, dir);
 }
 
 // Serves `dir` by a router with `router_args` and 2 workers, and checks
@@ -152,6 +173,82 @@ TEST(FamilyFileService, ANewFamilyFromAFileIsServedByRouterAndTwoWorkers) {
                           std::chrono::seconds(30));
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("'acme_moe'"), std::string::npos) << r.output;
+  fs::remove_all(dir);
+}
+
+// A file family whose config gives the expert width, top_k and shared
+// width per layer (layer_lists): layer 0 routes 3 of 8 experts 24 wide
+// with a 40-wide shared expert, layer 1 is qwen2_moe_like (its own k and
+// widths). Router + 2 workers, direct steps and the all-to-all, answer each
+// layer by its own config; the model info lists layer 0's as an override,
+// and each layer's expert stats count its own k slots per token.
+TEST(FamilyFileService, LayersOfTheirOwnTopKAndWidthsAreServedByTheirOwn) {
+  const testing::GoldenCase c1 = Case("qwen2_moe_like");
+  MoeLayerConfig k0 = c1.config;
+  k0.top_k = c1.config.top_k + 1;
+  k0.inter = c1.config.inter + 13;  // odd widths, padded by the kernels
+  k0.shared_inter = c1.config.shared_inter + 7;
+  ASSERT_NE(k0.inter, c1.config.inter);
+  ASSERT_NE(k0.shared_inter, c1.config.shared_inter);
+  ASSERT_LE(k0.top_k, k0.num_experts);
+  const testing::GoldenCase c0 = testing::RandomCase(k0, 13, 29, "layer0");
+  const std::string dir = testing::MakeTempDir("acme_layers_");
+  WriteAcmeCheckpoint({&c0, &c1}, dir + "/model");
+  json family = json::parse(kAcmeFamily);
+  family["layer_lists"] = {"expert_width", "experts_per_token", "shared_width"};
+  WriteText(dir + "/acme.json", family.dump(2));
+  for (const int64_t direct : {int64_t{-1}, int64_t{0}}) {
+    SCOPED_TRACE(direct == 0 ? "all-to-all" : "default");
+    testing::LocalCluster cluster;
+    testing::LocalCluster::Options co;
+    co.model_args = {"--model=" + dir + "/model"};
+    co.router_args = {"--family-file=" + dir + "/acme.json"};
+    co.workers = 2;
+    co.direct_step_tokens = direct;
+    ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+    auto info = cluster.client().GetModelInfo();
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->top_k(), k0.top_k);
+    EXPECT_EQ(info->inter(), k0.inter);
+    EXPECT_EQ(info->layer_config_json(), MoeLayerConfigToJson(k0));
+    ASSERT_EQ(info->layer_config_overrides_json().size(), 1u);
+    EXPECT_EQ(info->layer_config_overrides_json().at(1),
+              MoeLayerConfigToJson(c1.config));
+    for (const testing::GoldenCase* lc : {&c0, &c1}) {
+      SCOPED_TRACE(lc->name);
+      const int32_t layer = lc == &c0 ? 0 : 1;
+      ForwardOptions fo;
+      fo.routing = true;
+      auto r = cluster.client().Forward(layer, lc->x.data(), lc->tokens,
+                                        lc->config.hidden, fo);
+      ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+      EXPECT_EQ(r->slots, lc->config.top_k);
+      EXPECT_TRUE(testing::AllClose(r->y, lc->y, testing::kF32Tol));
+      EXPECT_TRUE(testing::SameTokenRouting(
+          lc->top_idx, lc->top_w, r->expert_ids, r->weights, lc->tokens,
+          lc->config.top_k, r->slots));
+      auto stats = cluster.client().GetExpertStats(layer, /*reset=*/true);
+      ASSERT_TRUE(stats.ok()) << stats.status();
+      int64_t slots = 0;
+      for (int64_t t : stats->tokens_per_expert()) slots += t;
+      EXPECT_EQ(slots, lc->tokens * lc->config.top_k);
+    }
+  }
+  // A list that gives the layers different expert counts is refused at
+  // start, naming the key and the layer.
+  json bad = json::parse(std::ifstream(dir + "/model/config.json"));
+  bad["n_experts"] = {c1.config.num_experts, c1.config.num_experts - 1};
+  WriteText(dir + "/model/config.json", bad.dump());
+  family["layer_lists"].push_back("n_experts");
+  WriteText(dir + "/acme.json", family.dump(2));
+  testing::CommandResult r =
+      testing::RunCommand({testing::RouterBinary(), "--model=" + dir + "/model",
+                           "--family-file=" + dir + "/acme.json",
+                           "--listen=127.0.0.1:0", "--num-workers=0"},
+                          std::chrono::seconds(30));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("n_experts"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("layer 1"), std::string::npos) << r.output;
   fs::remove_all(dir);
 }
 

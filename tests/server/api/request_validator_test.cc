@@ -70,7 +70,7 @@ TEST(RequestValidator, EachLayerByItsOwnRouting) {
   m.moe_layers = {0, 1};
   MoeLayerConfig hashed = m.layer;
   hashed.hash_vocab = 10;
-  m.routing_overrides[0] = hashed;
+  m.layer_overrides[0] = hashed;
   moe::v1::ForwardRequest to0 = Request(2, {});
   to0.set_layer(0);
   ExpectBad(to0, m, "token_ids: required: layer 0 is hash-routed");
