@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -61,6 +62,11 @@ ABSL_FLAG(std::string, token_ids, "",
           "hash-routed layer needs them; 'random': uniform in the model's "
           "vocabulary from --seed). Default: the input file's 'token_ids' "
           "tensor when it has one");
+ABSL_FLAG(std::string, token_types, "",
+          "forward: the rows' modalities, comma-separated, one per row (0 "
+          "text, 1 image, 2 video), or 'text' / 'image' for every row: a "
+          "layer with vision experts (ERNIE-4.5-VL) needs them. Default: the "
+          "input file's 'token_types' tensor when it has one");
 ABSL_FLAG(bool, timing, false, "forward: return the time of each stage");
 ABSL_FLAG(std::string, routing_file, "",
           "forward: send this routing instead of letting the service route "
@@ -107,6 +113,38 @@ std::string Count(int64_t n, const char* noun) {
   return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
 }
 
+// Per-row integers from a flag: `flag_value` comma-separated, or by default
+// the --input file's tensor `name` (an integer [N]) when it has one; 0 or
+// the exit code of the failure. `expected` says what the flag takes.
+int ReadRowInts(const std::string& flag_value, const char* name,
+                const char* expected, std::vector<int64_t>* out) {
+  if (!flag_value.empty()) {
+    for (absl::string_view part : absl::StrSplit(flag_value, ',')) {
+      int64_t v;
+      if (!absl::SimpleAtoi(part, &v)) {
+        std::fprintf(stderr,
+                     "moe-cli: --%s: '%s' is not an integer (expected %s)\n",
+                     name, std::string(part).c_str(), expected);
+        return kExitUsage;
+      }
+      out->push_back(v);
+    }
+    return 0;
+  }
+  const std::string input = absl::GetFlag(FLAGS_input);
+  if (input.empty()) return 0;
+  auto f = SafetensorsFile::Open(input);
+  if (!f.ok() || !(*f)->Has(name)) return 0;
+  auto v = (*f)->ReadI64(name);
+  if (!v.ok()) {
+    std::fprintf(stderr, "moe-cli: %s: %s: %s\n", input.c_str(), name,
+                 std::string(v.status().message()).c_str());
+    return kExitUsage;
+  }
+  *out = std::move(*v);
+  return 0;
+}
+
 // --token_ids: a list, 'random' (in the model's vocabulary), or by default
 // the --input file's 'token_ids' tensor (I64 [N]) when it has one.
 int ReadTokenIds(MoeClient& client, int64_t rows, std::vector<int64_t>* ids) {
@@ -128,32 +166,28 @@ int ReadTokenIds(MoeClient& client, int64_t rows, std::vector<int64_t>* ids) {
     }
     return 0;
   }
-  if (!flag.empty()) {
-    for (absl::string_view part : absl::StrSplit(flag, ',')) {
-      int64_t v;
-      if (!absl::SimpleAtoi(part, &v)) {
-        std::fprintf(stderr,
-                     "moe-cli: --token_ids: '%s' is not an integer (expected "
-                     "comma-separated ids or 'random')\n",
-                     std::string(part).c_str());
-        return kExitUsage;
-      }
-      ids->push_back(v);
-    }
+  return ReadRowInts(flag, "token_ids", "comma-separated ids or 'random'", ids);
+}
+
+// --token_types: a list, 'text' or 'image' (every row), or by default the
+// --input file's 'token_types' tensor when it has one.
+int ReadTokenTypes(int64_t rows, std::vector<int32_t>* types) {
+  const std::string flag = absl::GetFlag(FLAGS_token_types);
+  if (flag == "text" || flag == "image") {
+    types->assign(rows, flag == "text" ? 0 : 1);
     return 0;
   }
-  const std::string input = absl::GetFlag(FLAGS_input);
-  if (input.empty()) return 0;
-  auto f = SafetensorsFile::Open(input);
-  if (!f.ok() || !(*f)->Has("token_ids")) return 0;
-  auto v = (*f)->ReadI64("token_ids");
-  if (!v.ok()) {
-    std::fprintf(stderr, "moe-cli: %s: token_ids: %s\n", input.c_str(),
-                 std::string(v.status().message()).c_str());
-    return kExitUsage;
+  std::vector<int64_t> v;
+  const int rc = ReadRowInts(
+      flag, "token_types",
+      "comma-separated 0 (text), 1 (image) or 2 (video), or 'text' or 'image'",
+      &v);
+  // The service names a type outside 0-2; one outside int32 is sent as -1.
+  for (int64_t t : v) {
+    types->push_back(t >= INT32_MIN && t <= INT32_MAX ? static_cast<int32_t>(t)
+                                                      : -1);
   }
-  *ids = std::move(*v);
-  return 0;
+  return rc;
 }
 
 // The rows to send: --random N synthetic ones of the model's width, or
@@ -323,6 +357,7 @@ int Forward(MoeClient& client) {
   if (int rc = ReadTokenIds(client, x.rows, &opts.token_ids); rc != 0) {
     return rc;
   }
+  if (int rc = ReadTokenTypes(x.rows, &opts.token_types); rc != 0) return rc;
   if (int rc = ReadCallerRouting(x.rows, &opts); rc != 0) return rc;
   const auto t0 = std::chrono::steady_clock::now();
   auto r = client.Forward(absl::GetFlag(FLAGS_layer), x.data.data(), x.rows,
@@ -374,11 +409,17 @@ int Info(MoeClient& client) {
                 absl::StrJoin(info->hash_layers(), ", ").c_str(),
                 static_cast<long>(info->hash_vocab()));
   }
+  const std::map<int32_t, int32_t> vision(info->vision_layers().begin(),
+                                          info->vision_layers().end());
+  for (const auto& [layer, v] : vision) {
+    std::printf("vision experts of layer %d (need --token_types): layer %d\n",
+                layer, v);
+  }
   const std::map<int32_t, std::string> overrides(
       info->layer_config_overrides_json().begin(),
       info->layer_config_overrides_json().end());
   for (const auto& [layer, json] : overrides) {
-    std::printf("routing of layer %d: %s\n", layer, json.c_str());
+    std::printf("config of layer %d: %s\n", layer, json.c_str());
   }
   std::printf("workers: %d (%d ready), ready: %s, device: %s\n",
               info->num_workers(), info->ready_workers(),

@@ -82,6 +82,9 @@ ABSL_FLAG(std::string, input_tensor, "x", "--input: name of the tensor");
 ABSL_FLAG(std::string, caller_routing, "none",
           "none; routing: every request sends a random routing of the "
           "layer's top_k; logits: random gate logits");
+ABSL_FLAG(double, vision_fraction, 0.25,
+          "a model with vision experts (ERNIE-4.5-VL): the share of rows "
+          "sent as image tokens (token_types 1), the rest text");
 ABSL_FLAG(bool, no_retry, false,
           "do not retry requests that fail with UNAVAILABLE (the client "
           "library retries up to 4 attempts by default): every failure "
@@ -242,6 +245,14 @@ absl::Status CheckCallerRouting(const moe::v1::ModelInfo& info,
 absl::Status ApplyModelInfo(const moe::v1::ModelInfo& info, RunSpec* spec) {
   spec->hidden = info.hidden();
   spec->hash_vocab = info.hash_vocab();
+  if (!info.vision_layers().empty()) {
+    const double f = absl::GetFlag(FLAGS_vision_fraction);
+    if (!(f >= 0.0 && f <= 1.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--vision-fraction: ", f, " is not a share in [0, 1]"));
+    }
+    spec->vision_fraction = f;
+  }
   spec->top_k = info.top_k();
   spec->experts = info.experts();
   if (const std::string input = absl::GetFlag(FLAGS_input); !input.empty()) {

@@ -110,6 +110,8 @@ absl::StatusOr<ForwardResult> MoeClient::Forward(
   req.set_return_routing(options.routing);
   req.mutable_token_ids()->Add(options.token_ids.begin(),
                                options.token_ids.end());
+  req.mutable_token_types()->Add(options.token_types.begin(),
+                                 options.token_types.end());
   req.set_return_timing(options.timing);
   if (options.routing_slots > 0) {
     moe::v1::Routing* r = req.mutable_routing();

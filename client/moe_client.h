@@ -53,6 +53,10 @@ struct ForwardOptions {
   // One token id per row: required by a hash-routed layer (listed in
   // ModelInfo.hash_layers), ignored by others. Empty: none sent.
   std::vector<int64_t> token_ids;
+  // One modality per row (0 text, 1 image, 2 video): required by a layer
+  // with vision experts (ModelInfo.vision_layers), ignored by others. Empty:
+  // none sent.
+  std::vector<int32_t> token_types;
   // Routing from the caller (ForwardRequest.routing): `routing_slots` = the
   // layer's top_k ids and final weights per row; 0: the service routes.
   int32_t routing_slots = 0;

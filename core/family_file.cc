@@ -734,6 +734,7 @@ absl::StatusOr<std::string> PrintFamilyJson(HfFamily family) {
       {"moe_config", Str(e.moe_config)},
       {"renamed_keys", Renamed(e.renamed_keys)},
       {"layer_lists", Strs(e.layer_lists)},
+      {"modality_lists", Strs(e.modality_lists)},
       {"num_layers_key", Str(base.num_layers_key)},
       {"moe", moe},
       {"names", NamesJson(HfFamilyNames(e.family))},
@@ -817,6 +818,7 @@ absl::StatusOr<HfFamily> AddFamilyJson(absl::string_view text,
       entry.moe_config = e.moe_config;
       entry.renamed_keys = e.renamed_keys;
       entry.layer_lists = e.layer_lists;
+      entry.modality_lists = e.modality_lists;
       entry.num_layers_key = base.num_layers_key;
       entry.moe_layer_lists = e.moe_layer_lists;
       entry.absent_keys = e.absent_keys;
@@ -865,6 +867,7 @@ absl::StatusOr<HfFamily> AddFamilyJson(absl::string_view text,
     }
   }
   MOE_RETURN_IF_ERROR(top.Strings("layer_lists", &entry.layer_lists));
+  MOE_RETURN_IF_ERROR(top.Strings("modality_lists", &entry.modality_lists));
   MOE_RETURN_IF_ERROR(
       top.String("num_layers_key", &entry.num_layers_key, false));
   if (entry.top_k_keys.empty()) {

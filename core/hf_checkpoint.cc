@@ -1,6 +1,7 @@
 #include "core/hf_checkpoint.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -450,8 +451,17 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
     return absl::InvalidArgumentError(absl::StrCat(
         dir_, ": expert ", expert, " is outside [0, ", c.num_experts, ")"));
   }
-  const HfTensorLocation loc =
-      HfLocate(spec_.family, c, layer, role, expert, spec_.layout);
+  // ERNIE-4.5-VL as released names a layer's vision experts beside its
+  // text ones: the vision router is the text router's name plus "_1",
+  // vision expert e is expert E + e, and the correction bias [2, E] holds
+  // the text row, then the vision row; the shared experts are the layer's.
+  const std::optional<int64_t> owner = spec_.info.VisionOwner(layer);
+  const bool modal = !spec_.info.vision_layers.empty();
+  HfTensorLocation loc = HfLocate(
+      spec_.family, c, owner.value_or(layer), role,
+      owner.has_value() && IsRouted(role) ? expert + c.num_experts : expert,
+      spec_.layout);
+  if (owner.has_value() && role == WeightRole::kGate) loc.name += "_1";
   const std::string& name = loc.name;
   // gpt-oss as released: the fused weight's MXFP4 *_blocks/*_scales.
   if (loc.fused && weight_map_.count(name + "_blocks") > 0) {
@@ -480,6 +490,9 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
   t.dtype = ref.entry->dtype;
   t.shape = ref.entry->shape;
   t.data = ref.data;
+  if (modal && (role == WeightRole::kGate || role == WeightRole::kExpertBias)) {
+    return ModalityTensor(c, role, owner.has_value() ? 1 : 0, std::move(t));
+  }
   if (spec_.family == HfFamily::kDeepseekV4 &&
       absl::EndsWith(name, ".weight")) {
     const std::string v4_scale = name.substr(0, name.size() - 7) + ".scale";
@@ -514,6 +527,43 @@ absl::StatusOr<WeightTensor> HfCheckpoint::Get(int64_t layer, WeightRole role,
   if (fp8 && weight_map_.count(scale_name) > 0) {
     MOE_ASSIGN_OR_RETURN(TensorRef scale, Find(scale_name));
     MOE_RETURN_IF_ERROR(AttachBlockScales(ref, scale, &t));
+  }
+  return t;
+}
+
+absl::StatusOr<WeightTensor> HfCheckpoint::ModalityTensor(
+    const MoeLayerConfig& c, WeightRole role, int modality,
+    WeightTensor t) const {
+  const int64_t E = c.num_experts, H = c.hidden;
+  if (role == WeightRole::kExpertBias && t.shape.size() == 2 &&
+      t.shape[0] == 2 && t.shape[1] == E) {
+    // One row per modality: this expert set's.
+    t.shape = {E};
+    t.data += modality * E * DTypeSize(t.dtype);
+    t.name += modality == 0 ? " (text row)" : " (vision row)";
+    return t;
+  }
+  if (role == WeightRole::kExpertBias) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        t.name, ": shape ", ShapeString(t.shape), ", expected ",
+        ShapeString({2, E}), " (the text and the vision experts' rows)"));
+  }
+  if (role == WeightRole::kGate && t.shape == std::vector<int64_t>{H, E} &&
+      H != E) {
+    // The release stores its routers as x·W [H, E] (vLLM reads them
+    // transposed); the engine's gate is [E, H].
+    const size_t es = DTypeSize(t.dtype);
+    std::vector<std::byte> owned(static_cast<size_t>(H * E) * es);
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t e = 0; e < E; ++e) {
+        std::memcpy(owned.data() + (e * H + h) * es, t.data + (h * E + e) * es,
+                    es);
+      }
+    }
+    t.owned = std::move(owned);
+    t.data = t.owned.data();
+    t.shape = {E, H};
+    t.name += " (stored [H, E], read transposed)";
   }
   return t;
 }

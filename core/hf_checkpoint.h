@@ -57,6 +57,11 @@ class HfCheckpoint : public ModelSource {
   // or packs it as the weight dtype asks).
   absl::Status AttachBlockScales(const TensorRef& weight,
                                  const TensorRef& scale, WeightTensor* t) const;
+  // ERNIE-4.5-VL's tensors of expert set `modality` (0 text, 1 vision): the
+  // correction bias's row, the router [E, H] (stored [H, E] or [E, H]).
+  absl::StatusOr<WeightTensor> ModalityTensor(const MoeLayerConfig& c,
+                                              WeightRole role, int modality,
+                                              WeightTensor t) const;
 
   // gpt-oss as released: one expert's role out of the fused MXFP4
   // `<name>_blocks` / `<name>_scales` (kept MXFP4, gate/up rows

@@ -371,6 +371,110 @@ absl::Status ReadDescribed(const json& described, const std::string& model_type,
   return absl::OkStatus();
 }
 
+// Reads `body` (the object holding the family's keys) into spec->info, each
+// MoE layer with its own entries of the family's per-layer lists.
+absl::Status ReadBody(const json& body, const std::string& model_type,
+                      absl::string_view label, const std::string& text_label,
+                      HfModelSpec* out) {
+  HfModelSpec& spec = *out;
+  std::vector<std::string> lists_differ;
+  MOE_ASSIGN_OR_RETURN(const json described,
+                       DescribedConfig(EntryOf(spec.family), body, text_label,
+                                       0, &lists_differ));
+  MOE_RETURN_IF_ERROR(
+      ReadDescribed(described, model_type, label, text_label, &spec));
+  if (lists_differ.empty() || spec.info.moe_layers.empty())
+    return absl::OkStatus();
+  // A per-layer list that holds several values: each MoE layer is read
+  // again with its own entries, and those whose config differs from the
+  // first MoE layer's become overrides.
+  ModelInfo& info = spec.info;
+  std::map<int64_t, MoeLayerConfig> layers;
+  for (int64_t l : info.moe_layers) {
+    MOE_ASSIGN_OR_RETURN(
+        const json own,
+        DescribedConfig(EntryOf(spec.family), body, text_label, l, nullptr));
+    HfModelSpec layer_spec = spec;
+    layer_spec.info = ModelInfo();
+    MOE_RETURN_IF_ERROR(
+        ReadDescribed(own, model_type, label, text_label, &layer_spec));
+    if (layer_spec.info.moe_layers != info.moe_layers) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          text_label, ": layer ", l, "'s entries of the per-layer lists ",
+          absl::StrJoin(lists_differ, ", "),
+          " change which layers are MoE layers; only the layer rule decides "
+          "that"));
+    }
+    layers[l] = layer_spec.info.LayerConfig(l);
+  }
+  info.layer = layers.at(info.moe_layers.front());
+  info.layer_overrides.clear();
+  for (const auto& [l, c] : layers) {
+    if (!(c == info.layer)) info.layer_overrides[l] = c;
+  }
+  if (absl::Status s = CheckLayerOverrides(info); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": ", s.message(), " (from the per-layer lists ",
+                     absl::StrJoin(lists_differ, ", "), ")"));
+  }
+  return absl::OkStatus();
+}
+
+// `body` with each [text, vision] pair of `keys` replaced by its entry
+// `modality` (0 text, 1 vision); a scalar holds for both.
+absl::StatusOr<json> ForModality(const json& body,
+                                 const std::vector<const char*>& keys,
+                                 int modality, const std::string& label) {
+  const ConfigReader r(body, label);
+  json out = body;
+  for (const char* key : keys) {
+    auto it = body.find(key);
+    if (it == body.end() || !it->is_array()) continue;
+    if (it->size() != 2) {
+      return r.Error(key, absl::StrCat("lists ", it->size(),
+                                       " values, not a [text, vision] pair"));
+    }
+    out[key] = (*it)[modality];
+  }
+  return out;
+}
+
+// ERNIE-4.5-VL: the text read is the model; the vision read gives MoE layer
+// L's vision experts, served as MoE layer num_layers + L with the text
+// layer's shared experts (they run once per token, whichever its type).
+absl::Status AddVisionLayers(const HfModelSpec& vision,
+                             const std::vector<const char*>& keys,
+                             const std::string& label, HfModelSpec* spec) {
+  ModelInfo& info = spec->info;
+  if (vision.info.moe_layers != info.moe_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label, ": the text experts are on layers [",
+        absl::StrJoin(info.moe_layers, ", "),
+        "] and the vision experts on layers [",
+        absl::StrJoin(vision.info.moe_layers, ", "),
+        "] (from the [text, vision] pairs ", absl::StrJoin(keys, ", "),
+        "): a layer where one modality has a dense MLP is not served"));
+  }
+  const std::vector<int64_t> text_layers = info.moe_layers;
+  for (int64_t l : text_layers) {
+    const MoeLayerConfig& text = info.LayerConfig(l);
+    MoeLayerConfig v = vision.info.LayerConfig(l);
+    v.shared_inter = text.shared_inter;
+    v.shared_gate = text.shared_gate;
+    v.shared_act = text.shared_act;
+    v.shared_act_limit = text.shared_act_limit;
+    const int64_t id = info.num_layers + l;
+    info.vision_layers[l] = id;
+    info.moe_layers.push_back(id);
+    if (!(v == info.layer)) info.layer_overrides[id] = v;
+  }
+  if (absl::Status s = CheckLayerOverrides(info); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": the vision experts: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
                                           absl::string_view label) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -401,45 +505,22 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
     body = &*it;
   }
   if (!path.empty()) text_label = absl::StrCat(label, " ", dotted);
-  std::vector<std::string> lists_differ;
-  MOE_ASSIGN_OR_RETURN(const json described,
-                       DescribedConfig(EntryOf(spec.family), *body, text_label,
-                                       0, &lists_differ));
+  const FamilyEntry& entry = EntryOf(spec.family);
+  if (entry.modality_lists.empty()) {
+    MOE_RETURN_IF_ERROR(ReadBody(*body, model_type, label, text_label, &spec));
+    return spec;
+  }
+  HfModelSpec vision = spec;
+  MOE_ASSIGN_OR_RETURN(const json text_body,
+                       ForModality(*body, entry.modality_lists, 0, text_label));
   MOE_RETURN_IF_ERROR(
-      ReadDescribed(described, model_type, label, text_label, &spec));
-  if (lists_differ.empty() || spec.info.moe_layers.empty()) return spec;
-  // A per-layer list that holds several values: each MoE layer is read
-  // again with its own entries, and those whose config differs from the
-  // first MoE layer's become overrides.
-  ModelInfo& info = spec.info;
-  std::map<int64_t, MoeLayerConfig> layers;
-  for (int64_t l : info.moe_layers) {
-    MOE_ASSIGN_OR_RETURN(
-        const json own,
-        DescribedConfig(EntryOf(spec.family), *body, text_label, l, nullptr));
-    HfModelSpec layer_spec = spec;
-    layer_spec.info = ModelInfo();
-    MOE_RETURN_IF_ERROR(
-        ReadDescribed(own, model_type, label, text_label, &layer_spec));
-    if (layer_spec.info.moe_layers != info.moe_layers) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          text_label, ": layer ", l, "'s entries of the per-layer lists ",
-          absl::StrJoin(lists_differ, ", "),
-          " change which layers are MoE layers; only the layer rule decides "
-          "that"));
-    }
-    layers[l] = layer_spec.info.LayerConfig(l);
-  }
-  info.layer = layers.at(info.moe_layers.front());
-  info.layer_overrides.clear();
-  for (const auto& [l, c] : layers) {
-    if (!(c == info.layer)) info.layer_overrides[l] = c;
-  }
-  if (absl::Status s = CheckLayerOverrides(info); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(label, ": ", s.message(), " (from the per-layer lists ",
-                     absl::StrJoin(lists_differ, ", "), ")"));
-  }
+      ReadBody(text_body, model_type, label, text_label, &spec));
+  MOE_ASSIGN_OR_RETURN(const json vision_body,
+                       ForModality(*body, entry.modality_lists, 1, text_label));
+  MOE_RETURN_IF_ERROR(
+      ReadBody(vision_body, model_type, label, text_label, &vision));
+  MOE_RETURN_IF_ERROR(
+      AddVisionLayers(vision, entry.modality_lists, text_label, &spec));
   return spec;
 }
 

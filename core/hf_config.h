@@ -78,6 +78,9 @@ enum class HfFamily {
   // Step-3 (step3_text): Step-3.5's layout and layer rule with a plain
   // softmax router.
   kStep3Text,
+  // ERNIE-4.5-VL as released: ERNIE 4.5's MoE with a text and a vision
+  // expert set per layer, chosen per token by its token type.
+  kErnie45VlMoe,
 };
 
 // Every family, in the order of the table above.

@@ -753,6 +753,17 @@ std::deque<FamilyEntry>& MutableFamilyTable() {
                           .required = true},
                .route_norm = {"norm_expert_weight", false},
                .layers = MoeLayerRule::kStepLayersEnum}},
+      // ERNIE-4.5-VL as released (the PT checkpoints vLLM loads): ERNIE
+      // 4.5's router and layer rule for each of a layer's two expert sets,
+      // the text set with the first entry of each [text, vision] pair, the
+      // vision set with the second; the shared experts are the text width
+      // times moe_num_shared_experts and run for every token.
+      {.model_type = "ernie4_5_moe_vl",
+       .family = HfFamily::kErnie45VlMoe,
+       .architectures = {"Ernie4_5_VLMoeForConditionalGeneration"},
+       .like = HfFamily::kErnie45Moe,
+       .modality_lists = {"moe_num_experts", "moe_intermediate_size",
+                          "moe_layer_start_index", "moe_layer_end_index"}},
   };
   return *table;
 }

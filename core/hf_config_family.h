@@ -276,6 +276,14 @@ struct FamilyEntry {
   // may set for itself; a list giving layers different expert counts is
   // refused).
   std::vector<const char*> layer_lists = {};
+  // Keys whose value is a [text, vision] pair (ERNIE-4.5-VL's
+  // moe_num_experts, moe_intermediate_size, moe_layer_start_index,
+  // moe_layer_end_index): the config is read once with the first entries
+  // (the text experts, the model's MoE layers) and once with the second
+  // (the vision experts), and MoE layer L's vision experts are served as
+  // MoE layer num_layers + L of their own config (ModelInfo::vision_layers),
+  // named as the release names them (HfCheckpoint). A scalar holds for both.
+  std::vector<const char*> modality_lists = {};
   // The key giving the decoder layer count (LongCat-Flash's num_layers,
   // whose num_hidden_layers counts its two sublayers per layer).
   const char* num_layers_key = "num_hidden_layers";

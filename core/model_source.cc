@@ -148,6 +148,21 @@ std::vector<int64_t> ExpectedShape(const MoeLayerConfig& c, WeightRole role) {
   return {};
 }
 
+std::optional<int64_t> ModelInfo::VisionOwner(int64_t layer) const {
+  for (const auto& [l, v] : vision_layers) {
+    if (v == layer) return l;
+  }
+  return std::nullopt;
+}
+
+std::vector<int64_t> ModelInfo::RequestLayers() const {
+  std::vector<int64_t> out;
+  for (int64_t l : moe_layers) {
+    if (!VisionOwner(l).has_value()) out.push_back(l);
+  }
+  return out;
+}
+
 bool ModelInfo::HasLayer(int64_t layer) const {
   return std::binary_search(moe_layers.begin(), moe_layers.end(), layer);
 }

@@ -105,6 +105,16 @@ struct ModelInfo {
   // one per model. Whatever routes, loads or runs a layer's experts reads
   // LayerConfig(layer).
   std::map<int64_t, MoeLayerConfig> layer_overrides;
+  // ERNIE-4.5-VL: MoE layer L's vision experts, served as MoE layer
+  // vision_layers[L] (num_layers + L, in moe_layers, its config in
+  // layer_overrides). A request names L and carries each row's token type;
+  // the router sends the vision rows to that layer. Empty for every other
+  // family.
+  std::map<int64_t, int64_t> vision_layers;
+  // The decoder layer whose vision experts MoE layer `layer` is, if any.
+  std::optional<int64_t> VisionOwner(int64_t layer) const;
+  // The MoE layers a request may name: moe_layers less the vision layers.
+  std::vector<int64_t> RequestLayers() const;
   bool HasLayer(int64_t layer) const;
   // The config of MoE layer `layer`: its override, else `layer`. The one
   // accessor for anything that routes or loads a given layer.

@@ -48,6 +48,10 @@ struct RunSpec {
   // > 0: the model is hash-routed (GetModelInfo hash_vocab); every request
   // carries random token ids in [0, hash_vocab), one per row.
   int64_t hash_vocab = 0;
+  // >= 0: the model has vision experts (GetModelInfo vision_layers); every
+  // request carries token types, each row an image token (1) with this
+  // probability, else text (0). < 0: none sent.
+  double vision_fraction = -1;
   // --caller-routing: every request carries a random routing of `top_k`
   // distinct experts of `experts` (weights positive, summing to 1) or
   // random gate logits [rows, experts] (GetModelInfo's top_k, experts).

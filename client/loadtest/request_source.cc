@@ -109,6 +109,10 @@ int64_t RequestSource::Make(uint64_t index,
     std::uniform_int_distribution<int64_t> id(0, spec_.hash_vocab - 1);
     for (int64_t i = 0; i < tokens; ++i) req->add_token_ids(id(rng));
   }
+  if (spec_.vision_fraction >= 0) {
+    std::bernoulli_distribution image(spec_.vision_fraction);
+    for (int64_t i = 0; i < tokens; ++i) req->add_token_types(image(rng));
+  }
   if (spec_.caller_routing != CallerRouting::kNone) {
     AddCallerRouting(spec_, tokens, rng, req);
   }

@@ -16,7 +16,13 @@ void FillModelInfo(const RouterModel& model, const GroupReadiness* readiness,
   info->set_experts(m.layer.num_experts);
   info->set_top_k(m.layer.top_k);
   info->set_shared_inter(m.layer.shared_inter);
-  for (int64_t l : m.moe_layers) info->add_moe_layers(static_cast<int32_t>(l));
+  for (int64_t l : m.RequestLayers()) {
+    info->add_moe_layers(static_cast<int32_t>(l));
+  }
+  for (const auto& [l, v] : m.vision_layers) {
+    (*info->mutable_vision_layers())[static_cast<int32_t>(l)] =
+        static_cast<int32_t>(v);
+  }
   info->set_weight_dtype(std::string(WeightDTypeName(model.dtype())));
   info->set_expert_weight_bytes(PackedExpertBytes(m.layer, model.dtype()));
   info->set_layer_config_json(MoeLayerConfigToJson(m.layer));

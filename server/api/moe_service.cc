@@ -4,6 +4,7 @@
 #include "server/api/forward_response.h"
 #include "server/api/forward_stream.h"
 #include "server/api/info_responses.h"
+#include "server/api/modality_split.h"
 
 namespace moe {
 
@@ -58,6 +59,16 @@ void MoeServiceImpl::Process(const char* method,
         FillForwardResponse(parts, out, hidden, res, arrival, response);
     done(filled.ok() ? grpc::Status::OK : ToGrpcStatus(filled));
   };
+  if (valid->vision_layer >= 0) {
+    // Text and vision rows run their own expert sets, joined before `done`.
+    const absl::Status s = SubmitByModality(
+        std::move(req), valid->token_types, valid->vision_layer, parts.experts,
+        [this](std::unique_ptr<BatchRequest> part) {
+          return options_.batcher->Submit(std::move(part));
+        });
+    if (!s.ok()) done(ToGrpcStatus(s));
+    return;
+  }
   if (absl::Status s = options_.batcher->Submit(std::move(req)); !s.ok()) {
     done(ToGrpcStatus(s));
   }

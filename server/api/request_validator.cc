@@ -19,6 +19,12 @@ absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,
         "layer: ", r.layer(),
         " is not an MoE layer of this model; MoE layers: [", listed, "]"));
   }
+  if (const auto owner = model.VisionOwner(r.layer()); owner.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer: ", r.layer(), " is layer ", *owner,
+                     "'s vision experts; send layer ", *owner,
+                     " with token_types (its rows of type 1 or 2 run here)"));
+  }
   if (!r.has_hidden_states()) {
     return absl::InvalidArgumentError("hidden_states: required, x [N, H]");
   }
@@ -65,12 +71,46 @@ absl::StatusOr<ValidForward> ValidateForward(const moe::v1::ForwardRequest& r,
       }
     }
   }
+  const auto& types = r.token_types();
+  const auto vision = model.vision_layers.find(r.layer());
+  const bool modal = vision != model.vision_layers.end();
+  if (modal && types.empty() && n > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "token_types: required: layer ", r.layer(),
+        " has a text and a vision expert set (", model.family,
+        "), so every row needs its type (0 text, 1 image, 2 video; ", n,
+        " rows)"));
+  }
+  if (!types.empty() && static_cast<int64_t>(types.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token_types: ", types.size(), " types for ", n,
+                     " rows of hidden_states; expected one per row"));
+  }
+  bool any_vision = false;
+  for (int64_t i = 0; i < static_cast<int64_t>(types.size()); ++i) {
+    if (types[i] < 0 || types[i] > 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token_types[", i, "] (row ", i, "): ", types[i],
+                       " is not 0 (text), 1 (image) or 2 (video)"));
+    }
+    any_vision = any_vision || types[i] != 0;
+  }
+  const bool split = modal && any_vision;
+  if (split && (r.has_routing() || r.has_router_logits())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        r.has_routing() ? "routing" : "router_logits",
+        ": taken only when every row is text; layer ", r.layer(),
+        "'s rows of type 1 or 2 run its vision experts, which route by "
+        "their own gate"));
+  }
   auto caller = CheckCallerRouting(r, r.layer(), c, n);
   if (!caller.ok()) return caller.status();
   ValidForward v;
   v.caller = *caller;
   v.layer = r.layer();
   v.token_ids = absl::MakeConstSpan(ids.data(), ids.size());
+  v.token_types = absl::MakeConstSpan(types.data(), types.size());
+  v.vision_layer = split ? vision->second : -1;
   v.x = *x;
   // An unset output dtype means the answer goes back in the type the rows came
   // in.

@@ -33,11 +33,21 @@ struct ValidForward {
   // Holds the routing or logits from the caller, whether to return the logits,
   // and the shared experts' part (views into the message, like x).
   ValidCallerRouting caller;
+  // Holds the request's token_types (a view into it), one per row in [0, 2]
+  // or empty, and the layer's vision layer when the layer has vision experts
+  // and some row is not text (the request is then split by modality), else
+  // -1.
+  absl::Span<const int32_t> token_types;
+  int64_t vision_layer = -1;
 };
 
 // token_ids: a hash-routed layer needs one id in [0, hash_vocab) per row;
 // other layers accept and ignore them, but when given there must be one
 // per row (a mismatch is a client bug worth reporting).
+// token_types: a layer with text and vision experts (ERNIE-4.5-VL) needs
+// one per row, 0 text, 1 image or 2 video; other layers accept and ignore
+// them (one per row when given). A vision layer itself is not a request's
+// layer. Caller routing or logits with a row that is not text are refused.
 // routing, router_logits, shared: CheckCallerRouting.
 // NOT_FOUND for a layer that is not an MoE layer, RESOURCE_EXHAUSTED for too
 // many tokens (naming --max-request-tokens), INVALID_ARGUMENT for everything

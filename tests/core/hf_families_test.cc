@@ -1119,6 +1119,54 @@ TEST(HfFamilies, DbrxFfnConfigAndPackedRows) {
   EXPECT_TRUE(Mentions(flat.status(), "ffn_config")) << flat.status();
 }
 
+// ERNIE-4.5-VL as released (28B-A3B's keys): the [text, vision] pairs give
+// the text experts as the model's layer config and each MoE layer's vision
+// experts (512 wide, the text width's shared experts) as layer 28 + L; a
+// layer range where one modality has experts and the other not, and a pair
+// of another length, are refused by name.
+TEST(HfFamilies, Ernie45VlReadsItsTextAndVisionExpertSets) {
+  auto body = [](const std::string& end) {
+    return absl::StrCat(
+        R"({"model_type":"ernie4_5_moe_vl",
+    "architectures":["Ernie4_5_VLMoeForConditionalGeneration"],
+    "hidden_size":2560,"intermediate_size":12288,"num_hidden_layers":28,
+    "moe_num_experts":[64,64],"moe_intermediate_size":[1536,512],"moe_k":6,
+    "moe_layer_start_index":[1,1],"moe_layer_end_index":)",
+        end, R"(,"moe_layer_interval":1,"moe_num_shared_experts":2,
+    "moe_norm_min":1e-12,"use_bias":false,"vision_config":{"depth":32}})");
+  };
+  auto s = Parse(body("[29,28]"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  const ModelInfo& m = s->info;
+  EXPECT_EQ(s->family, HfFamily::kErnie45VlMoe);
+  EXPECT_EQ(m.layer.num_experts, 64);
+  EXPECT_EQ(m.layer.inter, 1536);
+  EXPECT_EQ(m.layer.top_k, 6);
+  EXPECT_EQ(m.layer.shared_inter, 2 * 1536);
+  EXPECT_TRUE(m.layer.use_bias);
+  EXPECT_EQ(m.RequestLayers().size(), 27u);
+  EXPECT_EQ(m.RequestLayers().front(), 1);
+  ASSERT_EQ(m.vision_layers.size(), 27u);
+  EXPECT_EQ(m.vision_layers.at(1), 29);
+  EXPECT_EQ(m.vision_layers.at(27), 55);
+  EXPECT_EQ(m.VisionOwner(55), std::optional<int64_t>(27));
+  EXPECT_EQ(m.VisionOwner(27), std::nullopt);
+  EXPECT_TRUE(m.HasLayer(29));
+  const MoeLayerConfig& v = m.LayerConfig(29);
+  EXPECT_EQ(v.inter, 512);
+  EXPECT_EQ(v.shared_inter, 2 * 1536);
+  EXPECT_EQ(WithPerLayerOptionsOf(v, m.layer), m.layer);
+  auto apart = Parse(body("[29,20]"));
+  EXPECT_TRUE(Mentions(apart.status(), "moe_layer_end_index"))
+      << apart.status();
+  EXPECT_TRUE(Mentions(apart.status(), "dense MLP")) << apart.status();
+  auto three = Parse(body("[29,28,27]"));
+  EXPECT_TRUE(Mentions(three.status(), "'moe_layer_end_index'"))
+      << three.status();
+  EXPECT_TRUE(Mentions(three.status(), "[text, vision] pair"))
+      << three.status();
+}
+
 // Hunyuan-A13B: per-layer lists of one value are that value; a list whose
 // layers differ gives each layer its own config, one of another length is
 // refused naming the key.

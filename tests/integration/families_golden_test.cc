@@ -57,6 +57,7 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kLlama4, "llama4_like"},
       {HfFamily::kLlama4Text, "llama4_like"},
       {HfFamily::kErnie45Moe, "ernie45_like"},
+      {HfFamily::kErnie45VlMoe, "ernie45_like"},
       {HfFamily::kGptOss, "gptoss_like"},
       {HfFamily::kDeepseekV4, "deepseek_v4_like"},
       {HfFamily::kNemotronH, "nemotron3_latent"},
@@ -182,7 +183,7 @@ void ExpectServedCase(HfFamily family, HfExpertLayout layout,
   ASSERT_TRUE(testing::WriteHfCheckpoint(*c, o, dir).ok());
   auto ckpt = HfCheckpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  const std::vector<int64_t> moe_layers = (*ckpt)->info().moe_layers;
+  const std::vector<int64_t> moe_layers = (*ckpt)->info().RequestLayers();
 
   testing::LocalCluster cluster;
   testing::LocalCluster::Options co;
@@ -199,6 +200,10 @@ void ExpectServedCase(HfFamily family, HfExpertLayout layout,
   ForwardOptions fo;
   fo.routing = true;
   fo.token_ids = c->token_ids;
+  // ERNIE-4.5-VL's layers need each row's type: the case is text.
+  if (info->vision_layers().count(static_cast<int32_t>(o.layer)) > 0) {
+    fo.token_types.assign(c->tokens, 0);
+  }
   auto r = cluster.client().Forward(static_cast<int32_t>(o.layer), c->x.data(),
                                     c->tokens, c->config.hidden, fo);
   ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
@@ -571,6 +576,143 @@ INSTANTIATE_TEST_SUITE_P(Paths, Step3p5PerLayerTest,
                            return std::string(info.param == 0 ? "AllToAll"
                                                               : "Default");
                          });
+
+// ERNIE-4.5-VL in its release layout: layer 1's text experts hold
+// ernie45_like, its vision experts (half as wide, numbered after the text
+// ones, router gate.weight_1, bias row 1) a case of their own with the same
+// shared experts. Router + 2 workers, over direct steps and the all-to-all,
+// answer a request whose rows interleave text and image tokens row by row,
+// each by its own expert set (vision experts reported as E + e); all-text
+// and all-video requests too. Missing token types, a vision layer named
+// directly and caller routing with vision rows are refused by name, and the
+// next request is answered.
+TEST(ErnieVl, TextAndVisionRowsRunTheirOwnExperts) {
+  auto text = CaseFor(HfFamily::kErnie45VlMoe, "ernie45_like");
+  ASSERT_TRUE(text.ok()) << text.status();
+  const MoeLayerConfig& k = text->config;
+  MoeLayerConfig vk = k;
+  vk.inter = testing::ErnieVlVisionInter(k);
+  ASSERT_NE(vk.inter, k.inter);
+  testing::GoldenCase vision = testing::RandomCase(vk, 17, 41, "ernie_vision");
+  vision.sw1 = text->sw1;
+  vision.sw3 = text->sw3;
+  vision.sw2 = text->sw2;
+  testing::RunReferenceMoe(vision);
+  const std::string dir = testing::MakeTempDir("ernie_vl_");
+  testing::HfWriteOptions o;
+  o.family = HfFamily::kErnie45VlMoe;
+  o.layer = 1;
+  o.vision_case = &vision;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(*text, o, dir).ok());
+
+  // Rows: text, image, text, ... while both last; then the rest of each.
+  const int64_t H = k.hidden, E = k.num_experts, K = k.top_k;
+  std::vector<float> x, want_y;
+  std::vector<int32_t> types;
+  std::vector<int64_t> want_ids;
+  std::vector<float> want_w;
+  for (int64_t t = 0, v = 0; t < text->tokens || v < vision.tokens;) {
+    const bool pick_text =
+        t < text->tokens && (v >= vision.tokens || (t + v) % 2 == 0);
+    const testing::GoldenCase& from = pick_text ? *text : vision;
+    const int64_t r = pick_text ? t++ : v++;
+    x.insert(x.end(), from.x.begin() + r * H, from.x.begin() + (r + 1) * H);
+    want_y.insert(want_y.end(), from.y.begin() + r * H,
+                  from.y.begin() + (r + 1) * H);
+    for (int64_t j = 0; j < K; ++j) {
+      want_ids.push_back(from.top_idx[r * K + j] + (pick_text ? 0 : E));
+      want_w.push_back(from.top_w[r * K + j]);
+    }
+    types.push_back(pick_text ? 0 : 1);
+  }
+  const int64_t n = static_cast<int64_t>(types.size());
+
+  for (const int64_t direct : {int64_t{-1}, int64_t{0}}) {
+    SCOPED_TRACE(direct == 0 ? "all-to-all" : "default");
+    testing::LocalCluster cluster;
+    testing::LocalCluster::Options co;
+    co.model_args = {"--model=" + dir};
+    co.workers = 2;
+    co.direct_step_tokens = direct;
+    ASSERT_TRUE(cluster.Start(co).ok()) << cluster.Logs();
+    auto info = cluster.client().GetModelInfo();
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->family(), "ernie4_5_moe_vl");
+    const int64_t layers = o.layer + 2;
+    ASSERT_EQ(info->vision_layers().size(), 2u);  // layers 1 and 2
+    const int32_t vl = info->vision_layers().at(1);
+    EXPECT_EQ(vl, layers + 1);
+    EXPECT_EQ(std::vector<int32_t>(info->moe_layers().begin(),
+                                   info->moe_layers().end()),
+              (std::vector<int32_t>{1, 2}));
+    auto vc =
+        ParseMoeLayerConfigJson(info->layer_config_overrides_json().at(vl));
+    ASSERT_TRUE(vc.ok()) << vc.status();
+    EXPECT_EQ(*vc, vk);
+
+    ForwardOptions fo;
+    fo.routing = true;
+    fo.token_types = types;
+    auto r = cluster.client().Forward(1, x.data(), n, H, fo);
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+    EXPECT_TRUE(testing::AllClose(r->y, want_y, testing::kF32Tol));
+    EXPECT_TRUE(testing::SameTokenRouting(want_ids, want_w, r->expert_ids,
+                                          r->weights, n, K, r->slots));
+    // Each expert set's stats count its own rows' slots.
+    auto text_stats = cluster.client().GetExpertStats(1, /*reset=*/true);
+    auto vision_stats = cluster.client().GetExpertStats(vl, /*reset=*/true);
+    ASSERT_TRUE(text_stats.ok() && vision_stats.ok());
+    EXPECT_EQ(text_stats->tokens(), text->tokens);
+    EXPECT_EQ(vision_stats->tokens(), vision.tokens);
+
+    // Only video rows (type 2), and only text rows.
+    ForwardOptions only;
+    only.token_types.assign(vision.tokens, 2);
+    auto rv =
+        cluster.client().Forward(1, vision.x.data(), vision.tokens, H, only);
+    ASSERT_TRUE(rv.ok()) << rv.status();
+    EXPECT_TRUE(testing::AllClose(rv->y, vision.y, testing::kF32Tol));
+    only.token_types.assign(text->tokens, 0);
+    auto rt =
+        cluster.client().Forward(1, text->x.data(), text->tokens, H, only);
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    EXPECT_TRUE(testing::AllClose(rt->y, text->y, testing::kF32Tol));
+
+    // Refused by name; the next request is answered.
+    ForwardOptions none;
+    auto missing = cluster.client().Forward(1, x.data(), n, H, none);
+    EXPECT_FALSE(missing.ok());
+    EXPECT_NE(missing.status().message().find("token_types"), std::string::npos)
+        << missing.status();
+    ForwardOptions bad = fo;
+    bad.token_types[3] = 7;
+    auto bad_type = cluster.client().Forward(1, x.data(), n, H, bad);
+    EXPECT_NE(bad_type.status().message().find("token_types[3]"),
+              std::string::npos)
+        << bad_type.status();
+    auto direct_vl = cluster.client().Forward(vl, x.data(), n, H, fo);
+    EXPECT_NE(direct_vl.status().message().find("vision experts"),
+              std::string::npos)
+        << direct_vl.status();
+    ForwardOptions replay = fo;
+    replay.routing_slots = static_cast<int32_t>(K);
+    replay.routing_expert_ids.assign(n * K, 0);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < K; ++j) {
+        replay.routing_expert_ids[t * K + j] = static_cast<int32_t>(j);
+      }
+    }
+    replay.routing_weights.assign(n * K, 0.1f);
+    auto replayed = cluster.client().Forward(1, x.data(), n, H, replay);
+    EXPECT_NE(replayed.status().message().find("every row is text"),
+              std::string::npos)
+        << replayed.status();
+    auto again = cluster.client().Forward(1, x.data(), n, H, fo);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE(testing::AllClose(again->y, want_y, testing::kF32Tol));
+  }
+  fs::remove_all(dir);
+}
 
 // Hunyuan-A13B in its release layout with a per-layer moe_topk list: layer 1
 // holds the reference case (k 2), layer 2 its own filler weights routed to 3

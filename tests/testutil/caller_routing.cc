@@ -35,7 +35,13 @@ void ExpectCallerRoutingMatches(LocalCluster& cluster, const GoldenCase& c,
                                 int32_t layer) {
   MoeClient& client = cluster.client();
   const int64_t n = c.tokens, H = c.config.hidden;
-  auto forward = [&](const ForwardOptions& fo) {
+  // A layer with vision experts (ERNIE-4.5-VL) takes caller routing for
+  // text rows: every row is sent as text.
+  auto info = client.GetModelInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  const bool modal = info->vision_layers().count(layer) > 0;
+  auto forward = [&](ForwardOptions fo) {
+    if (modal) fo.token_types.assign(n, 0);
     return client.Forward(layer, c.x.data(), n, H, fo);
   };
   if (c.config.routing == RoutingMode::kTokenChoice) {

@@ -22,6 +22,12 @@
 #include "nlohmann/json.hpp"
 
 namespace moe::testing {
+
+// Half the text experts' width (the release: 512 beside 1536).
+int64_t ErnieVlVisionInter(const MoeLayerConfig& k) {
+  return std::max<int64_t>(1, k.inter / 2);
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -392,12 +398,36 @@ void AddLayerVectors(const GoldenCase& c, HfFamily f, int64_t layer,
   }
 }
 
+// ERNIE-4.5-VL as released (and as vLLM reads it): the text router
+// mlp.gate.weight and the vision router mlp.gate.weight_1, each stored
+// transposed, [H, E]. `gate` is the text router's [E, H] rows as written
+// by the caller (replaced here by their transpose); the vision router is
+// `vision`'s, or filler.
+void AddErnieVlRouters(const MoeLayerConfig& k, std::vector<float> gate,
+                       const GoldenCase* vision, uint64_t seed,
+                       std::vector<Tensor>* out) {
+  const int64_t E = k.num_experts, H = k.hidden;
+  auto transposed = [&](const std::vector<float>& rows) {
+    std::vector<float> t(E * H);
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t h = 0; h < H; ++h) t[h * E + e] = rows[e * H + h];
+    }
+    return t;
+  };
+  Tensor& text = out->back();
+  text.shape = {H, E};
+  text.values = transposed(gate);
+  const std::vector<float> v =
+      vision != nullptr ? vision->gate : Filler(seed + 9, E * H, 0.2f);
+  out->push_back({text.name + "_1", {H, E}, transposed(v)});
+}
+
 // Returns false when `released` and the golden weights are not exactly
 // representable in the release's formats.
 bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                  uint64_t seed, std::vector<Tensor>* out, bool released = false,
                  HfExpertLayout layout = HfExpertLayout::kPerExpert,
-                 bool nvfp4 = false) {
+                 bool nvfp4 = false, const GoldenCase* vision = nullptr) {
   bool exact = true;
   const MoeLayerConfig& k = c.config;
   const int64_t E = k.num_experts, H = k.hidden, I = k.inter,
@@ -414,12 +444,21 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
   const int64_t R = k.router_rows();
   out->push_back(
       {name(WeightRole::kGate, -1), {R, H}, values(c.gate, 0, R * H, 1)});
+  const bool ernie_vl = f == HfFamily::kErnie45VlMoe;
+  if (ernie_vl) AddErnieVlRouters(k, out->back().values, vision, seed, out);
   // The releases' routers: bf16 weights (and gpt-oss's bias), V4's f32
   // correction bias.
   if (released)
     out->back() =
         Fixed(out->back().name, {R, H}, out->back().values, DType::kBF16);
-  if (k.use_bias) {
+  if (k.use_bias && ernie_vl) {
+    // ERNIE-4.5-VL's moe_statics bias [2, E]: the text row, the vision row.
+    std::vector<float> rows = values(c.bias, 0, E, 2);
+    const std::vector<float> v =
+        vision != nullptr ? vision->bias : Filler(seed + 8, E, 0.2f);
+    rows.insert(rows.end(), v.begin(), v.end());
+    out->push_back({name(WeightRole::kExpertBias, -1), {2, E}, rows});
+  } else if (k.use_bias) {
     // ERNIE 4.5 stores its moe_statics bias as [1, E].
     std::vector<int64_t> shape = {R};
     if (f == HfFamily::kErnie45Moe) shape = {1, E};
@@ -597,6 +636,25 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
         {name(WeightRole::kSharedGate, -1), {1, H}, values(c.sgate, 0, H, 6)});
   }
   AddLayerVectors(c, f, layer, golden, seed, released, out);
+  if (ernie_vl) {
+    // The vision experts, numbered after the text ones, of their own width.
+    const int64_t Iv = ErnieVlVisionInter(k);
+    for (int64_t e = 0; e < E; ++e) {
+      auto part = [&](const std::vector<float>* from, uint64_t salt) {
+        return from != nullptr ? Slice(*from, e * Iv * H, Iv * H)
+                               : Filler(seed + salt + e, Iv * H, 0.2f);
+      };
+      out->push_back({name(WeightRole::kW1, E + e),
+                      {Iv, H},
+                      part(vision != nullptr ? &vision->w1 : nullptr, 6000)});
+      out->push_back({name(WeightRole::kW3, E + e),
+                      {Iv, H},
+                      part(vision != nullptr ? &vision->w3 : nullptr, 7000)});
+      out->push_back({name(WeightRole::kW2, E + e),
+                      {H, Iv},
+                      part(vision != nullptr ? &vision->w2 : nullptr, 8000)});
+    }
+  }
   return exact;
 }
 
@@ -952,6 +1010,8 @@ const char* Architecture(HfFamily f) {
       return "Llama4ForCausalLM";
     case HfFamily::kErnie45Moe:
       return "Ernie4_5_MoeForCausalLM";
+    case HfFamily::kErnie45VlMoe:
+      return "Ernie4_5_VLMoeForConditionalGeneration";
     case HfFamily::kGptOss:
       return "GptOssForCausalLM";
     case HfFamily::kDeepseekV4:
@@ -1382,6 +1442,23 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       j["moe_layer_end_index"] = -1;
       j["moe_layer_interval"] = 1;
       j["use_bias"] = false;
+      break;
+    case HfFamily::kErnie45VlMoe:
+      // The release's [text, vision] pairs; its end indices run past the
+      // last layer (28 layers, [29, 28]).
+      j.erase("num_experts_per_tok");
+      j["moe_k"] = c.top_k;
+      j["moe_num_experts"] = {c.num_experts, c.num_experts};
+      j["moe_intermediate_size"] = {c.inter, ErnieVlVisionInter(c)};
+      j["intermediate_size"] = 2 * c.hidden;
+      j["moe_num_shared_experts"] = c.shared_inter / c.inter;
+      j["moe_norm_min"] = c.norm_min;
+      j["moe_layer_start_index"] = {1, 1};
+      j["moe_layer_end_index"] = {num_layers + 1, num_layers};
+      j["moe_layer_interval"] = 1;
+      j["use_bias"] = false;
+      j["im_patch_id"] = 100295;
+      j["vision_config"] = {{"depth", 2}, {"hidden_size", 48}};
       break;
     case HfFamily::kGptOss:
       j["num_local_experts"] = c.num_experts;
@@ -2206,9 +2283,9 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
       const bool hashed = hc != nullptr && l < o.hash_layers;
       const int64_t golden = hashed ? o.hash_layers - 1 : o.layer;
       const GoldenCase& lc = hashed ? *hc : c;
-      const bool exact =
-          AddMoeLayer(lc, o.family, l, l == golden, o.seed + 100 * l, &tensors,
-                      o.released, layout, o.nvfp4_experts);
+      const bool exact = AddMoeLayer(
+          lc, o.family, l, l == golden, o.seed + 100 * l, &tensors, o.released,
+          layout, o.nvfp4_experts, l == golden ? o.vision_case : nullptr);
       if (l == golden && !exact) {
         return absl::InvalidArgumentError(absl::StrCat(
             lc.name, ": its weights are not exactly representable in the ",
@@ -2311,6 +2388,7 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   };
   auto dtype_of = [&](const Tensor& t) {
     const bool router = absl::EndsWith(t.name, "mlp.gate.weight") ||
+                        absl::EndsWith(t.name, "mlp.gate.weight_1") ||
                         absl::EndsWith(t.name, "feed_forward.gate.weight") ||
                         absl::EndsWith(t.name, "router.gate.weight") ||
                         absl::EndsWith(t.name, "expert_bias") ||
@@ -2427,7 +2505,16 @@ absl::StatusOr<std::string> WriteCaseCheckpoint(const GoldenCase& c,
   if (dir.empty()) {
     return absl::InternalError("cannot make a temp dir for " + prefix);
   }
+  // The last family that takes rows without token types: a case's
+  // checkpoint is served to callers that send none (ERNIE-4.5-VL's layers
+  // need them).
   o.family = families.back();
+  for (auto f = families.rbegin(); f != families.rend(); ++f) {
+    if (*f != HfFamily::kErnie45VlMoe) {
+      o.family = *f;
+      break;
+    }
+  }
   if (absl::Status s = WriteHfCheckpoint(c, o, dir); !s.ok()) return s;
   return dir;
 }

@@ -49,7 +49,15 @@ struct HfWriteOptions {
   // written must then be top-k and o.layer >= hash_layers.
   const GoldenCase* hash_case = nullptr;
   int64_t hash_layers = 0;
+  // ERNIE-4.5-VL: the case layer o.layer's vision experts hold (its gate,
+  // correction bias and experts; their width ErnieVlVisionInter of the
+  // text case's, the shared experts the text case's), else filler.
+  const GoldenCase* vision_case = nullptr;
 };
+
+// The vision experts' width in an ERNIE-4.5-VL checkpoint written for a
+// text config `k`.
+int64_t ErnieVlVisionInter(const MoeLayerConfig& k);
 
 // config.json text of `family` for a model of num_layers whose MoE layers
 // (other than dense ones) have config `c`.

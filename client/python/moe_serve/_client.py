@@ -96,14 +96,15 @@ def _channel_args(target, tls_ca, tls_cert, tls_key, tls_server_name, retry):
 
 _FORWARD_DEFAULTS = {"routing": False, "return_routing": None, "timing": False,
                      "dtype": None, "output_dtype": None, "token_ids": None,
-                     "router_logits": None, "return_router_logits": False,
-                     "shared": "add"}
+                     "token_types": None, "router_logits": None,
+                     "return_router_logits": False, "shared": "add"}
 
 
 def _item(it: Any) -> dict:
     """A forward_many item: (layer, x), or a dict with layer, x and any of
     forward()'s keywords (routing, return_routing, timing, dtype,
-    output_dtype, token_ids, router_logits, return_router_logits, shared)."""
+    output_dtype, token_ids, token_types, router_logits, return_router_logits,
+    shared)."""
     if isinstance(it, dict):
         d = dict(it)
     else:
@@ -189,13 +190,14 @@ def _returns_routing(routing, return_routing) -> bool:
 
 def _request(layer, x, *, routing=False, return_routing=None, timing=False,
              dtype=None, output_dtype=None, request_id="", token_ids=None,
-             router_logits=None, return_router_logits=False, shared="add"):
+             token_types=None, router_logits=None, return_router_logits=False,
+             shared="add"):
     tensor, kind = encode(x, dtype)
     req = moe_pb2.ForwardRequest(
         layer=int(layer), hidden_states=tensor,
         return_routing=_returns_routing(routing, return_routing),
         return_timing=bool(timing), request_id=request_id,
-        token_ids=_token_ids(token_ids),
+        token_ids=_token_ids(token_ids), token_types=_token_ids(token_types),
         return_router_logits=bool(return_router_logits), shared=_shared_mode(shared))
     caller = _caller_routing(routing)
     if caller is not None:
@@ -264,14 +266,18 @@ class MoeClient(_Base):
 
     def forward(self, layer: int, x, *, routing=False, return_routing=None,
                 timing: bool = False, dtype=None, output_dtype=None,
-                timeout: Optional[float] = None, token_ids=None, router_logits=None,
-                return_router_logits: bool = False, shared="add"):
+                timeout: Optional[float] = None, token_ids=None, token_types=None,
+                router_logits=None, return_router_logits: bool = False,
+                shared="add"):
         """y = MoE layer `layer` of x [N, H] (NumPy array or torch tensor),
         returned as the same kind, dtype and device; `.routing`/`.timing`
         are set when asked. `dtype` is the dtype on the wire (f32, bf16,
         f16; default: the input's). `token_ids`: one token id per row, which
         a hash-routed layer (in model_info().hash_layers) needs and other
-        layers ignore.
+        layers ignore. `token_types`: each row's modality (0 text, 1 image,
+        2 video), which a layer with vision experts (in
+        model_info().vision_layers) needs and other layers ignore; its
+        routing reports a vision expert e as E + e.
 
         Caller routing: `routing=(expert_ids, weights)` ([N, k] arrays or
         tensors, k the layer's top_k, or a previous answer's `.routing`)
@@ -285,7 +291,8 @@ class MoeClient(_Base):
         "skip" (they are not computed)."""
         req, kind = _request(layer, x, routing=routing, return_routing=return_routing,
                              timing=timing, dtype=dtype, output_dtype=output_dtype,
-                             token_ids=token_ids, router_logits=router_logits,
+                             token_ids=token_ids, token_types=token_types,
+                             router_logits=router_logits,
                              return_router_logits=return_router_logits, shared=shared)
         resp = self._call(self._stub.Forward, req, timeout)
         return decode(resp, kind, req.return_routing, timing)
@@ -376,12 +383,13 @@ class AsyncMoeClient(_Base):
     async def forward(self, layer: int, x, *, routing=False, return_routing=None,
                       timing: bool = False, dtype=None, output_dtype=None,
                       timeout: Optional[float] = None, token_ids=None,
-                      router_logits=None, return_router_logits: bool = False,
-                      shared="add"):
+                      token_types=None, router_logits=None,
+                      return_router_logits: bool = False, shared="add"):
         """MoeClient.forward's API and answer."""
         req, kind = _request(layer, x, routing=routing, return_routing=return_routing,
                              timing=timing, dtype=dtype, output_dtype=output_dtype,
-                             token_ids=token_ids, router_logits=router_logits,
+                             token_ids=token_ids, token_types=token_types,
+                             router_logits=router_logits,
                              return_router_logits=return_router_logits, shared=shared)
         resp = await self._call(self._stub.Forward, req, timeout)
         return decode(resp, kind, req.return_routing, timing)

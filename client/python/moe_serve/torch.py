@@ -33,7 +33,10 @@ class RemoteMoE(nn.Module):
     the logits computed locally by `gate` when given, else None. A
     hash-routed layer needs the rows' token ids: pass `token_ids` (shaped
     like hidden_states' leading dims) to forward, or set `self.token_ids`
-    before a block is called the Hugging Face way.
+    before a block is called the Hugging Face way. A layer with vision
+    experts (ERNIE-4.5-VL) needs each row's type (0 text, 1 image, 2 video,
+    the model's moe_mm_token_type_ids): pass `token_types` to forward, or
+    set `self.token_types`.
 
     Caller routing:
     - `gate` (an nn.Module such as the block's nn.Linear, or an [E, H]
@@ -63,6 +66,7 @@ class RemoteMoE(nn.Module):
         self.send_gate_logits = send_gate_logits
         self.shared = shared
         self.token_ids = None
+        self.token_types = None
         self.routing = None
         self.recorded: Optional[list] = None
         self.replay: Optional[Iterator] = None
@@ -76,16 +80,18 @@ class RemoteMoE(nn.Module):
             return x.float() @ self.gate.float().t()
         return self.gate(x)
 
-    def forward(self, hidden_states: torch.Tensor, token_ids=None, routing=None):
+    def forward(self, hidden_states: torch.Tensor, token_ids=None, routing=None,
+                token_types=None):
         shape = hidden_states.shape
         x = hidden_states.reshape(-1, shape[-1])
         ids = token_ids if token_ids is not None else self.token_ids
+        types = token_types if token_types is not None else self.token_types
         if routing is None:
             routing = next(self.replay) if self.replay is not None else self.routing
         logits = self.gate_logits(x)
         send = (logits is not None and self.send_gate_logits and routing is None)
         y = self.client.forward(
-            self.layer, x, dtype=self.dtype, token_ids=ids,
+            self.layer, x, dtype=self.dtype, token_ids=ids, token_types=types,
             routing=routing if routing is not None else False,
             return_routing=self.recorded is not None,
             router_logits=logits.detach().float() if send else None,

@@ -30,7 +30,11 @@ def test_family_serves_its_case(family, tmp_path):
     try:
         info = c.client.model_info()
         assert info.family == name and layer in list(info.moe_layers)
-        y = c.client.forward(layer, t["x"], routing=True, token_ids=t.get("token_ids"))
+        # A layer with vision experts (ERNIE-4.5-VL) needs each row's type:
+        # the case is text.
+        types = [0] * len(t["x"]) if layer in info.vision_layers else None
+        y = c.client.forward(layer, t["x"], routing=True, token_ids=t.get("token_ids"),
+                             token_types=types)
         excess = within(y, t["y"], *F32_TOL)
         assert excess <= 0, f"{name}: |y - y_ref| exceeds the tolerance by {excess:g}"
         if cfg["routing"] == "token_choice":

@@ -63,6 +63,54 @@ TEST(RequestValidator, OtherLayersIgnoreIdsButCountThem) {
   ExpectBad(Request(2, {1}), m, "expected one per row");
 }
 
+// ERNIE-4.5-VL: MoE layer 0 has vision experts, run as layer 5. Its
+// requests need one type per row (0 text, 1 image, 2 video); a request with
+// a row that is not text is split (vision_layer set), an all-text one is
+// not; the vision layer is never a request's layer, and caller routing is
+// taken for all-text requests only.
+TEST(RequestValidator, ModalityLayerNeedsATypePerRow) {
+  ModelInfo m = Model(0);
+  m.num_layers = 5;
+  m.moe_layers = {0, 5};
+  m.vision_layers[0] = 5;
+  m.family = "ernie4_5_moe_vl";
+  auto typed = [](std::vector<int32_t> types) {
+    moe::v1::ForwardRequest r = Request(static_cast<int64_t>(types.size()), {});
+    for (int32_t t : types) r.add_token_types(t);
+    return r;
+  };
+  ExpectBad(Request(3, {}), m, "token_types: required: layer 0");
+  moe::v1::ForwardRequest short_types = Request(3, {});
+  short_types.add_token_types(0);
+  ExpectBad(short_types, m, "token_types: 1 types for 3 rows");
+  ExpectBad(typed({0, 3, 1}), m, "token_types[1] (row 1): 3 is not");
+  ExpectBad(typed({0, -1}), m, "token_types[1]");
+  auto mixed = ValidateForward(typed({0, 2, 1}), m, ForwardLimits{1024});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->vision_layer, 5);
+  EXPECT_EQ(mixed->token_types.size(), 3u);
+  auto text = ValidateForward(typed({0, 0}), m, ForwardLimits{1024});
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(text->vision_layer, -1);
+  moe::v1::ForwardRequest to_vision = typed({1, 1});
+  to_vision.set_layer(5);
+  ExpectBad(to_vision, m, "layer: 5 is layer 0's vision experts");
+  moe::v1::ForwardRequest replay = typed({0, 1});
+  replay.mutable_routing()->set_tokens(2);
+  replay.mutable_routing()->set_slots(2);
+  for (int i = 0; i < 4; ++i) {
+    replay.mutable_routing()->add_expert_ids(i % 2);
+    replay.mutable_routing()->add_weights(0.5f);
+  }
+  ExpectBad(replay, m, "routing: taken only when every row is text");
+  // Other layers ignore well-formed types, and count them.
+  const ModelInfo plain = Model(0);
+  EXPECT_TRUE(ValidateForward(typed({1, 0}), plain, ForwardLimits{1024}).ok());
+  short_types = Request(2, {});
+  short_types.add_token_types(1);
+  ExpectBad(short_types, plain, "token_types: 1 types for 2 rows");
+}
+
 // DeepSeek-V4: hash-routed first layers, top-k after them. Each layer is
 // checked by its own config.
 TEST(RequestValidator, EachLayerByItsOwnRouting) {
