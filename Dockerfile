@@ -19,20 +19,38 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 # hadolint ignore=DL3006
 FROM ${BUILD_IMAGE} AS build
 ARG VARIANT
+# Unset for users. Set (with that directory mounted, podman build --volume
+# DIR:/ccache --build-arg CCACHE_DIR=/ccache), the build compiles through
+# ccache there, paths taken relative to /src, the compiler known by its
+# content and the locale left out of the hash (the build's shell has none),
+# so that a cache filled by a build of the same sources in
+# <checkout>/<build dir> with the same settings answers it
+# (scripts/check-image.sh shares the test command's cache so).
+ARG CCACHE_DIR=
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh
-RUN MOE_DEPS_TOOLS=0 bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
+RUN MOE_DEPS_TOOLS=0 bash scripts/install-deps.sh \
+ && if [[ -n "${CCACHE_DIR}" ]]; then \
+      apt-get install -y --no-install-recommends ccache; fi \
+ && rm -rf /var/lib/apt/lists/*
 COPY . .
 # Binaries, then every shared library they load except glibc and the CUDA
 # driver (the runtime base provides those): the runtime stage then needs
 # no package list of its own.
-RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+RUN launcher=(); if [[ -n "${CCACHE_DIR}" ]]; then \
+      launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); \
+      export CCACHE_BASEDIR=/src CCACHE_COMPILERCHECK=content \
+        CCACHE_SLOPPINESS=locale; fi \
+ && cmake -S . -B /src/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DMOE_BUILD_TESTS=OFF -DMOE_CUDA="$([[ "${VARIANT}" == cuda ]] && echo ON || echo OFF)" \
- && cmake --build /build --target moe-router moe-worker moe-cli moe-loadtest moe-bench \
+      "${launcher[@]}" \
+ && cmake --build /src/build --target moe-router moe-worker moe-cli moe-loadtest moe-bench \
+ && if [[ -n "${CCACHE_DIR}" ]]; then ccache --show-stats; fi \
  && mkdir -p /out/bin /out/lib \
- && cp /build/server/moe-router /build/worker/moe-worker /build/client/moe-cli \
-       /build/client/moe-loadtest /build/bench/moe-bench /out/bin/ \
+ && cp /src/build/server/moe-router /src/build/worker/moe-worker \
+       /src/build/client/moe-cli /src/build/client/moe-loadtest \
+       /src/build/bench/moe-bench /out/bin/ \
  && ldd /out/bin/* | awk '/=> \// {print $3}' | sort -u \
     | grep -vE '/(libc|libm|libpthread|libdl|librt|libcuda|ld-linux[^/]*)\.so' \
     | xargs -r cp -L -t /out/lib/

@@ -164,10 +164,17 @@ MADE_BASES+=("${BASES[0]}")
 "${PODMAN[@]}" tag "${BASES[0]}" "${BASES[1]}"
 MADE_BASES+=("${BASES[1]}")
 
-log "building the CPU image (docker format)"
+# MOE_IMAGE_CCACHE_DIR: a ccache directory (the test command's own build
+# fills it) that the image's build compiles through (Dockerfile, CCACHE_DIR).
+cache_args=()
+if [[ -n "${MOE_IMAGE_CCACHE_DIR:-}" && -d "$MOE_IMAGE_CCACHE_DIR" ]]; then
+  cache_args=(--volume "$(cd "$MOE_IMAGE_CCACHE_DIR" && pwd):/ccache"
+    --build-arg CCACHE_DIR=/ccache)
+fi
+log "building the CPU image (docker format${cache_args:+, through ccache})"
 t0=$SECONDS
 "${PODMAN[@]}" build --format docker --pull=never --network host \
-  --layers=false --rm --force-rm \
+  --layers=false --rm --force-rm "${cache_args[@]}" \
   --build-arg VARIANT=cpu --label "moe-check=$TAG" \
   --ulimit "nofile=$NOFILE:$NOFILE" --ulimit "nproc=$NPROC:$NPROC" \
   -t "$IMAGE" . >"$TMP/build.log" 2>&1 || {
@@ -177,6 +184,9 @@ t0=$SECONDS
 }
 build_s=$((SECONDS - t0))
 log "image built in $build_s s"
+if ((${#cache_args[@]})); then
+  grep -E "Hits|Misses|cache hit|cache miss" "$TMP/build.log" | head -n 6 || true
+fi
 healthcheck="$("${PODMAN[@]}" image inspect --format \
   '{{json .Config.Healthcheck}}' "$IMAGE")"
 [[ "$healthcheck" == *moe-cli* ]] ||

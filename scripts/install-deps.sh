@@ -15,8 +15,11 @@ packages=(
 # node/npm and kubectl are looked for as commands by scripts/check-deploy.sh,
 # which installs Debian's only when none is there.
 if [[ "${MOE_DEPS_TOOLS:-1}" == 1 ]]; then
-  # libomp-dev: OpenMP for scripts/check-thread-safety.sh's clang build.
-  packages+=(clang libclang-rt-14-dev libomp-dev yamllint shellcheck openssl python3)
+  # libomp-dev: OpenMP for scripts/check-thread-safety.sh's clang build;
+  # ccache: the test command's compiler cache, which the container image's
+  # build shares (scripts/test.sh, scripts/check-image.sh).
+  packages+=(clang libclang-rt-14-dev libomp-dev yamllint shellcheck openssl python3
+    ccache)
   # The Python client's tests (python3-torch: its PyTorch integration).
   packages+=(python3-grpcio python3-protobuf python3-numpy python3-pytest
     python3-torch python3-yaml python3-markdown-it)

@@ -10,7 +10,15 @@ cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
 build="${MOE_TEST_BUILD_DIR:-build-test}"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOE_CUDA=AUTO
+# A compiler cache that the container image's build reads (check-image.sh,
+# Dockerfile's CCACHE_DIR): the same sources compiled with the same flags
+# hash alike there, paths taken relative to the checkout, the compiler known
+# by its content and the locale left out.
+export CCACHE_DIR="${MOE_TEST_CCACHE_DIR:-$PWD/$build-ccache}"
+export CCACHE_BASEDIR="$PWD" CCACHE_COMPILERCHECK=content CCACHE_SLOPPINESS=locale
+mkdir -p "$CCACHE_DIR"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOE_CUDA=AUTO \
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 cmake --build "$build" -j"$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j2
 # The Python client and PyTorch integration against this build's binaries
@@ -27,6 +35,7 @@ bash scripts/check-deploy.sh
 # The Kubernetes CPU layout started as an operator would, probes and
 # Services simulated, a worker killed mid-run (about 70 s).
 bash scripts/check-k8s.sh "$build"
-bash scripts/check-image.sh || [[ $? -eq 77 ]]  # 77: skipped, reason printed
+MOE_IMAGE_CCACHE_DIR="$CCACHE_DIR" bash scripts/check-image.sh ||
+  [[ $? -eq 77 ]] # 77: skipped, reason printed
 bash scripts/check-thread-safety.sh
 bash scripts/fuzz.sh

@@ -63,7 +63,7 @@ for form in "${forms[@]}"; do
       grep -q "^hash-routed layers.*\[$layer[],]" "$tmp/info.log" && ids=(--token-ids random)
       # A layer with vision experts needs each row's type: a text, an
       # image and a video row.
-      grep -q "^vision experts of layer $layer " "$tmp/info.log" && ids+=(--token-types 0,1,2)
+      grep -q "^vision experts of layer $layer " "$tmp/info.log" && ids+=(--token-types "0,1,2")
       if ! "${cli[@]}" forward --layer "$layer" --random 3 "${ids[@]}" >"$tmp/fwd.log" 2>&1; then
         fail "$form: forward on layer $layer: $(cat "$tmp/fwd.log")"
       else
