@@ -446,7 +446,8 @@ int Info(MoeClient& client) {
   return 0;
 }
 
-// Every MoE layer's GetExpertStats, as a JSON array of ExpertStats.
+// Every MoE layer's GetExpertStats (the vision layers' too: their experts
+// are placed by their own load), as a JSON array of ExpertStats.
 absl::Status SaveStats(MoeClient& client, const std::string& path) {
   auto info = client.GetModelInfo(Timeout());
   if (!info.ok()) return info.status();
@@ -454,7 +455,13 @@ absl::Status SaveStats(MoeClient& client, const std::string& path) {
   google::protobuf::util::JsonPrintOptions opts;
   opts.preserve_proto_field_names = true;
   opts.always_print_primitive_fields = true;
-  for (int32_t layer : info->moe_layers()) {
+  std::vector<int32_t> layers(info->moe_layers().begin(),
+                              info->moe_layers().end());
+  for (const auto& [l, vision] : info->vision_layers()) {
+    layers.push_back(vision);
+  }
+  std::sort(layers.begin(), layers.end());
+  for (int32_t layer : layers) {
     auto s = client.GetExpertStats(layer, false, Timeout());
     if (!s.ok()) return s.status();
     std::string json;
