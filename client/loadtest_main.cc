@@ -228,6 +228,18 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
 // (it chooses by token id), so the run would only count refusals.
 absl::Status CheckCallerRouting(const moe::v1::ModelInfo& info,
                                 const RunSpec& spec) {
+  // A layer with vision experts takes caller routing only when every row
+  // is text, which --vision-fraction=0 makes so.
+  if (spec.caller_routing != CallerRouting::kNone && spec.vision_fraction > 0) {
+    for (int32_t l : spec.layers) {
+      if (info.vision_layers().count(l) > 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--caller-routing: layer ", l,
+            " has vision experts, which route image rows by their own gate; "
+            "use --vision-fraction=0 (every row text)"));
+      }
+    }
+  }
   if (spec.caller_routing != CallerRouting::kLogits) return absl::OkStatus();
   for (int32_t l : spec.layers) {
     for (int32_t h : info.hash_layers()) {

@@ -7,9 +7,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testutil/golden_case.h"
+#include "tests/testutil/hf_writer.h"
 #include "tests/testutil/http_get.h"
 #include "tests/testutil/local_cluster.h"
 
@@ -408,6 +411,58 @@ TEST(LoadtestRefusals, FloodRefusalsAreCountedApart) {
       j["refused"]["p99_ms"].get<double>(), static_cast<long>(other),
       j["latency_ms"]["p50"].get<double>(),
       j["latency_ms"]["p99"].get<double>());
+}
+
+// ERNIE-4.5-VL (its text experts ernie45_like, its vision experts filler)
+// behind a router with 2 workers: moe-loadtest sends every request with
+// token types, half the rows image tokens, and every request is answered,
+// the text and the vision experts each seeing rows; caller routing with
+// image rows is refused before the run, and runs with --vision-fraction=0.
+TEST(LoadtestModality, ImageRowsReachTheVisionExperts) {
+  auto c = testing::LoadGoldenCase(testing::GoldenDir() +
+                                   "/ernie45_like.safetensors");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string dir = testing::MakeTempDir("loadtest_ernie_vl_");
+  testing::HfWriteOptions w;
+  w.family = HfFamily::kErnie45VlMoe;
+  ASSERT_TRUE(testing::WriteHfCheckpoint(*c, w, dir).ok());
+  LocalCluster cluster;
+  LocalCluster::Options o;
+  o.model_args = {"--model=" + dir};
+  o.workers = 2;
+  ASSERT_TRUE(cluster.Start(o).ok()) << cluster.Logs();
+  auto info = cluster.client().GetModelInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_EQ(info->vision_layers().count(1), 1u);
+  const int32_t vision = info->vision_layers().at(1);
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {LoadtestBinary(),
+                                     "--target=" + cluster.target(),
+                                     "--layer=1",
+                                     "-n",
+                                     "40",
+                                     "--tokens=8",
+                                     "--format=json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return testing::RunCommand(args, std::chrono::seconds(120));
+  };
+  auto r = run({"--vision_fraction=0.5"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output.substr(r.output.find("{\n")), nullptr,
+                                 false);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_EQ(j["ok"].get<int64_t>(), 40) << r.output;
+  for (const int32_t layer : {1, vision}) {
+    auto s = cluster.client().GetExpertStats(layer, /*reset=*/true);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_GT(s->tokens(), 0) << "layer " << layer;
+  }
+  auto refused = run({"--caller-routing=routing"});
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_NE(refused.output.find("--vision-fraction=0"), std::string::npos)
+      << refused.output;
+  auto text = run({"--caller-routing=routing", "--vision_fraction=0"});
+  EXPECT_EQ(text.exit_code, 0) << text.output;
 }
 
 // moe-cli's info line, plurals and usage; its info on the health-only port
