@@ -407,11 +407,7 @@ absl::Status ReadBody(const json& body, const std::string& model_type,
     }
     layers[l] = layer_spec.info.LayerConfig(l);
   }
-  info.layer = layers.at(info.moe_layers.front());
-  info.layer_overrides.clear();
-  for (const auto& [l, c] : layers) {
-    if (!(c == info.layer)) info.layer_overrides[l] = c;
-  }
+  SetLayerConfigs(&info, [&](int64_t l) { return layers.at(l); });
   if (absl::Status s = CheckLayerOverrides(info); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(label, ": ", s.message(), " (from the per-layer lists ",

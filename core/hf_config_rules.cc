@@ -157,12 +157,7 @@ absl::Status ExaoneMoeSwigluLimits(const ConfigReader& r, ModelInfo* info) {
     }
     return c;
   };
-  if (info->moe_layers.empty()) return absl::OkStatus();
-  info->layer = layer_config(info->moe_layers.front());
-  for (int64_t l : info->moe_layers) {
-    MoeLayerConfig c = layer_config(l);
-    if (!(c == info->layer)) info->layer_overrides[l] = c;
-  }
+  SetLayerConfigs(info, layer_config);
   return absl::OkStatus();
 }
 namespace {
@@ -228,12 +223,7 @@ absl::Status Step3p5LayerLimits(const ConfigReader& r, ModelInfo* info) {
     }
     return c;
   };
-  if (info->moe_layers.empty()) return absl::OkStatus();
-  info->layer = layer_config(info->moe_layers.front());
-  for (int64_t l : info->moe_layers) {
-    MoeLayerConfig c = layer_config(l);
-    if (!(c == info->layer)) info->layer_overrides[l] = c;
-  }
+  SetLayerConfigs(info, layer_config);
   return absl::OkStatus();
 }
 

@@ -216,6 +216,18 @@ MoeLayerConfig WithPerLayerOptionsOf(MoeLayerConfig c,
   return c;
 }
 
+void SetLayerConfigs(ModelInfo* info,
+                     const std::function<MoeLayerConfig(int64_t)>& config_of) {
+  if (info->moe_layers.empty()) return;
+  std::map<int64_t, MoeLayerConfig> configs;
+  for (int64_t l : info->moe_layers) configs[l] = config_of(l);
+  info->layer = configs.at(info->moe_layers.front());
+  info->layer_overrides.clear();
+  for (const auto& [l, c] : configs) {
+    if (!(c == info->layer)) info->layer_overrides[l] = c;
+  }
+}
+
 std::optional<int64_t> FirstLayerOfOwnShape(const ModelInfo& info) {
   for (const auto& [l, c] : info.layer_overrides) {
     const MoeLayerConfig& m = info.layer;

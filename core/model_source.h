@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -142,6 +143,13 @@ std::optional<int64_t> FirstLayerOfOwnShape(const ModelInfo& info);
 
 // `c` with the activation options of `of`.
 MoeLayerConfig WithActivationOf(MoeLayerConfig c, const MoeLayerConfig& of);
+
+// Sets every MoE layer's config from `config_of(layer)`: the first MoE
+// layer's becomes info->layer, each other layer whose config differs from
+// it an override (the overrides before are replaced). The one way a family
+// rule or a per-layer list gives layers their own configs.
+void SetLayerConfigs(ModelInfo* info,
+                     const std::function<MoeLayerConfig(int64_t)>& config_of);
 
 // `c` with every option a layer may set for itself (CheckLayerOverrides)
 // taken from `of`.

@@ -53,36 +53,35 @@ class ModalityJoin {
   void Copy(int modality, const BatchResult& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::vector<int64_t>& rows = rows_of_[modality];
-    const int64_t n = static_cast<int64_t>(rows.size());
-    const int64_t H = hidden_;
-    y_.resize(rows_ * H);
-    for (int64_t i = 0; i < n && i * H < static_cast<int64_t>(r.y.size());
-         ++i) {
-      std::memcpy(&y_[rows[i] * H], &r.y[i * H], H * sizeof(float));
-    }
-    if (!r.shared.empty()) {
-      shared_.resize(rows_ * H);
-      for (int64_t i = 0; i < n; ++i) {
-        std::memcpy(&shared_[rows[i] * H], &r.shared[i * H], H * sizeof(float));
-      }
-    }
+    Scatter(r.y, rows, hidden_, &y_);
+    if (!r.shared.empty()) Scatter(r.shared, rows, hidden_, &shared_);
     if (!r.router_logits.empty()) {
-      const int64_t E = experts_;
-      logits_.resize(rows_ * E);
-      for (int64_t i = 0; i < n; ++i) {
-        std::memcpy(&logits_[rows[i] * E], &r.router_logits[i * E],
-                    E * sizeof(float));
-      }
+      Scatter(r.router_logits, rows, experts_, &logits_);
     }
     // The parts' slots per token may differ (each expert set's own top_k):
     // the answer has the larger, the other part's extra slots empty (-1).
-    parts_[modality] = r.routing;
-    if (n >= largest_) {
-      largest_ = n;
+    Routing& part = parts_[modality];
+    part.slots = r.routing.slots;
+    part.expert = r.routing.expert;
+    part.weight = r.routing.weight;
+    if (static_cast<int64_t>(rows.size()) >= largest_) {
+      largest_ = static_cast<int64_t>(rows.size());
       times_ = r.times;
       queue_us_ = r.queue_us;
       batch_tokens_ = r.batch_tokens;
       batch_requests_ = r.batch_requests;
+    }
+  }
+
+  // Row i of `src` ([rows.size(), width]) to row rows[i] of `dst`
+  // ([rows_, width], sized here).
+  void Scatter(absl::Span<const float> src, const std::vector<int64_t>& rows,
+               int64_t width, std::vector<float>* dst) const {
+    dst->resize(rows_ * width);
+    const size_t n = std::min(rows.size(), src.size() / width);
+    for (size_t i = 0; i < n; ++i) {
+      std::memcpy(dst->data() + rows[i] * width, src.data() + i * width,
+                  width * sizeof(float));
     }
   }
 

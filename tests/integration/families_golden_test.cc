@@ -554,19 +554,8 @@ TEST_P(Step3p5PerLayerTest, EachLayerRunsItsOwnLimits) {
   auto got = ParseMoeLayerConfigJson(info->layer_config_overrides_json().at(2));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, l2.config);
-  for (const testing::GoldenCase* lc : {&*c, &l2}) {
-    SCOPED_TRACE(lc->name);
-    const int32_t layer = lc == &l2 ? 2 : 1;
-    ForwardOptions fo;
-    fo.routing = true;
-    auto r = cluster.client().Forward(layer, lc->x.data(), lc->tokens,
-                                      lc->config.hidden, fo);
-    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
-    EXPECT_TRUE(testing::AllClose(r->y, lc->y, testing::kF32Tol));
-    EXPECT_TRUE(testing::SameTokenRouting(lc->top_idx, lc->top_w, r->expert_ids,
-                                          r->weights, lc->tokens,
-                                          lc->config.top_k, r->slots));
-  }
+  testing::ExpectServesCase(cluster, *c, 1);
+  testing::ExpectServesCase(cluster, l2, 2);
   fs::remove_all(dir);
 }
 
@@ -774,20 +763,8 @@ TEST(HunyuanPerLayer, EachLayerRoutesItsOwnTopK) {
   auto got = ParseMoeLayerConfigJson(info->layer_config_overrides_json().at(2));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, l2.config);
-  for (const testing::GoldenCase* lc : {&*c, &l2}) {
-    SCOPED_TRACE(lc->name);
-    const int32_t layer = lc == &l2 ? 2 : 1;
-    ForwardOptions fo;
-    fo.routing = true;
-    auto r = cluster.client().Forward(layer, lc->x.data(), lc->tokens,
-                                      lc->config.hidden, fo);
-    ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
-    EXPECT_EQ(r->slots, lc->config.top_k);
-    EXPECT_TRUE(testing::AllClose(r->y, lc->y, testing::kF32Tol));
-    EXPECT_TRUE(testing::SameTokenRouting(lc->top_idx, lc->top_w, r->expert_ids,
-                                          r->weights, lc->tokens,
-                                          lc->config.top_k, r->slots));
-  }
+  testing::ExpectServesCase(cluster, *c, 1);
+  testing::ExpectServesCase(cluster, l2, 2);
   // Caller routing with layer 1's k for layer 2 is refused by name, and the
   // next request is answered.
   ForwardOptions wrong;

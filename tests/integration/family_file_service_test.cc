@@ -16,6 +16,7 @@
 #include "core/safetensors.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testutil/caller_routing.h"
 #include "tests/testutil/child_process.h"
 #include "tests/testutil/compare.h"
 #include "tests/testutil/golden_case.h"
@@ -215,18 +216,8 @@ TEST(FamilyFileService, LayersOfTheirOwnTopKAndWidthsAreServedByTheirOwn) {
     EXPECT_EQ(info->layer_config_overrides_json().at(1),
               MoeLayerConfigToJson(c1.config));
     for (const testing::GoldenCase* lc : {&c0, &c1}) {
-      SCOPED_TRACE(lc->name);
       const int32_t layer = lc == &c0 ? 0 : 1;
-      ForwardOptions fo;
-      fo.routing = true;
-      auto r = cluster.client().Forward(layer, lc->x.data(), lc->tokens,
-                                        lc->config.hidden, fo);
-      ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
-      EXPECT_EQ(r->slots, lc->config.top_k);
-      EXPECT_TRUE(testing::AllClose(r->y, lc->y, testing::kF32Tol));
-      EXPECT_TRUE(testing::SameTokenRouting(
-          lc->top_idx, lc->top_w, r->expert_ids, r->weights, lc->tokens,
-          lc->config.top_k, r->slots));
+      testing::ExpectServesCase(cluster, *lc, layer);
       auto stats = cluster.client().GetExpertStats(layer, /*reset=*/true);
       ASSERT_TRUE(stats.ok()) << stats.status();
       int64_t slots = 0;

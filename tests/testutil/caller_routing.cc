@@ -31,6 +31,20 @@ ForwardOptions LogitsOptions(const GoldenCase& c) {
   return fo;
 }
 
+void ExpectServesCase(LocalCluster& cluster, const GoldenCase& c,
+                      int32_t layer) {
+  SCOPED_TRACE(c.name);
+  ForwardOptions fo;
+  fo.routing = true;
+  auto r = cluster.client().Forward(layer, c.x.data(), c.tokens,
+                                    c.config.hidden, fo);
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << cluster.Logs();
+  EXPECT_EQ(r->slots, c.config.top_k);
+  EXPECT_TRUE(AllClose(r->y, c.y, kF32Tol));
+  EXPECT_TRUE(SameTokenRouting(c.top_idx, c.top_w, r->expert_ids, r->weights,
+                               c.tokens, c.config.top_k, r->slots));
+}
+
 void ExpectCallerRoutingMatches(LocalCluster& cluster, const GoldenCase& c,
                                 int32_t layer) {
   MoeClient& client = cluster.client();

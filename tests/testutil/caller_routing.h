@@ -1,6 +1,7 @@
-// The caller-routing API checked on a golden case served by a
-// started cluster: the case's own routing replayed, its gate logits sent,
-// the service's logits returned, its shared experts apart and skipped.
+// A golden case checked against a started cluster that serves it: routed
+// by the service, and through the caller-routing API (the case's own
+// routing replayed, its gate logits sent, the service's logits returned,
+// its shared experts apart and skipped).
 // Shared by caller_routing_test (every case, P = 0..3, direct and
 // all-to-all steps) and families_golden_test (every family's checkpoint).
 #pragma once
@@ -20,6 +21,11 @@ std::vector<float> GateLogits(const GoldenCase& c);
 ForwardOptions ReplayOptions(const GoldenCase& c);
 // Options sending GateLogits as router_logits.
 ForwardOptions LogitsOptions(const GoldenCase& c);
+
+// On `cluster`, serving `c` at `layer` routed by the service: y within
+// kF32Tol, k slots per token and the case's experts and weights.
+void ExpectServesCase(LocalCluster& cluster, const GoldenCase& c,
+                      int32_t layer);
 
 // On `cluster`, serving `c` at `layer`: routing replay (token choice) and
 // logits (not hash-routed) give y within kF32Tol with exactly the routing
