@@ -119,6 +119,7 @@ constexpr NamedRule kNamedRules[] = {
     {"hunyuan_widths_agree", HunyuanWidthsAgree},
     {"exaone_moe_swiglu_limits", ExaoneMoeSwigluLimits},
     {"step3p5_layer_limits", Step3p5LayerLimits},
+    {"bailing_moe_v3_layer_limits", Ling3LayerLimits},
     {"refuse_grok_residual_moe", RefuseGrokResidualMoe},
 };
 
@@ -199,6 +200,7 @@ absl::StatusOr<json> DescriptionJson(const MoeDescription& d) {
       {"shared",
        {{"rule", SharedRuleName(d.shared.rule)},
         {"key", IntKeyJson(d.shared.key)},
+        {"width", IntKeyJson(d.shared.width)},
         {"gated", d.shared.gated},
         {"required", d.shared.required}}},
       {"latent_bias", BoolKeyJson(d.latent_bias)},
@@ -430,6 +432,7 @@ absl::Status ReadShared(Fields& f, SharedExpertDescription* d) {
   MOE_ASSIGN_OR_RETURN(Fields o, f.Object("shared"));
   MOE_RETURN_IF_ERROR(o.Enum("rule", SharedRuleName, &d->rule));
   MOE_RETURN_IF_ERROR(ReadIntKey(o, "key", &d->key));
+  MOE_RETURN_IF_ERROR(ReadIntKey(o, "width", &d->width));
   MOE_RETURN_IF_ERROR(o.Bool("gated", &d->gated));
   MOE_RETURN_IF_ERROR(o.Bool("required", &d->required));
   MOE_RETURN_IF_ERROR(o.Finish());

@@ -94,22 +94,50 @@ absl::Status ReadExtensions(const ConfigReader& r, MoeLayerConfig* c) {
 // The family of `model_type`, or an error listing the supported ones.
 // Where several families share a model_type (Ling's V1 and V2 both say
 // bailing_moe), the first `architectures` entry decides between them.
-absl::StatusOr<HfFamily> FamilyOf(const json& j, const std::string& model_type,
+absl::StatusOr<HfFamily> FamilyOf(const json& j, std::string* model_type,
                                   absl::string_view label) {
+  auto it = j.find("architectures");
+  const bool named = it != j.end() && it->is_array() && !it->empty() &&
+                     it->front().is_string();
+  // A config written for remote code may leave model_type out (its
+  // auto_map names the classes): the model class it names, when exactly
+  // one family has it, is then the family.
+  if (model_type->empty() && named) {
+    const std::string cls = it->front().get<std::string>();
+    const FamilyEntry* found = nullptr;
+    int count = 0;
+    for (const auto& e : FamilyTable()) {
+      for (const char* a : e.architectures) {
+        if (cls == a) {
+          found = &e;
+          ++count;
+        }
+      }
+    }
+    if (count == 1) {
+      *model_type = found->model_type;
+      return found->family;
+    }
+  }
   std::vector<const FamilyEntry*> matches;
   for (const auto& e : FamilyTable()) {
-    if (model_type == e.model_type) matches.push_back(&e);
+    if (*model_type == e.model_type) matches.push_back(&e);
+  }
+  if (model_type->empty() && matches.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label, ": config key 'model_type' is missing and 'architectures' ",
+        named ? absl::StrCat("names ", it->front().dump(),
+                             ", the class of no one supported family")
+              : std::string("names no model class"),
+        " (supported: ", SupportedHfFamilies(), ")"));
   }
   if (matches.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(label, ": unsupported model_type '", model_type,
+        absl::StrCat(label, ": unsupported model_type '", *model_type,
                      "' (supported: ", SupportedHfFamilies(), ")"));
   }
   if (matches.size() == 1) return matches.front()->family;
   std::vector<std::string> classes;
-  auto it = j.find("architectures");
-  const bool named = it != j.end() && it->is_array() && !it->empty() &&
-                     it->front().is_string();
   for (const FamilyEntry* e : matches) {
     for (const char* a : e->architectures) {
       if (named && it->front().get<std::string>() == a) return e->family;
@@ -120,7 +148,7 @@ absl::StatusOr<HfFamily> FamilyOf(const json& j, const std::string& model_type,
       label, ": config key 'architectures' ",
       named ? absl::StrCat("names ", it->front().dump(), ", not one of ")
             : std::string("must name one of "),
-      absl::StrJoin(classes, ", "), ": model_type '", model_type,
+      absl::StrJoin(classes, ", "), ": model_type '", *model_type,
       "' is shared by several families and the model class tells them apart"));
 }
 
@@ -481,7 +509,7 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   ConfigReader top(j, std::string(label));
   MOE_ASSIGN_OR_RETURN(std::string model_type, top.String("model_type", ""));
   HfModelSpec spec;
-  MOE_ASSIGN_OR_RETURN(spec.family, FamilyOf(j, model_type, label));
+  MOE_ASSIGN_OR_RETURN(spec.family, FamilyOf(j, &model_type, label));
   MOE_RETURN_IF_ERROR(CheckArchitectures(j, spec.family, label));
   MOE_ASSIGN_OR_RETURN(spec.quant_method, QuantMethod(j, spec.family, label));
   // A multimodal config (Llama 4, Qwen3.5) keeps the language model's keys

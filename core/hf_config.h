@@ -81,6 +81,12 @@ enum class HfFamily {
   // ERNIE-4.5-VL as released: ERNIE 4.5's MoE with a text and a vision
   // expert set per layer, chosen per token by its token type.
   kErnie45VlMoe,
+  // Hy3 (hy_v3): sigmoid, mlp.expert_bias for the choice, always
+  // renormalised, x router_scaling_factor; mlp.router.gate, mlp.shared_mlp.
+  kHyV3,
+  // Ling-3.0 (BailingMoeV3ForCausalLM): Ling 2.0's gate, its own shared
+  // width, per-layer swiglustep limits.
+  kBailingMoeV3,
 };
 
 // Every family, in the order of the table above.

@@ -71,7 +71,12 @@ absl::Status ReadSharedExpert(const SharedExpertDescription& d,
     case SharedExpertRule::kCountTimesInter: {
       MOE_ASSIGN_OR_RETURN(int64_t count, ReadInt(r, d.key));
       if (count < 0) return r.Error(d.key.key, "must be >= 0");
-      c.shared_inter = count * c.inter;
+      int64_t width = c.inter;
+      if (d.width.key != nullptr && r.Present(d.width.key)) {
+        MOE_ASSIGN_OR_RETURN(width, r.Int(d.width.key));
+        if (width < 1) return r.Error(d.width.key, "must be >= 1");
+      }
+      c.shared_inter = count * width;
       break;
     }
     case SharedExpertRule::kWidthKey: {

@@ -764,6 +764,56 @@ std::deque<FamilyEntry>& MutableFamilyTable() {
        .like = HfFamily::kErnie45Moe,
        .modality_lists = {"moe_num_experts", "moe_intermediate_size",
                           "moe_layer_start_index", "moe_layer_end_index"}},
+      // Hy3 (Tencent Hy3-preview) as transformers runs it: sigmoid,
+      // mlp.expert_bias for the choice, the top-k always renormalised and
+      // scaled by router_scaling_factor (vLLM reads the config's route_norm,
+      // transformers does not); num_shared_experts of the routed width in
+      // an ungated mlp.shared_mlp; the routed width moe_intermediate_size,
+      // or the release's expert_hidden_dim. MoE layers by mlp_layer_types,
+      // else from first_k_dense_replace on (a config with neither reads
+      // every layer as MoE, and a release's dense layer 0 is then refused
+      // at open for its missing router); the MTP layer after
+      // num_hidden_layers is never served.
+      {.model_type = "hy_v3",
+       .family = HfFamily::kHyV3,
+       .architectures = {"HYV3ForCausalLM"},
+       .moe_layer_lists = {"mlp_layer_types"},
+       .renamed_keys = {{"moe_intermediate_size", "expert_hidden_dim"}},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 1}},
+               .score = ScoreFunc::kSigmoid,
+               .route_norm = {.fallback = true},
+               .route_scale = {"router_scaling_factor", 2.826},
+               .activation = {.key = "hidden_act", .name = "silu"},
+               .use_bias = true,
+               .layers = MoeLayerRule::kGlmFirstDense}},
+      // Ling-3.0 (BailingMoeV3ForCausalLM): Ling 2.0's gate (sigmoid,
+      // gate.expert_bias for the choice within n_group / topk_group groups,
+      // renormalised when k > 1, x routed_scaling_factor), shared experts
+      // num_shared_experts x moe_shared_expert_intermediate_size; layers
+      // from first_k_dense_replace on. The routed and shared experts of
+      // layer L run swiglustep with expert_swiglu_limit_list[L] and
+      // share_expert_swiglu_limit_list[L] (0 or null: silu), as vLLM and
+      // SGLang apply them: the remote modeling code ignores the lists,
+      // while the release was trained with them (Ling3LayerLimits).
+      {.model_type = "bailing_moe_v3",
+       .family = HfFamily::kBailingMoeV3,
+       .architectures = {"BailingMoeV3ForCausalLM"},
+       .moe = {.experts = {"num_experts"},
+               .inter = {"moe_intermediate_size"},
+               .shared = {.rule = SharedExpertRule::kCountTimesInter,
+                          .key = {"num_shared_experts", 0},
+                          .width = {"moe_shared_expert_intermediate_size"}},
+               .score_key = {"score_function", "sigmoid", kSigmoidOnly},
+               .route_norm = {.fallback = true},
+               .route_norm_needs_two = true,
+               .route_scale = {"routed_scaling_factor", 1.0},
+               .groups = {.rule = GroupRule::kFromKeys},
+               .use_bias = true,
+               .layers = MoeLayerRule::kGlmFirstDense,
+               .finish = Ling3LayerLimits}},
   };
   return *table;
 }

@@ -86,6 +86,10 @@ enum class SharedExpertRule {
 struct SharedExpertDescription {
   SharedExpertRule rule = SharedExpertRule::kNone;
   IntKey key = {};
+  // kCountTimesInter: the key of each shared expert's width when it is not
+  // the routed one (Ling-3.0's moe_shared_expert_intermediate_size); a
+  // config without that key gives the routed width.
+  IntKey width = {};
   // sigmoid(x g^T) scales it whenever there is one (Qwen).
   bool gated = false;
   // A width below 1 is refused: the family's block always has one.

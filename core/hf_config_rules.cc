@@ -196,19 +196,21 @@ absl::StatusOr<std::vector<double>> LayerLimits(const ConfigReader& r,
 
 }  // namespace
 
-absl::Status Step3p5LayerLimits(const ConfigReader& r, ModelInfo* info) {
-  MOE_ASSIGN_OR_RETURN(bool router_bias, r.Bool("use_moe_router_bias", true));
-  if (!router_bias) {
-    return r.Error("use_moe_router_bias",
-                   absl::StrCat("is false: ", info->family,
-                                " chooses its experts with moe.router_bias"));
-  }
+namespace {
+
+// Each layer's swiglustep limits from the per-layer lists `routed_key`
+// (the routed experts) and `shared_key` (the shared experts), where an
+// entry of 0 or null is plain silu: the first MoE layer's config is the
+// model's, every other one that differs an override. The lists may run on
+// over the MTP layers (num_nextn_predict_layers).
+absl::Status SwigluStepLayerLimits(const ConfigReader& r,
+                                   const char* routed_key,
+                                   const char* shared_key, ModelInfo* info) {
   MOE_ASSIGN_OR_RETURN(int64_t mtp, r.Int("num_nextn_predict_layers", 0));
   MOE_ASSIGN_OR_RETURN(std::vector<double> routed,
-                       LayerLimits(r, "swiglu_limits", info->num_layers, mtp));
-  MOE_ASSIGN_OR_RETURN(
-      std::vector<double> shared,
-      LayerLimits(r, "swiglu_limits_shared", info->num_layers, mtp));
+                       LayerLimits(r, routed_key, info->num_layers, mtp));
+  MOE_ASSIGN_OR_RETURN(std::vector<double> shared,
+                       LayerLimits(r, shared_key, info->num_layers, mtp));
   const MoeLayerConfig base = info->layer;
   auto layer_config = [&](int64_t l) {
     MoeLayerConfig c = base;
@@ -225,6 +227,31 @@ absl::Status Step3p5LayerLimits(const ConfigReader& r, ModelInfo* info) {
   };
   SetLayerConfigs(info, layer_config);
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Step3p5LayerLimits(const ConfigReader& r, ModelInfo* info) {
+  MOE_ASSIGN_OR_RETURN(bool router_bias, r.Bool("use_moe_router_bias", true));
+  if (!router_bias) {
+    return r.Error("use_moe_router_bias",
+                   absl::StrCat("is false: ", info->family,
+                                " chooses its experts with moe.router_bias"));
+  }
+  return SwigluStepLayerLimits(r, "swiglu_limits", "swiglu_limits_shared",
+                               info);
+}
+
+absl::Status Ling3LayerLimits(const ConfigReader& r, ModelInfo* info) {
+  MOE_ASSIGN_OR_RETURN(bool pregate, r.Bool("pregate_inference", false));
+  if (pregate) {
+    return r.Error("pregate_inference",
+                   absl::StrCat("is true: ", info->family,
+                                " is served with its gate alone (the "
+                                "pre-gate's inference routing is not)"));
+  }
+  return SwigluStepLayerLimits(r, "expert_swiglu_limit_list",
+                               "share_expert_swiglu_limit_list", info);
 }
 
 absl::Status RefuseGrokResidualMoe(const ConfigReader& r, ModelInfo* info) {

@@ -50,5 +50,10 @@ absl::Status ExaoneMoeSwigluLimits(const ConfigReader& r, ModelInfo* info);
 absl::Status RefuseGrokResidualMoe(const ConfigReader& r, ModelInfo* info);
 
 absl::Status Step3p5LayerLimits(const ConfigReader& r, ModelInfo* info);
+// Ling-3.0: the same swiglustep limits from expert_swiglu_limit_list and
+// share_expert_swiglu_limit_list, which vLLM and SGLang apply (the remote
+// modeling code does not read them, and the release, trained with them,
+// degrades without); pregate_inference true is refused.
+absl::Status Ling3LayerLimits(const ConfigReader& r, ModelInfo* info);
 
 }  // namespace moe

@@ -348,11 +348,19 @@ std::deque<FamilyNames>& NameTables() {
                    Experts(kimi, "w1", "w3", "w2")),
               Shared(kimi + "shared_experts.", "gate_proj", "up_proj",
                      "down_proj"))},
-        // Ling V1: DeepSeek's mlp.* names; Ling 2.0 keeps its correction
-        // bias in gate.expert_bias.
+        // Ling V1: DeepSeek's mlp.* names; Ling 2.0 and 3.0 keep their
+        // correction bias in gate.expert_bias.
         {{HfFamily::kBailingMoe}, mlp},
-        {{HfFamily::kBailingMoeV2},
+        {{HfFamily::kBailingMoeV2, HfFamily::kBailingMoeV3},
          MlpNames("shared_experts.", "gate.expert_bias")},
+        // Hy3 as released: the router under mlp.router.gate, its
+        // correction bias mlp.expert_bias, the shared expert mlp.shared_mlp;
+        // transformers v5 saves mlp.gate, mlp.e_score_correction_bias,
+        // mlp.shared_experts and packed experts.
+        {{HfFamily::kHyV3},
+         With(MlpNames("shared_mlp.", "expert_bias"),
+              {{WeightRole::kGate, "{p}mlp.router.gate.weight"}}),
+         Packed(MlpNames("shared_experts.", "e_score_correction_bias"))},
         // AFMoE: the router under mlp.router.gate, its correction bias
         // mlp.expert_bias beside it.
         {{HfFamily::kAfmoe},

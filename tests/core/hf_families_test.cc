@@ -2,11 +2,13 @@
 // MiniMax-M2, Llama 4, GLM-5, MiMo-V2-Flash, Nemotron 3, Gemma 4, Kimi K3),
 // read as their release configs are written, and the refusal of what the
 // loader does not know.
+#include <algorithm>
 #include <string>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "core/hf_config.h"
 #include "gtest/gtest.h"
 
@@ -1525,8 +1527,9 @@ TEST(HfFamilies, BailingMoeV1AndV2AreToldApartByArchitectures) {
   EXPECT_TRUE(Mentions(other.status(), "\"BailingMoeV3ForCausalLM\""))
       << other.status();
   // The supported list names the shared model_type once.
-  const std::string supported = SupportedHfFamilies();
-  EXPECT_EQ(supported.find("bailing_moe"), supported.rfind("bailing_moe"));
+  const std::vector<std::string> supported =
+      absl::StrSplit(SupportedHfFamilies(), ", ");
+  EXPECT_EQ(std::count(supported.begin(), supported.end(), "bailing_moe"), 1);
 }
 
 // GLM-4.5V, Kimi-VL and Kimi K2.5: their language model's config under
@@ -2005,6 +2008,145 @@ TEST(HfFamilies, Step3TextIsStep35sLayoutWithASoftmaxRouter) {
   EXPECT_FALSE(missing.ok());
   EXPECT_TRUE(Mentions(missing.status(), "share_expert_dim"))
       << missing.status();
+}
+
+// Hy3 (hy_v3) as its Hub config writes it and as transformers routes it:
+// sigmoid, the correction bias mlp.expert_bias, the top-k renormalised
+// whatever route_norm says and scaled by router_scaling_factor (2.826 when
+// absent), num_shared_experts of the routed width (expert_hidden_dim, or
+// transformers' moe_intermediate_size) in mlp.shared_mlp; MoE layers by
+// mlp_layer_types, else first_k_dense_replace.
+TEST(HfFamilies, HyV3ReadsItsHubKeysAndItsNames) {
+  const std::string head =
+      R"({"model_type":"hy_v3","architectures":["HYV3ForCausalLM"],
+    "hidden_size":4096,"num_hidden_layers":4,"num_experts":192,
+    "num_experts_per_tok":8,"intermediate_size":13312,
+    "num_shared_experts":1,"route_norm":false,"qk_norm":true,
+    "num_nextn_predict_layers":1)";
+  auto s = Parse(head + R"(,"expert_hidden_dim":1536,
+    "router_scaling_factor":2.5,"first_k_dense_replace":2})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kHyV3);
+  EXPECT_EQ(s->info.moe_layers, (std::vector<int64_t>{2, 3}));
+  const MoeLayerConfig& c = s->info.layer;
+  EXPECT_EQ(c.num_experts, 192);
+  EXPECT_EQ(c.top_k, 8);
+  EXPECT_EQ(c.inter, 1536);
+  EXPECT_EQ(c.shared_inter, 1536);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm && !c.shared_gate);
+  EXPECT_EQ(c.n_groups, 0);
+  EXPECT_FLOAT_EQ(c.route_scale, 2.5f);
+
+  // transformers' own keys: moe_intermediate_size, mlp_layer_types, the
+  // default scale.
+  auto native = Parse(head + R"(,"moe_intermediate_size":1024,
+    "mlp_layer_types":["dense","sparse","dense","sparse"]})");
+  ASSERT_TRUE(native.ok()) << native.status();
+  EXPECT_EQ(native->info.moe_layers, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(native->info.layer.inter, 1024);
+  EXPECT_FLOAT_EQ(native->info.layer.route_scale, 2.826f);
+
+  EXPECT_EQ(HfTensorName(HfFamily::kHyV3, 2, WeightRole::kGate, -1),
+            "model.layers.2.mlp.router.gate.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kHyV3, 2, WeightRole::kExpertBias, -1),
+            "model.layers.2.mlp.expert_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kHyV3, 2, WeightRole::kW3, 7),
+            "model.layers.2.mlp.experts.7.up_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kHyV3, 2, WeightRole::kSharedW1, -1),
+            "model.layers.2.mlp.shared_mlp.gate_proj.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kHyV3, 2, WeightRole::kExpertBias, -1,
+                         HfExpertLayout::kPacked),
+            "model.layers.2.mlp.e_score_correction_bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kHyV3, 2, WeightRole::kGate, -1,
+                         HfExpertLayout::kPacked),
+            "model.layers.2.mlp.gate.weight");
+}
+
+// Ling-3.0 (bailing_moe_v3): Ling 2.0's gate over groups, the shared
+// expert's own width, and each MoE layer's swiglustep limits from
+// expert_swiglu_limit_list / share_expert_swiglu_limit_list (null lists:
+// silu everywhere); a config that leaves model_type out is told by its
+// model class; pregate_inference true and lists of the wrong length are
+// refused by name.
+TEST(HfFamilies, BailingMoeV3ReadsPerLayerLimitsAndItsSharedWidth) {
+  const std::string head =
+      R"({"architectures":["BailingMoeV3ForCausalLM"],
+    "auto_map":{"AutoConfig":"configuration_bailing_moe_v3.BailingMoeV3Config"},
+    "hidden_size":1536,"num_hidden_layers":4,"num_experts":128,
+    "num_experts_per_tok":8,"moe_intermediate_size":512,
+    "moe_shared_expert_intermediate_size":768,"num_shared_experts":1,
+    "n_group":8,"topk_group":4,"routed_scaling_factor":2.5,
+    "score_function":"sigmoid","scoring_func":"sigmoid",
+    "topk_method":"noaux_tc","moe_router_enable_expert_bias":true,
+    "norm_topk_prob":true,"first_k_dense_replace":1,
+    "num_nextn_predict_layers":1,"pregate_enabled":true)";
+  auto s = Parse(head + R"(,"model_type":"bailing_moe_v3",
+    "expert_swiglu_limit_list":[0,0,7,7,null],
+    "share_expert_swiglu_limit_list":[0,0,0,16,null]})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kBailingMoeV3);
+  EXPECT_EQ(s->info.moe_layers, (std::vector<int64_t>{1, 2, 3}));
+  const MoeLayerConfig& c = s->info.layer;
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.inter, 512);
+  EXPECT_EQ(c.shared_inter, 768);
+  EXPECT_EQ(c.score_func, ScoreFunc::kSigmoid);
+  EXPECT_TRUE(c.use_bias && c.route_norm);
+  EXPECT_EQ(c.n_groups, 8);
+  EXPECT_EQ(c.topk_groups, 4);
+  EXPECT_FLOAT_EQ(c.route_scale, 2.5f);
+  EXPECT_EQ(c.act, Activation::kSilu);
+  ASSERT_EQ(s->info.layer_overrides.size(), 2u);
+  const MoeLayerConfig& l2 = s->info.LayerConfig(2);
+  EXPECT_EQ(l2.act, Activation::kSwigluStep);
+  EXPECT_EQ(l2.act_limit, 7.0f);
+  EXPECT_EQ(l2.shared_activation(), Activation::kSilu);
+  const MoeLayerConfig& l3 = s->info.LayerConfig(3);
+  EXPECT_EQ(l3.shared_activation(), Activation::kSwigluStep);
+  EXPECT_EQ(l3.shared_limit(), 16.0f);
+  EXPECT_EQ(
+      HfTensorName(HfFamily::kBailingMoeV3, 2, WeightRole::kExpertBias, -1),
+      "model.layers.2.mlp.gate.expert_bias");
+
+  // No model_type (a remote-code config): the class says the family. The
+  // null lists of a release without limits, and no shared width key (the
+  // routed width then).
+  std::string plain_head = head;
+  plain_head.erase(
+      plain_head.find(R"("moe_shared_expert_intermediate_size")"),
+      std::string(R"("moe_shared_expert_intermediate_size":768,)").size());
+  auto plain = Parse(plain_head + R"(,"expert_swiglu_limit_list":null,
+    "share_expert_swiglu_limit_list":null})");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->family, HfFamily::kBailingMoeV3);
+  EXPECT_EQ(plain->info.family, "bailing_moe_v3");
+  EXPECT_TRUE(plain->info.layer_overrides.empty());
+  EXPECT_EQ(plain->info.layer.shared_inter, 512);
+
+  struct Bad {
+    std::string tail, names;
+  };
+  const Bad bad[] = {
+      {R"(,"expert_swiglu_limit_list":[0,7,7]})", "'expert_swiglu_limit_list'"},
+      {R"(,"share_expert_swiglu_limit_list":[0,0,0,0,0,0,0]})",
+       "'share_expert_swiglu_limit_list'"},
+      {R"(,"expert_swiglu_limit_list":[0,0,-7,7]})",
+       "'expert_swiglu_limit_list'"},
+      {R"(,"pregate_inference":true})", "'pregate_inference'"},
+      {R"(,"score_function":"softmax"})", "'score_function'"},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.tail);
+    auto r = Parse(head + b.tail);
+    EXPECT_TRUE(Mentions(r.status(), b.names)) << r.status();
+  }
+  // A class no family has, without a model_type, is refused naming both.
+  auto unknown = Parse(R"({"architectures":["AcmeMoeForCausalLM"],
+    "hidden_size":8,"num_hidden_layers":2})");
+  EXPECT_TRUE(Mentions(unknown.status(), "'model_type'") &&
+              Mentions(unknown.status(), "AcmeMoeForCausalLM"))
+      << unknown.status();
 }
 
 }  // namespace

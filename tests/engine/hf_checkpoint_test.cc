@@ -168,6 +168,8 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
       {HfFamily::kJetMoe, "jetmoe_like"},
       {HfFamily::kStep3p5, "step35_like"},
       {HfFamily::kGrok1, "grok1_like"},
+      {HfFamily::kHyV3, "glm45_like"},
+      {HfFamily::kBailingMoeV3, "step35_like"},
   };
   for (const auto& [family, name] : kCases) {
     SCOPED_TRACE(absl::StrCat(HfFamilyName(family), " ", name));

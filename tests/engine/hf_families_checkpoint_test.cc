@@ -1044,7 +1044,8 @@ TEST(HfFamilyCheckpoint, SharedExpertFamiliesBadTensorsAreNamed) {
 // mis-shaped tensor of each is refused naming it under the family's own
 // names and prefix (Ling 2.0's gate.expert_bias, AFMoE's router.gate,
 // LFM2-MoE's feed_forward expert, Kimi-VL's language_model.model. shared
-// expert, GLM-4.5V's model.language_model. correction bias), and Ling's two
+// expert, GLM-4.5V's model.language_model. correction bias, Hy3's
+// expert_bias and shared_mlp, Ling-3.0's shared expert), and Ling's two
 // classes under one model_type each read their own.
 TEST(HfFamilyCheckpoint, DescribedDeepseekStyleFamiliesNameBadTensors) {
   MoeLayerConfig k;
@@ -1089,6 +1090,17 @@ TEST(HfFamilyCheckpoint, DescribedDeepseekStyleFamiliesNameBadTensors) {
        "model.layers.1.block_sparse_moe.experts.0.w2.weight",
        {},
        ""},
+      {HfFamily::kHyV3, 8, "model.layers.1.mlp.expert_bias", {}, ""},
+      {HfFamily::kHyV3,
+       8,
+       "model.layers.1.mlp.shared_mlp.gate_proj.weight",
+       {8, 15},
+       "[8, 16]"},
+      {HfFamily::kBailingMoeV3,
+       8,
+       "model.layers.1.mlp.shared_experts.down_proj.weight",
+       {16, 16},
+       "[16, 8]"},
   };
   for (const Bad& b : bad) {
     SCOPED_TRACE(b.name);

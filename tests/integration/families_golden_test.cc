@@ -102,6 +102,8 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kCohere2Moe, "cohere2_like"},
       {HfFamily::kJetMoe, "jetmoe_like"},
       {HfFamily::kGrok1, "grok1_like"},
+      {HfFamily::kHyV3, "glm45_like"},
+      {HfFamily::kBailingMoeV3, "step35_like"},
       {HfFamily::kStep3p5, "step35_like"},
       // Step-3's gated share_expert is always there beside softmax routing
       // with nothing else: a reference case.
@@ -228,7 +230,8 @@ TEST_P(FamilyGoldenTest, RouterAndTwoWorkersMatchTheGoldenCase) {
 // mlp.experts.gate_up_proj / down_proj (Mixtral's block_sparse_moe. renamed
 // mlp.).
 TEST(FamilyGoldenPacked, TransformersV5LayoutServesTheGoldenCase) {
-  for (HfFamily family : {HfFamily::kMixtral, HfFamily::kQwen3Moe}) {
+  for (HfFamily family :
+       {HfFamily::kMixtral, HfFamily::kQwen3Moe, HfFamily::kHyV3}) {
     SCOPED_TRACE(HfFamilyName(family));
     ExpectServedGolden(family, HfExpertLayout::kPacked);
   }

@@ -917,6 +917,8 @@ void AddMtp(const GoldenCase& c, const HfWriteOptions& o, int64_t num_layers,
     case HfFamily::kGlmMoeDsa:
     case HfFamily::kDeepseekV32:
     case HfFamily::kGlm4MoeLite:
+    case HfFamily::kHyV3:
+    case HfFamily::kBailingMoeV3:
       AddMoeLayer(c, o.family, num_layers, false, o.seed, &mtp);
       mtp.push_back(
           {absl::StrCat("model.layers.", num_layers, ".eh_proj.weight"),
@@ -1090,6 +1092,10 @@ const char* Architecture(HfFamily f) {
       return "Step3TextForCausalLM";
     case HfFamily::kGrok1:
       return "Grok1ModelForCausalLM";
+    case HfFamily::kHyV3:
+      return "HYV3ForCausalLM";
+    case HfFamily::kBailingMoeV3:
+      return "BailingMoeV3ForCausalLM";
   }
   return "";
 }
@@ -1286,6 +1292,62 @@ void DeepseekStyleKeys(const MoeLayerConfig& c, HfFamily f, int64_t num_layers,
       (*j)["first_k_dense_replace"] = 1;
       (*j)["use_qkv_bias"] = false;
       break;
+    case HfFamily::kHyV3:
+      // Hy3-preview's Hub config: the routed width as expert_hidden_dim
+      // (the key vLLM reads), route_norm beside the keys transformers
+      // reads, layer 0 dense by first_k_dense_replace, one MTP layer.
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["expert_hidden_dim"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["num_shared_experts"] = c.shared_inter / c.inter;
+      (*j)["router_scaling_factor"] = c.route_scale;
+      (*j)["route_norm"] = true;
+      (*j)["first_k_dense_replace"] = 1;
+      (*j)["num_nextn_predict_layers"] = 1;
+      (*j)["hidden_act"] = "silu";
+      (*j)["qk_norm"] = true;
+      (*j)["enable_moe_fp32_combine"] = false;
+      break;
+    case HfFamily::kBailingMoeV3: {
+      // Ling-3.0's config: Ling 2.0's keys, the shared expert's own width,
+      // the per-layer swiglustep limits (the case's on the MoE layers, null
+      // on the dense one and on the MTP layer), one MTP layer, the hybrid
+      // attention's keys.
+      (*j)["num_experts"] = c.num_experts;
+      (*j)["moe_intermediate_size"] = c.inter;
+      (*j)["intermediate_size"] = 2 * c.hidden;
+      (*j)["num_shared_experts"] = c.shared_inter > 0 ? 1 : 0;
+      (*j)["moe_shared_expert_intermediate_size"] =
+          c.shared_inter > 0 ? c.shared_inter : c.inter;
+      (*j)["score_function"] = "sigmoid";
+      (*j)["scoring_func"] = "sigmoid";
+      (*j)["topk_method"] = "noaux_tc";
+      (*j)["moe_router_enable_expert_bias"] = true;
+      (*j)["router_dtype"] = "fp32";
+      (*j)["n_group"] = groups;
+      (*j)["topk_group"] = kept;
+      (*j)["routed_scaling_factor"] = c.route_scale;
+      (*j)["norm_topk_prob"] = true;
+      (*j)["first_k_dense_replace"] = 1;
+      (*j)["num_nextn_predict_layers"] = 1;
+      (*j)["layer_group_size"] = 4;
+      (*j)["kv_lora_rank"] = 512;
+      (*j)["pregate_enabled"] = true;
+      (*j)["pregate_inference"] = false;
+      json routed = json::array(), shared = json::array();
+      for (int64_t l = 0; l <= num_layers; ++l) {
+        const bool moe = l > 0 && l < num_layers;
+        const bool step = c.act == Activation::kSwigluStep;
+        const bool shared_step =
+            c.shared_activation() == Activation::kSwigluStep;
+        routed.push_back(moe ? json(step ? c.act_limit : 0.0f) : json(nullptr));
+        shared.push_back(moe ? json(shared_step ? c.shared_limit() : 0.0f)
+                             : json(nullptr));
+      }
+      (*j)["expert_swiglu_limit_list"] = routed;
+      (*j)["share_expert_swiglu_limit_list"] = shared;
+      break;
+    }
     case HfFamily::kAfmoe:
       // Trinity's config: score_func, route_norm and groups beside the
       // keys transformers reads.
@@ -1662,6 +1724,8 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
     case HfFamily::kAfmoe:
     case HfFamily::kLfm2Moe:
     case HfFamily::kExaoneMoe:
+    case HfFamily::kHyV3:
+    case HfFamily::kBailingMoeV3:
       DeepseekStyleKeys(c, f, num_layers, &j);
       break;
     case HfFamily::kPhimoe:
@@ -2124,14 +2188,17 @@ std::vector<HfFamily> FamiliesFor(const MoeLayerConfig& c) {
   for (HfFamily f : AllHfFamilies()) {
     auto spec = ParseHfConfig(HfConfigJson(c, f, 3), "probe");
     if (!spec.ok()) continue;
-    MoeLayerConfig got = spec->info.layer;
-    // One group keeping one group is no group limit at all.
-    if (got.n_groups == 1 && c.n_groups == 0) {
-      got.n_groups = 0;
-      got.topk_groups = 0;
-      got.group_score = c.group_score;
-    }
-    if (got == c) out.push_back(f);
+    // One group keeping one group is no group limit at all, whichever side
+    // says it.
+    auto ungrouped = [&c](MoeLayerConfig k) {
+      if (k.n_groups == 1 && k.topk_groups == 1) {
+        k.n_groups = 0;
+        k.topk_groups = 0;
+      }
+      if (k.n_groups == 0) k.group_score = c.group_score;
+      return k;
+    };
+    if (ungrouped(spec->info.layer) == ungrouped(c)) out.push_back(f);
   }
   return out;
 }
