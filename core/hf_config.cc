@@ -127,7 +127,7 @@ absl::StatusOr<HfFamily> FamilyOf(const json& j, std::string* model_type,
     return absl::InvalidArgumentError(absl::StrCat(
         label, ": config key 'model_type' is missing and 'architectures' ",
         named ? absl::StrCat("names ", it->front().dump(),
-                             ", the class of no one supported family")
+                             ", a class no supported family has")
               : std::string("names no model class"),
         " (supported: ", SupportedHfFamilies(), ")"));
   }

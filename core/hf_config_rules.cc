@@ -194,10 +194,6 @@ absl::StatusOr<std::vector<double>> LayerLimits(const ConfigReader& r,
   return limits;
 }
 
-}  // namespace
-
-namespace {
-
 // Each layer's swiglustep limits from the per-layer lists `routed_key`
 // (the routed experts) and `shared_key` (the shared experts), where an
 // entry of 0 or null is plain silu: the first MoE layer's config is the
