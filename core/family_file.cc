@@ -734,6 +734,7 @@ absl::StatusOr<std::string> PrintFamilyJson(HfFamily family) {
       {"latent_key", Str(base.latent_key)},
       {"top_k_keys", Strs(base.top_k_keys)},
       {"sub_config", Strs(e.sub_config)},
+      {"sub_model_types", Strs(e.sub_model_types)},
       {"moe_config", Str(e.moe_config)},
       {"renamed_keys", Renamed(e.renamed_keys)},
       {"layer_lists", Strs(e.layer_lists)},
@@ -818,6 +819,7 @@ absl::StatusOr<HfFamily> AddFamilyJson(absl::string_view text,
       entry.latent_key = base.latent_key;
       entry.top_k_keys = base.top_k_keys;
       entry.sub_config = e.sub_config;
+      entry.sub_model_types = e.sub_model_types;
       entry.moe_config = e.moe_config;
       entry.renamed_keys = e.renamed_keys;
       entry.layer_lists = e.layer_lists;
@@ -852,6 +854,7 @@ absl::StatusOr<HfFamily> AddFamilyJson(absl::string_view text,
   MOE_RETURN_IF_ERROR(top.String("latent_key", &entry.latent_key));
   MOE_RETURN_IF_ERROR(top.Strings("top_k_keys", &entry.top_k_keys));
   MOE_RETURN_IF_ERROR(top.Strings("sub_config", &entry.sub_config));
+  MOE_RETURN_IF_ERROR(top.Strings("sub_model_types", &entry.sub_model_types));
   MOE_RETURN_IF_ERROR(top.String("moe_config", &entry.moe_config));
   if (top.Has("renamed_keys")) {
     const json& v = top.At("renamed_keys");

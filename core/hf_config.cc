@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -530,6 +531,22 @@ absl::StatusOr<HfModelSpec> ParseHfConfig(absl::string_view text,
   }
   if (!path.empty()) text_label = absl::StrCat(label, " ", dotted);
   const FamilyEntry& entry = EntryOf(spec.family);
+  if (auto inner = body->find("model_type");
+      !entry.sub_model_types.empty() && !path.empty() && inner != body->end() &&
+      !inner->is_null()) {
+    const bool known =
+        inner->is_string() &&
+        absl::c_any_of(entry.sub_model_types, [&](const char* t) {
+          return inner->get<std::string>() == t;
+        });
+    if (!known) {
+      return top.Error(
+          absl::StrCat(dotted, ".model_type"),
+          absl::StrCat("is ", inner->dump(), ", not ",
+                       absl::StrJoin(entry.sub_model_types, " or "), ": ",
+                       model_type, " is served with that language model only"));
+    }
+  }
   if (entry.modality_lists.empty()) {
     MOE_RETURN_IF_ERROR(ReadBody(*body, model_type, label, text_label, &spec));
     return spec;

@@ -87,6 +87,17 @@ enum class HfFamily {
   // Ling-3.0 (BailingMoeV3ForCausalLM): Ling 2.0's gate, its own shared
   // width, per-layer swiglustep limits.
   kBailingMoeV3,
+  // Multimodal wrappers over a language model whose MoE exists: its keys
+  // under text_config (or llm_config), its layers under the wrapper's
+  // prefix.
+  kStep3Vl,        // Step3-VL: step3_text under text_config
+  kMinimaxVl01,    // MiniMax-VL-01: MiniMax-Text-01 under text_config
+  kInternS1,       // Intern-S1: qwen3_moe under text_config
+  kInternVl,       // InternVL (transformers): qwen3_moe under text_config
+  kInternVlChat,   // InternVLChatModel: qwen3_moe under llm_config
+  kOvis26Moe,      // Ovis2.6-MoE: qwen3_moe under llm_config, llm.model.
+  kLfm2Vl,         // LFM2-VL: lfm2_moe under text_config
+  kGraniteMoeSwa,  // GraniteMoeSWA: GraniteMoeShared's MoE, v4 or v5 names
 };
 
 // Every family, in the order of the table above.

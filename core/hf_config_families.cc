@@ -814,6 +814,76 @@ std::deque<FamilyEntry>& MutableFamilyTable() {
                .use_bias = true,
                .layers = MoeLayerRule::kGlmFirstDense,
                .finish = Ling3LayerLimits}},
+      // Multimodal wrappers: the language model's keys in a sub-config, its
+      // MoE layers under the wrapper's prefix, read as the language model's
+      // family; vision (and audio) towers and projectors are not the MoE
+      // service's. Step3-VL: Step-3's text model, named as step3_text.
+      {.model_type = "step3_vl",
+       .family = HfFamily::kStep3Vl,
+       .architectures = {"Step3VLForConditionalGeneration"},
+       .text_config = true,
+       .sub_model_types = {"step3_text"},
+       .like = HfFamily::kStep3Text},
+      // MiniMax-VL-01: MiniMax-Text-01 (Mixtral's MoE) under
+      // language_model.model.
+      {.model_type = "minimax_vl_01",
+       .family = HfFamily::kMinimaxVl01,
+       .architectures = {"MiniMaxVL01ForConditionalGeneration"},
+       .text_config = true,
+       .sub_model_types = {"minimax_text_01", "minimax"},
+       .like = HfFamily::kMixtral,
+       .layer_prefix = "language_model.model.layers.{L}."},
+      // Intern-S1 and transformers' InternVL (InternVL3.5-*-HF): a Qwen3-MoE
+      // text_config (a dense qwen3 one is refused) under
+      // model.language_model.
+      {.model_type = "interns1",
+       .family = HfFamily::kInternS1,
+       .architectures = {"InternS1ForConditionalGeneration"},
+       .text_config = true,
+       .sub_model_types = {"qwen3_moe"},
+       .like = HfFamily::kQwen3Moe,
+       .layer_prefix = "model.language_model.layers.{L}."},
+      {.model_type = "internvl",
+       .family = HfFamily::kInternVl,
+       .architectures = {"InternVLForConditionalGeneration"},
+       .text_config = true,
+       .sub_model_types = {"qwen3_moe"},
+       .like = HfFamily::kQwen3Moe,
+       .layer_prefix = "model.language_model.layers.{L}."},
+      // InternVLChatModel (the original InternVL3.5 releases) and
+      // Ovis2.6-MoE: a Qwen3-MoE llm_config, under language_model.model. and
+      // llm.model.
+      {.model_type = "internvl_chat",
+       .family = HfFamily::kInternVlChat,
+       .architectures = {"InternVLChatModel"},
+       .sub_config = {"llm_config"},
+       .sub_model_types = {"qwen3_moe"},
+       .like = HfFamily::kQwen3Moe,
+       .layer_prefix = "language_model.model.layers.{L}."},
+      {.model_type = "ovis2_6_moe",
+       .family = HfFamily::kOvis26Moe,
+       .architectures = {"Ovis2_6_MoeForCausalLM"},
+       .sub_config = {"llm_config"},
+       .sub_model_types = {"qwen3_moe"},
+       .like = HfFamily::kQwen3Moe,
+       .layer_prefix = "llm.model.layers.{L}."},
+      // LFM2-VL with an LFM2-MoE text_config (LFM2-VL-8B-A1B; the dense
+      // lfm2 ones are refused) under model.language_model.
+      {.model_type = "lfm2_vl",
+       .family = HfFamily::kLfm2Vl,
+       .architectures = {"Lfm2VlForConditionalGeneration"},
+       .text_config = true,
+       .sub_model_types = {"lfm2_moe"},
+       .like = HfFamily::kLfm2Moe,
+       .layer_prefix = "model.language_model.layers.{L}."},
+      // GraniteMoeSWA (granite-swash): GraniteMoeShared's MoE (its sliding
+      // window, sinks and NoPE layers are attention, the host's), in the
+      // per-expert-packed v4 names or transformers v5's router.weight and
+      // experts.gate_up_proj / down_proj, both of which vLLM reads.
+      {.model_type = "granitemoe_swa",
+       .family = HfFamily::kGraniteMoeSwa,
+       .architectures = {"GraniteMoeSWAForCausalLM"},
+       .like = HfFamily::kGraniteMoeShared},
   };
   return *table;
 }

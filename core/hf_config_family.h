@@ -244,6 +244,11 @@ struct FamilyEntry {
   // Or under this path of nested objects (Qwen3-Omni's thinker_config,
   // text_config), read in place of text_config.
   std::vector<const char*> sub_config = {};
+  // The model_types the language model's own config (text_config, or the
+  // sub_config path) may name, where a wrapper also carries dense language
+  // models (Intern-S1's qwen3 or qwen3_moe); a sub-config naming another is
+  // refused naming its model_type key. Any (or none) when empty.
+  std::vector<const char*> sub_model_types = {};
   // The family whose MoE description and tensor names this one shares: a
   // family whose MoE math and names exist already is described by
   // difference. Itself when unset.

@@ -306,6 +306,35 @@ std::deque<FamilyNames>& NameTables() {
           {WeightRole::kSharedW3, "{p}shared_mlp.input_linear.weight",
            Layout::kSharedLinearHalves},
           {WeightRole::kSharedW2, "{p}shared_mlp.output_linear.weight"}}},
+        // GraniteMoeSWA also in transformers v5's names, as vLLM's loader
+        // reads them: block_sparse_moe.router.weight and nn.Linear experts
+        // gate_up_proj [E, 2I, H] (gate rows first) / down_proj [E, H, I];
+        // the shared MLP keeps its fused input_linear / output_linear.
+        {{HfFamily::kGraniteMoeSwa},
+         {{WeightRole::kGate, "{p}block_sparse_moe.router.layer.weight"},
+          {WeightRole::kW1, "{p}block_sparse_moe.input_linear.weight",
+           Layout::kLinearHalves},
+          {WeightRole::kW3, "{p}block_sparse_moe.input_linear.weight",
+           Layout::kLinearHalves},
+          {WeightRole::kW2, "{p}block_sparse_moe.output_linear.weight",
+           Layout::kLinearDown},
+          {WeightRole::kSharedW1, "{p}shared_mlp.input_linear.weight",
+           Layout::kSharedLinearHalves},
+          {WeightRole::kSharedW3, "{p}shared_mlp.input_linear.weight",
+           Layout::kSharedLinearHalves},
+          {WeightRole::kSharedW2, "{p}shared_mlp.output_linear.weight"}},
+         {{WeightRole::kGate, "{p}block_sparse_moe.router.weight"},
+          {WeightRole::kW1, "{p}block_sparse_moe.experts.gate_up_proj",
+           Layout::kLinearHalves},
+          {WeightRole::kW3, "{p}block_sparse_moe.experts.gate_up_proj",
+           Layout::kLinearHalves},
+          {WeightRole::kW2, "{p}block_sparse_moe.experts.down_proj",
+           Layout::kLinearDown},
+          {WeightRole::kSharedW1, "{p}shared_mlp.input_linear.weight",
+           Layout::kSharedLinearHalves},
+          {WeightRole::kSharedW3, "{p}shared_mlp.input_linear.weight",
+           Layout::kSharedLinearHalves},
+          {WeightRole::kSharedW2, "{p}shared_mlp.output_linear.weight"}}},
         // Snowflake Arctic: Mixtral's block_sparse_moe names.
         {{HfFamily::kArctic}, block_sparse},
         // Aria: mlp.router, x·W experts fc1 [E, H, 2I] (silu of the first

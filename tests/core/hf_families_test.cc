@@ -2149,5 +2149,128 @@ TEST(HfFamilies, BailingMoeV3ReadsPerLayerLimitsAndItsSharedWidth) {
       << unknown.status();
 }
 
+// The wrappers over a language model whose MoE exists (Intern-S1,
+// InternVL, InternVLChatModel, Ovis2.6-MoE, LFM2-VL, MiniMax-VL-01,
+// Step3-VL): the language model's keys under text_config or llm_config,
+// read as its own family's, its layers under the wrapper's prefix; a
+// sub-config naming another language model (a dense one) is refused naming
+// its model_type key, and one without the sub-config names it.
+TEST(HfFamilies, WrappersReadTheirLanguageModelUnderTheirPrefix) {
+  const std::string qwen =
+      R"("hidden_size":2048,"num_hidden_layers":4,"num_experts":128,
+    "num_experts_per_tok":8,"moe_intermediate_size":768,
+    "norm_topk_prob":true,"decoder_sparse_step":1,"mlp_only_layers":[])";
+  auto base = Parse(R"({"model_type":"qwen3_moe",)" + qwen + "}");
+  ASSERT_TRUE(base.ok()) << base.status();
+  struct Wrapper {
+    const char* type;
+    const char* cls;
+    const char* sub;  // the sub-config key
+    HfFamily family;
+    const char* gate;  // layer 1's router
+  };
+  const Wrapper wrappers[] = {
+      {"interns1", "InternS1ForConditionalGeneration", "text_config",
+       HfFamily::kInternS1, "model.language_model.layers.1.mlp.gate.weight"},
+      {"internvl", "InternVLForConditionalGeneration", "text_config",
+       HfFamily::kInternVl, "model.language_model.layers.1.mlp.gate.weight"},
+      {"internvl_chat", "InternVLChatModel", "llm_config",
+       HfFamily::kInternVlChat,
+       "language_model.model.layers.1.mlp.gate.weight"},
+      {"ovis2_6_moe", "Ovis2_6_MoeForCausalLM", "llm_config",
+       HfFamily::kOvis26Moe, "llm.model.layers.1.mlp.gate.weight"},
+  };
+  for (const Wrapper& w : wrappers) {
+    SCOPED_TRACE(w.type);
+    const std::string head =
+        absl::StrCat(R"({"model_type":")", w.type, R"(","architectures":[")",
+                     w.cls, R"("],"vision_config":{"depth":2},)");
+    auto s = Parse(absl::StrCat(head, R"(")", w.sub,
+                                R"(":{"model_type":"qwen3_moe",)", qwen, "}}"));
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->family, w.family);
+    EXPECT_EQ(s->info.layer, base->info.layer);
+    EXPECT_EQ(s->info.moe_layers, base->info.moe_layers);
+    EXPECT_EQ(HfTensorName(w.family, 1, WeightRole::kGate, -1), w.gate);
+    // Intern-S1-mini and the dense InternVLs wrap qwen3 / qwen2.
+    auto dense = Parse(absl::StrCat(
+        head, R"(")", w.sub,
+        R"(":{"model_type":"qwen3","hidden_size":2048,"num_hidden_layers":4}})"));
+    EXPECT_TRUE(
+        Mentions(dense.status(), absl::StrCat("'", w.sub, ".model_type'")))
+        << dense.status();
+    auto flat = Parse(head + qwen + "}");
+    EXPECT_TRUE(Mentions(flat.status(), w.sub)) << flat.status();
+  }
+
+  // LFM2-VL over LFM2-MoE, and over the dense LFM2 (refused).
+  const std::string lfm2 =
+      R"("hidden_size":2048,"num_hidden_layers":4,"num_experts":32,
+    "num_experts_per_tok":4,"moe_intermediate_size":1792,
+    "norm_topk_prob":true,"routed_scaling_factor":1.0,
+    "use_expert_bias":true,"num_dense_layers":2)";
+  auto lfm2_moe = Parse(R"({"model_type":"lfm2_moe",)" + lfm2 + "}");
+  auto lfm2_vl = Parse(
+      R"({"model_type":"lfm2_vl","architectures":["Lfm2VlForConditionalGeneration"],
+    "text_config":{"model_type":"lfm2_moe",)" +
+      lfm2 + "}}");
+  ASSERT_TRUE(lfm2_moe.ok()) << lfm2_moe.status();
+  ASSERT_TRUE(lfm2_vl.ok()) << lfm2_vl.status();
+  EXPECT_EQ(lfm2_vl->info.layer, lfm2_moe->info.layer);
+  EXPECT_EQ(lfm2_vl->info.moe_layers, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(HfTensorName(HfFamily::kLfm2Vl, 2, WeightRole::kExpertBias, -1),
+            "model.language_model.layers.2.feed_forward.expert_bias");
+  auto lfm2_dense = Parse(
+      R"({"model_type":"lfm2_vl","architectures":["Lfm2VlForConditionalGeneration"],
+    "text_config":{"model_type":"lfm2","hidden_size":1024,"num_hidden_layers":4}})");
+  EXPECT_TRUE(Mentions(lfm2_dense.status(), "'text_config.model_type'"))
+      << lfm2_dense.status();
+
+  // MiniMax-VL-01 over the released MiniMax-Text-01 text config.
+  auto minimax = Parse(
+      R"({"model_type":"minimax_vl_01","architectures":["MiniMaxVL01ForConditionalGeneration"],
+    "text_config":{"model_type":"minimax_text_01","hidden_size":6144,
+    "num_hidden_layers":2,"num_local_experts":32,"num_experts_per_tok":2,
+    "intermediate_size":9216,"attn_type_list":[0,1]}})");
+  ASSERT_TRUE(minimax.ok()) << minimax.status();
+  EXPECT_EQ(minimax->family, HfFamily::kMinimaxVl01);
+  EXPECT_EQ(minimax->info.layer.num_experts, 32);
+  EXPECT_TRUE(minimax->info.layer.route_norm);
+  EXPECT_EQ(HfTensorName(HfFamily::kMinimaxVl01, 1, WeightRole::kW1, 5),
+            "language_model.model.layers.1.block_sparse_moe.experts.5.w1."
+            "weight");
+
+  // Step3-VL over Step-3's text model; its layers where Step-3's are.
+  auto step = Parse(
+      R"({"model_type":"step3_vl","architectures":["Step3VLForConditionalGeneration"],
+    "text_config":{"model_type":"step3_text","hidden_size":7168,
+    "num_hidden_layers":6,"moe_num_experts":48,"moe_top_k":3,
+    "moe_intermediate_size":5120,"share_expert_dim":5120,
+    "moe_layers_enum":"4,5"}})");
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->family, HfFamily::kStep3Vl);
+  EXPECT_EQ(step->info.moe_layers, (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(step->info.layer.shared_inter, 5120);
+  EXPECT_EQ(HfTensorName(HfFamily::kStep3Vl, 4, WeightRole::kW1, 0),
+            "model.layers.4.moe.gate_proj.weight");
+
+  // GraniteMoeSWA: GraniteMoeShared's keys, both name sets.
+  auto swa = Parse(
+      R"({"model_type":"granitemoe_swa","architectures":["GraniteMoeSWAForCausalLM"],
+    "hidden_size":1536,"num_hidden_layers":2,"num_local_experts":40,
+    "num_experts_per_tok":8,"intermediate_size":512,
+    "shared_intermediate_size":1024,"sliding_window":4096})");
+  ASSERT_TRUE(swa.ok()) << swa.status();
+  EXPECT_EQ(swa->info.layer.shared_inter, 1024);
+  EXPECT_EQ(HfTensorName(HfFamily::kGraniteMoeSwa, 1, WeightRole::kGate, -1),
+            "model.layers.1.block_sparse_moe.router.layer.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kGraniteMoeSwa, 1, WeightRole::kGate, -1,
+                         HfExpertLayout::kPacked),
+            "model.layers.1.block_sparse_moe.router.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kGraniteMoeSwa, 1, WeightRole::kW2, 0,
+                         HfExpertLayout::kPacked),
+            "model.layers.1.block_sparse_moe.experts.down_proj");
+}
+
 }  // namespace
 }  // namespace moe

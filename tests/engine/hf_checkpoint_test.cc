@@ -112,13 +112,13 @@ TEST(HfCheckpoint, EveryFamilyIsCoveredByTheGoldenCases) {
     for (HfFamily f : testing::FamiliesFor(c->config)) covered.insert(f);
   }
   // Jamba's softmax top-k without renorm and without a shared expert, and
-  // Hunyuan's and Step-3's shared MLPs that are always there beside plain
-  // softmax routing, are in no golden case: they serve reference cases
-  // (families_golden_test) and their layouts are checked in
+  // Hunyuan's and Step-3's (and so Step3-VL's) shared MLPs that are always
+  // there beside plain softmax routing, are in no golden case: they serve
+  // reference cases (families_golden_test) and their layouts are checked in
   // hf_families_checkpoint_test.
   for (HfFamily f : AllHfFamilies()) {
     if (f == HfFamily::kJamba || f == HfFamily::kHunyuanV1Moe ||
-        f == HfFamily::kStep3Text) {
+        f == HfFamily::kStep3Text || f == HfFamily::kStep3Vl) {
       continue;
     }
     EXPECT_TRUE(covered.count(f) > 0) << "no golden case is written as a "
@@ -170,6 +170,12 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
       {HfFamily::kGrok1, "grok1_like"},
       {HfFamily::kHyV3, "glm45_like"},
       {HfFamily::kBailingMoeV3, "step35_like"},
+      {HfFamily::kInternS1, "qwen3_moe_like"},
+      {HfFamily::kInternVl, "qwen3_moe_like"},
+      {HfFamily::kInternVlChat, "qwen3_moe_like"},
+      {HfFamily::kOvis26Moe, "qwen3_moe_like"},
+      {HfFamily::kMinimaxVl01, "mixtral_like"},
+      {HfFamily::kLfm2Vl, "minimax_m2_like"},
   };
   for (const auto& [family, name] : kCases) {
     SCOPED_TRACE(absl::StrCat(HfFamilyName(family), " ", name));

@@ -104,10 +104,19 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kGrok1, "grok1_like"},
       {HfFamily::kHyV3, "glm45_like"},
       {HfFamily::kBailingMoeV3, "step35_like"},
+      {HfFamily::kInternS1, "qwen3_moe_like"},
+      {HfFamily::kInternVl, "qwen3_moe_like"},
+      {HfFamily::kInternVlChat, "qwen3_moe_like"},
+      {HfFamily::kOvis26Moe, "qwen3_moe_like"},
+      {HfFamily::kMinimaxVl01, "mixtral_like"},
+      {HfFamily::kLfm2Vl, "minimax_m2_like"},
       {HfFamily::kStep3p5, "step35_like"},
       // Step-3's gated share_expert is always there beside softmax routing
       // with nothing else: a reference case.
       {HfFamily::kStep3Text, kReferenceCase},
+      {HfFamily::kStep3Vl, kReferenceCase},
+      // GraniteMoeSWA: GraniteMoeShared's math, a reference case as theirs.
+      {HfFamily::kGraniteMoeSwa, kReferenceCase},
   };
   return *cases;
 }
@@ -228,10 +237,12 @@ TEST_P(FamilyGoldenTest, RouterAndTwoWorkersMatchTheGoldenCase) {
 
 // The older families as transformers v5 saves them: experts packed into
 // mlp.experts.gate_up_proj / down_proj (Mixtral's block_sparse_moe. renamed
-// mlp.).
+// mlp.); Hy3's v5 names, GraniteMoeSWA's block_sparse_moe.experts.*, and
+// InternVL's Qwen3-MoE under model.language_model.
 TEST(FamilyGoldenPacked, TransformersV5LayoutServesTheGoldenCase) {
   for (HfFamily family :
-       {HfFamily::kMixtral, HfFamily::kQwen3Moe, HfFamily::kHyV3}) {
+       {HfFamily::kMixtral, HfFamily::kQwen3Moe, HfFamily::kHyV3,
+        HfFamily::kGraniteMoeSwa, HfFamily::kInternVl}) {
     SCOPED_TRACE(HfFamilyName(family));
     ExpectServedGolden(family, HfExpertLayout::kPacked);
   }

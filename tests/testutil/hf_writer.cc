@@ -160,9 +160,10 @@ void AddFusedExperts(const MoeLayerConfig& k, HfFamily f, int64_t layer,
 
 // transformers v5's packed experts, nn.Linear weights as they lie:
 // gate_up_proj [E, 2I, H] (each expert's w1 rows over its w3 rows) and
-// down_proj [E, H, I] (each expert's w2).
+// down_proj [E, H, I] (each expert's w2), named as `layout`'s table names
+// them (GraniteMoe's own input_linear / output_linear are so packed).
 void AddPackedExperts(const MoeLayerConfig& k, HfFamily f, int64_t layer,
-                      const std::vector<float>& w1,
+                      HfExpertLayout layout, const std::vector<float>& w1,
                       const std::vector<float>& w3, std::vector<float> w2,
                       std::vector<Tensor>* out) {
   const int64_t E = k.num_experts, H = k.hidden, I = k.inter;
@@ -172,11 +173,10 @@ void AddPackedExperts(const MoeLayerConfig& k, HfFamily f, int64_t layer,
     std::copy_n(w3.begin() + e * I * H, I * H,
                 gate_up.begin() + (e * 2 + 1) * I * H);
   }
-  const auto packed = HfExpertLayout::kPacked;
-  out->push_back({HfTensorName(f, layer, WeightRole::kW1, 0, packed),
+  out->push_back({HfTensorName(f, layer, WeightRole::kW1, 0, layout),
                   {E, 2 * I, H},
                   std::move(gate_up)});
-  out->push_back({HfTensorName(f, layer, WeightRole::kW2, 0, packed),
+  out->push_back({HfTensorName(f, layer, WeightRole::kW2, 0, layout),
                   {E, H, I},
                   std::move(w2)});
 }
@@ -552,7 +552,7 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                      values(c.b1, 0, E * I, 11), values(c.b3, 0, E * I, 12),
                      values(c.b2, 0, E * H, 13), out);
   } else if (HfLocate(f, k, layer, WeightRole::kW1, 0, layout).linear) {
-    AddPackedExperts(k, f, layer, values(c.w1, 0, E * I * H, 10),
+    AddPackedExperts(k, f, layer, layout, values(c.w1, 0, E * I * H, 10),
                      values(c.w3, 0, E * I * H, 1000),
                      values(c.w2, 0, E * I * H, 2000), out);
   } else if (HfLocate(f, k, layer, WeightRole::kW1, 0).fused) {
@@ -610,7 +610,8 @@ bool AddMoeLayer(const GoldenCase& c, HfFamily f, int64_t layer, bool golden,
                         values(c.sw2, 0, S * H, 5), false, out) &&
             exact;
   } else if (S > 0 && (f == HfFamily::kGraniteMoeShared ||
-                       f == HfFamily::kGraniteMoeHybrid)) {
+                       f == HfFamily::kGraniteMoeHybrid ||
+                       f == HfFamily::kGraniteMoeSwa)) {
     // Granite's shared_mlp: input_linear [2S, H] holds the gate rows over
     // the up rows; output_linear [H, S].
     const std::string sp = HfLayerPrefix(f, layer) + "shared_mlp.";
@@ -882,7 +883,7 @@ void AddDenseMlp(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
     out->push_back(
         {m + "w2.weight", {H, 2 * H}, Filler(seed + 93, 2 * H * H, 0.1f)});
   };
-  if (f == HfFamily::kLfm2Moe) {
+  if (f == HfFamily::kLfm2Moe || f == HfFamily::kLfm2Vl) {
     // LFM2-MoE's dense layers: feed_forward.w1 / w3 / w2.
     w1w3w2(HfLayerPrefix(f, layer) + "feed_forward.");
     return;
@@ -1096,6 +1097,22 @@ const char* Architecture(HfFamily f) {
       return "HYV3ForCausalLM";
     case HfFamily::kBailingMoeV3:
       return "BailingMoeV3ForCausalLM";
+    case HfFamily::kStep3Vl:
+      return "Step3VLForConditionalGeneration";
+    case HfFamily::kMinimaxVl01:
+      return "MiniMaxVL01ForConditionalGeneration";
+    case HfFamily::kInternS1:
+      return "InternS1ForConditionalGeneration";
+    case HfFamily::kInternVl:
+      return "InternVLForConditionalGeneration";
+    case HfFamily::kInternVlChat:
+      return "InternVLChatModel";
+    case HfFamily::kOvis26Moe:
+      return "Ovis2_6_MoeForCausalLM";
+    case HfFamily::kLfm2Vl:
+      return "Lfm2VlForConditionalGeneration";
+    case HfFamily::kGraniteMoeSwa:
+      return "GraniteMoeSWAForCausalLM";
   }
   return "";
 }
@@ -1365,6 +1382,7 @@ void DeepseekStyleKeys(const MoeLayerConfig& c, HfFamily f, int64_t num_layers,
       (*j)["mup_enabled"] = true;
       break;
     case HfFamily::kLfm2Moe:
+    case HfFamily::kLfm2Vl:
       (*j)["num_experts"] = c.num_experts;
       (*j)["moe_intermediate_size"] = c.inter;
       (*j)["intermediate_size"] = 2 * c.hidden;
@@ -1614,6 +1632,7 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       }
       break;
     case HfFamily::kMinimax:
+    case HfFamily::kMinimaxVl01:
       // Lightning and softmax attention layers (attn_type_list), which the
       // MoE service ignores.
       j["num_local_experts"] = c.num_experts;
@@ -1626,6 +1645,10 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       break;
     case HfFamily::kQwen3VlMoe:
     case HfFamily::kQwen3OmniMoe:
+    case HfFamily::kInternS1:
+    case HfFamily::kInternVl:
+    case HfFamily::kInternVlChat:
+    case HfFamily::kOvis26Moe:
       j["num_experts"] = c.num_experts;
       j["moe_intermediate_size"] = c.inter;
       j["intermediate_size"] = 2 * c.hidden;
@@ -1636,6 +1659,7 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
     case HfFamily::kGraniteMoe:
     case HfFamily::kGraniteMoeShared:
     case HfFamily::kGraniteMoeHybrid:
+    case HfFamily::kGraniteMoeSwa:
       j["num_local_experts"] = c.num_experts;
       j["intermediate_size"] = c.inter;
       j["embedding_multiplier"] = 12.0;
@@ -1723,6 +1747,7 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
     case HfFamily::kKimiK25:
     case HfFamily::kAfmoe:
     case HfFamily::kLfm2Moe:
+    case HfFamily::kLfm2Vl:
     case HfFamily::kExaoneMoe:
     case HfFamily::kHyV3:
     case HfFamily::kBailingMoeV3:
@@ -1808,6 +1833,7 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       break;
     }
     case HfFamily::kStep3Text:
+    case HfFamily::kStep3Vl:
       AddStepKeys(c, num_layers, &j);
       j["share_q_dim"] = c.hidden / 2;
       j["head_dim"] = c.hidden / 4;
@@ -1877,6 +1903,32 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
                   {"vision_config", {{"hidden_size", 48}}}}},
                 {"talker_config", {{"text_config", talker_text}}},
                 {"enable_audio_output", true}};
+    return top.dump(2);
+  }
+  if (f == HfFamily::kStep3Vl || f == HfFamily::kMinimaxVl01 ||
+      f == HfFamily::kInternS1 || f == HfFamily::kInternVl ||
+      f == HfFamily::kLfm2Vl || f == HfFamily::kInternVlChat ||
+      f == HfFamily::kOvis26Moe) {
+    // The wrappers: the language model's config (of its own model_type and
+    // class) under text_config, or llm_config for InternVLChatModel and
+    // Ovis, beside a vision config.
+    const bool qwen = f == HfFamily::kInternS1 || f == HfFamily::kInternVl ||
+                      f == HfFamily::kInternVlChat || f == HfFamily::kOvis26Moe;
+    j["model_type"] = qwen                          ? "qwen3_moe"
+                      : f == HfFamily::kStep3Vl     ? "step3_text"
+                      : f == HfFamily::kMinimaxVl01 ? "minimax_text_01"
+                                                    : "lfm2_moe";
+    j["architectures"] = {qwen                      ? "Qwen3MoeForCausalLM"
+                          : f == HfFamily::kStep3Vl ? "Step3TextForCausalLM"
+                          : f == HfFamily::kMinimaxVl01
+                              ? "MiniMaxText01ForCausalLM"
+                              : "Lfm2MoeForCausalLM"};
+    const bool llm = f == HfFamily::kInternVlChat || f == HfFamily::kOvis26Moe;
+    json top = {
+        {"model_type", HfFamilyName(f)},
+        {"architectures", {Architecture(f)}},
+        {llm ? "llm_config" : "text_config", j},
+        {"vision_config", {{"hidden_size", 48}, {"num_hidden_layers", 1}}}};
     return top.dump(2);
   }
   if (f == HfFamily::kQwen3VlMoe || f == HfFamily::kAria) {
@@ -2324,15 +2376,20 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   const HfFamily f = o.family;
   const bool lm_first = f == HfFamily::kLlama4 || f == HfFamily::kKimiK3 ||
                         f == HfFamily::kAria || f == HfFamily::kKimiVl ||
-                        f == HfFamily::kKimiK25;
+                        f == HfFamily::kKimiK25 ||
+                        f == HfFamily::kMinimaxVl01 ||
+                        f == HfFamily::kInternVlChat;
   const std::string lm =
       lm_first ? "language_model.model."
       : f == HfFamily::kQwen35Moe || f == HfFamily::kGemma4 ||
-              f == HfFamily::kQwen3VlMoe || f == HfFamily::kGlm4vMoe
+              f == HfFamily::kQwen3VlMoe || f == HfFamily::kGlm4vMoe ||
+              f == HfFamily::kInternS1 || f == HfFamily::kInternVl ||
+              f == HfFamily::kLfm2Vl
           ? "model.language_model."
       : f == HfFamily::kNemotronH    ? "backbone."
       : f == HfFamily::kDbrx         ? "transformer."
       : f == HfFamily::kQwen3OmniMoe ? "thinker.model."
+      : f == HfFamily::kOvis26Moe    ? "llm.model."
                                      : "model.";
   std::vector<Tensor> tensors;
   tensors.push_back({lm + (f == HfFamily::kNemotronH ? "embeddings.weight"
@@ -2343,7 +2400,8 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
   for (int64_t l = 0; l < num_layers; ++l) {
     AddUnrelated(o.family, H, l, o.seed, &tensors);
     if (spec.info.HasLayer(l) &&
-        (f == HfFamily::kStep3p5 || f == HfFamily::kStep3Text)) {
+        (f == HfFamily::kStep3p5 || f == HfFamily::kStep3Text ||
+         f == HfFamily::kStep3Vl)) {
       AddStepLayer(c, l, l == o.layer, f == HfFamily::kStep3p5,
                    o.seed + 100 * l, &tensors);
     } else if (spec.info.HasLayer(l)) {
@@ -2384,6 +2442,30 @@ absl::Status WriteHfCheckpoint(const GoldenCase& c, const HfWriteOptions& o,
                        {H, 48},
                        Filler(o.seed + 6, H * 48, 0.1f)});
     tensors.push_back({"multi_modal_projector.linear_1.weight",
+                       {H, H},
+                       Filler(o.seed + 7, H * H, 0.1f)});
+  }
+  if (f == HfFamily::kStep3Vl || f == HfFamily::kMinimaxVl01 ||
+      f == HfFamily::kInternS1 || f == HfFamily::kInternVl ||
+      f == HfFamily::kInternVlChat || f == HfFamily::kOvis26Moe ||
+      f == HfFamily::kLfm2Vl) {
+    // The wrappers' vision towers and projectors, named as each release
+    // names them, which the loader must skip.
+    const std::string v =
+        f == HfFamily::kStep3Vl || f == HfFamily::kInternVlChat
+            ? "vision_model."
+        : f == HfFamily::kMinimaxVl01 ? "vision_tower."
+        : f == HfFamily::kOvis26Moe   ? "visual_tokenizer.vit."
+                                      : "model.vision_tower.";
+    tensors.push_back({v + "encoder.layers.0.mlp.fc1.weight",
+                       {H, 48},
+                       Filler(o.seed + 6, H * 48, 0.1f)});
+    tensors.push_back({f == HfFamily::kInternVlChat ? "mlp1.1.weight"
+                       : f == HfFamily::kStep3Vl ? "vit_large_projector.weight"
+                       : f == HfFamily::kOvis26Moe ? "vte.weight"
+                       : f == HfFamily::kMinimaxVl01
+                           ? "multi_modal_projector.linear_1.weight"
+                           : "model.multi_modal_projector.linear_1.weight",
                        {H, H},
                        Filler(o.seed + 7, H * H, 0.1f)});
   }
