@@ -371,11 +371,21 @@ absl::Status ReadDescribed(const json& described, const std::string& model_type,
   if (absl::Status s = ReadMoeDescription(
           EntryOf(base).moe, ConfigReader(rest, text_label), &info);
       !s.ok()) {
+    // A key the family spells its own way that the config lacks is named
+    // as the family spells it (MiniCPM's num_experts, not Mixtral's
+    // num_local_experts).
+    std::string message(s.message());
+    for (const auto& [common, own] : entry.renamed_keys) {
+      if (described.contains(common)) continue;
+      message = absl::StrReplaceAll(message, {{absl::StrCat("'", common, "'"),
+                                               absl::StrCat("'", own, "'")}});
+    }
     // A file family's keys are the user's: say which file asked for them.
-    if (entry.source_file == nullptr) return s;
-    return absl::Status(s.code(),
-                        absl::StrCat(s.message(), " (a key of family file ",
-                                     entry.source_file, ", field 'moe')"));
+    if (entry.source_file != nullptr) {
+      absl::StrAppend(&message, " (a key of family file ", entry.source_file,
+                      ", field 'moe')");
+    }
+    return absl::Status(s.code(), message);
   }
   if (listed.has_value()) info.moe_layers = *std::move(listed);
   MOE_RETURN_IF_ERROR(ReadExtensions(r, &c));

@@ -98,6 +98,7 @@ enum class HfFamily {
   kOvis26Moe,      // Ovis2.6-MoE: qwen3_moe under llm_config, llm.model.
   kLfm2Vl,         // LFM2-VL: lfm2_moe under text_config
   kGraniteMoeSwa,  // GraniteMoeSWA: GraniteMoeShared's MoE, v4 or v5 names
+  kMinicpm,        // MiniCPM-MoE: Mixtral's MoE as mlp.experts.{e}.w1/w3/w2
 };
 
 // Every family, in the order of the table above.

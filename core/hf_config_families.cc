@@ -884,6 +884,17 @@ std::deque<FamilyEntry>& MutableFamilyTable() {
        .family = HfFamily::kGraniteMoeSwa,
        .architectures = {"GraniteMoeSWAForCausalLM"},
        .like = HfFamily::kGraniteMoeShared},
+      // MiniCPM-MoE (MiniCPM-MoE-8x2B, remote code, which vLLM serves):
+      // Mixtral's MoE (softmax, top-k renormalised, every layer) keyed
+      // num_experts, its router mlp.gate and experts mlp.experts.{e}.w1 /
+      // w3 / w2. The dense MiniCPMs share model_type and class and have no
+      // num_experts: refused naming it. Its embedding and residual scales
+      // are the host's.
+      {.model_type = "minicpm",
+       .family = HfFamily::kMinicpm,
+       .architectures = {"MiniCPMForCausalLM"},
+       .like = HfFamily::kMixtral,
+       .renamed_keys = {{"num_local_experts", "num_experts"}}},
   };
   return *table;
 }

@@ -335,6 +335,10 @@ std::deque<FamilyNames>& NameTables() {
           {WeightRole::kSharedW3, "{p}shared_mlp.input_linear.weight",
            Layout::kSharedLinearHalves},
           {WeightRole::kSharedW2, "{p}shared_mlp.output_linear.weight"}}},
+        // MiniCPM-MoE: mlp.gate and Mixtral's w1 / w3 / w2 under mlp.
+        {{HfFamily::kMinicpm},
+         With(Router("{p}mlp.", "gate.e_score_correction_bias"),
+              Experts("{p}mlp.", "w1", "w3", "w2"))},
         // Snowflake Arctic: Mixtral's block_sparse_moe names.
         {{HfFamily::kArctic}, block_sparse},
         // Aria: mlp.router, x·W experts fc1 [E, H, 2I] (silu of the first

@@ -2272,5 +2272,32 @@ TEST(HfFamilies, WrappersReadTheirLanguageModelUnderTheirPrefix) {
             "model.layers.1.block_sparse_moe.experts.down_proj");
 }
 
+// MiniCPM-MoE: Mixtral's routing keyed num_experts under mlp.; a config
+// without model_type (early remote-code releases) is read by its class, and
+// a dense MiniCPM (no num_experts) is refused naming the key.
+TEST(HfFamilies, MinicpmMoeIsMixtralUnderMlp) {
+  const std::string keys =
+      R"("architectures":["MiniCPMForCausalLM"],"hidden_size":2304,
+    "num_hidden_layers":40,"intermediate_size":5760,"num_experts_per_tok":2,
+    "scale_emb":12,"dim_model_base":256,"scale_depth":1.4)";
+  auto s = Parse(R"({"model_type":"minicpm","num_experts":8,)" + keys + "}");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->family, HfFamily::kMinicpm);
+  EXPECT_EQ(s->info.layer.num_experts, 8);
+  EXPECT_EQ(s->info.layer.inter, 5760);
+  EXPECT_EQ(s->info.layer.score_func, ScoreFunc::kSoftmax);
+  EXPECT_TRUE(s->info.layer.route_norm);
+  EXPECT_EQ(s->info.moe_layers.size(), 40u);
+  EXPECT_EQ(HfTensorName(HfFamily::kMinicpm, 3, WeightRole::kGate, -1),
+            "model.layers.3.mlp.gate.weight");
+  EXPECT_EQ(HfTensorName(HfFamily::kMinicpm, 3, WeightRole::kW3, 7),
+            "model.layers.3.mlp.experts.7.w3.weight");
+  auto unnamed = Parse(R"({"num_experts":8,)" + keys + "}");
+  ASSERT_TRUE(unnamed.ok()) << unnamed.status();
+  EXPECT_EQ(unnamed->family, HfFamily::kMinicpm);
+  auto dense = Parse(R"({"model_type":"minicpm",)" + keys + "}");
+  EXPECT_TRUE(Mentions(dense.status(), "'num_experts'")) << dense.status();
+}
+
 }  // namespace
 }  // namespace moe

@@ -176,6 +176,7 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
       {HfFamily::kOvis26Moe, "qwen3_moe_like"},
       {HfFamily::kMinimaxVl01, "mixtral_like"},
       {HfFamily::kLfm2Vl, "minimax_m2_like"},
+      {HfFamily::kMinicpm, "mixtral_like"},
   };
   for (const auto& [family, name] : kCases) {
     SCOPED_TRACE(absl::StrCat(HfFamilyName(family), " ", name));

@@ -1113,6 +1113,8 @@ const char* Architecture(HfFamily f) {
       return "Lfm2VlForConditionalGeneration";
     case HfFamily::kGraniteMoeSwa:
       return "GraniteMoeSWAForCausalLM";
+    case HfFamily::kMinicpm:
+      return "MiniCPMForCausalLM";
   }
   return "";
 }
@@ -1673,6 +1675,18 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
           j["layers_block_type"].push_back(l % 2 == 0 ? "mamba" : "attention");
         }
       }
+      break;
+    case HfFamily::kMinicpm:
+      // MiniCPM-MoE-8x2B's remote-code config: num_experts, the expert
+      // width as intermediate_size, and the muP scales the host applies.
+      j["num_experts"] = c.num_experts;
+      j["intermediate_size"] = c.inter;
+      j["scale_emb"] = 12;
+      j["dim_model_base"] = 256;
+      j["scale_depth"] = 1.4;
+      j["auto_map"] = {
+          {"AutoConfig", "configuration_minicpm.MiniCPMConfig"},
+          {"AutoModelForCausalLM", "modeling_minicpm.MiniCPMForCausalLM"}};
       break;
     case HfFamily::kArctic:
       // Every second layer MoE: layers 1, 3, ...
