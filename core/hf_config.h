@@ -99,6 +99,7 @@ enum class HfFamily {
   kLfm2Vl,         // LFM2-VL: lfm2_moe under text_config
   kGraniteMoeSwa,  // GraniteMoeSWA: GraniteMoeShared's MoE, v4 or v5 names
   kMinicpm,        // MiniCPM-MoE: Mixtral's MoE as mlp.experts.{e}.w1/w3/w2
+  kGemma4Text,     // Gemma4ForCausalLM: Gemma 4's MoE block, text-only save
 };
 
 // Every family, in the order of the table above.

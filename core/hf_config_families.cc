@@ -895,6 +895,14 @@ std::deque<FamilyEntry>& MutableFamilyTable() {
        .architectures = {"MiniCPMForCausalLM"},
        .like = HfFamily::kMixtral,
        .renamed_keys = {{"num_local_experts", "num_experts"}}},
+      // Gemma 4 saved text-only (Gemma4ForCausalLM, what transformers'
+      // converter writes with --text_only): the text config at the top
+      // level, the layers under model.layers.
+      {.model_type = "gemma4_text",
+       .family = HfFamily::kGemma4Text,
+       .architectures = {"Gemma4ForCausalLM"},
+       .like = HfFamily::kGemma4,
+       .layer_prefix = "model.layers.{L}."},
   };
   return *table;
 }

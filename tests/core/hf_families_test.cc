@@ -733,6 +733,20 @@ TEST(HfFamilies, Gemma4ReadsTextConfigAndItsMoeBlock) {
   auto dense = Parse(R"({"model_type":"gemma4","text_config":{)" + text +
                      R"("enable_moe_block":false}})");
   EXPECT_TRUE(Mentions(dense.status(), "enable_moe_block")) << dense.status();
+
+  // Saved text-only (Gemma4ForCausalLM): the same text config at the top
+  // level, its layers under model.layers.
+  auto text_only = Parse(R"({"architectures":["Gemma4ForCausalLM"],)" + text +
+                         R"("enable_moe_block":true})");
+  ASSERT_TRUE(text_only.ok()) << text_only.status();
+  EXPECT_EQ(text_only->family, HfFamily::kGemma4Text);
+  EXPECT_EQ(text_only->info.layer, c);
+  EXPECT_EQ(HfTensorName(HfFamily::kGemma4Text, 2, WeightRole::kGate, -1),
+            "model.layers.2.router.proj.weight");
+  auto text_dense = Parse(R"({"architectures":["Gemma4ForCausalLM"],)" + text +
+                          R"("enable_moe_block":false})");
+  EXPECT_TRUE(Mentions(text_dense.status(), "enable_moe_block"))
+      << text_dense.status();
 }
 
 TEST(HfFamilies, KimiK3ReadsTextConfigLatentSituAndCompressedTensors) {

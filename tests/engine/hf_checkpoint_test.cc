@@ -177,6 +177,7 @@ TEST(HfCheckpoint, EachFamilyLoadsItsOwnGoldenCase) {
       {HfFamily::kMinimaxVl01, "mixtral_like"},
       {HfFamily::kLfm2Vl, "minimax_m2_like"},
       {HfFamily::kMinicpm, "mixtral_like"},
+      {HfFamily::kGemma4Text, "gemma4_like"},
   };
   for (const auto& [family, name] : kCases) {
     SCOPED_TRACE(absl::StrCat(HfFamilyName(family), " ", name));

@@ -111,6 +111,7 @@ const std::map<HfFamily, std::string>& FamilyCases() {
       {HfFamily::kMinimaxVl01, "mixtral_like"},
       {HfFamily::kLfm2Vl, "minimax_m2_like"},
       {HfFamily::kMinicpm, "mixtral_like"},
+      {HfFamily::kGemma4Text, "gemma4_like"},
       {HfFamily::kStep3p5, "step35_like"},
       // Step-3's gated share_expert is always there beside softmax routing
       // with nothing else: a reference case.

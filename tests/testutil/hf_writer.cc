@@ -862,7 +862,7 @@ void AddUnrelated(HfFamily f, int64_t H, int64_t layer, uint64_t seed,
                     {H, 2 * H},
                     Filler(seed + layer * 7 + 'o', 2 * H * H, 0.1f)});
   }
-  if (f == HfFamily::kGemma4) {
+  if (f == HfFamily::kGemma4 || f == HfFamily::kGemma4Text) {
     // The layer's own FFN output norm, which the host applies to y.
     out->push_back({p + "post_feedforward_layernorm.weight",
                     {H},
@@ -1115,6 +1115,8 @@ const char* Architecture(HfFamily f) {
       return "GraniteMoeSWAForCausalLM";
     case HfFamily::kMinicpm:
       return "MiniCPMForCausalLM";
+    case HfFamily::kGemma4Text:
+      return "Gemma4ForCausalLM";
   }
   return "";
 }
@@ -1579,6 +1581,7 @@ std::string HfConfigJson(const MoeLayerConfig& c, HfFamily f,
       break;
     }
     case HfFamily::kGemma4:
+    case HfFamily::kGemma4Text:
       j.erase("num_experts_per_tok");
       j["enable_moe_block"] = true;
       j["num_experts"] = c.num_experts;
